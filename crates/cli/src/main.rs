@@ -1,0 +1,48 @@
+//! `netsched`: the command-line tool. Each subcommand lives in the crate that owns it; this
+//! file only wires them together.
+
+use clap::{Parser, Subcommand};
+
+mod replay;
+
+/// netsched decides who goes first when network work contends for a link, a server or a core,
+/// and proves it: in a deterministic simulator (`lab`) and on real Linux (`shape`, `link`,
+/// `nfq`).
+#[derive(Debug, Parser)]
+#[command(name = "netsched", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Reproduce the papers' experiments in simulation (and on real Linux with --real).
+    Lab(netsched_lab::cli::LabArgs),
+    /// Feed a trace through one algorithm and print what happened to every item.
+    Replay(replay::ReplayArgs),
+    /// Install ACK separation on a gateway interface with tc (HTB + u32).
+    Shape(netsched_link::shape::ShapeArgs),
+    /// Run the userspace link engine between two interfaces.
+    Link(netsched_link::engine::LinkArgs),
+    /// Run the percentile scheduling daemon on the NFQUEUE packet path.
+    Nfq(netsched_nfq::daemon::NfqArgs),
+    /// Control a running `netsched nfq` daemon.
+    Ctl(netsched_nfq::ctl::CtlArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Lab(a) => netsched_lab::cli::run(a),
+        Cmd::Replay(a) => replay::run(a),
+        Cmd::Shape(a) => netsched_link::shape::run(a),
+        Cmd::Link(a) => netsched_link::engine::run(a),
+        Cmd::Nfq(a) => netsched_nfq::daemon::run(a),
+        Cmd::Ctl(a) => netsched_nfq::ctl::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("netsched: error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,1 @@
+//! Load balancers with Linux IPVS semantics (P4).

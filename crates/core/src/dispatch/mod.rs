@@ -1,0 +1,1 @@
+//! Dispatch policies: which worker thread takes the next packet block (P1).

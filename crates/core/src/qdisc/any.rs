@@ -1,0 +1,84 @@
+//! [`AnyQdisc`]: the enum engines dispatch through, and [`QdiscConfig`], its serde form
+//! (TOML/JSON `kind = "..."`), so engines never know which discipline they run.
+
+use super::fifo::Fifo;
+use super::{ClassId, Feedback, Packet, Qdisc, QdiscStats, Verdict};
+use crate::Nanos;
+use serde::{Deserialize, Serialize};
+
+fn default_limit() -> usize {
+    1000
+}
+fn no_byte_limit() -> u64 {
+    u64::MAX
+}
+
+/// Configuration of a discipline, as written in scenario and replay files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum QdiscConfig {
+    /// Tail-drop FIFO.
+    Fifo {
+        #[serde(default = "default_limit")]
+        limit_packets: usize,
+        #[serde(default = "no_byte_limit")]
+        limit_bytes: u64,
+    },
+}
+
+impl QdiscConfig {
+    /// Build the discipline. `Err` names the field that is wrong.
+    pub fn build<T: Packet>(&self) -> Result<AnyQdisc<T>, String> {
+        Ok(match self {
+            QdiscConfig::Fifo {
+                limit_packets,
+                limit_bytes,
+            } => {
+                if *limit_packets == 0 {
+                    return Err("limit_packets: must be at least 1".into());
+                }
+                AnyQdisc::Fifo(Fifo::new(*limit_packets, *limit_bytes))
+            }
+        })
+    }
+}
+
+/// Every discipline, statically dispatched.
+#[derive(Debug)]
+pub enum AnyQdisc<T> {
+    Fifo(Fifo<T>),
+}
+
+macro_rules! each {
+    ($self:expr, $q:ident => $e:expr) => {
+        match $self {
+            AnyQdisc::Fifo($q) => $e,
+        }
+    };
+}
+
+impl<T: Packet> Qdisc<T> for AnyQdisc<T> {
+    #[inline]
+    fn enqueue(&mut self, class: ClassId, item: T, now: Nanos) -> Verdict<T> {
+        each!(self, q => q.enqueue(class, item, now))
+    }
+    #[inline]
+    fn dequeue(&mut self, now: Nanos) -> Option<T> {
+        each!(self, q => q.dequeue(now))
+    }
+    fn peek(&mut self, now: Nanos) -> Option<&T> {
+        each!(self, q => q.peek(now))
+    }
+    fn reset(&mut self) -> Vec<T> {
+        each!(self, q => q.reset())
+    }
+    fn stats(&self) -> &QdiscStats {
+        each!(self, q => q.stats())
+    }
+    fn next_timer(&self, now: Nanos) -> Option<Nanos> {
+        each!(self, q => q.next_timer(now))
+    }
+    fn feedback(&mut self, fb: Feedback, now: Nanos) {
+        each!(self, q => q.feedback(fb, now))
+    }
+}

@@ -1,0 +1,3 @@
+//! # netsched-lab — `netsched lab`: the papers' experiments, simulated and real
+
+pub mod cli;

@@ -1,0 +1,86 @@
+//! # netsched-report — one output format for simulated and real runs
+//!
+//! Every experiment, whether `"mode": "sim"` (the lab) or `"mode": "real"` (namespaces and real
+//! Linux), writes the same things into its output folder:
+//! - `results.json` ([`Results`]): experiment, mode, seed, every parameter, the netsched version
+//!   and git commit, the command line, and one entry per run configuration with its metrics;
+//! - CSV series (time series, CDFs);
+//! - SVG plots (drawn by this crate, no font or system library needed);
+//! - `report.md`: a "paper | this run" table for every number the paper reports ([`Comparison`]).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::Path;
+
+/// The `results.json` document.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Results {
+    pub experiment: String,
+    /// `"sim"` or `"real"`.
+    pub mode: String,
+    pub seed: u64,
+    pub params: Value,
+    pub runs: Vec<Run>,
+    pub netsched_version: String,
+    pub git_commit: String,
+    pub command_line: Vec<String>,
+}
+
+/// One configuration of an experiment and what it measured.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Run {
+    pub config: Value,
+    pub metrics: Value,
+}
+
+/// One row of the "paper | this run" table.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Comparison {
+    /// What is compared, e.g. "upload with FIFO, both directions (kbit/s)".
+    pub quantity: String,
+    /// The paper's figure as printed (may be "—" where the paper gives none).
+    pub paper: String,
+    /// Our figure.
+    pub ours: String,
+}
+
+impl Results {
+    pub fn new(experiment: &str, mode: &str, seed: u64, params: Value) -> Self {
+        Self {
+            experiment: experiment.to_string(),
+            mode: mode.to_string(),
+            seed,
+            params,
+            runs: Vec::new(),
+            netsched_version: env!("CARGO_PKG_VERSION").to_string(),
+            git_commit: git_commit(),
+            command_line: std::env::args().collect(),
+        }
+    }
+
+    /// Write `results.json` into `dir` (created if missing).
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+        let path = dir.join("results.json");
+        let text = serde_json::to_string_pretty(self)?;
+        std::fs::write(&path, text + "\n")
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        Ok(())
+    }
+}
+
+/// The commit the binary was built from: `NETSCHED_GIT_COMMIT` at build time if set, else
+/// `git rev-parse HEAD` in the current directory, else "unknown".
+pub fn git_commit() -> String {
+    if let Some(c) = option_env!("NETSCHED_GIT_COMMIT") {
+        return c.to_string();
+    }
+    std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".to_string())
+}

@@ -1,0 +1,273 @@
+//! # netsched-testbed — namespaces that clean up after themselves
+//!
+//! A [`Testbed`] creates network namespaces and veth pairs with names unique to this process
+//! (so parallel runs never collide), runs commands inside them, and starts processes whose ids
+//! it keeps. Dropping it (normal end, error, or panic unwinding) kills exactly the processes it
+//! started, by id, and deletes its namespaces — which removes their veths, qdiscs and iptables
+//! rules with them. Traffic stays inside these namespaces.
+
+use anyhow::{anyhow, bail, Context, Result};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// True when running as root (needed for namespaces, tc, iptables).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// For privileged tests: `true` if the test may run. Without root it prints why it skips —
+/// unless `CI=true`, where a privileged test must run, so it panics instead.
+pub fn privileged_test_allowed(test: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
+        panic!("{test}: needs root, and CI=true requires privileged tests to run");
+    }
+    eprintln!("SKIP {test}: needs root (namespaces, tc, iptables); run as root to include it");
+    false
+}
+
+/// Run a command to completion; `Err` carries the command line and its stderr.
+pub fn run(cmd: &str, args: &[&str]) -> Result<String> {
+    let out = Command::new(cmd)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot start `{cmd}` (is it installed?)"))?;
+    if !out.status.success() {
+        bail!(
+            "`{} {}` failed ({}): {}",
+            cmd,
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A set of namespaces and processes owned by this run.
+pub struct Testbed {
+    tag: String,
+    namespaces: Vec<String>,
+    children: Vec<(String, Child)>,
+}
+
+impl Testbed {
+    /// A new, empty testbed. `label` is a short word for humans (≤ 6 chars are kept).
+    pub fn new(label: &str) -> Result<Self> {
+        if !is_root() {
+            bail!(
+                "building a namespace testbed needs root (run as root, or use the simulated lab)"
+            );
+        }
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let h = (std::process::id() as u64)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .wrapping_add(((n as u64) << 32) ^ nanos as u64);
+        let label: String = label
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .take(6)
+            .collect();
+        Ok(Self {
+            tag: format!("{label}{:05x}", h & 0xf_ffff),
+            namespaces: Vec::new(),
+            children: Vec::new(),
+        })
+    }
+
+    /// This testbed's unique tag (part of every name it creates).
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    /// Create namespace `<tag>-<name>` with loopback up; returns its full name.
+    pub fn add_ns(&mut self, name: &str) -> Result<String> {
+        let full = format!("ns{}-{}", self.tag, name);
+        run("ip", &["netns", "add", &full])?;
+        self.namespaces.push(full.clone());
+        self.exec(&full, "ip", &["link", "set", "lo", "up"])?;
+        Ok(full)
+    }
+
+    /// An interface name unique to this testbed, at most 15 bytes (IFNAMSIZ - 1).
+    pub fn ifname(&self, short: &str) -> String {
+        let mut s = format!("{}{}", &self.tag[self.tag.len() - 5..], short);
+        s.truncate(15);
+        s
+    }
+
+    /// A veth pair between two namespaces, both ends up, with the given IPv4 addresses
+    /// (`"10.x.y.z/24"`). Segmentation offloads are turned off on both ends, so that qdiscs
+    /// and AF_PACKET engines see wire-sized packets.
+    pub fn veth(
+        &mut self,
+        (ns_a, if_a, addr_a): (&str, &str, &str),
+        (ns_b, if_b, addr_b): (&str, &str, &str),
+    ) -> Result<()> {
+        run(
+            "ip",
+            &[
+                "link", "add", if_a, "netns", ns_a, "type", "veth", "peer", "name", if_b, "netns",
+                ns_b,
+            ],
+        )?;
+        for (ns, ifn, addr) in [(ns_a, if_a, addr_a), (ns_b, if_b, addr_b)] {
+            if !addr.is_empty() {
+                self.exec(ns, "ip", &["addr", "add", addr, "dev", ifn])?;
+            }
+            self.exec(ns, "ip", &["link", "set", ifn, "up"])?;
+            // Offloads off: TSO/GSO/GRO would hand qdiscs 64 KB super-packets.
+            let _ = self.exec(
+                ns,
+                "ethtool",
+                &[
+                    "-K", ifn, "tso", "off", "gso", "off", "gro", "off", "tx", "off", "rx", "off",
+                ],
+            );
+        }
+        Ok(())
+    }
+
+    /// Run a command inside namespace `ns` to completion.
+    pub fn exec(&self, ns: &str, cmd: &str, args: &[&str]) -> Result<String> {
+        let mut full = vec!["netns", "exec", ns, cmd];
+        full.extend_from_slice(args);
+        run("ip", &full)
+    }
+
+    /// Set a sysctl inside `ns` (e.g. `net.ipv4.ip_forward=1`).
+    pub fn sysctl(&self, ns: &str, kv: &str) -> Result<()> {
+        self.exec(ns, "sysctl", &["-q", "-w", kv]).map(|_| ())
+    }
+
+    /// Start a process inside `ns`; the testbed kills it (by id) when dropped. Returns its id.
+    pub fn spawn(&mut self, ns: &str, cmd: &str, args: &[&str], label: &str) -> Result<u32> {
+        self.spawn_with(ns, cmd, args, label, Stdio::null(), Stdio::null())
+    }
+
+    /// Like [`Testbed::spawn`], with the given stdout/stderr.
+    pub fn spawn_with(
+        &mut self,
+        ns: &str,
+        cmd: &str,
+        args: &[&str],
+        label: &str,
+        stdout: Stdio,
+        stderr: Stdio,
+    ) -> Result<u32> {
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, cmd])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .with_context(|| format!("cannot start {label} (`{cmd}`) in {ns}"))?;
+        let id = child.id();
+        self.children.push((label.to_string(), child));
+        Ok(id)
+    }
+
+    /// Take ownership of a child started elsewhere, so it is reaped with the testbed.
+    pub fn adopt(&mut self, label: &str, child: Child) {
+        self.children.push((label.to_string(), child));
+    }
+
+    /// Stop one process this testbed started: SIGTERM, wait up to `grace`, then SIGKILL.
+    pub fn stop(&mut self, pid: u32, grace: std::time::Duration) -> Result<()> {
+        let idx = self
+            .children
+            .iter()
+            .position(|(_, c)| c.id() == pid)
+            .ok_or_else(|| anyhow!("process {pid} was not started by this testbed"))?;
+        let (_, mut child) = self.children.remove(idx);
+        terminate(&mut child, grace);
+        Ok(())
+    }
+
+    /// The namespaces created so far.
+    pub fn namespaces(&self) -> &[String] {
+        &self.namespaces
+    }
+}
+
+fn terminate(child: &mut Child, grace: std::time::Duration) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    // SAFETY: kill on a pid we own (our child, not yet reaped, so the id is not reused).
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let until = std::time::Instant::now() + grace;
+    while std::time::Instant::now() < until {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        for (_, child) in self.children.iter_mut().rev() {
+            terminate(child, std::time::Duration::from_millis(500));
+        }
+        for ns in self.namespaces.iter().rev() {
+            if let Err(e) = run("ip", &["netns", "del", ns]) {
+                eprintln!("testbed cleanup: {e}");
+            }
+        }
+    }
+}
+
+/// Names of namespaces that currently exist whose name contains `tag` (for leak checks).
+pub fn namespaces_with(tag: &str) -> Vec<String> {
+    run("ip", &["netns", "list"])
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.contains(tag))
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn testbed_creates_and_removes_namespaces() {
+        if !privileged_test_allowed("testbed_creates_and_removes_namespaces") {
+            return;
+        }
+        let tag;
+        {
+            let mut tb = Testbed::new("tbt").unwrap();
+            tag = tb.tag().to_string();
+            let a = tb.add_ns("a").unwrap();
+            let b = tb.add_ns("b").unwrap();
+            let (ia, ib) = (tb.ifname("a"), tb.ifname("b"));
+            tb.veth((&a, &ia, "10.231.0.1/24"), (&b, &ib, "10.231.0.2/24"))
+                .unwrap();
+            tb.exec(&a, "ping", &["-c", "1", "-W", "2", "10.231.0.2"])
+                .unwrap();
+            let pid = tb.spawn(&a, "sleep", &["30"], "sleeper").unwrap();
+            assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+            assert_eq!(namespaces_with(&tag).len(), 2);
+        }
+        assert!(namespaces_with(&tag).is_empty(), "namespaces leaked");
+    }
+}
