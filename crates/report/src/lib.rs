@@ -84,3 +84,33 @@ pub fn git_commit() -> String {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_else(|| "unknown".to_string())
 }
+
+/// A claim a reproduction must show (from the issue / the paper), checked on measured numbers.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Check {
+    /// What must hold, e.g. "ACK separation: upload ≥ 80% of its rate alone".
+    pub claim: String,
+    pub passed: bool,
+    /// The measured numbers behind the verdict.
+    pub detail: String,
+}
+
+/// A figure written into the output folder.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Figure {
+    pub title: String,
+    /// File name relative to the output folder (an `.svg`).
+    pub file: String,
+}
+
+/// Everything one experiment run produces. The lab runner writes `results.json` and
+/// `report.md` from it; the experiment itself writes its CSV and SVG files into the folder.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ExperimentOutput {
+    pub results: Results,
+    pub comparisons: Vec<Comparison>,
+    pub checks: Vec<Check>,
+    pub figures: Vec<Figure>,
+    /// Markdown paragraphs: how the model maps to the paper, what differs and why.
+    pub notes: Vec<String>,
+}
