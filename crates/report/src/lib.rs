@@ -114,3 +114,7 @@ pub struct ExperimentOutput {
     /// Markdown paragraphs: how the model maps to the paper, what differs and why.
     pub notes: Vec<String>,
 }
+
+pub mod csv;
+pub mod markdown;
+pub mod svg;

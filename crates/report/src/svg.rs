@@ -1,0 +1,618 @@
+//! Hand-written SVG charts: line charts (time series), CDF plots and grouped bar charts.
+//!
+//! No plotting crate and no font files: text is SVG `<text>` elements that any browser or
+//! Markdown viewer renders with its own fonts. Output is deterministic (fixed number formatting,
+//! series drawn in the order given), so the same data always gives the same bytes.
+//!
+//! Every chart has a title, axes with "nice" ticks (1, 2, 2.5 or 5 × 10^k), axis labels and a
+//! legend. Non-finite values are skipped, never drawn.
+//!
+//! API (all write a file and also have a `*_svg` variant returning the text):
+//! - [`line_chart`]`(title, x_label, y_label, series, path)` — `series: &[(name, Vec<(x, y)>)]`
+//! - [`cdf_chart`]`(title, x_label, samples, path)` — `samples: &[(name, Vec<value>)]`; draws
+//!   the empirical CDF of each sample set (y axis: fraction 0–1)
+//! - [`bar_chart`]`(title, y_label, categories, series, path)` — one group of bars per
+//!   category, one bar per series in each group (like the papers' grouped bar charts)
+//!
+//! Cost: O(total points) time and output size.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+const WIDTH: f64 = 720.0;
+const HEIGHT: f64 = 440.0;
+const MARGIN_LEFT: f64 = 78.0;
+const MARGIN_RIGHT: f64 = 170.0;
+const MARGIN_TOP: f64 = 42.0;
+const MARGIN_BOTTOM: f64 = 58.0;
+
+/// Colours for series, in order (colour-blind-friendly palette, then repeats).
+const PALETTE: [&str; 8] = [
+    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442",
+];
+
+fn colour(i: usize) -> &'static str {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// Escape text for an SVG text node or attribute.
+pub fn escape(text: &str) -> String {
+    let mut s = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => s.push_str("&amp;"),
+            '<' => s.push_str("&lt;"),
+            '>' => s.push_str("&gt;"),
+            '"' => s.push_str("&quot;"),
+            '\'' => s.push_str("&apos;"),
+            _ => s.push(c),
+        }
+    }
+    s
+}
+
+/// "Nice" tick positions covering `[lo, hi]`: about `target` ticks spaced by 1, 2, 2.5 or 5 ×
+/// 10^k, the first ≤ lo and the last ≥ hi. Returns (ticks, step).
+pub fn nice_ticks(lo: f64, hi: f64, target: usize) -> (Vec<f64>, f64) {
+    let (mut lo, mut hi) = (lo, hi);
+    if !lo.is_finite() || !hi.is_finite() {
+        lo = 0.0;
+        hi = 1.0;
+    }
+    if hi < lo {
+        std::mem::swap(&mut lo, &mut hi);
+    }
+    if hi - lo < 1e-12 * hi.abs().max(1.0) {
+        // A flat series: open a band around it.
+        let pad = if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
+        lo -= pad;
+        hi += pad;
+        if lo < 0.0 && (lo + pad) >= 0.0 {
+            lo = 0.0;
+        }
+    }
+    let raw = (hi - lo) / target.max(2) as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    let first = (lo / step).floor();
+    let last = (hi / step).ceil();
+    let ticks = (first as i64..=last as i64)
+        .map(|k| {
+            let v = k as f64 * step;
+            // Round away binary noise (0.30000000000000004).
+            (v / step).round() * step
+        })
+        .collect();
+    (ticks, step)
+}
+
+/// Format a tick value with just enough decimals for `step`.
+pub fn format_tick(v: f64, step: f64) -> String {
+    if v == 0.0 {
+        return "0".to_string();
+    }
+    let abs = v.abs();
+    if !(1e-4..1e6).contains(&abs) {
+        return format!("{v:.2e}");
+    }
+    // Just enough decimals to tell ticks apart: 0.25 needs 2, 2.5 needs 1, 20 needs 0.
+    let mut decimals = 0;
+    let mut s = step.abs();
+    while (s - s.round()).abs() > 1e-9 * s.max(1.0) && decimals < 6 {
+        s *= 10.0;
+        decimals += 1;
+    }
+    format!("{v:.decimals$}")
+}
+
+/// A number in SVG coordinates: two decimals, no "-0.00".
+fn n(v: f64) -> String {
+    let s = format!("{v:.2}");
+    if s == "-0.00" {
+        "0.00".to_string()
+    } else {
+        s
+    }
+}
+
+struct Frame {
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+}
+
+impl Frame {
+    fn px(&self, x: f64) -> f64 {
+        let w = WIDTH - MARGIN_LEFT - MARGIN_RIGHT;
+        MARGIN_LEFT + (x - self.x0) / (self.x1 - self.x0) * w
+    }
+    fn py(&self, y: f64) -> f64 {
+        let h = HEIGHT - MARGIN_TOP - MARGIN_BOTTOM;
+        HEIGHT - MARGIN_BOTTOM - (y - self.y0) / (self.y1 - self.y0) * h
+    }
+}
+
+fn header(svg: &mut String, title: &str) {
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#,
+        w = WIDTH,
+        h = HEIGHT
+    );
+    let _ = writeln!(
+        svg,
+        r#"<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="white"/>"#
+    );
+    let _ = writeln!(
+        svg,
+        r#"<text x="{}" y="24" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"#,
+        n((MARGIN_LEFT + WIDTH - MARGIN_RIGHT) / 2.0),
+        escape(title)
+    );
+}
+
+fn footer(svg: &mut String) {
+    svg.push_str("</svg>\n");
+}
+
+/// Axes, grid, y ticks and labels. X ticks are drawn only when `x_ticks` is given (bar charts
+/// label categories instead).
+fn axes(
+    svg: &mut String,
+    f: &Frame,
+    x_ticks: Option<(&[f64], f64)>,
+    y_ticks: (&[f64], f64),
+    x_label: &str,
+    y_label: &str,
+) {
+    let (left, right) = (MARGIN_LEFT, WIDTH - MARGIN_RIGHT);
+    let (top, bottom) = (MARGIN_TOP, HEIGHT - MARGIN_BOTTOM);
+    svg.push_str("<g class=\"axes\">\n");
+    for &t in y_ticks.0 {
+        let y = f.py(t);
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#dddddd"/>"##,
+            n(left),
+            n(y),
+            n(right),
+            n(y)
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+            n(left - 6.0),
+            n(y + 4.0),
+            escape(&format_tick(t, y_ticks.1))
+        );
+    }
+    if let Some((ticks, step)) = x_ticks {
+        for &t in ticks {
+            let x = f.px(t);
+            let _ = writeln!(
+                svg,
+                r##"<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#eeeeee"/>"##,
+                n(x),
+                n(top),
+                n(x),
+                n(bottom)
+            );
+            let _ = writeln!(
+                svg,
+                r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+                n(x),
+                n(bottom + 16.0),
+                escape(&format_tick(t, step))
+            );
+        }
+    }
+    let _ = writeln!(
+        svg,
+        r##"<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#333333"/>"##,
+        n(left),
+        n(top),
+        n(right - left),
+        n(bottom - top)
+    );
+    let _ = writeln!(
+        svg,
+        r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+        n((left + right) / 2.0),
+        n(HEIGHT - 14.0),
+        escape(x_label)
+    );
+    let _ = writeln!(
+        svg,
+        r#"<text x="16" y="{}" text-anchor="middle" transform="rotate(-90 16 {})">{}</text>"#,
+        n((top + bottom) / 2.0),
+        n((top + bottom) / 2.0),
+        escape(y_label)
+    );
+    svg.push_str("</g>\n");
+}
+
+fn legend<S: AsRef<str>>(svg: &mut String, names: &[S]) {
+    let x = WIDTH - MARGIN_RIGHT + 14.0;
+    svg.push_str("<g class=\"legend\">\n");
+    for (i, name) in names.iter().enumerate() {
+        let y = MARGIN_TOP + 10.0 + 20.0 * i as f64;
+        let _ = writeln!(
+            svg,
+            r#"<rect x="{}" y="{}" width="14" height="10" fill="{}"/>"#,
+            n(x),
+            n(y - 9.0),
+            colour(i)
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{}">{}</text>"#,
+            n(x + 20.0),
+            n(y),
+            escape(name.as_ref())
+        );
+    }
+    svg.push_str("</g>\n");
+}
+
+fn finite_points(points: &[(f64, f64)]) -> impl Iterator<Item = (f64, f64)> + '_ {
+    points
+        .iter()
+        .copied()
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+}
+
+fn bounds<'a>(all: impl Iterator<Item = &'a [(f64, f64)]>) -> Option<(f64, f64, f64, f64)> {
+    let mut b: Option<(f64, f64, f64, f64)> = None;
+    for pts in all {
+        for (x, y) in finite_points(pts) {
+            b = Some(match b {
+                None => (x, x, y, y),
+                Some((a, bx, c, d)) => (a.min(x), bx.max(x), c.min(y), d.max(y)),
+            });
+        }
+    }
+    b
+}
+
+fn polylines<S: AsRef<str>>(
+    svg: &mut String,
+    f: &Frame,
+    series: &[(S, Vec<(f64, f64)>)],
+    step: bool,
+) {
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let mut d = String::new();
+        let mut prev: Option<(f64, f64)> = None;
+        for (x, y) in finite_points(pts) {
+            if step {
+                if let Some((_, py)) = prev {
+                    let _ = write!(d, "{},{} ", n(f.px(x)), n(f.py(py)));
+                }
+            }
+            let _ = write!(d, "{},{} ", n(f.px(x)), n(f.py(y)));
+            prev = Some((x, y));
+        }
+        let _ = writeln!(
+            svg,
+            r#"<polyline class="series" data-name="{}" fill="none" stroke="{}" stroke-width="1.8" points="{}"/>"#,
+            escape(name.as_ref()),
+            colour(i),
+            d.trim_end()
+        );
+        // Mark isolated points so a one-point series is still visible.
+        if pts.len() <= 25 {
+            for (x, y) in finite_points(pts) {
+                let _ = writeln!(
+                    svg,
+                    r#"<circle cx="{}" cy="{}" r="2.5" fill="{}"/>"#,
+                    n(f.px(x)),
+                    n(f.py(y)),
+                    colour(i)
+                );
+            }
+        }
+    }
+}
+
+/// A line chart of named (x, y) series as SVG text.
+pub fn line_chart_svg<S: AsRef<str>>(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[(S, Vec<(f64, f64)>)],
+) -> String {
+    let (x0, x1, mut y0, y1) =
+        bounds(series.iter().map(|(_, p)| p.as_slice())).unwrap_or((0.0, 1.0, 0.0, 1.0));
+    // Anchor non-negative data at zero so bars of different charts compare by eye.
+    if y0 > 0.0 {
+        y0 = 0.0;
+    }
+    let (xt, xs) = nice_ticks(x0, x1, 8);
+    let (yt, ys) = nice_ticks(y0, y1, 6);
+    let f = Frame {
+        x0: xt[0],
+        x1: *xt.last().unwrap(),
+        y0: yt[0],
+        y1: *yt.last().unwrap(),
+    };
+    let mut svg = String::new();
+    header(&mut svg, title);
+    axes(&mut svg, &f, Some((&xt, xs)), (&yt, ys), x_label, y_label);
+    polylines(&mut svg, &f, series, false);
+    let names: Vec<&str> = series.iter().map(|(s, _)| s.as_ref()).collect();
+    legend(&mut svg, &names);
+    footer(&mut svg);
+    svg
+}
+
+/// Empirical CDF points of `values` (sorted; y = i/n), thinned to at most ~2000 points.
+pub fn cdf_points(values: &[f64]) -> Vec<(f64, f64)> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let len = v.len();
+    if len == 0 {
+        return Vec::new();
+    }
+    let stride = len.div_ceil(2000).max(1);
+    let mut pts = Vec::with_capacity(len / stride + 2);
+    for (i, x) in v.iter().enumerate() {
+        if i % stride == 0 || i + 1 == len {
+            pts.push((*x, (i + 1) as f64 / len as f64));
+        }
+    }
+    pts
+}
+
+/// An empirical CDF plot (y: fraction of samples ≤ x) as SVG text.
+pub fn cdf_chart_svg<S: AsRef<str>>(
+    title: &str,
+    x_label: &str,
+    samples: &[(S, Vec<f64>)],
+) -> String {
+    let series: Vec<(&str, Vec<(f64, f64)>)> = samples
+        .iter()
+        .map(|(name, v)| (name.as_ref(), cdf_points(v)))
+        .collect();
+    let (x0, x1, _, _) =
+        bounds(series.iter().map(|(_, p)| p.as_slice())).unwrap_or((0.0, 1.0, 0.0, 1.0));
+    let (xt, xs) = nice_ticks(x0.min(0.0), x1, 8);
+    let (yt, ys) = nice_ticks(0.0, 1.0, 5);
+    let f = Frame {
+        x0: xt[0],
+        x1: *xt.last().unwrap(),
+        y0: 0.0,
+        y1: 1.0,
+    };
+    let mut svg = String::new();
+    header(&mut svg, title);
+    axes(
+        &mut svg,
+        &f,
+        Some((&xt, xs)),
+        (&yt, ys),
+        x_label,
+        "fraction ≤ x (CDF)",
+    );
+    polylines(&mut svg, &f, &series, true);
+    let names: Vec<&str> = series.iter().map(|(s, _)| *s).collect();
+    legend(&mut svg, &names);
+    footer(&mut svg);
+    svg
+}
+
+/// A grouped bar chart as SVG text: for each category a group with one bar per series;
+/// `series[i].1[j]` is series i's value in category j (missing or non-finite → no bar).
+pub fn bar_chart_svg<C: AsRef<str>, S: AsRef<str>>(
+    title: &str,
+    y_label: &str,
+    categories: &[C],
+    series: &[(S, Vec<f64>)],
+) -> String {
+    let mut lo: f64 = 0.0;
+    let mut hi: f64 = 0.0;
+    for (_, vals) in series {
+        for v in vals.iter().filter(|v| v.is_finite()) {
+            lo = lo.min(*v);
+            hi = hi.max(*v);
+        }
+    }
+    if hi == lo {
+        hi = lo + 1.0;
+    }
+    let (yt, ys) = nice_ticks(lo, hi, 6);
+    let f = Frame {
+        x0: 0.0,
+        x1: categories.len().max(1) as f64,
+        y0: yt[0],
+        y1: *yt.last().unwrap(),
+    };
+    let mut svg = String::new();
+    header(&mut svg, title);
+    axes(&mut svg, &f, None, (&yt, ys), "", y_label);
+    let nseries = series.len().max(1) as f64;
+    let group_w = f.px(1.0) - f.px(0.0);
+    let bar_w = group_w * 0.8 / nseries;
+    for (j, cat) in categories.iter().enumerate() {
+        let gx = f.px(j as f64) + group_w * 0.1;
+        for (i, (name, vals)) in series.iter().enumerate() {
+            let Some(v) = vals.get(j).copied().filter(|v| v.is_finite()) else {
+                continue;
+            };
+            let (ya, yb) = (f.py(v.max(0.0)), f.py(v.min(0.0)));
+            let _ = writeln!(
+                svg,
+                r#"<rect class="bar" x="{}" y="{}" width="{}" height="{}" fill="{}"><title>{}: {}</title></rect>"#,
+                n(gx + bar_w * i as f64),
+                n(ya),
+                n(bar_w * 0.92),
+                n((yb - ya).max(0.0)),
+                colour(i),
+                escape(&format!("{} / {}", name.as_ref(), cat.as_ref())),
+                escape(&format_tick(v, ys / 100.0))
+            );
+        }
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+            n(f.px(j as f64 + 0.5)),
+            n(HEIGHT - MARGIN_BOTTOM + 16.0),
+            escape(cat.as_ref())
+        );
+    }
+    let names: Vec<&str> = series.iter().map(|(s, _)| s.as_ref()).collect();
+    legend(&mut svg, &names);
+    footer(&mut svg);
+    svg
+}
+
+fn write(path: &Path, svg: &str) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    }
+    std::fs::write(path, svg).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+}
+
+/// Write a line chart of named (x, y) series to `path`.
+pub fn line_chart<S: AsRef<str>>(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[(S, Vec<(f64, f64)>)],
+    path: &Path,
+) -> anyhow::Result<()> {
+    write(path, &line_chart_svg(title, x_label, y_label, series))
+}
+
+/// Write the empirical CDF of each named sample set to `path`.
+pub fn cdf_chart<S: AsRef<str>>(
+    title: &str,
+    x_label: &str,
+    samples: &[(S, Vec<f64>)],
+    path: &Path,
+) -> anyhow::Result<()> {
+    write(path, &cdf_chart_svg(title, x_label, samples))
+}
+
+/// Write a grouped bar chart to `path` (see [`bar_chart_svg`]).
+pub fn bar_chart<C: AsRef<str>, S: AsRef<str>>(
+    title: &str,
+    y_label: &str,
+    categories: &[C],
+    series: &[(S, Vec<f64>)],
+    path: &Path,
+) -> anyhow::Result<()> {
+    write(path, &bar_chart_svg(title, y_label, categories, series))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Check that tags balance: every `<x ...>` is closed by `</x>` in order, `<x/>` closes
+    /// itself. Returns the element names seen.
+    fn check_balanced(svg: &str) -> Vec<String> {
+        let mut stack: Vec<String> = Vec::new();
+        let mut seen = Vec::new();
+        let mut rest = svg;
+        while let Some(start) = rest.find('<') {
+            let end = rest[start..].find('>').expect("unterminated tag") + start;
+            let tag = &rest[start + 1..end];
+            assert!(!tag.contains('<'), "'<' inside tag: {tag}");
+            if let Some(name) = tag.strip_prefix('/') {
+                let open = stack.pop().expect("close without open");
+                assert_eq!(open, name.trim(), "mismatched close");
+            } else {
+                let name: String = tag
+                    .chars()
+                    .take_while(|c| !c.is_whitespace() && *c != '/')
+                    .collect();
+                seen.push(name.clone());
+                if !tag.ends_with('/') {
+                    stack.push(name);
+                }
+            }
+            rest = &rest[end + 1..];
+        }
+        assert!(stack.is_empty(), "unclosed: {stack:?}");
+        seen
+    }
+
+    #[test]
+    fn nice_ticks_are_round_and_cover_the_range() {
+        let (t, s) = nice_ticks(0.0, 97.0, 6);
+        assert_eq!(s, 20.0);
+        assert_eq!(t, vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
+        let (t, s) = nice_ticks(0.013, 0.087, 5);
+        assert_eq!(s, 0.02);
+        assert!(t[0] <= 0.013 && *t.last().unwrap() >= 0.087);
+        assert_eq!(format_tick(t[1], s), "0.02");
+        let (t, _) = nice_ticks(5.0, 5.0, 5);
+        assert!(t[0] < 5.0 && *t.last().unwrap() > 5.0);
+        let (t, s) = nice_ticks(-3.0, 7.0, 4);
+        assert_eq!(s, 2.5);
+        assert_eq!(t.first(), Some(&-5.0));
+        assert_eq!(t.last(), Some(&7.5));
+        assert_eq!(format_tick(2.5, 2.5), "2.5");
+        assert_eq!(format_tick(5.0, 2.5), "5.0");
+        assert_eq!(format_tick(4000.0, 1000.0), "4000");
+    }
+
+    #[test]
+    fn line_chart_is_balanced_and_deterministic() {
+        let series = vec![
+            (
+                "fifo & co",
+                vec![(0.0, 1.0), (1.0, 4.0), (2.0, f64::NAN), (3.0, 2.0)],
+            ),
+            ("<prio>", vec![(0.0, 0.5), (3.0, 3.5)]),
+        ];
+        let a = line_chart_svg("Queue <delay>", "time (s)", "delay (ms)", &series);
+        let b = line_chart_svg("Queue <delay>", "time (s)", "delay (ms)", &series);
+        assert_eq!(a, b);
+        let tags = check_balanced(&a);
+        assert_eq!(tags.iter().filter(|t| *t == "polyline").count(), 2);
+        assert!(a.contains("Queue &lt;delay&gt;"));
+        assert!(a.contains("fifo &amp; co"));
+        assert!(!a.contains("NaN"));
+    }
+
+    #[test]
+    fn cdf_ends_at_one_and_is_monotone() {
+        let pts = cdf_points(&[3.0, 1.0, 2.0, 2.0]);
+        assert_eq!(pts.first(), Some(&(1.0, 0.25)));
+        assert_eq!(pts.last(), Some(&(3.0, 1.0)));
+        assert!(pts.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
+        let big: Vec<f64> = (0..100_000).map(|i| i as f64).collect();
+        assert!(cdf_points(&big).len() <= 2001);
+        let svg = cdf_chart_svg("lat", "ms", &[("a", vec![1.0, 5.0]), ("b", vec![])]);
+        check_balanced(&svg);
+    }
+
+    #[test]
+    fn bar_chart_draws_one_bar_per_value() {
+        let svg = bar_chart_svg(
+            "Idle",
+            "idle (%)",
+            &["64", "256"],
+            &[("RR", vec![1.0, 2.0]), ("FCFS", vec![3.0, f64::INFINITY])],
+        );
+        let tags = check_balanced(&svg);
+        assert_eq!(svg.matches("class=\"bar\"").count(), 3);
+        assert!(tags.contains(&"text".to_string()));
+    }
+
+    #[test]
+    fn writes_file_creating_the_folder() {
+        let dir = std::env::temp_dir().join(format!("netsched-svg-{}", std::process::id()));
+        let p = dir.join("sub/x.svg");
+        line_chart("t", "x", "y", &[("s".to_string(), vec![(0.0, 0.0)])], &p).unwrap();
+        assert!(std::fs::read_to_string(&p).unwrap().starts_with("<svg"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
