@@ -4,6 +4,8 @@
 use clap::{Parser, Subcommand};
 
 mod replay;
+mod replay_balance;
+mod trace;
 
 /// netsched decides who goes first when network work contends for a link, a server or a core,
 /// and proves it: in a deterministic simulator (`lab`) and on real Linux (`shape`, `link`,
