@@ -2,6 +2,7 @@
 //! (TOML/JSON `kind = "..."`), so engines never know which discipline they run.
 
 use super::fifo::Fifo;
+use super::prio::{BandConfig, StrictPriority};
 use super::{ClassId, Feedback, Packet, Qdisc, QdiscStats, Verdict};
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
@@ -24,6 +25,8 @@ pub enum QdiscConfig {
         #[serde(default = "no_byte_limit")]
         limit_bytes: u64,
     },
+    /// Strict priority over FIFO bands, band 0 first (`prio.rs`).
+    StrictPriority { bands: Vec<BandConfig> },
 }
 
 impl QdiscConfig {
@@ -39,6 +42,9 @@ impl QdiscConfig {
                 }
                 AnyQdisc::Fifo(Fifo::new(*limit_packets, *limit_bytes))
             }
+            QdiscConfig::StrictPriority { bands } => {
+                AnyQdisc::StrictPriority(StrictPriority::new(bands)?)
+            }
         })
     }
 }
@@ -47,12 +53,14 @@ impl QdiscConfig {
 #[derive(Debug)]
 pub enum AnyQdisc<T> {
     Fifo(Fifo<T>),
+    StrictPriority(StrictPriority<T>),
 }
 
 macro_rules! each {
     ($self:expr, $q:ident => $e:expr) => {
         match $self {
             AnyQdisc::Fifo($q) => $e,
+            AnyQdisc::StrictPriority($q) => $e,
         }
     };
 }

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 mod any;
 pub mod fifo;
+pub mod prio;
 pub use any::{AnyQdisc, QdiscConfig};
 
 /// Index of a class (band, interface, client class) inside a discipline. Class 0 is the
