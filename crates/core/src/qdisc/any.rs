@@ -2,6 +2,7 @@
 //! (TOML/JSON `kind = "..."`), so engines never know which discipline they run.
 
 use super::fifo::Fifo;
+use super::drr::{Drr, DrrClassConfig};
 use super::prio::{BandConfig, StrictPriority};
 use super::{ClassId, Feedback, Packet, Qdisc, QdiscStats, Verdict};
 use crate::Nanos;
@@ -27,6 +28,8 @@ pub enum QdiscConfig {
     },
     /// Strict priority over FIFO bands, band 0 first (`prio.rs`).
     StrictPriority { bands: Vec<BandConfig> },
+    /// Deficit round robin, per-class quantum in bytes (`drr.rs`).
+    Drr { classes: Vec<DrrClassConfig> },
 }
 
 impl QdiscConfig {
@@ -45,6 +48,7 @@ impl QdiscConfig {
             QdiscConfig::StrictPriority { bands } => {
                 AnyQdisc::StrictPriority(StrictPriority::new(bands)?)
             }
+            QdiscConfig::Drr { classes } => AnyQdisc::Drr(Drr::new(classes)?),
         })
     }
 }
@@ -54,6 +58,7 @@ impl QdiscConfig {
 pub enum AnyQdisc<T> {
     Fifo(Fifo<T>),
     StrictPriority(StrictPriority<T>),
+    Drr(Drr<T>),
 }
 
 macro_rules! each {
@@ -61,6 +66,7 @@ macro_rules! each {
         match $self {
             AnyQdisc::Fifo($q) => $e,
             AnyQdisc::StrictPriority($q) => $e,
+            AnyQdisc::Drr($q) => $e,
         }
     };
 }
