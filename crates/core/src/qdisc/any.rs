@@ -4,6 +4,7 @@
 use super::fifo::Fifo;
 use super::drr::{Drr, DrrClassConfig};
 use super::prio::{BandConfig, StrictPriority};
+use super::wf2q::{Wf2qClassConfig, Wf2qPlus};
 use super::{ClassId, Feedback, Packet, Qdisc, QdiscStats, Verdict};
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,8 @@ pub enum QdiscConfig {
     StrictPriority { bands: Vec<BandConfig> },
     /// Deficit round robin, per-class quantum in bytes (`drr.rs`).
     Drr { classes: Vec<DrrClassConfig> },
+    /// WF2Q+ fair queueing, per-class integer weight (`wf2q.rs`).
+    Wf2qPlus { classes: Vec<Wf2qClassConfig> },
 }
 
 impl QdiscConfig {
@@ -49,6 +52,7 @@ impl QdiscConfig {
                 AnyQdisc::StrictPriority(StrictPriority::new(bands)?)
             }
             QdiscConfig::Drr { classes } => AnyQdisc::Drr(Drr::new(classes)?),
+            QdiscConfig::Wf2qPlus { classes } => AnyQdisc::Wf2qPlus(Wf2qPlus::new(classes)?),
         })
     }
 }
@@ -59,6 +63,7 @@ pub enum AnyQdisc<T> {
     Fifo(Fifo<T>),
     StrictPriority(StrictPriority<T>),
     Drr(Drr<T>),
+    Wf2qPlus(Wf2qPlus<T>),
 }
 
 macro_rules! each {
@@ -67,6 +72,7 @@ macro_rules! each {
             AnyQdisc::Fifo($q) => $e,
             AnyQdisc::StrictPriority($q) => $e,
             AnyQdisc::Drr($q) => $e,
+            AnyQdisc::Wf2qPlus($q) => $e,
         }
     };
 }
