@@ -7,5 +7,17 @@
 //! | module | what lives there |
 //! |---|---|
 //! | [`event`] | [`event::EventQueue`]: a binary heap of `(time, seq, E)`; ties broken by insertion order |
+//! | [`packet`] | [`packet::SimPacket`]: the 64-byte `Copy` packet (implements `netsched_core::qdisc::Packet`) |
+//! | [`net`] | [`net::Sim`]: nodes, links with `AnyQdisc` egress, input stages, routing, the event loop |
+//! | [`tcp`] | [`tcp::TcpConn`]: NewReno / SACK / RFC 6298 RTO / delayed ACK, segment-granular |
+//! | [`app`] | servers (scheduler → listen queue → workers), clients (closed / open loop), UDP and ping probes |
+//! | [`topo`] | ready-made topologies (the P3 ADSL gateway) shared by the lab and the benches |
+//!
+//! See `docs/simulator.md` for the model and its simplifications.
 
+pub mod app;
 pub mod event;
+pub mod net;
+pub mod packet;
+pub mod tcp;
+pub mod topo;
