@@ -3,6 +3,7 @@
 
 use super::fifo::Fifo;
 use super::drr::{Drr, DrrClassConfig};
+use super::edf::{Edf, EdfClassConfig};
 use super::prio::{BandConfig, StrictPriority};
 use super::wf2q::{Wf2qClassConfig, Wf2qPlus};
 use super::{ClassId, Feedback, Packet, Qdisc, QdiscStats, Verdict};
@@ -33,6 +34,12 @@ pub enum QdiscConfig {
     Drr { classes: Vec<DrrClassConfig> },
     /// WF2Q+ fair queueing, per-class integer weight (`wf2q.rs`).
     Wf2qPlus { classes: Vec<Wf2qClassConfig> },
+    /// Earliest deadline first, per-class relative deadline (`edf.rs`).
+    Edf {
+        classes: Vec<EdfClassConfig>,
+        #[serde(default)]
+        drop_expired: bool,
+    },
 }
 
 impl QdiscConfig {
@@ -53,6 +60,10 @@ impl QdiscConfig {
             }
             QdiscConfig::Drr { classes } => AnyQdisc::Drr(Drr::new(classes)?),
             QdiscConfig::Wf2qPlus { classes } => AnyQdisc::Wf2qPlus(Wf2qPlus::new(classes)?),
+            QdiscConfig::Edf {
+                classes,
+                drop_expired,
+            } => AnyQdisc::Edf(Edf::new(classes, *drop_expired)?),
         })
     }
 }
@@ -64,6 +75,7 @@ pub enum AnyQdisc<T> {
     StrictPriority(StrictPriority<T>),
     Drr(Drr<T>),
     Wf2qPlus(Wf2qPlus<T>),
+    Edf(Edf<T>),
 }
 
 macro_rules! each {
@@ -73,6 +85,7 @@ macro_rules! each {
             AnyQdisc::StrictPriority($q) => $e,
             AnyQdisc::Drr($q) => $e,
             AnyQdisc::Wf2qPlus($q) => $e,
+            AnyQdisc::Edf($q) => $e,
         }
     };
 }
