@@ -4,6 +4,8 @@
 //! - [`engine`]: `netsched link`, a userspace link engine (AF_PACKET) running core disciplines
 //! - [`experiment`]: `netsched lab run adsl-ack --real`
 
+pub mod ackcfg;
+pub mod bench;
 pub mod engine;
 pub mod experiment;
 pub mod shape;

@@ -1,0 +1,73 @@
+//! Privileged tests of `netsched link` and `netsched shape` on namespaces (root; CI runs them).
+
+use netsched_link::engine::{parse_qdisc, spawn_in_netns, DirConfig, EngineConfig};
+use netsched_testbed::{namespaces_with, privileged_test_allowed, Testbed};
+
+fn rtt_ms(tb: &Testbed, ns: &str, dst: &str, count: u32) -> Vec<f64> {
+    let out = tb
+        .exec(
+            ns,
+            "ping",
+            &["-n", "-c", &count.to_string(), "-i", "0.05", "-W", "2", dst],
+        )
+        .unwrap();
+    out.lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn link_engine_forwards_with_delay_and_counts_everything() {
+    if !privileged_test_allowed("link_engine_forwards_with_delay_and_counts_everything") {
+        return;
+    }
+    let tag;
+    {
+        let mut tb = Testbed::new("lnk").unwrap();
+        tag = tb.tag().to_string();
+        let a = tb.add_ns("a").unwrap();
+        let m = tb.add_ns("m").unwrap();
+        let b = tb.add_ns("b").unwrap();
+        let (ia, ma, mb, ib) = (
+            tb.ifname("a"),
+            tb.ifname("ma"),
+            tb.ifname("mb"),
+            tb.ifname("b"),
+        );
+        tb.veth((&a, &ia, "10.77.0.1/24"), (&m, &ma, "")).unwrap();
+        tb.veth((&m, &mb, ""), (&b, &ib, "10.77.0.2/24")).unwrap();
+        let cfg = EngineConfig {
+            dev_a: ma.clone(),
+            dev_b: mb.clone(),
+            ab: DirConfig {
+                rate_bps: Some(10_000_000),
+                delay: 10 * netsched_core::MS,
+                qdisc: parse_qdisc("fifo:100").unwrap(),
+            },
+            ba: DirConfig {
+                rate_bps: None,
+                delay: 5 * netsched_core::MS,
+                qdisc: parse_qdisc("fifo:100").unwrap(),
+            },
+            pool: 1024,
+            delay_line: 1024,
+            stats_interval: None,
+        };
+        let h = spawn_in_netns(&m, cfg).unwrap();
+        let rtts = rtt_ms(&tb, &a, "10.77.0.2", 20);
+        let st = h.stop().unwrap();
+        assert!(rtts.len() >= 18, "pings lost: {rtts:?}");
+        let mut sorted = rtts.clone();
+        sorted.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        let p50 = sorted[sorted.len() / 2];
+        assert!(
+            (15.0..19.0).contains(&p50),
+            "RTT p50 {p50} ms, expected ≈ 15 ms"
+        );
+        assert!(st.ab.tx_frames >= 20 && st.ba.tx_frames >= 20, "{st:?}");
+        assert!(st.ab.rx_frames >= st.ab.tx_frames);
+        assert_eq!(st.ab.queued_frames, 0);
+    }
+    assert!(namespaces_with(&tag).is_empty(), "namespaces leaked");
+}
