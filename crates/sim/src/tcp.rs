@@ -386,10 +386,14 @@ impl TcpConn {
                     self.send_segment(seg, now, out);
                     self.cwnd = (self.cwnd - acked as f64 + 1.0).max(1.0);
                 }
-            } else if self.cwnd < self.ssthresh {
-                self.cwnd += acked as f64; // slow start
             } else {
-                self.cwnd += acked as f64 / self.cwnd; // congestion avoidance
+                if self.cwnd < self.ssthresh {
+                    self.cwnd += acked as f64; // slow start
+                } else {
+                    self.cwnd += acked as f64 / self.cwnd; // congestion avoidance
+                }
+                // No growth beyond what the window lets out (Linux `snd_cwnd_clamp`).
+                self.cwnd = self.cwnd.min(self.cfg.max_window_segments as f64);
             }
             self.stats.max_cwnd = self.stats.max_cwnd.max(self.cwnd);
             // RFC 6298 §5.2–5.3: stop when all is acked, else restart.
