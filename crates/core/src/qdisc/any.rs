@@ -1,9 +1,10 @@
 //! [`AnyQdisc`]: the enum engines dispatch through, and [`QdiscConfig`], its serde form
 //! (TOML/JSON `kind = "..."`), so engines never know which discipline they run.
 
-use super::fifo::Fifo;
+use super::ack::{p3_band, AckSeparation};
 use super::drr::{Drr, DrrClassConfig};
 use super::edf::{Edf, EdfClassConfig};
+use super::fifo::Fifo;
 use super::prio::{BandConfig, StrictPriority};
 use super::wf2q::{Wf2qClassConfig, Wf2qPlus};
 use super::{ClassId, Feedback, Packet, Qdisc, QdiscStats, Verdict};
@@ -40,6 +41,18 @@ pub enum QdiscConfig {
         #[serde(default)]
         drop_expired: bool,
     },
+    /// P3 ACK separation: class 0 = pure TCP ACKs (strictly first), class 1 = the rest
+    /// (`ack.rs`), with optional ACK filter and ACK share cap.
+    AckSeparation {
+        #[serde(default = "p3_band")]
+        ack: BandConfig,
+        #[serde(default = "p3_band")]
+        other: BandConfig,
+        #[serde(default)]
+        ack_filter: bool,
+        #[serde(default)]
+        ack_share_max: Option<f64>,
+    },
 }
 
 impl QdiscConfig {
@@ -64,6 +77,17 @@ impl QdiscConfig {
                 classes,
                 drop_expired,
             } => AnyQdisc::Edf(Edf::new(classes, *drop_expired)?),
+            QdiscConfig::AckSeparation {
+                ack,
+                other,
+                ack_filter,
+                ack_share_max,
+            } => AnyQdisc::AckSeparation(AckSeparation::new(
+                ack,
+                other,
+                *ack_filter,
+                *ack_share_max,
+            )?),
         })
     }
 }
@@ -76,6 +100,7 @@ pub enum AnyQdisc<T> {
     Drr(Drr<T>),
     Wf2qPlus(Wf2qPlus<T>),
     Edf(Edf<T>),
+    AckSeparation(AckSeparation<T>),
 }
 
 macro_rules! each {
@@ -86,6 +111,7 @@ macro_rules! each {
             AnyQdisc::Drr($q) => $e,
             AnyQdisc::Wf2qPlus($q) => $e,
             AnyQdisc::Edf($q) => $e,
+            AnyQdisc::AckSeparation($q) => $e,
         }
     };
 }
@@ -113,5 +139,45 @@ impl<T: Packet> Qdisc<T> for AnyQdisc<T> {
     }
     fn feedback(&mut self, fb: Feedback, now: Nanos) {
         each!(self, q => q.feedback(fb, now))
+    }
+}
+
+impl<T: Packet> AnyQdisc<T> {
+    /// Per-class status for status tables. Single-queue disciplines report one entry built
+    /// from their aggregate counters.
+    pub fn class_status(&self) -> Vec<super::ClassStatus> {
+        #[allow(unreachable_patterns)]
+        match self {
+            AnyQdisc::StrictPriority(q) => q.class_status(),
+            AnyQdisc::Drr(q) => q.class_status(),
+            AnyQdisc::Wf2qPlus(q) => q.class_status(),
+            AnyQdisc::Edf(q) => q.class_status(),
+            AnyQdisc::AckSeparation(q) => q.class_status(),
+            other => {
+                let s = other.stats();
+                vec![super::ClassStatus {
+                    class: 0,
+                    queued_packets: s.queued_packets,
+                    queued_bytes: s.queued_bytes,
+                    dequeued: s.dequeued,
+                    dropped: s.dropped(),
+                    extra: Vec::new(),
+                }]
+            }
+        }
+    }
+
+    /// Items evicted outside `enqueue` (EDF's late items at `dequeue`/`peek`), which the
+    /// engine must collect after each dequeue so none is lost. Empty for the others.
+    pub fn take_evicted(&mut self) -> Vec<(T, super::DropReason)> {
+        #[allow(clippy::match_single_binding, unreachable_patterns)]
+        match self {
+            AnyQdisc::Edf(q) => q
+                .take_expired()
+                .into_iter()
+                .map(|item| (item, super::DropReason::DeadlineExpired))
+                .collect(),
+            _ => Vec::new(),
+        }
     }
 }

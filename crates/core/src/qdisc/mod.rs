@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 mod any;
 pub mod fifo;
+pub mod ack;
 pub mod edf;
 pub mod wf2q;
 pub mod drr;
