@@ -14,6 +14,10 @@
 mod ip;
 mod tcp;
 
+/// Packet builders for tests elsewhere in the crate.
+#[cfg(test)]
+pub(crate) use tcp::tests as test_packets;
+
 pub use ip::{ethernet_payload, parse_ip, IpPacket, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 pub use tcp::{
     ack_info, flow_hash, is_tcp_pure_ack, parse_tcp, ports, TcpHeader, TcpOptionsSummary,

@@ -1,0 +1,515 @@
+//! CIDR prefixes (RFC 4632 §3.1 notation; IPv6 RFC 4291 §2.3) and a longest-prefix-match
+//! table mapping address ranges to classes — P0's IP table (paper 000: `220.x → A`,
+//! `192.x → B`, `210.x → C`, anything else → the default, lowest class D).
+//!
+//! Design: one `HashMap<network, class>` per prefix length in use, per family; a lookup tries
+//! the lengths in use from longest to shortest, so the cost is O(distinct prefix lengths)
+//! hash probes (at most 33 for IPv4, 129 for IPv6), and add/remove are O(1) + O(lengths).
+//! IPv4-mapped IPv6 addresses (`::ffff:a.b.c.d`) are looked up as IPv4.
+//!
+//! Text form: `"10.1.0.0/16"`, `"2001:db8::/32"`, or a bare address (a /32 or /128). A prefix
+//! with host bits set beyond its length (`"10.1.0.1/16"`) is refused with a message giving
+//! the network it probably meant — silently normalising would hide a typo in a config file.
+
+use super::{ClassId, Classifier};
+use crate::wire::parse_ip;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::str::FromStr;
+
+/// A network prefix: address with all host bits zero, and its length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Cidr {
+    network: IpAddr,
+    prefix_len: u8,
+}
+
+fn mask_v4(len: u8) -> u32 {
+    if len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - len as u32)
+    }
+}
+
+fn mask_v6(len: u8) -> u128 {
+    if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - len as u32)
+    }
+}
+
+impl Cidr {
+    /// `Err` if `prefix_len` is too long for the family or host bits are set.
+    pub fn new(addr: IpAddr, prefix_len: u8) -> Result<Self, String> {
+        let (max, network) = match addr {
+            IpAddr::V4(a) => (
+                32,
+                IpAddr::V4(Ipv4Addr::from(u32::from(a) & mask_v4(prefix_len.min(32)))),
+            ),
+            IpAddr::V6(a) => (
+                128,
+                IpAddr::V6(Ipv6Addr::from(u128::from(a) & mask_v6(prefix_len.min(128)))),
+            ),
+        };
+        if prefix_len > max {
+            return Err(format!("prefix length {prefix_len} is longer than {max}"));
+        }
+        if network != addr {
+            return Err(format!(
+                "host bits set beyond /{prefix_len} (the network is {network}/{prefix_len})"
+            ));
+        }
+        Ok(Self {
+            network: addr,
+            prefix_len,
+        })
+    }
+    pub fn network(&self) -> IpAddr {
+        self.network
+    }
+    pub fn prefix_len(&self) -> u8 {
+        self.prefix_len
+    }
+    pub fn contains(&self, addr: IpAddr) -> bool {
+        match (self.network, addr.to_canonical()) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                u32::from(a) & mask_v4(self.prefix_len) == u32::from(n)
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                u128::from(a) & mask_v6(self.prefix_len) == u128::from(n)
+            }
+            _ => false,
+        }
+    }
+}
+
+impl FromStr for Cidr {
+    type Err = String;
+    /// Errors read `bad CIDR '<text>': <why>`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let bad = |why: String| format!("bad CIDR '{text}': {why}");
+        let t = text.trim();
+        let (addr_text, len_text) = match t.split_once('/') {
+            Some((a, l)) => (a, Some(l)),
+            None => (t, None),
+        };
+        let addr: IpAddr = addr_text
+            .parse()
+            .map_err(|_| bad(format!("'{addr_text}' is not an IPv4 or IPv6 address")))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix_len = match len_text {
+            None => max,
+            Some(l) => l
+                .parse::<u8>()
+                .map_err(|_| bad(format!("prefix length '{l}' is not a number 0..={max}")))?,
+        };
+        Cidr::new(addr, prefix_len).map_err(bad)
+    }
+}
+
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.network, self.prefix_len)
+    }
+}
+
+/// Which address of a raw packet a [`CidrTable`] looks at.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AddressField {
+    /// The sender (P0 classifies requests by client address).
+    #[default]
+    Source,
+    Destination,
+}
+
+/// Longest-prefix-match table from address ranges to classes, with a default class.
+#[derive(Debug, Clone)]
+pub struct CidrTable {
+    /// Index = prefix length.
+    v4: Vec<HashMap<u32, ClassId>>,
+    v6: Vec<HashMap<u128, ClassId>>,
+    /// Prefix lengths with at least one entry, longest first.
+    v4_lens: Vec<u8>,
+    v6_lens: Vec<u8>,
+    default_class: ClassId,
+    match_on: AddressField,
+}
+
+impl CidrTable {
+    /// An empty table: every address maps to `default_class`.
+    pub fn new(default_class: ClassId) -> Self {
+        Self {
+            v4: vec![HashMap::new(); 33],
+            v6: vec![HashMap::new(); 129],
+            v4_lens: Vec::new(),
+            v6_lens: Vec::new(),
+            default_class,
+            match_on: AddressField::Source,
+        }
+    }
+
+    pub fn with_match_on(mut self, field: AddressField) -> Self {
+        self.match_on = field;
+        self
+    }
+
+    pub fn default_class(&self) -> ClassId {
+        self.default_class
+    }
+
+    pub fn set_default_class(&mut self, class: ClassId) {
+        self.default_class = class;
+    }
+
+    fn refresh_lens(&mut self) {
+        self.v4_lens = (0..=32u8)
+            .rev()
+            .filter(|&l| !self.v4[l as usize].is_empty())
+            .collect();
+        self.v6_lens = (0..=128u8)
+            .rev()
+            .filter(|&l| !self.v6[l as usize].is_empty())
+            .collect();
+    }
+
+    /// Map `cidr` to `class`; returns the class it had before, if any.
+    pub fn add(&mut self, cidr: Cidr, class: ClassId) -> Option<ClassId> {
+        let l = cidr.prefix_len as usize;
+        let old = match cidr.network {
+            IpAddr::V4(a) => self.v4[l].insert(u32::from(a), class),
+            IpAddr::V6(a) => self.v6[l].insert(u128::from(a), class),
+        };
+        self.refresh_lens();
+        old
+    }
+
+    /// Parse `text` (see [`Cidr`]) and add it.
+    pub fn add_str(&mut self, text: &str, class: ClassId) -> Result<Option<ClassId>, String> {
+        Ok(self.add(text.parse()?, class))
+    }
+
+    /// Remove exactly `cidr`; returns its class if it was present.
+    pub fn remove(&mut self, cidr: &Cidr) -> Option<ClassId> {
+        let l = cidr.prefix_len as usize;
+        let old = match cidr.network {
+            IpAddr::V4(a) => self.v4[l].remove(&u32::from(a)),
+            IpAddr::V6(a) => self.v6[l].remove(&u128::from(a)),
+        };
+        self.refresh_lens();
+        old
+    }
+
+    pub fn clear(&mut self) {
+        self.v4.iter_mut().for_each(HashMap::clear);
+        self.v6.iter_mut().for_each(HashMap::clear);
+        self.refresh_lens();
+    }
+
+    pub fn len(&self) -> usize {
+        self.v4.iter().map(HashMap::len).sum::<usize>()
+            + self.v6.iter().map(HashMap::len).sum::<usize>()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The longest prefix containing `addr` and its class.
+    pub fn lookup_match(&self, addr: IpAddr) -> Option<(Cidr, ClassId)> {
+        match addr.to_canonical() {
+            IpAddr::V4(a) => {
+                let a = u32::from(a);
+                self.v4_lens.iter().find_map(|&l| {
+                    let net = a & mask_v4(l);
+                    self.v4[l as usize].get(&net).map(|&c| {
+                        let network = IpAddr::V4(Ipv4Addr::from(net));
+                        (
+                            Cidr {
+                                network,
+                                prefix_len: l,
+                            },
+                            c,
+                        )
+                    })
+                })
+            }
+            IpAddr::V6(a) => {
+                let a = u128::from(a);
+                self.v6_lens.iter().find_map(|&l| {
+                    let net = a & mask_v6(l);
+                    self.v6[l as usize].get(&net).map(|&c| {
+                        let network = IpAddr::V6(Ipv6Addr::from(net));
+                        (
+                            Cidr {
+                                network,
+                                prefix_len: l,
+                            },
+                            c,
+                        )
+                    })
+                })
+            }
+        }
+    }
+
+    /// The class of `addr`: its longest matching prefix's, else the default class.
+    pub fn lookup(&self, addr: IpAddr) -> ClassId {
+        self.lookup_match(addr)
+            .map_or(self.default_class, |(_, c)| c)
+    }
+
+    /// Every entry in a deterministic order: IPv4 before IPv6, then by network address, then
+    /// by prefix length (so a network's more specific prefixes follow it).
+    pub fn entries(&self) -> Vec<(Cidr, ClassId)> {
+        let mut out: Vec<(Cidr, ClassId)> = Vec::with_capacity(self.len());
+        for (l, m) in self.v4.iter().enumerate() {
+            for (&net, &c) in m {
+                let network = IpAddr::V4(Ipv4Addr::from(net));
+                out.push((
+                    Cidr {
+                        network,
+                        prefix_len: l as u8,
+                    },
+                    c,
+                ));
+            }
+        }
+        for (l, m) in self.v6.iter().enumerate() {
+            for (&net, &c) in m {
+                let network = IpAddr::V6(Ipv6Addr::from(net));
+                out.push((
+                    Cidr {
+                        network,
+                        prefix_len: l as u8,
+                    },
+                    c,
+                ));
+            }
+        }
+        out.sort();
+        out
+    }
+}
+
+impl Classifier<IpAddr> for CidrTable {
+    fn classify(&self, addr: &IpAddr) -> ClassId {
+        self.lookup(*addr)
+    }
+}
+
+/// A raw IP packet, classified by its source (or destination) address; a packet that does
+/// not parse gets the default class.
+impl Classifier<[u8]> for CidrTable {
+    fn classify(&self, ip_packet: &[u8]) -> ClassId {
+        match parse_ip(ip_packet) {
+            Ok(ip) => self.lookup(match self.match_on {
+                AddressField::Source => ip.src,
+                AddressField::Destination => ip.dst,
+            }),
+            Err(_) => self.default_class,
+        }
+    }
+}
+
+/// One `[[entries]]` line of a [`CidrTableConfig`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CidrEntryConfig {
+    pub cidr: String,
+    pub class: ClassId,
+}
+
+/// Serde form of a [`CidrTable`]:
+/// ```toml
+/// default_class = 3
+/// match_on = "source"
+/// entries = [ { cidr = "220.0.0.0/8", class = 0 }, { cidr = "2001:db8::/32", class = 1 } ]
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CidrTableConfig {
+    pub default_class: ClassId,
+    #[serde(default)]
+    pub match_on: AddressField,
+    #[serde(default)]
+    pub entries: Vec<CidrEntryConfig>,
+}
+
+impl CidrTableConfig {
+    /// Build the table; `Err` names the entry and field (`entries[2].cidr: bad CIDR ...`).
+    pub fn build(&self) -> Result<CidrTable, String> {
+        let mut t = CidrTable::new(self.default_class).with_match_on(self.match_on);
+        for (i, e) in self.entries.iter().enumerate() {
+            let cidr: Cidr = e
+                .cidr
+                .parse()
+                .map_err(|m| format!("entries[{i}].cidr: {m}"))?;
+            if t.add(cidr, e.class).is_some() {
+                return Err(format!("entries[{i}].cidr: {cidr} is listed twice"));
+            }
+        }
+        Ok(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::test_packets::ipv4;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn cidr_parses_prefixes_and_bare_addresses() {
+        let c: Cidr = "10.1.0.0/16".parse().unwrap();
+        assert_eq!((c.network(), c.prefix_len()), (ip("10.1.0.0"), 16));
+        assert_eq!(
+            "2001:db8::/32".parse::<Cidr>().unwrap().to_string(),
+            "2001:db8::/32"
+        );
+        assert_eq!("192.0.2.7".parse::<Cidr>().unwrap().prefix_len(), 32);
+        assert_eq!("::1".parse::<Cidr>().unwrap().prefix_len(), 128);
+        assert_eq!("0.0.0.0/0".parse::<Cidr>().unwrap().prefix_len(), 0);
+        assert!(c.contains(ip("10.1.255.3")));
+        assert!(!c.contains(ip("10.2.0.0")));
+        assert!(!c.contains(ip("2001:db8::1")));
+    }
+
+    #[test]
+    fn cidr_errors_name_the_bad_text() {
+        let e = |s: &str| s.parse::<Cidr>().unwrap_err();
+        assert_eq!(
+            e("10.1.0.1/16"),
+            "bad CIDR '10.1.0.1/16': host bits set beyond /16 (the network is 10.1.0.0/16)"
+        );
+        assert_eq!(
+            e("10.0.0.0/33"),
+            "bad CIDR '10.0.0.0/33': prefix length 33 is longer than 32"
+        );
+        assert_eq!(
+            e("10.0.0/8"),
+            "bad CIDR '10.0.0/8': '10.0.0' is not an IPv4 or IPv6 address"
+        );
+        assert_eq!(
+            e("10.0.0.0/x"),
+            "bad CIDR '10.0.0.0/x': prefix length 'x' is not a number 0..=32"
+        );
+        assert!(e("2001:db8::1/32").contains("the network is 2001:db8::/32"));
+        assert!(e("").starts_with("bad CIDR '':"));
+    }
+
+    /// P0's IP table (paper 000, "Mechanism"): 220.x → A, 192.x → B, 210.x → C, else D.
+    #[test]
+    fn cidr_table_p0_ip_table() {
+        let mut t = CidrTable::new(3);
+        t.add_str("220.0.0.0/8", 0).unwrap();
+        t.add_str("192.0.0.0/8", 1).unwrap();
+        t.add_str("210.0.0.0/8", 2).unwrap();
+        assert_eq!(t.lookup(ip("220.1.2.3")), 0);
+        assert_eq!(t.lookup(ip("192.168.0.9")), 1);
+        assert_eq!(t.lookup(ip("210.9.9.9")), 2);
+        assert_eq!(t.lookup(ip("8.8.8.8")), 3);
+        assert_eq!(t.lookup(ip("2001:db8::1")), 3);
+    }
+
+    #[test]
+    fn cidr_table_longest_prefix_wins_and_changes_at_run_time() {
+        let mut t = CidrTable::new(9);
+        t.add_str("10.0.0.0/8", 2).unwrap();
+        t.add_str("10.1.0.0/16", 1).unwrap();
+        t.add_str("10.1.2.0/24", 0).unwrap();
+        t.add_str("2001:db8::/32", 5).unwrap();
+        t.add_str("2001:db8:1::/48", 6).unwrap();
+        assert_eq!(t.lookup(ip("10.1.2.3")), 0);
+        assert_eq!(t.lookup(ip("10.1.3.3")), 1);
+        assert_eq!(t.lookup(ip("10.200.0.1")), 2);
+        assert_eq!(t.lookup(ip("11.0.0.1")), 9);
+        assert_eq!(t.lookup(ip("2001:db8:1::7")), 6);
+        assert_eq!(t.lookup(ip("2001:db8:2::7")), 5);
+        // IPv4-mapped IPv6 is looked up as IPv4.
+        assert_eq!(t.lookup(ip("::ffff:10.1.2.3")), 0);
+        let (m, c) = t.lookup_match(ip("10.1.3.3")).unwrap();
+        assert_eq!((m.to_string(), c), ("10.1.0.0/16".to_string(), 1));
+        assert_eq!(t.remove(&"10.1.0.0/16".parse().unwrap()), Some(1));
+        assert_eq!(t.lookup(ip("10.1.3.3")), 2);
+        assert_eq!(t.add_str("10.0.0.0/8", 4).unwrap(), Some(2));
+        assert_eq!(t.lookup(ip("10.1.3.3")), 4);
+        t.add_str("0.0.0.0/0", 7).unwrap();
+        assert_eq!(t.lookup(ip("11.0.0.1")), 7);
+        assert_eq!(t.len(), 5);
+        t.clear();
+        assert_eq!(t.lookup(ip("10.1.2.3")), 9);
+    }
+
+    #[test]
+    fn cidr_table_entries_are_sorted() {
+        let mut t = CidrTable::new(0);
+        for (c, k) in [
+            ("2001:db8::/32", 1),
+            ("10.1.0.0/16", 2),
+            ("10.0.0.0/8", 3),
+            ("9.0.0.0/8", 4),
+        ] {
+            t.add_str(c, k).unwrap();
+        }
+        let got: Vec<String> = t
+            .entries()
+            .iter()
+            .map(|(c, k)| format!("{c}={k}"))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                "9.0.0.0/8=4",
+                "10.0.0.0/8=3",
+                "10.1.0.0/16=2",
+                "2001:db8::/32=1"
+            ]
+        );
+    }
+
+    #[test]
+    fn cidr_table_classifies_raw_packets_and_config_errors() {
+        let cfg: CidrTableConfig = serde_json::from_str(
+            r#"{"default_class": 3, "entries": [{"cidr": "10.0.0.0/8", "class": 0}]}"#,
+        )
+        .unwrap();
+        let t = cfg.build().unwrap();
+        let p = ipv4([10, 0, 0, 1], [192, 0, 2, 1], 17, &[0, 1, 0, 2, 0, 8, 0, 0]);
+        assert_eq!(t.classify(p.as_slice()), 0);
+        let by_dst = cfg
+            .build()
+            .unwrap()
+            .with_match_on(AddressField::Destination);
+        assert_eq!(by_dst.classify(p.as_slice()), 3);
+        assert_eq!(t.classify(&[0xffu8, 1, 2][..]), 3);
+        let bad = CidrTableConfig {
+            default_class: 0,
+            match_on: AddressField::Source,
+            entries: vec![
+                CidrEntryConfig {
+                    cidr: "10.0.0.0/8".into(),
+                    class: 0,
+                },
+                CidrEntryConfig {
+                    cidr: "10.0.0.0/8".into(),
+                    class: 1,
+                },
+            ],
+        };
+        assert_eq!(
+            bad.build().unwrap_err(),
+            "entries[1].cidr: 10.0.0.0/8 is listed twice"
+        );
+        let e = serde_json::from_str::<CidrTableConfig>(r#"{"default_class": 0, "entry": []}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("unknown field `entry`"), "{e}");
+    }
+}
