@@ -3,7 +3,21 @@
 //! - [`daemon`]: `netsched nfq`, the percentile scheduler on the NFQUEUE packet path
 //! - [`ctl`]: `netsched ctl`, the thesis's control API over a local socket
 //! - [`experiment`]: `netsched lab run percentile-web --real`
+//!
+//! Inside: [`engine`] decides (no I/O, unit-tested), [`netlink`] talks nfnetlink_queue,
+//! [`control`] is the control protocol, [`iptables`] installs and removes the rules,
+//! [`sched`] and [`table`] wrap the core's discipline and address table.
 
+pub mod config;
+pub mod control;
 pub mod ctl;
 pub mod daemon;
+pub mod engine;
 pub mod experiment;
+pub mod iptables;
+pub mod netlink;
+pub mod packet;
+pub mod sched;
+pub mod table;
+
+pub use netsched_core::{Nanos, MS, SEC};

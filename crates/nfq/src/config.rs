@@ -1,0 +1,577 @@
+//! The daemon's configuration: a TOML file, overridden by command-line flags.
+//!
+//! ```toml
+//! queue = 0                      # NFQUEUE number
+//! discipline = "percentile"      # percentile | fifo | strict
+//! deadline = "auto"              # "4ms", "250us", "1.5s" or "auto" (running mean response time)
+//! budget = 4                     # requests inside the server at once; omit: no budget
+//! default_class = "bronze"       # class of addresses no table entry matches
+//! control_socket = "/run/netsched-nfq.sock"
+//! control_group = "netsched"     # members may use `netsched ctl` (root always may)
+//!
+//! [service]
+//! protocol = "tcp"               # tcp | udp
+//! ports = [80]
+//! address = "10.0.0.1"           # optional: only this destination address
+//!
+//! [[class]]
+//! name = "gold"
+//! percentile = 90                # target: share of requests answered within the deadline
+//!
+//! [[table]]
+//! cidr = "192.168.0.0/16"
+//! class = "gold"                 # class name or index
+//! ```
+//!
+//! Every error names the file, the field and the value.
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::Deserialize;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use crate::Nanos;
+
+/// Which discipline orders the held requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DisciplineKind {
+    /// P0: serve the class furthest below its percentile target.
+    Percentile,
+    /// Arrival order (the "no scheduler" baseline when a budget holds requests).
+    Fifo,
+    /// Class 0 first, then 1, ... (starves lower classes under load).
+    Strict,
+}
+
+impl DisciplineKind {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "percentile" => Ok(Self::Percentile),
+            "fifo" => Ok(Self::Fifo),
+            "strict" | "strict_priority" | "prio" => Ok(Self::Strict),
+            _ => bail!("discipline: unknown value {s:?} (expected percentile, fifo or strict)"),
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Percentile => "percentile",
+            Self::Fifo => "fifo",
+            Self::Strict => "strict",
+        }
+    }
+}
+
+/// The deadline a response must meet to count as a success.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deadline {
+    Fixed(Nanos),
+    /// The running mean response time, as in the thesis (P0 §4: the deadline is the mean
+    /// processing time); `initial` until the first response completes.
+    Auto { initial: Nanos },
+}
+
+/// Parse "4ms", "250us", "1.5s", "2000ns", "3m". Bare numbers are rejected (units matter).
+pub fn parse_duration(s: &str) -> Result<Nanos> {
+    let t = s.trim();
+    let (num, mult) = if let Some(n) = t.strip_suffix("ns") {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix("us").or_else(|| t.strip_suffix("µs")) {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e6)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1e9)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60e9)
+    } else {
+        bail!("duration {s:?}: needs a unit (ns, us, ms, s, m), e.g. \"4ms\"");
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| anyhow!("duration {s:?}: {num:?} is not a number"))?;
+    if !v.is_finite() || v < 0.0 {
+        bail!("duration {s:?}: must be a non-negative number");
+    }
+    Ok((v * mult).round() as Nanos)
+}
+
+pub fn parse_deadline(s: &str) -> Result<Deadline> {
+    if s.trim() == "auto" {
+        Ok(Deadline::Auto {
+            initial: 10 * crate::MS,
+        })
+    } else {
+        let d = parse_duration(s).context("deadline")?;
+        if d == 0 {
+            bail!("deadline {s:?}: must be greater than zero");
+        }
+        Ok(Deadline::Fixed(d))
+    }
+}
+
+/// Human form of a duration in nanoseconds.
+pub fn fmt_duration(ns: Nanos) -> String {
+    if ns >= crate::SEC {
+        format!("{:.3}s", ns as f64 / 1e9)
+    } else if ns >= crate::MS {
+        format!("{:.3}ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.1}us", ns as f64 / 1e3)
+    }
+}
+
+/// An IPv4/IPv6 prefix `addr/len` (a bare address means a host route).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Cidr {
+    pub addr: IpAddr,
+    pub len: u8,
+}
+
+impl Cidr {
+    pub fn parse(s: &str) -> Result<Self> {
+        let (a, l) = match s.split_once('/') {
+            Some((a, l)) => (a, Some(l)),
+            None => (s, None),
+        };
+        let addr: IpAddr = a
+            .trim()
+            .parse()
+            .map_err(|_| anyhow!("CIDR {s:?}: {a:?} is not an IPv4 or IPv6 address"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let len = match l {
+            None => max,
+            Some(l) => {
+                let v: u8 = l
+                    .trim()
+                    .parse()
+                    .map_err(|_| anyhow!("CIDR {s:?}: prefix length {l:?} is not a number"))?;
+                if v > max {
+                    bail!("CIDR {s:?}: prefix length {v} exceeds {max}");
+                }
+                v
+            }
+        };
+        Ok(Cidr { addr, len })
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    queue: Option<u16>,
+    discipline: Option<String>,
+    deadline: Option<String>,
+    budget: Option<usize>,
+    default_class: Option<toml::Value>,
+    control_socket: Option<PathBuf>,
+    control_group: Option<String>,
+    iptables: Option<String>,
+    service: Option<FileService>,
+    #[serde(default, rename = "class")]
+    classes: Vec<FileClass>,
+    #[serde(default)]
+    table: Vec<FileEntry>,
+    limits: Option<FileLimits>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileService {
+    protocol: Option<String>,
+    ports: Option<Vec<u16>>,
+    address: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileClass {
+    name: String,
+    percentile: i64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileEntry {
+    cidr: String,
+    class: toml::Value,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLimits {
+    max_held_packets: Option<usize>,
+    max_flows: Option<usize>,
+    max_table_entries: Option<usize>,
+    queue_limit: Option<usize>,
+    flow_idle_timeout: Option<String>,
+    request_timeout: Option<String>,
+    rcvbuf_bytes: Option<usize>,
+    kernel_queue_maxlen: Option<u32>,
+}
+
+/// One class: a name and its percentile target (percent, 1..=100).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
+pub struct ClassSpec {
+    pub name: String,
+    pub percentile: u32,
+}
+
+/// Bounds on everything the daemon keeps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Packets held (awaiting a verdict) at once; beyond it new requests pass at once.
+    pub max_held_packets: usize,
+    /// Tracked flows; beyond it new flows pass untracked.
+    pub max_flows: usize,
+    pub max_table_entries: usize,
+    /// Per-discipline queue limit (requests).
+    pub queue_limit: usize,
+    /// An idle flow (no request outstanding) is forgotten after this long.
+    pub flow_idle_timeout: Nanos,
+    /// A released request with no response after this long is counted as failed and frees
+    /// its budget slot (response lost, bypassed, connection reset...).
+    pub request_timeout: Nanos,
+    pub rcvbuf_bytes: usize,
+    pub kernel_queue_maxlen: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_held_packets: 20_000,
+            max_flows: 65_536,
+            max_table_entries: 4096,
+            queue_limit: 10_000,
+            flow_idle_timeout: 120 * crate::SEC,
+            request_timeout: 5 * crate::SEC,
+            rcvbuf_bytes: 16 << 20,
+            kernel_queue_maxlen: 65_536,
+        }
+    }
+}
+
+/// The service whose requests are scheduled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Service {
+    pub protocol: u8,
+    pub ports: Vec<u16>,
+    pub address: Option<IpAddr>,
+}
+
+/// Complete, validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub queue: u16,
+    pub discipline: DisciplineKind,
+    pub deadline: Deadline,
+    pub budget: Option<usize>,
+    pub default_class: usize,
+    pub control_socket: PathBuf,
+    pub control_group: Option<String>,
+    pub iptables: String,
+    pub service: Service,
+    pub classes: Vec<ClassSpec>,
+    pub table: Vec<(Cidr, usize)>,
+    pub limits: Limits,
+}
+
+pub const DEFAULT_SOCKET: &str = "/run/netsched-nfq.sock";
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            queue: 0,
+            discipline: DisciplineKind::Percentile,
+            deadline: Deadline::Auto {
+                initial: 10 * crate::MS,
+            },
+            budget: None,
+            default_class: 0,
+            control_socket: PathBuf::from(DEFAULT_SOCKET),
+            control_group: None,
+            iptables: "iptables".into(),
+            service: Service {
+                protocol: crate::packet::PROTO_TCP,
+                ports: vec![80],
+                address: None,
+            },
+            classes: Vec::new(),
+            table: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Resolve a class given by name or index.
+pub fn resolve_class(classes: &[ClassSpec], v: &str) -> Result<usize> {
+    if let Some(i) = classes.iter().position(|c| c.name == v) {
+        return Ok(i);
+    }
+    if let Ok(i) = v.parse::<usize>() {
+        if i < classes.len() {
+            return Ok(i);
+        }
+        bail!(
+            "class {i}: no such class (there are {} classes, 0..{})",
+            classes.len(),
+            classes.len().saturating_sub(1)
+        );
+    }
+    let names: Vec<&str> = classes.iter().map(|c| c.name.as_str()).collect();
+    bail!("class {v:?}: no such class (known: {})", names.join(", "))
+}
+
+fn toml_class(classes: &[ClassSpec], v: &toml::Value) -> Result<usize> {
+    match v {
+        toml::Value::String(s) => resolve_class(classes, s),
+        toml::Value::Integer(i) if *i >= 0 => resolve_class(classes, &i.to_string()),
+        other => bail!("class: expected a class name or index, got {other}"),
+    }
+}
+
+pub fn parse_protocol(s: &str) -> Result<u8> {
+    match s {
+        "tcp" => Ok(crate::packet::PROTO_TCP),
+        "udp" => Ok(crate::packet::PROTO_UDP),
+        _ => bail!("protocol: unknown value {s:?} (expected tcp or udp)"),
+    }
+}
+
+/// A percentile target in percent, 1..=100 (the thesis's `perSetPvalue` takes an integer).
+pub fn validate_percentile(p: i64) -> Result<u32> {
+    if !(1..=100).contains(&p) {
+        bail!("percentile {p}: must be an integer in 1..=100");
+    }
+    Ok(p as u32)
+}
+
+impl Config {
+    /// Read and validate a TOML file. Errors name the file (and, from the TOML parser, the
+    /// line and column).
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {}", path.display()))?;
+        Self::from_toml(&text).with_context(|| format!("config file {}", path.display()))
+    }
+
+    pub fn from_toml(text: &str) -> Result<Self> {
+        let f: FileConfig = toml::from_str(text).map_err(|e| anyhow!("{e}"))?;
+        let mut c = Config::default();
+        if let Some(q) = f.queue {
+            c.queue = q;
+        }
+        if let Some(d) = &f.discipline {
+            c.discipline = DisciplineKind::parse(d)?;
+        }
+        if let Some(d) = &f.deadline {
+            c.deadline = parse_deadline(d)?;
+        }
+        if let Some(b) = f.budget {
+            if b == 0 {
+                bail!("budget = 0: must be at least 1 (omit it for no budget)");
+            }
+            c.budget = Some(b);
+        }
+        if let Some(s) = f.control_socket {
+            c.control_socket = s;
+        }
+        c.control_group = f.control_group;
+        if let Some(i) = f.iptables {
+            c.iptables = i;
+        }
+        if let Some(s) = f.service {
+            if let Some(p) = &s.protocol {
+                c.service.protocol = parse_protocol(p).context("[service]")?;
+            }
+            if let Some(p) = s.ports {
+                c.service.ports = p;
+            }
+            if let Some(a) = &s.address {
+                c.service.address = Some(a.parse().map_err(|_| {
+                    anyhow!("[service] address {a:?}: not an IPv4 or IPv6 address")
+                })?);
+            }
+        }
+        for (i, cl) in f.classes.iter().enumerate() {
+            let p = validate_percentile(cl.percentile)
+                .with_context(|| format!("[[class]] #{} ({:?})", i + 1, cl.name))?;
+            c.classes.push(ClassSpec {
+                name: cl.name.clone(),
+                percentile: p,
+            });
+        }
+        if let Some(d) = &f.default_class {
+            c.default_class = toml_class(&c.classes, d).context("default_class")?;
+        } else {
+            c.default_class = c.classes.len().saturating_sub(1);
+        }
+        for (i, e) in f.table.iter().enumerate() {
+            let cidr = Cidr::parse(&e.cidr).with_context(|| format!("[[table]] #{}", i + 1))?;
+            let class = toml_class(&c.classes, &e.class)
+                .with_context(|| format!("[[table]] #{} ({})", i + 1, e.cidr))?;
+            c.table.push((cidr, class));
+        }
+        if let Some(l) = f.limits {
+            let d = &mut c.limits;
+            if let Some(v) = l.max_held_packets {
+                d.max_held_packets = v;
+            }
+            if let Some(v) = l.max_flows {
+                d.max_flows = v;
+            }
+            if let Some(v) = l.max_table_entries {
+                d.max_table_entries = v;
+            }
+            if let Some(v) = l.queue_limit {
+                d.queue_limit = v;
+            }
+            if let Some(v) = &l.flow_idle_timeout {
+                d.flow_idle_timeout = parse_duration(v).context("[limits] flow_idle_timeout")?;
+            }
+            if let Some(v) = &l.request_timeout {
+                d.request_timeout = parse_duration(v).context("[limits] request_timeout")?;
+            }
+            if let Some(v) = l.rcvbuf_bytes {
+                d.rcvbuf_bytes = v;
+            }
+            if let Some(v) = l.kernel_queue_maxlen {
+                d.kernel_queue_maxlen = v;
+            }
+        }
+        Ok(c)
+    }
+
+    /// Checks that need the whole configuration (after flags were applied).
+    pub fn validate(&self) -> Result<()> {
+        if self.classes.is_empty() {
+            bail!("no classes: give [[class]] entries in the config file or --class NAME=P");
+        }
+        if self.classes.len() > 64 {
+            bail!("{} classes: at most 64", self.classes.len());
+        }
+        for (i, a) in self.classes.iter().enumerate() {
+            if self.classes[..i].iter().any(|b| b.name == a.name) {
+                bail!("class {:?} is defined twice", a.name);
+            }
+        }
+        if self.default_class >= self.classes.len() {
+            bail!(
+                "default_class {}: no such class (0..{})",
+                self.default_class,
+                self.classes.len() - 1
+            );
+        }
+        if self.service.ports.is_empty() {
+            bail!("[service] ports: give at least one port");
+        }
+        if self.service.ports.contains(&0) {
+            bail!("[service] ports: 0 is not a port");
+        }
+        if self.table.len() > self.limits.max_table_entries {
+            bail!(
+                "[[table]]: {} entries exceed max_table_entries = {}",
+                self.table.len(),
+                self.limits.max_table_entries
+            );
+        }
+        let l = &self.limits;
+        if l.max_held_packets == 0 || l.max_flows == 0 || l.queue_limit == 0 {
+            bail!("[limits]: max_held_packets, max_flows and queue_limit must be at least 1");
+        }
+        if l.request_timeout == 0 || l.flow_idle_timeout == 0 {
+            bail!("[limits]: timeouts must be greater than zero");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"
+queue = 3
+discipline = "percentile"
+deadline = "4ms"
+budget = 4
+default_class = "c4"
+[service]
+protocol = "tcp"
+ports = [80, 8080]
+address = "10.0.0.1"
+[[class]]
+name = "c0"
+percentile = 90
+[[class]]
+name = "c4"
+percentile = 50
+[[table]]
+cidr = "10.1.0.0/16"
+class = "c0"
+[[table]]
+cidr = "10.2.0.9"
+class = 1
+[limits]
+request_timeout = "2s"
+"#;
+
+    #[test]
+    fn config_example_parses() {
+        let c = Config::from_toml(EXAMPLE).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.queue, 3);
+        assert_eq!(c.deadline, Deadline::Fixed(4 * crate::MS));
+        assert_eq!(c.budget, Some(4));
+        assert_eq!(c.default_class, 1);
+        assert_eq!(c.service.ports, vec![80, 8080]);
+        assert_eq!(c.table[0].1, 0);
+        assert_eq!(c.table[1].0.len, 32);
+        assert_eq!(c.limits.request_timeout, 2 * crate::SEC);
+    }
+
+    #[test]
+    fn config_errors_name_the_field_and_value() {
+        let e = Config::from_toml("budget = 0").unwrap_err().to_string();
+        assert!(e.contains("budget"), "{e}");
+        let e = format!(
+            "{:#}",
+            Config::from_toml("[[class]]\nname='a'\npercentile=120").unwrap_err()
+        );
+        assert!(e.contains("percentile 120"), "{e}");
+        let e = format!(
+            "{:#}",
+            Config::from_toml("[[class]]\nname='a'\npercentile=50\n[[table]]\ncidr='10.0.0.0/40'\nclass='a'")
+                .unwrap_err()
+        );
+        assert!(e.contains("prefix length 40"), "{e}");
+        let e = format!(
+            "{:#}",
+            Config::from_toml("[[class]]\nname='a'\npercentile=50\n[[table]]\ncidr='10.0.0.0/8'\nclass='zz'")
+                .unwrap_err()
+        );
+        assert!(e.contains("\"zz\"") && e.contains("known: a"), "{e}");
+        let e = format!("{:#}", Config::from_toml("deadline = \"4\"").unwrap_err());
+        assert!(e.contains("needs a unit"), "{e}");
+        let e = format!("{:#}", Config::from_toml("bogus = 1").unwrap_err());
+        assert!(e.contains("bogus"), "{e}");
+        assert!(Config::default().validate().is_err());
+    }
+
+    #[test]
+    fn config_durations() {
+        assert_eq!(parse_duration("250us").unwrap(), 250_000);
+        assert_eq!(parse_duration("1.5s").unwrap(), 1_500_000_000);
+        assert_eq!(parse_duration("3ms").unwrap(), 3_000_000);
+        assert!(parse_duration("-3ms").is_err());
+        assert!(matches!(parse_deadline("auto").unwrap(), Deadline::Auto { .. }));
+        assert!(parse_deadline("0ms").is_err());
+    }
+}

@@ -1,0 +1,843 @@
+//! The daemon's decision engine: what happens to each queued packet. No sockets and no clock
+//! (time is `now`), so every rule below is unit-tested without root.
+//!
+//! ## What a request is, and when it completes
+//! - **Request**: a packet to the service (hook LOCAL_IN, destination port in the service's
+//!   ports, destination address if one is configured) that carries payload (TCP), or any
+//!   datagram (UDP), on a flow with no request outstanding. Handshakes (SYN), pure ACKs,
+//!   FIN/RST without data pass at once — they are not work for the server, and holding them
+//!   would only stall TCP.
+//! - A flow is the 5-tuple. One request per flow is outstanding at a time (HTTP/1.1 without
+//!   pipelining, as in the thesis's client): while a request is **held**, every later packet
+//!   of that flow (more request segments, ACKs, FIN) is held behind it and released with it,
+//!   so the daemon never reorders a flow; once the request is **inside the server**, further
+//!   payload of that flow (a request's later segments) passes at once.
+//! - **Completion**: the first response packet carrying payload (hook LOCAL_OUT, source port
+//!   of the service, the flow reversed). For a small-object web service that is when the
+//!   server has done its work for the request (parsed it, read the file, written the response
+//!   into the socket); the transfer of a large body after that costs the link, not the
+//!   server, so it should not hold a budget slot. The thesis's `per_fail_check` likewise looks
+//!   at the response on the output path (P0 §3, `ip_finish_output`). A server FIN or RST on a
+//!   flow with a request inside completes it as a failure (aborted).
+//! - **Response time** is measured from the request's arrival at the daemon (before any
+//!   holding) to completion; success = within the deadline. The deadline is fixed or `auto`:
+//!   the running mean of all response times since start/reset (P0 §4: "the deadline is the
+//!   mean processing time").
+//! - **Budget**: at most `budget` requests inside the server at once. With no budget every
+//!   request goes through the discipline and leaves it at once (nothing queues). With one, a
+//!   request waits while the server is full, and each completion releases the next request by
+//!   the discipline's rule.
+//!
+//! ## Expiry and bounds
+//! A request inside the server with no response after `request_timeout` counts as failed and
+//! frees its slot (a response lost or bypassed must not leak the budget). An idle flow is
+//! forgotten after `flow_idle_timeout`. Held packets, flows and table entries are bounded;
+//! past a bound traffic passes at once and is counted (`passed_over_limit`,
+//! `untracked_flows`) — fail-open, like the kernel side.
+//!
+//! Cost per packet: one hash-map lookup, one header parse, O(classes) in the discipline.
+
+use crate::config::{Cidr, Config, Deadline, DisciplineKind};
+use crate::netlink::{NF_INET_LOCAL_IN, NF_INET_LOCAL_OUT};
+use crate::packet::{self, PacketInfo, TCP_FIN, TCP_RST, TCP_SYN};
+use crate::sched::{HeldRequest, Scheduler};
+use crate::table::AddressTable;
+use netsched_core::qdisc::{DropReason, Verdict};
+use netsched_core::Nanos;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+/// A flow as seen from the server: (client address, client port, server address, server
+/// port, protocol).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FlowKey {
+    pub client: IpAddr,
+    pub client_port: u16,
+    pub server: IpAddr,
+    pub server_port: u16,
+    pub protocol: u8,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum FlowState {
+    Idle,
+    Held { class: usize },
+    InServer { class: usize, arrived: Nanos },
+}
+
+#[derive(Debug)]
+struct Flow {
+    state: FlowState,
+    /// Packets of this flow that arrived after its held request (released with it).
+    follow: Vec<u32>,
+    last_seen: Nanos,
+}
+
+/// Per-class counters kept by the engine (all disciplines, so FIFO runs report them too).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ClassCounters {
+    /// Requests classified into this class (the thesis's N).
+    pub n: u64,
+    /// Completed within the deadline (S).
+    pub s: u64,
+    /// Completed late, aborted or timed out.
+    pub fail: u64,
+    pub timeouts: u64,
+    pub completed: u64,
+    /// Completed by a response (not aborted / timed out): the mean response time's base.
+    pub responded: u64,
+    pub latency_sum_ns: u128,
+}
+
+/// Engine-wide counters.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Counters {
+    pub packets: u64,
+    pub requests: u64,
+    /// Packets accepted without holding (handshakes, ACKs, responses, other traffic).
+    pub passed_at_once: u64,
+    pub held: u64,
+    pub released: u64,
+    /// Not ours (protocol, port, address, hook) or unparsable.
+    pub other: u64,
+    /// Passed because a bound (held packets) was reached.
+    pub passed_over_limit: u64,
+    /// New flows not tracked because `max_flows` was reached.
+    pub untracked_flows: u64,
+    /// Requests the discipline refused (queue limit), passed at once.
+    pub discipline_drops_passed: u64,
+    pub aborted: u64,
+    pub expired_flows: u64,
+    /// Packets passed while stopped.
+    pub passed_stopped: u64,
+}
+
+/// Everything `status` shows, per class.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ClassRow {
+    pub class: usize,
+    pub name: String,
+    pub n: u64,
+    pub s: u64,
+    pub fail: u64,
+    pub percentile: u32,
+    /// The thesis's integer priority `N·P/S × 10` (Table 14; higher = served first), from the
+    /// discipline when it is Percentile.
+    pub priority: Option<f64>,
+    /// `S / (N · P)` — 1.0 = exactly at target.
+    pub attainment: f64,
+    pub queue_len: u64,
+    pub held_packets: u64,
+    pub completed: u64,
+    pub timeouts: u64,
+    pub mean_response_ms: f64,
+}
+
+/// The `status` document.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Status {
+    pub running: bool,
+    pub discipline: String,
+    pub deadline_ns: u64,
+    pub deadline_auto: bool,
+    pub budget: Option<usize>,
+    pub in_server: usize,
+    pub held_packets: usize,
+    pub flows: usize,
+    pub default_class: String,
+    pub classes: Vec<ClassRow>,
+    pub table: Vec<(String, String)>,
+    pub counters: Counters,
+    /// Socket-level facts filled in by the daemon (ENOBUFS, kernel queue drops).
+    #[serde(default)]
+    pub kernel: KernelCounters,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct KernelCounters {
+    pub enobufs: u64,
+    pub rcvbuf_bytes: u64,
+    /// From /proc/net/netfilter/nfnetlink_queue: packets the kernel could not queue
+    /// (queue full → accepted by fail-open) and could not send to us.
+    pub queue_dropped: u64,
+    pub user_dropped: u64,
+    pub queue_total: u64,
+}
+
+pub struct Engine {
+    pub cfg: Config,
+    sched: Scheduler,
+    table: AddressTable,
+    flows: HashMap<FlowKey, Flow>,
+    running: bool,
+    in_server: usize,
+    held_packets: usize,
+    held_per_class: Vec<u64>,
+    seq: u64,
+    deadline: Nanos,
+    per_class: Vec<ClassCounters>,
+    all_latency_sum: u128,
+    all_completed: u64,
+    pub counters: Counters,
+}
+
+impl Engine {
+    pub fn new(cfg: Config) -> anyhow::Result<Self> {
+        cfg.validate()?;
+        let (deadline, fixed) = match cfg.deadline {
+            Deadline::Fixed(d) => (d, Some(d)),
+            Deadline::Auto { initial } => (initial, None),
+        };
+        let ps: Vec<u32> = cfg.classes.iter().map(|c| c.percentile).collect();
+        let sched = Scheduler::new(cfg.discipline, &ps, fixed, cfg.limits.queue_limit)
+            .map_err(|e| anyhow::anyhow!("discipline {}: {e}", cfg.discipline.as_str()))?;
+        let mut table = AddressTable::new(cfg.limits.max_table_entries);
+        for (cidr, class) in &cfg.table {
+            table.insert(*cidr, *class)?;
+        }
+        let n = cfg.classes.len();
+        Ok(Engine {
+            sched,
+            table,
+            flows: HashMap::new(),
+            running: true,
+            in_server: 0,
+            held_packets: 0,
+            held_per_class: vec![0; n],
+            seq: 0,
+            deadline,
+            per_class: vec![ClassCounters::default(); n],
+            all_latency_sum: 0,
+            all_completed: 0,
+            counters: Counters::default(),
+            cfg,
+        })
+    }
+
+    pub fn held_packets(&self) -> usize {
+        self.held_packets
+    }
+    pub fn in_server(&self) -> usize {
+        self.in_server
+    }
+    pub fn deadline(&self) -> Nanos {
+        self.deadline
+    }
+    pub fn is_running(&self) -> bool {
+        self.running
+    }
+
+    /// Decide on one queued packet. Packet ids to accept now are appended to `accept`
+    /// (possibly including earlier held packets this one's completion released).
+    pub fn on_packet(&mut self, id: u32, hook: u8, head: &[u8], now: Nanos, accept: &mut Vec<u32>) {
+        self.counters.packets += 1;
+        let info = match packet::parse(head) {
+            Some(i) if i.protocol == self.cfg.service.protocol => i,
+            _ => {
+                self.counters.other += 1;
+                accept.push(id);
+                return;
+            }
+        };
+        if !self.running {
+            self.counters.passed_stopped += 1;
+            accept.push(id);
+            return;
+        }
+        let ports = &self.cfg.service.ports;
+        let addr_ok = |a: IpAddr| self.cfg.service.address.is_none_or(|s| s == a);
+        if hook == NF_INET_LOCAL_IN && ports.contains(&info.dst_port) && addr_ok(info.dst) {
+            self.inbound(id, &info, now, accept);
+        } else if hook == NF_INET_LOCAL_OUT && ports.contains(&info.src_port) && addr_ok(info.src)
+        {
+            self.outbound(&info, now, accept);
+            self.counters.passed_at_once += 1;
+            accept.push(id);
+        } else {
+            self.counters.other += 1;
+            accept.push(id);
+        }
+    }
+
+    fn inbound(&mut self, id: u32, info: &PacketInfo, now: Nanos, accept: &mut Vec<u32>) {
+        let key = FlowKey {
+            client: info.src,
+            client_port: info.src_port,
+            server: info.dst,
+            server_port: info.dst_port,
+            protocol: info.protocol,
+        };
+        let is_request_packet = info.protocol == packet::PROTO_UDP
+            || (info.payload_len > 0 && info.flags & (TCP_SYN | TCP_RST) == 0);
+        if !self.flows.contains_key(&key) {
+            if !is_request_packet {
+                self.counters.passed_at_once += 1;
+                accept.push(id);
+                return;
+            }
+            if self.flows.len() >= self.cfg.limits.max_flows {
+                self.counters.untracked_flows += 1;
+                self.counters.passed_at_once += 1;
+                accept.push(id);
+                return;
+            }
+            self.flows.insert(
+                key,
+                Flow {
+                    state: FlowState::Idle,
+                    follow: Vec::new(),
+                    last_seen: now,
+                },
+            );
+        }
+        let over_limit = self.held_packets >= self.cfg.limits.max_held_packets;
+        let flow = self.flows.get_mut(&key).expect("inserted above");
+        flow.last_seen = now;
+        match flow.state {
+            FlowState::Held { class } => {
+                // Keep the flow's order: everything behind a held request waits with it.
+                if over_limit {
+                    self.counters.passed_over_limit += 1;
+                    accept.push(id);
+                } else {
+                    flow.follow.push(id);
+                    self.held_packets += 1;
+                    self.held_per_class[class] += 1;
+                    self.counters.held += 1;
+                }
+            }
+            FlowState::InServer { .. } => {
+                if info.flags & TCP_RST != 0 {
+                    self.finish(&key, now, Outcome::Aborted);
+                }
+                self.counters.passed_at_once += 1;
+                accept.push(id);
+            }
+            FlowState::Idle => {
+                if !is_request_packet {
+                    self.counters.passed_at_once += 1;
+                    accept.push(id);
+                    return;
+                }
+                let class = self
+                    .table
+                    .lookup(info.src)
+                    .unwrap_or(self.cfg.default_class);
+                self.counters.requests += 1;
+                self.per_class[class].n += 1;
+                if over_limit {
+                    self.counters.passed_over_limit += 1;
+                    flow.state = FlowState::InServer {
+                        class,
+                        arrived: now,
+                    };
+                    self.in_server += 1;
+                    accept.push(id);
+                    return;
+                }
+                self.seq += 1;
+                let item = HeldRequest {
+                    packet_id: id,
+                    flow: key,
+                    arrived: now,
+                    seq: self.seq,
+                    bytes: info.total_len,
+                    class,
+                };
+                flow.state = FlowState::Held { class };
+                self.held_packets += 1;
+                self.held_per_class[class] += 1;
+                self.counters.held += 1;
+                match self.sched.enqueue(class, item, now) {
+                    Verdict::Queued => {}
+                    Verdict::Dropped { item, reason } => {
+                        self.counters.discipline_drops_passed += 1;
+                        self.release(item, now, accept);
+                        let _ = reason;
+                    }
+                    Verdict::QueuedEvicting { evicted, reason } => {
+                        self.counters.discipline_drops_passed += 1;
+                        let _: DropReason = reason;
+                        self.release(evicted, now, accept);
+                    }
+                }
+                self.release_while_allowed(now, accept);
+            }
+        }
+    }
+
+    fn outbound(&mut self, info: &PacketInfo, now: Nanos, accept: &mut Vec<u32>) {
+        let key = FlowKey {
+            client: info.dst,
+            client_port: info.dst_port,
+            server: info.src,
+            server_port: info.src_port,
+            protocol: info.protocol,
+        };
+        let Some(flow) = self.flows.get_mut(&key) else {
+            return;
+        };
+        flow.last_seen = now;
+        if let FlowState::InServer { .. } = flow.state {
+            if info.payload_len > 0 || info.protocol == packet::PROTO_UDP {
+                self.finish(&key, now, Outcome::Responded);
+                self.release_while_allowed(now, accept);
+            } else if info.flags & (TCP_FIN | TCP_RST) != 0 {
+                self.finish(&key, now, Outcome::Aborted);
+                self.release_while_allowed(now, accept);
+            }
+        }
+    }
+
+    /// Complete the request inside the server on flow `key`.
+    fn finish(&mut self, key: &FlowKey, now: Nanos, outcome: Outcome) {
+        let Some(flow) = self.flows.get_mut(key) else {
+            return;
+        };
+        let FlowState::InServer { class, arrived } = flow.state else {
+            return;
+        };
+        flow.state = FlowState::Idle;
+        self.in_server = self.in_server.saturating_sub(1);
+        let latency = now.saturating_sub(arrived);
+        let c = &mut self.per_class[class];
+        c.completed += 1;
+        match outcome {
+            Outcome::Responded => {
+                c.latency_sum_ns += latency as u128;
+                c.responded += 1;
+                if latency <= self.deadline {
+                    c.s += 1;
+                } else {
+                    c.fail += 1;
+                }
+                self.all_latency_sum += latency as u128;
+                self.all_completed += 1;
+                self.sched.completed(class, latency, now);
+                if let Deadline::Auto { .. } = self.cfg.deadline {
+                    // Same running mean the Percentile discipline keeps for `Auto`.
+                    self.deadline = ((self.all_latency_sum / self.all_completed as u128) as Nanos).max(1);
+                }
+            }
+            Outcome::Aborted | Outcome::TimedOut => {
+                c.fail += 1;
+                if outcome == Outcome::TimedOut {
+                    c.timeouts += 1;
+                } else {
+                    self.counters.aborted += 1;
+                }
+                // No feedback to the discipline: the request stays counted in N without an
+                // S, i.e. a miss, and no made-up latency distorts the auto deadline's mean.
+            }
+        }
+    }
+
+
+    fn release(&mut self, item: HeldRequest, now: Nanos, accept: &mut Vec<u32>) {
+        let class = item.class;
+        accept.push(item.packet_id);
+        let mut n = 1;
+        if let Some(flow) = self.flows.get_mut(&item.flow) {
+            n += flow.follow.len();
+            accept.append(&mut flow.follow);
+            flow.state = FlowState::InServer {
+                class,
+                arrived: item.arrived,
+            };
+            flow.last_seen = now;
+        }
+        self.in_server += 1;
+        self.held_packets -= n;
+        self.held_per_class[class] -= n as u64;
+        self.counters.released += n as u64;
+    }
+
+    fn release_while_allowed(&mut self, now: Nanos, accept: &mut Vec<u32>) {
+        while self.cfg.budget.is_none_or(|b| self.in_server < b) {
+            match self.sched.dequeue(now) {
+                Some(item) => self.release(item, now, accept),
+                None => break,
+            }
+        }
+    }
+
+    /// Periodic work: request timeouts, idle-flow expiry. Call every few milliseconds.
+    pub fn tick(&mut self, now: Nanos, accept: &mut Vec<u32>) {
+        let rt = self.cfg.limits.request_timeout;
+        let idle = self.cfg.limits.flow_idle_timeout;
+        let timed_out: Vec<FlowKey> = self
+            .flows
+            .iter()
+            .filter(|(_, f)| {
+                matches!(f.state, FlowState::InServer { arrived, .. } if now.saturating_sub(arrived) > rt)
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for k in &timed_out {
+            self.finish(k, now, Outcome::TimedOut);
+        }
+        let before = self.flows.len();
+        self.flows.retain(|_, f| {
+            !(f.state == FlowState::Idle && now.saturating_sub(f.last_seen) > idle)
+        });
+        self.counters.expired_flows += (before - self.flows.len()) as u64;
+        self.release_while_allowed(now, accept);
+    }
+
+    /// Release every held packet in arrival order and forget all flows (stop / shutdown).
+    pub fn drain_all(&mut self, accept: &mut Vec<u32>) {
+        let mut items = self.sched.reset();
+        items.sort_by_key(|i| i.seq);
+        for item in items {
+            accept.push(item.packet_id);
+            if let Some(flow) = self.flows.get_mut(&item.flow) {
+                accept.append(&mut flow.follow);
+            }
+        }
+        // Anything still recorded as held (should be none) goes too.
+        for f in self.flows.values_mut() {
+            accept.append(&mut f.follow);
+        }
+        self.counters.released += self.held_packets as u64;
+        self.flows.clear();
+        self.held_packets = 0;
+        self.held_per_class.iter_mut().for_each(|h| *h = 0);
+        self.in_server = 0;
+    }
+
+    // ---- control verbs -------------------------------------------------------------------
+
+    pub fn start(&mut self) {
+        self.running = true;
+    }
+
+    pub fn stop(&mut self, accept: &mut Vec<u32>) {
+        self.running = false;
+        self.drain_all(accept);
+    }
+
+    /// Clear the address table and every counter (the thesis's `perReset`).
+    pub fn reset(&mut self) {
+        self.table.clear();
+        self.per_class.iter_mut().for_each(|c| *c = ClassCounters::default());
+        self.counters = Counters::default();
+        self.all_latency_sum = 0;
+        self.all_completed = 0;
+        self.sched.reset_counters();
+        if let Deadline::Auto { initial } = self.cfg.deadline {
+            self.deadline = initial;
+        }
+    }
+
+    pub fn set_percentile(&mut self, class: usize, p: i64) -> anyhow::Result<()> {
+        let p = crate::config::validate_percentile(p)?;
+        if class >= self.cfg.classes.len() {
+            anyhow::bail!("class {class}: no such class");
+        }
+        self.sched
+            .set_percentile(class, p)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        self.cfg.classes[class].percentile = p;
+        Ok(())
+    }
+
+    pub fn set_deadline(&mut self, d: Deadline) -> anyhow::Result<()> {
+        let fixed = match d {
+            Deadline::Fixed(v) => Some(v),
+            Deadline::Auto { .. } => None,
+        };
+        self.sched
+            .set_deadline(fixed)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        self.cfg.deadline = d;
+        self.deadline = match d {
+            Deadline::Fixed(v) => v,
+            Deadline::Auto { initial } if self.all_completed == 0 => initial,
+            Deadline::Auto { .. } => {
+                ((self.all_latency_sum / self.all_completed as u128) as Nanos).max(1)
+            }
+        };
+        Ok(())
+    }
+
+    pub fn set_budget(&mut self, b: Option<usize>, now: Nanos, accept: &mut Vec<u32>) {
+        self.cfg.budget = b;
+        self.release_while_allowed(now, accept);
+    }
+
+    pub fn add_ip(&mut self, cidr: Cidr, class: usize) -> anyhow::Result<()> {
+        if class >= self.cfg.classes.len() {
+            anyhow::bail!("class {class}: no such class");
+        }
+        self.table.insert(cidr, class)
+    }
+
+    pub fn del_ip(&mut self, cidr: Cidr) -> anyhow::Result<()> {
+        if !self.table.remove(cidr) {
+            anyhow::bail!("{cidr}: not in the address table");
+        }
+        Ok(())
+    }
+
+    pub fn status(&self) -> Status {
+        let sched_rows = self.sched.class_status();
+        let classes = self
+            .cfg
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                let c = &self.per_class[i];
+                let row = sched_rows.iter().find(|r| r.class == i);
+                let extra = |k: &str| {
+                    row.and_then(|r| r.extra.iter().find(|(n, _)| n == k).map(|(_, v)| *v))
+                };
+                let attainment = if c.n == 0 {
+                    0.0
+                } else {
+                    c.s as f64 / (c.n as f64 * spec.percentile as f64 / 100.0)
+                };
+                ClassRow {
+                    class: i,
+                    name: spec.name.clone(),
+                    n: c.n,
+                    s: c.s,
+                    fail: c.fail,
+                    percentile: spec.percentile,
+                    priority: if self.cfg.discipline == DisciplineKind::Percentile {
+                        extra("priority")
+                    } else {
+                        None
+                    },
+                    attainment,
+                    queue_len: row.map(|r| r.queued_packets).unwrap_or(0),
+                    held_packets: self.held_per_class[i],
+                    completed: c.completed,
+                    timeouts: c.timeouts,
+                    mean_response_ms: if c.responded > 0 {
+                        c.latency_sum_ns as f64 / 1e6 / c.responded as f64
+                    } else {
+                        0.0
+                    },
+                }
+            })
+            .collect();
+        Status {
+            running: self.running,
+            discipline: self.cfg.discipline.as_str().into(),
+            deadline_ns: self.deadline,
+            deadline_auto: matches!(self.cfg.deadline, Deadline::Auto { .. }),
+            budget: self.cfg.budget,
+            in_server: self.in_server,
+            held_packets: self.held_packets,
+            flows: self.flows.len(),
+            default_class: self.cfg.classes[self.cfg.default_class].name.clone(),
+            classes,
+            table: self
+                .table
+                .entries()
+                .into_iter()
+                .map(|(c, k)| (c.to_string(), self.cfg.classes[k].name.clone()))
+                .collect(),
+            counters: self.counters.clone(),
+            kernel: KernelCounters::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Responded,
+    Aborted,
+    TimedOut,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ClassSpec;
+    use crate::packet::build_ipv4_tcp;
+    use netsched_core::MS;
+    use std::net::Ipv4Addr;
+
+    const SRV: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 1);
+
+    fn cfg(kind: DisciplineKind, budget: Option<usize>) -> Config {
+        let mut c = Config {
+            discipline: kind,
+            budget,
+            deadline: Deadline::Fixed(4 * MS),
+            ..Config::default()
+        };
+        for (i, p) in [90u32, 50].iter().enumerate() {
+            c.classes.push(ClassSpec {
+                name: format!("c{i}"),
+                percentile: *p,
+            });
+        }
+        c.table.push((Cidr::parse("10.1.0.0/16").unwrap(), 0));
+        c.default_class = 1;
+        c
+    }
+
+    fn client(class: u8, n: u8) -> Ipv4Addr {
+        Ipv4Addr::new(10, class + 1, 0, n)
+    }
+    fn req(c: Ipv4Addr, port: u16) -> Vec<u8> {
+        build_ipv4_tcp(c, SRV, port, 80, 0x18, 100)
+    }
+    fn ack(c: Ipv4Addr, port: u16) -> Vec<u8> {
+        build_ipv4_tcp(c, SRV, port, 80, 0x10, 0)
+    }
+    fn resp(c: Ipv4Addr, port: u16) -> Vec<u8> {
+        build_ipv4_tcp(SRV, c, 80, port, 0x18, 500)
+    }
+
+    #[test]
+    fn engine_handshake_and_acks_pass_at_once() {
+        let mut e = Engine::new(cfg(DisciplineKind::Fifo, Some(1))).unwrap();
+        let mut acc = Vec::new();
+        let syn = build_ipv4_tcp(client(0, 1), SRV, 1000, 80, TCP_SYN, 0);
+        e.on_packet(1, NF_INET_LOCAL_IN, &syn, 0, &mut acc);
+        e.on_packet(2, NF_INET_LOCAL_IN, &ack(client(0, 1), 1000), 0, &mut acc);
+        assert_eq!(acc, vec![1, 2]);
+        assert_eq!(e.counters.requests, 0);
+    }
+
+    #[test]
+    fn engine_no_budget_nothing_queues() {
+        let mut e = Engine::new(cfg(DisciplineKind::Fifo, None)).unwrap();
+        let mut acc = Vec::new();
+        for i in 0..10u32 {
+            e.on_packet(i, NF_INET_LOCAL_IN, &req(client(0, 1), 2000 + i as u16), 0, &mut acc);
+        }
+        assert_eq!(acc.len(), 10);
+        assert_eq!(e.held_packets(), 0);
+        assert_eq!(e.in_server(), 10);
+    }
+
+    #[test]
+    fn engine_budget_holds_and_completion_releases_next() {
+        let mut e = Engine::new(cfg(DisciplineKind::Fifo, Some(1))).unwrap();
+        let mut acc = Vec::new();
+        e.on_packet(1, NF_INET_LOCAL_IN, &req(client(0, 1), 1000), 0, &mut acc);
+        e.on_packet(2, NF_INET_LOCAL_IN, &req(client(1, 1), 1001), MS, &mut acc);
+        // A later ACK of the held flow waits behind its request (no reordering).
+        e.on_packet(3, NF_INET_LOCAL_IN, &ack(client(1, 1), 1001), MS, &mut acc);
+        assert_eq!(acc, vec![1]);
+        assert_eq!(e.held_packets(), 2);
+        // The response of flow 1 (3 ms after arrival: within the 4 ms deadline) completes it.
+        e.on_packet(4, NF_INET_LOCAL_OUT, &resp(client(0, 1), 1000), 3 * MS, &mut acc);
+        assert_eq!(acc, vec![1, 2, 3, 4]);
+        let st = e.status();
+        assert_eq!(st.classes[0].s, 1);
+        assert_eq!(st.classes[1].n, 1);
+        assert_eq!(st.in_server, 1);
+        // Flow 2 answers 9 ms after it arrived: late.
+        e.on_packet(5, NF_INET_LOCAL_OUT, &resp(client(1, 1), 1001), 10 * MS, &mut acc);
+        let st = e.status();
+        assert_eq!((st.classes[1].s, st.classes[1].fail), (0, 1));
+        assert_eq!(st.in_server, 0);
+    }
+
+    #[test]
+    fn engine_request_timeout_frees_the_slot() {
+        let mut c = cfg(DisciplineKind::Fifo, Some(1));
+        c.limits.request_timeout = 100 * MS;
+        let mut e = Engine::new(c).unwrap();
+        let mut acc = Vec::new();
+        e.on_packet(1, NF_INET_LOCAL_IN, &req(client(0, 1), 1000), 0, &mut acc);
+        e.on_packet(2, NF_INET_LOCAL_IN, &req(client(0, 2), 1000), 0, &mut acc);
+        assert_eq!(acc, vec![1]);
+        e.tick(50 * MS, &mut acc);
+        assert_eq!(acc, vec![1]);
+        e.tick(101 * MS, &mut acc);
+        assert_eq!(acc, vec![1, 2]);
+        assert_eq!(e.status().classes[0].timeouts, 1);
+    }
+
+    #[test]
+    fn engine_stop_releases_everything_in_arrival_order() {
+        let mut e = Engine::new(cfg(DisciplineKind::Strict, Some(1))).unwrap();
+        let mut acc = Vec::new();
+        e.on_packet(1, NF_INET_LOCAL_IN, &req(client(0, 1), 1), 0, &mut acc);
+        e.on_packet(2, NF_INET_LOCAL_IN, &req(client(1, 1), 2), 1, &mut acc);
+        e.on_packet(3, NF_INET_LOCAL_IN, &req(client(0, 2), 3), 2, &mut acc);
+        e.on_packet(4, NF_INET_LOCAL_IN, &ack(client(1, 1), 2), 3, &mut acc);
+        assert_eq!(acc, vec![1]);
+        e.stop(&mut acc);
+        assert_eq!(acc, vec![1, 2, 4, 3]);
+        assert_eq!(e.held_packets(), 0);
+        // Stopped: everything passes in arrival order.
+        e.on_packet(5, NF_INET_LOCAL_IN, &req(client(1, 1), 9), 4, &mut acc);
+        assert_eq!(*acc.last().unwrap(), 5);
+        assert_eq!(e.status().counters.passed_stopped, 1);
+    }
+
+    #[test]
+    fn engine_strict_priority_serves_class0_first() {
+        let mut e = Engine::new(cfg(DisciplineKind::Strict, Some(1))).unwrap();
+        let mut acc = Vec::new();
+        e.on_packet(1, NF_INET_LOCAL_IN, &req(client(1, 1), 1), 0, &mut acc); // c1 in server
+        e.on_packet(2, NF_INET_LOCAL_IN, &req(client(1, 2), 2), 1, &mut acc); // c1 waits
+        e.on_packet(3, NF_INET_LOCAL_IN, &req(client(0, 1), 3), 2, &mut acc); // c0 waits
+        e.on_packet(4, NF_INET_LOCAL_OUT, &resp(client(1, 1), 1), 3, &mut acc);
+        assert_eq!(acc, vec![1, 3, 4]); // c0 released first, then the response passes
+    }
+
+    #[test]
+    fn engine_held_limit_passes_and_counts() {
+        let mut c = cfg(DisciplineKind::Fifo, Some(1));
+        c.limits.max_held_packets = 2;
+        let mut e = Engine::new(c).unwrap();
+        let mut acc = Vec::new();
+        for i in 0..5u32 {
+            e.on_packet(i, NF_INET_LOCAL_IN, &req(client(0, i as u8), 7), 0, &mut acc);
+        }
+        // 1 in server, 2 held, 2 passed over the limit.
+        assert_eq!(acc, vec![0, 3, 4]);
+        assert_eq!(e.counters.passed_over_limit, 2);
+        assert_eq!(e.held_packets(), 2);
+    }
+
+    #[test]
+    fn engine_auto_deadline_is_the_running_mean() {
+        let mut c = cfg(DisciplineKind::Fifo, None);
+        c.deadline = Deadline::Auto { initial: 10 * MS };
+        let mut e = Engine::new(c).unwrap();
+        let mut acc = Vec::new();
+        assert_eq!(e.deadline(), 10 * MS);
+        for (i, lat) in [2u64, 4, 6].iter().enumerate() {
+            let port = 100 + i as u16;
+            e.on_packet(0, NF_INET_LOCAL_IN, &req(client(0, 1), port), 0, &mut acc);
+            e.on_packet(0, NF_INET_LOCAL_OUT, &resp(client(0, 1), port), lat * MS, &mut acc);
+        }
+        assert_eq!(e.deadline(), 4 * MS);
+    }
+
+    #[test]
+    fn engine_other_traffic_passes() {
+        let mut e = Engine::new(cfg(DisciplineKind::Fifo, Some(1))).unwrap();
+        let mut acc = Vec::new();
+        let p = build_ipv4_tcp(client(0, 1), SRV, 5, 22, 0x18, 10);
+        e.on_packet(9, NF_INET_LOCAL_IN, &p, 0, &mut acc);
+        e.on_packet(10, NF_INET_LOCAL_IN, &[1, 2, 3], 0, &mut acc);
+        assert_eq!(acc, vec![9, 10]);
+        assert_eq!(e.counters.other, 2);
+    }
+
+    #[test]
+    fn engine_control_verbs_validate() {
+        let mut e = Engine::new(cfg(DisciplineKind::Percentile, Some(2))).unwrap();
+        assert!(e.set_percentile(5, 50).is_err());
+        assert!(e.set_percentile(0, 0).is_err());
+        e.set_percentile(1, 60).unwrap();
+        assert_eq!(e.status().classes[1].percentile, 60);
+        assert!(e.del_ip(Cidr::parse("1.2.3.0/24").unwrap()).is_err());
+        e.add_ip(Cidr::parse("10.2.0.0/16").unwrap(), 0).unwrap();
+        assert_eq!(e.status().table.len(), 2);
+        e.reset();
+        assert!(e.status().table.is_empty());
+    }
+}
