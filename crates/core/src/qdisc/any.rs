@@ -2,9 +2,11 @@
 //! (TOML/JSON `kind = "..."`), so engines never know which discipline they run.
 
 use super::ack::{p3_band, AckSeparation};
+use super::delay::{DelayConstrained, DelayInterfaceConfig};
 use super::drr::{Drr, DrrClassConfig};
 use super::edf::{Edf, EdfClassConfig};
 use super::fifo::Fifo;
+use super::percentile::{PercentileDeadline, PercentileMemory, PercentileQueue};
 use super::prio::{BandConfig, StrictPriority};
 use super::wf2q::{Wf2qClassConfig, Wf2qPlus};
 use super::{ClassId, Feedback, Packet, Qdisc, QdiscStats, Verdict};
@@ -53,6 +55,35 @@ pub enum QdiscConfig {
         #[serde(default)]
         ack_share_max: Option<f64>,
     },
+    /// P0 Percentile: one FIFO per client class (class 0 highest), the class with the lowest
+    /// attainment S/(N·P) first (`percentile.rs`).
+    Percentile {
+        /// Target percent per class, e.g. `[90, 80, 70, 60, 50]`.
+        percentiles: Vec<u32>,
+        /// Per-class queue limit.
+        #[serde(default = "default_limit")]
+        limit_packets: usize,
+        /// `"auto"` (running mean response time), `{ ms = 4.0 }` or `{ ns = 4000000 }`.
+        #[serde(default)]
+        deadline: PercentileDeadline,
+        /// `"forever"`, `{ window = n }` or `{ half_life_ms = x }`.
+        #[serde(default)]
+        memory: PercentileMemory,
+    },
+    /// P2 delay-constrained priority over interfaces in batch rounds, with delay bitmaps
+    /// (`delay.rs`); `wall_clock = true` promotes by the head packet's age instead.
+    DelayConstrained {
+        interfaces: Vec<DelayInterfaceConfig>,
+        /// Packets per round (P2 §3.2.1: 238 in netback).
+        #[serde(default = "default_batch")]
+        batch: usize,
+        #[serde(default)]
+        wall_clock: bool,
+    },
+}
+
+fn default_batch() -> usize {
+    238
 }
 
 impl QdiscConfig {
@@ -88,6 +119,26 @@ impl QdiscConfig {
                 *ack_filter,
                 *ack_share_max,
             )?),
+            QdiscConfig::Percentile {
+                percentiles,
+                limit_packets,
+                deadline,
+                memory,
+            } => AnyQdisc::Percentile(PercentileQueue::new(
+                percentiles,
+                *limit_packets,
+                *deadline,
+                *memory,
+            )?),
+            QdiscConfig::DelayConstrained {
+                interfaces,
+                batch,
+                wall_clock,
+            } => AnyQdisc::DelayConstrained(DelayConstrained::new(
+                interfaces,
+                *batch,
+                *wall_clock,
+            )?),
         })
     }
 }
@@ -101,6 +152,8 @@ pub enum AnyQdisc<T> {
     Wf2qPlus(Wf2qPlus<T>),
     Edf(Edf<T>),
     AckSeparation(AckSeparation<T>),
+    Percentile(PercentileQueue<T>),
+    DelayConstrained(DelayConstrained<T>),
 }
 
 macro_rules! each {
@@ -112,6 +165,8 @@ macro_rules! each {
             AnyQdisc::Wf2qPlus($q) => $e,
             AnyQdisc::Edf($q) => $e,
             AnyQdisc::AckSeparation($q) => $e,
+            AnyQdisc::Percentile($q) => $e,
+            AnyQdisc::DelayConstrained($q) => $e,
         }
     };
 }
@@ -153,6 +208,8 @@ impl<T: Packet> AnyQdisc<T> {
             AnyQdisc::Wf2qPlus(q) => q.class_status(),
             AnyQdisc::Edf(q) => q.class_status(),
             AnyQdisc::AckSeparation(q) => q.class_status(),
+            AnyQdisc::Percentile(q) => q.class_status(),
+            AnyQdisc::DelayConstrained(q) => q.class_status(),
             other => {
                 let s = other.stats();
                 vec![super::ClassStatus {

@@ -21,11 +21,13 @@ use serde::{Deserialize, Serialize};
 
 mod any;
 pub mod fifo;
-pub mod ack;
-pub mod edf;
-pub mod wf2q;
-pub mod drr;
 pub mod prio;
+pub mod drr;
+pub mod wf2q;
+pub mod edf;
+pub mod ack;
+pub mod percentile;
+pub mod delay;
 pub use any::{AnyQdisc, QdiscConfig};
 
 /// Index of a class (band, interface, client class) inside a discipline. Class 0 is the

@@ -1,0 +1,1032 @@
+//! Percentile scheduler — one FIFO per client class, the class furthest below its percentile
+//! target is served next.
+//!
+//! Source: P0, "Percentile network scheduler for differentiated service", Hansung Univ.
+//! master's thesis, 2006 (`/work/shared/papers/000_*.txt`), §2.3.1 (the formula), §3.2.3
+//! (`struct PercentileClass`, `percentile_sched`, `per_fail_check`), §3.2.5 (control API),
+//! Table 14 (final counters and priorities).
+//!
+//! ## What it does
+//! Class `i` keeps `N_i` (requests enqueued, `per_input_skb`), `S_i` (requests answered within
+//! the deadline, `per_fail_check`), `fail_i` and a target `P_i` in percent. Its attainment is
+//! `Pr(i) = S_i / (N_i · P_i)` (P0 §2.3.1); the non-empty class with the **lowest** attainment
+//! is served next, FIFO inside a class. Ties go to the higher class (lower index; class 0 is
+//! the most valuable, e.g. P = 90 in the thesis). A class that has never succeeded (`S = 0`)
+//! has attainment 0 and is therefore served first. Success is reported back by the engine
+//! with [`Feedback::Completed`]: success iff `latency <= deadline`. The deadline is fixed, or
+//! `auto` = the running mean response time over all completions (the thesis uses "the mean
+//! processing time" as the success criterion, P0 §3.2.2 and §4: ≈ 0.004 s).
+//!
+//! ## Integer priority of the thesis
+//! The thesis inverts `Pr` into an integer "priority" where higher is served first (P0 §3.2.3,
+//! `percentile_sched`), but prints no code. The brief reads Table 14's row as `N·P/S × 10`;
+//! truncating that gives 1314 for Class4, not the printed 1315, and rounding gives 1325 for
+//! Class0, not 1324. The arithmetic that reproduces all five printed values (1324 1314 1314
+//! 1314 1315) computes `Pr` itself first, as the thesis describes, in fixed point — per mille
+//! of the target, rounded — and then inverts it:
+//! `pr = round(S · 100_000 / (N · P))`, `priority = 1_000_000 / pr` (integer division); see
+//! [`thesis_priority`] and the test `table14_priorities_reproduced`. We report this number in
+//! the status; the scheduling decision itself compares exact attainments (no rounding).
+//!
+//! ## Beyond the thesis: memory
+//! The thesis's counters never forget, so after a load change the history dominates for a
+//! long time (test `decayed_memory_adapts_after_load_change`). `memory` selects:
+//! - `forever` — the thesis;
+//! - `{ window = n }` — the last `n` enqueued requests of the class (a ring of outcomes;
+//!   completions resolve the oldest pending entry, which is exact while a class completes in
+//!   FIFO order);
+//! - `{ half_life_ms = x }` — `N`, `S` and `fail` decay by `2^(-Δt/half_life)`, applied lazily
+//!   at each event of the class. Decay multiplies `N` and `S` by the same factor, so pending
+//!   decay never changes an attainment and selection needs no clock arithmetic.
+//!
+//! ## Control API (daemons call these at run time; P0 Table 9)
+//! `perSetPvalue` → [`PercentileQueue::set_percentile`], `perSetNvalue` →
+//! [`PercentileQueue::set_deadline`], `perReset` → [`PercentileQueue::reset_counters`]
+//! (counters and the auto-deadline mean; the IP table lives in the classifier),
+//! `perGetStatus` → [`PercentileQueue::class_status`].
+//!
+//! ## Cost and memory
+//! Enqueue and feedback O(1). Dequeue scans the non-empty classes (a `u64` bitmask, ≤ 64
+//! classes) comparing attainments by cross-multiplication `S_i·(N_j·P_j) < S_j·(N_i·P_i)` in
+//! `u128` — two multiplications per class, no division. Counters are kept below 2^40 (all of
+//! a class's counters are halved together when `N` reaches it, which keeps ratios), so the
+//! products fit easily. Memory: the queued items, plus one byte per window slot with
+//! `window`.
+
+use super::{ClassId, ClassStatus, DropReason, Feedback, Packet, Qdisc, QdiscStats, Verdict};
+use crate::Nanos;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+/// Most classes a Percentile queue takes (one bit each in the non-empty mask).
+pub const PERCENTILE_MAX_CLASSES: usize = 64;
+/// Counters are halved together when `N` reaches this (keeps the u128 products small).
+const COUNTER_CAP: u64 = 1 << 40;
+/// Fixed-point scale of the decayed counters (1 request = 2^16 units).
+const DECAY_SCALE: u64 = 1 << 16;
+
+/// How long the counters remember (serde: `"forever"`, `{ window = n }`,
+/// `{ half_life_ms = x }`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum PercentileMemory {
+    /// Cumulative counters, as in the thesis.
+    #[default]
+    Forever,
+    /// The last `n` enqueued requests of each class.
+    Window(u64),
+    /// Exponentially decayed counters with this half-life in milliseconds.
+    HalfLifeMs(f64),
+}
+
+/// The success criterion (serde: `"auto"`, `{ ms = 4.0 }`, `{ ns = 4000000 }`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum PercentileDeadline {
+    /// The running mean response time of all completions so far (P0 §3.2.2).
+    #[default]
+    Auto,
+    /// A fixed deadline in milliseconds.
+    Ms(f64),
+    /// A fixed deadline in nanoseconds.
+    Ns(u64),
+}
+
+impl PercentileDeadline {
+    /// Check the value; `Err` names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        match *self {
+            PercentileDeadline::Ms(ms) if !(ms.is_finite() && ms > 0.0) => {
+                Err(format!("deadline.ms: must be a positive number, got {ms}"))
+            }
+            PercentileDeadline::Ns(0) => Err("deadline.ns: must be at least 1".into()),
+            _ => Ok(()),
+        }
+    }
+    fn fixed_ns(&self) -> Option<Nanos> {
+        match *self {
+            PercentileDeadline::Auto => None,
+            PercentileDeadline::Ms(ms) => Some((ms * 1e6).round() as Nanos),
+            PercentileDeadline::Ns(ns) => Some(ns),
+        }
+    }
+}
+
+impl PercentileMemory {
+    /// Check the value; `Err` names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        match *self {
+            PercentileMemory::Window(0) => Err("memory.window: must be at least 1".into()),
+            PercentileMemory::Window(n) if n > u32::MAX as u64 => {
+                Err(format!("memory.window: at most {}, got {n}", u32::MAX))
+            }
+            PercentileMemory::HalfLifeMs(h) if !(h.is_finite() && h > 0.0) => Err(format!(
+                "memory.half_life_ms: must be a positive number, got {h}"
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The thesis's integer priority (higher = served first), reconstructed so that it
+/// reproduces P0 Table 14: `pr = round(S·100000/(N·P))` (attainment in per mille of the
+/// target), `priority = 1_000_000 / pr`. `None` when it is undefined (`N = 0`, or `pr`
+/// rounds to 0, i.e. the class has (almost) never succeeded — it is served first anyway).
+pub fn thesis_priority(n: u64, s: u64, p: u32) -> Option<u64> {
+    let np = n as u128 * p as u128;
+    if np == 0 {
+        return None;
+    }
+    let pr = (s as u128 * 100_000 + np / 2) / np;
+    if pr == 0 {
+        return None;
+    }
+    Some((1_000_000 / pr) as u64)
+}
+
+/// Outcome slots of the `window` memory. Entries `[..pending_front]` are resolved, the rest
+/// wait for their completion.
+#[derive(Debug, Clone, Default)]
+struct OutcomeWindow {
+    slots: VecDeque<u8>,
+    pending_front: usize,
+    /// Completions still to come for requests already pushed out of the window.
+    skip_feedback: u64,
+}
+
+const SLOT_PENDING: u8 = 0;
+const SLOT_SUCCESS: u8 = 1;
+const SLOT_FAIL: u8 = 2;
+
+#[derive(Debug, Clone)]
+struct PercentileClass<T> {
+    queue: VecDeque<T>,
+    queued_bytes: u64,
+    p: u32,
+    /// Counters used for the decision (in `DECAY_SCALE` units with `half_life_ms`).
+    n: u64,
+    s: u64,
+    fail: u64,
+    /// `n · p`, kept so that a comparison costs two multiplications.
+    np: u64,
+    last_event: Nanos,
+    window: Option<OutcomeWindow>,
+    /// Cumulative, never forgotten (status only).
+    total_n: u64,
+    total_s: u64,
+    total_fail: u64,
+    dequeued: u64,
+    dropped: u64,
+}
+
+impl<T> PercentileClass<T> {
+    fn refresh_np(&mut self) {
+        self.np = self.n * self.p as u64;
+    }
+}
+
+/// The Percentile discipline (P0). See the module header.
+#[derive(Debug, Clone)]
+pub struct PercentileQueue<T> {
+    classes: Vec<PercentileClass<T>>,
+    /// Bit `i` set iff class `i` has queued items.
+    nonempty: u64,
+    limit_packets: usize,
+    deadline: PercentileDeadline,
+    memory: PercentileMemory,
+    half_life_ns: f64,
+    latency_sum: u128,
+    latency_count: u64,
+    feedback_unknown_class: u64,
+    stats: QdiscStats,
+}
+
+impl<T: Packet> PercentileQueue<T> {
+    /// One class per entry of `percentiles` (percent, 1..=100; index 0 = highest class),
+    /// each queue holding at most `limit_packets`. `Err` names the wrong field.
+    pub fn new(
+        percentiles: &[u32],
+        limit_packets: usize,
+        deadline: PercentileDeadline,
+        memory: PercentileMemory,
+    ) -> Result<Self, String> {
+        if percentiles.is_empty() {
+            return Err("percentiles: at least one class is needed".into());
+        }
+        if percentiles.len() > PERCENTILE_MAX_CLASSES {
+            return Err(format!(
+                "percentiles: at most {PERCENTILE_MAX_CLASSES} classes, got {}",
+                percentiles.len()
+            ));
+        }
+        for (i, &p) in percentiles.iter().enumerate() {
+            if !(1..=100).contains(&p) {
+                return Err(format!("percentiles[{i}]: must be in 1..=100, got {p}"));
+            }
+        }
+        if limit_packets == 0 {
+            return Err("limit_packets: must be at least 1".into());
+        }
+        deadline.validate()?;
+        memory.validate()?;
+        let half_life_ns = match memory {
+            PercentileMemory::HalfLifeMs(ms) => ms * 1e6,
+            _ => 0.0,
+        };
+        let classes = percentiles
+            .iter()
+            .map(|&p| PercentileClass {
+                queue: VecDeque::new(),
+                queued_bytes: 0,
+                p,
+                n: 0,
+                s: 0,
+                fail: 0,
+                np: 0,
+                last_event: 0,
+                window: matches!(memory, PercentileMemory::Window(_)).then(OutcomeWindow::default),
+                total_n: 0,
+                total_s: 0,
+                total_fail: 0,
+                dequeued: 0,
+                dropped: 0,
+            })
+            .collect();
+        Ok(Self {
+            classes,
+            nonempty: 0,
+            limit_packets,
+            deadline,
+            memory,
+            half_life_ns,
+            latency_sum: 0,
+            latency_count: 0,
+            feedback_unknown_class: 0,
+            stats: QdiscStats::default(),
+        })
+    }
+
+    pub fn class_count(&self) -> usize {
+        self.classes.len()
+    }
+
+    /// `perSetPvalue(class, P)`: change a class's target (percent, 1..=100).
+    pub fn set_percentile(&mut self, class: ClassId, p: u32) -> Result<(), String> {
+        if !(1..=100).contains(&p) {
+            return Err(format!("percentile: must be in 1..=100, got {p}"));
+        }
+        let c = self
+            .classes
+            .get_mut(class)
+            .ok_or_else(|| format!("class: {class} is not configured"))?;
+        c.p = p;
+        c.refresh_np();
+        Ok(())
+    }
+
+    /// `perSetNvalue(deadline)`: change the success criterion.
+    pub fn set_deadline(&mut self, deadline: PercentileDeadline) -> Result<(), String> {
+        deadline.validate()?;
+        self.deadline = deadline;
+        Ok(())
+    }
+
+    /// `perReset`: clear N, S, fail (also the cumulative ones) and the auto-deadline mean.
+    /// Queued items stay queued.
+    pub fn reset_counters(&mut self) {
+        for c in &mut self.classes {
+            c.n = 0;
+            c.s = 0;
+            c.fail = 0;
+            c.np = 0;
+            c.total_n = 0;
+            c.total_s = 0;
+            c.total_fail = 0;
+            if let Some(w) = &mut c.window {
+                *w = OutcomeWindow::default();
+            }
+        }
+        self.latency_sum = 0;
+        self.latency_count = 0;
+    }
+
+    /// The deadline a completion is judged against now (`None`: auto with no sample yet).
+    pub fn current_deadline(&self) -> Option<Nanos> {
+        self.deadline.fixed_ns().or_else(|| {
+            (self.latency_count > 0)
+                .then(|| (self.latency_sum / self.latency_count as u128) as Nanos)
+        })
+    }
+
+    /// Completions reported for a class this queue does not have.
+    pub fn feedback_unknown_class(&self) -> u64 {
+        self.feedback_unknown_class
+    }
+
+    /// The class `dequeue` serves next: lowest attainment among non-empty classes, ties to
+    /// the lower index. Attainments compared as `S_i·N_jP_j < S_j·N_iP_i`; a class with
+    /// `N = 0` (counters reset while items wait) counts as attainment 0.
+    #[inline]
+    pub fn percentile_select(&self) -> Option<ClassId> {
+        let mut mask = self.nonempty;
+        if mask == 0 {
+            return None;
+        }
+        let mut best = mask.trailing_zeros() as usize;
+        mask &= mask - 1;
+        let (mut best_s, mut best_np) = self.percentile_key(best);
+        while mask != 0 {
+            let i = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            let (s, np) = self.percentile_key(i);
+            if (s as u128) * (best_np as u128) < (best_s as u128) * (np as u128) {
+                best = i;
+                best_s = s;
+                best_np = np;
+            }
+        }
+        Some(best)
+    }
+
+    #[inline]
+    fn percentile_key(&self, i: usize) -> (u64, u64) {
+        let c = &self.classes[i];
+        if c.np == 0 {
+            (0, 1)
+        } else {
+            (c.s, c.np)
+        }
+    }
+
+    fn percentile_unit(&self) -> u64 {
+        match self.memory {
+            PercentileMemory::HalfLifeMs(_) => DECAY_SCALE,
+            _ => 1,
+        }
+    }
+
+    /// Apply the pending decay of class `i` up to `now` (half-life memory only).
+    fn percentile_decay(&mut self, i: usize, now: Nanos) {
+        if self.half_life_ns <= 0.0 {
+            return;
+        }
+        let c = &mut self.classes[i];
+        if now > c.last_event {
+            let factor = (-((now - c.last_event) as f64) / self.half_life_ns).exp2();
+            c.n = (c.n as f64 * factor).round() as u64;
+            c.s = (c.s as f64 * factor).round() as u64;
+            c.fail = (c.fail as f64 * factor).round() as u64;
+            c.refresh_np();
+        }
+        c.last_event = c.last_event.max(now);
+    }
+
+    fn percentile_cap(c: &mut PercentileClass<T>) {
+        if c.n >= COUNTER_CAP {
+            c.n /= 2;
+            c.s /= 2;
+            c.fail /= 2;
+        }
+        c.refresh_np();
+    }
+
+    /// Count an enqueued request of class `i` (N += 1, `per_input_skb`).
+    fn percentile_count_arrival(&mut self, i: usize, now: Nanos) {
+        self.percentile_decay(i, now);
+        let unit = self.percentile_unit();
+        let limit = match self.memory {
+            PercentileMemory::Window(n) => n as usize,
+            _ => 0,
+        };
+        let c = &mut self.classes[i];
+        c.total_n += 1;
+        if let Some(w) = &mut c.window {
+            if w.slots.len() == limit {
+                match w.slots.pop_front() {
+                    Some(SLOT_SUCCESS) => c.s -= 1,
+                    Some(SLOT_FAIL) => c.fail -= 1,
+                    _ => {}
+                }
+                if w.pending_front > 0 {
+                    w.pending_front -= 1;
+                } else {
+                    // The oldest pending request left the window; its completion must not
+                    // resolve a newer slot.
+                    w.skip_feedback += 1;
+                }
+                c.n -= 1;
+            }
+            w.slots.push_back(SLOT_PENDING);
+        }
+        c.n += unit;
+        Self::percentile_cap(c);
+    }
+
+    /// Count a completion of class `i` (`per_fail_check`).
+    fn percentile_count_outcome(&mut self, i: usize, success: bool, now: Nanos) {
+        self.percentile_decay(i, now);
+        let unit = self.percentile_unit();
+        let c = &mut self.classes[i];
+        if success {
+            c.total_s += 1;
+        } else {
+            c.total_fail += 1;
+        }
+        if let Some(w) = &mut c.window {
+            if w.skip_feedback > 0 {
+                w.skip_feedback -= 1;
+                return;
+            }
+            if w.pending_front >= w.slots.len() {
+                return; // a completion with no pending request in the window
+            }
+            w.slots[w.pending_front] = if success { SLOT_SUCCESS } else { SLOT_FAIL };
+            w.pending_front += 1;
+        }
+        if success {
+            c.s += unit;
+        } else {
+            c.fail += unit;
+        }
+        Self::percentile_cap(c);
+    }
+
+    /// Per-class snapshot: queue figures plus n, s, fail (as used for the decision, in
+    /// requests), n_total, s_total, fail_total, p, priority (the thesis's integer, absent when
+    /// undefined), attainment (`S/(N·P/100)`, 1.0 = target met) and queue_len.
+    pub fn class_status(&self) -> Vec<ClassStatus> {
+        let unit = self.percentile_unit() as f64;
+        self.classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut extra = vec![
+                    ("n".to_string(), c.n as f64 / unit),
+                    ("s".to_string(), c.s as f64 / unit),
+                    ("fail".to_string(), c.fail as f64 / unit),
+                    ("n_total".to_string(), c.total_n as f64),
+                    ("s_total".to_string(), c.total_s as f64),
+                    ("fail_total".to_string(), c.total_fail as f64),
+                    ("p".to_string(), c.p as f64),
+                ];
+                if let Some(pr) = thesis_priority(c.n, c.s, c.p) {
+                    extra.push(("priority".to_string(), pr as f64));
+                }
+                let attainment = if c.np == 0 {
+                    0.0
+                } else {
+                    c.s as f64 * 100.0 / c.np as f64
+                };
+                extra.push(("attainment".to_string(), attainment));
+                extra.push(("queue_len".to_string(), c.queue.len() as f64));
+                ClassStatus {
+                    class: i,
+                    queued_packets: c.queue.len() as u64,
+                    queued_bytes: c.queued_bytes,
+                    dequeued: c.dequeued,
+                    dropped: c.dropped,
+                    extra,
+                }
+            })
+            .collect()
+    }
+}
+
+impl<T: Packet> Qdisc<T> for PercentileQueue<T> {
+    fn enqueue(&mut self, class: ClassId, item: T, now: Nanos) -> Verdict<T> {
+        let Some(c) = self.classes.get_mut(class) else {
+            self.stats.on_arrival_drop(DropReason::UnknownClass);
+            return Verdict::Dropped {
+                item,
+                reason: DropReason::UnknownClass,
+            };
+        };
+        if c.queue.len() >= self.limit_packets {
+            c.dropped += 1;
+            self.stats.on_arrival_drop(DropReason::QueueFullPackets);
+            return Verdict::Dropped {
+                item,
+                reason: DropReason::QueueFullPackets,
+            };
+        }
+        c.queued_bytes += item.len() as u64;
+        self.stats.on_enqueue(item.len());
+        c.queue.push_back(item);
+        self.nonempty |= 1 << class;
+        self.percentile_count_arrival(class, now);
+        Verdict::Queued
+    }
+
+    #[inline]
+    fn dequeue(&mut self, _now: Nanos) -> Option<T> {
+        let i = self.percentile_select()?;
+        let c = &mut self.classes[i];
+        let item = c.queue.pop_front()?;
+        if c.queue.is_empty() {
+            self.nonempty &= !(1 << i);
+        }
+        c.queued_bytes -= item.len() as u64;
+        c.dequeued += 1;
+        self.stats.on_dequeue(item.len());
+        Some(item)
+    }
+
+    fn peek(&mut self, _now: Nanos) -> Option<&T> {
+        let i = self.percentile_select()?;
+        self.classes[i].queue.front()
+    }
+
+    fn reset(&mut self) -> Vec<T> {
+        let mut items = Vec::with_capacity(self.len());
+        for c in &mut self.classes {
+            if let Some(w) = &mut c.window {
+                // Queued requests never ran and will never complete: forget their slots (the
+                // newest pending ones); requests in service keep theirs.
+                let never_ran = c.queue.len().min(w.slots.len() - w.pending_front);
+                w.slots.truncate(w.slots.len() - never_ran);
+                c.n = w.slots.len() as u64;
+                c.refresh_np();
+            }
+            for item in c.queue.drain(..) {
+                self.stats.on_evict(item.len(), DropReason::Reset);
+                c.dropped += 1;
+                items.push(item);
+            }
+            c.queued_bytes = 0;
+        }
+        self.nonempty = 0;
+        items
+    }
+
+    fn stats(&self) -> &QdiscStats {
+        &self.stats
+    }
+
+    fn feedback(&mut self, fb: Feedback, now: Nanos) {
+        let Feedback::Completed { class, latency } = fb;
+        if class >= self.classes.len() {
+            self.feedback_unknown_class += 1;
+            return;
+        }
+        let deadline = match self.deadline.fixed_ns() {
+            Some(d) => d,
+            None => {
+                // Auto: the running mean response time, this completion included.
+                self.latency_sum += latency as u128;
+                self.latency_count += 1;
+                (self.latency_sum / self.latency_count as u128) as Nanos
+            }
+        };
+        self.percentile_count_outcome(class, latency <= deadline, now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::qdisc::fifo::TestItem;
+    use crate::MS;
+
+    fn item(id: u64) -> TestItem {
+        TestItem { id, len: 100 }
+    }
+
+    fn queue(ps: &[u32], deadline: PercentileDeadline) -> PercentileQueue<TestItem> {
+        PercentileQueue::new(ps, 1000, deadline, PercentileMemory::Forever).unwrap()
+    }
+
+    fn extra(st: &ClassStatus, key: &str) -> Option<f64> {
+        st.extra.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+
+    /// P0 Table 14: N, S and P of the five classes at the end of the run, and the printed
+    /// priorities 1324 1314 1314 1314 1315.
+    #[test]
+    fn table14_priorities_reproduced() {
+        let n = [60000u64, 60000, 57551, 57350, 48139];
+        let s = [40756u64, 36512, 30658, 26172, 18304];
+        let p = [90u32, 80, 70, 60, 50];
+        let printed = [1324u64, 1314, 1314, 1314, 1315];
+        let ours: Vec<u64> = (0..5)
+            .map(|i| thesis_priority(n[i], s[i], p[i]).unwrap())
+            .collect();
+        assert_eq!(ours, printed);
+        // The brief's plain reading, N·P/S×10 truncated, misses Class4 (1314, not 1315):
+        let naive: Vec<u64> = (0..5).map(|i| n[i] * p[i] as u64 * 10 / s[i]).collect();
+        assert_eq!(naive, [1324, 1314, 1314, 1314, 1314]);
+
+        // The same numbers through the queue's counters and status.
+        let mut q = queue(&p, PercentileDeadline::Ns(10));
+        for c in 0..5 {
+            for k in 0..n[c] {
+                assert!(q.enqueue(c, item(k), 0).is_queued());
+                q.dequeue(0).unwrap();
+                let latency = if k < s[c] { 5 } else { 50 };
+                q.feedback(Feedback::Completed { class: c, latency }, 0);
+            }
+        }
+        let st = q.class_status();
+        for c in 0..5 {
+            assert_eq!(extra(&st[c], "n"), Some(n[c] as f64));
+            assert_eq!(extra(&st[c], "s"), Some(s[c] as f64));
+            assert_eq!(extra(&st[c], "fail"), Some((n[c] - s[c]) as f64));
+            assert_eq!(extra(&st[c], "priority"), Some(printed[c] as f64));
+        }
+        // "all classes sit at the same S/(N·P) ≈ 0.755–0.761" (brief on Table 14).
+        for c in 0..5 {
+            let a = extra(&st[c], "attainment").unwrap();
+            assert!((0.754..0.762).contains(&a), "class {c} attainment {a}");
+        }
+        q.stats().check_identities().unwrap();
+    }
+
+    /// The class furthest below its target goes first; FIFO inside a class.
+    #[test]
+    fn lowest_attainment_served_first_fifo_inside() {
+        let mut q = queue(&[90, 50], PercentileDeadline::Ns(10));
+        // class 0: 10 requests, 9 successes: attainment 0.9/0.9 = 1.0
+        // class 1: 10 requests, 4 successes: attainment 0.4/0.5 = 0.8 → served first
+        for c in 0..2 {
+            for k in 0..10u64 {
+                let _ = q.enqueue(c, item(k), 0);
+                q.dequeue(0).unwrap();
+                let ok = if c == 0 { k < 9 } else { k < 4 };
+                let latency = if ok { 1 } else { 100 };
+                q.feedback(Feedback::Completed { class: c, latency }, 0);
+            }
+        }
+        let _ = q.enqueue(0, item(100), 0);
+        let _ = q.enqueue(1, item(200), 0);
+        let _ = q.enqueue(1, item(201), 0);
+        assert_eq!(q.percentile_select(), Some(1));
+        assert_eq!(q.peek(0).unwrap().id, 200);
+        assert_eq!(q.dequeue(0).unwrap().id, 200);
+        assert_eq!(q.dequeue(0).unwrap().id, 201);
+        assert_eq!(q.dequeue(0).unwrap().id, 100);
+        assert!(q.dequeue(0).is_none());
+        q.stats().check_identities().unwrap();
+    }
+
+    /// Equal attainments: the higher class (lower index) wins; a class that never succeeded
+    /// (S = 0, N > 0) beats every class that has.
+    #[test]
+    fn ties_to_higher_class_and_never_succeeded_first() {
+        let mut q = queue(&[90, 80, 70], PercentileDeadline::Ns(10));
+        for c in 0..3 {
+            let _ = q.enqueue(c, item(c as u64), 0);
+        }
+        // All three at S = 0: tie → class 0.
+        assert_eq!(q.percentile_select(), Some(0));
+        q.dequeue(0).unwrap();
+        q.feedback(
+            Feedback::Completed {
+                class: 0,
+                latency: 1,
+            },
+            0,
+        );
+        // Class 0 now has S = 1; classes 1 and 2 still S = 0 → class 1.
+        let _ = q.enqueue(0, item(10), 0);
+        assert_eq!(q.dequeue(0).unwrap().id, 1);
+        q.feedback(
+            Feedback::Completed {
+                class: 1,
+                latency: 1,
+            },
+            0,
+        );
+        assert_eq!(q.dequeue(0).unwrap().id, 2);
+        // Exact tie by cross-multiplication: class 0 (N=2,S=1,P=90) has 1/180;
+        // give class 2 (P=70) the same with N=18·..: use P-equal classes instead.
+        let mut t = queue(&[50, 50], PercentileDeadline::Ns(10));
+        for c in 0..2 {
+            let _ = t.enqueue(c, item(c as u64), 0);
+            t.dequeue(0).unwrap();
+            t.feedback(
+                Feedback::Completed {
+                    class: c,
+                    latency: 1,
+                },
+                0,
+            );
+        }
+        let _ = t.enqueue(1, item(11), 0);
+        let _ = t.enqueue(0, item(10), 0);
+        assert_eq!(t.dequeue(0).unwrap().id, 10);
+    }
+
+    /// `auto` deadline: success iff latency ≤ mean response time so far (P0 §3.2.2).
+    #[test]
+    fn auto_deadline_is_running_mean() {
+        let mut q = queue(&[90], PercentileDeadline::Auto);
+        assert_eq!(q.current_deadline(), None);
+        for (k, latency) in [4 * MS, 2 * MS, 9 * MS, 1 * MS].into_iter().enumerate() {
+            let _ = q.enqueue(0, item(k as u64), 0);
+            q.dequeue(0).unwrap();
+            q.feedback(Feedback::Completed { class: 0, latency }, 0);
+        }
+        // means: 4 (4≤4 ok), 3 (2 ok), 5 (9 fail), 4 (1 ok)
+        let st = q.class_status();
+        assert_eq!(extra(&st[0], "s"), Some(3.0));
+        assert_eq!(extra(&st[0], "fail"), Some(1.0));
+        assert_eq!(q.current_deadline(), Some(4 * MS));
+    }
+
+    /// The control API (perSetPvalue, perSetNvalue, perReset) and bad input.
+    #[test]
+    fn control_api_setters_and_errors() {
+        let mut q = queue(&[90, 50], PercentileDeadline::Ms(4.0));
+        assert_eq!(q.current_deadline(), Some(4 * MS));
+        q.set_deadline(PercentileDeadline::Ns(7)).unwrap();
+        assert_eq!(q.current_deadline(), Some(7));
+        assert!(q
+            .set_deadline(PercentileDeadline::Ms(-1.0))
+            .unwrap_err()
+            .contains("deadline.ms"));
+        assert!(q.set_percentile(5, 50).unwrap_err().contains("class"));
+        assert!(q.set_percentile(0, 0).unwrap_err().contains("percentile"));
+        // Both classes at 1 of 2 succeeded; with P 90 vs 50 class 0 is further behind.
+        for c in 0..2 {
+            for latency in [1, 100] {
+                let _ = q.enqueue(c, item(0), 0);
+                q.dequeue(0).unwrap();
+                q.feedback(Feedback::Completed { class: c, latency }, 0);
+            }
+        }
+        let _ = q.enqueue(0, item(0), 0);
+        let _ = q.enqueue(1, item(1), 0);
+        assert_eq!(q.percentile_select(), Some(0));
+        q.set_percentile(0, 10).unwrap();
+        assert_eq!(q.percentile_select(), Some(1));
+        q.reset_counters();
+        let st = q.class_status();
+        assert_eq!(extra(&st[0], "n"), Some(0.0));
+        assert_eq!(extra(&st[1], "s_total"), Some(0.0));
+        assert_eq!(q.len(), 2, "perReset keeps the queued requests");
+        assert_eq!(
+            q.percentile_select(),
+            Some(0),
+            "all at N = 0: tie to class 0"
+        );
+        assert!(
+            PercentileQueue::<TestItem>::new(&[], 10, Default::default(), Default::default())
+                .unwrap_err()
+                .contains("percentiles")
+        );
+        assert!(PercentileQueue::<TestItem>::new(
+            &[90, 101],
+            10,
+            Default::default(),
+            Default::default()
+        )
+        .unwrap_err()
+        .contains("percentiles[1]"));
+        assert!(PercentileQueue::<TestItem>::new(
+            &[90],
+            10,
+            Default::default(),
+            PercentileMemory::Window(0)
+        )
+        .unwrap_err()
+        .contains("memory.window"));
+    }
+
+    /// Per-class bound, unknown class, reset: every item handed back and counted.
+    #[test]
+    fn bounded_and_accounted() {
+        let mut q = PercentileQueue::new(
+            &[90, 50],
+            2,
+            PercentileDeadline::Auto,
+            PercentileMemory::Forever,
+        )
+        .unwrap();
+        assert!(q.enqueue(0, item(1), 0).is_queued());
+        assert!(q.enqueue(0, item(2), 0).is_queued());
+        match q.enqueue(0, item(3), 0) {
+            Verdict::Dropped { item, reason } => {
+                assert_eq!(item.id, 3);
+                assert_eq!(reason, DropReason::QueueFullPackets);
+            }
+            v => panic!("expected drop, got {v:?}"),
+        }
+        match q.enqueue(7, item(4), 0) {
+            Verdict::Dropped { reason, .. } => assert_eq!(reason, DropReason::UnknownClass),
+            v => panic!("expected drop, got {v:?}"),
+        }
+        assert!(q.enqueue(1, item(5), 0).is_queued());
+        q.dequeue(0).unwrap();
+        let held = q.reset();
+        assert_eq!(held.len(), 2);
+        q.stats().check_identities().unwrap();
+        assert_eq!(q.stats().drops_for(DropReason::Reset), 2);
+        q.feedback(
+            Feedback::Completed {
+                class: 9,
+                latency: 1,
+            },
+            0,
+        );
+        assert_eq!(q.feedback_unknown_class(), 1);
+        let st = q.class_status();
+        assert_eq!(st[0].dropped, 1 + 1);
+    }
+
+    /// Window memory: only the last `n` requests count.
+    #[test]
+    fn window_memory_forgets_old_outcomes() {
+        let mut q = PercentileQueue::new(
+            &[90],
+            100,
+            PercentileDeadline::Ns(10),
+            PercentileMemory::Window(4),
+        )
+        .unwrap();
+        for k in 0..10u64 {
+            let _ = q.enqueue(0, item(k), 0);
+            q.dequeue(0).unwrap();
+            let latency = if k < 6 { 100 } else { 1 };
+            q.feedback(Feedback::Completed { class: 0, latency }, 0);
+        }
+        let st = q.class_status();
+        assert_eq!(extra(&st[0], "n"), Some(4.0));
+        assert_eq!(extra(&st[0], "s"), Some(4.0));
+        assert_eq!(extra(&st[0], "fail"), Some(0.0));
+        assert_eq!(extra(&st[0], "fail_total"), Some(6.0));
+        // A request pushed out of the window while pending: its completion is skipped, the
+        // next completion resolves the right slot.
+        for k in 0..5u64 {
+            let _ = q.enqueue(0, item(k), 0);
+        }
+        for _ in 0..5 {
+            q.dequeue(0).unwrap();
+            q.feedback(
+                Feedback::Completed {
+                    class: 0,
+                    latency: 100,
+                },
+                0,
+            );
+        }
+        let st = q.class_status();
+        assert_eq!(extra(&st[0], "n"), Some(4.0));
+        assert_eq!(extra(&st[0], "fail"), Some(4.0));
+    }
+
+    /// Decayed counters: half of the weight is gone after one half-life.
+    #[test]
+    fn half_life_memory_decays() {
+        let mut q = PercentileQueue::new(
+            &[90],
+            100,
+            PercentileDeadline::Ns(10),
+            PercentileMemory::HalfLifeMs(100.0),
+        )
+        .unwrap();
+        for k in 0..8u64 {
+            let _ = q.enqueue(0, item(k), 0);
+            q.dequeue(0).unwrap();
+            q.feedback(
+                Feedback::Completed {
+                    class: 0,
+                    latency: 1,
+                },
+                0,
+            );
+        }
+        let _ = q.enqueue(0, item(9), 100 * MS);
+        let st = q.class_status();
+        assert_eq!(extra(&st[0], "n"), Some(5.0)); // 8/2 + 1
+        assert_eq!(extra(&st[0], "s"), Some(4.0));
+    }
+
+    /// Run the two-phase scenario: phase 1 (10 s), class 1 suffered (90% of its requests
+    /// missed the deadline) while class 0 always succeeded; phase 2 (8 s), each class offers
+    /// 0.6 requests per ms to a server that completes 1 per ms (20% overload), deadline 5 ms.
+    /// Returns (class-0 completions within the deadline, class-0 completions) during phase 2's
+    /// seconds 3..8.
+    fn load_change_scenario(memory: PercentileMemory, per_10ms: u64) -> [(u64, u64); 2] {
+        let mut q =
+            PercentileQueue::new(&[90, 50], 50, PercentileDeadline::Ms(5.0), memory).unwrap();
+        let mut now: Nanos = 0;
+        for k in 0..10_000u64 {
+            now += MS;
+            for c in 0..2 {
+                let _ = q.enqueue(c, TestItem { id: now, len: 100 }, now);
+                q.dequeue(now).unwrap();
+                let miss = c == 1 && k % 10 != 0;
+                let latency = if miss { 50 * MS } else { MS };
+                q.feedback(Feedback::Completed { class: c, latency }, now);
+            }
+        }
+        let phase2 = now;
+        let mut out = [(0u64, 0u64); 2];
+        for k in 0..8_000u64 {
+            now += MS;
+            // 3 arrivals per 5 ms for each class; the item's id is its arrival time and its
+            // length carries its class.
+            if (k * per_10ms) % 10 + per_10ms >= 10 {
+                let _ = q.enqueue(0, TestItem { id: now, len: 100 }, now);
+            }
+            if ((k + 5) * per_10ms) % 10 + per_10ms >= 10 {
+                let _ = q.enqueue(1, TestItem { id: now, len: 101 }, now);
+            }
+            if let Some(it) = q.dequeue(now) {
+                let class = (it.len - 100) as usize;
+                let latency = now + MS - it.id;
+                q.feedback(Feedback::Completed { class, latency }, now + MS);
+                if now >= phase2 + 3000 * MS {
+                    out[class].1 += 1;
+                    out[class].0 += (latency <= 5 * MS) as u64;
+                }
+            }
+        }
+        q.stats().check_identities().unwrap();
+        out
+    }
+
+    /// Beyond the thesis: after a load change the scheduler's objective — equal attainment
+    /// `success_rate / P` across classes — is reached again within a few half-lives (or
+    /// windows) with forgetting counters; with the thesis's cumulative counters class 1's old
+    /// deficit dominates and class 0 meets its deadline 0 times in seconds 3..8 after the
+    /// change while class 1 meets all of its. Measured (class-0 ok/done, class-1 ok/done):
+    /// forever 0/2000, 3001/3001; half-life 500 ms 40/2527, 21/2474; window 1000 1755/2619,
+    /// 702/2382. Note the half-life version equalises at a low level under this 20% overload:
+    /// both queues stay long because the decision flips between the classes.
+    #[test]
+    fn decayed_memory_adapts_after_load_change() {
+        let gap = |r: [(u64, u64); 2]| {
+            let a0 = r[0].0 as f64 / r[0].1 as f64 / 0.9;
+            let a1 = r[1].0 as f64 / r[1].1 as f64 / 0.5;
+            (a0 - a1).abs()
+        };
+        let forever = load_change_scenario(PercentileMemory::Forever, 6);
+        let decayed = load_change_scenario(PercentileMemory::HalfLifeMs(500.0), 6);
+        let window = load_change_scenario(PercentileMemory::Window(1000), 6);
+        assert_eq!(
+            forever[0].0, 0,
+            "forever: class 0 still starved of successes {forever:?}"
+        );
+        assert!(
+            gap(forever) > 1.5,
+            "forever gap {} {forever:?}",
+            gap(forever)
+        );
+        assert!(
+            gap(decayed) < 0.1,
+            "half-life gap {} {decayed:?}",
+            gap(decayed)
+        );
+        assert!(gap(window) < 0.25, "window gap {} {window:?}", gap(window));
+        // Both forgetting versions give class 0 more than the 0.4/ms left over by class 1.
+        assert!(decayed[0].1 > 2400 && window[0].1 > 2400);
+        // Without the load change (load 1.0) every version meets every deadline.
+        for m in [
+            PercentileMemory::Forever,
+            PercentileMemory::HalfLifeMs(500.0),
+        ] {
+            let r = load_change_scenario(m, 5);
+            assert_eq!((r[0].0, r[1].0), (r[0].1, r[1].1), "{m:?} {r:?}");
+        }
+    }
+
+    /// The serde form used in scenario files, and errors that name the field.
+    #[test]
+    fn config_round_trip_and_errors() {
+        use crate::qdisc::QdiscConfig;
+        let cfg: QdiscConfig = serde_json::from_str(
+            r#"{"kind":"percentile","percentiles":[90,80,70,60,50],"deadline":{"ms":4.0},
+                "memory":{"half_life_ms":2000.0}}"#,
+        )
+        .unwrap();
+        let q = cfg.build::<TestItem>().unwrap();
+        assert_eq!(q.class_status().len(), 5);
+        let cfg: QdiscConfig = serde_json::from_str(
+            r#"{"kind":"percentile","percentiles":[90],"memory":"forever","deadline":"auto"}"#,
+        )
+        .unwrap();
+        assert!(cfg.build::<TestItem>().is_ok());
+        let cfg: QdiscConfig = serde_json::from_str(
+            r#"{"kind":"percentile","percentiles":[90],"memory":{"window":5}}"#,
+        )
+        .unwrap();
+        assert!(cfg.build::<TestItem>().is_ok());
+        let bad: Result<QdiscConfig, _> =
+            serde_json::from_str(r#"{"kind":"percentile","percentiles":[90],"percentile":[1]}"#);
+        assert!(bad.unwrap_err().to_string().contains("percentile"));
+        let cfg: QdiscConfig =
+            serde_json::from_str(r#"{"kind":"percentile","percentiles":[90, 0]}"#).unwrap();
+        assert!(cfg
+            .build::<TestItem>()
+            .unwrap_err()
+            .contains("percentiles[1]"));
+        let cfg: QdiscConfig = serde_json::from_str(
+            r#"{"kind":"percentile","percentiles":[90],"memory":{"half_life_ms":-1}}"#,
+        )
+        .unwrap();
+        assert!(cfg
+            .build::<TestItem>()
+            .unwrap_err()
+            .contains("memory.half_life_ms"));
+    }
+}
