@@ -1,9 +1,208 @@
-//! `netsched ctl`: control the running daemon.
+//! `netsched ctl`: control the running daemon (the thesis's ioctl API, P0 Table 9, over the
+//! daemon's Unix socket — see [`crate::control`]).
+
+use crate::config::{fmt_duration, DEFAULT_SOCKET};
+use crate::control::{request, Request};
+use crate::engine::Status;
+use anyhow::{bail, Result};
+use std::path::PathBuf;
+
+const EXAMPLES: &str = "\
+Examples:
+  netsched ctl status                      # per-class N, S, failures, P, priority, attainment
+  netsched ctl status --json
+  netsched ctl set-percentile gold 95      # class by name or index
+  netsched ctl set-deadline 4ms            # or: set-deadline auto
+  netsched ctl set-budget 4                # or: set-budget off
+  netsched ctl add-ip 192.168.1.0/24 gold
+  netsched ctl del-ip 192.168.1.0/24
+  netsched ctl stop                        # release everything held, pass in arrival order
+  netsched ctl start
+  netsched ctl reset                       # clear the address table and the counters";
 
 /// Arguments of `netsched ctl`.
 #[derive(Debug, clap::Args)]
-pub struct CtlArgs {}
+#[command(after_help = EXAMPLES)]
+pub struct CtlArgs {
+    /// The daemon's control socket.
+    #[arg(long, global = true, default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    #[command(subcommand)]
+    pub cmd: CtlCmd,
+}
 
-pub fn run(_args: CtlArgs) -> anyhow::Result<()> {
-    anyhow::bail!("netsched ctl: not built yet")
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum CtlCmd {
+    /// Schedule requests (perStart).
+    Start,
+    /// Release everything held and pass all traffic in arrival order (perStop).
+    Stop,
+    /// Clear the address table and all counters (perReset).
+    Reset,
+    /// Per-class N, S, failures, P, priority, attainment, queue; deadline; table; budget.
+    Status {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set a class's percentile target, 1..=100 (perSetPvalue).
+    SetPercentile { class: String, p: i64 },
+    /// Set the deadline: a duration ("4ms") or "auto" (perSetNvalue).
+    SetDeadline { deadline: String },
+    /// Requests allowed inside the server at once: a number or "off".
+    SetBudget { budget: String },
+    /// Map a CIDR prefix to a class (perAddIP).
+    AddIp { cidr: String, class: String },
+    /// Remove a prefix from the table (perDeleteIP).
+    DelIp { cidr: String },
+}
+
+impl CtlCmd {
+    pub fn to_request(&self) -> Request {
+        match self.clone() {
+            CtlCmd::Start => Request::Start,
+            CtlCmd::Stop => Request::Stop,
+            CtlCmd::Reset => Request::Reset,
+            CtlCmd::Status { .. } => Request::Status,
+            CtlCmd::SetPercentile { class, p } => Request::SetPercentile { class, p },
+            CtlCmd::SetDeadline { deadline } => Request::SetDeadline { deadline },
+            CtlCmd::SetBudget { budget } => Request::SetBudget { budget },
+            CtlCmd::AddIp { cidr, class } => Request::AddIp { cidr, class },
+            CtlCmd::DelIp { cidr } => Request::DelIp { cidr },
+        }
+    }
+}
+
+pub fn run(args: CtlArgs) -> Result<()> {
+    let resp = request(&args.socket, &args.cmd.to_request())?;
+    if !resp.ok {
+        bail!("{}", resp.error.unwrap_or_else(|| "request failed".into()));
+    }
+    match (&args.cmd, resp.status) {
+        (CtlCmd::Status { json: true }, Some(st)) => {
+            println!("{}", serde_json::to_string_pretty(&st)?)
+        }
+        (_, Some(st)) => print!("{}", format_status(&st)),
+        (_, None) => println!("{}", resp.message.unwrap_or_default()),
+    }
+    Ok(())
+}
+
+/// The status as a readable table (the layout of P0 Table 14, one column per class).
+pub fn format_status(st: &Status) -> String {
+    let mut out = String::new();
+    let w = 10;
+    let row = |label: &str, vals: Vec<String>| {
+        let mut s = format!("{label:<22}");
+        for v in vals {
+            s.push_str(&format!("{v:>w$}"));
+        }
+        s.push('\n');
+        s
+    };
+    out.push_str(&format!(
+        "state: {}   discipline: {}   deadline: {}{}   budget: {} (inside the server: {})\n",
+        if st.running { "running" } else { "stopped" },
+        st.discipline,
+        fmt_duration(st.deadline_ns),
+        if st.deadline_auto { " (auto)" } else { "" },
+        st.budget.map(|b| b.to_string()).unwrap_or("off".into()),
+        st.in_server
+    ));
+    let c = &st.classes;
+    out.push_str(&row("", c.iter().map(|r| r.name.clone()).collect()));
+    out.push_str(&row("N (requests)", c.iter().map(|r| r.n.to_string()).collect()));
+    out.push_str(&row("S (within deadline)", c.iter().map(|r| r.s.to_string()).collect()));
+    out.push_str(&row("failures", c.iter().map(|r| r.fail.to_string()).collect()));
+    out.push_str(&row("P", c.iter().map(|r| r.percentile.to_string()).collect()));
+    out.push_str(&row(
+        "priority",
+        c.iter()
+            .map(|r| r.priority.map(|p| format!("{p:.0}")).unwrap_or("-".into()))
+            .collect(),
+    ));
+    out.push_str(&row(
+        "attainment S/(N·P)",
+        c.iter().map(|r| format!("{:.3}", r.attainment)).collect(),
+    ));
+    out.push_str(&row(
+        "mean response (ms)",
+        c.iter().map(|r| format!("{:.3}", r.mean_response_ms)).collect(),
+    ));
+    out.push_str(&row("queue length", c.iter().map(|r| r.queue_len.to_string()).collect()));
+    out.push_str(&row(
+        "held packets",
+        c.iter().map(|r| r.held_packets.to_string()).collect(),
+    ));
+    out.push_str(&row("timeouts", c.iter().map(|r| r.timeouts.to_string()).collect()));
+    out.push_str(&format!(
+        "address table ({} entries; others -> {}):\n",
+        st.table.len(),
+        st.default_class
+    ));
+    for (cidr, class) in &st.table {
+        out.push_str(&format!("  {cidr:<40} {class}\n"));
+    }
+    let k = &st.counters;
+    out.push_str(&format!(
+        "packets {}  requests {}  held {}  released {}  passed at once {}  other {}  over limit {}  untracked flows {}  aborted {}\n",
+        k.packets, k.requests, k.held, k.released, k.passed_at_once, k.other, k.passed_over_limit, k.untracked_flows, k.aborted
+    ));
+    out.push_str(&format!(
+        "kernel: ENOBUFS {}  queue_dropped {}  user_dropped {}  in kernel queue {}  rcvbuf {} bytes\n",
+        st.kernel.enobufs, st.kernel.queue_dropped, st.kernel.user_dropped, st.kernel.queue_total, st.kernel.rcvbuf_bytes
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct T {
+        #[command(flatten)]
+        a: CtlArgs,
+    }
+
+    #[test]
+    fn ctl_every_verb_parses_to_its_request() {
+        let cases: [(&[&str], Request); 9] = [
+            (&["start"], Request::Start),
+            (&["stop"], Request::Stop),
+            (&["reset"], Request::Reset),
+            (&["status", "--json"], Request::Status),
+            (
+                &["set-percentile", "gold", "95"],
+                Request::SetPercentile {
+                    class: "gold".into(),
+                    p: 95,
+                },
+            ),
+            (
+                &["set-deadline", "auto"],
+                Request::SetDeadline {
+                    deadline: "auto".into(),
+                },
+            ),
+            (&["set-budget", "off"], Request::SetBudget { budget: "off".into() }),
+            (
+                &["add-ip", "10.0.0.0/8", "gold"],
+                Request::AddIp {
+                    cidr: "10.0.0.0/8".into(),
+                    class: "gold".into(),
+                },
+            ),
+            (&["del-ip", "10.0.0.0/8"], Request::DelIp { cidr: "10.0.0.0/8".into() }),
+        ];
+        for (argv, want) in cases {
+            let mut full = vec!["ctl"];
+            full.extend_from_slice(argv);
+            let t = T::try_parse_from(&full).unwrap();
+            assert_eq!(t.a.cmd.to_request(), want, "{argv:?}");
+        }
+        assert!(T::try_parse_from(["ctl", "set-percentile", "gold"]).is_err());
+        assert!(T::try_parse_from(["ctl", "set-percentile", "gold", "x"]).is_err());
+    }
 }

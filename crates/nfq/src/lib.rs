@@ -8,6 +8,7 @@
 //! [`control`] is the control protocol, [`iptables`] installs and removes the rules,
 //! [`sched`] and [`table`] wrap the core's discipline and address table.
 
+pub mod bench;
 pub mod config;
 pub mod control;
 pub mod ctl;
