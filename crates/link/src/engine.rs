@@ -54,9 +54,12 @@ wire-sized.",
   # ADSL-like access link: 800 kbit/s up with a 100-packet FIFO, 2.1 Mbit/s down, 10 ms each way
   netsched link --dev-a lan0 --dev-b wan0 --ab-rate 800kbit --ab-qdisc fifo:100 \\
       --ba-rate 2.1mbit --ba-qdisc fifo:1000 --delay 10ms --stats 1s
-  # the same with P3's ACK separation on the uplink (pure ACKs first, ACK filter on)
+  # the same with P3's ACK separation on the uplink (pure ACKs strictly first)
   netsched link --dev-a lan0 --dev-b wan0 --ab-rate 800kbit --ab-qdisc ack-sep:100 \\
       --ba-rate 2.1mbit --delay 10ms
+  # strong asymmetry: ACK filter (RFC 3449) and ACKs capped at half of the uplink
+  netsched link --dev-a lan0 --dev-b wan0 --ab-rate 1mbit --ab-qdisc ack-sep:100+filter+cap=0.5 \\
+      --ba-rate 50mbit --delay 10ms
   # any discipline as JSON (the scenario-file form of QdiscConfig)
   netsched link --dev-a a --dev-b b --ab-qdisc '{\"kind\":\"fifo\",\"limit_packets\":50}'
   # measure forwarding speed against the kernel (creates and removes its own namespaces)
@@ -98,7 +101,7 @@ pub struct RunArgs {
     pub ab_delay: Option<String>,
     #[arg(long)]
     pub ba_delay: Option<String>,
-    /// Discipline a→b: `fifo[:N]`, `ack-sep[:N]`, or a QdiscConfig as JSON.
+    /// Discipline a→b: `fifo[:N]`, `ack-sep[:N][+filter][+cap=S]`, or a QdiscConfig as JSON.
     #[arg(long, default_value = "fifo:1000")]
     pub ab_qdisc: String,
     /// Discipline b→a.
@@ -184,29 +187,34 @@ pub fn parse_link_rate(text: &str) -> Result<Option<u64>> {
     crate::shape::parse_rate(text).map(Some)
 }
 
-/// Parse a discipline spec: `fifo[:N]`, `ack-sep[:N]` or JSON `{"kind": ...}`.
+/// Parse a discipline spec: `fifo[:N]`, `ack-sep[:N][+filter][+cap=S]` or JSON `{"kind": ...}`.
 pub fn parse_qdisc(text: &str) -> Result<QdiscSpec> {
     let t = text.trim();
     let config: QdiscConfig = if t.starts_with('{') {
         serde_json::from_str(t).map_err(|e| anyhow!("qdisc `{t}`: not a valid QdiscConfig: {e}"))?
     } else {
-        let (name, n) = match t.split_once(':') {
-            Some((a, b)) => (
-                a,
-                Some(
-                    b.parse::<usize>()
-                        .map_err(|_| anyhow!("qdisc `{t}`: `{b}` is not a packet count"))?,
+        if let Some(rest) = t.strip_prefix("ack-sep") {
+            crate::ackcfg::ack_separation(rest).map_err(|e| anyhow!("qdisc `{t}`: {e}"))?
+        } else {
+            let (name, n) = match t.split_once(':') {
+                Some((a, b)) => (
+                    a,
+                    Some(
+                        b.parse::<usize>()
+                            .map_err(|_| anyhow!("qdisc `{t}`: `{b}` is not a packet count"))?,
+                    ),
                 ),
-            ),
-            None => (t, None),
-        };
-        match name {
-            "fifo" => QdiscConfig::Fifo {
-                limit_packets: n.unwrap_or(1000),
-                limit_bytes: u64::MAX,
-            },
-            "ack-sep" => crate::ackcfg::ack_separation(n.unwrap_or(100))?,
-            _ => bail!("qdisc `{t}`: unknown discipline `{name}` (fifo[:N], ack-sep[:N], or JSON)"),
+                None => (t, None),
+            };
+            match name {
+                "fifo" => QdiscConfig::Fifo {
+                    limit_packets: n.unwrap_or(1000),
+                    limit_bytes: u64::MAX,
+                },
+                _ => bail!(
+                    "qdisc `{t}`: unknown discipline `{name}` (fifo[:N], ack-sep[:N][+filter][+cap=S], or JSON)"
+                ),
+            }
         }
     };
     // Validate now, so a bad config fails before any socket is opened.
