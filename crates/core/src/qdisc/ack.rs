@@ -43,8 +43,8 @@ pub fn p3_band() -> BandConfig {
 /// Two-class ACK-prioritising queue (P3) with optional ACK filter and ACK share cap.
 #[derive(Debug, Clone)]
 pub struct AckSeparation<T> {
-    /// `[ACK_CLASS, OTHER_CLASS]`.
-    queues: [Fifo<T>; 2],
+    /// `[ACK_CLASS, OTHER_CLASS]` (boxed: keeps `AnyQdisc` variants similar in size).
+    queues: Box<[Fifo<T>; 2]>,
     ack_filter: bool,
     /// Byte limit of the ACK queue (to check an ACK fits once its predecessor is filtered).
     ack_limit_bytes: u64,
@@ -76,7 +76,7 @@ impl<T: Packet> AckSeparation<T> {
             Some(s) => return Err(format!("ack_share_max: {s} is not a share in (0, 1]")),
         };
         Ok(Self {
-            queues: [ack.fifo(), other.fifo()],
+            queues: Box::new([ack.fifo(), other.fifo()]),
             ack_filter,
             ack_limit_bytes: ack.limit_bytes,
             ack_share_ppm,

@@ -20,7 +20,8 @@ pub(crate) use tcp::tests as test_packets;
 
 pub use ip::{ethernet_payload, parse_ip, IpPacket, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 pub use tcp::{
-    ack_info, flow_hash, is_tcp_pure_ack, parse_tcp, ports, TcpHeader, TcpOptionsSummary,
+    ack_info, flow_hash, is_tcp_pure_ack, parse_tcp, ports, TcpHeader, TcpOptionsSummary, TCP_ACK,
+    TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN,
 };
 
 use std::fmt;

@@ -180,7 +180,7 @@ pub(crate) mod tests {
         payload: usize,
     ) -> Vec<u8> {
         let mut opts = options.to_vec();
-        while opts.len() % 4 != 0 {
+        while !opts.len().is_multiple_of(4) {
             opts.push(0);
         }
         let hl = 20 + opts.len();
