@@ -1,0 +1,320 @@
+//! [`AnyBalancer`]: the enum engines dispatch through (no boxed trait object per pick), and
+//! [`BalancerConfig`], its serde form (TOML/JSON `kind = "wlc"`, options beside it).
+
+use super::hashing::{DestinationHash, SourceHash, DEFAULT_TABLE_BITS};
+use super::leastconn::{
+    LeastConn, NeverQueue, Overflow, ShortestExpectedDelay, WeightedFailover, WeightedLeastConn,
+};
+use super::locality::{
+    LocalityLeastConn, LocalityLeastConnReplicated, DEFAULT_EXPIRATION, DEFAULT_MAX_ENTRIES,
+};
+use super::maglev::{Maglev, DEFAULT_TABLE_SIZE};
+use super::random::{LeastRequestP2c, TwoChoices};
+use super::rr::{RoundRobin, WeightedRoundRobin};
+use super::{Balancer, FlowKey, ServerId, ServerTable};
+use crate::rng::SplitMix64;
+use crate::{Nanos, MS};
+use serde::{Deserialize, Serialize};
+
+fn default_expiration_ms() -> u64 {
+    DEFAULT_EXPIRATION / MS
+}
+fn default_max_entries() -> usize {
+    DEFAULT_MAX_ENTRIES
+}
+fn default_table_bits() -> u32 {
+    DEFAULT_TABLE_BITS
+}
+fn default_table_size() -> u32 {
+    DEFAULT_TABLE_SIZE
+}
+
+/// Configuration of a balancer, as written in scenario files. Names are the `ipvsadm -s`
+/// scheduler names, plus `least_request` (power of two choices on outstanding requests).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum BalancerConfig {
+    Rr {},
+    Wrr {},
+    Lc {},
+    Wlc {},
+    Sed {},
+    Nq {},
+    Fo {},
+    Ovf {},
+    Lblc {
+        #[serde(default = "default_expiration_ms")]
+        expiration_ms: u64,
+        #[serde(default = "default_max_entries")]
+        max_entries: usize,
+    },
+    Lblcr {
+        #[serde(default = "default_expiration_ms")]
+        expiration_ms: u64,
+        #[serde(default = "default_max_entries")]
+        max_entries: usize,
+    },
+    Dh {
+        #[serde(default = "default_table_bits")]
+        table_bits: u32,
+    },
+    Sh {
+        #[serde(default = "default_table_bits")]
+        table_bits: u32,
+        #[serde(default)]
+        fallback: bool,
+        #[serde(default)]
+        use_port: bool,
+    },
+    Mh {
+        #[serde(default = "default_table_size")]
+        table_size: u32,
+        #[serde(default)]
+        fallback: bool,
+        #[serde(default)]
+        use_port: bool,
+    },
+    Twos {},
+    LeastRequest {},
+}
+
+impl BalancerConfig {
+    /// The scheduler name (`kind`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            BalancerConfig::Rr {} => "rr",
+            BalancerConfig::Wrr {} => "wrr",
+            BalancerConfig::Lc {} => "lc",
+            BalancerConfig::Wlc {} => "wlc",
+            BalancerConfig::Sed {} => "sed",
+            BalancerConfig::Nq {} => "nq",
+            BalancerConfig::Fo {} => "fo",
+            BalancerConfig::Ovf {} => "ovf",
+            BalancerConfig::Lblc { .. } => "lblc",
+            BalancerConfig::Lblcr { .. } => "lblcr",
+            BalancerConfig::Dh { .. } => "dh",
+            BalancerConfig::Sh { .. } => "sh",
+            BalancerConfig::Mh { .. } => "mh",
+            BalancerConfig::Twos {} => "twos",
+            BalancerConfig::LeastRequest {} => "least_request",
+        }
+    }
+
+    /// Build the balancer. Randomised balancers take an independent stream split from `rng`
+    /// (the others leave it untouched). `Err` names the field that is wrong.
+    pub fn build(&self, rng: &mut SplitMix64) -> Result<AnyBalancer, String> {
+        let expiration = |ms: u64| -> Result<Nanos, String> {
+            if ms == 0 {
+                return Err("expiration_ms: must be at least 1".into());
+            }
+            ms.checked_mul(MS)
+                .ok_or_else(|| format!("expiration_ms: {ms} is too large"))
+        };
+        Ok(match self {
+            BalancerConfig::Rr {} => AnyBalancer::Rr(RoundRobin::new()),
+            BalancerConfig::Wrr {} => AnyBalancer::Wrr(WeightedRoundRobin::new()),
+            BalancerConfig::Lc {} => AnyBalancer::Lc(LeastConn),
+            BalancerConfig::Wlc {} => AnyBalancer::Wlc(WeightedLeastConn),
+            BalancerConfig::Sed {} => AnyBalancer::Sed(ShortestExpectedDelay),
+            BalancerConfig::Nq {} => AnyBalancer::Nq(NeverQueue),
+            BalancerConfig::Fo {} => AnyBalancer::Fo(WeightedFailover),
+            BalancerConfig::Ovf {} => AnyBalancer::Ovf(Overflow),
+            BalancerConfig::Lblc {
+                expiration_ms,
+                max_entries,
+            } => AnyBalancer::Lblc(LocalityLeastConn::new(
+                expiration(*expiration_ms)?,
+                *max_entries,
+            )),
+            BalancerConfig::Lblcr {
+                expiration_ms,
+                max_entries,
+            } => AnyBalancer::Lblcr(LocalityLeastConnReplicated::new(
+                expiration(*expiration_ms)?,
+                *max_entries,
+            )),
+            BalancerConfig::Dh { table_bits } => {
+                AnyBalancer::Dh(DestinationHash::new(*table_bits)?)
+            }
+            BalancerConfig::Sh {
+                table_bits,
+                fallback,
+                use_port,
+            } => AnyBalancer::Sh(SourceHash::new(*table_bits, *fallback, *use_port)?),
+            BalancerConfig::Mh {
+                table_size,
+                fallback,
+                use_port,
+            } => AnyBalancer::Mh(Maglev::new(*table_size, *fallback, *use_port)?),
+            BalancerConfig::Twos {} => AnyBalancer::Twos(TwoChoices::from_rng(rng.split())),
+            BalancerConfig::LeastRequest {} => {
+                AnyBalancer::LeastRequest(LeastRequestP2c::from_rng(rng.split()))
+            }
+        })
+    }
+
+    /// One default configuration of every kind (benches, docs, tests).
+    pub fn all_defaults() -> Vec<BalancerConfig> {
+        vec![
+            BalancerConfig::Rr {},
+            BalancerConfig::Wrr {},
+            BalancerConfig::Lc {},
+            BalancerConfig::Wlc {},
+            BalancerConfig::Sed {},
+            BalancerConfig::Nq {},
+            BalancerConfig::Fo {},
+            BalancerConfig::Ovf {},
+            BalancerConfig::Lblc {
+                expiration_ms: default_expiration_ms(),
+                max_entries: DEFAULT_MAX_ENTRIES,
+            },
+            BalancerConfig::Lblcr {
+                expiration_ms: default_expiration_ms(),
+                max_entries: DEFAULT_MAX_ENTRIES,
+            },
+            BalancerConfig::Dh {
+                table_bits: DEFAULT_TABLE_BITS,
+            },
+            BalancerConfig::Sh {
+                table_bits: DEFAULT_TABLE_BITS,
+                fallback: false,
+                use_port: false,
+            },
+            BalancerConfig::Mh {
+                table_size: DEFAULT_TABLE_SIZE,
+                fallback: false,
+                use_port: false,
+            },
+            BalancerConfig::Twos {},
+            BalancerConfig::LeastRequest {},
+        ]
+    }
+}
+
+/// Every balancer, statically dispatched.
+#[derive(Debug, Clone)]
+pub enum AnyBalancer {
+    Rr(RoundRobin),
+    Wrr(WeightedRoundRobin),
+    Lc(LeastConn),
+    Wlc(WeightedLeastConn),
+    Sed(ShortestExpectedDelay),
+    Nq(NeverQueue),
+    Fo(WeightedFailover),
+    Ovf(Overflow),
+    Lblc(LocalityLeastConn),
+    Lblcr(LocalityLeastConnReplicated),
+    Dh(DestinationHash),
+    Sh(SourceHash),
+    Mh(Maglev),
+    Twos(TwoChoices),
+    LeastRequest(LeastRequestP2c),
+}
+
+impl Balancer for AnyBalancer {
+    #[inline]
+    fn pick(&mut self, servers: &ServerTable, key: &FlowKey, now: Nanos) -> Option<ServerId> {
+        match self {
+            AnyBalancer::Rr(b) => b.pick(servers, key, now),
+            AnyBalancer::Wrr(b) => b.pick(servers, key, now),
+            AnyBalancer::Lc(b) => b.pick(servers, key, now),
+            AnyBalancer::Wlc(b) => b.pick(servers, key, now),
+            AnyBalancer::Sed(b) => b.pick(servers, key, now),
+            AnyBalancer::Nq(b) => b.pick(servers, key, now),
+            AnyBalancer::Fo(b) => b.pick(servers, key, now),
+            AnyBalancer::Ovf(b) => b.pick(servers, key, now),
+            AnyBalancer::Lblc(b) => b.pick(servers, key, now),
+            AnyBalancer::Lblcr(b) => b.pick(servers, key, now),
+            AnyBalancer::Dh(b) => b.pick(servers, key, now),
+            AnyBalancer::Sh(b) => b.pick(servers, key, now),
+            AnyBalancer::Mh(b) => b.pick(servers, key, now),
+            AnyBalancer::Twos(b) => b.pick(servers, key, now),
+            AnyBalancer::LeastRequest(b) => b.pick(servers, key, now),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::*;
+    use super::*;
+
+    #[test]
+    fn config_from_json_with_defaults_and_options() {
+        let c: BalancerConfig = serde_json::from_str(r#"{"kind":"wlc"}"#).unwrap();
+        assert_eq!(c, BalancerConfig::Wlc {});
+        let c: BalancerConfig =
+            serde_json::from_str(r#"{"kind":"mh","table_size":4093,"fallback":true}"#).unwrap();
+        assert_eq!(
+            c,
+            BalancerConfig::Mh {
+                table_size: 4093,
+                fallback: true,
+                use_port: false
+            }
+        );
+        let c: BalancerConfig = serde_json::from_str(r#"{"kind":"least_request"}"#).unwrap();
+        assert_eq!(c.name(), "least_request");
+    }
+
+    #[test]
+    fn config_errors_name_the_problem() {
+        let e = serde_json::from_str::<BalancerConfig>(r#"{"kind":"wlc","weight":3}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("weight"), "{e}");
+        let e = serde_json::from_str::<BalancerConfig>(r#"{"kind":"lbc"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lbc"), "{e}");
+        let mut r = SplitMix64::new(1);
+        let e = BalancerConfig::Mh {
+            table_size: 1000,
+            fallback: false,
+            use_port: false,
+        }
+        .build(&mut r)
+        .unwrap_err();
+        assert!(e.contains("table_size"), "{e}");
+        let e = BalancerConfig::Lblc {
+            expiration_ms: 0,
+            max_entries: 1,
+        }
+        .build(&mut r)
+        .unwrap_err();
+        assert!(e.contains("expiration_ms"), "{e}");
+    }
+
+    /// Every kind builds, round-trips through JSON, picks an available server, never a
+    /// weight-0 one, and returns None when all are drained.
+    #[test]
+    fn every_kind_drains_weight_zero_and_none_when_empty() {
+        let mut rng = SplitMix64::new(9);
+        for cfg in BalancerConfig::all_defaults() {
+            let json = serde_json::to_string(&cfg).unwrap();
+            let back: BalancerConfig = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, cfg, "{json}");
+            let mut b = cfg.build(&mut rng).unwrap();
+            // hash balancers may map a key to the drained server (→ None): only check that
+            // a returned server is never the drained one
+            let mut t = table(&[2, 0, 3, 1]);
+            let mut got_some = false;
+            for s in 0..200u32 {
+                let k = key_from(0x0A00_0000 + s * 101, 0xC000_0000 + s * 37);
+                if let Some(id) = b.pick(&t, &k, s as u64) {
+                    assert_ne!(id, ServerId(1), "{} picked a weight-0 server", cfg.name());
+                    t.on_open(id).unwrap();
+                    got_some = true;
+                }
+            }
+            assert!(got_some, "{}", cfg.name());
+            for i in [0, 2, 3] {
+                t.set_weight(ServerId(i), 0).unwrap();
+            }
+            for s in 0..50u32 {
+                let k = key_from(0x0A00_0000 + s, 0xC000_0000 + s);
+                assert_eq!(b.pick(&t, &k, 1000), None, "{}", cfg.name());
+            }
+        }
+    }
+}
