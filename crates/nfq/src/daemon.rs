@@ -274,7 +274,7 @@ pub struct Summary {
 
 /// The kernel's per-queue counters from /proc/net/netfilter/nfnetlink_queue (this netns).
 fn kernel_queue_counters(queue: u16) -> Option<(u64, u64, u64)> {
-    let text = std::fs::read_to_string("/proc/net/netfilter/nfnetlink_queue").ok()?;
+    let text = std::fs::read_to_string("/proc/thread-self/net/netfilter/nfnetlink_queue").ok()?;
     for line in text.lines() {
         let f: Vec<u64> = line
             .split_whitespace()

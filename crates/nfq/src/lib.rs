@@ -16,9 +16,11 @@ pub mod daemon;
 pub mod engine;
 pub mod experiment;
 pub mod iptables;
+pub mod loadgen;
 pub mod netlink;
 pub mod packet;
 pub mod sched;
 pub mod table;
+pub mod web;
 
 pub use netsched_core::{Nanos, MS, SEC};
