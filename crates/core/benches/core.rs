@@ -1,6 +1,315 @@
-use criterion::{criterion_group, criterion_main, Criterion};
+//! Core benchmarks (criterion): cost per enqueue+dequeue of every queue discipline through
+//! `AnyQdisc`/`QdiscConfig` at 2, 8 and 64 classes (FIFO is the baseline, measured in the
+//! same run), cost per pick of every balancer through `AnyBalancer`/`BalancerConfig` at 4, 64
+//! and 1000 servers (rr is the baseline), and the Maglev table build for 1000 servers.
+//! After the run a ratio table (median vs. baseline) is printed from criterion's estimates.
+//!
+//! Run: `CARGO_TARGET_DIR=/work/target-bal cargo bench -p netsched-core --bench core`
+//! Results and method: `docs/bench-core.md`.
+//!
+//! Method. Disciplines: each is pre-filled with 4 items per class (limits far above, so the
+//! drop path is not measured); one iteration enqueues one 1000-byte item into class
+//! `i mod classes` and dequeues one, with `now` advancing by 1 µs. Balancers: a server table
+//! with weights 2..5 and fixed connection counts (active < weight, so lblc keeps its cache
+//! and ovf has room); one iteration picks for the next of 1024 flow keys (distinct sources
+//! and destinations). Counts are not updated, so every iteration sees the same table.
 
-fn placeholder(_c: &mut Criterion) {}
+use criterion::{black_box, BenchmarkId, Criterion};
+use netsched_core::balance::{Balancer, BalancerConfig, FlowKey, ServerId, ServerTable};
+use netsched_core::qdisc::fifo::TestItem;
+use netsched_core::qdisc::{AnyQdisc, Qdisc, QdiscConfig};
+use netsched_core::rng::SplitMix64;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::time::Duration;
 
-criterion_group!(benches, placeholder);
-criterion_main!(benches);
+const CLASS_COUNTS: [usize; 3] = [2, 8, 64];
+const SERVER_COUNTS: [usize; 3] = [4, 64, 1000];
+const QDISC_KINDS: [&str; 8] = [
+    "fifo",
+    "strict_priority",
+    "drr",
+    "wf2q_plus",
+    "edf",
+    "ack_separation",
+    "percentile",
+    "delay_constrained",
+];
+
+fn repeat(n: usize, f: impl Fn(usize) -> String) -> String {
+    (0..n).map(f).collect::<Vec<_>>().join(",")
+}
+
+/// The JSON config of `kind` with `n` classes, or None if the kind has a fixed class count
+/// other than `n` (ACK separation: 2).
+fn qdisc_json(kind: &str, n: usize) -> Option<String> {
+    let lim = r#""limit_packets": 100000"#;
+    Some(match kind {
+        "fifo" => format!(r#"{{"kind": "fifo", {lim}}}"#),
+        "strict_priority" => format!(
+            r#"{{"kind": "strict_priority", "bands": [{}]}}"#,
+            repeat(n, |_| format!("{{{lim}}}"))
+        ),
+        "drr" => format!(
+            r#"{{"kind": "drr", "classes": [{}]}}"#,
+            repeat(n, |_| format!(r#"{{"quantum": 1500, {lim}}}"#))
+        ),
+        "wf2q_plus" => format!(
+            r#"{{"kind": "wf2q_plus", "classes": [{}]}}"#,
+            repeat(n, |i| format!(r#"{{"weight": {}, {lim}}}"#, 1 + i % 4))
+        ),
+        "edf" => format!(
+            r#"{{"kind": "edf", "classes": [{}]}}"#,
+            repeat(n, |i| format!(
+                r#"{{"deadline_us": {}, {lim}}}"#,
+                1000 * (i + 1)
+            ))
+        ),
+        "ack_separation" if n == 2 => {
+            format!(r#"{{"kind": "ack_separation", "ack": {{{lim}}}, "other": {{{lim}}}}}"#)
+        }
+        "ack_separation" => return None,
+        "percentile" => format!(
+            r#"{{"kind": "percentile", {lim}, "percentiles": [{}]}}"#,
+            repeat(n, |i| format!("{}", 99 - (i * 49) / n.max(2)))
+        ),
+        "delay_constrained" => format!(
+            r#"{{"kind": "delay_constrained", "interfaces": [{}]}}"#,
+            repeat(n, |i| format!(
+                r#"{{"priority": {}, "bitmap_len": {}, {lim}}}"#,
+                1 + i % 3,
+                [3, 6, 10][i % 3]
+            ))
+        ),
+        _ => return None,
+    })
+}
+
+fn build_qdisc(kind: &str, n: usize) -> Option<AnyQdisc<TestItem>> {
+    let json = qdisc_json(kind, n)?;
+    let cfg: QdiscConfig = match serde_json::from_str(&json) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("skip {kind}/{n}: config does not parse ({e}): {json}");
+            return None;
+        }
+    };
+    match cfg.build() {
+        Ok(q) => Some(q),
+        Err(e) => {
+            eprintln!("skip {kind}/{n}: {e}");
+            None
+        }
+    }
+}
+
+fn item(id: u64) -> TestItem {
+    TestItem { id, len: 1000 }
+}
+
+/// Pre-fill 4 items per class; return the next item id.
+fn prefill(q: &mut AnyQdisc<TestItem>, n: usize) -> u64 {
+    let mut id = 0;
+    for _ in 0..4 {
+        for c in 0..n {
+            let _ = q.enqueue(c, item(id), 0);
+            id += 1;
+        }
+    }
+    id
+}
+
+/// Steady-state check outside the measurement: each dequeue after an enqueue returns an
+/// item (else the bench would measure a growing queue or the drop path).
+fn steady_state_ok(kind: &str, n: usize) -> bool {
+    let Some(mut q) = build_qdisc(kind, n) else {
+        return false;
+    };
+    let first = prefill(&mut q, n);
+    let start = q.len();
+    for id in first..first + 10_000 {
+        let now = (id - first + 1) * 1000;
+        let v = q.enqueue(id as usize % n, item(id), now);
+        if !v.is_queued() || q.dequeue(now).is_none() {
+            eprintln!("note {kind}/{n}: not steady (drop or held item); measured anyway");
+            return true;
+        }
+    }
+    assert_eq!(q.len(), start, "{kind}/{n}: queue length drifted");
+    true
+}
+
+fn bench_qdiscs(c: &mut Criterion) {
+    let mut g = c.benchmark_group("qdisc_enq_deq");
+    for &n in &CLASS_COUNTS {
+        for kind in QDISC_KINDS {
+            if qdisc_json(kind, n).is_none() || !steady_state_ok(kind, n) {
+                continue;
+            }
+            let Some(mut q) = build_qdisc(kind, n) else {
+                continue;
+            };
+            let mut id = prefill(&mut q, n);
+            let mut now = 0u64;
+            g.bench_function(BenchmarkId::new(kind, n), |b| {
+                b.iter(|| {
+                    now += 1000;
+                    id += 1;
+                    let v = q.enqueue(id as usize % n, item(id), now);
+                    let _ = black_box(v);
+                    black_box(q.dequeue(now))
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+/// A table of `n` servers, weights 2..=5, active < weight, a few inactive connections.
+fn server_table(n: usize) -> ServerTable {
+    let mut t = ServerTable::new();
+    for i in 0..n {
+        let w = 2 + (i % 4) as u32;
+        let addr = IpAddr::V4(Ipv4Addr::from(0x0A00_0001 + i as u32));
+        t.add_server(i as u32, addr, 80, w).unwrap();
+        t.set_conns(ServerId(i as u32), (i as u32 * 7) % w, (i as u32 * 3) % 5)
+            .unwrap();
+    }
+    t
+}
+
+fn flow_keys() -> Vec<FlowKey> {
+    let mut r = SplitMix64::new(42);
+    (0..1024)
+        .map(|_| {
+            let v = r.next_u64();
+            FlowKey::new(
+                IpAddr::V4(Ipv4Addr::from(0xC000_0000 | (v as u32 & 0x00FF_FFFF))),
+                1024 + (v >> 32) as u16 % 60000,
+                IpAddr::V4(Ipv4Addr::from(0xC633_6400 | ((v >> 48) as u32 & 0x3FF))),
+                80,
+            )
+        })
+        .collect()
+}
+
+fn bench_balancers(c: &mut Criterion) {
+    let keys = flow_keys();
+    let mut g = c.benchmark_group("balancer_pick");
+    for &n in &SERVER_COUNTS {
+        let table = server_table(n);
+        for cfg in BalancerConfig::all_defaults() {
+            let mut rng = SplitMix64::new(7);
+            let mut b = cfg.build(&mut rng).expect("default config builds");
+            // warm tables and caches (wrr/dh/sh/mh build, lblc entries) outside the timing
+            for k in &keys {
+                black_box(b.pick(&table, k, 0));
+            }
+            let mut i = 0usize;
+            g.bench_function(BenchmarkId::new(cfg.name(), n), |bch| {
+                bch.iter(|| {
+                    i = (i + 1) & 1023;
+                    black_box(b.pick(&table, &keys[i], 0))
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+fn bench_maglev_build(c: &mut Criterion) {
+    let mut g = c.benchmark_group("maglev_build");
+    g.sample_size(20);
+    let table = server_table(1000);
+    let mut mh = netsched_core::balance::maglev::Maglev::default();
+    g.bench_function(BenchmarkId::new("m65521", 1000), |b| {
+        b.iter(|| {
+            mh.maglev_build(black_box(&table));
+            black_box(mh.slots()[0])
+        })
+    });
+    let mut big = netsched_core::balance::maglev::Maglev::new(131071, false, false).unwrap();
+    g.bench_function(BenchmarkId::new("m131071", 1000), |b| {
+        b.iter(|| {
+            big.maglev_build(black_box(&table));
+            black_box(big.slots()[0])
+        })
+    });
+    g.finish();
+}
+
+/// Where criterion writes its results: `$CRITERION_HOME`, else `$CARGO_TARGET_DIR/criterion`,
+/// else the workspace `target/criterion`.
+fn criterion_dir() -> PathBuf {
+    if let Ok(h) = std::env::var("CRITERION_HOME") {
+        return PathBuf::from(h);
+    }
+    if let Ok(t) = std::env::var("CARGO_TARGET_DIR") {
+        return PathBuf::from(t).join("criterion");
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/criterion")
+}
+
+/// Median in ns of one benchmark of this run, from criterion's `new/estimates.json`.
+fn median_ns(group: &str, name: &str, param: usize) -> Option<f64> {
+    let p = criterion_dir()
+        .join(group)
+        .join(name)
+        .join(param.to_string())
+        .join("new/estimates.json");
+    let text = std::fs::read_to_string(p).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v["median"]["point_estimate"].as_f64()
+}
+
+fn print_ratios() {
+    println!("\n== qdisc enqueue+dequeue, median ns (ratio to fifo at the same class count)");
+    println!("{:<18} {:>16} {:>16} {:>16}", "kind", "2", "8", "64");
+    for kind in QDISC_KINDS {
+        let mut row = format!("{kind:<18}");
+        for &n in &CLASS_COUNTS {
+            let cell = match (
+                median_ns("qdisc_enq_deq", kind, n),
+                median_ns("qdisc_enq_deq", "fifo", n),
+            ) {
+                (Some(x), Some(f)) => format!("{x:.1} ({:.2}x)", x / f),
+                _ => "-".into(),
+            };
+            row += &format!(" {cell:>16}");
+        }
+        println!("{row}");
+    }
+    println!("\n== balancer pick, median ns (ratio to rr at the same server count)");
+    println!("{:<18} {:>16} {:>16} {:>16}", "kind", "4", "64", "1000");
+    for cfg in BalancerConfig::all_defaults() {
+        let mut row = format!("{:<18}", cfg.name());
+        for &n in &SERVER_COUNTS {
+            let cell = match (
+                median_ns("balancer_pick", cfg.name(), n),
+                median_ns("balancer_pick", "rr", n),
+            ) {
+                (Some(x), Some(r)) => format!("{x:.1} ({:.2}x)", x / r),
+                _ => "-".into(),
+            };
+            row += &format!(" {cell:>16}");
+        }
+        println!("{row}");
+    }
+    for name in ["m65521", "m131071"] {
+        if let Some(x) = median_ns("maglev_build", name, 1000) {
+            println!("\nmaglev build, 1000 servers, {name}: {:.3} ms", x / 1e6);
+        }
+    }
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .measurement_time(Duration::from_secs(1))
+        .warm_up_time(Duration::from_millis(300))
+        .configure_from_args();
+    bench_qdiscs(&mut c);
+    bench_balancers(&mut c);
+    bench_maglev_build(&mut c);
+    c.final_summary();
+    print_ratios();
+}
