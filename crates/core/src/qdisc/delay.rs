@@ -97,7 +97,7 @@ impl DelayBitmap {
         }
         Ok(Self { bits: 0, len })
     }
-    pub fn len(&self) -> u32 {
+    pub fn bitmap_len(&self) -> u32 {
         self.len
     }
     pub fn is_active(&self) -> bool {
@@ -262,7 +262,7 @@ impl<T: Packet> DelayConstrained<T> {
     /// The proven bound on consecutive round starts that pass over a backlogged `iface`:
     /// `bitmap_len + n − 2` (module header).
     pub fn wait_bound_rounds(&self, iface: usize) -> u64 {
-        self.ifaces[iface].bitmap.len() as u64 + self.ifaces.len() as u64 - 2
+        self.ifaces[iface].bitmap.bitmap_len() as u64 + self.ifaces.len() as u64 - 2
     }
 
     /// Start a round at `now` (Fig. 4): update bitmaps, pick the next interface, mark the
@@ -361,7 +361,7 @@ impl<T: Packet> DelayConstrained<T> {
                 dropped: f.dropped,
                 extra: vec![
                     ("priority".to_string(), f.priority as f64),
-                    ("bitmap_len".to_string(), f.bitmap.len() as f64),
+                    ("bitmap_len".to_string(), f.bitmap.bitmap_len() as f64),
                     ("active".to_string(), f.bitmap.is_active() as u8 as f64),
                     (
                         "delay_position".to_string(),
@@ -528,6 +528,8 @@ mod tests {
         assert_eq!(q.bitmap(LOW).raw(), 0);
         assert_eq!(q.bitmap(MIDDLE).raw(), 0);
         assert!(q.is_promoted(MIDDLE));
+        // Middle was passed over 3 rounds (High, High, Low): one more than its own bitmap
+        // (D − 1 = 2) allows — the queueing term `n − 2` of the bound (header).
         // ⑦ After its round Low is back at its own priority; it still has packets, so when
         // passed over it counts as preempted again: active bit and delay bit 1.
         assert_eq!(round(&mut q), (MIDDLE, 2));
