@@ -422,3 +422,50 @@ fn seeded_long_run_reaches_every_drop_path() {
             > 0
     );
 }
+
+/// Every TOML snippet in `docs/qdiscs.md` parses and builds, so the page cannot drift from
+/// the code.
+#[test]
+fn docs_toml_snippets_build() {
+    use netsched_core::classify::{CidrTableConfig, RuleClassifierConfig};
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Scenario {
+        qdisc: QdiscConfig,
+    }
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/qdiscs.md");
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        match (&mut current, line.trim()) {
+            (None, "```toml") => current = Some(String::new()),
+            (Some(b), "```") => {
+                blocks.push(std::mem::take(b));
+                current = None;
+            }
+            (Some(b), l) => {
+                b.push_str(l);
+                b.push('\n');
+            }
+            _ => {}
+        }
+    }
+    assert!(blocks.len() >= 7, "found {} toml blocks", blocks.len());
+    for b in &blocks {
+        let outcome = if b.contains("[qdisc]") {
+            toml::from_str::<Scenario>(b)
+                .map_err(|e| e.to_string())
+                .and_then(|s| s.qdisc.build::<Item>().map(|_| ()))
+        } else if b.contains("entries") {
+            toml::from_str::<CidrTableConfig>(b)
+                .map_err(|e| e.to_string())
+                .and_then(|c| c.build().map(|_| ()))
+        } else {
+            toml::from_str::<RuleClassifierConfig>(b)
+                .map_err(|e| e.to_string())
+                .and_then(|c| c.build().map(|_| ()))
+        };
+        assert!(outcome.is_ok(), "{outcome:?} in snippet:\n{b}");
+    }
+}
