@@ -36,6 +36,8 @@ pub type ClassId = usize;
 
 /// What a discipline needs to know about an item. Engines implement it for their packet or
 /// request type (the simulator's packets, raw frames in `netsched-link`, held NFQUEUE ids...).
+// `len` is a size in bytes, not a collection length: an `is_empty` would mean nothing.
+#[allow(clippy::len_without_is_empty)]
 pub trait Packet {
     /// Size in bytes, counted against byte limits and used by byte-fair disciplines.
     fn len(&self) -> u32;
