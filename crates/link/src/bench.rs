@@ -1,9 +1,466 @@
-//! `netsched link bench`: forwarding speed of the engine against the kernel.
+//! `netsched link bench`: forwarding speed of the link engine against the kernel, in one run.
+//!
+//! Two namespace chains are built, src — fwd — dst, with offloads off:
+//! - **kernel**: fwd routes IPv4 (`ip_forward=1`) between two subnets;
+//! - **engine**: fwd runs `netsched link` (FIFO 1000, no rate limit, no delay) between its two
+//!   interfaces, src and dst share one subnet.
+//!
+//! Packets/s: a generator thread in src (`AF_PACKET`, `sendmmsg` of prebuilt UDP frames,
+//! pinned to CPU 0) sends for `--secs` at full speed; the count of frames arriving on dst's
+//! interface (its `rx_packets`) over the same time is the forwarding rate. Frames are addressed
+//! (MAC) to a host that does not exist on dst's link, so dst drops them at once without
+//! answering; the kernel forwarder reaches that MAC through a static neighbour entry. The
+//! engine thread is pinned to CPU 1 (one core). 64-byte frames mean 60 bytes on the veth
+//! (the minimum Ethernet frame without its 4-byte FCS), 1500-byte frames are 1514 bytes.
+//!
+//! Latency: `ping` src → dst at light load (one every 10 ms); added latency = p50 RTT through
+//! the engine − p50 RTT through the kernel (each RTT crosses the forwarder twice).
+
+use crate::engine::{parse_qdisc, spawn_in_netns, DirConfig, EngineConfig};
+use anyhow::{anyhow, bail, Context, Result};
+use netsched_testbed::Testbed;
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Arguments of `netsched link bench`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct BenchArgs {}
+#[command(after_help = "Example:
+  netsched link bench --secs 3 --pings 300      # root; prints a table, --json for JSON")]
+pub struct BenchArgs {
+    /// Seconds of traffic per packets/s measurement.
+    #[arg(long, default_value_t = 3)]
+    pub secs: u32,
+    /// Pings per latency measurement (every 10 ms).
+    #[arg(long, default_value_t = 300)]
+    pub pings: u32,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run(_a: BenchArgs) -> anyhow::Result<()> {
-    anyhow::bail!("netsched link bench: not built yet")
+#[derive(Debug, Clone, Serialize)]
+pub struct PathResult {
+    pub path: String,
+    pub pps_64: f64,
+    pub pps_1500: f64,
+    pub offered_pps_64: f64,
+    pub offered_pps_1500: f64,
+    pub rtt_p50_us: f64,
+    pub rtt_p90_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchResult {
+    pub kernel: PathResult,
+    pub engine: PathResult,
+    /// Engine p50 RTT − kernel p50 RTT, µs (two forwarder crossings).
+    pub added_rtt_p50_us: f64,
+    /// Half of it: added latency of one crossing of the engine.
+    pub added_one_way_p50_us: f64,
+}
+
+pub fn run(a: BenchArgs) -> Result<()> {
+    if a.secs == 0 || a.secs > 60 {
+        bail!("--secs {}: must be between 1 and 60", a.secs);
+    }
+    if a.pings < 10 || a.pings > 10_000 {
+        bail!("--pings {}: must be between 10 and 10000", a.pings);
+    }
+    let r = bench(a.secs, a.pings)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!(
+            "{:<8} {:>14} {:>14} {:>12} {:>12}",
+            "path", "pkt/s @64B", "pkt/s @1500B", "RTT p50 µs", "RTT p90 µs"
+        );
+        for p in [&r.kernel, &r.engine] {
+            println!(
+                "{:<8} {:>14.0} {:>14.0} {:>12.1} {:>12.1}",
+                p.path, p.pps_64, p.pps_1500, p.rtt_p50_us, p.rtt_p90_us
+            );
+        }
+        println!(
+            "added by the engine: {:.1} µs RTT p50 ({:.1} µs per crossing)",
+            r.added_rtt_p50_us, r.added_one_way_p50_us
+        );
+    }
+    Ok(())
+}
+
+const SINK_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x99];
+
+fn mac_of(tb: &Testbed, ns: &str, dev: &str) -> Result<[u8; 6]> {
+    let out = tb.exec(ns, "cat", &[&format!("/sys/class/net/{dev}/address")])?;
+    let parts: Vec<u8> = out
+        .trim()
+        .split(':')
+        .map(|h| u8::from_str_radix(h, 16))
+        .collect::<Result<_, _>>()
+        .map_err(|_| anyhow!("cannot parse MAC `{}`", out.trim()))?;
+    parts
+        .try_into()
+        .map_err(|_| anyhow!("MAC `{}` is not 6 bytes", out.trim()))
+}
+
+fn rx_packets(tb: &Testbed, ns: &str, dev: &str) -> Result<u64> {
+    let out = tb.exec(
+        ns,
+        "cat",
+        &[&format!("/sys/class/net/{dev}/statistics/rx_packets")],
+    )?;
+    out.trim()
+        .parse()
+        .map_err(|_| anyhow!("rx_packets of {dev}: `{}`", out.trim()))
+}
+
+/// RFC 791 header checksum (RFC 1071 one's-complement sum).
+fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut sum: u32 = 0;
+    for c in h.chunks(2) {
+        sum += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// An Ethernet/IPv4/UDP frame of `len` bytes (≥ 42).
+fn udp_frame(
+    len: usize,
+    dst_mac: [u8; 6],
+    src_mac: [u8; 6],
+    src: [u8; 4],
+    dst: [u8; 4],
+) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    f[0..6].copy_from_slice(&dst_mac);
+    f[6..12].copy_from_slice(&src_mac);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip_len = (len - 14) as u16;
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+    ip[8] = 64; // TTL
+    ip[9] = 17; // UDP
+    ip[12..16].copy_from_slice(&src);
+    ip[16..20].copy_from_slice(&dst);
+    let c = ipv4_checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f[34..36].copy_from_slice(&9u16.to_be_bytes()); // discard port
+    f[36..38].copy_from_slice(&9u16.to_be_bytes());
+    f[38..40].copy_from_slice(&((len - 34) as u16).to_be_bytes()); // UDP length, checksum 0
+    f
+}
+
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; pid 0 = this thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// Send `frame` from `dev` in namespace `ns` as fast as possible for `secs`; returns frames sent.
+fn generate(ns: &str, dev: &str, frame: Vec<u8>, secs: u32, stop: Arc<AtomicBool>) -> Result<u64> {
+    let path = format!("/var/run/netns/{ns}");
+    let dev = dev.to_string();
+    let t = std::thread::spawn(move || -> Result<u64> {
+        let f = std::fs::File::open(&path).with_context(|| path.clone())?;
+        use std::os::fd::AsRawFd;
+        // SAFETY: setns affects this thread only.
+        if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } < 0 {
+            bail!("setns {path}: {}", std::io::Error::last_os_error());
+        }
+        pin_to_cpu(0);
+        let cname = std::ffi::CString::new(dev.clone())?;
+        // SAFETY: valid C string.
+        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+        if ifindex == 0 {
+            bail!("generator: no interface {dev}");
+        }
+        // SAFETY: plain syscalls with valid arguments.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            bail!("generator socket: {}", std::io::Error::last_os_error());
+        }
+        let one: i32 = 1;
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_ifindex = ifindex as i32;
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_PACKET,
+                20,
+                &one as *const i32 as *const libc::c_void,
+                4,
+            );
+            libc::bind(
+                fd,
+                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            );
+        }
+        const B: usize = 64;
+        let mut iov: [libc::iovec; B] = unsafe { std::mem::zeroed() };
+        let mut msgs: [libc::mmsghdr; B] = unsafe { std::mem::zeroed() };
+        for v in iov.iter_mut() {
+            v.iov_base = frame.as_ptr() as *mut libc::c_void;
+            v.iov_len = frame.len();
+        }
+        for i in 0..B {
+            msgs[i].msg_hdr.msg_iov = &mut iov[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        let end = Instant::now() + Duration::from_secs(secs as u64);
+        let mut sent = 0u64;
+        while Instant::now() < end && !stop.load(Ordering::Relaxed) {
+            // SAFETY: B initialised headers pointing at `frame`.
+            let n = unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), B as u32, 0) };
+            if n > 0 {
+                sent += n as u64;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        unsafe { libc::close(fd) };
+        Ok(sent)
+    });
+    t.join().map_err(|_| anyhow!("generator thread panicked"))?
+}
+
+fn ping_rtts_us(tb: &Testbed, ns: &str, dst: &str, count: u32) -> Result<Vec<f64>> {
+    let out = tb.exec(
+        ns,
+        "ping",
+        &["-n", "-i", "0.01", "-c", &count.to_string(), "-W", "1", dst],
+    )?;
+    let mut v: Vec<f64> = out
+        .lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split_whitespace().next()?.parse::<f64>().ok())
+        .map(|ms| ms * 1000.0)
+        .collect();
+    // Skip the first few (ARP, cold caches).
+    if v.len() > 10 {
+        v.drain(..5);
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() {
+        bail!("no ping replies from {dst}");
+    }
+    Ok(v)
+}
+
+fn pct(v: &[f64], p: f64) -> f64 {
+    v[((p / 100.0) * (v.len() - 1) as f64).round() as usize]
+}
+
+struct Chain {
+    tb: Testbed,
+    src: String,
+    fwd: String,
+    dst: String,
+    s0: String,
+    d0: String,
+    fa: String,
+    fb: String,
+}
+
+fn chain(label: &str, routed: bool) -> Result<Chain> {
+    let mut tb = Testbed::new(label)?;
+    let src = tb.add_ns("src")?;
+    let fwd = tb.add_ns("fwd")?;
+    let dst = tb.add_ns("dst")?;
+    let (s0, fa, fb, d0) = (
+        tb.ifname("s0"),
+        tb.ifname("fa"),
+        tb.ifname("fb"),
+        tb.ifname("d0"),
+    );
+    for ns in [&src, &fwd, &dst] {
+        tb.sysctl(ns, "net.ipv6.conf.all.disable_ipv6=1")?;
+        tb.sysctl(ns, "net.ipv6.conf.default.disable_ipv6=1")?;
+    }
+    if routed {
+        tb.veth((&src, &s0, "10.204.1.1/24"), (&fwd, &fa, "10.204.1.254/24"))?;
+        tb.veth((&fwd, &fb, "10.204.2.254/24"), (&dst, &d0, "10.204.2.1/24"))?;
+        tb.sysctl(&fwd, "net.ipv4.ip_forward=1")?;
+        tb.exec(
+            &src,
+            "ip",
+            &["route", "add", "default", "via", "10.204.1.254"],
+        )?;
+        tb.exec(
+            &dst,
+            "ip",
+            &["route", "add", "default", "via", "10.204.2.254"],
+        )?;
+        tb.exec(
+            &fwd,
+            "ip",
+            &[
+                "neigh",
+                "add",
+                "10.204.2.99",
+                "lladdr",
+                "02:00:00:00:00:99",
+                "dev",
+                &fb,
+                "nud",
+                "permanent",
+            ],
+        )?;
+    } else {
+        tb.veth((&src, &s0, "10.205.0.1/24"), (&fwd, &fa, ""))?;
+        tb.veth((&fwd, &fb, ""), (&dst, &d0, "10.205.0.2/24"))?;
+    }
+    Ok(Chain {
+        tb,
+        src,
+        fwd,
+        dst,
+        s0,
+        d0,
+        fa,
+        fb,
+    })
+}
+
+fn measure_pps(
+    c: &Chain,
+    dst_mac: [u8; 6],
+    dst_ip: [u8; 4],
+    src_ip: [u8; 4],
+    len: usize,
+    secs: u32,
+) -> Result<(f64, f64)> {
+    let src_mac = mac_of(&c.tb, &c.src, &c.s0)?;
+    let frame = udp_frame(len, dst_mac, src_mac, src_ip, dst_ip);
+    let before = rx_packets(&c.tb, &c.dst, &c.d0)?;
+    let t0 = Instant::now();
+    let sent = generate(&c.src, &c.s0, frame, secs, Arc::new(AtomicBool::new(false)))?;
+    // Let queued frames drain before reading the counter.
+    std::thread::sleep(Duration::from_millis(200));
+    let el = t0.elapsed().as_secs_f64() - 0.2;
+    let after = rx_packets(&c.tb, &c.dst, &c.d0)?;
+    Ok(((after - before) as f64 / el, sent as f64 / el))
+}
+
+/// Run the whole benchmark (root).
+pub fn bench(secs: u32, pings: u32) -> Result<BenchResult> {
+    // Kernel forwarding.
+    let kernel = {
+        let c = chain("bk", true)?;
+        let _ =
+            c.tb.exec(&c.src, "ping", &["-n", "-c", "2", "-W", "1", "10.204.2.1"]);
+        let fwd_mac = mac_of(&c.tb, &c.fwd, &c.fa)?;
+        let (p64, o64) = measure_pps(&c, fwd_mac, [10, 204, 2, 99], [10, 204, 1, 1], 60, secs)?;
+        let (p1500, o1500) =
+            measure_pps(&c, fwd_mac, [10, 204, 2, 99], [10, 204, 1, 1], 1514, secs)?;
+        let rtt = ping_rtts_us(&c.tb, &c.src, "10.204.2.1", pings)?;
+        PathResult {
+            path: "kernel".into(),
+            pps_64: p64,
+            pps_1500: p1500,
+            offered_pps_64: o64,
+            offered_pps_1500: o1500,
+            rtt_p50_us: pct(&rtt, 50.0),
+            rtt_p90_us: pct(&rtt, 90.0),
+        }
+    };
+    let engine = {
+        let c = chain("be", false)?;
+        let cfg = EngineConfig {
+            dev_a: c.fa.clone(),
+            dev_b: c.fb.clone(),
+            ab: DirConfig {
+                rate_bps: None,
+                delay: 0,
+                qdisc: parse_qdisc("fifo:1000")?,
+            },
+            ba: DirConfig {
+                rate_bps: None,
+                delay: 0,
+                qdisc: parse_qdisc("fifo:1000")?,
+            },
+            pool: 8192,
+            delay_line: 4096,
+            stats_interval: None,
+        };
+        let h = spawn_in_netns_pinned(&c.fwd, cfg)?;
+        let _ =
+            c.tb.exec(&c.src, "ping", &["-n", "-c", "2", "-W", "1", "10.205.0.2"]);
+        let (p64, o64) = measure_pps(&c, SINK_MAC, [10, 205, 0, 99], [10, 205, 0, 1], 60, secs)?;
+        let (p1500, o1500) =
+            measure_pps(&c, SINK_MAC, [10, 205, 0, 99], [10, 205, 0, 1], 1514, secs)?;
+        let rtt = ping_rtts_us(&c.tb, &c.src, "10.205.0.2", pings)?;
+        let _st = h.stop()?;
+        PathResult {
+            path: "engine".into(),
+            pps_64: p64,
+            pps_1500: p1500,
+            offered_pps_64: o64,
+            offered_pps_1500: o1500,
+            rtt_p50_us: pct(&rtt, 50.0),
+            rtt_p90_us: pct(&rtt, 90.0),
+        }
+    };
+    let added = engine.rtt_p50_us - kernel.rtt_p50_us;
+    Ok(BenchResult {
+        kernel,
+        engine,
+        added_rtt_p50_us: added,
+        added_one_way_p50_us: added / 2.0,
+    })
+}
+
+/// The engine on its own thread, pinned to CPU 1 (the generator has CPU 0).
+fn spawn_in_netns_pinned(ns: &str, cfg: EngineConfig) -> Result<crate::engine::EngineHandle> {
+    // The engine thread inherits the affinity of the thread that creates it.
+    let ns = ns.to_string();
+    std::thread::spawn(move || {
+        if num_cpus() > 1 {
+            pin_to_cpu(1);
+        }
+        spawn_in_netns(&ns, cfg)
+    })
+    .join()
+    .map_err(|_| anyhow!("engine start thread panicked"))?
+}
+
+fn num_cpus() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_have_valid_ipv4_checksums() {
+        let f = udp_frame(
+            60,
+            SINK_MAC,
+            [2, 0, 0, 0, 0, 1],
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+        );
+        assert_eq!(f.len(), 60);
+        // A header with its checksum in place sums to 0xffff (RFC 1071).
+        assert_eq!(ipv4_checksum(&f[14..34]), 0);
+        let ip = netsched_core::wire::parse_ip(&f[14..]).unwrap();
+        assert_eq!(ip.protocol, 17);
+        assert_eq!(
+            udp_frame(1514, SINK_MAC, SINK_MAC, [1; 4], [2; 4]).len(),
+            1514
+        );
+    }
 }

@@ -598,7 +598,7 @@ impl Direction {
             let len = msgs[i].msg_len as usize;
             let slot = slots[i];
             // Our own sends never come back with IGNORE_OUTGOING; older kernels: check type.
-            if addrs[i].sll_pkttype == libc::PACKET_OUTGOING as u8 {
+            if addrs[i].sll_pkttype == libc::PACKET_OUTGOING {
                 self.pool.free.push(slot);
                 continue;
             }

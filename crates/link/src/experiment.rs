@@ -3,7 +3,7 @@
 //! ```text
 //!  local ──LAN 10 Mbit/s── gateway ──veth── [modem: netsched link] ──veth── remote
 //!  10.203.1.1           .1.254 | .2.254        up 800 kbit/s, FIFO 100        10.203.2.1
-//!                                            down 2.1 Mbit/s, FIFO 1000
+//!                                            down 2.1 Mbit/s, FIFO 300
 //!                                            + propagation delay each way
 //! ```
 //!
@@ -239,7 +239,7 @@ struct Net {
 }
 
 fn build_net(access: &Access) -> Result<Net> {
-    let mut tb = Testbed::new("adsl")?;
+    let mut tb = Testbed::new("adslr")?;
     let local = tb.add_ns("local")?;
     let gw = tb.add_ns("gw")?;
     let modem = tb.add_ns("modem")?;
@@ -591,7 +591,7 @@ impl RealParams {
             down_kbit: get_f64(p, &["down_kbit", "downlink_kbit"], 2100.0)?,
             lan_kbit: get_f64(p, &["lan_kbit"], 10_000.0)?,
             up_queue: get_f64(p, &["up_queue", "uplink_queue"], 100.0)? as usize,
-            down_queue: get_f64(p, &["down_queue", "downlink_queue"], 1000.0)? as usize,
+            down_queue: get_f64(p, &["down_queue", "downlink_queue"], 300.0)? as usize,
             delay_ms: get_f64(p, &["delay_ms"], 10.0)?,
             duration_s: duration as u32,
             variants,
@@ -599,8 +599,8 @@ impl RealParams {
                 .get("real_strong")
                 .and_then(|v| v.as_bool())
                 .unwrap_or(true),
-            strong_up_kbit: get_f64(p, &["strong_up_kbit"], 1000.0)?,
-            strong_down_kbit: get_f64(p, &["strong_down_kbit"], 50_000.0)?,
+            strong_up_kbit: get_f64(p, &["strong_up_kbit"], 250.0)?,
+            strong_down_kbit: get_f64(p, &["strong_down_kbit"], 25_000.0)?,
             strong_variant: p
                 .get("strong_variant")
                 .and_then(|v| v.as_str())

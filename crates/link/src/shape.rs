@@ -486,10 +486,7 @@ impl Target {
         }
         let out = child.wait_with_output()?;
         if !out.status.success() {
-            bail!(
-                "{}",
-                String::from_utf8_lossy(&out.stderr).trim().to_string()
-            );
+            bail!("{}", String::from_utf8_lossy(&out.stderr).trim());
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
