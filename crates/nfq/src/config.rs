@@ -174,6 +174,7 @@ struct FileConfig {
     control_socket: Option<PathBuf>,
     control_group: Option<String>,
     iptables: Option<String>,
+    early_miss: Option<bool>,
     service: Option<FileService>,
     #[serde(default, rename = "class")]
     classes: Vec<FileClass>,
@@ -281,6 +282,9 @@ pub struct Config {
     pub classes: Vec<ClassSpec>,
     pub table: Vec<(Cidr, usize)>,
     pub limits: Limits,
+    /// Report a miss as soon as a request's age passes the deadline (true), or only when its
+    /// late response leaves, as the thesis does (false). See docs/nfq.md.
+    pub early_miss: bool,
 }
 
 pub const DEFAULT_SOCKET: &str = "/run/netsched-nfq.sock";
@@ -306,6 +310,7 @@ impl Default for Config {
             classes: Vec::new(),
             table: Vec::new(),
             limits: Limits::default(),
+            early_miss: true,
         }
     }
 }
@@ -386,6 +391,9 @@ impl Config {
         c.control_group = f.control_group;
         if let Some(i) = f.iptables {
             c.iptables = i;
+        }
+        if let Some(e) = f.early_miss {
+            c.early_miss = e;
         }
         if let Some(s) = f.service {
             if let Some(p) = &s.protocol {

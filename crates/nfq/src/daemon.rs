@@ -119,6 +119,10 @@ pub struct RunArgs {
     /// iptables front end (iptables, iptables-legacy, iptables-nft).
     #[arg(long)]
     pub iptables: Option<String>,
+    /// Count a miss as soon as a request's age passes the deadline (true, default), or only
+    /// when its late response leaves (false, as in the thesis).
+    #[arg(long)]
+    pub early_miss: Option<bool>,
     /// Pin the daemon to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
@@ -192,6 +196,9 @@ impl RunArgs {
         }
         if let Some(i) = &self.iptables {
             c.iptables = i.clone();
+        }
+        if let Some(e) = self.early_miss {
+            c.early_miss = e;
         }
         c.validate()?;
         Ok(c)

@@ -59,11 +59,20 @@ pub struct FlowKey {
     pub protocol: u8,
 }
 
+/// The outstanding request of a flow. `missed`: its miss was already reported (early miss).
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum FlowState {
     Idle,
-    Held { class: usize },
-    InServer { class: usize, arrived: Nanos },
+    Held {
+        class: usize,
+        arrived: Nanos,
+        missed: bool,
+    },
+    InServer {
+        class: usize,
+        arrived: Nanos,
+        missed: bool,
+    },
 }
 
 #[derive(Debug)]
@@ -109,6 +118,8 @@ pub struct Counters {
     pub discipline_drops_passed: u64,
     pub aborted: u64,
     pub expired_flows: u64,
+    /// Misses reported when a request's age passed the deadline (before its response).
+    pub early_misses: u64,
     /// Packets passed while stopped.
     pub passed_stopped: u64,
 }
@@ -295,7 +306,7 @@ impl Engine {
         let flow = self.flows.get_mut(&key).expect("inserted above");
         flow.last_seen = now;
         match flow.state {
-            FlowState::Held { class } => {
+            FlowState::Held { class, .. } => {
                 // Keep the flow's order: everything behind a held request waits with it.
                 if over_limit {
                     self.counters.passed_over_limit += 1;
@@ -331,6 +342,7 @@ impl Engine {
                     flow.state = FlowState::InServer {
                         class,
                         arrived: now,
+                        missed: false,
                     };
                     self.in_server += 1;
                     accept.push(id);
@@ -345,7 +357,11 @@ impl Engine {
                     bytes: info.total_len,
                     class,
                 };
-                flow.state = FlowState::Held { class };
+                flow.state = FlowState::Held {
+                    class,
+                    arrived: now,
+                    missed: false,
+                };
                 self.held_packets += 1;
                 self.held_per_class[class] += 1;
                 self.counters.held += 1;
@@ -395,7 +411,12 @@ impl Engine {
         let Some(flow) = self.flows.get_mut(key) else {
             return;
         };
-        let FlowState::InServer { class, arrived } = flow.state else {
+        let FlowState::InServer {
+            class,
+            arrived,
+            missed,
+        } = flow.state
+        else {
             return;
         };
         flow.state = FlowState::Idle;
@@ -407,29 +428,67 @@ impl Engine {
             Outcome::Responded => {
                 c.latency_sum_ns += latency as u128;
                 c.responded += 1;
-                if latency <= self.deadline {
-                    c.s += 1;
-                } else {
-                    c.fail += 1;
-                }
-                self.all_latency_sum += latency as u128;
-                self.all_completed += 1;
-                self.sched.completed(class, latency, now);
-                if let Deadline::Auto { .. } = self.cfg.deadline {
-                    // Same running mean the Percentile discipline keeps for `Auto`.
-                    self.deadline = ((self.all_latency_sum / self.all_completed as u128) as Nanos).max(1);
+                if !missed {
+                    self.report(class, latency, now);
                 }
             }
             Outcome::Aborted | Outcome::TimedOut => {
-                c.fail += 1;
                 if outcome == Outcome::TimedOut {
                     c.timeouts += 1;
                 } else {
                     self.counters.aborted += 1;
                 }
-                // No feedback to the discipline: the request stays counted in N without an
-                // S, i.e. a miss, and no made-up latency distorts the auto deadline's mean.
+                if !missed {
+                    // A miss; its latency is unknown, so the age now stands for it.
+                    self.report(class, latency.max(self.deadline.saturating_add(1)), now);
+                }
             }
+        }
+    }
+
+    /// Count a request's outcome (S or fail) and tell the discipline — once per request.
+    fn report(&mut self, class: usize, latency: Nanos, now: Nanos) {
+        let c = &mut self.per_class[class];
+        if latency <= self.deadline {
+            c.s += 1;
+        } else {
+            c.fail += 1;
+        }
+        self.all_latency_sum += latency as u128;
+        self.all_completed += 1;
+        self.sched.completed(class, latency, now);
+        if let Deadline::Auto { .. } = self.cfg.deadline {
+            // Same running mean the Percentile discipline keeps for `Auto`.
+            self.deadline = ((self.all_latency_sum / self.all_completed as u128) as Nanos).max(1);
+        }
+    }
+
+    /// Early miss: a request still held or inside the server whose age passed the deadline
+    /// can no longer succeed; report the miss now instead of when its late response leaves.
+    fn report_early_misses(&mut self, now: Nanos) {
+        let deadline = self.deadline;
+        let mut missed = Vec::new();
+        for f in self.flows.values_mut() {
+            match &mut f.state {
+                FlowState::Held {
+                    class,
+                    arrived,
+                    missed: m,
+                }
+                | FlowState::InServer {
+                    class,
+                    arrived,
+                    missed: m,
+                } if !*m && now.saturating_sub(*arrived) > deadline => {
+                    *m = true;
+                    missed.push((*class, now - *arrived));
+                }
+                _ => {}
+            }
+        }
+        self.counters.early_misses += missed.len() as u64;
+        for (class, age) in missed {
+            self.report(class, age, now);
         }
     }
 
@@ -441,9 +500,11 @@ impl Engine {
         if let Some(flow) = self.flows.get_mut(&item.flow) {
             n += flow.follow.len();
             accept.append(&mut flow.follow);
+            let missed = matches!(flow.state, FlowState::Held { missed: true, .. });
             flow.state = FlowState::InServer {
                 class,
                 arrived: item.arrived,
+                missed,
             };
             flow.last_seen = now;
         }
@@ -476,6 +537,9 @@ impl Engine {
             .collect();
         for k in &timed_out {
             self.finish(k, now, Outcome::TimedOut);
+        }
+        if self.cfg.early_miss {
+            self.report_early_misses(now);
         }
         let before = self.flows.len();
         self.flows.retain(|_, f| {
@@ -739,6 +803,42 @@ mod tests {
         let st = e.status();
         assert_eq!((st.classes[1].s, st.classes[1].fail), (0, 1));
         assert_eq!(st.in_server, 0);
+    }
+
+    #[test]
+    fn engine_early_miss_counts_a_waiting_request_once() {
+        let mut e = Engine::new(cfg(DisciplineKind::Fifo, Some(1))).unwrap();
+        let mut acc = Vec::new();
+        e.on_packet(1, NF_INET_LOCAL_IN, &req(client(0, 1), 1000), 0, &mut acc);
+        e.on_packet(2, NF_INET_LOCAL_IN, &req(client(1, 1), 1001), 0, &mut acc);
+        e.tick(3 * MS, &mut acc);
+        assert_eq!(e.status().classes[1].fail, 0);
+        // 5 ms > the 4 ms deadline: both requests can no longer succeed.
+        e.tick(5 * MS, &mut acc);
+        let st = e.status();
+        assert_eq!((st.classes[0].fail, st.classes[1].fail), (1, 1));
+        assert_eq!(st.counters.early_misses, 2);
+        // Their late responses do not count them again.
+        e.on_packet(3, NF_INET_LOCAL_OUT, &resp(client(0, 1), 1000), 6 * MS, &mut acc);
+        e.on_packet(4, NF_INET_LOCAL_OUT, &resp(client(1, 1), 1001), 7 * MS, &mut acc);
+        let st = e.status();
+        assert_eq!((st.classes[0].fail, st.classes[1].fail), (1, 1));
+        assert_eq!((st.classes[0].s, st.classes[1].s), (0, 0));
+        assert_eq!(st.classes[1].completed, 1);
+        assert!((st.classes[1].mean_response_ms - 7.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn engine_thesis_miss_counting_waits_for_the_response() {
+        let mut c = cfg(DisciplineKind::Fifo, Some(1));
+        c.early_miss = false;
+        let mut e = Engine::new(c).unwrap();
+        let mut acc = Vec::new();
+        e.on_packet(1, NF_INET_LOCAL_IN, &req(client(1, 1), 1001), 0, &mut acc);
+        e.tick(50 * MS, &mut acc);
+        assert_eq!(e.status().classes[1].fail, 0);
+        e.on_packet(2, NF_INET_LOCAL_OUT, &resp(client(1, 1), 1001), 60 * MS, &mut acc);
+        assert_eq!(e.status().classes[1].fail, 1);
     }
 
     #[test]

@@ -47,6 +47,7 @@ pub struct RealParams {
     pub server_cpu: usize,
     pub client_cpu: usize,
     pub modes: Vec<DisciplineKind>,
+    pub early_miss: bool,
 }
 
 impl RealParams {
@@ -123,6 +124,12 @@ impl RealParams {
             server_cpu: num("server_cpu", 0.0)? as usize,
             client_cpu: num("client_cpu", 1.0)? as usize,
             modes,
+            early_miss: match p.get("early_miss") {
+                None => true,
+                Some(v) => v
+                    .as_bool()
+                    .ok_or_else(|| anyhow!("params.early_miss: expected true or false"))?,
+            },
         })
     }
 }
@@ -155,6 +162,7 @@ pub fn daemon_config(p: &RealParams, mode: DisciplineKind, socket: &Path) -> Res
         budget: Some(p.budget),
         deadline: crate::config::parse_deadline(&p.deadline)?,
         control_socket: socket.to_path_buf(),
+        early_miss: p.early_miss,
         ..Config::default()
     };
     for (k, &pc) in p.percentiles.iter().enumerate() {

@@ -266,23 +266,31 @@ mod tests {
     fn loadgen_reads_content_length_and_chunked_responses() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
+        // Closed loop as in the load generator: one response per request byte.
         let server = std::thread::spawn(move || {
             let (mut c, _) = l.accept().unwrap();
+            let mut one = [0u8; 1];
+            c.read_exact(&mut one).unwrap();
             c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel").unwrap();
             std::thread::sleep(Duration::from_millis(20));
             c.write_all(b"lo").unwrap();
+            c.read_exact(&mut one).unwrap();
             c.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n")
                 .unwrap();
             std::thread::sleep(Duration::from_millis(20));
             c.write_all(b"2;x=y\r\nde\r\n0\r\n\r\n").unwrap();
+            c.read_exact(&mut one).unwrap();
             c.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
                 .unwrap();
         });
         let mut s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut buf = vec![0u8; 4096];
+        s.write_all(b"1").unwrap();
         assert!(read_response(&mut s, &mut buf).unwrap());
+        s.write_all(b"2").unwrap();
         assert!(read_response(&mut s, &mut buf).unwrap());
+        s.write_all(b"3").unwrap();
         let e = read_response(&mut s, &mut buf).unwrap_err().to_string();
         assert!(e.contains("404"), "{e}");
         server.join().unwrap();
