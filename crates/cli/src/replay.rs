@@ -6,7 +6,7 @@ use crate::trace::{parse_duration_ns, parse_rate_bps, Trace};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use netsched_core::qdisc::fifo::TestItem;
-use netsched_core::qdisc::{Feedback, Qdisc, QdiscConfig, Verdict};
+use netsched_core::qdisc::{AnyQdisc, Feedback, Qdisc, QdiscConfig, Verdict};
 use netsched_core::Nanos;
 use serde::Deserialize;
 use serde_json::json;
@@ -149,6 +149,30 @@ pub(crate) fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T
     toml::from_str(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
+/// If the server is idle and the discipline releases an item at `now`, start serving it.
+fn try_start(
+    q: &mut AnyQdisc<TestItem>,
+    in_service: &mut Option<(TestItem, Nanos)>,
+    meta: &HashMap<u64, (usize, Nanos)>,
+    service: &Service,
+    now: Nanos,
+    out: &mut impl Write,
+) -> Result<()> {
+    if in_service.is_some() || q.is_empty() {
+        return Ok(());
+    }
+    if let Some(item) = q.dequeue(now) {
+        let done = now + service.time(item.len);
+        writeln!(
+            out,
+            "{}",
+            json!({"t": now, "event": "dequeue", "id": item.id, "class": meta[&item.id].0})
+        )?;
+        *in_service = Some((item, done));
+    }
+    Ok(())
+}
+
 fn replay_qdisc(config: &Path, trace: &Path, out: &mut impl Write) -> Result<()> {
     let cfg: QdiscReplayConfig = read_toml(config)?;
     let cname = config.display();
@@ -207,18 +231,7 @@ fn replay_qdisc(config: &Path, trace: &Path, out: &mut impl Write) -> Result<()>
     let mut now: Nanos = 0;
     let (mut completed, mut dropped) = (0u64, 0u64);
     loop {
-        // Start service if the server is idle (at `now`).
-        if in_service.is_none() && !q.is_empty() {
-            if let Some(item) = q.dequeue(now) {
-                let done = now + service.time(item.len);
-                writeln!(
-                    out,
-                    "{}",
-                    json!({"t": now, "event": "dequeue", "id": item.id, "class": meta[&item.id].0})
-                )?;
-                in_service = Some((item, done));
-            }
-        }
+        try_start(&mut q, &mut in_service, &meta, &service, now, out)?;
         let t_arr = arrivals.get(next).map(|a| a.0);
         let t_done = in_service.as_ref().map(|s| s.1);
         let t_timer = if in_service.is_none() && !q.is_empty() {
@@ -249,7 +262,8 @@ fn replay_qdisc(config: &Path, trace: &Path, out: &mut impl Write) -> Result<()>
             }
             next += 1;
             meta.insert(item.id, (class, ta));
-            match q.enqueue(class, item, t) {
+            let verdict = q.enqueue(class, item, t);
+            match verdict {
                 Verdict::Queued => {
                     writeln!(
                         out,
@@ -281,6 +295,9 @@ fn replay_qdisc(config: &Path, trace: &Path, out: &mut impl Write) -> Result<()>
                     )?;
                 }
             }
+            // A NIC or server takes the head item the moment it is idle, before the next
+            // arrival of the same instant.
+            try_start(&mut q, &mut in_service, &meta, &service, t, out)?;
         }
     }
     let stats = q.stats();

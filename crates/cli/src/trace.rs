@@ -30,8 +30,8 @@ impl Trace {
             .lines()
             .map(str::trim)
             .find(|l| !l.is_empty() && !l.starts_with('#'));
-        let json = matches!(ext, "jsonl" | "json" | "ndjson")
-            || first.is_some_and(|l| l.starts_with('{'));
+        let json =
+            matches!(ext, "jsonl" | "json" | "ndjson") || first.is_some_and(|l| l.starts_with('{'));
         let records = if json {
             parse_jsonl(&name, &text)?
         } else {
@@ -114,10 +114,6 @@ impl Record {
             .ok_or_else(|| anyhow!("{file}:{}: missing field `{field}`", self.line))
     }
 
-    pub fn opt_text(&self, field: &str) -> Option<&str> {
-        self.fields.get(field).map(String::as_str)
-    }
-
     /// A whole number field.
     pub fn u64(&self, file: &str, field: &str) -> Result<u64> {
         let t = self.text(file, field)?;
@@ -177,7 +173,11 @@ pub fn parse_rate_bps(t: &str) -> std::result::Result<u64, String> {
         "kbit" => 1e3,
         "mbit" => 1e6,
         "gbit" => 1e9,
-        u => return Err(format!("`{t}`: unknown unit `{u}` (use bit, kbit, mbit, gbit)")),
+        u => {
+            return Err(format!(
+                "`{t}`: unknown unit `{u}` (use bit, kbit, mbit, gbit)"
+            ))
+        }
     };
     let bps = (v * scale).round();
     if !bps.is_finite() || bps < 1.0 {
@@ -212,7 +212,10 @@ mod tests {
         let t = Trace::read(&p).unwrap();
         assert_eq!(t.records.len(), 2);
         let err = t.records[1].u64(&t.path, "size").unwrap_err().to_string();
-        assert!(err.contains("t.csv:3") && err.contains("`size`") && err.contains("abc"), "{err}");
+        assert!(
+            err.contains("t.csv:3") && err.contains("`size`") && err.contains("abc"),
+            "{err}"
+        );
         std::fs::write(&p, "time,class,size,id\n0,0,100\n").unwrap();
         let err = Trace::read(&p).err().unwrap().to_string();
         assert!(err.contains("t.csv:2"), "{err}");

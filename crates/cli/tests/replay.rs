@@ -1,0 +1,187 @@
+//! End-to-end tests of `netsched replay`: the binary, the example files, hand-worked outcomes.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn replay(args: &[&str]) -> (bool, Vec<Value>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_netsched"))
+        .arg("replay")
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("run netsched");
+    let events = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    (
+        out.status.success(),
+        events,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn ids(events: &[Value], kind: &str) -> Vec<u64> {
+    events
+        .iter()
+        .filter(|e| e["event"] == kind)
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect()
+}
+
+/// A 3-packet FIFO at 800 kbit/s: packet 1 goes straight to the wire, 2-4 fill the queue, the
+/// ACK (5) and packet 6 are tail-dropped; the ACK at 20 ms finds room.
+#[test]
+fn fifo_burst_tail_drops() {
+    let (ok, ev, err) = replay(&[
+        "qdisc",
+        "--config",
+        "examples/replay/fifo.toml",
+        "--trace",
+        "examples/replay/burst.csv",
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(ids(&ev, "drop"), vec![5, 6]);
+    assert_eq!(ids(&ev, "dequeue"), vec![1, 2, 3, 4, 7]);
+    // 1500 B at 800 kbit/s = 15 ms per packet.
+    let first = ev.iter().find(|e| e["event"] == "complete").unwrap();
+    assert_eq!(first["t"], 15_000_000);
+    let summary = ev.last().unwrap();
+    assert_eq!(summary["event"], "summary");
+    assert_eq!(summary["completed"], 5);
+    assert_eq!(summary["dropped"], 2);
+}
+
+/// ACK separation (P3): the ACK gets its own FIFO and overtakes queued data; the later ACK (7)
+/// overtakes packets 3 and 4 too.
+#[test]
+fn ack_separation_burst_serves_acks_first() {
+    let (ok, ev, err) = replay(&[
+        "qdisc",
+        "--config",
+        "examples/replay/ack-separation.toml",
+        "--trace",
+        "examples/replay/burst.csv",
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(ids(&ev, "drop"), vec![6]);
+    assert_eq!(ids(&ev, "dequeue"), vec![1, 5, 2, 7, 3, 4]);
+}
+
+/// Percentile (P0): under contention the higher classes get lower mean latency.
+#[test]
+fn percentile_orders_classes() {
+    let (ok, ev, err) = replay(&[
+        "qdisc",
+        "--config",
+        "examples/replay/percentile.toml",
+        "--trace",
+        "examples/replay/web-waves.csv",
+    ]);
+    assert!(ok, "{err}");
+    let mut sum = [0f64; 5];
+    let mut n = [0f64; 5];
+    for e in ev.iter().filter(|e| e["event"] == "complete") {
+        let c = e["class"].as_u64().unwrap() as usize;
+        sum[c] += e["latency_ns"].as_f64().unwrap();
+        n[c] += 1.0;
+    }
+    let mean: Vec<f64> = (0..5).map(|c| sum[c] / n[c]).collect();
+    assert!(
+        n.iter().all(|&k| k == 40.0),
+        "every request completes: {n:?}"
+    );
+    assert!(
+        mean[0] < mean[4],
+        "C0 {} should beat C4 {}",
+        mean[0],
+        mean[4]
+    );
+}
+
+/// wlc over weights 3,2,1, worked by hand with IPVS's rule (pick the least
+/// (active·256 + inactive)/weight, ties to the earlier server).
+#[test]
+fn wlc_hand_worked_picks() {
+    let (ok, ev, err) = replay(&[
+        "balance",
+        "--config",
+        "examples/replay/wlc.toml",
+        "--trace",
+        "examples/replay/conns.csv",
+    ]);
+    assert!(ok, "{err}");
+    let picks: Vec<u64> = ev
+        .iter()
+        .filter(|e| e["event"] == "pick")
+        .map(|e| e["server"].as_u64().unwrap())
+        .collect();
+    assert_eq!(picks, vec![0, 1, 2, 0, 1, 0, 1, 0]);
+    assert_eq!(
+        ev.last().unwrap()["per_server"],
+        serde_json::json!([4, 3, 1])
+    );
+}
+
+#[test]
+fn bad_trace_names_file_line_and_field() {
+    let dir = std::env::temp_dir().join(format!("netsched-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("bad.csv");
+    std::fs::write(&trace, "time,class,size,id\n0ms,0,100,1\n1ms,0,lots,2\n").unwrap();
+    let (ok, _, err) = replay(&[
+        "qdisc",
+        "--config",
+        "examples/replay/fifo.toml",
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("bad.csv:3") && err.contains("`size`") && err.contains("lots"),
+        "{err}"
+    );
+
+    let cfg = dir.join("bad.toml");
+    std::fs::write(
+        &cfg,
+        "[qdisc]\nkind = \"fifo\"\nlimit_packets = 0\n[service]\nrate = \"1mbit\"\n",
+    )
+    .unwrap();
+    let (ok, _, err) = replay(&[
+        "qdisc",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--trace",
+        "examples/replay/burst.csv",
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("bad.toml") && err.contains("limit_packets"),
+        "{err}"
+    );
+
+    std::fs::write(
+        &cfg,
+        "[qdisc]\nkind = \"fifo\"\n[service]\nrate = \"fast\"\n",
+    )
+    .unwrap();
+    let (ok, _, err) = replay(&[
+        "qdisc",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--trace",
+        "examples/replay/burst.csv",
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("service.rate") && err.contains("fast"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
