@@ -41,6 +41,18 @@ fn all_configs() -> Vec<QdiscConfig> {
         r#"{"kind": "ack_separation"}"#,
         r#"{"kind": "ack_separation", "ack": {"limit_packets": 6, "limit_bytes": 2000},
             "other": {"limit_packets": 5}, "ack_filter": true, "ack_share_max": 0.3}"#,
+        r#"{"kind": "percentile", "percentiles": [90, 70, 50], "limit_packets": 5}"#,
+        r#"{"kind": "percentile", "percentiles": [90, 50], "limit_packets": 4,
+            "deadline": {"ms": 2.0}, "memory": {"half_life_ms": 5.0}}"#,
+        r#"{"kind": "percentile", "percentiles": [80, 60, 40], "limit_packets": 6,
+            "memory": {"window": 7}}"#,
+        r#"{"kind": "delay_constrained", "batch": 2, "interfaces": [
+            {"priority": 1, "bitmap_len": 2, "limit_packets": 5},
+            {"priority": 2, "bitmap_len": 3, "limit_packets": 4},
+            {"priority": 3, "bitmap_len": 5, "limit_packets": 6}]}"#,
+        r#"{"kind": "delay_constrained", "batch": 3, "wall_clock": true, "interfaces": [
+            {"priority": 1, "bitmap_len": 2, "bound_ns": 1000000, "limit_packets": 5},
+            {"priority": 2, "bitmap_len": 6, "bound_ns": 4000000, "limit_packets": 4}]}"#,
     ]
     .iter()
     .map(|json| serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}")))
@@ -71,6 +83,11 @@ fn class_limits(cfg: &QdiscConfig) -> Option<Vec<(u64, u64)>> {
         "strict_priority" => Some(v["bands"].as_array()?.iter().map(lim).collect()),
         "drr" | "wf2q_plus" | "edf" => Some(v["classes"].as_array()?.iter().map(lim).collect()),
         "ack_separation" => Some(vec![lim(&v["ack"]), lim(&v["other"])]),
+        "percentile" => Some(vec![
+            (v["limit_packets"].as_u64()?, u64::MAX);
+            v["percentiles"].as_array()?.len()
+        ]),
+        "delay_constrained" => Some(v["interfaces"].as_array()?.iter().map(lim).collect()),
         _ => None,
     }
 }
