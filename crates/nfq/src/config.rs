@@ -283,7 +283,7 @@ pub struct Config {
     pub table: Vec<(Cidr, usize)>,
     pub limits: Limits,
     /// Report a miss as soon as a request's age passes the deadline (true), or only when its
-    /// late response leaves, as the thesis does (false). See docs/nfq.md.
+    /// late response leaves, as the thesis does (false, default). See docs/nfq.md.
     pub early_miss: bool,
 }
 
@@ -310,7 +310,7 @@ impl Default for Config {
             classes: Vec::new(),
             table: Vec::new(),
             limits: Limits::default(),
-            early_miss: true,
+            early_miss: false,
         }
     }
 }

@@ -119,8 +119,8 @@ pub struct RunArgs {
     /// iptables front end (iptables, iptables-legacy, iptables-nft).
     #[arg(long)]
     pub iptables: Option<String>,
-    /// Count a miss as soon as a request's age passes the deadline (true, default), or only
-    /// when its late response leaves (false, as in the thesis).
+    /// Count a miss as soon as a request's age passes the deadline (true), or only when its
+    /// late response leaves (false, default, as in the thesis).
     #[arg(long)]
     pub early_miss: Option<bool>,
     /// Pin the daemon to this CPU.

@@ -5,7 +5,7 @@
 //!
 //! Parameters (JSON object; keys of a `real` table if present, else top level; all optional):
 //! `percentiles` [90,80,70,60,50], `threads_per_client` 4 (5 × 4 = 20 connections, as the
-//! thesis's 5 clients × 4 threads), `budget` 4, `deadline` "auto", `page_kb` 24,
+//! thesis's 5 clients × 4 threads), `budget` 16 (4 requests wait at a time: see below), `deadline` "auto", `page_kb` 24,
 //! `duration_s` 60 (quick: `quick_duration_s` 20), `max_requests_per_thread` 15000 (the
 //! thesis's m), `server_cpu` 0, `client_cpu` 1, `modes` ["fifo","percentile","strict"].
 //!
@@ -99,7 +99,7 @@ impl RealParams {
         if !(dur > 0.0 && dur <= 3600.0) {
             bail!("params.duration_s: must be in (0, 3600], got {dur}");
         }
-        let budget = num("budget", 4.0)? as usize;
+        let budget = num("budget", 16.0)? as usize;
         if budget == 0 {
             bail!("params.budget: must be at least 1");
         }
@@ -125,7 +125,7 @@ impl RealParams {
             client_cpu: num("client_cpu", 1.0)? as usize,
             modes,
             early_miss: match p.get("early_miss") {
-                None => true,
+                None => false,
                 Some(v) => v
                     .as_bool()
                     .ok_or_else(|| anyhow!("params.early_miss: expected true or false"))?,
