@@ -2,10 +2,11 @@
 //! bound of `qdisc/delay.rs` under random arrivals, the Percentile selection rule, and the
 //! stats identities for both.
 
+use netsched_core::dispatch::DispatchConfig;
 use netsched_core::qdisc::delay::{DelayConstrained, DelayInterfaceConfig};
 use netsched_core::qdisc::fifo::TestItem;
 use netsched_core::qdisc::percentile::{PercentileDeadline, PercentileMemory, PercentileQueue};
-use netsched_core::qdisc::{Feedback, Qdisc};
+use netsched_core::qdisc::{Feedback, Qdisc, QdiscConfig};
 use proptest::prelude::*;
 
 /// An operation of a random run: offer `count` packets to `iface`, or serve `count` packets.
@@ -199,5 +200,54 @@ proptest! {
             }
             prop_assert_eq!(q.stats().check_identities(), Ok(()));
         }
+    }
+}
+
+/// Every TOML snippet of `docs/percentile-delay-dispatch.md` parses and builds.
+#[test]
+fn docs_toml_snippets_build() {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct QdiscScenario {
+        qdisc: QdiscConfig,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct DispatchScenario {
+        dispatch: DispatchConfig,
+    }
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/percentile-delay-dispatch.md"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        match (&mut current, line.trim()) {
+            (None, "```toml") => current = Some(String::new()),
+            (Some(b), "```") => {
+                blocks.push(std::mem::take(b));
+                current = None;
+            }
+            (Some(b), l) => {
+                b.push_str(l);
+                b.push('\n');
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(blocks.len(), 6, "toml blocks in the doc");
+    for b in &blocks {
+        let outcome = if b.contains("[qdisc]") {
+            toml::from_str::<QdiscScenario>(b)
+                .map_err(|e| e.to_string())
+                .and_then(|s| s.qdisc.build::<TestItem>().map(|_| ()))
+        } else {
+            toml::from_str::<DispatchScenario>(b)
+                .map_err(|e| e.to_string())
+                .and_then(|s| s.dispatch.build().map(|_| ()))
+        };
+        assert!(outcome.is_ok(), "{outcome:?} in snippet:\n{b}");
     }
 }
