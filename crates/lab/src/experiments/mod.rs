@@ -3,8 +3,87 @@
 //! where `params` is the scenario file (`scenarios/NAME.toml`) with `--set` overrides applied,
 //! converted to JSON. The function writes its CSV/SVG files into `out`; the runner writes
 //! `results.json` and `report.md`.
+//!
+//! [`ALL`] lists them for the runner: name, paper, one line, and the simulated and (where a data
+//! plane exists) real entry points.
 pub mod adsl_ack;
 pub mod lvs_cluster;
 pub mod np_dispatch;
 pub mod percentile_web;
 pub mod vm_delay;
+
+use netsched_report::ExperimentOutput;
+use std::path::Path;
+
+/// A simulated run: `(params, seed, out_dir)`.
+pub type SimFn = fn(&serde_json::Value, u64, &Path) -> anyhow::Result<ExperimentOutput>;
+/// A real run: `(params, seed, out_dir, quick)`.
+pub type RealFn = fn(&serde_json::Value, u64, &Path, bool) -> anyhow::Result<ExperimentOutput>;
+
+/// One experiment as the runner sees it.
+pub struct Experiment {
+    pub name: &'static str,
+    /// Paper reference.
+    pub paper: &'static str,
+    /// Report title.
+    pub title: &'static str,
+    /// One line for `netsched lab list`.
+    pub summary: &'static str,
+    pub run: SimFn,
+    pub run_real: Option<RealFn>,
+}
+
+/// Every experiment, in paper order.
+pub static ALL: &[Experiment] = &[
+    Experiment {
+        name: "percentile-web",
+        paper: "P0 — Percentile network scheduler for differentiated service (Hansung Univ., 2006)",
+        title: "percentile-web — percentile scheduling of web requests by customer class",
+        summary: "5 client classes with percentile targets 90..50 share one web server; FIFO vs Percentile",
+        run: percentile_web::run,
+        run_real: Some(netsched_nfq::experiment::run_real),
+    },
+    Experiment {
+        name: "np-dispatch",
+        paper: "P1 — Packet-processing task scheduling on a multi-processor multi-threaded network processor (Ajou Univ., IXP1200)",
+        title: "np-dispatch — block dispatch policies on a 6×4-thread network processor",
+        summary: "6 engines × 4 threads, 64-byte blocks; RR, FCFS, modified FCFS, modified RR: idle time and rate per packet size",
+        run: np_dispatch::run,
+        run_real: None,
+    },
+    Experiment {
+        name: "vm-delay",
+        paper: "P2 — Delay-constrained scheduling for game-server virtual machines (Soongsil Univ., 2016)",
+        title: "vm-delay — delay-constrained backend scheduling of guest interfaces",
+        summary: "9/18 domains in 3 tiers behind dom0 netback; strict priority vs delay-constrained bitmaps: tail latency and loss",
+        run: vm_delay::run,
+        run_real: None,
+    },
+    Experiment {
+        name: "adsl-ack",
+        paper: "P3 — ACK-separation queueing on an asymmetric-link home gateway (Seoul National Univ., 2005)",
+        title: "adsl-ack — ACK separation on an asymmetric ADSL uplink",
+        summary: "upload + download over 800k/2.1M ADSL; FIFO-100 vs ACK-priority queue",
+        run: adsl_ack::run,
+        run_real: Some(netsched_link::experiment::run_real),
+    },
+    Experiment {
+        name: "lvs-cluster",
+        paper: "P4 — Scheduling algorithms for a scalable wireless-internet proxy cluster (Soongsil Univ., 2004)",
+        title: "lvs-cluster — LVS-NAT scheduling for a proxy/distiller cluster",
+        summary: "LVS-NAT director + 1..15 hosts, closed-loop client; rr, lc, lblc, dh (+ extras), same vs per-host object sizes",
+        run: lvs_cluster::run,
+        run_real: None,
+    },
+];
+
+/// The experiment called `name`, or an error listing the valid names.
+pub fn find(name: &str) -> anyhow::Result<&'static Experiment> {
+    ALL.iter().find(|e| e.name == name).ok_or_else(|| {
+        let names: Vec<&str> = ALL.iter().map(|e| e.name).collect();
+        anyhow::anyhow!(
+            "unknown experiment {name:?}; experiments: {}",
+            names.join(", ")
+        )
+    })
+}
