@@ -1,6 +1,6 @@
-//! ACK separation — paper 003 (P3, SNU 2005), §4: on an asymmetric link (ADSL 800 kbit/s up,
-//! 2.1 Mbit/s down) the uplink FIFO holds both the upload's data and the download's ACKs; up
-//! to 88 data + 88 ACKs compete for 100 slots and the upload collapses to ≈ 250 kbit/s. The
+//! ACK separation — paper 003 (P3, SNU 2005), §3.4 (cause) and §4.1 (fix): on an asymmetric
+//! link (ADSL 800 kbit/s up, 2.1 Mbit/s down) the uplink FIFO holds both the upload's data
+//! and the download's ACKs; up to 88 data + 88 ACKs compete for 100 slots and the upload collapses to ≈ 250 kbit/s. The
 //! fix: pure TCP ACKs go to their own FIFO (class 0) served with strict priority; everything
 //! else is class 1. The class comes from a classifier (`classify::PureAckClassifier`).
 //!
@@ -35,7 +35,7 @@ pub const OTHER_CLASS: ClassId = 1;
 
 const PPM: i64 = 1_000_000;
 
-/// P3 §4: two FIFO children of 100 packets each.
+/// P3 §4.2: two FIFO children of 100 packets each.
 pub fn p3_band() -> BandConfig {
     BandConfig::with_limits(100, u64::MAX)
 }
@@ -268,7 +268,7 @@ mod tests {
         bytes as u64 * 8 * SEC / bits_per_sec
     }
 
-    /// P3 §4 worst case: 88 ACKs (a full 88-packet download window) queued when an upload data
+    /// P3 §4.1 worst case: 88 ACKs (a full 88-packet download window) queued when an upload data
     /// packet arrives; strict priority sends them all first, so the data waits
     /// 88 × 66 B / 800 kbit/s = 58.08 ms (the paper's "58 ms").
     #[test]

@@ -1,4 +1,4 @@
-//! Earliest deadline first — Liu & Layland, JACM 20(1), 1973 (§7, the deadline-driven
+//! Earliest deadline first — Liu & Layland, JACM 20(1), 1973 (the deadline-driven
 //! scheduling algorithm), applied to a queue: each class has a relative deadline; an item's
 //! absolute deadline is its enqueue time plus its class's deadline, and the queued item with
 //! the earliest absolute deadline leaves first (FIFO among equal deadlines: a sequence number

@@ -1,13 +1,13 @@
 //! WF2Q+ — Bennett & Zhang, "Hierarchical packet fair queueing algorithms", IEEE/ACM ToN
-//! 5(5), 1997, §IV (the WF2Q+ system virtual time), building on WF2Q (Bennett & Zhang,
-//! INFOCOM 1996, §3: serve only *eligible* packets, those whose virtual start ≤ V).
+//! 5(5), 1997 (the WF2Q+ system virtual time), building on WF2Q (Bennett & Zhang,
+//! INFOCOM 1996: serve only *eligible* packets, those whose virtual start ≤ V).
 //!
 //! Every class i has a weight wᵢ and a guaranteed rate rᵢ = wᵢ / Σw of the link. For the head
 //! packet of class i we keep a virtual start Sᵢ and finish Fᵢ = Sᵢ + L/rᵢ:
-//! - on arrival to an empty class: Sᵢ = max(V, Fᵢ) (ToN'97 eq. 27);
+//! - on arrival to an empty class: Sᵢ = max(V, Fᵢ);
 //! - after class i sends and stays backlogged: Sᵢ = Fᵢ (its next packet starts where the
 //!   previous finished), then Fᵢ = Sᵢ + L'/rᵢ;
-//! - system virtual time V(t+τ) = max(V(t) + τ, min over backlogged Sᵢ) (eq. 26), where τ
+//! - system virtual time V(t+τ) = max(V(t) + τ, min over backlogged Sᵢ), where τ
 //!   is measured in bytes served (the link is the unit of rate);
 //! - selection: among classes with Sᵢ ≤ V, the smallest Fᵢ (ties: lowest class index).
 //!
@@ -114,7 +114,7 @@ impl<T: Packet> Wf2qPlus<T> {
         len as u128 * VT_SCALE * self.total_weight / self.classes[class].weight as u128
     }
 
-    /// Raise V to the smallest backlogged start (eq. 26) and pick the eligible class with the
+    /// Raise V to the smallest backlogged start (the WF2Q+ V update) and pick the eligible class with the
     /// smallest finish. Idempotent, so `peek` can call it.
     fn wf2q_select(&mut self) -> Option<ClassId> {
         let min_start = self
@@ -262,12 +262,12 @@ mod tests {
         q.stats().check_identities().unwrap();
     }
 
-    /// The WF2Q example (Bennett & Zhang INFOCOM'96 §2, Fig. 2): session 1 has rate 0.5,
+    /// The introductory example of the WF2Q paper (Bennett & Zhang, INFOCOM'96): session 1 has rate 0.5,
     /// sessions 2..11 have 0.05 each, all packets the same size, all arrive at time 0.
     /// WFQ would send session 1's ten packets back to back; WF2Q(+) interleaves them with
     /// the others because a session-1 packet is not eligible before its virtual start.
     #[test]
-    fn wf2q_interleaves_heavy_session_like_bennett_zhang_fig2() {
+    fn wf2q_interleaves_heavy_session_like_bennett_zhang_example() {
         let mut weights = vec![10u32];
         weights.extend(std::iter::repeat_n(1, 10));
         let mut q = build(&weights);
