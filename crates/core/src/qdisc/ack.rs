@@ -1,8 +1,9 @@
 //! ACK separation — paper 003 (P3, SNU 2005), §3.4 (cause) and §4.1 (fix): on an asymmetric
 //! link (ADSL 800 kbit/s up, 2.1 Mbit/s down) the uplink FIFO holds both the upload's data
-//! and the download's ACKs; up to 88 data + 88 ACKs compete for 100 slots and the upload collapses to ≈ 250 kbit/s. The
-//! fix: pure TCP ACKs go to their own FIFO (class 0) served with strict priority; everything
-//! else is class 1. The class comes from a classifier (`classify::PureAckClassifier`).
+//! and the download's ACKs; up to 88 data + 88 ACKs compete for 100 slots and the upload
+//! collapses to ≈ 250 kbit/s. The fix: pure TCP ACKs go to their own FIFO (class 0) served
+//! with strict priority; everything else is class 1. The class comes from a classifier
+//! (`classify::PureAckClassifier`).
 //!
 //! Beyond the paper, two options:
 //! - **ACK filter** (RFC 3449 §5.2.1 "ACK filtering"): when a pure ACK is queued, the newest
