@@ -52,13 +52,29 @@ pub struct PathResult {
 }
 
 #[derive(Debug, Clone, Serialize)]
+pub struct EnginePath {
+    #[serde(flatten)]
+    pub path: PathResult,
+    /// Frames forwarded per second of the engine thread's CPU time: its rate on one whole
+    /// core, whatever else the machine was running.
+    pub pps_per_cpu_second_64: f64,
+    pub pps_per_cpu_second_1500: f64,
+    /// RTT with `--busy-poll` (the engine never sleeps).
+    pub busy_poll_rtt_p50_us: f64,
+    pub busy_poll_rtt_p90_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
 pub struct BenchResult {
     pub kernel: PathResult,
-    pub engine: PathResult,
+    pub engine: EnginePath,
     /// Engine p50 RTT − kernel p50 RTT, µs (two forwarder crossings).
     pub added_rtt_p50_us: f64,
     /// Half of it: added latency of one crossing of the engine.
     pub added_one_way_p50_us: f64,
+    pub busy_poll_added_one_way_p50_us: f64,
+    /// 1-minute load average when the bench ended (other work on the machine).
+    pub load_average: String,
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
@@ -76,16 +92,25 @@ pub fn run(a: BenchArgs) -> Result<()> {
             "{:<8} {:>14} {:>14} {:>12} {:>12}",
             "path", "pkt/s @64B", "pkt/s @1500B", "RTT p50 µs", "RTT p90 µs"
         );
-        for p in [&r.kernel, &r.engine] {
+        for p in [&r.kernel, &r.engine.path] {
             println!(
                 "{:<8} {:>14.0} {:>14.0} {:>12.1} {:>12.1}",
                 p.path, p.pps_64, p.pps_1500, p.rtt_p50_us, p.rtt_p90_us
             );
         }
         println!(
-            "added by the engine: {:.1} µs RTT p50 ({:.1} µs per crossing)",
-            r.added_rtt_p50_us, r.added_one_way_p50_us
+            "engine per CPU-second of its thread: {:.0} pkt/s @64B, {:.0} pkt/s @1500B",
+            r.engine.pps_per_cpu_second_64, r.engine.pps_per_cpu_second_1500
         );
+        println!(
+            "added by the engine: {:.1} µs RTT p50 ({:.1} µs per crossing); busy-poll: {:.1} µs per crossing (RTT p50 {:.1}, p90 {:.1})",
+            r.added_rtt_p50_us,
+            r.added_one_way_p50_us,
+            r.busy_poll_added_one_way_p50_us,
+            r.engine.busy_poll_rtt_p50_us,
+            r.engine.busy_poll_rtt_p90_us
+        );
+        println!("load average: {}", r.load_average);
     }
     Ok(())
 }
@@ -376,50 +401,80 @@ pub fn bench(secs: u32, pings: u32) -> Result<BenchResult> {
     };
     let engine = {
         let c = chain("be", false)?;
-        let cfg = EngineConfig {
-            dev_a: c.fa.clone(),
-            dev_b: c.fb.clone(),
-            ab: DirConfig {
-                rate_bps: None,
-                delay: 0,
-                qdisc: parse_qdisc("fifo:1000")?,
-            },
-            ba: DirConfig {
-                rate_bps: None,
-                delay: 0,
-                qdisc: parse_qdisc("fifo:1000")?,
-            },
-            pool: 8192,
-            delay_line: 4096,
-            stats_interval: None,
+        let cfg = |busy_poll: bool| -> Result<EngineConfig> {
+            let dir = || -> Result<DirConfig> {
+                Ok(DirConfig {
+                    rate_bps: None,
+                    delay: 0,
+                    qdisc: parse_qdisc("fifo:1000")?,
+                })
+            };
+            Ok(EngineConfig {
+                dev_a: c.fa.clone(),
+                dev_b: c.fb.clone(),
+                ab: dir()?,
+                ba: dir()?,
+                pool: 8192,
+                delay_line: 4096,
+                stats_interval: None,
+                busy_poll,
+            })
         };
-        let h = spawn_in_netns_pinned(&c.fwd, cfg)?;
-        let _ =
-            c.tb.exec(&c.src, "ping", &["-n", "-c", "2", "-W", "1", "10.205.0.2"]);
-        let (p64, o64) = measure_pps(&c, SINK_MAC, [10, 205, 0, 99], [10, 205, 0, 1], 60, secs)?;
-        let (p1500, o1500) =
-            measure_pps(&c, SINK_MAC, [10, 205, 0, 99], [10, 205, 0, 1], 1514, secs)?;
-        let rtt = ping_rtts_us(&c.tb, &c.src, "10.205.0.2", pings)?;
-        let _st = h.stop()?;
-        PathResult {
-            path: "engine".into(),
-            pps_64: p64,
-            pps_1500: p1500,
-            offered_pps_64: o64,
-            offered_pps_1500: o1500,
-            rtt_p50_us: pct(&rtt, 50.0),
-            rtt_p90_us: pct(&rtt, 90.0),
+        // A fresh engine per phase, so its thread CPU time belongs to that phase.
+        let phase = |len: usize| -> Result<(f64, f64, f64)> {
+            let h = spawn_in_netns_pinned(&c.fwd, cfg(false)?)?;
+            let (pps, offered) =
+                measure_pps(&c, SINK_MAC, [10, 205, 0, 99], [10, 205, 0, 1], len, secs)?;
+            let st = h.stop()?;
+            let per_cpu = if st.cpu_s > 0.0 {
+                st.ab.tx_frames as f64 / st.cpu_s
+            } else {
+                0.0
+            };
+            Ok((pps, offered, per_cpu))
+        };
+        let (p64, o64, c64) = phase(60)?;
+        let (p1500, o1500, c1500) = phase(1514)?;
+        let rtt_of = |busy: bool| -> Result<Vec<f64>> {
+            let h = spawn_in_netns_pinned(&c.fwd, cfg(busy)?)?;
+            let r = ping_rtts_us(&c.tb, &c.src, "10.205.0.2", pings);
+            h.stop()?;
+            r
+        };
+        let rtt = rtt_of(false)?;
+        let rtt_busy = rtt_of(true)?;
+        EnginePath {
+            path: PathResult {
+                path: "engine".into(),
+                pps_64: p64,
+                pps_1500: p1500,
+                offered_pps_64: o64,
+                offered_pps_1500: o1500,
+                rtt_p50_us: pct(&rtt, 50.0),
+                rtt_p90_us: pct(&rtt, 90.0),
+            },
+            pps_per_cpu_second_64: c64,
+            pps_per_cpu_second_1500: c1500,
+            busy_poll_rtt_p50_us: pct(&rtt_busy, 50.0),
+            busy_poll_rtt_p90_us: pct(&rtt_busy, 90.0),
         }
     };
-    let added = engine.rtt_p50_us - kernel.rtt_p50_us;
+    let added = engine.path.rtt_p50_us - kernel.rtt_p50_us;
+    let added_busy = engine.busy_poll_rtt_p50_us - kernel.rtt_p50_us;
     Ok(BenchResult {
         kernel,
         engine,
         added_rtt_p50_us: added,
         added_one_way_p50_us: added / 2.0,
+        busy_poll_added_one_way_p50_us: added_busy / 2.0,
+        load_average: std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_string(),
     })
 }
-
 /// The engine on its own thread, pinned to CPU 1 (the generator has CPU 0).
 fn spawn_in_netns_pinned(ns: &str, cfg: EngineConfig) -> Result<crate::engine::EngineHandle> {
     // The engine thread inherits the affinity of the thread that creates it.

@@ -116,6 +116,9 @@ pub struct RunArgs {
     /// Print a JSON line of counters at this interval (e.g. 1s).
     #[arg(long)]
     pub stats: Option<String>,
+    /// Never sleep in poll: lowest latency, one core at 100 %.
+    #[arg(long)]
+    pub busy_poll: bool,
     /// Stop after this long (e.g. 30s); default: until SIGINT/SIGTERM.
     #[arg(long)]
     pub duration: Option<String>,
@@ -259,6 +262,8 @@ pub struct EngineConfig {
     pub pool: usize,
     pub delay_line: usize,
     pub stats_interval: Option<Nanos>,
+    /// Never sleep: poll the sockets in a loop (one core at 100 %, lowest latency).
+    pub busy_poll: bool,
 }
 
 impl EngineConfig {
@@ -307,6 +312,7 @@ impl EngineConfig {
                 .map(parse_duration)
                 .transpose()
                 .context("--stats")?,
+            busy_poll: a.busy_poll,
         })
     }
 }
@@ -378,6 +384,8 @@ pub struct DirStats {
 pub struct EngineStats {
     /// Seconds since the engine started.
     pub t: f64,
+    /// CPU seconds the engine thread used (`CLOCK_THREAD_CPUTIME_ID`).
+    pub cpu_s: f64,
     pub ab: DirStats,
     pub ba: DirStats,
 }
@@ -411,6 +419,16 @@ fn now_ns() -> Nanos {
     };
     // SAFETY: valid pointer to a timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * SEC + ts.tv_nsec as u64
+}
+
+fn thread_cpu_ns() -> Nanos {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid pointer to a timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * SEC + ts.tv_nsec as u64
 }
 
@@ -784,6 +802,7 @@ pub struct Engine {
     ab: Direction,
     ba: Direction,
     stats_interval: Option<Nanos>,
+    busy_poll: bool,
 }
 
 impl Engine {
@@ -802,6 +821,7 @@ impl Engine {
             ab,
             ba,
             stats_interval: cfg.stats_interval,
+            busy_poll: cfg.busy_poll,
         })
     }
 
@@ -809,6 +829,7 @@ impl Engine {
         let (da, db) = (self.sock_a.kernel_drops(), self.sock_b.kernel_drops());
         EngineStats {
             t: (now_ns() - t0) as f64 / 1e9,
+            cpu_s: thread_cpu_ns() as f64 / 1e9,
             ab: self.ab.snapshot(da),
             ba: self.ba.snapshot(db),
         }
@@ -865,7 +886,7 @@ impl Engine {
             // Wake at least every 100 ms to notice `stop`.
             wake = Some(wake.map_or(now + 100 * MS, |w| w.min(now + 100 * MS)));
             let timeout = wake.map(|w| w.saturating_sub(now)).unwrap_or(0);
-            if timeout == 0 {
+            if timeout == 0 || self.busy_poll {
                 continue;
             }
             let mut fds = [
@@ -1063,6 +1084,7 @@ mod tests {
             pool: 1024,
             delay_line: 1024,
             stats: None,
+            busy_poll: false,
             duration: None,
         };
         let e = format!("{:#}", EngineConfig::from_args(&a).err().unwrap());

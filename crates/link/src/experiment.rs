@@ -392,6 +392,7 @@ pub fn run_one(spec: &RunSpec) -> Result<RunOutcome> {
         pool: 4096,
         delay_line: 4096,
         stats_interval: None,
+        busy_poll: false,
     };
     let engine = spawn_in_netns(&net.modem, engine_cfg).context("starting netsched link")?;
     let gw_target = Target::in_netns(&net.gw, &net.gw_wan);

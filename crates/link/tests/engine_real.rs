@@ -53,6 +53,7 @@ fn link_engine_forwards_with_delay_and_counts_everything() {
             pool: 1024,
             delay_line: 1024,
             stats_interval: None,
+            busy_poll: false,
         };
         let h = spawn_in_netns(&m, cfg).unwrap();
         let rtts = rtt_ms(&tb, &a, "10.77.0.2", 20);
