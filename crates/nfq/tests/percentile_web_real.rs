@@ -1,0 +1,187 @@
+//! The percentile-web experiment on real Linux (root; nginx-light): FIFO, Percentile and
+//! strict priority through the NFQUEUE daemon, then the daemon SIGKILLed mid-run.
+//! Budget: ~50 s for the three modes, ~25 s for the kill test.
+
+use netsched_nfq::config::DisciplineKind;
+use netsched_nfq::experiment::{checks, run_experiment, run_mode, RealParams};
+use netsched_nfq::loadgen::{run_load, LoadSpec};
+use netsched_nfq::web::WebBed;
+use netsched_testbed::{namespaces_with, privileged_test_allowed};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+fn spread(v: &[f64]) -> f64 {
+    let max = v.iter().cloned().fold(f64::MIN, f64::max);
+    let min = v.iter().cloned().fold(f64::MAX, f64::min);
+    max / min - 1.0
+}
+
+#[test]
+fn percentile_web_real_fifo_percentile_strict() {
+    if !privileged_test_allowed("percentile_web_real_fifo_percentile_strict") {
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("nfq-pweb-test-{}", std::process::id()));
+    let params = serde_json::json!({ "quick_duration_s": 15 });
+    let (output, runs) = run_experiment(&params, 1, &out, true).expect("experiment runs");
+    assert_eq!(runs.len(), 3);
+    for r in &runs {
+        let sent: u64 = r.load.sent.iter().sum();
+        let got: u64 = r.load.received.iter().sum();
+        assert!(sent > 500, "{}: only {sent} requests", r.mode.as_str());
+        assert_eq!(sent, got, "{}: every request gets its response", r.mode.as_str());
+        assert!(r.load.errors.is_empty(), "{}: {:?}", r.mode.as_str(), r.load.errors);
+        assert_eq!(r.load.sent, r.load.received);
+    }
+    let fifo = runs.iter().find(|r| r.mode == DisciplineKind::Fifo).unwrap();
+    assert!(spread(&fifo.mean_ms) <= 0.15, "FIFO means {:?}", fifo.mean_ms);
+    let pct = runs
+        .iter()
+        .find(|r| r.mode == DisciplineKind::Percentile)
+        .unwrap();
+    assert!(
+        pct.mean_ms.windows(2).all(|w| w[0] < w[1]),
+        "Percentile means not ordered: {:?}",
+        pct.mean_ms
+    );
+    let att: Vec<f64> = pct.status.classes.iter().map(|c| c.attainment).collect();
+    assert!(spread(&att) <= 0.10, "attainments {att:?}");
+    let fair = pct.completed.iter().sum::<u64>() as f64 / 5.0;
+    assert!(
+        pct.completed.iter().all(|&c| c as f64 >= 0.25 * fair),
+        "a class starved: {:?}",
+        pct.completed
+    );
+    // The daemon's own counts agree with the clients' (N per class = requests sent).
+    for (k, c) in pct.status.classes.iter().enumerate() {
+        assert_eq!(c.n, pct.load.sent[k], "class {k}: daemon N vs client count");
+    }
+    // The report's checks are the same claims, computed on the same numbers.
+    assert!(output.checks.iter().all(|c| c.passed), "{:#?}", output.checks);
+    assert_eq!(checks(&runs).len(), output.checks.len());
+    for f in &output.figures {
+        assert!(out.join(&f.file).exists(), "{} missing", f.file);
+    }
+    assert!(out.join("real-percentile-response.csv").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
+    if !privileged_test_allowed("percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules")
+    {
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_netsched-nfqd");
+    let mut bed = WebBed::new(5, 8, 0, 2).expect("testbed");
+    let tag = bed.tb.tag().to_string();
+    let sock = bed.dir.join("ctl.sock");
+    let sock_s = sock.display().to_string();
+    let mut args = vec!["nfq", "--port", "80", "--budget", "4", "--socket", &sock_s];
+    let classes: Vec<String> = (0..5).map(|k| format!("C{k}={}", 90 - 10 * k)).collect();
+    let maps: Vec<String> = (0..5)
+        .map(|k| format!("{}=C{k}", netsched_nfq::web::client_cidr(k)))
+        .collect();
+    for c in &classes {
+        args.extend(["--class", c]);
+    }
+    for m in &maps {
+        args.extend(["--map", m]);
+    }
+    let server_ns = bed.server_ns.clone();
+    let pid = bed
+        .tb
+        .spawn(&server_ns, bin, &args, "netsched-nfqd")
+        .expect("daemon starts");
+    let until = Instant::now() + Duration::from_secs(10);
+    while bed.leftover_rules("iptables").unwrap_or(0) < 2 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(bed.leftover_rules("iptables").unwrap(), 2, "daemon installed its rules");
+
+    // Load for 8 s; the daemon is SIGKILLed after 3 s.
+    let spec = LoadSpec {
+        clients: bed.clients(),
+        port: bed.port,
+        path: "/index.html".into(),
+        threads_per_client: 2,
+        duration: Duration::from_secs(8),
+        max_requests_per_thread: 1_000_000,
+        cpu: None,
+        read_timeout: Duration::from_secs(5),
+    };
+    let stop = AtomicBool::new(false);
+    let load = std::thread::scope(|s| {
+        let h = s.spawn(|| run_load(&spec, &stop));
+        std::thread::sleep(Duration::from_secs(3));
+        // SAFETY: pid is our child (started by the testbed, not yet reaped).
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        h.join().unwrap()
+    })
+    .expect("load ran");
+    let after_kill = load.samples.iter().filter(|s| s.done_ns > 4_000_000_000).count();
+    assert!(after_kill > 50, "fail-open: only {after_kill} answers after the kill");
+    assert_eq!(load.sent, load.received, "errors: {:?}", load.errors);
+    assert!(load.errors.is_empty(), "{:?}", load.errors);
+
+    // The rules survive a SIGKILL...
+    assert_eq!(bed.leftover_rules("iptables").unwrap(), 2);
+    // ...and the next start replaces them (exactly one set) and removes them on SIGTERM.
+    let pid2 = bed
+        .tb
+        .spawn(&server_ns, bin, &args, "netsched-nfqd-2")
+        .expect("second daemon starts");
+    let until = Instant::now() + Duration::from_secs(10);
+    while !sock.exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(bed.leftover_rules("iptables").unwrap(), 2, "one set, not two");
+    let st = bed
+        .tb
+        .exec(&server_ns, bin, &["ctl", "--socket", &sock_s, "status", "--json"])
+        .expect("ctl status");
+    assert!(st.contains("\"running\": true"), "{st}");
+    bed.tb.stop(pid2, Duration::from_secs(5)).unwrap();
+    assert_eq!(bed.leftover_rules("iptables").unwrap(), 0, "rules removed on SIGTERM");
+
+    // After another SIGKILL, `cleanup` removes the leftovers.
+    let pid3 = bed
+        .tb
+        .spawn(&server_ns, bin, &args, "netsched-nfqd-3")
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while bed.leftover_rules("iptables").unwrap_or(0) < 2 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: our child.
+    unsafe { libc::kill(pid3 as i32, libc::SIGKILL) };
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(bed.leftover_rules("iptables").unwrap(), 2);
+    let out = bed
+        .tb
+        .exec(&server_ns, bin, &["nfq", "cleanup", "--socket", &sock_s])
+        .unwrap();
+    assert!(out.contains("removed"), "{out}");
+    assert_eq!(bed.leftover_rules("iptables").unwrap(), 0);
+    drop(bed);
+    assert!(namespaces_with(&tag).is_empty(), "namespaces removed");
+}
+
+#[test]
+fn percentile_web_real_params_errors_are_clear() {
+    let e = RealParams::from_json(&serde_json::json!({"budget": 0}), true)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("budget"), "{e}");
+    let e = RealParams::from_json(&serde_json::json!({"percentiles": [90, 0]}), true)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("percentile"), "{e}");
+    let e = format!(
+        "{:#}",
+        RealParams::from_json(&serde_json::json!({"modes": ["lifo"]}), true).unwrap_err()
+    );
+    assert!(e.contains("lifo"), "{e}");
+    let _ = run_mode; // used by the lab runner through run_real
+}
