@@ -1,0 +1,105 @@
+//! percentile-web in the simulator: the thesis's claims, asserted on the measured numbers.
+
+use netsched_lab::experiments::percentile_web;
+use std::path::{Path, PathBuf};
+
+fn scenario() -> serde_json::Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/percentile-web.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let toml: toml::Value = toml::from_str(&text).unwrap();
+    serde_json::to_value(toml).unwrap()
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("netsched-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn classes(out: &netsched_report::ExperimentOutput, run: &str) -> Vec<serde_json::Value> {
+    out.results
+        .runs
+        .iter()
+        .find(|r| r.config["run"] == run)
+        .unwrap_or_else(|| panic!("run {run}"))
+        .metrics["classes"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn col(cs: &[serde_json::Value], key: &str) -> Vec<f64> {
+    cs.iter().map(|c| c[key].as_f64().unwrap_or(f64::NAN)).collect()
+}
+
+fn spread(v: &[f64]) -> f64 {
+    let max = v.iter().cloned().fold(f64::MIN, f64::max);
+    let min = v.iter().cloned().fold(f64::MAX, f64::min);
+    (max - min) / max
+}
+
+#[test]
+fn percentile_web_orders_classes_and_equalises_attainment() {
+    let dir = tempdir("pweb");
+    let out = percentile_web::run(&scenario(), 1, &dir).unwrap();
+    for c in &out.comparisons {
+        eprintln!("{} | paper {} | ours {}", c.quantity, c.paper, c.ours);
+    }
+    for c in &out.checks {
+        eprintln!("[{}] {} — {}", c.passed, c.claim, c.detail);
+    }
+
+    let fifo = classes(&out, "fifo");
+    let fifo_mean = col(&fifo, "mean_response_s");
+    assert!(spread(&fifo_mean) <= 0.10, "FIFO means {fifo_mean:?}");
+
+    let pct = classes(&out, "percentile");
+    let mean = col(&pct, "mean_response_s");
+    assert!(mean.windows(2).all(|w| w[0] < w[1]), "Percentile means not ordered: {mean:?}");
+    let att = col(&pct, "attainment");
+    assert!(spread(&att) <= 0.05, "attainment {att:?}");
+    assert!(att.iter().all(|a| *a > 0.0));
+    // No starvation: every class keeps at least half its FIFO throughput, no silent second.
+    let tp = col(&pct, "throughput_per_s");
+    let fifo_tp = col(&fifo, "throughput_per_s");
+    for c in 0..5 {
+        assert!(tp[c] >= 0.5 * fifo_tp[c], "class {c}: {} vs {}", tp[c], fifo_tp[c]);
+    }
+    assert!(col(&pct, "longest_gap_s").iter().all(|g| *g == 0.0));
+
+    let prio = classes(&out, "strict_priority");
+    let ptp = col(&prio, "throughput_per_s");
+    assert!(ptp[4] < 0.1 * fifo_tp[4], "strict priority C4 {} vs FIFO {}", ptp[4], fifo_tp[4]);
+    assert!(ptp[0] > fifo_tp[0], "strict priority favours C0");
+
+    for c in &out.checks {
+        assert!(c.passed, "{}: {}", c.claim, c.detail);
+    }
+    assert_eq!(out.checks.len(), 5);
+    assert!(dir.join("per_second.csv").exists() && dir.join("mean_response.svg").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn percentile_web_same_seed_same_results() {
+    let mut params = scenario();
+    params["clients"]["requests_per_thread"] = 300.into();
+    let a = percentile_web::run(&params, 3, &tempdir("pweb-a")).unwrap();
+    let b = percentile_web::run(&params, 3, &tempdir("pweb-b")).unwrap();
+    assert_eq!(
+        serde_json::to_string(&a.results.runs).unwrap(),
+        serde_json::to_string(&b.results.runs).unwrap()
+    );
+}
+
+#[test]
+fn percentile_web_rejects_bad_input_by_name() {
+    let mut params = scenario();
+    params["server"]["wokers"] = 2.into();
+    let err = percentile_web::run(&params, 1, &tempdir("pweb-typo")).unwrap_err().to_string();
+    assert!(err.contains("wokers"), "{err}");
+    let mut params = scenario();
+    params["clients"]["percentiles"] = serde_json::json!([90, 0, 70]);
+    let err = percentile_web::run(&params, 1, &tempdir("pweb-p")).unwrap_err().to_string();
+    assert!(err.contains("percentiles"), "{err}");
+}
