@@ -214,6 +214,7 @@ struct FileLimits {
     queue_limit: Option<usize>,
     flow_idle_timeout: Option<String>,
     request_timeout: Option<String>,
+    max_hold: Option<String>,
     rcvbuf_bytes: Option<usize>,
     kernel_queue_maxlen: Option<u32>,
 }
@@ -237,6 +238,9 @@ pub struct Limits {
     pub queue_limit: usize,
     /// An idle flow (no request outstanding) is forgotten after this long.
     pub flow_idle_timeout: Nanos,
+    /// A request held longer than this is released whatever the discipline says (bounds the
+    /// wait of every class; the P0 rule alone can starve one under strong holding).
+    pub max_hold: Nanos,
     /// A released request with no response after this long is counted as failed and frees
     /// its budget slot (response lost, bypassed, connection reset...).
     pub request_timeout: Nanos,
@@ -253,6 +257,7 @@ impl Default for Limits {
             queue_limit: 10_000,
             flow_idle_timeout: 120 * crate::SEC,
             request_timeout: 5 * crate::SEC,
+            max_hold: crate::SEC,
             rcvbuf_bytes: 16 << 20,
             kernel_queue_maxlen: 65_536,
         }
@@ -447,6 +452,9 @@ impl Config {
             if let Some(v) = &l.request_timeout {
                 d.request_timeout = parse_duration(v).context("[limits] request_timeout")?;
             }
+            if let Some(v) = &l.max_hold {
+                d.max_hold = parse_duration(v).context("[limits] max_hold")?;
+            }
             if let Some(v) = l.rcvbuf_bytes {
                 d.rcvbuf_bytes = v;
             }
@@ -494,7 +502,7 @@ impl Config {
         if l.max_held_packets == 0 || l.max_flows == 0 || l.queue_limit == 0 {
             bail!("[limits]: max_held_packets, max_flows and queue_limit must be at least 1");
         }
-        if l.request_timeout == 0 || l.flow_idle_timeout == 0 {
+        if l.request_timeout == 0 || l.flow_idle_timeout == 0 || l.max_hold == 0 {
             bail!("[limits]: timeouts must be greater than zero");
         }
         Ok(())

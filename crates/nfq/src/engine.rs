@@ -67,6 +67,9 @@ enum FlowState {
         class: usize,
         arrived: Nanos,
         missed: bool,
+        /// The request's arrival number and first packet (for a `max_hold` release).
+        seq: u64,
+        first_id: u32,
     },
     InServer {
         class: usize,
@@ -120,6 +123,10 @@ pub struct Counters {
     pub expired_flows: u64,
     /// Misses reported when a request's age passed the deadline (before its response).
     pub early_misses: u64,
+    /// Requests released because they were held longer than `max_hold`.
+    pub max_hold_releases: u64,
+    /// Queue entries of requests already released by `max_hold`, skipped at dequeue.
+    pub stale_skipped: u64,
     /// Packets passed while stopped.
     pub passed_stopped: u64,
 }
@@ -349,6 +356,7 @@ impl Engine {
                     return;
                 }
                 self.seq += 1;
+                let seq = self.seq;
                 let item = HeldRequest {
                     packet_id: id,
                     flow: key,
@@ -361,6 +369,8 @@ impl Engine {
                     class,
                     arrived: now,
                     missed: false,
+                    seq,
+                    first_id: id,
                 };
                 self.held_packets += 1;
                 self.held_per_class[class] += 1;
@@ -474,6 +484,7 @@ impl Engine {
                     class,
                     arrived,
                     missed: m,
+                    ..
                 }
                 | FlowState::InServer {
                     class,
@@ -493,21 +504,30 @@ impl Engine {
     }
 
 
+    /// Release a request the discipline handed out. An item whose flow no longer holds it
+    /// (released earlier by `max_hold`) is stale: skipped, nothing accepted twice.
     fn release(&mut self, item: HeldRequest, now: Nanos, accept: &mut Vec<u32>) {
         let class = item.class;
+        let Some(flow) = self.flows.get_mut(&item.flow) else {
+            self.counters.stale_skipped += 1;
+            return;
+        };
+        let missed = match flow.state {
+            FlowState::Held { seq, missed, .. } if seq == item.seq => missed,
+            _ => {
+                self.counters.stale_skipped += 1;
+                return;
+            }
+        };
         accept.push(item.packet_id);
-        let mut n = 1;
-        if let Some(flow) = self.flows.get_mut(&item.flow) {
-            n += flow.follow.len();
-            accept.append(&mut flow.follow);
-            let missed = matches!(flow.state, FlowState::Held { missed: true, .. });
-            flow.state = FlowState::InServer {
-                class,
-                arrived: item.arrived,
-                missed,
-            };
-            flow.last_seen = now;
-        }
+        let n = 1 + flow.follow.len();
+        accept.append(&mut flow.follow);
+        flow.state = FlowState::InServer {
+            class,
+            arrived: item.arrived,
+            missed,
+        };
+        flow.last_seen = now;
         self.in_server += 1;
         self.held_packets -= n;
         self.held_per_class[class] -= n as u64;
@@ -541,6 +561,7 @@ impl Engine {
         if self.cfg.early_miss {
             self.report_early_misses(now);
         }
+        self.release_over_max_hold(now, accept);
         let before = self.flows.len();
         self.flows.retain(|_, f| {
             !(f.state == FlowState::Idle && now.saturating_sub(f.last_seen) > idle)
@@ -549,14 +570,50 @@ impl Engine {
         self.release_while_allowed(now, accept);
     }
 
+    /// Safety bound beyond the thesis: a request held longer than `max_hold` is released
+    /// whatever the discipline says (its queue entry becomes stale and is skipped later), so
+    /// no class waits without bound — the P0 rule alone can freeze a class whose attainment
+    /// sits above what the others reach (see `closed_loop_strong_holding_freezes_a_class_ratio`).
+    fn release_over_max_hold(&mut self, now: Nanos, accept: &mut Vec<u32>) {
+        let max_hold = self.cfg.limits.max_hold;
+        for f in self.flows.values_mut() {
+            if let FlowState::Held {
+                class,
+                arrived,
+                missed,
+                first_id,
+                ..
+            } = f.state
+            {
+                if now.saturating_sub(arrived) > max_hold {
+                    accept.push(first_id);
+                    let n = 1 + f.follow.len();
+                    accept.append(&mut f.follow);
+                    f.state = FlowState::InServer {
+                        class,
+                        arrived,
+                        missed,
+                    };
+                    self.in_server += 1;
+                    self.held_packets -= n;
+                    self.held_per_class[class] -= n as u64;
+                    self.counters.released += n as u64;
+                    self.counters.max_hold_releases += 1;
+                }
+            }
+        }
+    }
+
     /// Release every held packet in arrival order and forget all flows (stop / shutdown).
     pub fn drain_all(&mut self, accept: &mut Vec<u32>) {
         let mut items = self.sched.reset();
         items.sort_by_key(|i| i.seq);
         for item in items {
-            accept.push(item.packet_id);
             if let Some(flow) = self.flows.get_mut(&item.flow) {
-                accept.append(&mut flow.follow);
+                if matches!(flow.state, FlowState::Held { seq, .. } if seq == item.seq) {
+                    accept.push(item.packet_id);
+                    accept.append(&mut flow.follow);
+                }
             }
         }
         // Anything still recorded as held (should be none) goes too.
@@ -807,7 +864,9 @@ mod tests {
 
     #[test]
     fn engine_early_miss_counts_a_waiting_request_once() {
-        let mut e = Engine::new(cfg(DisciplineKind::Fifo, Some(1))).unwrap();
+        let mut c = cfg(DisciplineKind::Fifo, Some(1));
+        c.early_miss = true;
+        let mut e = Engine::new(c).unwrap();
         let mut acc = Vec::new();
         e.on_packet(1, NF_INET_LOCAL_IN, &req(client(0, 1), 1000), 0, &mut acc);
         e.on_packet(2, NF_INET_LOCAL_IN, &req(client(1, 1), 1001), 0, &mut acc);
@@ -839,6 +898,32 @@ mod tests {
         assert_eq!(e.status().classes[1].fail, 0);
         e.on_packet(2, NF_INET_LOCAL_OUT, &resp(client(1, 1), 1001), 60 * MS, &mut acc);
         assert_eq!(e.status().classes[1].fail, 1);
+    }
+
+    #[test]
+    fn engine_max_hold_releases_a_starved_request_once() {
+        let mut c = cfg(DisciplineKind::Strict, Some(1));
+        c.limits.max_hold = 100 * MS;
+        c.limits.request_timeout = 10 * crate::SEC;
+        let mut e = Engine::new(c).unwrap();
+        let mut acc = Vec::new();
+        e.on_packet(1, NF_INET_LOCAL_IN, &req(client(0, 1), 1), 0, &mut acc); // in server
+        e.on_packet(2, NF_INET_LOCAL_IN, &req(client(1, 1), 2), 0, &mut acc); // c1 waits
+        e.on_packet(3, NF_INET_LOCAL_IN, &ack(client(1, 1), 2), 0, &mut acc); // behind it
+        e.tick(50 * MS, &mut acc);
+        assert_eq!(acc, vec![1]);
+        e.tick(101 * MS, &mut acc);
+        assert_eq!(acc, vec![1, 2, 3]);
+        assert_eq!(e.held_packets(), 0);
+        assert_eq!(e.in_server(), 2);
+        assert_eq!(e.counters.max_hold_releases, 1);
+        // c0's response frees a slot; the stale queue entry of c1 is skipped, not re-accepted.
+        e.on_packet(4, NF_INET_LOCAL_OUT, &resp(client(0, 1), 1), 110 * MS, &mut acc);
+        e.on_packet(5, NF_INET_LOCAL_OUT, &resp(client(1, 1), 2), 120 * MS, &mut acc);
+        assert_eq!(acc, vec![1, 2, 3, 4, 5]);
+        assert_eq!(e.counters.stale_skipped, 1);
+        assert_eq!(e.in_server(), 0);
+        assert_eq!(e.status().classes[1].completed, 1);
     }
 
     #[test]
@@ -962,6 +1047,17 @@ mod closed_loop {
     }
 
     pub fn run(kind: DisciplineKind, deadline: Deadline, early: bool, seconds: u64, budget: usize) -> Outcome {
+        run_with(kind, deadline, early, seconds, budget, crate::config::Limits::default().max_hold)
+    }
+
+    pub fn run_with(
+        kind: DisciplineKind,
+        deadline: Deadline,
+        early: bool,
+        seconds: u64,
+        budget: usize,
+        max_hold: Nanos,
+    ) -> Outcome {
         let classes = 5;
         let threads = 4;
         let mut c = Config {
@@ -971,6 +1067,7 @@ mod closed_loop {
             early_miss: early,
             ..Config::default()
         };
+        c.limits.max_hold = max_hold;
         for (i, p) in [90u32, 80, 70, 60, 50].iter().enumerate() {
             c.classes.push(ClassSpec {
                 name: format!("C{i}"),
@@ -1003,6 +1100,7 @@ mod closed_loop {
         let end = seconds * netsched_core::SEC;
         let step = 100_000; // 0.1 ms
         let mut now = 0;
+        let mut last_tick = 0;
         while now < end {
             // clients send
             let mut i = 0;
@@ -1045,7 +1143,8 @@ mod closed_loop {
                     }
                 }
             }
-            if now % (10 * MS) < step {
+            if now >= last_tick + 10 * MS {
+                last_tick = now;
                 e.tick(now, &mut acc);
             }
             now += step;
@@ -1085,11 +1184,22 @@ mod closed_loop {
     }
 
     #[test]
+    fn closed_loop_max_hold_bounds_the_wait_under_strong_holding() {
+        let p = run(DisciplineKind::Percentile, Deadline::Fixed(30 * MS), false, 30, 4);
+        let max_hold_ms = crate::config::Limits::default().max_hold as f64 / 1e6;
+        for (k, w) in p.max_wait_ms.iter().enumerate() {
+            // held ≤ max_hold (+ one 10 ms tick), then queued behind ≤ 20 requests of 3-5 ms
+            assert!(*w <= max_hold_ms + 10.0 + 20.0 * 5.0 + 1.0, "class {k} waited {w} ms");
+        }
+        assert!(p.completed.iter().all(|&c| c > 0), "{:?}", p.completed);
+    }
+
+    #[test]
     fn closed_loop_strong_holding_freezes_a_class_ratio() {
         // Budget 4 of 20 and a fixed deadline: classes whose attainment sits above what the
         // others can reach stop getting service (no arrivals, no completions: the ratio never
         // moves) — a limit of the P0 rule under strong holding, documented in docs/nfq.md.
-        let p = run(DisciplineKind::Percentile, Deadline::Fixed(30 * MS), false, 30, 4);
+        let p = run_with(DisciplineKind::Percentile, Deadline::Fixed(30 * MS), false, 30, 4, Nanos::MAX);
         let total: u64 = p.completed.iter().sum();
         assert!(p.completed[3] + p.completed[4] < total / 50, "{:?}", p.completed);
     }
