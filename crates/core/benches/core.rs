@@ -10,8 +10,8 @@
 //! Method. Disciplines: each is pre-filled with 4 items per class (limits far above, so the
 //! drop path is not measured); one iteration enqueues one 1000-byte item into class
 //! `i mod classes` and dequeues one, with `now` advancing by 1 µs. Balancers: a server table
-//! with weights 2..5 and fixed connection counts (active < weight, so lblc keeps its cache
-//! and ovf has room); one iteration picks for the next of 1024 flow keys (distinct sources
+//! with weights 2..5 and fixed connection counts (1 <= active < weight: no idle server for
+//! nq, lblc keeps its cache, ovf has room); one iteration picks for the next of 1024 flow keys (distinct sources
 //! and destinations). Counts are not updated, so every iteration sees the same table.
 
 use criterion::{black_box, BenchmarkId, Criterion};
@@ -165,14 +165,16 @@ fn bench_qdiscs(c: &mut Criterion) {
     g.finish();
 }
 
-/// A table of `n` servers, weights 2..=5, active < weight, a few inactive connections.
+/// A table of `n` servers, weights 2..=5, 1 <= active < weight (no idle server, so nq
+/// scans like sed; room below the weight for ovf and lblc), a few inactive connections.
 fn server_table(n: usize) -> ServerTable {
     let mut t = ServerTable::new();
     for i in 0..n {
         let w = 2 + (i % 4) as u32;
         let addr = IpAddr::V4(Ipv4Addr::from(0x0A00_0001 + i as u32));
         t.add_server(i as u32, addr, 80, w).unwrap();
-        t.set_conns(ServerId(i as u32), (i as u32 * 7) % w, (i as u32 * 3) % 5)
+        let active = 1 + (i as u32 * 7) % (w - 1);
+        t.set_conns(ServerId(i as u32), active, (i as u32 * 3) % 5)
             .unwrap();
     }
     t

@@ -30,10 +30,10 @@
 //! active connections than its weight or a new server must be chosen. Memory: one entry per
 //! destination address seen within the expiration (lblcr: plus its set).
 
-use super::{lighter, weighted_least_conn, Balancer, FlowKey, Server, ServerId, ServerTable};
+use super::{
+    lighter, weighted_least_conn, Balancer, FastMap, FlowKey, Server, ServerId, ServerTable,
+};
 use crate::{Nanos, SEC};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 
 /// `DEFAULT_EXPIRATION` = 24 h (ip_vs_lblc.c, ip_vs_lblcr.c).
@@ -45,26 +45,7 @@ pub const ENTRY_TIMEOUT: Nanos = 6 * 60 * SEC;
 /// `max_size = IP_VS_LBLC_TAB_SIZE * 16` with 2^10 buckets (ip_vs_lblc.c).
 pub const DEFAULT_MAX_ENTRIES: usize = 16 * 1024;
 
-/// Hasher for address keys: one 64-bit mix, enough for a map keyed by addresses and much
-/// cheaper than SipHash (no HashDoS concern: the engine decides which addresses exist).
-#[derive(Default)]
-pub struct AddrHasher(u64);
-
-impl Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        super::mix64(self.0)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01B3);
-        }
-    }
-    fn write_u128(&mut self, v: u128) {
-        self.0 ^= (v as u64) ^ ((v >> 64) as u64).rotate_left(29);
-    }
-}
-
-type AddrMap<V> = HashMap<u128, V, BuildHasherDefault<AddrHasher>>;
+type AddrMap<V> = FastMap<u128, V>;
 
 /// IPv4 as its IPv4-mapped IPv6 form, so one integer key covers both families.
 #[inline]

@@ -30,6 +30,7 @@
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 
 mod any;
@@ -134,12 +135,43 @@ impl Server {
     }
 }
 
+/// Hasher for small integer and address keys (server ids, destination addresses): FNV-style
+/// absorption finished by a 64-bit mix. Much cheaper per lookup than SipHash; HashDoS is not
+/// a concern for server ids, and destination addresses only reach lblc/lblcr maps whose size
+/// is bounded by expiry.
+#[derive(Default)]
+pub struct FastHasher(u64);
+
+impl Hasher for FastHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        mix64(self.0)
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01B3);
+        }
+    }
+    #[inline]
+    fn write_u32(&mut self, v: u32) {
+        self.0 = (self.0 ^ v as u64).wrapping_mul(0x100_0000_01B3);
+    }
+    #[inline]
+    fn write_u128(&mut self, v: u128) {
+        self.0 ^= (v as u64) ^ ((v >> 64) as u64).rotate_left(29);
+    }
+}
+
+/// A `HashMap` with [`FastHasher`].
+pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+
 /// The servers of one virtual service, owned by the engine. Order is insertion order (IPVS
 /// keeps `svc->destinations` as a list; order matters for ties and for table building).
 #[derive(Debug, Clone, Default)]
 pub struct ServerTable {
     servers: Vec<Server>,
-    index: HashMap<ServerId, usize>,
+    index: FastMap<ServerId, usize>,
     layout_generation: u64,
     availability_generation: u64,
 }

@@ -7,9 +7,10 @@
 //! their weights* among available ones (weight > 0, not overloaded), keep the second if
 //! `overhead2·weight1 < overhead1·weight2` (weighted least-connection between the two).
 //! Deviation: the kernel walks the list (O(n)) with random values in `[0, total_weight]`
-//! inclusive (so the first server gets a slightly larger share); here a prefix-sum array,
-//! rebuilt when availability changes, and binary search on a value uniform in
-//! `[0, total_weight)` give exact weight-proportional draws in O(log n).
+//! inclusive (so the first server gets a slightly larger share); here an alias table
+//! (Walker 1977, built with Vose's method, 1991), rebuilt when availability changes, gives
+//! weight-proportional draws in O(1): a uniform slot, then a biased coin between the slot's
+//! server and its alias.
 //!
 //! **least-request p2c** (Envoy's `LEAST_REQUEST`, tower `balance::p2c`, pingora): two
 //! distinct servers uniformly at random among available ones, keep the one with fewer
@@ -17,7 +18,7 @@
 //! the first drawn on ties. Cost O(1) per pick.
 //!
 //! Randomness: a [`SplitMix64`] passed at construction (`from_rng`), so a seed reproduces the
-//! picks. Memory: O(n) cache of available positions / prefix sums.
+//! picks. Memory: O(n) cache of available positions (and the alias table for twos).
 
 use super::{lighter, Balancer, FlowKey, ServerId, ServerTable};
 use crate::rng::SplitMix64;
@@ -27,9 +28,11 @@ use crate::Nanos;
 #[derive(Debug, Clone)]
 pub struct TwoChoices {
     rng: SplitMix64,
-    /// Cumulative weights of the available servers, and their positions.
-    prefix: Vec<u64>,
+    /// Alias table over the available servers: slot i keeps its own server (`positions[i]`)
+    /// with probability `keep[i]`, else takes `positions[alias[i]]`.
     positions: Vec<u32>,
+    keep: Vec<f64>,
+    alias: Vec<u32>,
     generation: u64,
 }
 
@@ -37,34 +40,56 @@ impl TwoChoices {
     pub fn from_rng(rng: SplitMix64) -> Self {
         Self {
             rng,
-            prefix: Vec::new(),
             positions: Vec::new(),
+            keep: Vec::new(),
+            alias: Vec::new(),
             generation: u64::MAX,
         }
     }
 
+    /// Vose's alias method over the weights of the available servers.
     fn twos_refresh(&mut self, servers: &ServerTable) {
-        self.prefix.clear();
+        self.generation = servers.availability_generation();
         self.positions.clear();
-        let mut total = 0u64;
+        let mut scaled: Vec<f64> = Vec::new();
         for (pos, s) in servers.servers().iter().enumerate() {
             if s.is_available() {
-                total += s.weight as u64;
-                self.prefix.push(total);
                 self.positions.push(pos as u32);
+                scaled.push(s.weight as f64);
             }
         }
-        self.generation = servers.availability_generation();
+        let n = scaled.len();
+        let total: f64 = scaled.iter().sum();
+        for w in scaled.iter_mut() {
+            *w = *w * n as f64 / total;
+        }
+        self.keep = vec![1.0; n];
+        self.alias = (0..n as u32).collect();
+        let (mut small, mut large): (Vec<usize>, Vec<usize>) =
+            (0..n).partition(|&i| scaled[i] < 1.0);
+        while let (Some(&s), Some(&l)) = (small.last(), large.last()) {
+            small.pop();
+            self.keep[s] = scaled[s];
+            self.alias[s] = l as u32;
+            scaled[l] += scaled[s] - 1.0;
+            if scaled[l] < 1.0 {
+                large.pop();
+                small.push(l);
+            }
+        }
+        // what remains (numerically ~1) keeps its own slot: keep = 1.0 already
     }
 
     /// A position drawn with probability weight / total weight.
     #[inline]
     fn draw(&mut self) -> usize {
-        let total = *self.prefix.last().expect("non-empty");
-        let r = self.rng.below(total);
-        // first index whose cumulative weight exceeds r
-        let i = self.prefix.partition_point(|&c| c <= r);
-        self.positions[i] as usize
+        let i = self.rng.below(self.positions.len() as u64) as usize;
+        let j = if self.rng.unit() < self.keep[i] {
+            i
+        } else {
+            self.alias[i] as usize
+        };
+        self.positions[j] as usize
     }
 }
 
@@ -74,7 +99,7 @@ impl Balancer for TwoChoices {
         if self.generation != servers.availability_generation() {
             self.twos_refresh(servers);
         }
-        if self.prefix.is_empty() {
+        if self.positions.is_empty() {
             return None;
         }
         let list = servers.servers();
@@ -155,6 +180,24 @@ mod tests {
         for (i, w) in [1u32, 2, 3].iter().enumerate() {
             let ideal = 10_000 * w;
             assert!(c[i].abs_diff(ideal) < 600, "{c:?}");
+        }
+    }
+
+    /// The alias table reproduces the weights exactly: P(i) = Σ over slots of
+    /// (keep if own, 1 - keep if alias) / n.
+    #[test]
+    fn twos_alias_table_is_exact() {
+        let t = table(&[5, 1, 0, 3, 7]);
+        let mut b = TwoChoices::from_rng(SplitMix64::new(1));
+        b.twos_refresh(&t);
+        let n = b.positions.len();
+        let mut p = vec![0.0; t.len()];
+        for i in 0..n {
+            p[b.positions[i] as usize] += b.keep[i] / n as f64;
+            p[b.positions[b.alias[i] as usize] as usize] += (1.0 - b.keep[i]) / n as f64;
+        }
+        for (pos, w) in [5.0, 1.0, 0.0, 3.0, 7.0].iter().enumerate() {
+            assert!((p[pos] - w / 16.0).abs() < 1e-12, "{p:?}");
         }
     }
 
