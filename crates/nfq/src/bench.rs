@@ -57,6 +57,14 @@ pub struct BenchResult {
     pub added_per_packet_p50_us: f64,
     pub added_rtt_p99_us: f64,
     pub packets_per_s: f64,
+    /// Closed-loop round trips per second with no NFQUEUE rule (the load's own limit).
+    pub requests_per_s_without: f64,
+    /// CPU time (user + system) the daemon's thread spent per packet, and the rate one core
+    /// would sustain at that cost: the capacity figure, robust to a busy machine.
+    pub daemon_cpu_us_per_packet: f64,
+    pub one_core_capacity_pps: f64,
+    /// Load average when the bench ran (a busy machine inflates the latency figures).
+    pub loadavg_1min: f64,
     pub requests_per_s: f64,
     pub daemon_packets: u64,
     pub bypassed_fail_open: u64,
@@ -217,6 +225,9 @@ pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
     std::thread::sleep(Duration::from_millis(200));
     let result = (|| -> Result<BenchResult> {
         let mut without = latency(&na, a.load_cpu, a.samples)?;
+        let t0 = Instant::now();
+        let base_done = throughput(&na, a.load_cpu, a.flows, a.seconds.min(3.0))?;
+        let base_rps = base_done as f64 / t0.elapsed().as_secs_f64();
         let dir = std::env::temp_dir().join(format!("netsched-{}", tb.tag()));
         std::fs::create_dir_all(&dir)?;
         let socket = dir.join("ctl.sock");
@@ -228,36 +239,44 @@ pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
             std::thread::spawn(move || -> Result<crate::daemon::Summary> {
                 enter_netns(&nb)?;
                 crate::daemon::pin_to_cpu(cpu)?;
+                // SAFETY: gettid has no preconditions.
+                let tid = unsafe { libc::gettid() };
                 crate::daemon::run_daemon(cfg, &stop, |_| {
-                    let _ = tx.send(());
+                    let _ = tx.send(tid);
                 })
             })
         };
-        if rx.recv_timeout(Duration::from_secs(10)).is_err() {
-            stop.store(true, Ordering::Relaxed);
-            return Err(match daemon.join() {
-                Ok(Err(e)) => e,
-                _ => anyhow!("daemon did not start"),
-            });
-        }
-        let run = || -> Result<(Vec<f64>, u64, u64, f64)> {
+        let tid = match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(t) => t,
+            Err(_) => {
+                stop.store(true, Ordering::Relaxed);
+                return Err(match daemon.join() {
+                    Ok(Err(e)) => e,
+                    _ => anyhow!("daemon did not start"),
+                });
+            }
+        };
+        let run = || -> Result<(Vec<f64>, u64, u64, f64, f64)> {
             let with = latency(&na, a.load_cpu, a.samples)?;
             let st0 = status(&socket)?;
+            let cpu0 = thread_cpu_s(tid)?;
             let t0 = Instant::now();
             let done = throughput(&na, a.load_cpu, a.flows, a.seconds)?;
             let secs = t0.elapsed().as_secs_f64();
+            let cpu1 = thread_cpu_s(tid)?;
             let st1 = status(&socket)?;
             let pk = st1.counters.packets - st0.counters.packets;
             let bypass = (st1.kernel.queue_dropped - st0.kernel.queue_dropped)
                 + (st1.kernel.user_dropped - st0.kernel.user_dropped);
             let _ = done;
-            Ok((with, pk, bypass, secs))
+            Ok((with, pk, bypass, secs, cpu1 - cpu0))
         };
         let r = run();
         stop.store(true, Ordering::Relaxed);
         let summary = daemon.join().map_err(|_| anyhow!("daemon panicked"))??;
         let _ = std::fs::remove_dir_all(&dir);
-        let (mut with, pk, bypass, secs) = r?;
+        let (mut with, pk, bypass, secs, cpu_s) = r?;
+        let cpu_per_pkt = cpu_s / pk.max(1) as f64;
         let (p50o, p99o) = (quantile(&mut without, 0.5), quantile(&mut without, 0.99));
         let (p50w, p99w) = (quantile(&mut with, 0.5), quantile(&mut with, 0.99));
         Ok(BenchResult {
@@ -269,6 +288,13 @@ pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
             added_per_packet_p50_us: (p50w - p50o) / 2.0,
             added_rtt_p99_us: p99w - p99o,
             packets_per_s: pk as f64 / secs,
+            requests_per_s_without: base_rps,
+            daemon_cpu_us_per_packet: cpu_per_pkt * 1e6,
+            one_core_capacity_pps: if cpu_per_pkt > 0.0 { 1.0 / cpu_per_pkt } else { f64::NAN },
+            loadavg_1min: std::fs::read_to_string("/proc/loadavg")
+                .ok()
+                .and_then(|l| l.split_whitespace().next().and_then(|x| x.parse().ok()))
+                .unwrap_or(f64::NAN),
             requests_per_s: pk as f64 / 2.0 / secs,
             daemon_packets: pk,
             bypassed_fail_open: bypass,
@@ -280,6 +306,22 @@ pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
     stop_echo.store(true, Ordering::Relaxed);
     let _ = echo.join();
     result
+}
+
+/// utime + stime of one of our threads, seconds (/proc/self/task/TID/stat fields 14, 15).
+fn thread_cpu_s(tid: i32) -> Result<f64> {
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat"))?;
+    // The command name (field 2) may contain spaces; count fields after its ')'.
+    let rest = text
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or_else(|| anyhow!("bad /proc stat"))?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Ok(ticks / hz)
 }
 
 fn status(socket: &std::path::Path) -> Result<crate::engine::Status> {
@@ -302,8 +344,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
         r.added_rtt_p50_us, r.added_rtt_p99_us, r.added_per_packet_p50_us
     );
     println!(
-        "throughput, {} UDP flows closed loop, every packet scheduled (Percentile):\n  {:.0} packets/s through the daemon ({:.0} requests/s), {} packets in {:.1} s\n  bypassed by fail-open: {}   ENOBUFS: {}",
-        r.flows, r.packets_per_s, r.requests_per_s, r.daemon_packets, r.seconds, r.bypassed_fail_open, r.enobufs
+        "throughput, {} UDP flows closed loop, every packet scheduled (Percentile):\n  {:.0} packets/s through the daemon ({:.0} requests/s; {:.0} requests/s with no rule), {} packets in {:.1} s\n  daemon CPU {:.2} us/packet -> one core sustains {:.0} packets/s\n  bypassed by fail-open: {}   ENOBUFS: {}   load average {:.1}",
+        r.flows, r.packets_per_s, r.requests_per_s, r.requests_per_s_without, r.daemon_packets, r.seconds,
+        r.daemon_cpu_us_per_packet, r.one_core_capacity_pps, r.bypassed_fail_open, r.enobufs, r.loadavg_1min
     );
     Ok(())
 }
