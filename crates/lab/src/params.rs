@@ -106,6 +106,15 @@ pub fn str_list(params: &Value, key: &str) -> anyhow::Result<Vec<String>> {
         .collect()
 }
 
+/// An array of strings that may be empty or absent (optional extras).
+pub fn str_list_or_empty(params: &Value, key: &str) -> anyhow::Result<Vec<String>> {
+    match get(params, key) {
+        Err(_) => Ok(Vec::new()),
+        Ok(Value::Array(a)) if a.is_empty() => Ok(Vec::new()),
+        Ok(_) => str_list(params, key),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

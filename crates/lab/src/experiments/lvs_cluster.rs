@@ -314,11 +314,7 @@ fn setup(p: &Value) -> anyhow::Result<Setup> {
     Ok(Setup {
         hosts: params::count_list(p, "cluster.hosts")?,
         algorithms: params::str_list(p, "cluster.algorithms")?,
-        extras: params::get(p, "cluster.extra_algorithms")
-            .ok()
-            .map(|_| params::str_list(p, "cluster.extra_algorithms"))
-            .transpose()?
-            .unwrap_or_default(),
+        extras: params::str_list_or_empty(p, "cluster.extra_algorithms")?,
         sizes,
         rates,
         origins_per_host: params::count_at(p, "client.origins_per_host")?,
