@@ -2,9 +2,9 @@
 //! the `ack-sep` shorthand for a [`QdiscConfig::AckSeparation`], and which classifier a
 //! discipline needs.
 //!
-//! The discipline (`AckSeparation` with its ACK filter and ACK-share cap, `qdisc/ack.rs`) and
-//! the pure-ACK test (`wire::is_tcp_pure_ack`, RFC 3449 §5.2.1) live in `netsched-core`;
-//! nothing here re-implements them.
+//! The discipline (`AckSeparation` with its ACK filter and ACK-share cap, `qdisc/ack.rs`), the
+//! classifier (`classify::PureAckClassifier`) and the pure-ACK test (`wire::ack_info`, RFC 3449
+//! §5.2.1) live in `netsched-core`; nothing here re-implements them.
 
 use anyhow::{anyhow, bail, Result};
 use netsched_core::qdisc::prio::BandConfig;
@@ -64,11 +64,13 @@ pub fn classifier_for(config: &QdiscConfig) -> ClassMode {
     }
 }
 
-/// Class of an Ethernet frame for an ACK-separating discipline.
+/// Class of an Ethernet frame for an ACK-separating discipline: the core's
+/// `PureAckClassifier` on the frame's IP packet; non-IP frames (ARP...) are bulk.
 pub fn class_of(frame: &[u8]) -> ClassId {
+    use netsched_core::classify::{Classifier, PureAckClassifier};
     match netsched_core::wire::ethernet_payload(frame) {
-        Ok(ip) if netsched_core::wire::is_tcp_pure_ack(ip) => ACK_CLASS,
-        _ => BULK_CLASS,
+        Ok(ip) => PureAckClassifier.classify(ip),
+        Err(_) => BULK_CLASS,
     }
 }
 
@@ -102,6 +104,11 @@ mod tests {
             _ => panic!(),
         }
         assert!(ack_separation("+bogus").is_err());
+        // Non-IP frames (ARP) are bulk.
+        let mut arp = vec![0u8; 42];
+        arp[12] = 0x08;
+        arp[13] = 0x06;
+        assert_eq!(class_of(&arp), BULK_CLASS);
         assert!(ack_separation(":x").is_err());
     }
 }

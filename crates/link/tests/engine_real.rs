@@ -72,3 +72,122 @@ fn link_engine_forwards_with_delay_and_counts_everything() {
     }
     assert!(namespaces_with(&tag).is_empty(), "namespaces leaked");
 }
+
+#[test]
+fn shape_apply_show_clear_and_restore_on_failure() {
+    use netsched_link::shape::{self, ApplyArgs, ShapePlan, Target};
+    if !privileged_test_allowed("shape_apply_show_clear_and_restore_on_failure") {
+        return;
+    }
+    let mut tb = Testbed::new("shp").unwrap();
+    let a = tb.add_ns("a").unwrap();
+    let b = tb.add_ns("b").unwrap();
+    let (ia, ib) = (tb.ifname("a"), tb.ifname("b"));
+    tb.veth((&a, &ia, "10.78.0.1/24"), (&b, &ib, "10.78.0.2/24"))
+        .unwrap();
+    let args = |queue: u32| ApplyArgs {
+        dev: ia.clone(),
+        up: "2mbit".into(),
+        down: None,
+        ifb: None,
+        queue,
+        ack_queue: 50,
+        headroom: 5.0,
+        no_ack_priority: false,
+        replace: false,
+        dry_run: false,
+    };
+    let t = Target::in_netns(&a, &ia);
+    shape::apply(&t, &ShapePlan::from_args(&args(100)).unwrap(), false).unwrap();
+
+    // An upload from b to a: a's pure ACKs leave through ia and must land in the ACK class.
+    let srv = tb
+        .spawn(&a, "iperf3", &["-s", "-1", "-p", "5301"], "iperf3 server")
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    tb.exec(
+        &b,
+        "iperf3",
+        &[
+            "-c",
+            "10.78.0.1",
+            "-p",
+            "5301",
+            "-t",
+            "2",
+            "--connect-timeout",
+            "3000",
+        ],
+    )
+    .unwrap();
+    tb.stop(srv, std::time::Duration::from_secs(1)).unwrap();
+    let st = shape::show(&t).unwrap();
+    let ack = st.class(&ia, "1:10").expect("ACK class installed");
+    let bulk = st.class(&ia, "1:20").expect("bulk class installed");
+    assert_eq!(ack.prio, Some(0));
+    assert!(ack.packets > 100, "ACK class saw {} packets", ack.packets);
+    assert!(
+        bulk.packets < ack.packets / 10,
+        "bulk {} vs ack {}",
+        bulk.packets,
+        ack.packets
+    );
+    assert!(st
+        .qdiscs
+        .iter()
+        .any(|q| q.kind == "pfifo" && q.handle == "20:" && q.limit == Some(100)));
+
+    // A failing apply (the batch names a device that does not exist) restores the old tree.
+    let mut bad = ShapePlan::from_args(&args(77)).unwrap();
+    bad.up.dev = "nosuchdev0".into();
+    let e = format!("{:#}", shape::apply(&t, &bad, false).unwrap_err());
+    assert!(e.contains("nosuchdev0") && e.contains("restored"), "{e}");
+    let st = shape::show(&t).unwrap();
+    assert!(
+        st.qdiscs
+            .iter()
+            .any(|q| q.kind == "pfifo" && q.handle == "20:" && q.limit == Some(100)),
+        "previous tree not restored: {st:?}"
+    );
+
+    // A tree netsched did not install is refused, and left as it was.
+    shape::clear(&t).unwrap();
+    tb.exec(
+        &a,
+        "tc",
+        &[
+            "qdisc", "add", "dev", &ia, "root", "tbf", "rate", "1mbit", "burst", "10k", "limit",
+            "30k",
+        ],
+    )
+    .unwrap();
+    let e = format!(
+        "{:#}",
+        shape::apply(&t, &ShapePlan::from_args(&args(100)).unwrap(), false).unwrap_err()
+    );
+    assert!(
+        e.contains("not installed by netsched shape") && e.contains("tbf"),
+        "{e}"
+    );
+    assert!(shape::show(&t)
+        .unwrap()
+        .qdiscs
+        .iter()
+        .any(|q| q.kind == "tbf"));
+    shape::clear(&t).unwrap();
+    assert!(!shape::show(&t)
+        .unwrap()
+        .qdiscs
+        .iter()
+        .any(|q| q.kind == "tbf" || q.kind == "htb"));
+
+    // Unknown interface: a clear error, nothing touched.
+    let e = shape::apply(
+        &Target::in_netns(&a, "nosuch0"),
+        &ShapePlan::from_args(&args(100)).unwrap(),
+        false,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("`nosuch0` does not exist"), "{e}");
+}
