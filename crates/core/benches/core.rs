@@ -7,6 +7,11 @@
 //! Run: `CARGO_TARGET_DIR=/work/target-bal cargo bench -p netsched-core --bench core`
 //! Results and method: `docs/bench-core.md`.
 //!
+//! Clock. By default the time measured is the benchmark thread's CPU time
+//! (`CLOCK_THREAD_CPUTIME_ID`), not wall time: the machine is shared (2 cores, often a load
+//! of 10+), and wall time would count the time the thread waits for a core. Set
+//! `NETSCHED_BENCH_WALL=1` for criterion's wall clock.
+//!
 //! Method. Disciplines: each is pre-filled with 4 items per class (limits far above, so the
 //! drop path is not measured); one iteration enqueues one 1000-byte item into class
 //! `i mod classes` and dequeues one, with `now` advancing by 1 µs. Balancers: a server table
@@ -14,7 +19,8 @@
 //! nq, lblc keeps its cache, ovf has room); one iteration picks for the next of 1024 flow keys (distinct sources
 //! and destinations). Counts are not updated, so every iteration sees the same table.
 
-use criterion::{black_box, BenchmarkId, Criterion};
+use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+use criterion::{black_box, BenchmarkId, Criterion, Throughput};
 use netsched_core::balance::{Balancer, BalancerConfig, FlowKey, ServerId, ServerTable};
 use netsched_core::qdisc::fifo::TestItem;
 use netsched_core::qdisc::{AnyQdisc, Qdisc, QdiscConfig};
@@ -139,7 +145,7 @@ fn steady_state_ok(kind: &str, n: usize) -> bool {
     true
 }
 
-fn bench_qdiscs(c: &mut Criterion) {
+fn bench_qdiscs<M: Measurement>(c: &mut Criterion<M>) {
     let mut g = c.benchmark_group("qdisc_enq_deq");
     for &n in &CLASS_COUNTS {
         for kind in QDISC_KINDS {
@@ -195,7 +201,7 @@ fn flow_keys() -> Vec<FlowKey> {
         .collect()
 }
 
-fn bench_balancers(c: &mut Criterion) {
+fn bench_balancers<M: Measurement>(c: &mut Criterion<M>) {
     let keys = flow_keys();
     let mut g = c.benchmark_group("balancer_pick");
     for &n in &SERVER_COUNTS {
@@ -219,7 +225,7 @@ fn bench_balancers(c: &mut Criterion) {
     g.finish();
 }
 
-fn bench_maglev_build(c: &mut Criterion) {
+fn bench_maglev_build<M: Measurement>(c: &mut Criterion<M>) {
     let mut g = c.benchmark_group("maglev_build");
     g.sample_size(20);
     let table = server_table(1000);
@@ -304,8 +310,89 @@ fn print_ratios() {
     }
 }
 
-fn main() {
-    let mut c = Criterion::default()
+/// Thread CPU time (Linux `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`), as a criterion
+/// measurement. Declared directly against the C library std already links (core's only
+/// normal dependency is serde; no libc crate in this bench).
+struct ThreadCpuTime;
+
+#[cfg(target_os = "linux")]
+fn thread_cpu_ns() -> u64 {
+    #[repr(C)]
+    struct Timespec {
+        tv_sec: i64,
+        tv_nsec: i64,
+    }
+    extern "C" {
+        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+    }
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    let mut ts = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec (64-bit time_t and long on the 64-bit Linux
+    // targets this project builds for); the call only writes into it.
+    let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(not(target_os = "linux"))]
+fn thread_cpu_ns() -> u64 {
+    use std::sync::OnceLock;
+    static START: OnceLock<std::time::Instant> = OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_nanos() as u64
+}
+
+struct NsFormatter;
+
+impl ValueFormatter for NsFormatter {
+    fn scale_values(&self, _typical: f64, _values: &mut [f64]) -> &'static str {
+        "ns"
+    }
+    fn scale_throughputs(&self, _typical: f64, t: &Throughput, values: &mut [f64]) -> &'static str {
+        // per-second rate from ns per iteration
+        let per = match t {
+            Throughput::Bytes(n) | Throughput::BytesDecimal(n) | Throughput::Elements(n) => *n,
+        } as f64;
+        for v in values.iter_mut() {
+            *v = per * 1e9 / *v;
+        }
+        "/s"
+    }
+    fn scale_for_machines(&self, _values: &mut [f64]) -> &'static str {
+        "ns"
+    }
+}
+
+impl Measurement for ThreadCpuTime {
+    type Intermediate = u64;
+    type Value = u64;
+    fn start(&self) -> u64 {
+        thread_cpu_ns()
+    }
+    fn end(&self, start: u64) -> u64 {
+        thread_cpu_ns() - start
+    }
+    fn add(&self, a: &u64, b: &u64) -> u64 {
+        a + b
+    }
+    fn zero(&self) -> u64 {
+        0
+    }
+    fn to_f64(&self, v: &u64) -> f64 {
+        *v as f64
+    }
+    fn formatter(&self) -> &dyn ValueFormatter {
+        &NsFormatter
+    }
+}
+
+fn run_all<M: Measurement>(mut c: Criterion<M>) {
+    c = c
         .measurement_time(Duration::from_secs(1))
         .warm_up_time(Duration::from_millis(300))
         .configure_from_args();
@@ -313,5 +400,16 @@ fn main() {
     bench_balancers(&mut c);
     bench_maglev_build(&mut c);
     c.final_summary();
+}
+
+fn main() {
+    let wall = std::env::var("NETSCHED_BENCH_WALL").is_ok_and(|v| v == "1");
+    if wall {
+        println!("clock: wall time (criterion WallTime)");
+        run_all(Criterion::default().with_measurement(WallTime));
+    } else {
+        println!("clock: thread CPU time (CLOCK_THREAD_CPUTIME_ID)");
+        run_all(Criterion::default().with_measurement(ThreadCpuTime));
+    }
     print_ratios();
 }
