@@ -139,7 +139,9 @@ proptest! {
     }
 
     /// P0: every dequeue serves a non-empty class of lowest attainment S/(N·P) (ties to the
-    /// lower index), FIFO inside the class; identities hold with any memory.
+    /// lower index), FIFO inside the class; identities hold with any memory, target changes
+/// and counter resets (in debug builds `dequeue` also checks its selection cache against a
+/// full scan).
     #[test]
     fn percentile_serves_lowest_attainment(
         ps in prop::collection::vec(1..=100u32, 1..6),
@@ -148,7 +150,7 @@ proptest! {
             (1..50u64).prop_map(PercentileMemory::Window),
             (1.0..100.0f64).prop_map(PercentileMemory::HalfLifeMs),
         ],
-        ops in prop::collection::vec((0..6usize, 0..3u8, 0..20u64), 1..300),
+        ops in prop::collection::vec((0..6usize, 0..5u8, 0..20u64), 1..300),
     ) {
         let n = ps.len();
         let mut q = PercentileQueue::<TestItem>::new(&ps, 8, PercentileDeadline::Ns(10), memory).unwrap();
@@ -196,6 +198,8 @@ proptest! {
                         q.feedback(Feedback::Completed { class: c, latency }, now);
                     }
                 }
+                3 => q.set_percentile(class, 1 + (latency as u32 * 7) % 100).unwrap(),
+                4 if latency == 0 => q.reset_counters(),
                 _ => q.feedback(Feedback::Completed { class, latency }, now),
             }
             prop_assert_eq!(q.stats().check_identities(), Ok(()));

@@ -48,7 +48,11 @@
 //! ## Cost and memory
 //! Enqueue and feedback O(1). Dequeue scans the non-empty classes (a `u64` bitmask, ≤ 64
 //! classes) comparing attainments by cross-multiplication `S_i·(N_j·P_j) < S_j·(N_i·P_i)` in
-//! `u128` — two multiplications per class, no division. Counters are kept below 2^40 (all of
+//! `u128` — two multiplications per class, no division. The result is cached: an event on
+//! class `c` only needs one comparison of `c` against the cached choice, unless `c` *is* the
+//! cached choice and its attainment may have risen (a success, a target change) or it ran
+//! empty — then the next dequeue rescans. Debug builds check the cache against a full scan on
+//! every dequeue. Counters are kept below 2^40 (all of
 //! a class's counters are halved together when `N` reaches it, which keeps ratios), so the
 //! products fit easily. Memory: the queued items, plus one byte per window slot with
 //! `window`.
@@ -191,6 +195,8 @@ pub struct PercentileQueue<T> {
     classes: Vec<PercentileClass<T>>,
     /// Bit `i` set iff class `i` has queued items.
     nonempty: u64,
+    /// Cached result of the selection scan (`None`: unknown, rescan).
+    best: Option<usize>,
     limit_packets: usize,
     deadline: PercentileDeadline,
     memory: PercentileMemory,
@@ -255,6 +261,7 @@ impl<T: Packet> PercentileQueue<T> {
         Ok(Self {
             classes,
             nonempty: 0,
+            best: None,
             limit_packets,
             deadline,
             memory,
@@ -281,6 +288,7 @@ impl<T: Packet> PercentileQueue<T> {
             .ok_or_else(|| format!("class: {class} is not configured"))?;
         c.p = p;
         c.refresh_np();
+        self.percentile_note_change(class, true);
         Ok(())
     }
 
@@ -308,6 +316,7 @@ impl<T: Packet> PercentileQueue<T> {
         }
         self.latency_sum = 0;
         self.latency_count = 0;
+        self.best = None;
     }
 
     /// The deadline a completion is judged against now (`None`: auto with no sample yet).
@@ -348,6 +357,39 @@ impl<T: Packet> PercentileQueue<T> {
         Some(best)
     }
 
+    /// Class `a` goes before class `b` (lower attainment, or equal and lower index).
+    #[inline]
+    fn percentile_before(&self, a: usize, b: usize) -> bool {
+        let (sa, npa) = self.percentile_key(a);
+        let (sb, npb) = self.percentile_key(b);
+        let (lhs, rhs) = (sa as u128 * npb as u128, sb as u128 * npa as u128);
+        lhs < rhs || (lhs == rhs && a < b)
+    }
+
+    /// The selection, from the cache when it is valid (see `percentile_note_change`).
+    #[inline]
+    fn percentile_choose(&mut self) -> Option<usize> {
+        if self.best.is_none() {
+            self.best = self.percentile_select();
+        }
+        debug_assert_eq!(self.best, self.percentile_select(), "stale selection cache");
+        self.best
+    }
+
+    /// Class `c`'s key changed or it became non-empty. If `c` is the cached choice and its
+    /// attainment may have risen, the cache is dropped; otherwise only `c` can have overtaken
+    /// the cached choice (every other class is as it was), so one comparison keeps it valid.
+    #[inline]
+    fn percentile_note_change(&mut self, c: usize, may_have_risen: bool) {
+        match self.best {
+            Some(b) if b == c && may_have_risen => self.best = None,
+            Some(b) if b != c && self.nonempty & (1 << c) != 0 && self.percentile_before(c, b) => {
+                self.best = Some(c)
+            }
+            _ => {}
+        }
+    }
+
     #[inline]
     fn percentile_key(&self, i: usize) -> (u64, u64) {
         let c = &self.classes[i];
@@ -381,13 +423,16 @@ impl<T: Packet> PercentileQueue<T> {
         c.last_event = c.last_event.max(now);
     }
 
-    fn percentile_cap(c: &mut PercentileClass<T>) {
-        if c.n >= COUNTER_CAP {
+    /// Halve a class's counters at `COUNTER_CAP`; true if it did (the ratio may move).
+    fn percentile_cap(c: &mut PercentileClass<T>) -> bool {
+        let capped = c.n >= COUNTER_CAP;
+        if capped {
             c.n /= 2;
             c.s /= 2;
             c.fail /= 2;
         }
         c.refresh_np();
+        capped
     }
 
     /// Count an enqueued request of class `i` (N += 1, `per_input_skb`).
@@ -398,7 +443,11 @@ impl<T: Packet> PercentileQueue<T> {
             PercentileMemory::Window(n) => n as usize,
             _ => 0,
         };
+        let decayed = self.half_life_ns > 0.0;
         let c = &mut self.classes[i];
+        // An arrival only lowers an attainment (N grows; a window drops its oldest slot),
+        // except from N = 0 (key "attainment 0"), by decay rounding, or by the cap.
+        let was_zero = c.np == 0;
         c.total_n += 1;
         if let Some(w) = &mut c.window {
             if w.slots.len() == limit {
@@ -419,13 +468,15 @@ impl<T: Packet> PercentileQueue<T> {
             w.slots.push_back(SLOT_PENDING);
         }
         c.n += unit;
-        Self::percentile_cap(c);
+        let capped = Self::percentile_cap(c);
+        self.percentile_note_change(i, was_zero || decayed || capped);
     }
 
     /// Count a completion of class `i` (`per_fail_check`).
     fn percentile_count_outcome(&mut self, i: usize, success: bool, now: Nanos) {
         self.percentile_decay(i, now);
         let unit = self.percentile_unit();
+        let decayed = self.half_life_ns > 0.0;
         let c = &mut self.classes[i];
         if success {
             c.total_s += 1;
@@ -448,7 +499,8 @@ impl<T: Packet> PercentileQueue<T> {
         } else {
             c.fail += unit;
         }
-        Self::percentile_cap(c);
+        let capped = Self::percentile_cap(c);
+        self.percentile_note_change(i, success || decayed || capped);
     }
 
     /// Per-class snapshot: queue figures plus n, s, fail (as used for the decision, in
@@ -513,17 +565,19 @@ impl<T: Packet> Qdisc<T> for PercentileQueue<T> {
         self.stats.on_enqueue(item.len());
         c.queue.push_back(item);
         self.nonempty |= 1 << class;
+        // Counting may move the class's key; it also covers "became non-empty".
         self.percentile_count_arrival(class, now);
         Verdict::Queued
     }
 
     #[inline]
     fn dequeue(&mut self, _now: Nanos) -> Option<T> {
-        let i = self.percentile_select()?;
+        let i = self.percentile_choose()?;
         let c = &mut self.classes[i];
         let item = c.queue.pop_front()?;
         if c.queue.is_empty() {
             self.nonempty &= !(1 << i);
+            self.best = None;
         }
         c.queued_bytes -= item.len() as u64;
         c.dequeued += 1;
@@ -532,7 +586,7 @@ impl<T: Packet> Qdisc<T> for PercentileQueue<T> {
     }
 
     fn peek(&mut self, _now: Nanos) -> Option<&T> {
-        let i = self.percentile_select()?;
+        let i = self.percentile_choose()?;
         self.classes[i].queue.front()
     }
 
@@ -555,6 +609,7 @@ impl<T: Packet> Qdisc<T> for PercentileQueue<T> {
             c.queued_bytes = 0;
         }
         self.nonempty = 0;
+        self.best = None;
         items
     }
 
