@@ -103,3 +103,26 @@ fn percentile_web_rejects_bad_input_by_name() {
     let err = percentile_web::run(&params, 1, &tempdir("pweb-p")).unwrap_err().to_string();
     assert!(err.contains("percentiles"), "{err}");
 }
+
+/// Calibration sweep (not a check): `cargo test --release -p netsched-lab --test
+/// sim_percentile_web -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn percentile_web_calibration_sweep() {
+    for think in [0.0, 3.0, 6.0, 10.0] {
+        for deadline in [serde_json::json!({"ms": 4.0}), serde_json::json!("auto")] {
+            let mut params = scenario();
+            params["clients"]["think"] = serde_json::json!({"dist": "exponential", "mean_ms": think});
+            params["percentile"]["deadline"] = deadline.clone();
+            let out = percentile_web::run(&params, 1, &tempdir("pweb-sweep")).unwrap();
+            let pct = classes(&out, "percentile");
+            eprintln!(
+                "think {think} deadline {deadline}: checks {:?} means {:?} tp {:?} att {:?}",
+                out.checks.iter().map(|c| c.passed).collect::<Vec<_>>(),
+                col(&pct, "mean_response_s").iter().map(|m| (m * 1e4).round() / 10.0).collect::<Vec<_>>(),
+                col(&pct, "throughput_per_s").iter().map(|m| m.round()).collect::<Vec<_>>(),
+                col(&pct, "attainment").iter().map(|m| (m * 1e3).round() / 1e3).collect::<Vec<_>>(),
+            );
+        }
+    }
+}

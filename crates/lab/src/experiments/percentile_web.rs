@@ -83,6 +83,9 @@ pub struct Clients {
 #[serde(deny_unknown_fields, default)]
 pub struct Percentile {
     pub deadline: PercentileDeadline,
+    /// An extra Percentile run with this fixed deadline (ms), to show the sensitivity to the
+    /// success criterion; `None` skips it.
+    pub extra_fixed_deadline_ms: Option<f64>,
     pub memory: PercentileMemory,
     pub limit_packets: usize,
 }
@@ -128,7 +131,7 @@ impl Default for Clients {
             percentiles: vec![90, 80, 70, 60, 50],
             threads: 4,
             requests_per_thread: 2000,
-            think: Dist::Fixed { ms: 0.0 },
+            think: Dist::Exponential { mean_ms: 3.0 },
             request_bytes: 300,
         }
     }
@@ -136,7 +139,8 @@ impl Default for Clients {
 impl Default for Percentile {
     fn default() -> Self {
         Self {
-            deadline: PercentileDeadline::Ms(4.0),
+            deadline: PercentileDeadline::Auto,
+            extra_fixed_deadline_ms: Some(4.0),
             memory: PercentileMemory::Forever,
             limit_packets: 1000,
         }
@@ -199,6 +203,11 @@ impl Params {
             .and_then(|_| self.percentile.deadline.validate())
             .and_then(|_| self.percentile.memory.validate())
             .map_err(|e| anyhow::anyhow!("percentile-web: {e}"))?;
+        if let Some(ms) = self.percentile.extra_fixed_deadline_ms {
+            PercentileDeadline::Ms(ms)
+                .validate()
+                .map_err(|e| anyhow::anyhow!("percentile-web: percentile.extra_fixed_{e}"))?;
+        }
         if self.queue_limit == 0 || self.percentile.limit_packets == 0 {
             return bad("queue limits must be at least 1");
         }
@@ -208,10 +217,13 @@ impl Params {
     fn sched(&self, run: &str) -> QdiscConfig {
         let classes = self.clients.percentiles.len();
         match run {
-            "percentile" => QdiscConfig::Percentile {
+            "percentile" | "percentile_fixed_deadline" => QdiscConfig::Percentile {
                 percentiles: self.clients.percentiles.clone(),
                 limit_packets: self.percentile.limit_packets,
-                deadline: self.percentile.deadline,
+                deadline: match (run, self.percentile.extra_fixed_deadline_ms) {
+                    ("percentile_fixed_deadline", Some(ms)) => PercentileDeadline::Ms(ms),
+                    _ => self.percentile.deadline,
+                },
                 memory: self.percentile.memory,
             },
             "strict_priority" => QdiscConfig::StrictPriority {
@@ -324,7 +336,11 @@ fn simulate(p: &Params, run: &str, seed: u64) -> anyhow::Result<RunResult> {
     let duration_s = end as f64 / SEC as f64;
     let warm_bins = (p.warmup_s / p.bin_s).floor() as usize;
     let status = sim.server_sched(srv).class_status();
-    let deadline_ns = match p.percentile.deadline {
+    let deadline = match (run, p.percentile.extra_fixed_deadline_ms) {
+        ("percentile_fixed_deadline", Some(ms)) => PercentileDeadline::Ms(ms),
+        _ => p.percentile.deadline,
+    };
+    let deadline_ns = match deadline {
         PercentileDeadline::Ms(ms) => Some((ms * MS as f64) as Nanos),
         PercentileDeadline::Ns(ns) => Some(ns),
         PercentileDeadline::Auto => None,
@@ -419,9 +435,12 @@ pub fn run(params: &serde_json::Value, seed: u64, out: &Path) -> anyhow::Result<
     std::fs::create_dir_all(out)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", out.display()))?;
     let mut results = Results::new("percentile-web", "sim", seed, params.clone());
-    let names = ["fifo", "percentile", "strict_priority"];
+    let mut names = vec!["fifo", "percentile", "strict_priority"];
+    if p.percentile.extra_fixed_deadline_ms.is_some() {
+        names.push("percentile_fixed_deadline");
+    }
     let mut runs = Vec::new();
-    for name in names {
+    for &name in &names {
         let r = simulate(&p, name, seed)?;
         let classes: Vec<_> = r
             .classes
@@ -645,7 +664,7 @@ pub fn run(params: &serde_json::Value, seed: u64, out: &Path) -> anyhow::Result<
         });
     }
 
-    let notes = vec![
+    let mut notes = vec![
         format!(
             "Model: message-level requests (one packet each way, no TCP per request) over 100 Mbit/s links; one server worker with {:?} service time; {} classes × {} closed-loop threads, think time {:?}, {} requests per thread (the thesis: 15000). Requests wait in the scheduler and are released only when the worker is free (listen queue {}), so a backlog of up to {} requests forms, as `perSetQlen` makes one in the thesis. Each run stops when the first class has sent all its requests (FIFO {:.1} s, Percentile {:.1} s, strict priority {:.1} s of simulated time).",
             p.server.service, k, p.clients.threads, p.clients.think, p.clients.requests_per_thread,
