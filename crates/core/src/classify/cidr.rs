@@ -16,6 +16,7 @@ use crate::wire::parse_ip;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
@@ -127,12 +128,43 @@ pub enum AddressField {
     Destination,
 }
 
+/// Hasher for network keys: the keys are operator-configured prefixes (lookups never insert),
+/// so a fast deterministic mix (the SplitMix64 finaliser, Steele et al., OOPSLA 2014) is
+/// enough and avoids SipHash's cost on every packet.
+#[derive(Default)]
+struct NetworkHasher(u64);
+
+impl Hasher for NetworkHasher {
+    fn finish(&self) -> u64 {
+        let mut z = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 ^= v as u64;
+    }
+    fn write_u128(&mut self, v: u128) {
+        self.0 ^= (v as u64)
+            ^ ((v >> 64) as u64)
+                .rotate_left(29)
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type NetworkMap<K> = HashMap<K, ClassId, BuildHasherDefault<NetworkHasher>>;
+
 /// Longest-prefix-match table from address ranges to classes, with a default class.
 #[derive(Debug, Clone)]
 pub struct CidrTable {
     /// Index = prefix length.
-    v4: Vec<HashMap<u32, ClassId>>,
-    v6: Vec<HashMap<u128, ClassId>>,
+    v4: Vec<NetworkMap<u32>>,
+    v6: Vec<NetworkMap<u128>>,
     /// Prefix lengths with at least one entry, longest first.
     v4_lens: Vec<u8>,
     v6_lens: Vec<u8>,
@@ -144,8 +176,8 @@ impl CidrTable {
     /// An empty table: every address maps to `default_class`.
     pub fn new(default_class: ClassId) -> Self {
         Self {
-            v4: vec![HashMap::new(); 33],
-            v6: vec![HashMap::new(); 129],
+            v4: vec![NetworkMap::default(); 33],
+            v6: vec![NetworkMap::default(); 129],
             v4_lens: Vec::new(),
             v6_lens: Vec::new(),
             default_class,
@@ -205,8 +237,8 @@ impl CidrTable {
     }
 
     pub fn clear(&mut self) {
-        self.v4.iter_mut().for_each(HashMap::clear);
-        self.v6.iter_mut().for_each(HashMap::clear);
+        self.v4.iter_mut().for_each(NetworkMap::clear);
+        self.v6.iter_mut().for_each(NetworkMap::clear);
         self.refresh_lens();
     }
 
