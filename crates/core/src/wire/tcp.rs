@@ -355,6 +355,31 @@ pub(crate) mod tests {
         assert_eq!(ack_info(&p).unwrap().ack, 99);
     }
 
+    /// AH (RFC 4302 §2.2): Payload Len counts 4-byte words minus 2, so 4 → (4 + 2) × 4 = 24.
+    #[test]
+    fn ipv6_authentication_header_is_walked() {
+        let mut ah = vec![0u8; 24];
+        ah[1] = 4;
+        let seg = tcp_segment(TCP_ACK, 7, 5, &[], 0);
+        let p = ipv6(&[(51, ah)], 6, &seg);
+        assert_eq!(parse_ip(&p).unwrap().header_len, 40 + 24);
+        assert!(is_tcp_pure_ack(&p));
+    }
+
+    /// IPv4 with 4 bytes of options (IHL 6): the TCP header starts at byte 24.
+    #[test]
+    fn ipv4_options_move_the_transport_header() {
+        let seg = tcp_segment(TCP_ACK, 77, 5, &[], 0);
+        let mut p = vec![0u8; 24];
+        p[0] = 0x46;
+        p[2..4].copy_from_slice(&((24 + seg.len()) as u16).to_be_bytes());
+        p[9] = 6;
+        p[20] = 1; // NOP option
+        p.extend_from_slice(&seg);
+        assert_eq!(parse_ip(&p).unwrap().header_len, 24);
+        assert_eq!(ack_info(&p).unwrap().ack, 77);
+    }
+
     #[test]
     fn ipv6_fragment_is_not_a_pure_ack() {
         let frag = vec![0u8, 0, 0, 1, 0, 0, 0, 7]; // offset 0, M = 1
