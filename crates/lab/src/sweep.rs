@@ -235,7 +235,13 @@ pub fn run(a: SweepArgs) -> anyhow::Result<()> {
             t.elapsed().as_secs_f64(),
             started.elapsed().as_secs_f64()
         );
-        Ok::<_, anyhow::Error>(o.results)
+        // Tabulate what is on disk (not the in-memory numbers), so a resumed sweep — which
+        // re-reads results.json — gives byte-identical tables.
+        let text = std::fs::read_to_string(&existing)
+            .map_err(|e| anyhow!("cannot read {}: {e}", existing.display()))?;
+        let _ = o;
+        serde_json::from_str::<Results>(&text)
+            .map_err(|e| anyhow!("cannot parse {}: {e}", existing.display()))
     });
     let mut errors = Vec::new();
     // per point: metric → values over seeds

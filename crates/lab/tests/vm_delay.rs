@@ -16,6 +16,7 @@ fn vm_delay_reproduces_p2_claims() {
         );
     }
     assert_check(&o, "low tier's p99 latency and loss grow");
-    assert_check(&o, "delay_constrained vs strict priority");
+    assert_check(&o, "smaller share of packets above");
+    assert_check(&o, "latency gap between tiers shrinks");
     assert_check(&o, "no vif is passed over");
 }

@@ -567,19 +567,39 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
             });
         }
     }
-    for sch in ["delay_constrained"] {
-        if let (Some(sp), Some(dc)) = (find("strict_priority", nmax), find(sch, nmax)) {
-            if !schedulers.iter().any(|s| s == sch) {
-                continue;
-            }
-            let (sa, sl) = overall(sp);
-            let (da, dl) = overall(dc);
-            checks.push(Check {
-                claim: format!("{sch} vs strict priority at {nmax} domains: fewer packets above {threshold} ms and less loss (P2 Fig. 9)"),
-                passed: da < sa && dl < sl,
-                detail: format!("above {threshold} ms {sa:.2}% → {da:.2}%, loss {sl:.2}% → {dl:.2}%"),
-            });
-        }
+    if let (Some(sp), Some(dc)) = (
+        find("strict_priority", nmax),
+        find("delay_constrained", nmax),
+    ) {
+        let (sa, sl) = overall(sp);
+        let (da, dl) = overall(dc);
+        checks.push(Check {
+            claim: format!("delay_constrained vs strict priority at {nmax} domains: a smaller share of packets above {threshold} ms (P2 Fig. 9)"),
+            passed: da < sa,
+            detail: format!("above {threshold} ms: {sa:.2}% → {da:.2}%"),
+        });
+        let per_tier = |r: &[TierResult]| {
+            r.iter()
+                .map(|t| format!("{:.2}%", t.loss_pct()))
+                .collect::<Vec<_>>()
+                .join("/")
+        };
+        checks.push(Check {
+            claim: format!("delay_constrained vs strict priority at {nmax} domains: less packet loss overall (P2 §5)"),
+            passed: dl < sl,
+            detail: format!("loss {sl:.3}% → {dl:.3}% (per tier {} → {})", per_tier(sp), per_tier(dc)),
+        });
+        // Fairness (P2 §5): the latency gap between the best and the worst tier shrinks.
+        let gap = |r: &[TierResult]| {
+            let p: Vec<f64> = r.iter().map(|t| t.quantile_ms(0.99)).collect();
+            p.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+                - p.iter().cloned().fold(f64::INFINITY, f64::min)
+        };
+        checks.push(Check {
+            claim: format!("delay_constrained vs strict priority at {nmax} domains: the p99 latency gap between tiers shrinks (fairness, P2 §5)"),
+            passed: gap(dc) < gap(sp),
+            detail: format!("p99 gap {:.1} ms → {:.1} ms", gap(sp), gap(dc)),
+        });
     }
     let mut ok = true;
     let mut detail = Vec::new();
@@ -603,6 +623,7 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
     let notes = vec![
         format!("**Model.** {} tiers ({}), one vif queue of {} packets per domain, one packet per period per domain (± {:.0}% jitter). dom0 moves a packet in {} ms of CPU and has the CPU {:.0}% of the time, in on/off slices around {} ms (the background MD5 load of P2). Batch {} packets per round. The per-packet cost is a modelling choice that puts 18 domains near the backend's capacity, so the disciplines differ; P2 prints its results only as plots, so the \"paper\" column has no numbers.", tiers.len(), tiers.iter().map(|t| format!("{} {} ms / bound {} ms / bitmap {}", t.name, t.period_ms, t.bound_ms, t.bitmap_len)).collect::<Vec<_>>().join(", "), base.vif_queue, base.jitter * 100.0, base.per_packet_ms, 100.0 * (1.0 - cpu_busy), base.slice_ms, base.batch),
         "**Strict priority** is the core's `StrictPriority` with one band per vif, bands ordered by tier (High vifs first): the prior work's preemptive priority by domain. **delay_constrained** is the core's `DelayConstrained` (P2 Fig. 4 bitmaps); **delay_wall_clock** is its wall-clock variant (a vif is promoted when its head packet has waited its QoS bound), an improvement the paper does not have.".into(),
+        "**Loss.** Total loss is set by how often bursts overflow the 4-packet vif queues near saturation; delay-constrained scheduling moves it between tiers (the promoted Low vifs delay High bursts) rather than removing it, so in this model the loss check can go either way with the seed and duration — P2 reports fewer losses on its testbed, which we do not reproduce robustly.".into(),
         "**Round accounting.** A round starts at every dequeue where the discipline has no open round; at each start every backlogged vif that is not chosen has its passed-over counter incremented (reset when chosen or empty). The maximum is compared with `wait_bound_rounds` = bitmap_len + n − 2 (proof in `crates/core/src/qdisc/delay.rs`).".into(),
     ];
     Ok(ExperimentOutput {
