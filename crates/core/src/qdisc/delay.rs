@@ -444,7 +444,7 @@ impl<T: Packet> Qdisc<T> for DelayConstrained<T> {
 mod tests {
     use super::*;
     use crate::qdisc::fifo::TestItem;
-    use crate::MS;
+    use crate::{MS, SEC};
 
     const HIGH: usize = 0;
     const MIDDLE: usize = 1;
@@ -594,6 +594,66 @@ mod tests {
         assert_eq!(q.dequeue(now).unwrap().id, 1002);
         assert_eq!(q.dequeue(now).unwrap().id / 1000, 0);
         q.stats().check_identities().unwrap();
+    }
+
+    /// Worst wait (ns) of the Low interface: High (priority 1) always backlogged, one Low
+    /// packet every 50 ms, 1 ms per packet, rounds of `batch` packets.
+    fn worst_low_wait(wall_clock: bool, batch: usize) -> Nanos {
+        let mut cfg = [iface(1, 2), iface(2, 3)];
+        cfg[0].limit_packets = 1000;
+        // High's backlog is permanently old; a loose bound keeps it from being promoted
+        // (otherwise its promotions queue ahead of Low's: the n − 1 term, in time).
+        cfg[0].bound_ns = Some(1000 * SEC);
+        cfg[1].bound_ns = Some(30 * MS);
+        let mut q = DelayConstrained::new(&cfg, batch, wall_clock).unwrap();
+        push(&mut q, HIGH, 200, 0);
+        let mut worst = 0;
+        let mut now: Nanos = 0;
+        while now < 10_000 * MS {
+            let _ = q.enqueue(HIGH, TestItem { id: 1, len: 100 }, now);
+            if now.is_multiple_of(50 * MS) {
+                let _ = q.enqueue(
+                    1, // Low: the second of two interfaces here
+                    TestItem {
+                        id: 1000 + now,
+                        len: 100,
+                    },
+                    now,
+                );
+            }
+            let it = q.dequeue(now).unwrap();
+            if it.id >= 1000 {
+                worst = worst.max(now - (it.id - 1000));
+            }
+            now += MS;
+        }
+        q.stats().check_identities().unwrap();
+        assert_eq!(q.stats().dropped(), 0, "{:?}", q.stats());
+        worst
+    }
+
+    /// The wall-clock variant keeps the 30 ms bound up to one round in progress whatever the
+    /// batch; the bitmap variant's bound is in rounds, so its wait in time grows with the
+    /// batch. Measured worst Low wait (bitmap / wall-clock): batch 2: 5 / 31 ms; batch 10:
+    /// 29 / 39 ms; batch 20: 59 / 49 ms — with short rounds the bitmap promotes sooner than
+    /// the 30 ms bound asks, with long rounds it overshoots it.
+    #[test]
+    fn wall_clock_bound_holds_in_time_bitmap_bound_in_rounds() {
+        for batch in [2usize, 10, 20] {
+            let b = batch as Nanos * MS;
+            let bitmap = worst_low_wait(false, batch);
+            let wall = worst_low_wait(true, batch);
+            assert!(
+                wall <= 30 * MS + b,
+                "batch {batch}: wall-clock worst {wall}"
+            );
+            // bound D + n − 2 = 3 rounds passed over, plus the round in progress
+            assert!(bitmap <= 4 * b, "batch {batch}: bitmap worst {bitmap}");
+            if batch == 20 {
+                assert!(bitmap > wall, "batch 20: bitmap {bitmap} wall {wall}");
+                assert!(bitmap > 30 * MS + b, "batch 20: bitmap {bitmap}");
+            }
+        }
     }
 
     #[test]
