@@ -30,8 +30,8 @@ pub struct BenchArgs {
     /// Seconds of closed-loop load for the throughput figure.
     #[arg(long, default_value_t = 5.0)]
     pub seconds: f64,
-    /// Concurrent UDP flows for the throughput figure.
-    #[arg(long, default_value_t = 64)]
+    /// Concurrent UDP flows for the throughput figure (enough to keep the daemon's batches full).
+    #[arg(long, default_value_t = 1000)]
     pub flows: usize,
     /// Round trips sampled for each latency figure.
     #[arg(long, default_value_t = 5000)]
@@ -290,7 +290,11 @@ pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
             packets_per_s: pk as f64 / secs,
             requests_per_s_without: base_rps,
             daemon_cpu_us_per_packet: cpu_per_pkt * 1e6,
-            one_core_capacity_pps: if cpu_per_pkt > 0.0 { 1.0 / cpu_per_pkt } else { f64::NAN },
+            one_core_capacity_pps: if cpu_per_pkt > 0.0 {
+                1.0 / cpu_per_pkt
+            } else {
+                f64::NAN
+            },
             loadavg_1min: std::fs::read_to_string("/proc/loadavg")
                 .ok()
                 .and_then(|l| l.split_whitespace().next().and_then(|x| x.parse().ok()))
@@ -337,7 +341,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());
     }
-    println!("netsched nfq bench (daemon on CPU {}, load on CPU {})", a.cpu, a.load_cpu);
+    println!(
+        "netsched nfq bench (daemon on CPU {}, load on CPU {})",
+        a.cpu, a.load_cpu
+    );
     println!(
         "latency, one UDP request at a time (round trip = 2 daemon passes):\n  without NFQUEUE  p50 {:>8.1} us   p99 {:>8.1} us\n  with the daemon  p50 {:>8.1} us   p99 {:>8.1} us\n  added            p50 {:>8.1} us   p99 {:>8.1} us   (per packet p50 {:.1} us)",
         r.rtt_p50_us_without, r.rtt_p99_us_without, r.rtt_p50_us_with, r.rtt_p99_us_with,

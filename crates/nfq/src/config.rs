@@ -68,7 +68,9 @@ pub enum Deadline {
     Fixed(Nanos),
     /// The running mean response time, as in the thesis (P0 §4: the deadline is the mean
     /// processing time); `initial` until the first response completes.
-    Auto { initial: Nanos },
+    Auto {
+        initial: Nanos,
+    },
 }
 
 /// Parse "4ms", "250us", "1.5s", "2000ns", "3m". Bare numbers are rejected (units matter).
@@ -564,14 +566,18 @@ request_timeout = "2s"
         assert!(e.contains("percentile 120"), "{e}");
         let e = format!(
             "{:#}",
-            Config::from_toml("[[class]]\nname='a'\npercentile=50\n[[table]]\ncidr='10.0.0.0/40'\nclass='a'")
-                .unwrap_err()
+            Config::from_toml(
+                "[[class]]\nname='a'\npercentile=50\n[[table]]\ncidr='10.0.0.0/40'\nclass='a'"
+            )
+            .unwrap_err()
         );
         assert!(e.contains("prefix length 40"), "{e}");
         let e = format!(
             "{:#}",
-            Config::from_toml("[[class]]\nname='a'\npercentile=50\n[[table]]\ncidr='10.0.0.0/8'\nclass='zz'")
-                .unwrap_err()
+            Config::from_toml(
+                "[[class]]\nname='a'\npercentile=50\n[[table]]\ncidr='10.0.0.0/8'\nclass='zz'"
+            )
+            .unwrap_err()
         );
         assert!(e.contains("\"zz\"") && e.contains("known: a"), "{e}");
         let e = format!("{:#}", Config::from_toml("deadline = \"4\"").unwrap_err());
@@ -587,7 +593,10 @@ request_timeout = "2s"
         assert_eq!(parse_duration("1.5s").unwrap(), 1_500_000_000);
         assert_eq!(parse_duration("3ms").unwrap(), 3_000_000);
         assert!(parse_duration("-3ms").is_err());
-        assert!(matches!(parse_deadline("auto").unwrap(), Deadline::Auto { .. }));
+        assert!(matches!(
+            parse_deadline("auto").unwrap(),
+            Deadline::Auto { .. }
+        ));
         assert!(parse_deadline("0ms").is_err());
     }
 }

@@ -29,13 +29,25 @@ pub enum Request {
     Stop,
     Reset,
     Status,
-    SetPercentile { class: String, p: i64 },
+    SetPercentile {
+        class: String,
+        p: i64,
+    },
     /// A duration ("4ms") or "auto".
-    SetDeadline { deadline: String },
+    SetDeadline {
+        deadline: String,
+    },
     /// A number ≥ 1, or "off".
-    SetBudget { budget: String },
-    AddIp { cidr: String, class: String },
-    DelIp { cidr: String },
+    SetBudget {
+        budget: String,
+    },
+    AddIp {
+        cidr: String,
+        class: String,
+    },
+    DelIp {
+        cidr: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -107,7 +119,12 @@ pub fn handle(
     }
 }
 
-fn apply(engine: &mut Engine, req: &Request, now: Nanos, accept: &mut Vec<u32>) -> Result<Response> {
+fn apply(
+    engine: &mut Engine,
+    req: &Request,
+    now: Nanos,
+    accept: &mut Vec<u32>,
+) -> Result<Response> {
     Ok(match req {
         Request::Start => {
             engine.start();
@@ -134,7 +151,10 @@ fn apply(engine: &mut Engine, req: &Request, now: Nanos, accept: &mut Vec<u32>) 
         Request::SetPercentile { class, p } => {
             let k = resolve_class(&engine.cfg.classes, class)?;
             engine.set_percentile(k, *p)?;
-            Response::ok(format!("class {} percentile = {p}", engine.cfg.classes[k].name))
+            Response::ok(format!(
+                "class {} percentile = {p}",
+                engine.cfg.classes[k].name
+            ))
         }
         Request::SetDeadline { deadline } => {
             let d = parse_deadline(deadline)?;
@@ -324,7 +344,11 @@ fn supplementary_groups(pid: i32) -> Vec<u32> {
         .unwrap_or_default()
         .lines()
         .find_map(|l| l.strip_prefix("Groups:"))
-        .map(|g| g.split_whitespace().filter_map(|x| x.parse().ok()).collect())
+        .map(|g| {
+            g.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -394,19 +418,28 @@ mod tests {
     #[test]
     fn control_status_reports_every_class_and_the_table() {
         let mut e = engine(Some(2));
-        let (r, _) = call(&mut e, r#"{"cmd":"add_ip","cidr":"10.0.0.0/24","class":"c0"}"#);
+        let (r, _) = call(
+            &mut e,
+            r#"{"cmd":"add_ip","cidr":"10.0.0.0/24","class":"c0"}"#,
+        );
         assert!(r.ok, "{r:?}");
         let (r, _) = call(&mut e, r#"{"cmd":"status"}"#);
         let st = r.status.unwrap();
         assert_eq!(st.classes.len(), 3);
         assert_eq!(st.budget, Some(2));
         assert_eq!(st.deadline_ns, 4_000_000);
-        assert_eq!(st.table, vec![("10.0.0.0/24".to_string(), "c0".to_string())]);
+        assert_eq!(
+            st.table,
+            vec![("10.0.0.0/24".to_string(), "c0".to_string())]
+        );
         // JSON round trip of the whole answer.
-        let back: Response = serde_json::from_str(&serde_json::to_string(&Response {
-            status: Some(st.clone()),
-            ..Response::ok("x")
-        }).unwrap())
+        let back: Response = serde_json::from_str(
+            &serde_json::to_string(&Response {
+                status: Some(st.clone()),
+                ..Response::ok("x")
+            })
+            .unwrap(),
+        )
         .unwrap();
         assert_eq!(*back.status.unwrap(), *st);
     }
@@ -414,13 +447,29 @@ mod tests {
     #[test]
     fn control_set_percentile_deadline_budget_take_effect() {
         let mut e = engine(Some(1));
-        assert!(call(&mut e, r#"{"cmd":"set_percentile","class":"c1","p":70}"#).0.ok);
+        assert!(
+            call(&mut e, r#"{"cmd":"set_percentile","class":"c1","p":70}"#)
+                .0
+                .ok
+        );
         assert_eq!(e.status().classes[1].percentile, 70);
-        assert!(call(&mut e, r#"{"cmd":"set_percentile","class":"2","p":60}"#).0.ok);
+        assert!(
+            call(&mut e, r#"{"cmd":"set_percentile","class":"2","p":60}"#)
+                .0
+                .ok
+        );
         assert_eq!(e.status().classes[2].percentile, 60);
-        assert!(call(&mut e, r#"{"cmd":"set_deadline","deadline":"7ms"}"#).0.ok);
+        assert!(
+            call(&mut e, r#"{"cmd":"set_deadline","deadline":"7ms"}"#)
+                .0
+                .ok
+        );
         assert_eq!(e.deadline(), 7_000_000);
-        assert!(call(&mut e, r#"{"cmd":"set_deadline","deadline":"auto"}"#).0.ok);
+        assert!(
+            call(&mut e, r#"{"cmd":"set_deadline","deadline":"auto"}"#)
+                .0
+                .ok
+        );
         assert!(e.status().deadline_auto);
         // Budget 1: the second request waits; raising the budget releases it at once.
         let mut acc = Vec::new();
@@ -444,9 +493,18 @@ mod tests {
             (r#"{"cmd":"set_deadline","deadline":"soon"}"#, "soon"),
             (r#"{"cmd":"set_budget","budget":"0"}"#, "budget 0"),
             (r#"{"cmd":"set_budget","budget":"x"}"#, "\"x\""),
-            (r#"{"cmd":"add_ip","cidr":"10.0.0.0/33","class":"c0"}"#, "33"),
-            (r#"{"cmd":"add_ip","cidr":"10.0.0.0/8","class":"gold"}"#, "gold"),
-            (r#"{"cmd":"del_ip","cidr":"10.0.0.0/8"}"#, "not in the address table"),
+            (
+                r#"{"cmd":"add_ip","cidr":"10.0.0.0/33","class":"c0"}"#,
+                "33",
+            ),
+            (
+                r#"{"cmd":"add_ip","cidr":"10.0.0.0/8","class":"gold"}"#,
+                "gold",
+            ),
+            (
+                r#"{"cmd":"del_ip","cidr":"10.0.0.0/8"}"#,
+                "not in the address table",
+            ),
         ];
         for (json, needle) in cases {
             let (r, _) = call(&mut e, json);
@@ -479,7 +537,14 @@ mod tests {
         e.on_packet(
             4,
             NF_INET_LOCAL_OUT,
-            &build_ipv4_tcp(Ipv4Addr::new(10, 9, 0, 1), Ipv4Addr::new(10, 0, 0, 1), 80, 1000, 0x18, 10),
+            &build_ipv4_tcp(
+                Ipv4Addr::new(10, 9, 0, 1),
+                Ipv4Addr::new(10, 0, 0, 1),
+                80,
+                1000,
+                0x18,
+                10,
+            ),
             1,
             &mut acc,
         );
@@ -512,7 +577,10 @@ mod tests {
         }
         let (a, line) = client.join().unwrap();
         assert!(a.ok && a.status.is_some());
-        assert!(line.contains("\"ok\":false") && line.contains("explode"), "{line}");
+        assert!(
+            line.contains("\"ok\":false") && line.contains("explode"),
+            "{line}"
+        );
         drop(server);
         assert!(!path.exists(), "socket file removed on drop");
         let _ = std::fs::remove_dir_all(&dir);

@@ -111,10 +111,22 @@ pub fn format_status(st: &Status) -> String {
     ));
     let c = &st.classes;
     out.push_str(&row("", c.iter().map(|r| r.name.clone()).collect()));
-    out.push_str(&row("N (requests)", c.iter().map(|r| r.n.to_string()).collect()));
-    out.push_str(&row("S (within deadline)", c.iter().map(|r| r.s.to_string()).collect()));
-    out.push_str(&row("failures", c.iter().map(|r| r.fail.to_string()).collect()));
-    out.push_str(&row("P", c.iter().map(|r| r.percentile.to_string()).collect()));
+    out.push_str(&row(
+        "N (requests)",
+        c.iter().map(|r| r.n.to_string()).collect(),
+    ));
+    out.push_str(&row(
+        "S (within deadline)",
+        c.iter().map(|r| r.s.to_string()).collect(),
+    ));
+    out.push_str(&row(
+        "failures",
+        c.iter().map(|r| r.fail.to_string()).collect(),
+    ));
+    out.push_str(&row(
+        "P",
+        c.iter().map(|r| r.percentile.to_string()).collect(),
+    ));
     out.push_str(&row(
         "priority",
         c.iter()
@@ -127,14 +139,22 @@ pub fn format_status(st: &Status) -> String {
     ));
     out.push_str(&row(
         "mean response (ms)",
-        c.iter().map(|r| format!("{:.3}", r.mean_response_ms)).collect(),
+        c.iter()
+            .map(|r| format!("{:.3}", r.mean_response_ms))
+            .collect(),
     ));
-    out.push_str(&row("queue length", c.iter().map(|r| r.queue_len.to_string()).collect()));
+    out.push_str(&row(
+        "queue length",
+        c.iter().map(|r| r.queue_len.to_string()).collect(),
+    ));
     out.push_str(&row(
         "held packets",
         c.iter().map(|r| r.held_packets.to_string()).collect(),
     ));
-    out.push_str(&row("timeouts", c.iter().map(|r| r.timeouts.to_string()).collect()));
+    out.push_str(&row(
+        "timeouts",
+        c.iter().map(|r| r.timeouts.to_string()).collect(),
+    ));
     out.push_str(&format!(
         "address table ({} entries; others -> {}):\n",
         st.table.len(),
@@ -186,7 +206,12 @@ mod tests {
                     deadline: "auto".into(),
                 },
             ),
-            (&["set-budget", "off"], Request::SetBudget { budget: "off".into() }),
+            (
+                &["set-budget", "off"],
+                Request::SetBudget {
+                    budget: "off".into(),
+                },
+            ),
             (
                 &["add-ip", "10.0.0.0/8", "gold"],
                 Request::AddIp {
@@ -194,7 +219,12 @@ mod tests {
                     class: "gold".into(),
                 },
             ),
-            (&["del-ip", "10.0.0.0/8"], Request::DelIp { cidr: "10.0.0.0/8".into() }),
+            (
+                &["del-ip", "10.0.0.0/8"],
+                Request::DelIp {
+                    cidr: "10.0.0.0/8".into(),
+                },
+            ),
         ];
         for (argv, want) in cases {
             let mut full = vec!["ctl"];

@@ -176,7 +176,8 @@ impl RunArgs {
                 .split_once('=')
                 .with_context(|| format!("--map {m:?}: expected CIDR=CLASS"))?;
             let cidr = Cidr::parse(cidr).with_context(|| format!("--map {m:?}"))?;
-            let k = resolve_class(&c.classes, class.trim()).with_context(|| format!("--map {m:?}"))?;
+            let k =
+                resolve_class(&c.classes, class.trim()).with_context(|| format!("--map {m:?}"))?;
             c.table.push((cidr, k));
         }
         if let Some(d) = &self.deadline {
@@ -311,7 +312,11 @@ fn fill_kernel(st: &mut Status, q: &NfQueue, queue: u16) {
 
 /// Run the daemon in the calling thread (and network namespace) until `stop` is set.
 /// `on_ready` is called once the rules are in place.
-pub fn run_daemon(cfg: Config, stop: &AtomicBool, on_ready: impl FnOnce(&Status)) -> Result<Summary> {
+pub fn run_daemon(
+    cfg: Config,
+    stop: &AtomicBool,
+    on_ready: impl FnOnce(&Status),
+) -> Result<Summary> {
     let queue_num = cfg.queue;
     let mut engine = Engine::new(cfg.clone())?;
     let ctl = ControlServer::bind(&cfg.control_socket, cfg.control_group.as_deref())?;
@@ -367,10 +372,9 @@ pub fn run_daemon(cfg: Config, stop: &AtomicBool, on_ready: impl FnOnce(&Status)
             }
             if fds[1].revents != 0 {
                 ctl.poll(|req| {
-                    let r = control::handle(&mut engine, &req, now(), &mut accept, &|st| {
+                    control::handle(&mut engine, &req, now(), &mut accept, &|st| {
                         fill_kernel(st, &q, queue_num)
-                    });
-                    r
+                    })
                 });
                 for id in accept.drain(..) {
                     q.accept(id);

@@ -267,8 +267,7 @@ impl Engine {
         let addr_ok = |a: IpAddr| self.cfg.service.address.is_none_or(|s| s == a);
         if hook == NF_INET_LOCAL_IN && ports.contains(&info.dst_port) && addr_ok(info.dst) {
             self.inbound(id, &info, now, accept);
-        } else if hook == NF_INET_LOCAL_OUT && ports.contains(&info.src_port) && addr_ok(info.src)
-        {
+        } else if hook == NF_INET_LOCAL_OUT && ports.contains(&info.src_port) && addr_ok(info.src) {
             self.outbound(&info, now, accept);
             self.counters.passed_at_once += 1;
             accept.push(id);
@@ -503,7 +502,6 @@ impl Engine {
         }
     }
 
-
     /// Release a request the discipline handed out. An item whose flow no longer holds it
     /// (released earlier by `max_hold`) is stale: skipped, nothing accepted twice.
     fn release(&mut self, item: HeldRequest, now: Nanos, accept: &mut Vec<u32>) {
@@ -563,9 +561,8 @@ impl Engine {
         }
         self.release_over_max_hold(now, accept);
         let before = self.flows.len();
-        self.flows.retain(|_, f| {
-            !(f.state == FlowState::Idle && now.saturating_sub(f.last_seen) > idle)
-        });
+        self.flows
+            .retain(|_, f| !(f.state == FlowState::Idle && now.saturating_sub(f.last_seen) > idle));
         self.counters.expired_flows += (before - self.flows.len()) as u64;
         self.release_while_allowed(now, accept);
     }
@@ -641,7 +638,9 @@ impl Engine {
     /// Clear the address table and every counter (the thesis's `perReset`).
     pub fn reset(&mut self) {
         self.table.clear();
-        self.per_class.iter_mut().for_each(|c| *c = ClassCounters::default());
+        self.per_class
+            .iter_mut()
+            .for_each(|c| *c = ClassCounters::default());
         self.counters = Counters::default();
         self.all_latency_sum = 0;
         self.all_completed = 0;
@@ -831,7 +830,13 @@ mod tests {
         let mut e = Engine::new(cfg(DisciplineKind::Fifo, None)).unwrap();
         let mut acc = Vec::new();
         for i in 0..10u32 {
-            e.on_packet(i, NF_INET_LOCAL_IN, &req(client(0, 1), 2000 + i as u16), 0, &mut acc);
+            e.on_packet(
+                i,
+                NF_INET_LOCAL_IN,
+                &req(client(0, 1), 2000 + i as u16),
+                0,
+                &mut acc,
+            );
         }
         assert_eq!(acc.len(), 10);
         assert_eq!(e.held_packets(), 0);
@@ -849,14 +854,26 @@ mod tests {
         assert_eq!(acc, vec![1]);
         assert_eq!(e.held_packets(), 2);
         // The response of flow 1 (3 ms after arrival: within the 4 ms deadline) completes it.
-        e.on_packet(4, NF_INET_LOCAL_OUT, &resp(client(0, 1), 1000), 3 * MS, &mut acc);
+        e.on_packet(
+            4,
+            NF_INET_LOCAL_OUT,
+            &resp(client(0, 1), 1000),
+            3 * MS,
+            &mut acc,
+        );
         assert_eq!(acc, vec![1, 2, 3, 4]);
         let st = e.status();
         assert_eq!(st.classes[0].s, 1);
         assert_eq!(st.classes[1].n, 1);
         assert_eq!(st.in_server, 1);
         // Flow 2 answers 9 ms after it arrived: late.
-        e.on_packet(5, NF_INET_LOCAL_OUT, &resp(client(1, 1), 1001), 10 * MS, &mut acc);
+        e.on_packet(
+            5,
+            NF_INET_LOCAL_OUT,
+            &resp(client(1, 1), 1001),
+            10 * MS,
+            &mut acc,
+        );
         let st = e.status();
         assert_eq!((st.classes[1].s, st.classes[1].fail), (0, 1));
         assert_eq!(st.in_server, 0);
@@ -878,8 +895,20 @@ mod tests {
         assert_eq!((st.classes[0].fail, st.classes[1].fail), (1, 1));
         assert_eq!(st.counters.early_misses, 2);
         // Their late responses do not count them again.
-        e.on_packet(3, NF_INET_LOCAL_OUT, &resp(client(0, 1), 1000), 6 * MS, &mut acc);
-        e.on_packet(4, NF_INET_LOCAL_OUT, &resp(client(1, 1), 1001), 7 * MS, &mut acc);
+        e.on_packet(
+            3,
+            NF_INET_LOCAL_OUT,
+            &resp(client(0, 1), 1000),
+            6 * MS,
+            &mut acc,
+        );
+        e.on_packet(
+            4,
+            NF_INET_LOCAL_OUT,
+            &resp(client(1, 1), 1001),
+            7 * MS,
+            &mut acc,
+        );
         let st = e.status();
         assert_eq!((st.classes[0].fail, st.classes[1].fail), (1, 1));
         assert_eq!((st.classes[0].s, st.classes[1].s), (0, 0));
@@ -896,7 +925,13 @@ mod tests {
         e.on_packet(1, NF_INET_LOCAL_IN, &req(client(1, 1), 1001), 0, &mut acc);
         e.tick(50 * MS, &mut acc);
         assert_eq!(e.status().classes[1].fail, 0);
-        e.on_packet(2, NF_INET_LOCAL_OUT, &resp(client(1, 1), 1001), 60 * MS, &mut acc);
+        e.on_packet(
+            2,
+            NF_INET_LOCAL_OUT,
+            &resp(client(1, 1), 1001),
+            60 * MS,
+            &mut acc,
+        );
         assert_eq!(e.status().classes[1].fail, 1);
     }
 
@@ -918,8 +953,20 @@ mod tests {
         assert_eq!(e.in_server(), 2);
         assert_eq!(e.counters.max_hold_releases, 1);
         // c0's response frees a slot; the stale queue entry of c1 is skipped, not re-accepted.
-        e.on_packet(4, NF_INET_LOCAL_OUT, &resp(client(0, 1), 1), 110 * MS, &mut acc);
-        e.on_packet(5, NF_INET_LOCAL_OUT, &resp(client(1, 1), 2), 120 * MS, &mut acc);
+        e.on_packet(
+            4,
+            NF_INET_LOCAL_OUT,
+            &resp(client(0, 1), 1),
+            110 * MS,
+            &mut acc,
+        );
+        e.on_packet(
+            5,
+            NF_INET_LOCAL_OUT,
+            &resp(client(1, 1), 2),
+            120 * MS,
+            &mut acc,
+        );
         assert_eq!(acc, vec![1, 2, 3, 4, 5]);
         assert_eq!(e.counters.stale_skipped, 1);
         assert_eq!(e.in_server(), 0);
@@ -978,7 +1025,13 @@ mod tests {
         let mut e = Engine::new(c).unwrap();
         let mut acc = Vec::new();
         for i in 0..5u32 {
-            e.on_packet(i, NF_INET_LOCAL_IN, &req(client(0, i as u8), 7), 0, &mut acc);
+            e.on_packet(
+                i,
+                NF_INET_LOCAL_IN,
+                &req(client(0, i as u8), 7),
+                0,
+                &mut acc,
+            );
         }
         // 1 in server, 2 held, 2 passed over the limit.
         assert_eq!(acc, vec![0, 3, 4]);
@@ -996,7 +1049,13 @@ mod tests {
         for (i, lat) in [2u64, 4, 6].iter().enumerate() {
             let port = 100 + i as u16;
             e.on_packet(0, NF_INET_LOCAL_IN, &req(client(0, 1), port), 0, &mut acc);
-            e.on_packet(0, NF_INET_LOCAL_OUT, &resp(client(0, 1), port), lat * MS, &mut acc);
+            e.on_packet(
+                0,
+                NF_INET_LOCAL_OUT,
+                &resp(client(0, 1), port),
+                lat * MS,
+                &mut acc,
+            );
         }
         assert_eq!(e.deadline(), 4 * MS);
     }
@@ -1046,8 +1105,21 @@ mod closed_loop {
         pub max_wait_ms: Vec<f64>,
     }
 
-    pub fn run(kind: DisciplineKind, deadline: Deadline, early: bool, seconds: u64, budget: usize) -> Outcome {
-        run_with(kind, deadline, early, seconds, budget, crate::config::Limits::default().max_hold)
+    pub fn run(
+        kind: DisciplineKind,
+        deadline: Deadline,
+        early: bool,
+        seconds: u64,
+        budget: usize,
+    ) -> Outcome {
+        run_with(
+            kind,
+            deadline,
+            early,
+            seconds,
+            budget,
+            crate::config::Limits::default().max_hold,
+        )
     }
 
     pub fn run_with(
@@ -1172,7 +1244,11 @@ mod closed_loop {
             att.iter().cloned().fold(0.0, f64::max),
         );
         assert!(hi / lo - 1.0 <= 0.10, "{att:?}");
-        assert!(p.completed[4] as f64 >= 0.5 * p.completed[0] as f64, "{:?}", p.completed);
+        assert!(
+            p.completed[4] as f64 >= 0.5 * p.completed[0] as f64,
+            "{:?}",
+            p.completed
+        );
         let f = run(DisciplineKind::Fifo, auto, false, 30, 16);
         let (lo, hi) = (
             f.mean_ms.iter().cloned().fold(f64::MAX, f64::min),
@@ -1185,11 +1261,20 @@ mod closed_loop {
 
     #[test]
     fn closed_loop_max_hold_bounds_the_wait_under_strong_holding() {
-        let p = run(DisciplineKind::Percentile, Deadline::Fixed(30 * MS), false, 30, 4);
+        let p = run(
+            DisciplineKind::Percentile,
+            Deadline::Fixed(30 * MS),
+            false,
+            30,
+            4,
+        );
         let max_hold_ms = crate::config::Limits::default().max_hold as f64 / 1e6;
         for (k, w) in p.max_wait_ms.iter().enumerate() {
             // held ≤ max_hold (+ one 10 ms tick), then queued behind ≤ 20 requests of 3-5 ms
-            assert!(*w <= max_hold_ms + 10.0 + 20.0 * 5.0 + 1.0, "class {k} waited {w} ms");
+            assert!(
+                *w <= max_hold_ms + 10.0 + 20.0 * 5.0 + 1.0,
+                "class {k} waited {w} ms"
+            );
         }
         assert!(p.completed.iter().all(|&c| c > 0), "{:?}", p.completed);
     }
@@ -1199,8 +1284,19 @@ mod closed_loop {
         // Budget 4 of 20 and a fixed deadline: classes whose attainment sits above what the
         // others can reach stop getting service (no arrivals, no completions: the ratio never
         // moves) — a limit of the P0 rule under strong holding, documented in docs/nfq.md.
-        let p = run_with(DisciplineKind::Percentile, Deadline::Fixed(30 * MS), false, 30, 4, Nanos::MAX);
+        let p = run_with(
+            DisciplineKind::Percentile,
+            Deadline::Fixed(30 * MS),
+            false,
+            30,
+            4,
+            Nanos::MAX,
+        );
         let total: u64 = p.completed.iter().sum();
-        assert!(p.completed[3] + p.completed[4] < total / 50, "{:?}", p.completed);
+        assert!(
+            p.completed[3] + p.completed[4] < total / 50,
+            "{:?}",
+            p.completed
+        );
     }
 }

@@ -70,7 +70,7 @@ impl RealParams {
                 .map(|x| {
                     x.as_i64()
                         .ok_or_else(|| anyhow!("params.percentiles: {x} is not an integer"))
-                        .and_then(|i| crate::config::validate_percentile(i))
+                        .and_then(crate::config::validate_percentile)
                 })
                 .collect::<Result<Vec<_>>>()?,
         };
@@ -269,7 +269,9 @@ fn per_second(run: &ModeRun, classes: usize) -> (SecondSeries, SecondSeries) {
         ));
         thr.push((
             name,
-            (0..secs).map(|b| ((b + 1) as f64, cnt[k][b] as f64)).collect(),
+            (0..secs)
+                .map(|b| ((b + 1) as f64, cnt[k][b] as f64))
+                .collect(),
         ));
     }
     (resp, thr)
@@ -295,7 +297,9 @@ fn fmt_list(v: &[f64], prec: usize) -> String {
 /// Every mode's checks (P0's claims, measured).
 pub fn checks(runs: &[ModeRun]) -> Vec<Check> {
     let mut out = Vec::new();
-    let all_answered = runs.iter().all(|r| r.load.sent == r.load.received && r.load.errors.is_empty());
+    let all_answered = runs
+        .iter()
+        .all(|r| r.load.sent == r.load.received && r.load.errors.is_empty());
     out.push(Check {
         claim: "every request sent got its full response, in every mode".into(),
         passed: all_answered && !runs.is_empty(),
@@ -318,7 +322,11 @@ pub fn checks(runs: &[ModeRun]) -> Vec<Check> {
         out.push(Check {
             claim: "FIFO favours no class: mean response times within 15% of each other".into(),
             passed: s <= 0.15,
-            detail: format!("means (ms) {}; max/min − 1 = {:.1}%", fmt_list(&f.mean_ms, 2), s * 100.0),
+            detail: format!(
+                "means (ms) {}; max/min − 1 = {:.1}%",
+                fmt_list(&f.mean_ms, 2),
+                s * 100.0
+            ),
         });
     }
     if let Some(p) = runs.iter().find(|r| r.mode == DisciplineKind::Percentile) {
@@ -339,23 +347,33 @@ pub fn checks(runs: &[ModeRun]) -> Vec<Check> {
         let fair = total as f64 / p.completed.len().max(1) as f64;
         let min = p.completed.iter().copied().min().unwrap_or(0);
         out.push(Check {
-            claim: "Percentile starves no class: every class completes ≥ 25% of an equal share".into(),
+            claim: "Percentile starves no class: every class completes ≥ 25% of an equal share"
+                .into(),
             passed: (min as f64) >= 0.25 * fair && total > 0,
             detail: format!(
                 "responses per class {}",
-                p.completed.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" / ")
+                p.completed
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" / ")
             ),
         });
     }
     if let Some(s) = runs.iter().find(|r| r.mode == DisciplineKind::Strict) {
         let ok = s.mean_ms.first() < s.mean_ms.last();
         out.push(Check {
-            claim: "strict priority serves C0 fastest and C4 slowest (the starvation P0 avoids)".into(),
+            claim: "strict priority serves C0 fastest and C4 slowest (the starvation P0 avoids)"
+                .into(),
             passed: ok,
             detail: format!(
                 "means (ms) {}; responses {}",
                 fmt_list(&s.mean_ms, 3),
-                s.completed.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" / ")
+                s.completed
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" / ")
             ),
         });
     }

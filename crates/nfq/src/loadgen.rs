@@ -87,7 +87,9 @@ pub fn run_load(spec: &LoadSpec, stop: &AtomicBool) -> Result<LoadResult> {
                         ..Default::default()
                     };
                     if let Err(e) = client_thread(spec, c, start, end, stop, &mut local) {
-                        local.errors.push(format!("client {} ({}): {e:#}", c.class, c.netns));
+                        local
+                            .errors
+                            .push(format!("client {} ({}): {e:#}", c.class, c.netns));
                     }
                     let mut o = out.lock().unwrap();
                     o.samples.extend(local.samples);
@@ -271,7 +273,8 @@ mod tests {
             let (mut c, _) = l.accept().unwrap();
             let mut one = [0u8; 1];
             c.read_exact(&mut one).unwrap();
-            c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel").unwrap();
+            c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel")
+                .unwrap();
             std::thread::sleep(Duration::from_millis(20));
             c.write_all(b"lo").unwrap();
             c.read_exact(&mut one).unwrap();

@@ -419,7 +419,9 @@ fn parse_datagram(buf: &[u8], out: &mut Vec<PacketMsg>) {
             }
             return;
         }
-        if typ != NLMSG_ERROR && typ != NLMSG_DONE && typ == (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET
+        if typ != NLMSG_ERROR
+            && typ != NLMSG_DONE
+            && typ == (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET
         {
             if let Some(p) = parse_packet(&buf[off + 20..off + len]) {
                 out.push(p);

@@ -62,13 +62,24 @@ impl Scheduler {
                 deadline_config(deadline),
                 PercentileMemory::Forever,
             )?),
-            DisciplineKind::Strict => Scheduler::Strict(StrictPriority::new(
-                &vec![BandConfig::with_limits(limit, u64::MAX); percentiles.len()],
-            )?),
+            DisciplineKind::Strict => {
+                Scheduler::Strict(StrictPriority::new(&vec![
+                    BandConfig::with_limits(
+                        limit,
+                        u64::MAX
+                    );
+                    percentiles.len()
+                ])?)
+            }
         })
     }
 
-    pub fn enqueue(&mut self, class: ClassId, item: HeldRequest, now: Nanos) -> Verdict<HeldRequest> {
+    pub fn enqueue(
+        &mut self,
+        class: ClassId,
+        item: HeldRequest,
+        now: Nanos,
+    ) -> Verdict<HeldRequest> {
         each!(self, q => q.enqueue(class, item, now))
     }
     pub fn dequeue(&mut self, now: Nanos) -> Option<HeldRequest> {
@@ -79,6 +90,9 @@ impl Scheduler {
     }
     pub fn len(&self) -> usize {
         each!(self, q => q.len())
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
     pub fn stats(&self) -> &netsched_core::qdisc::QdiscStats {
         each!(self, q => q.stats())

@@ -42,9 +42,30 @@ pub fn client_cidr(k: usize) -> String {
 /// real work to do.
 pub fn page(kb: usize, seed: u64) -> String {
     const WORDS: [&str; 24] = [
-        "percentile", "scheduler", "class", "deadline", "request", "response", "server",
-        "client", "queue", "packet", "kernel", "thesis", "budget", "priority", "attainment",
-        "netfilter", "socket", "latency", "throughput", "gold", "silver", "bronze", "web", "ms",
+        "percentile",
+        "scheduler",
+        "class",
+        "deadline",
+        "request",
+        "response",
+        "server",
+        "client",
+        "queue",
+        "packet",
+        "kernel",
+        "thesis",
+        "budget",
+        "priority",
+        "attainment",
+        "netfilter",
+        "socket",
+        "latency",
+        "throughput",
+        "gold",
+        "silver",
+        "bronze",
+        "web",
+        "ms",
     ];
     let mut rng = netsched_core::rng::SplitMix64::new(seed);
     let mut s = String::from("<html><body><p>\n");

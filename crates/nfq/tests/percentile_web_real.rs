@@ -29,12 +29,29 @@ fn percentile_web_real_fifo_percentile_strict() {
         let sent: u64 = r.load.sent.iter().sum();
         let got: u64 = r.load.received.iter().sum();
         assert!(sent > 500, "{}: only {sent} requests", r.mode.as_str());
-        assert_eq!(sent, got, "{}: every request gets its response", r.mode.as_str());
-        assert!(r.load.errors.is_empty(), "{}: {:?}", r.mode.as_str(), r.load.errors);
+        assert_eq!(
+            sent,
+            got,
+            "{}: every request gets its response",
+            r.mode.as_str()
+        );
+        assert!(
+            r.load.errors.is_empty(),
+            "{}: {:?}",
+            r.mode.as_str(),
+            r.load.errors
+        );
         assert_eq!(r.load.sent, r.load.received);
     }
-    let fifo = runs.iter().find(|r| r.mode == DisciplineKind::Fifo).unwrap();
-    assert!(spread(&fifo.mean_ms) <= 0.15, "FIFO means {:?}", fifo.mean_ms);
+    let fifo = runs
+        .iter()
+        .find(|r| r.mode == DisciplineKind::Fifo)
+        .unwrap();
+    assert!(
+        spread(&fifo.mean_ms) <= 0.15,
+        "FIFO means {:?}",
+        fifo.mean_ms
+    );
     let pct = runs
         .iter()
         .find(|r| r.mode == DisciplineKind::Percentile)
@@ -57,7 +74,11 @@ fn percentile_web_real_fifo_percentile_strict() {
         assert_eq!(c.n, pct.load.sent[k], "class {k}: daemon N vs client count");
     }
     // The report's checks are the same claims, computed on the same numbers.
-    assert!(output.checks.iter().all(|c| c.passed), "{:#?}", output.checks);
+    assert!(
+        output.checks.iter().all(|c| c.passed),
+        "{:#?}",
+        output.checks
+    );
     assert_eq!(checks(&runs).len(), output.checks.len());
     for f in &output.figures {
         assert!(out.join(&f.file).exists(), "{} missing", f.file);
@@ -97,7 +118,11 @@ fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
     while bed.leftover_rules("iptables").unwrap_or(0) < 2 && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(bed.leftover_rules("iptables").unwrap(), 2, "daemon installed its rules");
+    assert_eq!(
+        bed.leftover_rules("iptables").unwrap(),
+        2,
+        "daemon installed its rules"
+    );
 
     // Load for 8 s; the daemon is SIGKILLed after 3 s.
     let spec = LoadSpec {
@@ -119,8 +144,15 @@ fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
         h.join().unwrap()
     })
     .expect("load ran");
-    let after_kill = load.samples.iter().filter(|s| s.done_ns > 4_000_000_000).count();
-    assert!(after_kill > 50, "fail-open: only {after_kill} answers after the kill");
+    let after_kill = load
+        .samples
+        .iter()
+        .filter(|s| s.done_ns > 4_000_000_000)
+        .count();
+    assert!(
+        after_kill > 50,
+        "fail-open: only {after_kill} answers after the kill"
+    );
     assert_eq!(load.sent, load.received, "errors: {:?}", load.errors);
     assert!(load.errors.is_empty(), "{:?}", load.errors);
 
@@ -136,14 +168,26 @@ fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(bed.leftover_rules("iptables").unwrap(), 2, "one set, not two");
+    assert_eq!(
+        bed.leftover_rules("iptables").unwrap(),
+        2,
+        "one set, not two"
+    );
     let st = bed
         .tb
-        .exec(&server_ns, bin, &["ctl", "--socket", &sock_s, "status", "--json"])
+        .exec(
+            &server_ns,
+            bin,
+            &["ctl", "--socket", &sock_s, "status", "--json"],
+        )
         .expect("ctl status");
     assert!(st.contains("\"running\": true"), "{st}");
     bed.tb.stop(pid2, Duration::from_secs(5)).unwrap();
-    assert_eq!(bed.leftover_rules("iptables").unwrap(), 0, "rules removed on SIGTERM");
+    assert_eq!(
+        bed.leftover_rules("iptables").unwrap(),
+        0,
+        "rules removed on SIGTERM"
+    );
 
     // After another SIGKILL, `cleanup` removes the leftovers.
     let pid3 = bed

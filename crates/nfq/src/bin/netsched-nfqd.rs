@@ -14,7 +14,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Run the percentile scheduling daemon (= `netsched nfq`).
-    Nfq(netsched_nfq::daemon::NfqArgs),
+    Nfq(Box<netsched_nfq::daemon::NfqArgs>),
     /// Control a running daemon (= `netsched ctl`).
     Ctl(netsched_nfq::ctl::CtlArgs),
     /// Run the percentile-web experiment on real Linux (= `netsched lab run percentile-web
@@ -36,7 +36,7 @@ enum Cmd {
 
 fn main() {
     let r = match Cli::parse().cmd {
-        Cmd::Nfq(a) => netsched_nfq::daemon::run(a),
+        Cmd::Nfq(a) => netsched_nfq::daemon::run(*a),
         Cmd::Ctl(a) => netsched_nfq::ctl::run(a),
         Cmd::Experiment {
             out,
@@ -57,13 +57,21 @@ fn experiment(out: &std::path::Path, quick: bool, params: &str, seed: u64) -> an
     let o = netsched_nfq::experiment::run_real(&params, seed, out, quick)?;
     o.results.write(out)?;
     for c in &o.comparisons {
-        println!("{:<45} paper {:>22}   ours {:>22}", c.quantity, c.paper, c.ours);
+        println!(
+            "{:<45} paper {:>22}   ours {:>22}",
+            c.quantity, c.paper, c.ours
+        );
     }
     for n in &o.notes {
         println!("{n}");
     }
     for c in &o.checks {
-        println!("[{}] {} — {}", if c.passed { "PASS" } else { "FAIL" }, c.claim, c.detail);
+        println!(
+            "[{}] {} — {}",
+            if c.passed { "PASS" } else { "FAIL" },
+            c.claim,
+            c.detail
+        );
     }
     Ok(())
 }
