@@ -1,4 +1,6 @@
-//! Shared helpers for the lab's integration tests (included with `#[path]`).
+//! Shared helpers for the lab's integration tests (included with `#[path]`; each test file
+//! uses a different subset).
+#![allow(dead_code)]
 
 use netsched_lab::{experiments, runner};
 use netsched_report::ExperimentOutput;

@@ -34,7 +34,9 @@ use std::path::Path;
 
 /// P4 Table 3: requests/s with the same object for all requests, per size, algorithm and host
 /// count (1, 5, 10, 15).
-const PAPER_SAME: [(&str, [(&str, [f64; 4]); 4]); 5] = [
+/// One algorithm's row: name and requests/s at 1, 5, 10, 15 hosts.
+type PaperRow = (&'static str, [f64; 4]);
+const PAPER_SAME: [(&str, [PaperRow; 4]); 5] = [
     (
         "300B",
         [

@@ -141,7 +141,7 @@ enum Ev {
 /// Simulate one configuration; returns one result per tier.
 pub fn simulate(cfg: &VmConfig, seed: u64) -> anyhow::Result<Vec<TierResult>> {
     let ntiers = cfg.tiers.len();
-    if ntiers == 0 || cfg.domains % ntiers != 0 {
+    if ntiers == 0 || (cfg.domains / ntiers) * ntiers != cfg.domains {
         bail!(
             "domains.counts: {} domains cannot be split into {ntiers} equal tiers",
             cfg.domains
