@@ -36,7 +36,7 @@ fn adsl_ack_real_fifo_vs_ack_separation_and_strong_asymmetry() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let out = std::env::temp_dir().join(format!("netsched-adsl-real-{}", std::process::id()));
     let params = serde_json::json!({
-        "real_variants": ["reno/88"],
+        "real_variants": ["default/none/88"],
         "real_duration_s": 12,
         "real_strong": true,
     });
