@@ -137,16 +137,28 @@ impl Frame {
     }
 }
 
-fn header(svg: &mut String, title: &str) {
+/// Total width: the plot area plus a legend column wide enough for the longest name
+/// (about 7 px per character at font size 12).
+fn total_width<S: AsRef<str>>(names: &[S]) -> f64 {
+    let longest = names
+        .iter()
+        .map(|n| n.as_ref().chars().count())
+        .max()
+        .unwrap_or(0);
+    (WIDTH - MARGIN_RIGHT + 40.0 + 7.0 * longest as f64).max(WIDTH)
+}
+
+fn header(svg: &mut String, title: &str, width: f64) {
     let _ = writeln!(
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#,
-        w = WIDTH,
+        w = n(width),
         h = HEIGHT
     );
     let _ = writeln!(
         svg,
-        r#"<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="white"/>"#
+        r#"<rect x="0" y="0" width="{}" height="{HEIGHT}" fill="white"/>"#,
+        n(width)
     );
     let _ = writeln!(
         svg,
@@ -341,10 +353,10 @@ pub fn line_chart_svg<S: AsRef<str>>(
         y1: *yt.last().unwrap(),
     };
     let mut svg = String::new();
-    header(&mut svg, title);
+    let names: Vec<&str> = series.iter().map(|(s, _)| s.as_ref()).collect();
+    header(&mut svg, title, total_width(&names));
     axes(&mut svg, &f, Some((&xt, xs)), (&yt, ys), x_label, y_label);
     polylines(&mut svg, &f, series, false);
-    let names: Vec<&str> = series.iter().map(|(s, _)| s.as_ref()).collect();
     legend(&mut svg, &names);
     footer(&mut svg);
     svg
@@ -389,7 +401,8 @@ pub fn cdf_chart_svg<S: AsRef<str>>(
         y1: 1.0,
     };
     let mut svg = String::new();
-    header(&mut svg, title);
+    let names: Vec<&str> = series.iter().map(|(s, _)| *s).collect();
+    header(&mut svg, title, total_width(&names));
     axes(
         &mut svg,
         &f,
@@ -399,7 +412,6 @@ pub fn cdf_chart_svg<S: AsRef<str>>(
         "fraction ≤ x (CDF)",
     );
     polylines(&mut svg, &f, &series, true);
-    let names: Vec<&str> = series.iter().map(|(s, _)| *s).collect();
     legend(&mut svg, &names);
     footer(&mut svg);
     svg
@@ -432,7 +444,8 @@ pub fn bar_chart_svg<C: AsRef<str>, S: AsRef<str>>(
         y1: *yt.last().unwrap(),
     };
     let mut svg = String::new();
-    header(&mut svg, title);
+    let names: Vec<&str> = series.iter().map(|(s, _)| s.as_ref()).collect();
+    header(&mut svg, title, total_width(&names));
     axes(&mut svg, &f, None, (&yt, ys), "", y_label);
     let nseries = series.len().max(1) as f64;
     let group_w = f.px(1.0) - f.px(0.0);
@@ -464,7 +477,6 @@ pub fn bar_chart_svg<C: AsRef<str>, S: AsRef<str>>(
             escape(cat.as_ref())
         );
     }
-    let names: Vec<&str> = series.iter().map(|(s, _)| s.as_ref()).collect();
     legend(&mut svg, &names);
     footer(&mut svg);
     svg
