@@ -14,7 +14,7 @@
 //! The daemon runs pinned to one CPU (`--cpu`, default 1); clients and echo server on the
 //! other (`--load-cpu`, default 0).
 
-use crate::config::{Cidr, ClassSpec, Config, Deadline, DisciplineKind};
+use crate::config::{parse_cidr, ClassSpec, Config, Deadline, DisciplineKind};
 use crate::loadgen::enter_netns;
 use anyhow::{anyhow, bail, Context, Result};
 use netsched_testbed::Testbed;
@@ -205,7 +205,7 @@ fn daemon_config(socket: std::path::PathBuf) -> Result<Config> {
             percentile: p,
         });
     }
-    c.table.push((Cidr::parse("10.78.0.0/24")?, 0));
+    c.table.push((parse_cidr("10.78.0.0/24")?, 0));
     c.default_class = 1;
     c.validate()?;
     Ok(c)

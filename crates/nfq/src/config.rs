@@ -124,45 +124,13 @@ pub fn fmt_duration(ns: Nanos) -> String {
     }
 }
 
-/// An IPv4/IPv6 prefix `addr/len` (a bare address means a host route).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Cidr {
-    pub addr: IpAddr,
-    pub len: u8,
-}
+/// An IPv4/IPv6 prefix (the core classifier's type, so the daemon accepts exactly what the
+/// table stores; a prefix with host bits set is refused, naming the network it probably meant).
+pub use netsched_core::classify::Cidr;
 
-impl Cidr {
-    pub fn parse(s: &str) -> Result<Self> {
-        let (a, l) = match s.split_once('/') {
-            Some((a, l)) => (a, Some(l)),
-            None => (s, None),
-        };
-        let addr: IpAddr = a
-            .trim()
-            .parse()
-            .map_err(|_| anyhow!("CIDR {s:?}: {a:?} is not an IPv4 or IPv6 address"))?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let len = match l {
-            None => max,
-            Some(l) => {
-                let v: u8 = l
-                    .trim()
-                    .parse()
-                    .map_err(|_| anyhow!("CIDR {s:?}: prefix length {l:?} is not a number"))?;
-                if v > max {
-                    bail!("CIDR {s:?}: prefix length {v} exceeds {max}");
-                }
-                v
-            }
-        };
-        Ok(Cidr { addr, len })
-    }
-}
-
-impl std::fmt::Display for Cidr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.addr, self.len)
-    }
+/// Parse "10.1.0.0/16", "2001:db8::/32" or a bare address.
+pub fn parse_cidr(s: &str) -> Result<Cidr> {
+    s.parse::<Cidr>().map_err(|e| anyhow!("{e}"))
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -429,7 +397,7 @@ impl Config {
             c.default_class = c.classes.len().saturating_sub(1);
         }
         for (i, e) in f.table.iter().enumerate() {
-            let cidr = Cidr::parse(&e.cidr).with_context(|| format!("[[table]] #{}", i + 1))?;
+            let cidr = parse_cidr(&e.cidr).with_context(|| format!("[[table]] #{}", i + 1))?;
             let class = toml_class(&c.classes, &e.class)
                 .with_context(|| format!("[[table]] #{} ({})", i + 1, e.cidr))?;
             c.table.push((cidr, class));
@@ -551,7 +519,7 @@ request_timeout = "2s"
         assert_eq!(c.default_class, 1);
         assert_eq!(c.service.ports, vec![80, 8080]);
         assert_eq!(c.table[0].1, 0);
-        assert_eq!(c.table[1].0.len, 32);
+        assert_eq!(c.table[1].0.prefix_len(), 32);
         assert_eq!(c.limits.request_timeout, 2 * crate::SEC);
     }
 
@@ -571,7 +539,10 @@ request_timeout = "2s"
             )
             .unwrap_err()
         );
-        assert!(e.contains("prefix length 40"), "{e}");
+        assert!(
+            e.contains("10.0.0.0/40") && e.contains("longer than 32"),
+            "{e}"
+        );
         let e = format!(
             "{:#}",
             Config::from_toml(

@@ -10,7 +10,7 @@
 //! connection the peer's credentials (`SO_PEERCRED`) are checked again: root, the daemon's own
 //! user, or a member (primary or supplementary, from `/proc/<pid>/status`) of the group.
 
-use crate::config::{parse_deadline, resolve_class, Cidr};
+use crate::config::{parse_cidr, parse_deadline, resolve_class};
 use crate::engine::{Engine, Status};
 use anyhow::{anyhow, bail, Context, Result};
 use netsched_core::Nanos;
@@ -170,13 +170,13 @@ fn apply(
             })
         }
         Request::AddIp { cidr, class } => {
-            let c = Cidr::parse(cidr)?;
+            let c = parse_cidr(cidr)?;
             let k = resolve_class(&engine.cfg.classes, class)?;
             engine.add_ip(c, k)?;
             Response::ok(format!("{c} -> {}", engine.cfg.classes[k].name))
         }
         Request::DelIp { cidr } => {
-            let c = Cidr::parse(cidr)?;
+            let c = parse_cidr(cidr)?;
             engine.del_ip(c)?;
             Response::ok(format!("{c} removed"))
         }

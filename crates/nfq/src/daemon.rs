@@ -11,7 +11,9 @@
 //! 64 packets per `recvmmsg`, decide each with [`crate::engine::Engine`], send the batch of
 //! verdicts in one datagram; every 10 ms a tick expires requests and flows.
 
-use crate::config::{self, parse_deadline, parse_protocol, resolve_class, Cidr, ClassSpec, Config};
+use crate::config::{
+    self, parse_cidr, parse_deadline, parse_protocol, resolve_class, ClassSpec, Config,
+};
 use crate::control::{self, ControlServer};
 use crate::engine::{Engine, KernelCounters, Status};
 use crate::iptables::{self, Rules};
@@ -175,7 +177,7 @@ impl RunArgs {
             let (cidr, class) = m
                 .split_once('=')
                 .with_context(|| format!("--map {m:?}: expected CIDR=CLASS"))?;
-            let cidr = Cidr::parse(cidr).with_context(|| format!("--map {m:?}"))?;
+            let cidr = parse_cidr(cidr).with_context(|| format!("--map {m:?}"))?;
             let k =
                 resolve_class(&c.classes, class.trim()).with_context(|| format!("--map {m:?}"))?;
             c.table.push((cidr, k));

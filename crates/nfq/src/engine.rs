@@ -37,6 +37,8 @@
 //!
 //! Cost per packet: one hash-map lookup, one header parse, O(classes) in the discipline.
 
+#[cfg(test)]
+use crate::config::parse_cidr;
 use crate::config::{Cidr, Config, Deadline, DisciplineKind};
 use crate::netlink::{NF_INET_LOCAL_IN, NF_INET_LOCAL_OUT};
 use crate::packet::{self, PacketInfo, TCP_FIN, TCP_RST, TCP_SYN};
@@ -796,7 +798,7 @@ mod tests {
                 percentile: *p,
             });
         }
-        c.table.push((Cidr::parse("10.1.0.0/16").unwrap(), 0));
+        c.table.push((parse_cidr("10.1.0.0/16").unwrap(), 0));
         c.default_class = 1;
         c
     }
@@ -1078,8 +1080,8 @@ mod tests {
         assert!(e.set_percentile(0, 0).is_err());
         e.set_percentile(1, 60).unwrap();
         assert_eq!(e.status().classes[1].percentile, 60);
-        assert!(e.del_ip(Cidr::parse("1.2.3.0/24").unwrap()).is_err());
-        e.add_ip(Cidr::parse("10.2.0.0/16").unwrap(), 0).unwrap();
+        assert!(e.del_ip(parse_cidr("1.2.3.0/24").unwrap()).is_err());
+        e.add_ip(parse_cidr("10.2.0.0/16").unwrap(), 0).unwrap();
         assert_eq!(e.status().table.len(), 2);
         e.reset();
         assert!(e.status().table.is_empty());
@@ -1146,7 +1148,7 @@ mod closed_loop {
                 percentile: *p,
             });
             c.table
-                .push((Cidr::parse(&format!("10.77.{i}.0/24")).unwrap(), i));
+                .push((parse_cidr(&format!("10.77.{i}.0/24")).unwrap(), i));
         }
         c.default_class = 4;
         let mut e = Engine::new(c).unwrap();

@@ -171,7 +171,7 @@ pub fn daemon_config(p: &RealParams, mode: DisciplineKind, socket: &Path) -> Res
             percentile: pc,
         });
         c.table
-            .push((crate::config::Cidr::parse(&client_cidr(k))?, k));
+            .push((crate::config::parse_cidr(&client_cidr(k))?, k));
     }
     c.default_class = p.percentiles.len() - 1;
     c.validate()?;

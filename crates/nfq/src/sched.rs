@@ -62,15 +62,13 @@ impl Scheduler {
                 deadline_config(deadline),
                 PercentileMemory::Forever,
             )?),
-            DisciplineKind::Strict => {
-                Scheduler::Strict(StrictPriority::new(&vec![
+            DisciplineKind::Strict => Scheduler::Strict(StrictPriority::new(&vec![
                     BandConfig::with_limits(
                         limit,
                         u64::MAX
                     );
                     percentiles.len()
-                ])?)
-            }
+                ])?),
         })
     }
 
