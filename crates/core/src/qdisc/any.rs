@@ -79,6 +79,10 @@ pub enum QdiscConfig {
         batch: usize,
         #[serde(default)]
         wall_clock: bool,
+        /// Preempt only the interface of the previous round, as Fig. 4 reads (comparison
+        /// only: the wait bound does not hold).
+        #[serde(default)]
+        literal_fig4: bool,
     },
 }
 
@@ -134,11 +138,11 @@ impl QdiscConfig {
                 interfaces,
                 batch,
                 wall_clock,
-            } => AnyQdisc::DelayConstrained(DelayConstrained::new(
-                interfaces,
-                *batch,
-                *wall_clock,
-            )?),
+                literal_fig4,
+            } => AnyQdisc::DelayConstrained(
+                DelayConstrained::new(interfaces, *batch, *wall_clock)?
+                    .with_literal_fig4(*literal_fig4),
+            ),
         })
     }
 }

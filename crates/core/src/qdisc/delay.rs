@@ -22,7 +22,8 @@
 //!    backlogged interface passed over that is neither active nor promoted, not only the one
 //!    that ran last: an interface whose first packet arrives while another is being served
 //!    would otherwise never start its clock and could wait forever, which is what P2 sets out
-//!    to prevent. With one contender this is exactly Fig. 4.
+//!    to prevent. With one contender this is exactly Fig. 4; `with_literal_fig4(true)`
+//!    (config `literal_fig4 = true`) does Fig. 4 to the letter, for comparison.
 //! 4. The chosen interface is no longer waiting: its bits are reset (§3.3.3 ⑤, "Middle ...
 //!    became the scheduling target, so its delay and active bits are reset"). After its round
 //!    it is back at its own priority; if it is then passed over it is preempted again (⑦).
@@ -173,6 +174,10 @@ pub struct DelayConstrained<T> {
     ifaces: Vec<DelayInterface<T>>,
     batch: usize,
     wall_clock: bool,
+    /// Preempt only the interface that ran the previous round (Fig. 4 to the letter).
+    literal_fig4: bool,
+    /// Interface of the previous round (Fig. 4 `current_xenif`).
+    last_round: Option<usize>,
     promotion_queue: VecDeque<usize>,
     /// Interface of the open round and the packets it may still send.
     current: Option<usize>,
@@ -226,6 +231,8 @@ impl<T: Packet> DelayConstrained<T> {
             ifaces,
             batch,
             wall_clock,
+            literal_fig4: false,
+            last_round: None,
             promotion_queue: VecDeque::new(),
             current: None,
             round_left: 0,
@@ -233,6 +240,15 @@ impl<T: Packet> DelayConstrained<T> {
             due_scratch: Vec::new(),
             stats: QdiscStats::default(),
         })
+    }
+
+    /// Fig. 4 to the letter: only the interface that ran the previous round is marked
+    /// preempted when another is chosen. An interface whose first packet arrives while others
+    /// are served then never starts its clock, and the bound of the header does not hold
+    /// (test `literal_fig4_can_starve_a_newly_backlogged_interface`). For comparison only.
+    pub fn with_literal_fig4(mut self, literal: bool) -> Self {
+        self.literal_fig4 = literal;
+        self
     }
 
     /// Rounds started so far.
@@ -322,10 +338,18 @@ impl<T: Packet> DelayConstrained<T> {
                 best?
             }
         };
-        // 3. Passed-over backlogged interfaces are preempted.
+        // 3. Passed-over backlogged interfaces are preempted (literal Fig. 4: only the
+        // interface of the previous round).
         let round = self.rounds;
+        let last = self.last_round;
+        let literal = self.literal_fig4;
         for (i, f) in self.ifaces.iter_mut().enumerate() {
-            if i != next && !f.queue.is_empty() && !f.bitmap.is_active() && !f.promoted {
+            if i != next
+                && (!literal || last == Some(i))
+                && !f.queue.is_empty()
+                && !f.bitmap.is_active()
+                && !f.promoted
+            {
                 f.bitmap.activate();
                 f.activated_at = round;
             }
@@ -336,6 +360,7 @@ impl<T: Packet> DelayConstrained<T> {
         f.rounds_served += 1;
         self.rounds += 1;
         self.current = Some(next);
+        self.last_round = Some(next);
         self.round_left = self.batch;
         Some(next)
     }
@@ -432,6 +457,7 @@ impl<T: Packet> Qdisc<T> for DelayConstrained<T> {
         }
         self.promotion_queue.clear();
         self.current = None;
+        self.last_round = None;
         items
     }
 
@@ -492,11 +518,20 @@ mod tests {
     }
 
     /// P2 Fig. 5: three interfaces High/Middle/Low, batch 2, delay-bitmap ratio 5:3
-    /// (Low 5, Middle 3). The circled steps of §3.3.3 are checked one by one.
+    /// (Low 5, Middle 3). The circled steps of §3.3.3 are checked one by one, with our
+    /// generalised preemption rule and with Fig. 4 to the letter (identical here: every
+    /// preempted interface is the one that ran last).
     #[test]
     fn fig5_walkthrough() {
+        fig5_walkthrough_with(false);
+        fig5_walkthrough_with(true);
+    }
+
+    fn fig5_walkthrough_with(literal: bool) {
         let cfg = [iface(1, 2), iface(2, 3), iface(3, 5)];
-        let mut q = DelayConstrained::new(&cfg, 2, false).unwrap();
+        let mut q = DelayConstrained::new(&cfg, 2, false)
+            .unwrap()
+            .with_literal_fig4(literal);
         push(&mut q, LOW, 20, 0);
         // R1: Low is served; Middle's packets arrive during the round.
         assert_eq!(q.dequeue(0).unwrap().id, 2000);
@@ -570,6 +605,29 @@ mod tests {
         assert!(low_rounds >= 60 / 7, "low served {low_rounds} rounds");
         assert!(worst <= q.wait_bound_rounds(LOW), "worst {worst}");
         q.stats().check_identities().unwrap();
+    }
+
+    /// Fig. 4 to the letter never starts the clock of an interface that has not run: Low's
+    /// first packets arrive while High is served continuously, and Low waits forever. Our
+    /// rule (every passed-over backlogged interface is preempted) serves it within the bound.
+    #[test]
+    fn literal_fig4_can_starve_a_newly_backlogged_interface() {
+        let cfg = [iface(1, 2), iface(2, 3)];
+        for literal in [true, false] {
+            let mut q = DelayConstrained::new(&cfg, 2, false)
+                .unwrap()
+                .with_literal_fig4(literal);
+            push(&mut q, HIGH, 2, 0);
+            assert_eq!(q.dequeue(0).unwrap().id / 1000, HIGH as u64);
+            push(&mut q, 1, 5, 0); // Low arrives during High's round
+            let mut low_served = false;
+            for _ in 0..100 {
+                push(&mut q, HIGH, 1, 0); // one in, one out: High never runs dry
+                low_served |= q.dequeue(0).unwrap().id / 1000 == 1;
+            }
+            assert_eq!(low_served, !literal, "literal {literal}");
+            q.stats().check_identities().unwrap();
+        }
     }
 
     /// Wall-clock variant: an interface is promoted once its oldest packet is `bound_ns` old.
