@@ -40,18 +40,33 @@ fn adsl_ack_reproduces_the_collapse_and_the_fix() {
     let up_alone = run_metric(&out, "upload alone", "upload_kbps");
     let down_alone = run_metric(&out, "download alone", "download_kbps");
     // Alone, each direction fills its link (800 / 2100 kbit/s minus nothing: no ATM overhead).
-    assert!(up_alone > 700.0 && up_alone <= 805.0, "upload alone {up_alone}");
-    assert!(down_alone > 1900.0 && down_alone <= 2110.0, "download alone {down_alone}");
+    assert!(
+        up_alone > 700.0 && up_alone <= 805.0,
+        "upload alone {up_alone}"
+    );
+    assert!(
+        down_alone > 1900.0 && down_alone <= 2110.0,
+        "download alone {down_alone}"
+    );
 
     let fu = run_metric(&out, "both, FIFO 100", "upload_kbps");
     let fd = run_metric(&out, "both, FIFO 100", "download_kbps");
-    assert!(fu < 0.8 * up_alone || fd < 0.8 * down_alone, "FIFO collapse: up {fu} down {fd}");
+    assert!(
+        fu < 0.8 * up_alone || fd < 0.8 * down_alone,
+        "FIFO collapse: up {fu} down {fd}"
+    );
     assert!(run_metric(&out, "both, FIFO 100", "uplink_drops_data") > 0.0);
 
     let su = run_metric(&out, "both, ACK separation", "upload_kbps");
     let sd = run_metric(&out, "both, ACK separation", "download_kbps");
-    assert!(su >= 0.8 * up_alone, "ACK separation upload {su} vs {up_alone}");
-    assert!(sd >= 0.9 * down_alone, "ACK separation download {sd} vs {down_alone}");
+    assert!(
+        su >= 0.8 * up_alone,
+        "ACK separation upload {su} vs {up_alone}"
+    );
+    assert!(
+        sd >= 0.9 * down_alone,
+        "ACK separation download {sd} vs {down_alone}"
+    );
 
     let du = run_metric(&out, "both, input queues + DRR", "upload_kbps");
     let dd = run_metric(&out, "both, input queues + DRR", "download_kbps");
@@ -75,7 +90,13 @@ fn adsl_ack_reproduces_the_collapse_and_the_fix() {
     assert_eq!(collapsed.len(), 16);
     assert!(collapsed.iter().any(|c| c == "upload"));
     assert!(collapsed.iter().any(|c| c == "download"));
-    for f in ["throughput.csv", "matrix.csv", "runs.csv", "throughput_fifo.svg", "rates.svg"] {
+    for f in [
+        "throughput.csv",
+        "matrix.csv",
+        "runs.csv",
+        "throughput_fifo.svg",
+        "rates.svg",
+    ] {
         assert!(dir.join(f).exists(), "{f}");
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -99,10 +120,14 @@ fn adsl_ack_same_seed_same_results() {
 fn adsl_ack_rejects_a_typo_by_name() {
     let mut params = scenario();
     params["tcp"]["sackk"] = true.into();
-    let err = adsl_ack::run(&params, 1, &tempdir("adsl-typo")).unwrap_err().to_string();
+    let err = adsl_ack::run(&params, 1, &tempdir("adsl-typo"))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("sackk"), "{err}");
     let mut params = scenario();
     params["topology"]["up_kbps"] = (-5.0).into();
-    let err = adsl_ack::run(&params, 1, &tempdir("adsl-neg")).unwrap_err().to_string();
+    let err = adsl_ack::run(&params, 1, &tempdir("adsl-neg"))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("up_kbps"), "{err}");
 }

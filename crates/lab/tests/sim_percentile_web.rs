@@ -29,7 +29,9 @@ fn classes(out: &netsched_report::ExperimentOutput, run: &str) -> Vec<serde_json
 }
 
 fn col(cs: &[serde_json::Value], key: &str) -> Vec<f64> {
-    cs.iter().map(|c| c[key].as_f64().unwrap_or(f64::NAN)).collect()
+    cs.iter()
+        .map(|c| c[key].as_f64().unwrap_or(f64::NAN))
+        .collect()
 }
 
 fn spread(v: &[f64]) -> f64 {
@@ -55,7 +57,10 @@ fn percentile_web_orders_classes_and_equalises_attainment() {
 
     let pct = classes(&out, "percentile");
     let mean = col(&pct, "mean_response_s");
-    assert!(mean.windows(2).all(|w| w[0] < w[1]), "Percentile means not ordered: {mean:?}");
+    assert!(
+        mean.windows(2).all(|w| w[0] < w[1]),
+        "Percentile means not ordered: {mean:?}"
+    );
     let att = col(&pct, "attainment");
     assert!(spread(&att) <= 0.05, "attainment {att:?}");
     assert!(att.iter().all(|a| *a > 0.0));
@@ -63,13 +68,23 @@ fn percentile_web_orders_classes_and_equalises_attainment() {
     let tp = col(&pct, "throughput_per_s");
     let fifo_tp = col(&fifo, "throughput_per_s");
     for c in 0..5 {
-        assert!(tp[c] >= 0.5 * fifo_tp[c], "class {c}: {} vs {}", tp[c], fifo_tp[c]);
+        assert!(
+            tp[c] >= 0.5 * fifo_tp[c],
+            "class {c}: {} vs {}",
+            tp[c],
+            fifo_tp[c]
+        );
     }
     assert!(col(&pct, "longest_gap_s").iter().all(|g| *g == 0.0));
 
     let prio = classes(&out, "strict_priority");
     let ptp = col(&prio, "throughput_per_s");
-    assert!(ptp[4] < 0.1 * fifo_tp[4], "strict priority C4 {} vs FIFO {}", ptp[4], fifo_tp[4]);
+    assert!(
+        ptp[4] < 0.1 * fifo_tp[4],
+        "strict priority C4 {} vs FIFO {}",
+        ptp[4],
+        fifo_tp[4]
+    );
     assert!(ptp[0] > fifo_tp[0], "strict priority favours C0");
 
     for c in &out.checks {
@@ -96,11 +111,15 @@ fn percentile_web_same_seed_same_results() {
 fn percentile_web_rejects_bad_input_by_name() {
     let mut params = scenario();
     params["server"]["wokers"] = 2.into();
-    let err = percentile_web::run(&params, 1, &tempdir("pweb-typo")).unwrap_err().to_string();
+    let err = percentile_web::run(&params, 1, &tempdir("pweb-typo"))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("wokers"), "{err}");
     let mut params = scenario();
     params["clients"]["percentiles"] = serde_json::json!([90, 0, 70]);
-    let err = percentile_web::run(&params, 1, &tempdir("pweb-p")).unwrap_err().to_string();
+    let err = percentile_web::run(&params, 1, &tempdir("pweb-p"))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("percentiles"), "{err}");
 }
 
@@ -112,16 +131,26 @@ fn percentile_web_calibration_sweep() {
     for think in [0.0, 3.0, 6.0, 10.0] {
         for deadline in [serde_json::json!({"ms": 4.0}), serde_json::json!("auto")] {
             let mut params = scenario();
-            params["clients"]["think"] = serde_json::json!({"dist": "exponential", "mean_ms": think});
+            params["clients"]["think"] =
+                serde_json::json!({"dist": "exponential", "mean_ms": think});
             params["percentile"]["deadline"] = deadline.clone();
             let out = percentile_web::run(&params, 1, &tempdir("pweb-sweep")).unwrap();
             let pct = classes(&out, "percentile");
             eprintln!(
                 "think {think} deadline {deadline}: checks {:?} means {:?} tp {:?} att {:?}",
                 out.checks.iter().map(|c| c.passed).collect::<Vec<_>>(),
-                col(&pct, "mean_response_s").iter().map(|m| (m * 1e4).round() / 10.0).collect::<Vec<_>>(),
-                col(&pct, "throughput_per_s").iter().map(|m| m.round()).collect::<Vec<_>>(),
-                col(&pct, "attainment").iter().map(|m| (m * 1e3).round() / 1e3).collect::<Vec<_>>(),
+                col(&pct, "mean_response_s")
+                    .iter()
+                    .map(|m| (m * 1e4).round() / 10.0)
+                    .collect::<Vec<_>>(),
+                col(&pct, "throughput_per_s")
+                    .iter()
+                    .map(|m| m.round())
+                    .collect::<Vec<_>>(),
+                col(&pct, "attainment")
+                    .iter()
+                    .map(|m| (m * 1e3).round() / 1e3)
+                    .collect::<Vec<_>>(),
             );
         }
     }

@@ -52,7 +52,9 @@ impl Dist {
         if good {
             Ok(())
         } else {
-            Err(format!("{what}: bad distribution {self:?} (times must be finite and ≥ 0)"))
+            Err(format!(
+                "{what}: bad distribution {self:?} (times must be finite and ≥ 0)"
+            ))
         }
     }
 }

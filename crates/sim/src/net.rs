@@ -162,6 +162,8 @@ pub struct Sim {
     tcp_out: Vec<TcpOut>,
     /// Packets addressed to a node without a route to the destination.
     pub unroutable: u64,
+    /// Packets that reached their destination but name no connection, flow or client there.
+    pub undeliverable: u64,
 }
 
 impl Sim {
@@ -186,6 +188,7 @@ impl Sim {
             routes_dirty: true,
             tcp_out: Vec::with_capacity(64),
             unroutable: 0,
+            undeliverable: 0,
         }
     }
 
@@ -281,7 +284,10 @@ impl Sim {
     }
 
     /// Drops at a node's input stage.
-    pub fn input_stage_stats(&self, node: NodeId) -> Option<(u64, &netsched_core::qdisc::QdiscStats)> {
+    pub fn input_stage_stats(
+        &self,
+        node: NodeId,
+    ) -> Option<(u64, &netsched_core::qdisc::QdiscStats)> {
         let s = self.nodes.get(node as usize)?.input.as_ref()?;
         Some((s.drops, s.qdisc.stats()))
     }
@@ -306,10 +312,16 @@ impl Sim {
         start: Nanos,
         segments: Option<u64>,
     ) -> Result<u32, String> {
-        cfg.validate().map_err(|e| format!("tcp {src}→{dst}: {e}"))?;
+        cfg.validate()
+            .map_err(|e| format!("tcp {src}→{dst}: {e}"))?;
         let id = self.conns.len() as u32;
-        self.conns
-            .push(TcpConn::new(id, src, dst, cfg, segments.unwrap_or(u64::MAX)));
+        self.conns.push(TcpConn::new(
+            id,
+            src,
+            dst,
+            cfg,
+            segments.unwrap_or(u64::MAX),
+        ));
         self.timers.push(ConnTimers::default());
         self.conn_bins.push(Vec::new());
         self.q.schedule(start, Event::TcpStart { conn: id });
@@ -370,7 +382,10 @@ impl Sim {
             return Err("server: workers must be at least 1".into());
         }
         cfg.service.validate("server service time")?;
-        let sched = cfg.sched.build().map_err(|e| format!("server sched: {e}"))?;
+        let sched = cfg
+            .sched
+            .build()
+            .map_err(|e| format!("server sched: {e}"))?;
         let n = self
             .nodes
             .get_mut(node as usize)
@@ -412,7 +427,9 @@ impl Sim {
             ClientMode::Closed { think } => think.validate("clients think time")?,
             ClientMode::Open { rate_per_s } => {
                 if !(rate_per_s.is_finite() && *rate_per_s > 0.0) {
-                    return Err(format!("clients rate_per_s = {rate_per_s}: must be positive"));
+                    return Err(format!(
+                        "clients rate_per_s = {rate_per_s}: must be positive"
+                    ));
                 }
             }
         }
@@ -533,14 +550,20 @@ impl Sim {
             }
             Event::Inject { link, pkt } => self.link_send(link, pkt, now),
             Event::InputDone { node } => {
-                let s = self.nodes[node as usize].input.as_mut().expect("input stage");
+                let s = self.nodes[node as usize]
+                    .input
+                    .as_mut()
+                    .expect("input stage");
                 if let Some(pkt) = s.current.take() {
                     self.forward(node, pkt, now);
                 }
                 self.input_start(node, now);
             }
             Event::InputWake { node } => {
-                let s = self.nodes[node as usize].input.as_mut().expect("input stage");
+                let s = self.nodes[node as usize]
+                    .input
+                    .as_mut()
+                    .expect("input stage");
                 if s.wake_at == Some(now) {
                     s.wake_at = None;
                     if s.current.is_none() {
@@ -637,7 +660,7 @@ impl Sim {
                     let t = &mut self.timers[conn as usize];
                     t.rto_at = at;
                     if let Some(at) = at {
-                        if t.rto_event.map_or(true, |e| e > at) {
+                        if !matches!(t.rto_event, Some(e) if e <= at) {
                             t.rto_event = Some(at);
                             self.q.schedule(at, Event::TcpRto { conn });
                         }
@@ -647,7 +670,7 @@ impl Sim {
                     let t = &mut self.timers[conn as usize];
                     t.delack_at = at;
                     if let Some(at) = at {
-                        if t.delack_event.map_or(true, |e| e > at) {
+                        if !matches!(t.delack_event, Some(e) if e <= at) {
                             t.delack_event = Some(at);
                             self.q.schedule(at, Event::TcpDelAck { conn });
                         }
@@ -667,7 +690,12 @@ impl Sim {
     }
 
     fn forward(&mut self, node: NodeId, pkt: SimPacket, now: Nanos) {
-        match self.nodes[node as usize].routes.get(pkt.dst as usize).copied().flatten() {
+        match self.nodes[node as usize]
+            .routes
+            .get(pkt.dst as usize)
+            .copied()
+            .flatten()
+        {
             Some(link) => self.link_send(link, pkt, now),
             None => self.unroutable += 1,
         }
@@ -694,7 +722,10 @@ impl Sim {
     }
 
     fn input_start(&mut self, node: NodeId, now: Nanos) {
-        let s = self.nodes[node as usize].input.as_mut().expect("input stage");
+        let s = self.nodes[node as usize]
+            .input
+            .as_mut()
+            .expect("input stage");
         debug_assert!(s.current.is_none());
         match s.qdisc.dequeue(now) {
             Some(pkt) => {
@@ -704,7 +735,7 @@ impl Sim {
             }
             None => {
                 if let Some(at) = s.qdisc.next_timer(now) {
-                    if s.wake_at.map_or(true, |w| w > at) {
+                    if !matches!(s.wake_at, Some(w) if w <= at) {
                         s.wake_at = Some(at);
                         self.q.schedule(at, Event::InputWake { node });
                     }
@@ -772,7 +803,7 @@ impl Sim {
             }
             None => {
                 if let Some(at) = l.qdisc.next_timer(now) {
-                    if l.wake_at.map_or(true, |w| w > at) {
+                    if !matches!(l.wake_at, Some(w) if w <= at) {
                         l.wake_at = Some(at);
                         self.q.schedule(at, Event::LinkWake { link });
                     }
@@ -782,6 +813,19 @@ impl Sim {
     }
 
     fn deliver(&mut self, node: NodeId, pkt: SimPacket, now: Nanos) {
+        let f = pkt.flow as usize;
+        let known = match pkt.kind {
+            Kind::TcpData | Kind::TcpAck => f < self.conns.len(),
+            Kind::Udp => f < self.udp.len(),
+            Kind::EchoReply => f < self.pingers.len(),
+            Kind::Response => f < self.threads.len(),
+            Kind::EchoRequest | Kind::Request | Kind::Trace => true,
+        };
+        if !known {
+            // Injected or replayed packets naming no endpoint: counted, not lost silently.
+            self.undeliverable += 1;
+            return;
+        }
         match pkt.kind {
             Kind::TcpData => {
                 let conn = pkt.flow;

@@ -112,6 +112,8 @@ mod tests {
         let info = p.ack_info().unwrap();
         assert!(info.pure && !info.has_sack_or_other_options);
         assert_eq!(info.ack, 7);
-        assert!(SimPacket::new(Kind::TcpData, 1, 2, 1500).ack_info().is_none());
+        assert!(SimPacket::new(Kind::TcpData, 1, 2, 1500)
+            .ack_info()
+            .is_none());
     }
 }

@@ -83,7 +83,9 @@ impl TcpConfig {
             ));
         }
         if self.segment_bytes < 40 || self.ack_bytes < 40 {
-            return Err("segment_bytes and ack_bytes must be at least 40 (IP + TCP headers)".into());
+            return Err(
+                "segment_bytes and ack_bytes must be at least 40 (IP + TCP headers)".into(),
+            );
         }
         if self.initial_cwnd == 0 {
             return Err("initial_cwnd: must be at least 1".into());

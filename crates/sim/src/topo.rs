@@ -66,9 +66,22 @@ pub fn adsl_gateway(sim: &mut Sim, p: &AdslParams) -> Result<Adsl, String> {
     let gateway = sim.add_node("gateway");
     let remote = sim.add_node("remote");
     let one = Classifier::Single(0);
-    let lan_up = sim.add_link(local, gateway, p.lan_bps, p.lan_delay, &p.other_qdisc, one.clone())?;
-    let lan_down =
-        sim.add_link(gateway, local, p.lan_bps, p.lan_delay, &p.other_qdisc, one.clone())?;
+    let lan_up = sim.add_link(
+        local,
+        gateway,
+        p.lan_bps,
+        p.lan_delay,
+        &p.other_qdisc,
+        one.clone(),
+    )?;
+    let lan_down = sim.add_link(
+        gateway,
+        local,
+        p.lan_bps,
+        p.lan_delay,
+        &p.other_qdisc,
+        one.clone(),
+    )?;
     let uplink = sim.add_link(
         gateway,
         remote,
@@ -77,7 +90,14 @@ pub fn adsl_gateway(sim: &mut Sim, p: &AdslParams) -> Result<Adsl, String> {
         &p.uplink_qdisc,
         p.uplink_classifier.clone(),
     )?;
-    let downlink = sim.add_link(remote, gateway, p.down_bps, p.wan_delay, &p.other_qdisc, one)?;
+    let downlink = sim.add_link(
+        remote,
+        gateway,
+        p.down_bps,
+        p.wan_delay,
+        &p.other_qdisc,
+        one,
+    )?;
     if let Some((q, per_packet)) = &p.gateway_input {
         let classes: [(LinkId, ClassId); 2] = [(lan_up, 0), (downlink, 1)];
         sim.set_input_stage(gateway, q, &classes, *per_packet)?;
