@@ -23,7 +23,7 @@ use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{black_box, BenchmarkId, Criterion, Throughput};
 use netsched_core::balance::{Balancer, BalancerConfig, FlowKey, ServerId, ServerTable};
 use netsched_core::qdisc::fifo::TestItem;
-use netsched_core::qdisc::{AnyQdisc, Qdisc, QdiscConfig};
+use netsched_core::qdisc::{AnyQdisc, Feedback, Qdisc, QdiscConfig};
 use netsched_core::rng::SplitMix64;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
@@ -31,7 +31,9 @@ use std::time::Duration;
 
 const CLASS_COUNTS: [usize; 3] = [2, 8, 64];
 const SERVER_COUNTS: [usize; 3] = [4, 64, 1000];
-const QDISC_KINDS: [&str; 8] = [
+/// `percentile_feedback` is Percentile with a `Feedback::Completed` reported for every
+/// dequeued item (the full per-request cost of P0's learning loop); the rest are `kind`s.
+const QDISC_KINDS: [&str; 9] = [
     "fifo",
     "strict_priority",
     "drr",
@@ -39,6 +41,7 @@ const QDISC_KINDS: [&str; 8] = [
     "edf",
     "ack_separation",
     "percentile",
+    "percentile_feedback",
     "delay_constrained",
 ];
 
@@ -75,7 +78,7 @@ fn qdisc_json(kind: &str, n: usize) -> Option<String> {
             format!(r#"{{"kind": "ack_separation", "ack": {{{lim}}}, "other": {{{lim}}}}}"#)
         }
         "ack_separation" => return None,
-        "percentile" => format!(
+        "percentile" | "percentile_feedback" => format!(
             r#"{{"kind": "percentile", {lim}, "percentiles": [{}]}}"#,
             repeat(n, |i| format!("{}", 99 - (i * 49) / n.max(2)))
         ),
@@ -157,13 +160,25 @@ fn bench_qdiscs<M: Measurement>(c: &mut Criterion<M>) {
             };
             let mut id = prefill(&mut q, n);
             let mut now = 0u64;
+            let feedback = kind == "percentile_feedback";
             g.bench_function(BenchmarkId::new(kind, n), |b| {
                 b.iter(|| {
                     now += 1000;
                     id += 1;
                     let v = q.enqueue(id as usize % n, item(id), now);
                     let _ = black_box(v);
-                    black_box(q.dequeue(now))
+                    let out = q.dequeue(now);
+                    if feedback {
+                        if let Some(it) = &out {
+                            // item ids were enqueued into class id % n; latencies 0..8 ms
+                            let fb = Feedback::Completed {
+                                class: it.id as usize % n,
+                                latency: (it.id * 7919 % 8) * 1_000_000,
+                            };
+                            q.feedback(fb, now);
+                        }
+                    }
+                    black_box(out)
                 })
             });
         }
@@ -272,9 +287,9 @@ fn median_ns(group: &str, name: &str, param: usize) -> Option<f64> {
 
 fn print_ratios() {
     println!("\n== qdisc enqueue+dequeue, median ns (ratio to fifo at the same class count)");
-    println!("{:<18} {:>16} {:>16} {:>16}", "kind", "2", "8", "64");
+    println!("{:<20} {:>16} {:>16} {:>16}", "kind", "2", "8", "64");
     for kind in QDISC_KINDS {
-        let mut row = format!("{kind:<18}");
+        let mut row = format!("{kind:<20}");
         for &n in &CLASS_COUNTS {
             let cell = match (
                 median_ns("qdisc_enq_deq", kind, n),

@@ -434,18 +434,20 @@ pub(crate) fn lighter(oa: u64, wa: u32, ob: u64, wb: u32) -> bool {
 /// first in table order on ties, skipping weight 0 and overloaded servers. This is the
 /// selection of `ip_vs_wlc.c` and of `__ip_vs_lblc_schedule` / `__ip_vs_lblcr_schedule`.
 pub(crate) fn weighted_least_conn(servers: &ServerTable) -> Option<ServerId> {
-    let mut best: Option<&Server> = None;
+    // the best so far as (overhead, weight, id) in locals: no re-reads per comparison
+    let mut best: Option<(u64, u32, ServerId)> = None;
     for s in servers.servers() {
         if !s.is_available() {
             continue;
         }
+        let o = s.overhead();
         match best {
             // keep the earlier one unless strictly lighter (kernel: loh*dw > doh*lw)
-            Some(b) if !lighter(s.overhead(), s.weight, b.overhead(), b.weight) => {}
-            _ => best = Some(s),
+            Some((bo, bw, _)) if !lighter(o, s.weight, bo, bw) => {}
+            _ => best = Some((o, s.weight, s.id)),
         }
     }
-    best.map(|s| s.id)
+    best.map(|(_, _, id)| id)
 }
 
 #[cfg(test)]
