@@ -3,7 +3,9 @@
 //! and three runs — FIFO, the Percentile daemon, strict priority — each through the same
 //! NFQUEUE daemon with the same release budget, so only the order differs.
 //!
-//! Parameters (JSON object; keys of a `real` table if present, else top level; all optional):
+//! Parameters (JSON object; keys of a `real` table if present, else top level, else the
+//! scenario's shared `clients.percentiles`, `clients.threads`, `clients.requests_per_thread`,
+//! `percentile.deadline`; all optional):
 //! `percentiles` [90,80,70,60,50], `threads_per_client` 4 (5 × 4 = 20 connections, as the
 //! thesis's 5 clients × 4 threads), `budget` 16 (4 requests wait at a time: see below), `deadline` "auto", `page_kb` 24,
 //! `duration_s` 60 (quick: `quick_duration_s` 20), `max_requests_per_thread` 15000 (the
@@ -52,16 +54,28 @@ pub struct RealParams {
 
 impl RealParams {
     pub fn from_json(params: &Value, quick: bool) -> Result<Self> {
-        let p = params.get("real").unwrap_or(params);
+        // Keys of `[real]`; else the scenario's shared keys (`[clients] percentiles`,
+        // `threads`, `requests_per_thread`, `[percentile] deadline`); else the defaults.
+        let real = params.get("real").unwrap_or(params);
+        let shared = |k: &str| -> Option<&Value> {
+            match k {
+                "percentiles" => params.pointer("/clients/percentiles"),
+                "threads_per_client" => params.pointer("/clients/threads"),
+                "max_requests_per_thread" => params.pointer("/clients/requests_per_thread"),
+                "deadline" => params.pointer("/percentile/deadline"),
+                _ => None,
+            }
+        };
+        let get = |k: &str| real.get(k).or_else(|| shared(k));
         let num = |k: &str, d: f64| -> Result<f64> {
-            match p.get(k) {
+            match get(k) {
                 None => Ok(d),
                 Some(v) => v
                     .as_f64()
                     .ok_or_else(|| anyhow!("params.{k}: expected a number, got {v}")),
             }
         };
-        let percentiles = match p.get("percentiles") {
+        let percentiles = match get("percentiles") {
             None => THESIS_P.to_vec(),
             Some(v) => v
                 .as_array()
@@ -77,7 +91,7 @@ impl RealParams {
         if percentiles.is_empty() || percentiles.len() > 50 {
             bail!("params.percentiles: 1 to 50 classes");
         }
-        let modes = match p.get("modes") {
+        let modes = match get("modes") {
             None => vec![
                 DisciplineKind::Fifo,
                 DisciplineKind::Percentile,
@@ -107,11 +121,12 @@ impl RealParams {
         if threads == 0 || threads > 64 {
             bail!("params.threads_per_client: 1..=64");
         }
-        let deadline = p
-            .get("deadline")
-            .and_then(|v| v.as_str())
-            .unwrap_or("auto")
-            .to_string();
+        let deadline = match get("deadline") {
+            None => "auto".to_string(),
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Number(n)) => format!("{n}ms"),
+            Some(v) => bail!("params.deadline: expected \"auto\" or a duration, got {v}"),
+        };
         crate::config::parse_deadline(&deadline).context("params.deadline")?;
         Ok(RealParams {
             percentiles,
@@ -124,7 +139,7 @@ impl RealParams {
             server_cpu: num("server_cpu", 0.0)? as usize,
             client_cpu: num("client_cpu", 1.0)? as usize,
             modes,
-            early_miss: match p.get("early_miss") {
+            early_miss: match get("early_miss") {
                 None => false,
                 Some(v) => v
                     .as_bool()

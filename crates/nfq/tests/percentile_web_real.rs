@@ -3,7 +3,7 @@
 //! Budget: ~50 s for the three modes, ~25 s for the kill test.
 
 use netsched_nfq::config::DisciplineKind;
-use netsched_nfq::experiment::{checks, run_experiment, run_mode, RealParams};
+use netsched_nfq::experiment::{checks, run_experiment, RealParams};
 use netsched_nfq::loadgen::{run_load, LoadSpec};
 use netsched_nfq::web::WebBed;
 use netsched_testbed::{namespaces_with, privileged_test_allowed};
@@ -227,5 +227,30 @@ fn percentile_web_real_params_errors_are_clear() {
         RealParams::from_json(&serde_json::json!({"modes": ["lifo"]}), true).unwrap_err()
     );
     assert!(e.contains("lifo"), "{e}");
-    let _ = run_mode; // used by the lab runner through run_real
+}
+
+#[test]
+fn percentile_web_real_params_follow_the_scenario_file() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/percentile-web.toml"
+    ));
+    let Ok(text) = text else {
+        return; // the lab's scenario file is not in this checkout
+    };
+    let v: toml::Value = toml::from_str(&text).unwrap();
+    let params = serde_json::to_value(v).unwrap();
+    let p = RealParams::from_json(&params, true).unwrap();
+    let want: Vec<u32> = params["clients"]["percentiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect();
+    assert_eq!(p.percentiles, want);
+    assert_eq!(
+        p.threads_per_client as u64,
+        params["clients"]["threads"].as_u64().unwrap()
+    );
+    assert!(p.duration <= Duration::from_secs(30), "quick stays short");
 }
