@@ -153,15 +153,27 @@ pub(crate) fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T
 fn try_start(
     q: &mut AnyQdisc<TestItem>,
     in_service: &mut Option<(TestItem, Nanos)>,
-    meta: &HashMap<u64, (usize, Nanos)>,
+    meta: &mut HashMap<u64, (usize, Nanos)>,
     service: &Service,
     now: Nanos,
+    dropped: &mut u64,
     out: &mut impl Write,
 ) -> Result<()> {
     if in_service.is_some() || q.is_empty() {
         return Ok(());
     }
-    if let Some(item) = q.dequeue(now) {
+    let next = q.dequeue(now);
+    // Items a discipline discarded while choosing (EDF's expired ones) are handed back here.
+    for (late, reason) in q.take_evicted() {
+        let (class, _) = meta.remove(&late.id).unwrap_or((usize::MAX, 0));
+        *dropped += 1;
+        writeln!(
+            out,
+            "{}",
+            json!({"t": now, "event": "evict", "id": late.id, "class": class, "reason": reason.as_str()})
+        )?;
+    }
+    if let Some(item) = next {
         let done = now + service.time(item.len);
         writeln!(
             out,
@@ -231,7 +243,15 @@ fn replay_qdisc(config: &Path, trace: &Path, out: &mut impl Write) -> Result<()>
     let mut now: Nanos = 0;
     let (mut completed, mut dropped) = (0u64, 0u64);
     loop {
-        try_start(&mut q, &mut in_service, &meta, &service, now, out)?;
+        try_start(
+            &mut q,
+            &mut in_service,
+            &mut meta,
+            &service,
+            now,
+            &mut dropped,
+            out,
+        )?;
         let t_arr = arrivals.get(next).map(|a| a.0);
         let t_done = in_service.as_ref().map(|s| s.1);
         let t_timer = if in_service.is_none() && !q.is_empty() {
@@ -297,7 +317,15 @@ fn replay_qdisc(config: &Path, trace: &Path, out: &mut impl Write) -> Result<()>
             }
             // A NIC or server takes the head item the moment it is idle, before the next
             // arrival of the same instant.
-            try_start(&mut q, &mut in_service, &meta, &service, t, out)?;
+            try_start(
+                &mut q,
+                &mut in_service,
+                &mut meta,
+                &service,
+                t,
+                &mut dropped,
+                out,
+            )?;
         }
     }
     let stats = q.stats();

@@ -185,3 +185,24 @@ fn bad_trace_names_file_line_and_field() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// EDF with late items discarded: 1 starts at once, 2 starts at 10 ms (deadline 15 ms), and at
+/// 20 ms items 3 and 4 are past their 15 ms deadline: evicted and reported, not lost.
+#[test]
+fn edf_expired_items_are_reported() {
+    let (ok, ev, err) = replay(&[
+        "qdisc",
+        "--config",
+        "examples/replay/edf.toml",
+        "--trace",
+        "examples/replay/edf.csv",
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(ids(&ev, "dequeue"), vec![1, 2]);
+    assert_eq!(ids(&ev, "evict"), vec![3, 4]);
+    assert!(ev
+        .iter()
+        .filter(|e| e["event"] == "evict")
+        .all(|e| e["reason"] == "deadline_expired" && e["t"] == 20_000_000));
+    assert_eq!(ev.last().unwrap()["dropped"], 2);
+}
