@@ -10,6 +10,13 @@ use netsched_testbed::{namespaces_with, privileged_test_allowed};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+/// The privileged tests pin nginx and the load to the same CPUs: run them one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn spread(v: &[f64]) -> f64 {
     let max = v.iter().cloned().fold(f64::MIN, f64::max);
     let min = v.iter().cloned().fold(f64::MAX, f64::min);
@@ -21,6 +28,8 @@ fn percentile_web_real_fifo_percentile_strict() {
     if !privileged_test_allowed("percentile_web_real_fifo_percentile_strict") {
         return;
     }
+    let _serial = serial();
+    let before = namespaces_with("pweb").len();
     let out = std::env::temp_dir().join(format!("nfq-pweb-test-{}", std::process::id()));
     let params = serde_json::json!({ "quick_duration_s": 15 });
     let (output, runs) = run_experiment(&params, 1, &out, true).expect("experiment runs");
@@ -84,6 +93,7 @@ fn percentile_web_real_fifo_percentile_strict() {
         assert!(out.join(&f.file).exists(), "{} missing", f.file);
     }
     assert!(out.join("real-percentile-response.csv").exists());
+    assert_eq!(namespaces_with("pweb").len(), before, "testbed namespaces removed");
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -93,6 +103,7 @@ fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
     {
         return;
     }
+    let _serial = serial();
     let bin = env!("CARGO_BIN_EXE_netsched-nfqd");
     let mut bed = WebBed::new(5, 8, 0, 2).expect("testbed");
     let tag = bed.tb.tag().to_string();
