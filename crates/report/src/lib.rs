@@ -70,18 +70,29 @@ impl Results {
     }
 }
 
-/// The commit the binary was built from: `NETSCHED_GIT_COMMIT` at build time if set, else
-/// `git rev-parse HEAD` in the current directory, else "unknown".
+/// The commit of the source tree: `NETSCHED_GIT_COMMIT` at build time if set, else
+/// `git rev-parse HEAD` in the source tree the binary was built from (so it works from any
+/// directory), else in the current directory, else "unknown". (A build script that embeds the
+/// commit would rebuild every dependent crate on every commit of a busy shared tree.)
 pub fn git_commit() -> String {
     if let Some(c) = option_env!("NETSCHED_GIT_COMMIT") {
         return c.to_string();
     }
-    std::process::Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    let at = |dir: Option<&str>| -> Option<String> {
+        let mut cmd = std::process::Command::new("git");
+        if let Some(d) = dir {
+            cmd.arg("-C").arg(d);
+        }
+        cmd.args(["rev-parse", "HEAD"])
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .filter(|c| !c.is_empty())
+    };
+    at(Some(env!("CARGO_MANIFEST_DIR")))
+        .or_else(|| at(None))
         .unwrap_or_else(|| "unknown".to_string())
 }
 
