@@ -196,3 +196,54 @@ fn sweep_runs_the_grid_and_skips_what_exists() {
     .to_string();
     assert!(e.contains("cost.nope"), "{e}");
 }
+
+#[test]
+fn strict_turns_a_failed_check_into_an_error() {
+    // Without decision cost or late mail, modified FCFS is no longer the idlest policy, so
+    // that check fails: reported (exit 0) normally, an error with --strict.
+    let dir = temp_dir("strict");
+    let base = [
+        "run",
+        "np-dispatch",
+        "--set",
+        "cost.late_signal_ns=0",
+        "--set",
+        "cost.decision_scan_counters_ns=0",
+        "--set",
+        "traffic.packets=800",
+        "--out",
+        dir.to_str().unwrap(),
+    ];
+    cli::main_with(&base).unwrap();
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("| ✗ | Modified FCFS has the most idle time"),
+        "{md}"
+    );
+    let mut strict = base.to_vec();
+    strict.push("--strict");
+    let e = cli::main_with(&strict).unwrap_err().to_string();
+    assert!(e.contains("--strict") && e.contains("Modified FCFS"), "{e}");
+}
+
+#[test]
+fn combined_report_links_every_experiment_and_its_checks() {
+    let dir = temp_dir("all");
+    let exps: Vec<_> = ["np-dispatch", "vm-delay"]
+        .iter()
+        .map(|n| netsched_lab::experiments::find(n).unwrap())
+        .collect();
+    let entries = netsched_lab::runner::run_all(&exps, 3, &dir).unwrap();
+    assert_eq!(entries.len(), 2);
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("[np-dispatch](np-dispatch/report.md)"), "{md}");
+    assert!(md.contains("[vm-delay](vm-delay/report.md)"), "{md}");
+    assert!(
+        md.contains("Static RR puts SOPs on exactly N/gcd(N, b) threads"),
+        "{md}"
+    );
+    for n in ["np-dispatch", "vm-delay"] {
+        assert!(dir.join(n).join("results.json").exists(), "{n}");
+        assert!(dir.join(n).join("report.md").exists(), "{n}");
+    }
+}
