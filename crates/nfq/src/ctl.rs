@@ -169,6 +169,10 @@ pub fn format_status(st: &Status) -> String {
         k.packets, k.requests, k.held, k.released, k.passed_at_once, k.other, k.passed_over_limit, k.untracked_flows, k.aborted
     ));
     out.push_str(&format!(
+        "released by max_hold {}  stale queue entries skipped {}  early misses {}  expired flows {}\n",
+        k.max_hold_releases, k.stale_skipped, k.early_misses, k.expired_flows
+    ));
+    out.push_str(&format!(
         "kernel: ENOBUFS {}  queue_dropped {}  user_dropped {}  in kernel queue {}  rcvbuf {} bytes\n",
         st.kernel.enobufs, st.kernel.queue_dropped, st.kernel.user_dropped, st.kernel.queue_total, st.kernel.rcvbuf_bytes
     ));
