@@ -203,6 +203,46 @@ fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
         )
         .expect("ctl status");
     assert!(st.contains("\"running\": true"), "{st}");
+    // Every verb against the live daemon, taking effect without a restart.
+    let ctl = |argv: &[&str]| -> Result<String, String> {
+        let mut full = vec!["ctl", "--socket", &sock_s];
+        full.extend_from_slice(argv);
+        bed.tb
+            .exec(&server_ns, bin, &full)
+            .map_err(|e| format!("{e:#}"))
+    };
+    let json = |text: &str| -> serde_json::Value { serde_json::from_str(text).unwrap() };
+    ctl(&["set-percentile", "C1", "75"]).unwrap();
+    ctl(&["set-deadline", "7ms"]).unwrap();
+    ctl(&["set-budget", "6"]).unwrap();
+    ctl(&["add-ip", "10.99.0.0/16", "C2"]).unwrap();
+    let st = json(&ctl(&["status", "--json"]).unwrap());
+    assert_eq!(st["classes"][1]["percentile"], 75);
+    assert_eq!(st["deadline_ns"], 7_000_000);
+    assert_eq!(st["budget"], 6);
+    assert_eq!(st["table"].as_array().unwrap().len(), 6);
+    ctl(&["del-ip", "10.99.0.0/16"]).unwrap();
+    ctl(&["stop"]).unwrap();
+    assert_eq!(json(&ctl(&["status", "--json"]).unwrap())["running"], false);
+    ctl(&["start"]).unwrap();
+    ctl(&["reset"]).unwrap();
+    let st = json(&ctl(&["status", "--json"]).unwrap());
+    assert_eq!(st["running"], true);
+    assert!(st["table"].as_array().unwrap().is_empty());
+    let table = ctl(&["status"]).unwrap();
+    assert!(
+        table.contains("attainment") && table.contains("C4"),
+        "{table}"
+    );
+    for (argv, needle) in [
+        (&["set-percentile", "C9", "50"][..], "C9"),
+        (&["set-budget", "0"][..], "budget 0"),
+        (&["add-ip", "10.0.0.1/8", "C0"][..], "10.0.0.0/8"),
+        (&["del-ip", "192.0.2.0/24"][..], "not in the address table"),
+    ] {
+        let e = ctl(argv).unwrap_err();
+        assert!(e.contains(needle), "{argv:?}: {e}");
+    }
     bed.tb.stop(pid2, Duration::from_secs(5)).unwrap();
     assert_eq!(
         bed.leftover_rules("iptables").unwrap(),
