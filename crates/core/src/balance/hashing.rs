@@ -253,6 +253,23 @@ mod tests {
         assert!(moved > keys.len() / 2, "moved {moved}");
     }
 
+    /// sh from 2 to 3 equal servers: bucket i goes from i%2 to i%3; a source keeps its
+    /// server exactly when i mod 6 ∈ {0, 1}; the destination plays no part.
+    #[test]
+    fn sh_adding_a_server_moves_sources_by_bucket_index() {
+        let mut t = table(&[1, 1]);
+        let mut sh = SourceHash::default();
+        let srcs: Vec<u32> = (0..1000u32).map(|s| 0x6440_0000 + s * 104_729).collect();
+        let before: Vec<_> = srcs.iter().map(|&s| sh.pick(&t, &src_key(s), 0)).collect();
+        t.add_server(2, v4(10, 0, 0, 3), 80, 1).unwrap();
+        for (i, &s) in srcs.iter().enumerate() {
+            let bucket = hash_32(s, 8) as usize;
+            let after = sh.pick(&t, &key_from(s, 0x0102_0304), 0);
+            assert_eq!(after, sid((bucket % 3) as u32));
+            assert_eq!(after == before[i], bucket % 6 < 2, "source {s:#x}");
+        }
+    }
+
     #[test]
     fn sh_hashes_the_source_and_drains_weight_zero() {
         let mut t = table(&[1, 1]);

@@ -536,3 +536,6 @@ mod tests {
         assert_eq!(fold_addr(&v4(10, 0, 0, 1)), 0x0A00_0001);
     }
 }
+
+#[cfg(test)]
+mod props;
