@@ -380,6 +380,23 @@ pub struct DirStats {
     pub max_delay_line: u64,
 }
 
+impl DirStats {
+    /// Every frame received is sent, dropped (for a counted reason) or still held:
+    /// `rx == tx + drops + queued + in flight`. `Err` shows the numbers.
+    pub fn check_accounting(&self) -> Result<(), String> {
+        let drops: u64 = self.drops.values().sum();
+        let held = self.queued_frames + self.in_flight_frames;
+        if self.rx_frames == self.tx_frames + drops + held {
+            Ok(())
+        } else {
+            Err(format!(
+                "rx {} != tx {} + drops {} + held {}",
+                self.rx_frames, self.tx_frames, drops, held
+            ))
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct EngineStats {
     /// Seconds since the engine started.

@@ -844,6 +844,12 @@ fn assemble(
                 "ping_p90_ms": percentile(&o.ping_ms, 90.0),
                 "ping_received": o.ping_ms.len(),
                 "ping_sent": o.ping_sent,
+                "link_accounting": link.map(|l| {
+                    match (l.ab.check_accounting(), l.ba.check_accounting()) {
+                        (Ok(()), Ok(())) => "balanced".to_string(),
+                        (a, b) => format!("{:?} {:?}", a.err(), b.err()),
+                    }
+                }),
                 "link_up": link.map(|l| &l.ab),
                 "link_down": link.map(|l| &l.ba),
                 "shape": o.shape,

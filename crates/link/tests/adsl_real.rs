@@ -52,6 +52,10 @@ fn adsl_ack_real_fifo_vs_ack_separation_and_strong_asymmetry() {
     assert_eq!(r.results.mode, "real");
     assert_eq!(r.results.runs.len(), 10);
     assert!(out.join("throughput.csv").exists());
+    // The link engine accounted for every frame in every run (rx = tx + drops + held).
+    for run in &r.results.runs {
+        assert_eq!(run.metrics["link_accounting"], "balanced", "{}", run.config);
+    }
     // FIFO: a direction collapses; ACK separation (tc and link): both directions recover;
     // strong asymmetry: strict priority (core, in the link engine) starves the upload, filter
     // + cap does not. The tc variant of strict priority at strong asymmetry is reported but

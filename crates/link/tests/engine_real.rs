@@ -69,6 +69,8 @@ fn link_engine_forwards_with_delay_and_counts_everything() {
         assert!(st.ab.tx_frames >= 20 && st.ba.tx_frames >= 20, "{st:?}");
         assert!(st.ab.rx_frames >= st.ab.tx_frames);
         assert_eq!(st.ab.queued_frames, 0);
+        st.ab.check_accounting().unwrap();
+        st.ba.check_accounting().unwrap();
     }
     assert!(namespaces_with(&tag).is_empty(), "namespaces leaked");
 }
