@@ -63,6 +63,12 @@ pub struct BenchResult {
     /// would sustain at that cost: the capacity figure, robust to a busy machine.
     pub daemon_cpu_us_per_packet: f64,
     pub one_core_capacity_pps: f64,
+    /// Open-loop flood (64 flows, sendmmsg, no answers): packets/s the daemon verdicted while
+    /// saturated, and what the kernel let bypass it (fail-open, counted, not in the rate).
+    pub flood_packets_per_s: f64,
+    pub flood_sent_per_s: f64,
+    pub flood_bypassed: u64,
+    pub flood_enobufs: u64,
     /// Load average when the bench ran (a busy machine inflates the latency figures).
     pub loadavg_1min: f64,
     pub requests_per_s: f64,
@@ -74,6 +80,8 @@ pub struct BenchResult {
 }
 
 const PORT: u16 = 9000;
+/// Port of the open-loop flood (a service port too; a sink drains it, nothing answers).
+const FLOOD_PORT: u16 = 9001;
 
 fn quantile(v: &mut [f64], q: f64) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -189,6 +197,66 @@ fn throughput(ns: &str, cpu: usize, flows: usize, secs: f64) -> Result<u64> {
     .map_err(|_| anyhow!("throughput thread panicked"))?
 }
 
+/// Drain FLOOD_PORT in namespace `ns` until `stop`.
+fn sink(ns: String, cpu: usize, stop: Arc<AtomicBool>) -> Result<u64> {
+    enter_netns(&ns)?;
+    let _ = crate::daemon::pin_to_cpu(cpu);
+    let s = UdpSocket::bind(("10.78.0.2", FLOOD_PORT))?;
+    s.set_read_timeout(Some(Duration::from_millis(50)))?;
+    let mut buf = [0u8; 2048];
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        if s.recv(&mut buf).is_ok() {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Send as fast as possible from 64 sockets for `secs` (sendmmsg, 32 per call). Returns sent.
+fn flood(ns: &str, cpu: usize, secs: f64) -> Result<u64> {
+    let ns = ns.to_string();
+    std::thread::spawn(move || -> Result<u64> {
+        enter_netns(&ns)?;
+        let _ = crate::daemon::pin_to_cpu(cpu);
+        let socks: Vec<UdpSocket> = (0..64)
+            .map(|_| -> Result<UdpSocket> {
+                let s = UdpSocket::bind("10.78.0.1:0")?;
+                s.connect(("10.78.0.2", FLOOD_PORT))?;
+                Ok(s)
+            })
+            .collect::<Result<_>>()?;
+        let payload = [3u8; 32];
+        let mut iov = libc::iovec {
+            iov_base: payload.as_ptr() as *mut libc::c_void,
+            iov_len: payload.len(),
+        };
+        // SAFETY: zeroed mmsghdr is valid; each points at the one live iovec.
+        let mut msgs: Vec<libc::mmsghdr> = (0..32)
+            .map(|_| {
+                let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+                m.msg_hdr.msg_iov = &mut iov as *mut libc::iovec;
+                m.msg_hdr.msg_iovlen = 1;
+                m
+            })
+            .collect();
+        let end = Instant::now() + Duration::from_secs_f64(secs);
+        let mut sent = 0u64;
+        let mut i = 0usize;
+        while Instant::now() < end {
+            // SAFETY: msgs, iov and payload outlive the call.
+            let n = unsafe { libc::sendmmsg(socks[i % 64].as_raw_fd(), msgs.as_mut_ptr(), 32, 0) };
+            if n > 0 {
+                sent += n as u64;
+            }
+            i += 1;
+        }
+        Ok(sent)
+    })
+    .join()
+    .map_err(|_| anyhow!("flood thread panicked"))?
+}
+
 fn daemon_config(socket: std::path::PathBuf) -> Result<Config> {
     let mut c = Config {
         discipline: DisciplineKind::Percentile,
@@ -198,7 +266,7 @@ fn daemon_config(socket: std::path::PathBuf) -> Result<Config> {
         ..Config::default()
     };
     c.service.protocol = crate::packet::PROTO_UDP;
-    c.service.ports = vec![PORT];
+    c.service.ports = vec![PORT, FLOOD_PORT];
     for (name, p) in [("gold", 90), ("rest", 50)] {
         c.classes.push(ClassSpec {
             name: name.into(),
@@ -256,7 +324,8 @@ pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
                 });
             }
         };
-        let run = || -> Result<(Vec<f64>, u64, u64, f64, f64)> {
+        #[allow(clippy::type_complexity)]
+        let run = || -> Result<(Vec<f64>, u64, u64, f64, f64, (f64, f64, u64, u64))> {
             let with = latency(&na, a.load_cpu, a.samples)?;
             let st0 = status(&socket)?;
             let cpu0 = thread_cpu_s(tid)?;
@@ -266,16 +335,35 @@ pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
             let cpu1 = thread_cpu_s(tid)?;
             let st1 = status(&socket)?;
             let pk = st1.counters.packets - st0.counters.packets;
-            let bypass = (st1.kernel.queue_dropped - st0.kernel.queue_dropped)
-                + (st1.kernel.user_dropped - st0.kernel.user_dropped);
+            let bypass = st1.kernel.skipped_fail_open - st0.kernel.skipped_fail_open;
             let _ = done;
-            Ok((with, pk, bypass, secs, cpu1 - cpu0))
+            // Open-loop flood: the daemon saturated.
+            let stop_sink = Arc::new(AtomicBool::new(false));
+            let sink_h = {
+                let (nb, stop, cpu) = (nb.clone(), Arc::clone(&stop_sink), a.load_cpu);
+                std::thread::spawn(move || sink(nb, cpu, stop))
+            };
+            std::thread::sleep(Duration::from_millis(100));
+            let f0 = status(&socket)?;
+            let t0 = Instant::now();
+            let fsent = flood(&na, a.load_cpu, a.seconds.min(3.0))?;
+            // let the daemon drain what is queued before reading its counters
+            std::thread::sleep(Duration::from_millis(300));
+            let fsecs = t0.elapsed().as_secs_f64() - 0.3;
+            let f1 = status(&socket)?;
+            stop_sink.store(true, Ordering::Relaxed);
+            let _ = sink_h.join();
+            let fpk = f1.counters.packets - f0.counters.packets;
+            let fby = f1.kernel.skipped_fail_open - f0.kernel.skipped_fail_open;
+            let fen = f1.kernel.enobufs - f0.kernel.enobufs;
+            let flood_r = (fpk as f64 / fsecs, fsent as f64 / fsecs, fby, fen);
+            Ok((with, pk, bypass, secs, cpu1 - cpu0, flood_r))
         };
         let r = run();
         stop.store(true, Ordering::Relaxed);
         let summary = daemon.join().map_err(|_| anyhow!("daemon panicked"))??;
         let _ = std::fs::remove_dir_all(&dir);
-        let (mut with, pk, bypass, secs, cpu_s) = r?;
+        let (mut with, pk, bypass, secs, cpu_s, flood_r) = r?;
         let cpu_per_pkt = cpu_s / pk.max(1) as f64;
         let (p50o, p99o) = (quantile(&mut without, 0.5), quantile(&mut without, 0.99));
         let (p50w, p99w) = (quantile(&mut with, 0.5), quantile(&mut with, 0.99));
@@ -289,6 +377,10 @@ pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
             added_rtt_p99_us: p99w - p99o,
             packets_per_s: pk as f64 / secs,
             requests_per_s_without: base_rps,
+            flood_packets_per_s: flood_r.0,
+            flood_sent_per_s: flood_r.1,
+            flood_bypassed: flood_r.2,
+            flood_enobufs: flood_r.3,
             daemon_cpu_us_per_packet: cpu_per_pkt * 1e6,
             one_core_capacity_pps: if cpu_per_pkt > 0.0 {
                 1.0 / cpu_per_pkt
@@ -354,6 +446,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         "throughput, {} UDP flows closed loop, every packet scheduled (Percentile):\n  {:.0} packets/s through the daemon ({:.0} requests/s; {:.0} requests/s with no rule), {} packets in {:.1} s\n  daemon CPU {:.2} us/packet -> one core sustains {:.0} packets/s\n  bypassed by fail-open: {}   ENOBUFS: {}   load average {:.1}",
         r.flows, r.packets_per_s, r.requests_per_s, r.requests_per_s_without, r.daemon_packets, r.seconds,
         r.daemon_cpu_us_per_packet, r.one_core_capacity_pps, r.bypassed_fail_open, r.enobufs, r.loadavg_1min
+    );
+    println!(
+        "open-loop flood, 64 UDP flows, no answers (first packet of a flow scheduled, the rest pass):\n  sent {:.0} packets/s; the daemon verdicted {:.0} packets/s; bypassed by fail-open {}; ENOBUFS {}",
+        r.flood_sent_per_s, r.flood_packets_per_s, r.flood_bypassed, r.flood_enobufs
     );
     Ok(())
 }

@@ -173,8 +173,8 @@ pub fn format_status(st: &Status) -> String {
         k.max_hold_releases, k.stale_skipped, k.early_misses, k.expired_flows
     ));
     out.push_str(&format!(
-        "kernel: ENOBUFS {}  queue_dropped {}  user_dropped {}  in kernel queue {}  rcvbuf {} bytes\n",
-        st.kernel.enobufs, st.kernel.queue_dropped, st.kernel.user_dropped, st.kernel.queue_total, st.kernel.rcvbuf_bytes
+        "kernel: rule matched {}  received {}  skipped by fail-open {}  ENOBUFS {}  queue_dropped {}  user_dropped {}  in kernel queue {}  rcvbuf {} bytes\n",
+        st.kernel.rule_matched, st.kernel.received, st.kernel.skipped_fail_open, st.kernel.enobufs, st.kernel.queue_dropped, st.kernel.user_dropped, st.kernel.queue_total, st.kernel.rcvbuf_bytes
     ));
     out
 }

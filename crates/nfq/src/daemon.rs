@@ -298,10 +298,12 @@ fn kernel_queue_counters(queue: u16) -> Option<(u64, u64, u64)> {
     None
 }
 
-fn fill_kernel(st: &mut Status, q: &NfQueue, queue: u16) {
+fn fill_kernel(st: &mut Status, q: &NfQueue, queue: u16, iptables_bin: &str) {
     let mut k = KernelCounters {
         enobufs: q.enobufs,
         rcvbuf_bytes: q.rcvbuf() as u64,
+        received: q.received,
+        rule_matched: iptables::rule_packet_count(iptables_bin, queue),
         ..Default::default()
     };
     if let Some((total, dropped, user)) = kernel_queue_counters(queue) {
@@ -309,6 +311,7 @@ fn fill_kernel(st: &mut Status, q: &NfQueue, queue: u16) {
         k.queue_dropped = dropped;
         k.user_dropped = user;
     }
+    k.skipped_fail_open = k.rule_matched.saturating_sub(k.received + k.queue_total);
     st.kernel = k;
 }
 
@@ -375,7 +378,7 @@ pub fn run_daemon(
             if fds[1].revents != 0 {
                 ctl.poll(|req| {
                     control::handle(&mut engine, &req, now(), &mut accept, &|st| {
-                        fill_kernel(st, &q, queue_num)
+                        fill_kernel(st, &q, queue_num, &cfg.iptables)
                     })
                 });
                 for id in accept.drain(..) {
@@ -419,7 +422,7 @@ pub fn run_daemon(
     }
     let flushed = q.flush();
     let mut status = engine.status();
-    fill_kernel(&mut status, &q, queue_num);
+    fill_kernel(&mut status, &q, queue_num, &cfg.iptables);
     let _ = q.unbind();
     drop(q);
     drop(ctl);

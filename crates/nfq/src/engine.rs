@@ -183,6 +183,11 @@ pub struct KernelCounters {
     pub queue_dropped: u64,
     pub user_dropped: u64,
     pub queue_total: u64,
+    /// Packets that matched our iptables rules since start, and those of them the daemon
+    /// never received (let through unscheduled by fail-open: queue or socket buffer full).
+    pub rule_matched: u64,
+    pub received: u64,
+    pub skipped_fail_open: u64,
 }
 
 pub struct Engine {

@@ -142,6 +142,42 @@ impl Drop for Rules {
     }
 }
 
+/// Packets that matched our NFQUEUE rules of `queue` (INPUT + OUTPUT, IPv4 + IPv6), from the
+/// rule counters of `iptables -L -v -x -n`. With fail-open the kernel counts nothing when it
+/// lets a packet bypass a full queue or socket (`__nfqnl_enqueue_packet` in
+/// net/netfilter/nfnetlink_queue.c increments `queue_dropped` / `queue_user_dropped` only
+/// without fail-open), so "matched − received by the daemon" is the only exact count of
+/// packets that skipped the scheduler.
+pub fn rule_packet_count(iptables: &str, queue: u16) -> u64 {
+    let mut total = 0;
+    for bin in [iptables.to_string(), ip6_of(iptables)] {
+        for chain in ["INPUT", "OUTPUT"] {
+            let Ok(text) = run(
+                &bin,
+                &[
+                    "-L".into(),
+                    chain.into(),
+                    "-v".into(),
+                    "-x".into(),
+                    "-n".into(),
+                ],
+            ) else {
+                continue;
+            };
+            for line in text.lines().filter(|l| l.contains(&comment(queue))) {
+                if let Some(p) = line
+                    .split_whitespace()
+                    .next()
+                    .and_then(|x| x.parse::<u64>().ok())
+                {
+                    total += p;
+                }
+            }
+        }
+    }
+    total
+}
+
 /// Lines of `iptables -S` that carry our comment (all queues, or one).
 pub fn leftover_rules(iptables: &str, queue: Option<u16>) -> Vec<(String, String)> {
     let mut found = Vec::new();

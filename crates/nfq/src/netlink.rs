@@ -76,6 +76,8 @@ pub struct NfQueue {
     pending_verdicts: usize,
     /// ENOBUFS reports: the socket buffer overflowed, packets skipped the daemon (fail-open).
     pub enobufs: u64,
+    /// Packet messages received since the queue was opened (never reset).
+    pub received: u64,
 }
 
 fn align4(n: usize) -> usize {
@@ -135,6 +137,7 @@ impl NfQueue {
             out: Vec::with_capacity(64 * 1024),
             pending_verdicts: 0,
             enobufs: 0,
+            received: 0,
         };
         // SAFETY: sockaddr_nl zeroed is a valid "kernel, no groups" address.
         let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
@@ -352,6 +355,7 @@ impl NfQueue {
             let len = (m.msg_len as usize).min(SLOT);
             parse_datagram(&self.bufs[i][..len], out);
         }
+        self.received += (out.len() - before) as u64;
         Ok(out.len() - before)
     }
 
