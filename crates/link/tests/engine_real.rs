@@ -183,6 +183,37 @@ fn shape_apply_show_clear_and_restore_on_failure() {
         .iter()
         .any(|q| q.kind == "tbf" || q.kind == "htb"));
 
+    // Download shaping: ingress redirected to an IFB (created, then removed by clear).
+    let ifb = tb.ifname("ifb");
+    let mut down = args(100);
+    down.down = Some("5mbit".into());
+    down.ifb = Some(ifb.clone());
+    shape::apply(&t, &ShapePlan::from_args(&down).unwrap(), false).unwrap();
+    let st = shape::show(&t).unwrap();
+    assert!(
+        st.qdiscs.iter().any(|q| q.dev == ia && q.kind == "ingress"),
+        "{st:?}"
+    );
+    let root = st.class(&ifb, "1:1").expect("IFB tree installed");
+    assert_eq!(root.rate, "4750Kbit");
+    tb.exec(&a, "ping", &["-c", "3", "-i", "0.2", "10.78.0.2"])
+        .unwrap();
+    let st = shape::show(&t).unwrap();
+    let ifb_root = st
+        .qdiscs
+        .iter()
+        .find(|q| q.dev == ifb && q.kind == "htb")
+        .unwrap();
+    assert!(
+        ifb_root.packets >= 3,
+        "replies not redirected through the IFB: {ifb_root:?}"
+    );
+    shape::clear(&t).unwrap();
+    assert!(
+        tb.exec(&a, "ip", &["link", "show", &ifb]).is_err(),
+        "IFB not removed"
+    );
+
     // Unknown interface: a clear error, nothing touched.
     let e = shape::apply(
         &Target::in_netns(&a, "nosuch0"),
