@@ -378,6 +378,9 @@ pub struct DirStats {
     pub queued_bytes: u64,
     pub in_flight_frames: u64,
     pub max_delay_line: u64,
+    /// Frames held (queued + in flight) when the engine was stopped; they are then counted as
+    /// `reset` / `shutdown_in_flight` drops.
+    pub held_at_stop: u64,
 }
 
 impl DirStats {
@@ -802,6 +805,7 @@ impl Direction {
 
     /// Shutdown: hand back everything held, counted.
     fn shutdown(&mut self) {
+        self.st.held_at_stop = self.qdisc.len() as u64 + self.delay_line.len() as u64;
         for f in self.qdisc.reset() {
             self.pool.free.push(f.slot);
         }
