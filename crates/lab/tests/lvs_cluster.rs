@@ -6,7 +6,12 @@ use common_lab::*;
 
 #[test]
 fn lvs_cluster_reproduces_p4_claims() {
-    let o = run("lvs-cluster", &["client.requests=6000"], 1, "lvs");
+    let o = run(
+        "lvs-cluster",
+        &["cluster.hosts=[1,15]", "cluster.extra_algorithms=[]"],
+        1,
+        "lvs",
+    );
     for c in &o.checks {
         eprintln!(
             "{} {} — {}",
@@ -27,6 +32,7 @@ fn dh_behind_one_address_does_not_scale() {
         &[
             "client.origins=1",
             "client.requests=3000",
+            "client.max_time_s=60.0",
             "service.sizes=[\"300B\"]",
             "service.rate_1host=[318.0]",
             "cluster.extra_algorithms=[]",
