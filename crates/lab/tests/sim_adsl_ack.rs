@@ -37,6 +37,9 @@ fn adsl_ack_reproduces_the_collapse_and_the_fix() {
     for c in &out.checks {
         eprintln!("[{}] {} — {}", c.passed, c.claim, c.detail);
     }
+    for n in &out.notes {
+        eprintln!("NOTE {n}");
+    }
     let up_alone = run_metric(&out, "upload alone", "upload_kbps");
     let down_alone = run_metric(&out, "download alone", "download_kbps");
     // Alone, each direction fills its link (800 / 2100 kbit/s minus nothing: no ATM overhead).

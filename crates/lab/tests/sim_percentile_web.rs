@@ -50,6 +50,9 @@ fn percentile_web_orders_classes_and_equalises_attainment() {
     for c in &out.checks {
         eprintln!("[{}] {} — {}", c.passed, c.claim, c.detail);
     }
+    for n in &out.notes {
+        eprintln!("NOTE {n}");
+    }
 
     let fifo = classes(&out, "fifo");
     let fifo_mean = col(&fifo, "mean_response_s");
