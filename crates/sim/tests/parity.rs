@@ -165,5 +165,11 @@ fn parity_ack_separation_with_filter() {
         r#"{"kind":"ack_separation","ack":{"limit_packets":6},"other":{"limit_packets":10},"ack_filter":true}"#,
     )
     .unwrap();
-    check_with(cfg, |seed| ack_trace(seed, 3000));
+    check_with(cfg.clone(), |seed| ack_trace(seed, 3000));
+    let log = through_sim(&cfg, &ack_trace(1, 3000));
+    let filtered = log
+        .iter()
+        .filter(|e| e.2 == LinkLogEvent::Dropped(netsched_core::qdisc::DropReason::AckFiltered))
+        .count();
+    assert!(filtered > 0, "the trace exercises the ACK filter");
 }
