@@ -137,3 +137,47 @@ fn input_stage_forwards_and_counts() {
     assert_eq!(st.received, sim.udp[f as usize].sent);
     assert_eq!(sim.udp[f as usize].received, sim.udp[f as usize].sent);
 }
+
+/// Open loop: Poisson arrivals at 500/s, fixed 1 ms service, one worker = M/D/1 at ρ = 0.5.
+/// Pollaczek–Khinchine: mean wait = ρ·S / (2(1−ρ)) = 0.5 ms, so mean response ≈ 1.5 ms
+/// (plus 2 × 0 ms of network here).
+#[test]
+fn open_loop_server_matches_md1() {
+    let mut sim = Sim::new(11, SEC);
+    let c = sim.add_node("client");
+    let s = sim.add_node("server");
+    sim.add_link(c, s, 100_000_000_000, 0, &fifo(1000), Classifier::Single(0))
+        .unwrap();
+    sim.add_link(s, c, 100_000_000_000, 0, &fifo(1000), Classifier::Single(0))
+        .unwrap();
+    sim.add_server(
+        s,
+        ServerConfig {
+            workers: 1,
+            listen_limit: 0,
+            service: Dist::Fixed { ms: 1.0 },
+            response_bytes: 100,
+            sched: fifo(1000),
+        },
+    )
+    .unwrap();
+    sim.add_clients(ClientConfig {
+        node: c,
+        server: s,
+        class: 0,
+        threads: 1,
+        mode: ClientMode::Open { rate_per_s: 500.0 },
+        request_bytes: 100,
+        requests: 40_000,
+        start: 0,
+    })
+    .unwrap();
+    sim.run_until(200 * SEC);
+    let st = &sim.client_stats[0];
+    assert_eq!(st.completed, 40_000);
+    let mean_ms = st.mean() / MS as f64;
+    assert!(
+        (mean_ms - 1.5).abs() < 0.05,
+        "M/D/1 mean response {mean_ms} ms, expected 1.5"
+    );
+}
