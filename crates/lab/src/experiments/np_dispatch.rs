@@ -217,15 +217,18 @@ pub fn simulate(cfg: &NpConfig, seed: u64) -> anyhow::Result<NpResult> {
                 } else {
                     0.0
                 };
-                let end = start + (d + cost) as Nanos;
+                // Whole nanoseconds, and the same rounding for the ALU clock and the idle-time
+                // book-keeping (so idle time can never come out negative).
+                let (cost_ns, d_ns) = (cost as Nanos, d as Nanos);
+                let end = start + d_ns + cost_ns;
                 engine_free[e] = end;
-                useful_ns += cost;
-                decision_total += d;
+                useful_ns += cost_ns as f64;
+                decision_total += d_ns as f64;
                 if block + 1 < n_blocks && !shared {
                     // The hand-off runs as soon as the thread has the block (threads switch on
                     // every memory access, so a short decision does not queue behind the other
                     // threads' blocks); its ALU time is still charged to the engine.
-                    let decide_at = now + (late_ns + d) as Nanos;
+                    let decide_at = now + late_ns as Nanos + d_ns;
                     q.schedule(decide_at, Ev::Decide { block: block + 1 });
                 }
                 q.schedule(end, Ev::Finish { worker });
@@ -587,6 +590,17 @@ mod tests {
             r.elapsed_us
         );
         assert_eq!(r.sop_threads, 24);
+    }
+
+    #[test]
+    fn idle_time_is_never_negative_when_alus_are_saturated() {
+        // The shared queue keeps every ALU busy at 256 B: idle time near 0 must not round
+        // below it (fractional block costs once made it -0.07%).
+        let mut c = cfg("shared_queue", 256);
+        c.packets = 6000;
+        c.costs.jitter = 0.1;
+        let r = simulate(&c, 1).unwrap();
+        assert!(r.idle_pct >= 0.0 && r.idle_pct < 5.0, "{}", r.idle_pct);
     }
 
     #[test]
