@@ -83,6 +83,9 @@ enum FlowState {
 #[derive(Debug)]
 struct Flow {
     state: FlowState,
+    /// TCP: end of the highest client payload seen (seq + len), to tell a retransmitted
+    /// request segment (already counted) from a new request.
+    client_seq_end: Option<u32>,
     /// Packets of this flow that arrived after its held request (released with it).
     follow: Vec<u32>,
     last_seen: Nanos,
@@ -125,6 +128,8 @@ pub struct Counters {
     pub expired_flows: u64,
     /// Misses reported when a request's age passed the deadline (before its response).
     pub early_misses: u64,
+    /// Request segments seen again (TCP retransmissions) on an idle flow: passed, not counted.
+    pub retransmissions: u64,
     /// Requests released because they were held longer than `max_hold`.
     pub max_hold_releases: u64,
     /// Queue entries of requests already released by `max_hold`, skipped at dequeue.
@@ -310,6 +315,7 @@ impl Engine {
                 key,
                 Flow {
                     state: FlowState::Idle,
+                    client_seq_end: None,
                     follow: Vec::new(),
                     last_seen: now,
                 },
@@ -318,6 +324,18 @@ impl Engine {
         let over_limit = self.held_packets >= self.cfg.limits.max_held_packets;
         let flow = self.flows.get_mut(&key).expect("inserted above");
         flow.last_seen = now;
+        // A TCP segment whose payload ends at or before what this flow already sent is a
+        // retransmission (RFC 9293 §3.10.7.4: sequence space comparison modulo 2^32): not a
+        // new request. Without this, a request retransmitted after its response would count
+        // as a phantom request and hold a budget slot until request_timeout.
+        let mut retransmission = false;
+        if info.protocol == packet::PROTO_TCP && info.payload_len > 0 {
+            let end = info.seq.wrapping_add(info.payload_len);
+            match flow.client_seq_end {
+                Some(prev) if (end.wrapping_sub(prev) as i32) <= 0 => retransmission = true,
+                _ => flow.client_seq_end = Some(end),
+            }
+        }
         match flow.state {
             FlowState::Held { class, .. } => {
                 // Keep the flow's order: everything behind a held request waits with it.
@@ -339,7 +357,10 @@ impl Engine {
                 accept.push(id);
             }
             FlowState::Idle => {
-                if !is_request_packet {
+                if !is_request_packet || retransmission {
+                    if retransmission {
+                        self.counters.retransmissions += 1;
+                    }
                     self.counters.passed_at_once += 1;
                     accept.push(id);
                     return;
@@ -981,6 +1002,37 @@ mod tests {
     }
 
     #[test]
+    fn engine_retransmitted_request_is_not_a_new_request() {
+        let mut e = Engine::new(cfg(DisciplineKind::Fifo, Some(1))).unwrap();
+        let mut acc = Vec::new();
+        let c = client(0, 1);
+        let mut r1 = req(c, 1000);
+        r1[24..28].copy_from_slice(&5000u32.to_be_bytes()); // seq 5000, 100 bytes
+        e.on_packet(1, NF_INET_LOCAL_IN, &r1, 0, &mut acc);
+        e.on_packet(2, NF_INET_LOCAL_OUT, &resp(c, 1000), MS, &mut acc);
+        // The same segment again after the response: passes, no new request.
+        e.on_packet(3, NF_INET_LOCAL_IN, &r1, 2 * MS, &mut acc);
+        assert_eq!(acc, vec![1, 2, 3]);
+        assert_eq!(e.status().classes[0].n, 1);
+        assert_eq!(e.in_server(), 0);
+        assert_eq!(e.counters.retransmissions, 1);
+        // The next request (seq 5100) is new, also across the 2^32 wrap.
+        let mut r2 = req(c, 1000);
+        r2[24..28].copy_from_slice(&5100u32.to_be_bytes());
+        e.on_packet(4, NF_INET_LOCAL_IN, &r2, 3 * MS, &mut acc);
+        assert_eq!(e.status().classes[0].n, 2);
+        let mut e = Engine::new(cfg(DisciplineKind::Fifo, None)).unwrap();
+        let mut w1 = req(c, 7);
+        w1[24..28].copy_from_slice(&(u32::MAX - 50).to_be_bytes());
+        let mut w2 = req(c, 7);
+        w2[24..28].copy_from_slice(&49u32.to_be_bytes());
+        e.on_packet(1, NF_INET_LOCAL_IN, &w1, 0, &mut acc);
+        e.on_packet(2, NF_INET_LOCAL_OUT, &resp(c, 7), MS, &mut acc);
+        e.on_packet(3, NF_INET_LOCAL_IN, &w2, 2 * MS, &mut acc);
+        assert_eq!(e.status().classes[0].n, 2);
+    }
+
+    #[test]
     fn engine_request_timeout_frees_the_slot() {
         let mut c = cfg(DisciplineKind::Fifo, Some(1));
         c.limits.request_timeout = 100 * MS;
@@ -1164,6 +1216,7 @@ mod closed_loop {
         let mut next_id = 1u32;
         let mut ids: HashMap<u32, (usize, usize)> = HashMap::new();
         let mut sent_at = vec![vec![0u64; threads]; classes];
+        let mut seq = vec![vec![0u32; threads]; classes];
         let mut server: VecDeque<(usize, usize)> = VecDeque::new();
         let mut busy_until = 0u64;
         let mut completed = vec![0u64; classes];
@@ -1190,7 +1243,10 @@ mod closed_loop {
                     next_id += 1;
                     ids.insert(id, (k, t));
                     sent_at[k][t] = now;
-                    let p = build_ipv4_tcp(addr(k), srv, 1000 + t as u16, 80, 0x18, 100);
+                    let mut p = build_ipv4_tcp(addr(k), srv, 1000 + t as u16, 80, 0x18, 100);
+                    // each request continues the flow's sequence space (100 bytes each)
+                    seq[k][t] = seq[k][t].wrapping_add(100);
+                    p[24..28].copy_from_slice(&seq[k][t].to_be_bytes());
                     e.on_packet(id, NF_INET_LOCAL_IN, &p, now, &mut acc);
                 } else {
                     i += 1;

@@ -27,6 +27,8 @@ pub struct PacketInfo {
     pub dst_port: u16,
     /// TCP flags (0 for UDP).
     pub flags: u8,
+    /// TCP sequence number (0 for UDP).
+    pub seq: u32,
     /// Transport payload bytes (from the length fields, not from the copied bytes).
     pub payload_len: u32,
     /// Whole IP packet length.
@@ -89,6 +91,7 @@ pub fn parse(head: &[u8]) -> Option<PacketInfo> {
                 src_port: u16::from_be_bytes([l4[0], l4[1]]),
                 dst_port: u16::from_be_bytes([l4[2], l4[3]]),
                 flags: l4[13],
+                seq: u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]]),
                 payload_len: (l4_len - off) as u32,
                 total_len: total_len as u32,
             })
@@ -104,6 +107,7 @@ pub fn parse(head: &[u8]) -> Option<PacketInfo> {
                 src_port: u16::from_be_bytes([l4[0], l4[1]]),
                 dst_port: u16::from_be_bytes([l4[2], l4[3]]),
                 flags: 0,
+                seq: 0,
                 payload_len: (l4_len - 8) as u32,
                 total_len: total_len as u32,
             })
