@@ -77,7 +77,25 @@ pub struct BenchResult {
     pub load_average: String,
 }
 
+/// Set by SIGINT/SIGTERM: the bench stops its traffic and returns an error, so the testbeds
+/// are dropped (namespaces removed) instead of the process dying with them in place.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+fn check_interrupted() -> Result<()> {
+    if INTERRUPTED.load(Ordering::Relaxed) {
+        bail!("interrupted; namespaces removed");
+    }
+    Ok(())
+}
+
 pub fn run(a: BenchArgs) -> Result<()> {
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe).
+        unsafe {
+            signal_hook::low_level::register(sig, || INTERRUPTED.store(true, Ordering::Relaxed))
+        }
+        .context("installing a signal handler")?;
+    }
     if a.secs == 0 || a.secs > 60 {
         bail!("--secs {}: must be between 1 and 60", a.secs);
     }
@@ -244,7 +262,10 @@ fn generate(ns: &str, dev: &str, frame: Vec<u8>, secs: u32, stop: Arc<AtomicBool
         }
         let end = Instant::now() + Duration::from_secs(secs as u64);
         let mut sent = 0u64;
-        while Instant::now() < end && !stop.load(Ordering::Relaxed) {
+        while Instant::now() < end
+            && !stop.load(Ordering::Relaxed)
+            && !INTERRUPTED.load(Ordering::Relaxed)
+        {
             // SAFETY: B initialised headers pointing at `frame`.
             let n = unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), B as u32, 0) };
             if n > 0 {
@@ -260,6 +281,7 @@ fn generate(ns: &str, dev: &str, frame: Vec<u8>, secs: u32, stop: Arc<AtomicBool
 }
 
 fn ping_rtts_us(tb: &Testbed, ns: &str, dst: &str, count: u32) -> Result<Vec<f64>> {
+    check_interrupted()?;
     let out = tb.exec(
         ns,
         "ping",
@@ -374,6 +396,7 @@ fn measure_pps(
     std::thread::sleep(Duration::from_millis(200));
     let el = t0.elapsed().as_secs_f64() - 0.2;
     let after = rx_packets(&c.tb, &c.dst, &c.d0)?;
+    check_interrupted()?;
     Ok(((after - before) as f64 / el, sent as f64 / el))
 }
 
