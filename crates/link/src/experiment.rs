@@ -1055,14 +1055,18 @@ fn assemble(
     ));
     notes.push(
         "Which direction collapses depends on the TCP settings. The paper's TCP (2005, window \
-         ≤ 88 packets) kept the upload's window below the 100-packet uplink FIFO, so data and \
-         the download's ACKs shared the slots and upload data was lost. Today's loss-based TCP \
-         (Reno/CUBIC) with autotuned windows fills the whole uplink FIFO: 100 × 1514 B at \
-         800 kbit/s ≈ 1.5 s of queue, and the download's ACKs wait behind it. The download is \
-         then limited to window / RTT: with the 88-packet clamp, 88 × 1448 B / ≈1.5 s ≈ 680 kbit/s. \
-         The deciding settings are the upload sender's congestion control (loss-based fills the \
-         buffer; BBR paces at the bottleneck rate and keeps the queue short) and the download \
-         sender's window (clamp or rmem limits) against the ACK delay the uplink queue adds."
+         ≤ 88 packets both ways) could not fill the 100-packet uplink FIFO alone; data and the \
+         download's ACKs shared the slots (88 + 88 > 100) and the upload lost data. An upload \
+         without a window limit fills the whole FIFO — a loss-based one (Reno/CUBIC) by \
+         design: 100 × 1514 B at 800 kbit/s ≈ 1.5 s of queue. The download's ACKs wait behind \
+         it and the download is limited to window / RTT: with an 88-packet window \
+         88 × 1448 B / 1.5 s ≈ 680 kbit/s. So the deciding settings are the upload's window \
+         (and congestion control) against the uplink queue, and the download's window against \
+         the ACK delay that queue adds. BBR keeps the queue shorter (ping ≈ 150 ms instead of \
+         1.5 s) but its probing still overflows the FIFO and delays and drops the ACKs. With no \
+         window limit on either side both FIFOs fill and the upload suffers most, as in the \
+         paper. Ping (ICMP) is not an ACK: with ACK separation it still waits behind the \
+         upload's data."
             .into(),
     );
     notes.push(
@@ -1072,15 +1076,19 @@ fn assemble(
          uplink discipline (class from the core pure-ACK test)."
             .into(),
     );
-    notes.push(
-        "Strong asymmetry (beyond the paper, RFC 3449 §5): with delayed ACKs the download sends \
-         one ≈66-byte ACK per two 1514-byte segments, so a 50 Mbit/s download needs ≈1.1 Mbit/s \
-         of ACKs — more than a 1 Mbit/s uplink. Strict ACK priority then gives the uplink to ACKs \
-         and starves the upload. The ACK filter alone does not prevent this (the ACK queue is \
-         never empty); the ACK-share cap bounds the ACKs' share while data is waiting, and the \
-         filter keeps the fewer ACKs cumulative, so the download keeps most of its rate."
-            .into(),
-    );
+    notes.push(format!(
+        "Strong asymmetry (beyond the paper, RFC 3449 §3 and §5): {:.0} kbit/s up, {:.0} kbit/s \
+         down. With delayed ACKs the download sends one ≈66-byte ACK per two 1514-byte frames; \
+         ACKs alone congest the uplink when the normalised ratio k = (down/up) ÷ (1514/66) \
+         exceeds 2 — here k ≈ {:.1}. Strict ACK priority then gives the uplink to ACKs and \
+         starves the upload. The ACK filter alone does not prevent this (the ACK queue is never \
+         empty); the ACK-share cap ({}) bounds the ACKs' share while data is waiting, and the \
+         filter keeps the fewer ACKs cumulative, so the download keeps (or gains) its rate.",
+        rp.strong_up_kbit,
+        rp.strong_down_kbit,
+        (rp.strong_down_kbit / rp.strong_up_kbit) / (1514.0 / 66.0),
+        rp.ack_share_max
+    ));
     Ok(ExperimentOutput {
         results,
         comparisons,
