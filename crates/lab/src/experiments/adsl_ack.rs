@@ -35,7 +35,7 @@ pub struct Params {
     pub measure_from_s: f64,
     /// Flows start at a random time in `[0, start_jitter_ms)` drawn from the seed.
     pub start_jitter_ms: f64,
-    /// Each configuration runs with this many seeds (seed, seed+1, ...); figures are means.
+    /// Each configuration runs with this many sub-seeds drawn from the seed; figures are means.
     /// The outcome of a FIFO run is sensitive to the exact timing of the first losses.
     pub seeds: u64,
     pub topology: Topology,
@@ -386,8 +386,10 @@ fn run_avg(
     let mut first: Option<Measured> = None;
     let (mut ups, mut downs) = (Vec::new(), Vec::new());
     let mut events = 0;
-    for i in 0..p.seeds {
-        let m = run_one(p, tcp, setup, upload, download, seed.wrapping_add(i))?;
+    // Sub-seeds drawn from the seed, so runs with different seeds share no sub-seed.
+    let mut seeds = SplitMix64::new(seed);
+    for _ in 0..p.seeds {
+        let m = run_one(p, tcp, setup, upload, download, seeds.next_u64())?;
         ups.push(m.upload_kbps);
         downs.push(m.download_kbps);
         events += m.events;
