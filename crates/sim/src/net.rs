@@ -756,14 +756,12 @@ impl Sim {
                 if let Some(log) = &mut l.log {
                     log.push((now, seq, LinkLogEvent::Dropped(reason)));
                 }
-                self.on_drop(item, now);
             }
             Verdict::QueuedEvicting { evicted, reason } => {
                 count_drop(&mut l.stats, &evicted);
                 if let Some(log) = &mut l.log {
                     log.push((now, evicted.seq, LinkLogEvent::Dropped(reason)));
                 }
-                self.on_drop(evicted, now);
             }
         }
         let l = &mut self.links[link as usize];
@@ -774,12 +772,6 @@ impl Sim {
         if !l.busy {
             self.link_start(link, now);
         }
-    }
-
-    /// A dropped request is answered as refused (like an RST / HTTP 503) so a closed-loop
-    /// client thread is not stalled forever; other drops are only counted.
-    fn on_drop(&mut self, pkt: SimPacket, now: Nanos) {
-        let _ = (pkt, now);
     }
 
     fn link_start(&mut self, link: LinkId, now: Nanos) {
