@@ -235,6 +235,17 @@ impl Drop for Proc {
     }
 }
 
+/// Clears a `netsched shape` installation when dropped.
+struct ShapeGuard(Option<Target>);
+
+impl Drop for ShapeGuard {
+    fn drop(&mut self) {
+        if let Some(t) = &self.0 {
+            let _ = shape::clear(t);
+        }
+    }
+}
+
 /// The namespaces of one run.
 struct Net {
     tb: Testbed,
@@ -405,6 +416,13 @@ pub fn run_one(spec: &RunSpec) -> Result<RunOutcome> {
     };
     let engine = spawn_in_netns(&net.modem, engine_cfg).context("starting netsched link")?;
     let gw_target = Target::in_netns(&net.gw, &net.gw_wan);
+    // Declared after `net`, so dropped before it: `clear` runs while the namespace exists and
+    // removes the state file `apply` wrote, also when the run fails.
+    let _shape_guard = ShapeGuard(if spec.sep == Separation::Shape {
+        Some(gw_target.clone())
+    } else {
+        None
+    });
     if spec.sep == Separation::Shape {
         let plan = ShapePlan {
             up: TreePlan {
@@ -526,7 +544,7 @@ pub fn run_one(spec: &RunSpec) -> Result<RunOutcome> {
         out.shape = shape::show(&gw_target).ok();
     }
     out.link = Some(engine.stop()?);
-    drop(net);
+    // Dropped in reverse order: the shape guard (clear), then the namespaces.
     Ok(out)
 }
 

@@ -28,12 +28,24 @@ fn our_children() -> Vec<String> {
     out
 }
 
+/// `netsched shape` state files (one per installed tree).
+fn shape_state_files() -> std::collections::BTreeSet<String> {
+    std::fs::read_dir("/run/netsched/shape")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[test]
 fn adsl_ack_real_fifo_vs_ack_separation_and_strong_asymmetry() {
     if !privileged_test_allowed("adsl_ack_real_fifo_vs_ack_separation_and_strong_asymmetry") {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let state_before = shape_state_files();
     let out = std::env::temp_dir().join(format!("netsched-adsl-real-{}", std::process::id()));
     let params = serde_json::json!({
         "real_variants": ["default/none/88"],
@@ -77,6 +89,11 @@ fn adsl_ack_real_fifo_vs_ack_separation_and_strong_asymmetry() {
         our_children().is_empty(),
         "processes left: {:?}",
         our_children()
+    );
+    assert_eq!(
+        shape_state_files(),
+        state_before,
+        "shape state files left behind"
     );
     let _ = std::fs::remove_dir_all(&out);
 }
