@@ -33,6 +33,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// TCP segment payload on a 1500-byte MTU with timestamps (1500 − 20 − 20 − 12).
@@ -155,6 +156,45 @@ pub struct RunOutcome {
     pub cc_in_force: String,
 }
 
+/// Set by SIGINT/SIGTERM while `run_real` runs: the current run stops, its testbed is dropped
+/// (namespaces, processes, engine thread gone), and `run_real` returns an error.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+fn check_interrupted() -> Result<()> {
+    if INTERRUPTED.load(Ordering::Relaxed) {
+        bail!("interrupted (SIGINT/SIGTERM); the run's namespaces and processes were removed");
+    }
+    Ok(())
+}
+
+/// Signal handlers installed for the duration of `run_real`, removed when dropped (so the
+/// caller's process gets its default Ctrl-C behaviour back).
+struct SignalGuard(Vec<signal_hook::SigId>);
+
+impl SignalGuard {
+    fn install() -> Result<Self> {
+        INTERRUPTED.store(false, Ordering::Relaxed);
+        let mut ids = Vec::new();
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            // SAFETY: the handler only stores to an atomic (async-signal-safe).
+            let id = unsafe {
+                signal_hook::low_level::register(sig, || INTERRUPTED.store(true, Ordering::Relaxed))
+            }
+            .context("installing a signal handler")?;
+            ids.push(id);
+        }
+        Ok(Self(ids))
+    }
+}
+
+impl Drop for SignalGuard {
+    fn drop(&mut self) {
+        for id in self.0.drain(..) {
+            signal_hook::low_level::unregister(id);
+        }
+    }
+}
+
 /// A child process killed (by id) and reaped when dropped.
 struct Proc {
     child: Option<Child>,
@@ -199,7 +239,7 @@ impl Proc {
             if let Some(_st) = child.try_wait()? {
                 break;
             }
-            if Instant::now() >= until {
+            if INTERRUPTED.load(Ordering::Relaxed) || Instant::now() >= until {
                 timed_out = true;
                 let _ = child.kill();
                 let _ = child.wait();
@@ -209,6 +249,7 @@ impl Proc {
         }
         let out = t_out.join().unwrap_or_default();
         let err = t_err.join().unwrap_or_default();
+        check_interrupted()?;
         if timed_out && out.trim().is_empty() {
             bail!(
                 "{} did not finish within {:?}: {}",
@@ -318,6 +359,7 @@ fn build_net(access: &Access) -> Result<Net> {
 fn wait_listening(tb: &Testbed, ns: &str, port: &str) -> Result<()> {
     let until = Instant::now() + Duration::from_secs(5);
     while Instant::now() < until {
+        check_interrupted()?;
         let out = tb.exec(ns, "ss", &["-Hltn"]).unwrap_or_default();
         if out.contains(&format!(":{port} ")) {
             return Ok(());
@@ -788,8 +830,10 @@ pub fn run_real(params: &Value, seed: u64, out: &Path, quick: bool) -> Result<Ex
         }
     }
 
+    let _signals = SignalGuard::install()?;
     let mut measured = Vec::new();
     for spec in specs {
+        check_interrupted()?;
         eprintln!("adsl-ack --real: {} ({} s)", spec.name(), spec.secs);
         let o = run_one(&spec).with_context(|| spec.name())?;
         eprintln!(
