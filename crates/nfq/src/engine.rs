@@ -77,6 +77,8 @@ enum FlowState {
         class: usize,
         arrived: Nanos,
         missed: bool,
+        /// When the daemon let it into the server.
+        released: Nanos,
     },
 }
 
@@ -168,6 +170,10 @@ pub struct Status {
     pub deadline_auto: bool,
     pub budget: Option<usize>,
     pub in_server: usize,
+    /// Mean time a request spent inside the server (release → first response byte), ms:
+    /// the thesis's "mean processing time" (P0 §4).
+    #[serde(default)]
+    pub mean_server_ms: f64,
     pub held_packets: usize,
     pub flows: usize,
     pub default_class: String,
@@ -209,6 +215,8 @@ pub struct Engine {
     per_class: Vec<ClassCounters>,
     all_latency_sum: u128,
     all_completed: u64,
+    server_time_sum: u128,
+    server_time_count: u64,
     pub counters: Counters,
 }
 
@@ -240,6 +248,8 @@ impl Engine {
             per_class: vec![ClassCounters::default(); n],
             all_latency_sum: 0,
             all_completed: 0,
+            server_time_sum: 0,
+            server_time_count: 0,
             counters: Counters::default(),
             cfg,
         })
@@ -377,6 +387,7 @@ impl Engine {
                         class,
                         arrived: now,
                         missed: false,
+                        released: now,
                     };
                     self.in_server += 1;
                     accept.push(id);
@@ -452,6 +463,7 @@ impl Engine {
             class,
             arrived,
             missed,
+            released,
         } = flow.state
         else {
             return;
@@ -465,6 +477,8 @@ impl Engine {
             Outcome::Responded => {
                 c.latency_sum_ns += latency as u128;
                 c.responded += 1;
+                self.server_time_sum += now.saturating_sub(released) as u128;
+                self.server_time_count += 1;
                 if !missed {
                     self.report(class, latency, now);
                 }
@@ -517,6 +531,7 @@ impl Engine {
                     class,
                     arrived,
                     missed: m,
+                    ..
                 } if !*m && now.saturating_sub(*arrived) > deadline => {
                     *m = true;
                     missed.push((*class, now - *arrived));
@@ -552,6 +567,7 @@ impl Engine {
             class,
             arrived: item.arrived,
             missed,
+            released: now,
         };
         flow.last_seen = now;
         self.in_server += 1;
@@ -618,6 +634,7 @@ impl Engine {
                         class,
                         arrived,
                         missed,
+                        released: now,
                     };
                     self.in_server += 1;
                     self.held_packets -= n;
@@ -672,6 +689,8 @@ impl Engine {
         self.counters = Counters::default();
         self.all_latency_sum = 0;
         self.all_completed = 0;
+        self.server_time_sum = 0;
+        self.server_time_count = 0;
         self.sched.reset_counters();
         if let Deadline::Auto { initial } = self.cfg.deadline {
             self.deadline = initial;
@@ -778,6 +797,11 @@ impl Engine {
             deadline_auto: matches!(self.cfg.deadline, Deadline::Auto { .. }),
             budget: self.cfg.budget,
             in_server: self.in_server,
+            mean_server_ms: if self.server_time_count > 0 {
+                self.server_time_sum as f64 / 1e6 / self.server_time_count as f64
+            } else {
+                0.0
+            },
             held_packets: self.held_packets,
             flows: self.flows.len(),
             default_class: self.cfg.classes[self.cfg.default_class].name.clone(),
