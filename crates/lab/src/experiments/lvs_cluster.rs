@@ -13,6 +13,9 @@
 //! - on completion the director moves the connection to inactive (`on_inactive`) and forgets
 //!   it after the IPVS TIME_WAIT timeout (`on_inactive_close`); the client sends the next
 //!   request at once.
+//! - client ports come from a bounded range used in order; a port whose previous connection
+//!   is still in IPVS TIME_WAIT reuses that entry and its host, bypassing the scheduler
+//!   (`ip_vs_in` looks the connection up before scheduling, ip_vs_core.c);
 //! - case "same": every host serves the same object size; case "per-host": host k serves only
 //!   size k mod 5 (300 B, 1 K, 10 K, 100 K, mixed, repeating; P4 §3.3 (2)).
 //!
@@ -121,6 +124,9 @@ pub struct ClusterConfig {
     pub max_time: Nanos,
     pub warmup_fraction: f64,
     pub inactive_timeout: Nanos,
+    /// Size of the client's ephemeral port range (`ip_local_port_range`), used in order like
+    /// the Linux 2.4 port rover. 0 = never reuse a port (every connection is new to IPVS).
+    pub client_ports: u32,
 }
 
 /// What one configuration measured.
@@ -134,6 +140,9 @@ pub struct ClusterResult {
     pub per_host: Vec<u64>,
     /// Requests the balancer could not place ("no destination available"); 0 in these runs.
     pub unplaced: u64,
+    /// Connections whose client port still had an IPVS entry (TIME_WAIT) and were forwarded to
+    /// that entry's host without asking the scheduler (whole run).
+    pub reused: u64,
 }
 
 enum Ev {
@@ -141,12 +150,27 @@ enum Ev {
     Send,
     /// Host finished its current request.
     Done { host: usize },
-    /// An inactive connection at the director expires.
-    Forget { host: usize },
+    /// An inactive connection at the director expires (if its entry was not reused since:
+    /// `generation` must still match).
+    Forget {
+        host: usize,
+        port: u32,
+        generation: u64,
+    },
 }
 
 struct Req {
     sent: Nanos,
+    port: u32,
+}
+
+/// The director's IPVS connection entry for one client port.
+#[derive(Clone, Copy)]
+struct ConnEntry {
+    host: usize,
+    /// Still in flight (active); an inactive entry waits for its TIME_WAIT expiry.
+    active: bool,
+    generation: u64,
 }
 
 struct Host {
@@ -163,6 +187,13 @@ fn origin_addr(i: usize) -> IpAddr {
 
 /// Simulate one configuration.
 pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult> {
+    if cfg.client_ports != 0 && (cfg.client_ports as usize) <= cfg.concurrency {
+        anyhow::bail!(
+            "client.ports ({}) must exceed client.concurrency ({}) so a free port exists",
+            cfg.client_ports,
+            cfg.concurrency
+        );
+    }
     let mut rng = SplitMix64::new(seed);
     let bal_cfg: BalancerConfig = serde_json::from_value(json!({ "kind": cfg.algorithm }))
         .map_err(|e| anyhow!("unknown balancer {:?}: {e}", cfg.algorithm))?;
@@ -183,7 +214,17 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
         });
     }
     let client = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
-    let mut port: u16 = 1024;
+    // Client ports: index into the ephemeral range; the rover moves one port per connection
+    // and skips ports still in flight (Linux 2.4 tcp_v4_get_port / tcp_port_rover).
+    let ports = if cfg.client_ports == 0 {
+        u32::MAX
+    } else {
+        cfg.client_ports
+    };
+    let mut rover: u32 = ports - 1;
+    let mut conns: BTreeMap<u32, ConnEntry> = BTreeMap::new();
+    let mut generation: u64 = 0;
+    let mut reused = 0u64;
     let mut q: EventQueue<Ev> = EventQueue::new();
     for _ in 0..cfg.concurrency {
         q.schedule(0, Ev::Send);
@@ -208,18 +249,49 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
         last = now;
         match ev {
             Ev::Send => {
-                port = if port == u16::MAX { 1024 } else { port + 1 };
-                let dst = origin_addr(rng.below(cfg.origins as u64) as usize);
-                let key = FlowKey::new(client, port, dst, 80);
-                let Some(ServerId(id)) = balancer.pick(&table, &key, now) else {
-                    unplaced += 1;
-                    // Retry after 1 ms, as a client would after a refused connection.
-                    q.schedule_in(SEC / 1000, Ev::Send);
-                    continue;
+                let port = loop {
+                    rover = (rover + 1) % ports;
+                    if !conns.get(&rover).is_some_and(|c| c.active) {
+                        break rover;
+                    }
                 };
-                let h = id as usize;
-                table.on_open(ServerId(id)).map_err(|e| anyhow!(e))?;
-                hosts[h].queue.push_back(Req { sent: now });
+                let dst = origin_addr(rng.below(cfg.origins as u64) as usize);
+                generation += 1;
+                // IPVS looks the connection up before it schedules (ip_vs_in →
+                // conn_in_get, net/netfilter/ipvs/ip_vs_core.c): a SYN whose 4-tuple still
+                // has an entry in TIME_WAIT reuses it and goes to the same real server. Only
+                // Linux 4.2's `conn_reuse_mode` made IPVS reschedule such connections.
+                let h = if let Some(c) = conns.get_mut(&port) {
+                    c.active = true;
+                    c.generation = generation;
+                    reused += 1;
+                    table
+                        .on_inactive_close(ServerId(c.host as u32))
+                        .map_err(|e| anyhow!(e))?;
+                    c.host
+                } else {
+                    let wire_port = 1024 + (port % (u16::MAX as u32 - 1024)) as u16;
+                    let key = FlowKey::new(client, wire_port, dst, 80);
+                    let Some(ServerId(id)) = balancer.pick(&table, &key, now) else {
+                        unplaced += 1;
+                        // Retry after 1 ms, as a client would after a refused connection.
+                        q.schedule_in(SEC / 1000, Ev::Send);
+                        continue;
+                    };
+                    if cfg.client_ports > 0 {
+                        conns.insert(
+                            port,
+                            ConnEntry {
+                                host: id as usize,
+                                active: true,
+                                generation,
+                            },
+                        );
+                    }
+                    id as usize
+                };
+                table.on_open(ServerId(h as u32)).map_err(|e| anyhow!(e))?;
+                hosts[h].queue.push_back(Req { sent: now, port });
                 if !hosts[h].busy {
                     hosts[h].busy = true;
                     let d = service(&mut rng, hosts[h].service_s);
@@ -245,7 +317,21 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
                 table
                     .on_inactive(ServerId(host as u32))
                     .map_err(|e| anyhow!(e))?;
-                q.schedule_in(cfg.inactive_timeout, Ev::Forget { host });
+                let generation = match conns.get_mut(&req.port) {
+                    Some(c) => {
+                        c.active = false;
+                        c.generation
+                    }
+                    None => 0,
+                };
+                q.schedule_in(
+                    cfg.inactive_timeout,
+                    Ev::Forget {
+                        host,
+                        port: req.port,
+                        generation,
+                    },
+                );
                 if hosts[host].queue.is_empty() {
                     hosts[host].busy = false;
                 } else {
@@ -254,7 +340,20 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
                 }
                 q.schedule(now, Ev::Send);
             }
-            Ev::Forget { host } => {
+            Ev::Forget {
+                host,
+                port,
+                generation,
+            } => {
+                if cfg.client_ports > 0 {
+                    // A reused entry was re-armed: this expiry is stale.
+                    match conns.get(&port) {
+                        Some(c) if c.generation == generation && !c.active => {
+                            conns.remove(&port);
+                        }
+                        _ => continue,
+                    }
+                }
                 table
                     .on_inactive_close(ServerId(host as u32))
                     .map_err(|e| anyhow!(e))?;
@@ -277,6 +376,7 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
         },
         per_host,
         unplaced,
+        reused,
     })
 }
 
@@ -332,6 +432,9 @@ fn setup(p: &Value) -> anyhow::Result<Setup> {
             warmup_fraction: wf,
             inactive_timeout: (params::f64_at(p, "ipvs.inactive_timeout_s")?.max(0.0) * SEC as f64)
                 as Nanos,
+            client_ports: params::u64_at(p, "client.ports")?
+                .try_into()
+                .map_err(|_| anyhow!("client.ports must be below 2^32"))?,
         },
     })
 }
@@ -398,6 +501,7 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
                         "mean_response_ms": r.mean_response_ms,
                         "completed": r.completed,
                         "unplaced": r.unplaced,
+                        "reused_connections": r.reused,
                         "per_host_requests": r.per_host,
                     }),
                 });
@@ -547,11 +651,12 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
         });
     }
     let notes = vec![
-        "**Service model.** Each host is one FCFS server whose mean service time is calibrated from P4 Table 3's one-host RR column (300 B: 1/318 s, 1 K: 1/231 s, 10 K: 1/36 s, 100 K: 1/2.30 s, mixed: 1/65 s); a service time is `mean × (1 − cv + cv·Exp(1))`. The one-host cells therefore match by construction; every other cell is a prediction of the model. The director's own CPU cost is not modelled: P4 blames DH and LBLC's lower rates on hash computation, but a 2.4 GHz director hashing one address per connection costs microseconds — the differences the model reproduces come from *where* requests go.".to_string(),
+        "**Service model.** Each host is one FCFS server whose mean service time is calibrated from P4 Table 3's one-host RR column (300 B: 1/318 s, 1 K: 1/231 s, 10 K: 1/36 s, 100 K: 1/2.30 s, mixed: 1/65 s); a service time is `mean × (1 − cv + cv·Exp(1))`. The one-host cells therefore match by construction; every other cell is a prediction of the model. The director's CPU is not modelled (see below); the differences the model reproduces come from *where* requests go.".to_string(),
         "**What the destinations were.** IPVS `dh`, `lblc` and `lblcr` hash the connection's *destination* address (`ip_vs_dh.c`, `ip_vs_lblc.c`). Behind a single virtual address every request would hash to the same host and DH would stay at the one-host rate whatever the cluster size — yet P4's DH scales almost like RR (305 → 3479 req/s). P4 Table 2 says the origin web server sits on each cache host itself (\"웹 서버: Cache 서버 자체에 둠\"), and these algorithms are LVS's transparent-proxy-cache schedulers, where the director intercepts requests addressed to the origin servers. We therefore model requests that name one of `origins_per_host × N` origin addresses (image URLs on many origin servers — P4 keeps an origin web server on each cache host), chosen uniformly per request; dh maps them through its 256-bucket table, lblc keeps each origin on its cache until that cache is overloaded. With 1 origin per host some hosts get two origins and some none (DH ≈ 0.2–0.3 of RR); with the default 10 per host DH lands at 0.7–0.8 of RR, P4's ratio (3479/4322 at 300 B, 15 hosts); with `client.origins = 1` (one virtual address) DH stays at the one-host rate.".to_string(),
-        "**Where the model disagrees.** With identical hosts, lc is join-the-least-connected and lblc keeps a balanced origin→host map, so in a queueing model neither can lose to RR by the 5–45% of P4 Table 3; P4 attributes the gap to per-decision cost (hashing, scanning), which the model does not charge. The two Table 3 ordering checks therefore fail here — a finding, not a bug.".to_string(),
-        "**LBLC.** With weight 1, IPVS lblc keeps an origin on its host until that host has more than one active connection *and* some host has none (`is_overloaded` in ip_vs_lblc.c), so under a closed loop it concentrates requests on the hosts that own busy origins — the worst of the four, as in P4 Table 3.".to_string(),
-        "**Per-host sizes (Table 4).** Host k serves only size k mod 5. The paper's one-host cell (12.43 req/s) cannot be host 1 serving only 300 B (Table 3 says 318 req/s for that); it is close to a host serving all five sizes in turn (harmonic mean ≈ 10 req/s). Our one-host cell is host 1 = 300 B, so it does not match; the larger clusters follow the paper's reading: RR and DH are held back by the 100 KB hosts where requests pile up, LC keeps sending to the hosts that finish fast. **Why LC saturates (Table 4: 246 → 369 → 409).** IPVS lc ranks hosts by `activeconns × 256 + inactconns` (`ip_vs_lc.c`), and a finished HTTP/1.0 connection stays inactive at the director for the TIME_WAIT timeout (2 min). A fast host that served λ requests/s carries ≈ 120·λ inactive connections, so lc sends it new work only while 256·Δactive exceeds that gap: with 30 connections in flight a fast host cannot get much more than ~60 requests/s above the slow ones. This is why the runs last 300 s and are measured over their second half: LC then grows sublinearly like P4's (a short run without this history would make LC pick the fast hosts freely and overshoot P4 several times).".to_string(),
+        format!("**Client ports and IPVS connection reuse (why RR beats LC).** IPVS looks a packet's connection up *before* it schedules (`ip_vs_in` → `conn_in_get`, net/netfilter/ipvs/ip_vs_core.c), and a finished connection stays in its table in TIME_WAIT for 2 min (ip_vs_proto_tcp.c). ab's kernel hands out ephemeral ports in order (Linux 2.4 `tcp_port_rover`) from `ip_local_port_range` — 32768–61000 (28232 ports) above 128 MB of memory, 1024–4999 (3976) below (ip-sysctl.txt, `tcp_init`); P4's client has exactly 128 MB, so we chose between them with Table 4 (lc at 15 hosts: ~1500 req/s with 3976 ports, ~360 with 28232, paper 409), not with the Table 3 order checked here, which is the same with both. Once the client has used every port within 2 min (rate × 120 s > ports: every size but 100 KB at 15 hosts), a new connection finds its port's TIME_WAIT entry and goes to that entry's host *without* asking the scheduler (only Linux 4.2's `conn_reuse_mode` changed this). The port → host map the scheduler built during the first pass is then replayed for the rest of the run: rr's is a perfect cycle over the hosts, lc's follows the load it happened to see during the first pass, so replaying it sends runs of requests to the same hosts and lc loses 5–6% (`reused_connections` per run counts this; here client.ports = {}). With `client.ports = 0` (never reuse) lc beats rr as join-the-least-connected must; with 3976 ports the order is the same. At 100 KB (≈ 32 req/s × 120 s = 3900 connections, fewer than either range has ports) no port is reused and lc stays ahead of rr by ~4%: the paper's gap there (35.99 vs 34.29, 4.7%) is no larger than its own spread between algorithms at *one* host (2.3–8%), where no scheduling choice exists — so the \"every size\" check fails at 100 KB.", s.base.client_ports),
+        "**LBLC is not the worst here.** P4's DH reaches 0.80 of RR at 15 hosts (300 B), which with IPVS dh requires many destinations (with 1 or 3 origins per host dh falls to 0.18 or 0.53 of RR in this model). With that many destinations, IPVS lblc at weight 1 moves a destination whenever its host has > 1 active connection and another host has none (`is_overloaded`, ip_vs_lblc.c): it behaves almost like lc (0.91 of RR against lc's 0.94) and stays above dh (0.79), whereas P4 has lblc at 0.57. Concentrating lblc enough to be worst needs few destinations, which would stop dh scaling; we found no mechanism of the setup that gives both, so the LBLC check fails — stated, not tuned.".to_string(),
+        "**What is not modelled, and why.** The director's CPU: P4 §3.1 chose a faster client and director (P-IV 2.4 GHz) precisely so they would not be the bottleneck, and a scheduling decision (rr O(1), lc a 15-entry scan, dh/lblc a hash lookup) costs well under a microsecond against ~230 µs per connection at 4322 req/s; it cannot produce 5–45% gaps, so P4's explanation by \"hash computation time\" is not reproduced. Squid warm-up: with the same object per request each host misses once (15 misses in ~10^5 requests); with 10 origins per host rr misses 150 × 15 times, still < 3% of a run, and it would favour lblc/dh, not rr.".to_string(),
+        "**Per-host sizes (Table 4).** Host k serves only size k mod 5. The paper's one-host cell (12.43 req/s) cannot be host 1 serving only 300 B (Table 3 says 318 req/s for that); it is close to a host serving all five sizes in turn (harmonic mean ≈ 10 req/s). Our one-host cell is host 1 = 300 B, so it does not match; the larger clusters follow the paper's reading: RR and DH are held back by the 100 KB hosts where requests pile up, LC keeps sending to the hosts that finish fast. **Why LC saturates (Table 4: 246 → 369 → 409).** IPVS lc ranks hosts by `activeconns × 256 + inactconns` (`ip_vs_lc.c`), and a finished HTTP/1.0 connection stays inactive at the director for the TIME_WAIT timeout (2 min). A fast host that served λ requests/s carries ≈ 120·λ inactive connections, so lc sends it new work only while 256·Δactive exceeds that gap: with 30 connections in flight a fast host cannot get much more than ~60 requests/s above the slow ones. This is why the runs last 300 s and are measured over their second half: LC then grows sublinearly like P4's (a short run without this history would make LC pick the fast hosts freely and overshoot P4 several times). Port reuse (above) replays the map lc built during the client's first pass over its 28232 ports, when those inactive counts were already building up: lc measures 181 / 274 / 407 req/s at 5 / 10 / 15 hosts against P4's 246 / 369 / 409 (with 3976 ports the first pass is too short for the counts to build up and lc reaches ~1500 at 15 hosts).".to_string(),
         format!("**Client.** ab-like closed loop with concurrency {} (not printed in P4; chosen as 2 × the largest cluster so that RR keeps every host busy, as its near-linear scaling implies). `sh` hashes the source address: with one client every request goes to one host — why P4 excluded it.", s.base.concurrency),
     ];
     Ok(ExperimentOutput {
@@ -578,6 +683,7 @@ mod tests {
             max_time: 100 * SEC,
             warmup_fraction: 0.1,
             inactive_timeout: 120 * SEC,
+            client_ports: 0,
         }
     }
 
@@ -602,6 +708,32 @@ mod tests {
         // Assignments alternate exactly; completions differ by what is still queued.
         assert!(hi - lo <= 8, "{:?}", r.per_host);
         assert!(r.req_per_s > 3.0 * 100.0, "{}", r.req_per_s);
+    }
+
+    #[test]
+    fn a_reused_port_goes_to_its_previous_host_without_scheduling() {
+        // 20 ports, 4 hosts, 3000 requests: after the first pass almost every connection
+        // finds its port's TIME_WAIT entry (120 s ≫ the run) and follows it.
+        let mut c = cfg("rr", vec![0.01; 4]);
+        c.client_ports = 20;
+        let r = simulate(&c, 3).unwrap();
+        assert!(
+            r.reused + 20 >= r.completed,
+            "{} of {}",
+            r.reused,
+            r.completed
+        );
+        // Fresh ports: never reused.
+        c.client_ports = 0;
+        assert_eq!(simulate(&c, 3).unwrap().reused, 0);
+    }
+
+    #[test]
+    fn too_few_ports_is_a_clear_error() {
+        let mut c = cfg("rr", vec![0.01; 4]);
+        c.client_ports = 8; // concurrency 8: no free port would remain
+        let e = simulate(&c, 1).unwrap_err().to_string();
+        assert!(e.contains("client.ports"), "{e}");
     }
 
     #[test]
