@@ -72,7 +72,12 @@ fn percentile_web_real_fifo_percentile_strict() {
         pct.mean_ms
     );
     let att: Vec<f64> = pct.status.classes.iter().map(|c| c.attainment).collect();
-    assert!(spread(&att) <= 0.10, "attainments {att:?}");
+    // Equal within 10% — or every class at/above its target, where the top class is served
+    // first and saturated (docs/nfq.md: "C0 is capped").
+    assert!(
+        spread(&att) <= 0.10 || att.iter().all(|&a| a >= 1.0),
+        "attainments {att:?}"
+    );
     // No class starved: ≥ 10% of an equal share, never 3 s without a response.
     let fair = pct.completed.iter().sum::<u64>() as f64 / 5.0;
     assert!(
