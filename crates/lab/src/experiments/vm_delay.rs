@@ -560,10 +560,25 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
     {
         if nmin < nmax {
             let (a, b) = (&sp_small[low], &sp_big[low]);
+            let detail = format!(
+                "{}: p99 {:.1} → {:.1} ms, loss {:.2} → {:.2}%",
+                tiers[low].name,
+                a.quantile_ms(0.99),
+                b.quantile_ms(0.99),
+                a.loss_pct(),
+                b.loss_pct()
+            );
+            // Two claims, checked apart: the latency growth is P2 Fig. 6/7; the loss growth
+            // is what P2 §1/§5 imply, and depends on the vif queue size (see the notes).
             checks.push(Check {
-                claim: format!("Strict priority: the low tier's p99 latency and loss grow from {nmin} to {nmax} domains (P2 §1, Fig. 6/7)"),
-                passed: b.quantile_ms(0.99) > a.quantile_ms(0.99) && b.loss_pct() > a.loss_pct(),
-                detail: format!("{}: p99 {:.1} → {:.1} ms, loss {:.2} → {:.2}%", tiers[low].name, a.quantile_ms(0.99), b.quantile_ms(0.99), a.loss_pct(), b.loss_pct()),
+                claim: format!("Strict priority: the low tier's p99 latency grows from {nmin} to {nmax} domains (P2 Fig. 6/7)"),
+                passed: b.quantile_ms(0.99) > a.quantile_ms(0.99),
+                detail: detail.clone(),
+            });
+            checks.push(Check {
+                claim: format!("Strict priority: the low tier's loss grows from {nmin} to {nmax} domains (P2 §1)"),
+                passed: b.loss_pct() > a.loss_pct(),
+                detail,
             });
         }
     }
@@ -623,7 +638,7 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
     let notes = vec![
         format!("**Model.** {} tiers ({}), one vif queue of {} packets per domain, one packet per period per domain (± {:.0}% jitter). dom0 moves a packet in {} ms of CPU and has the CPU {:.0}% of the time, in on/off slices around {} ms (the background MD5 load of P2). Batch {} packets per round. The per-packet cost is a modelling choice that puts 18 domains near the backend's capacity, so the disciplines differ; P2 prints its results only as plots, so the \"paper\" column has no numbers.", tiers.len(), tiers.iter().map(|t| format!("{} {} ms / bound {} ms / bitmap {}", t.name, t.period_ms, t.bound_ms, t.bitmap_len)).collect::<Vec<_>>().join(", "), base.vif_queue, base.jitter * 100.0, base.per_packet_ms, 100.0 * (1.0 - cpu_busy), base.slice_ms, base.batch),
         "**Strict priority** is the core's `StrictPriority` with one band per vif, bands ordered by tier (High vifs first): the prior work's preemptive priority by domain. **delay_constrained** is the core's `DelayConstrained` (P2 Fig. 4 bitmaps); **delay_wall_clock** is its wall-clock variant (a vif is promoted at a round start when its head packet has waited its QoS bound 30/60/100 ms), which the paper does not have. In this model it trims the High tier's mean but leaves Mid/Low tails far longer than the bitmaps do: bounds of 60–100 ms are looser than what 6–10 rounds of ~1 ms amount to here.".into(),
-        "**Loss.** Total loss is set by how often bursts overflow the 4-packet vif queues near saturation; delay-constrained scheduling moves it between tiers (the promoted Low vifs delay High bursts) rather than removing it, so in this model the loss check can go either way with the seed and duration — P2 reports fewer losses on its testbed, which we do not reproduce robustly.".into(),
+        format!("**Loss.** P2 reports fewer lost packets with delay-constrained scheduling (abstract, §5) but prints no loss figure, and does not say where its losses occur. In this model a packet is lost only when its vif queue overflows. Earlier versions used 4-packet vif queues, a size from neither P2 nor Xen: a packet count gives a High vif (1 packet / 10 ms) only 40 ms of buffer against a Low vif's 400 ms, so the result hung on that choice — 60 s, 18 domains, strict priority → delay-constrained: 4 packets 0.109% → 0.126% (loss moves from Low to High), 8 packets 0.019% → 0.006%, 16 or more 0 → 0. With Xen's own sizes ({} packets here: XENVIF_QUEUE_LENGTH = 32 in dom0, 256-slot TX rings) no packet is lost by either discipline at 9 or 18 domains: the longest Low wait under strict priority (a few hundred ms, see the table) is far below the 3.2 s a 32-packet Low queue holds. The two loss checks therefore fail — P2's loss reduction is not reproduced by this model, and we do not shrink the queues to make it appear. Losses on P2's testbed may come from what is not modelled (guest VCPU scheduling, ping time-outs, the physical NIC).", base.vif_queue),
         "**Round accounting.** A round starts at every dequeue where the discipline has no open round; at each start every backlogged vif that is not chosen has its passed-over counter incremented (reset when chosen or empty). The maximum is compared with `wait_bound_rounds` = bitmap_len + n − 2 (proof in `crates/core/src/qdisc/delay.rs`).".into(),
     ];
     Ok(ExperimentOutput {
