@@ -19,15 +19,15 @@
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 
-mod any;
-pub mod fifo;
-pub mod prio;
-pub mod drr;
-pub mod wf2q;
-pub mod edf;
 pub mod ack;
-pub mod percentile;
+mod any;
 pub mod delay;
+pub mod drr;
+pub mod edf;
+pub mod fifo;
+pub mod percentile;
+pub mod prio;
+pub mod wf2q;
 pub use any::{AnyQdisc, QdiscConfig};
 
 /// Index of a class (band, interface, client class) inside a discipline. Class 0 is the
