@@ -222,7 +222,8 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
         cfg.client_ports
     };
     let mut rover: u32 = ports - 1;
-    let mut conns: BTreeMap<u32, ConnEntry> = BTreeMap::new();
+    // One slot per client port (none when ports are never reused).
+    let mut conns: Vec<Option<ConnEntry>> = vec![None; cfg.client_ports as usize];
     let mut generation: u64 = 0;
     let mut reused = 0u64;
     let mut q: EventQueue<Ev> = EventQueue::new();
@@ -251,7 +252,10 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
             Ev::Send => {
                 let port = loop {
                     rover = (rover + 1) % ports;
-                    if !conns.get(&rover).is_some_and(|c| c.active) {
+                    if !conns
+                        .get(rover as usize)
+                        .is_some_and(|c| c.is_some_and(|c| c.active))
+                    {
                         break rover;
                     }
                 };
@@ -261,7 +265,7 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
                 // conn_in_get, net/netfilter/ipvs/ip_vs_core.c): a SYN whose 4-tuple still
                 // has an entry in TIME_WAIT reuses it and goes to the same real server. Only
                 // Linux 4.2's `conn_reuse_mode` made IPVS reschedule such connections.
-                let h = if let Some(c) = conns.get_mut(&port) {
+                let h = if let Some(Some(c)) = conns.get_mut(port as usize) {
                     c.active = true;
                     c.generation = generation;
                     reused += 1;
@@ -278,15 +282,12 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
                         q.schedule_in(SEC / 1000, Ev::Send);
                         continue;
                     };
-                    if cfg.client_ports > 0 {
-                        conns.insert(
-                            port,
-                            ConnEntry {
-                                host: id as usize,
-                                active: true,
-                                generation,
-                            },
-                        );
+                    if let Some(slot) = conns.get_mut(port as usize) {
+                        *slot = Some(ConnEntry {
+                            host: id as usize,
+                            active: true,
+                            generation,
+                        });
                     }
                     id as usize
                 };
@@ -317,12 +318,12 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
                 table
                     .on_inactive(ServerId(host as u32))
                     .map_err(|e| anyhow!(e))?;
-                let generation = match conns.get_mut(&req.port) {
-                    Some(c) => {
+                let generation = match conns.get_mut(req.port as usize) {
+                    Some(Some(c)) => {
                         c.active = false;
                         c.generation
                     }
-                    None => 0,
+                    _ => 0,
                 };
                 q.schedule_in(
                     cfg.inactive_timeout,
@@ -347,9 +348,11 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
             } => {
                 if cfg.client_ports > 0 {
                     // A reused entry was re-armed: this expiry is stale.
-                    match conns.get(&port) {
-                        Some(c) if c.generation == generation && !c.active => {
-                            conns.remove(&port);
+                    match conns.get_mut(port as usize) {
+                        Some(slot @ Some(_))
+                            if slot.is_some_and(|c| c.generation == generation && !c.active) =>
+                        {
+                            *slot = None;
                         }
                         _ => continue,
                     }
