@@ -16,6 +16,7 @@
 use super::fifo::Fifo;
 use super::prio::{
     band_dequeue, band_enqueue, band_status, bands_reset, check_class_count, drop_unknown_class,
+    BandConfig,
 };
 use super::{ClassId, ClassStatus, Packet, Qdisc, QdiscStats, Verdict};
 use crate::Nanos;
@@ -80,12 +81,8 @@ impl<T: Packet> Drr<T> {
             if c.quantum == 0 {
                 return Err(format!("classes[{i}].quantum: must be at least 1 byte"));
             }
-            if c.limit_packets == 0 {
-                return Err(format!("classes[{i}].limit_packets: must be at least 1"));
-            }
-            if c.limit_bytes == 0 {
-                return Err(format!("classes[{i}].limit_bytes: must be at least 1"));
-            }
+            BandConfig::with_limits(c.limit_packets, c.limit_bytes)
+                .check(&format!("classes[{i}]"))?;
             built.push(DrrClass {
                 queue: Fifo::new(c.limit_packets, c.limit_bytes),
                 quantum: c.quantum,

@@ -13,7 +13,7 @@
 //! Cost: O(log n) enqueue and dequeue (binary heap); each expired item is evicted once,
 //! O(log n). Memory: the per-class limits, plus expired items not yet collected.
 
-use super::prio::check_class_count;
+use super::prio::{check_class_count, BandConfig};
 use super::{ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscStats, Verdict};
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
@@ -104,12 +104,8 @@ impl<T: Packet> Edf<T> {
             let deadline = c.deadline_us.checked_mul(1_000).ok_or_else(|| {
                 format!("classes[{i}].deadline_us: {} is too large", c.deadline_us)
             })?;
-            if c.limit_packets == 0 {
-                return Err(format!("classes[{i}].limit_packets: must be at least 1"));
-            }
-            if c.limit_bytes == 0 {
-                return Err(format!("classes[{i}].limit_bytes: must be at least 1"));
-            }
+            BandConfig::with_limits(c.limit_packets, c.limit_bytes)
+                .check(&format!("classes[{i}]"))?;
             built.push(EdfClass {
                 deadline,
                 limit_packets: c.limit_packets,

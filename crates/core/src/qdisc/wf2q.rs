@@ -21,6 +21,7 @@
 use super::fifo::Fifo;
 use super::prio::{
     band_dequeue, band_enqueue, band_status, bands_reset, check_class_count, drop_unknown_class,
+    BandConfig,
 };
 use super::{ClassId, ClassStatus, Packet, Qdisc, QdiscStats, Verdict};
 use crate::Nanos;
@@ -88,12 +89,8 @@ impl<T: Packet> Wf2qPlus<T> {
             if c.weight == 0 {
                 return Err(format!("classes[{i}].weight: must be at least 1"));
             }
-            if c.limit_packets == 0 {
-                return Err(format!("classes[{i}].limit_packets: must be at least 1"));
-            }
-            if c.limit_bytes == 0 {
-                return Err(format!("classes[{i}].limit_bytes: must be at least 1"));
-            }
+            BandConfig::with_limits(c.limit_packets, c.limit_bytes)
+                .check(&format!("classes[{i}]"))?;
             built.push(Wf2qClass {
                 queue: Fifo::new(c.limit_packets, c.limit_bytes),
                 weight: c.weight,
