@@ -53,6 +53,9 @@ pub struct RealParams {
     pub client_cpu: usize,
     pub modes: Vec<DisciplineKind>,
     pub early_miss: bool,
+    /// The daemon's `max_hold` for this experiment: the floor that keeps the lowest class
+    /// answered while higher classes are ahead of it (beyond the thesis; docs/nfq.md).
+    pub max_hold: Duration,
 }
 
 impl RealParams {
@@ -144,6 +147,13 @@ impl RealParams {
             server_cpu: num("server_cpu", 0.0)? as usize,
             client_cpu: num("client_cpu", 1.0)? as usize,
             modes,
+            max_hold: {
+                let ms = num("max_hold_ms", 400.0)?;
+                if !(ms > 0.0 && ms <= 60_000.0) {
+                    bail!("params.max_hold_ms: must be in (0, 60000], got {ms}");
+                }
+                Duration::from_secs_f64(ms / 1000.0)
+            },
             early_miss: match get("early_miss") {
                 None => false,
                 Some(v) => v
@@ -190,6 +200,7 @@ pub fn daemon_config(p: &RealParams, mode: DisciplineKind, socket: &Path) -> Res
         early_miss: p.early_miss,
         ..Config::default()
     };
+    c.limits.max_hold = p.max_hold.as_nanos() as u64;
     for (k, &pc) in p.percentiles.iter().enumerate() {
         c.classes.push(ClassSpec {
             name: format!("C{k}"),
