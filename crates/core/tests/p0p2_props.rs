@@ -2,6 +2,8 @@
 //! bound of `qdisc/delay.rs` under random arrivals, the Percentile selection rule, and the
 //! stats identities for both.
 
+mod common;
+
 use netsched_core::dispatch::DispatchConfig;
 use netsched_core::qdisc::delay::{DelayConstrained, DelayInterfaceConfig};
 use netsched_core::qdisc::fifo::TestItem;
@@ -220,27 +222,7 @@ fn docs_toml_snippets_build() {
     struct DispatchScenario {
         dispatch: DispatchConfig,
     }
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../docs/percentile-delay-dispatch.md"
-    );
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut blocks = Vec::new();
-    let mut current: Option<String> = None;
-    for line in text.lines() {
-        match (&mut current, line.trim()) {
-            (None, "```toml") => current = Some(String::new()),
-            (Some(b), "```") => {
-                blocks.push(std::mem::take(b));
-                current = None;
-            }
-            (Some(b), l) => {
-                b.push_str(l);
-                b.push('\n');
-            }
-            _ => {}
-        }
-    }
+    let blocks = common::doc_toml_blocks("percentile-delay-dispatch.md");
     assert_eq!(blocks.len(), 6, "toml blocks in the doc");
     for b in &blocks {
         let outcome = if b.contains("[qdisc]") {

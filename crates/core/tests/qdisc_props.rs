@@ -13,6 +13,8 @@
 //! files), its per-class limits to `class_limits` if it has any, and its `kind` to
 //! `NON_WORK_CONSERVING` if `dequeue` may hold items back.
 
+mod common;
+
 use netsched_core::qdisc::{AnyQdisc, DropReason, Packet, Qdisc, QdiscConfig, QdiscStats, Verdict};
 use netsched_core::rng::SplitMix64;
 use netsched_core::wire::AckInfo;
@@ -450,24 +452,7 @@ fn docs_toml_snippets_build() {
     struct Scenario {
         qdisc: QdiscConfig,
     }
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/qdiscs.md");
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut blocks = Vec::new();
-    let mut current: Option<String> = None;
-    for line in text.lines() {
-        match (&mut current, line.trim()) {
-            (None, "```toml") => current = Some(String::new()),
-            (Some(b), "```") => {
-                blocks.push(std::mem::take(b));
-                current = None;
-            }
-            (Some(b), l) => {
-                b.push_str(l);
-                b.push('\n');
-            }
-            _ => {}
-        }
-    }
+    let blocks = common::doc_toml_blocks("qdiscs.md");
     assert!(blocks.len() >= 7, "found {} toml blocks", blocks.len());
     for b in &blocks {
         let outcome = if b.contains("[qdisc]") {
