@@ -130,7 +130,8 @@ fn wlc_hand_worked_picks() {
 
 #[test]
 fn bad_trace_names_file_line_and_field() {
-    let dir = std::env::temp_dir().join(format!("netsched-replay-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("netsched-replay-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let trace = dir.join("bad.csv");
     std::fs::write(&trace, "time,class,size,id\n0ms,0,100,1\n1ms,0,lots,2\n").unwrap();

@@ -46,7 +46,8 @@ fn adsl_ack_real_fifo_vs_ack_separation_and_strong_asymmetry() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let state_before = shape_state_files();
-    let out = std::env::temp_dir().join(format!("netsched-adsl-real-{}", std::process::id()));
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("netsched-adsl-real-{}", std::process::id()));
     let params = serde_json::json!({
         "real_variants": ["default/none/88"],
         "real_duration_s": 12,

@@ -30,7 +30,8 @@ fn percentile_web_real_fifo_percentile_strict() {
     }
     let _serial = serial();
     let before = namespaces_with("pweb").len();
-    let out = std::env::temp_dir().join(format!("nfq-pweb-test-{}", std::process::id()));
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("nfq-pweb-test-{}", std::process::id()));
     let params = serde_json::json!({ "quick_duration_s": 25 });
     let (output, runs) = run_experiment(&params, 1, &out, true).expect("experiment runs");
     assert_eq!(runs.len(), 3);
