@@ -3,7 +3,8 @@
 //! ```toml
 //! queue = 0                      # NFQUEUE number
 //! discipline = "percentile"      # percentile | fifo | strict
-//! deadline = "auto"              # "4ms", "250us", "1.5s" or "auto" (running mean response time)
+//! deadline = "auto"              # "4ms", "250us", "1.5s", "auto" (running mean response time)
+//!                                # or "auto-quantile" (running q-quantile, q = Σ N·P / Σ N)
 //! budget = 4                     # requests inside the server at once; omit: no budget
 //! default_class = "bronze"       # class of addresses no table entry matches
 //! control_socket = "/run/netsched-nfq.sock"
@@ -71,6 +72,23 @@ pub enum Deadline {
     Auto {
         initial: Nanos,
     },
+    /// Beyond the thesis: the running `q`-quantile of all response times, `q` = the
+    /// request-weighted mean target `Σ N_i·P_i / Σ N_i` (core `PercentileDeadline::AutoQuantile`,
+    /// docs/nfq.md); `initial` until the first response completes.
+    AutoQuantile {
+        initial: Nanos,
+    },
+}
+
+impl Deadline {
+    /// "fixed", "auto" or "auto-quantile" (status, reports).
+    pub fn mode(&self) -> &'static str {
+        match self {
+            Deadline::Fixed(_) => "fixed",
+            Deadline::Auto { .. } => "auto",
+            Deadline::AutoQuantile { .. } => "auto-quantile",
+        }
+    }
 }
 
 /// Parse "4ms", "250us", "1.5s", "2000ns", "3m". Bare numbers are rejected (units matter).
@@ -100,10 +118,20 @@ pub fn parse_duration(s: &str) -> Result<Nanos> {
 }
 
 pub fn parse_deadline(s: &str) -> Result<Deadline> {
-    if s.trim() == "auto" {
+    let t = s.trim();
+    if t == "auto" {
         Ok(Deadline::Auto {
             initial: 10 * crate::MS,
         })
+    } else if t == "auto-quantile" || t == "auto_quantile" {
+        Ok(Deadline::AutoQuantile {
+            initial: 10 * crate::MS,
+        })
+    } else if t.starts_with("auto") || t.is_empty() {
+        bail!(
+            "deadline {s:?}: expected a duration (\"4ms\"), \"auto\" (running mean response \
+             time) or \"auto-quantile\" (running quantile at the weighted mean target)"
+        )
     } else {
         let d = parse_duration(s).context("deadline")?;
         if d == 0 {
@@ -569,5 +597,21 @@ request_timeout = "2s"
             Deadline::Auto { .. }
         ));
         assert!(parse_deadline("0ms").is_err());
+        for s in ["auto-quantile", "auto_quantile", " auto-quantile "] {
+            assert!(matches!(
+                parse_deadline(s).unwrap(),
+                Deadline::AutoQuantile { .. }
+            ));
+        }
+        let e = format!("{:#}", parse_deadline("auto-quantil").unwrap_err());
+        assert!(
+            e.contains("\"auto-quantil\"") && e.contains("auto-quantile"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            Config::from_toml("deadline = \"autoq\"").unwrap_err()
+        );
+        assert!(e.contains("autoq"), "{e}");
     }
 }

@@ -471,6 +471,18 @@ mod tests {
                 .ok
         );
         assert!(e.status().deadline_auto);
+        assert_eq!(e.status().deadline_mode, "auto");
+        assert!(
+            call(
+                &mut e,
+                r#"{"cmd":"set_deadline","deadline":"auto-quantile"}"#
+            )
+            .0
+            .ok
+        );
+        let st = e.status();
+        assert_eq!(st.deadline_mode, "auto-quantile");
+        assert!(st.deadline_quantile.is_some());
         // Budget 1: the second request waits; raising the budget releases it at once.
         let mut acc = Vec::new();
         e.on_packet(1, NF_INET_LOCAL_IN, &req_pkt(1, 1000), 0, &mut acc);
@@ -491,6 +503,10 @@ mod tests {
             (r#"{"cmd":"set_percentile","class":"c9","p":70}"#, "c9"),
             (r#"{"cmd":"set_percentile","class":"c0","p":170}"#, "170"),
             (r#"{"cmd":"set_deadline","deadline":"soon"}"#, "soon"),
+            (
+                r#"{"cmd":"set_deadline","deadline":"auto-q"}"#,
+                "auto-quantile",
+            ),
             (r#"{"cmd":"set_budget","budget":"0"}"#, "budget 0"),
             (r#"{"cmd":"set_budget","budget":"x"}"#, "\"x\""),
             (

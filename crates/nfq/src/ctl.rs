@@ -12,7 +12,7 @@ Examples:
   netsched ctl status                      # per-class N, S, failures, P, priority, attainment
   netsched ctl status --json
   netsched ctl set-percentile gold 95      # class by name or index
-  netsched ctl set-deadline 4ms            # or: set-deadline auto
+  netsched ctl set-deadline 4ms            # or: auto (running mean), auto-quantile
   netsched ctl set-budget 4                # or: set-budget off
   netsched ctl add-ip 192.168.1.0/24 gold
   netsched ctl del-ip 192.168.1.0/24
@@ -47,7 +47,8 @@ pub enum CtlCmd {
     },
     /// Set a class's percentile target, 1..=100 (perSetPvalue).
     SetPercentile { class: String, p: i64 },
-    /// Set the deadline: a duration ("4ms") or "auto" (perSetNvalue).
+    /// Set the deadline: a duration ("4ms"), "auto" (running mean response time) or
+    /// "auto-quantile" (running quantile at the request-weighted mean target) (perSetNvalue).
     SetDeadline { deadline: String },
     /// Requests allowed inside the server at once: a number or "off".
     SetBudget { budget: String },
@@ -105,7 +106,13 @@ pub fn format_status(st: &Status) -> String {
         if st.running { "running" } else { "stopped" },
         st.discipline,
         fmt_duration(st.deadline_ns),
-        if st.deadline_auto { " (auto)" } else { "" },
+        match (st.deadline_mode.as_str(), st.deadline_quantile) {
+            ("auto-quantile", Some(q)) =>
+                format!(" (auto-quantile: running {:.1}th percentile)", q * 100.0),
+            ("auto-quantile", None) => " (auto-quantile)".to_string(),
+            _ if st.deadline_auto => " (auto: running mean)".to_string(),
+            _ => String::new(),
+        },
         st.budget.map(|b| b.to_string()).unwrap_or("off".into()),
         st.in_server
     ));

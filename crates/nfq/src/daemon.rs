@@ -103,7 +103,8 @@ pub struct RunArgs {
     /// Class of addresses no entry matches (name or index; default: the last class).
     #[arg(long)]
     pub default_class: Option<String>,
-    /// Deadline: a duration ("4ms") or "auto" (running mean response time).
+    /// Deadline: a duration ("4ms"), "auto" (running mean response time) or "auto-quantile"
+    /// (running q-quantile of response times, q = Σ N·P / Σ N).
     #[arg(long)]
     pub deadline: Option<String>,
     /// Requests inside the server at once (a number, or "off" for no holding).

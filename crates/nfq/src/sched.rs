@@ -2,7 +2,7 @@
 //! plus the per-discipline setters the control API needs (percentile target, deadline).
 //! No scheduling logic lives here — only dispatch to `netsched_core::qdisc`.
 
-use crate::config::DisciplineKind;
+use crate::config::{Deadline, DisciplineKind};
 use netsched_core::qdisc::fifo::Fifo;
 use netsched_core::qdisc::percentile::{PercentileDeadline, PercentileMemory, PercentileQueue};
 use netsched_core::qdisc::prio::{BandConfig, StrictPriority};
@@ -51,7 +51,7 @@ impl Scheduler {
     pub fn new(
         kind: DisciplineKind,
         percentiles: &[u32],
-        deadline: Option<Nanos>,
+        deadline: &Deadline,
         limit: usize,
     ) -> Result<Self, String> {
         Ok(match kind {
@@ -105,8 +105,8 @@ impl Scheduler {
             _ => Ok(()),
         }
     }
-    /// `None` = auto (the discipline keeps the running mean itself).
-    pub fn set_deadline(&mut self, d: Option<Nanos>) -> Result<(), String> {
+    /// Auto modes: the discipline keeps the running mean / quantile itself.
+    pub fn set_deadline(&mut self, d: &Deadline) -> Result<(), String> {
         match self {
             Scheduler::Percentile(q) => q.set_deadline(deadline_config(d)),
             _ => Ok(()),
@@ -127,9 +127,10 @@ impl Scheduler {
     }
 }
 
-fn deadline_config(d: Option<Nanos>) -> PercentileDeadline {
-    match d {
-        Some(ns) => PercentileDeadline::Ns(ns.max(1)),
-        None => PercentileDeadline::Auto,
+fn deadline_config(d: &Deadline) -> PercentileDeadline {
+    match *d {
+        Deadline::Fixed(ns) => PercentileDeadline::Ns(ns.max(1)),
+        Deadline::Auto { .. } => PercentileDeadline::Auto,
+        Deadline::AutoQuantile { .. } => PercentileDeadline::AutoQuantile,
     }
 }

@@ -16,6 +16,22 @@
 //! with [`Feedback::Completed`]: success iff `latency <= deadline`. The deadline is fixed, or
 //! `auto` = the running mean response time over all completions (the thesis uses "the mean
 //! processing time" as the success criterion, P0 §3.2.2 and §4: ≈ 0.004 s).
+//! `auto_quantile` (beyond the thesis) = the running quantile of all response times at the
+//! request-weighted mean target; see below.
+//!
+//! ## Beyond the thesis: `auto_quantile` deadline
+//! The rule equalises attainments, but the *level* they meet at is set by the deadline: if
+//! more than `q = Σ N_i·P_i / Σ N_i` of all responses can be on time, every class can
+//! over-achieve, and the class served first is the first to reach its ceiling `1/P` — a
+//! work-conserving rule then lets the others overshoot it (measured on the real testbed with
+//! the running mean: class 0 capped at 1.11, the others ≈ 1.2; docs/nfq.md). With a
+//! skewed response-time distribution the running mean is such a deadline (≈ 80% of
+//! responses under it there). `AutoQuantile` takes instead the running `q`-quantile of all
+//! response times, `q` recomputed at each completion from the decision counters: the
+//! deadline at which the server as a whole exactly meets the combined goal, so the rule can
+//! bring every class to attainment ≈ 1 at once. The response times go into a
+//! [`LatencyQuantile`] (log buckets, ≤ 1.6% resolution, 17.5 KiB, allocated only in this
+//! mode): O(1) per completion plus the cursor's move, no clock.
 //!
 //! ## Integer priority of the thesis
 //! The thesis inverts `Pr` into an integer "priority" where higher is served first (P0 §3.2.3,
@@ -55,7 +71,9 @@
 //! every dequeue. Counters are kept below 2^40 (all of
 //! a class's counters are halved together when `N` reaches it, which keeps ratios), so the
 //! products fit easily. Memory: the queued items, plus one byte per window slot with
-//! `window`.
+//! `window`, plus the 17.5 KiB histogram with `auto_quantile` (feedback then costs one
+//! bucket increment and the quantile cursor's move — typically zero or one bucket — and two
+//! sums over the classes for `q`).
 
 use super::{ClassId, ClassStatus, DropReason, Feedback, Packet, Qdisc, QdiscStats, Verdict};
 use crate::Nanos;
@@ -83,13 +101,18 @@ pub enum PercentileMemory {
     HalfLifeMs(f64),
 }
 
-/// The success criterion (serde: `"auto"`, `{ ms = 4.0 }`, `{ ns = 4000000 }`).
+/// The success criterion (serde: `"auto"`, `"auto_quantile"`, `{ ms = 4.0 }`,
+/// `{ ns = 4000000 }`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum PercentileDeadline {
     /// The running mean response time of all completions so far (P0 §3.2.2).
     #[default]
     Auto,
+    /// Beyond the thesis: the running `q`-quantile of all response times so far, with `q` the
+    /// request-weighted mean target `Σ N_i·P_i / Σ N_i` — the deadline at which the server as
+    /// a whole exactly meets the combined goal (see the module header, [`LatencyQuantile`]).
+    AutoQuantile,
     /// A fixed deadline in milliseconds.
     Ms(f64),
     /// A fixed deadline in nanoseconds.
@@ -109,7 +132,7 @@ impl PercentileDeadline {
     }
     fn fixed_ns(&self) -> Option<Nanos> {
         match *self {
-            PercentileDeadline::Auto => None,
+            PercentileDeadline::Auto | PercentileDeadline::AutoQuantile => None,
             PercentileDeadline::Ms(ms) => Some((ms * 1e6).round() as Nanos),
             PercentileDeadline::Ns(ns) => Some(ns),
         }
@@ -146,6 +169,126 @@ pub fn thesis_priority(n: u64, s: u64, p: u32) -> Option<u64> {
         return None;
     }
     Some((1_000_000 / pr) as u64)
+}
+
+/// Sub-buckets per power of two in [`LatencyQuantile`] (2^6 = 64: bucket width ≤ 1/64 of
+/// its lower edge, i.e. ≤ 1.6% relative resolution).
+const LQ_SUB_BITS: u32 = 6;
+const LQ_SUB: u64 = 1 << LQ_SUB_BITS;
+/// Latencies are clamped to 2^40 ns (≈ 18 min) — far beyond any response time that matters.
+const LQ_MAX_EXP: u32 = 40;
+/// Values below `LQ_SUB` ns have one bucket each; then 64 buckets per power of two.
+const LQ_BUCKETS: usize = ((LQ_MAX_EXP - LQ_SUB_BITS + 1) as usize) * LQ_SUB as usize;
+
+/// Running quantile of response times in bounded memory: a log-bucket histogram (exact below
+/// 64 ns, then 64 buckets per power of two: ≤ 1.6% relative error, 2240 `u64` buckets =
+/// 17.5 KiB whatever the number of samples) with a cursor at the last quantile's bucket.
+/// `record` is O(1); `quantile` moves the cursor from where it was, so while the asked
+/// quantile drifts slowly (the usual case: one sample at a time) it costs O(1) amortised.
+/// Inside a bucket the value is interpolated linearly by rank. Counts are cumulative (like
+/// the thesis's counters) and all halved together when the total reaches 2^40. No clock.
+#[derive(Debug, Clone)]
+pub struct LatencyQuantile {
+    counts: Vec<u64>,
+    total: u64,
+    /// Cursor: bucket of the last quantile and the number of samples in buckets below it.
+    idx: usize,
+    below: u64,
+}
+
+impl Default for LatencyQuantile {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LatencyQuantile {
+    pub fn new() -> Self {
+        LatencyQuantile {
+            counts: vec![0; LQ_BUCKETS],
+            total: 0,
+            idx: 0,
+            below: 0,
+        }
+    }
+
+    fn bucket(v: Nanos) -> usize {
+        let v = v.min((1u64 << LQ_MAX_EXP) - 1);
+        if v < LQ_SUB {
+            return v as usize;
+        }
+        let e = 63 - v.leading_zeros();
+        let m = (v >> (e - LQ_SUB_BITS)) & (LQ_SUB - 1);
+        ((e - LQ_SUB_BITS + 1) as u64 * LQ_SUB + m) as usize
+    }
+
+    /// Lowest value of bucket `i` and its width.
+    fn bounds(i: usize) -> (Nanos, Nanos) {
+        let i = i as u64;
+        if i < LQ_SUB {
+            return (i, 1);
+        }
+        let e = (i / LQ_SUB) as u32 + LQ_SUB_BITS - 1;
+        let m = i % LQ_SUB;
+        ((LQ_SUB + m) << (e - LQ_SUB_BITS), 1 << (e - LQ_SUB_BITS))
+    }
+
+    /// Samples recorded (after halvings).
+    pub fn len(&self) -> u64 {
+        self.total
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    pub fn clear(&mut self) {
+        self.counts.iter_mut().for_each(|c| *c = 0);
+        self.total = 0;
+        self.idx = 0;
+        self.below = 0;
+    }
+
+    pub fn record(&mut self, latency: Nanos) {
+        let i = Self::bucket(latency);
+        self.counts[i] += 1;
+        self.total += 1;
+        if i < self.idx {
+            self.below += 1;
+        }
+        if self.total >= COUNTER_CAP {
+            self.counts.iter_mut().for_each(|c| *c /= 2);
+            self.total = self.counts.iter().sum();
+            self.idx = 0;
+            self.below = 0;
+        }
+    }
+
+    /// The `num/den`-quantile (0 < num/den ≤ 1): the smallest recorded value such that at
+    /// least `⌈total·num/den⌉` samples are at or below it, interpolated inside its bucket.
+    /// `None` without samples.
+    pub fn quantile(&mut self, num: u128, den: u128) -> Option<Nanos> {
+        if self.total == 0 || den == 0 {
+            return None;
+        }
+        let total = self.total as u128;
+        let rank = (total * num).div_ceil(den).clamp(1, total) as u64;
+        loop {
+            let here = self.counts[self.idx];
+            if self.below + here < rank {
+                self.below += here;
+                self.idx += 1;
+            } else if self.below >= rank {
+                self.idx -= 1;
+                self.below -= self.counts[self.idx];
+            } else {
+                break;
+            }
+        }
+        let (lo, width) = Self::bounds(self.idx);
+        let (k, c) = (rank - self.below, self.counts[self.idx]);
+        Some(lo + ((width - 1) as u128 * k as u128 / c as u128) as Nanos)
+    }
 }
 
 /// Outcome slots of the `window` memory. Entries `[..pending_front]` are resolved, the rest
@@ -203,6 +346,10 @@ pub struct PercentileQueue<T> {
     half_life_ns: f64,
     latency_sum: u128,
     latency_count: u64,
+    /// Response-time histogram of `AutoQuantile` (allocated only in that mode).
+    quantile: Option<Box<LatencyQuantile>>,
+    /// The deadline the last completion was judged against (`AutoQuantile`).
+    last_deadline: Option<Nanos>,
     feedback_unknown_class: u64,
     stats: QdiscStats,
 }
@@ -268,6 +415,9 @@ impl<T: Packet> PercentileQueue<T> {
             half_life_ns,
             latency_sum: 0,
             latency_count: 0,
+            quantile: (deadline == PercentileDeadline::AutoQuantile)
+                .then(|| Box::new(LatencyQuantile::new())),
+            last_deadline: None,
             feedback_unknown_class: 0,
             stats: QdiscStats::default(),
         })
@@ -292,9 +442,19 @@ impl<T: Packet> PercentileQueue<T> {
         Ok(())
     }
 
-    /// `perSetNvalue(deadline)`: change the success criterion.
+    /// `perSetNvalue(deadline)`: change the success criterion. Switching to `AutoQuantile`
+    /// starts its histogram empty (the next completion is judged against itself).
     pub fn set_deadline(&mut self, deadline: PercentileDeadline) -> Result<(), String> {
         deadline.validate()?;
+        if deadline == PercentileDeadline::AutoQuantile {
+            if self.deadline != PercentileDeadline::AutoQuantile || self.quantile.is_none() {
+                self.quantile = Some(Box::new(LatencyQuantile::new()));
+                self.last_deadline = None;
+            }
+        } else {
+            self.quantile = None;
+            self.last_deadline = None;
+        }
         self.deadline = deadline;
         Ok(())
     }
@@ -316,15 +476,44 @@ impl<T: Packet> PercentileQueue<T> {
         }
         self.latency_sum = 0;
         self.latency_count = 0;
+        if let Some(h) = &mut self.quantile {
+            h.clear();
+        }
+        self.last_deadline = None;
         self.best = None;
     }
 
     /// The deadline a completion is judged against now (`None`: auto with no sample yet).
+    /// `AutoQuantile`: the one the last completion was judged against.
     pub fn current_deadline(&self) -> Option<Nanos> {
-        self.deadline.fixed_ns().or_else(|| {
-            (self.latency_count > 0)
-                .then(|| (self.latency_sum / self.latency_count as u128) as Nanos)
+        match self.deadline {
+            PercentileDeadline::AutoQuantile => self.last_deadline,
+            PercentileDeadline::Auto => (self.latency_count > 0)
+                .then(|| (self.latency_sum / self.latency_count as u128) as Nanos),
+            d => d.fixed_ns(),
+        }
+    }
+
+    /// `AutoQuantile`'s `q` as a fraction: the request-weighted mean target
+    /// `Σ N_i·P_i / (100·Σ N_i)` over the decision counters (the plain mean of the targets
+    /// while no class has counted a request). `None` in the other modes.
+    pub fn deadline_quantile(&self) -> Option<f64> {
+        (self.deadline == PercentileDeadline::AutoQuantile).then(|| {
+            let (num, den) = self.quantile_weights();
+            num as f64 / den as f64
         })
+    }
+
+    /// `(Σ N_i·P_i, 100·Σ N_i)`, or `(Σ P_i, 100·classes)` when every `N` is 0.
+    fn quantile_weights(&self) -> (u128, u128) {
+        let num: u128 = self.classes.iter().map(|c| c.np as u128).sum();
+        let n: u128 = self.classes.iter().map(|c| c.n as u128).sum();
+        if n == 0 {
+            let ps: u128 = self.classes.iter().map(|c| c.p as u128).sum();
+            (ps, 100 * self.classes.len() as u128)
+        } else {
+            (num, 100 * n)
+        }
     }
 
     /// Completions reported for a class this queue does not have.
@@ -623,14 +812,25 @@ impl<T: Packet> Qdisc<T> for PercentileQueue<T> {
             self.feedback_unknown_class += 1;
             return;
         }
-        let deadline = match self.deadline.fixed_ns() {
-            Some(d) => d,
-            None => {
+        let deadline = match self.deadline {
+            PercentileDeadline::Auto => {
                 // Auto: the running mean response time, this completion included.
                 self.latency_sum += latency as u128;
                 self.latency_count += 1;
                 (self.latency_sum / self.latency_count as u128) as Nanos
             }
+            PercentileDeadline::AutoQuantile => {
+                // The q-quantile of all response times, this completion included.
+                let (num, den) = self.quantile_weights();
+                let h = self
+                    .quantile
+                    .get_or_insert_with(|| Box::new(LatencyQuantile::new()));
+                h.record(latency);
+                let d = h.quantile(num, den).unwrap_or(latency);
+                self.last_deadline = Some(d);
+                d
+            }
+            d => d.fixed_ns().unwrap_or(Nanos::MAX),
         };
         self.percentile_count_outcome(class, latency <= deadline, now);
     }
@@ -785,6 +985,219 @@ mod tests {
         assert_eq!(extra(&st[0], "s"), Some(3.0));
         assert_eq!(extra(&st[0], "fail"), Some(1.0));
         assert_eq!(q.current_deadline(), Some(4 * MS));
+    }
+
+    /// The histogram's quantile against the exact order statistic: exact below 64 ns, within
+    /// its 1/64 bucket resolution above; the cursor gives the same answer whichever way the
+    /// asked quantile moves; halving at the cap keeps the shape.
+    #[test]
+    fn latency_quantile_is_exact_small_and_within_resolution_large() {
+        let mut h = LatencyQuantile::new();
+        assert_eq!(h.quantile(1, 2), None);
+        for v in 1..=50u64 {
+            h.record(v);
+        }
+        assert_eq!(h.quantile(1, 2), Some(25));
+        assert_eq!(h.quantile(9, 10), Some(45));
+        assert_eq!(h.quantile(1, 1), Some(50));
+        assert_eq!(h.quantile(1, 1000), Some(1));
+        let mut rng = crate::rng::SplitMix64::new(7);
+        let mut h = LatencyQuantile::new();
+        let mut all = Vec::new();
+        for _ in 0..20_000 {
+            // log-uniform over 10 µs .. 10 s, the range of response times that matter
+            let v = (1e4 * 1e6f64.powf(rng.unit())) as Nanos;
+            h.record(v);
+            all.push(v);
+        }
+        all.sort_unstable();
+        for (num, den) in [
+            (1u128, 2u128),
+            (7, 10),
+            (703, 1000),
+            (9, 10),
+            (99, 100),
+            (1, 10),
+        ] {
+            let exact = all[((all.len() as u128 * num).div_ceil(den) - 1) as usize] as f64;
+            // forwards and backwards from wherever the cursor is
+            for _ in 0..2 {
+                let got = h.quantile(num, den).unwrap() as f64;
+                assert!(
+                    (got / exact - 1.0).abs() <= 1.0 / 64.0,
+                    "q {num}/{den}: {got} vs {exact}"
+                );
+            }
+        }
+        // Clamped far above any response time; halving at the cap keeps the median's bucket.
+        h.record(u64::MAX);
+        assert!(h.quantile(1, 1).unwrap() < 1 << LQ_MAX_EXP);
+        let median = h.quantile(1, 2).unwrap();
+        h.total = COUNTER_CAP - 1;
+        h.record(1);
+        assert!(h.len() < 20_002);
+        let after = h.quantile(1, 2).unwrap() as f64;
+        assert!(
+            (after / median as f64 - 1.0).abs() <= 1.0 / 32.0,
+            "{after} vs {median}"
+        );
+        h.clear();
+        assert!(h.is_empty());
+    }
+
+    /// `AutoQuantile`'s q is the request-weighted mean target Σ N_i·P_i / Σ N_i: with P0
+    /// Table 14's N and P it is 0.7093 (the thesis's classes, at their final counts).
+    #[test]
+    fn auto_quantile_q_is_the_request_weighted_target() {
+        let n = [60000u64, 60000, 57551, 57350, 48139];
+        let p = [90u32, 80, 70, 60, 50];
+        let mut q = queue(&p, PercentileDeadline::AutoQuantile);
+        assert_eq!(
+            q.deadline_quantile(),
+            Some(0.7),
+            "no N yet: plain mean of the targets"
+        );
+        assert_eq!(q.current_deadline(), None);
+        for (c, &nc) in n.iter().enumerate() {
+            for k in 0..nc {
+                let _ = q.enqueue(c, item(k), 0);
+                q.dequeue(0).unwrap();
+            }
+        }
+        let want = (0..5).map(|c| n[c] as f64 * p[c] as f64).sum::<f64>()
+            / (100.0 * n.iter().sum::<u64>() as f64);
+        assert!((q.deadline_quantile().unwrap() - want).abs() < 1e-12);
+        assert!((want - 0.7093).abs() < 5e-4, "{want}");
+        // Latencies 1..=100 ns, one per completion: the deadline is their ⌈q·total⌉-th value.
+        for l in 1..=100u64 {
+            q.feedback(
+                Feedback::Completed {
+                    class: 0,
+                    latency: l,
+                },
+                0,
+            );
+        }
+        assert_eq!(q.current_deadline(), Some(71));
+        // Each completion is judged against the quantile including itself: the l-th (the
+        // largest so far) succeeds iff l ≤ ⌈0.7093·l⌉, i.e. only l = 1, 2, 3.
+        assert_eq!(extra(&q.class_status()[0], "s"), Some(3.0));
+        assert_eq!(
+            queue(&p, PercentileDeadline::Auto).deadline_quantile(),
+            None
+        );
+        // perSetNvalue into and out of the mode; perReset clears the histogram.
+        let mut r = queue(&[90, 50], PercentileDeadline::Ms(4.0));
+        r.set_deadline(PercentileDeadline::AutoQuantile).unwrap();
+        r.feedback(
+            Feedback::Completed {
+                class: 1,
+                latency: 9,
+            },
+            0,
+        );
+        assert_eq!(r.current_deadline(), Some(9));
+        r.reset_counters();
+        assert_eq!(r.current_deadline(), None);
+        r.set_deadline(PercentileDeadline::Ns(5)).unwrap();
+        assert_eq!(r.current_deadline(), Some(5));
+    }
+
+    /// Closed loop: 5 classes (P0's targets 90..50) × `conns` connections, every request
+    /// queued in the discipline, one server, service 1 ms or, one time in `slow_one_in`,
+    /// `slow_ms`. Returns (attainment per class, mean latency per class in ms, completions per
+    /// class, share of all completions within the final deadline).
+    fn closed_loop_model(
+        deadline: PercentileDeadline,
+        conns: usize,
+        slow_one_in: u64,
+        slow_ms: u64,
+    ) -> ([f64; 5], [f64; 5], [u64; 5], f64) {
+        let ps = [90u32, 80, 70, 60, 50];
+        let mut q = queue(&ps, deadline);
+        let mut rng = crate::rng::SplitMix64::new(11);
+        let mut now: Nanos = 0;
+        for c in 0..5 {
+            for _ in 0..conns {
+                let _ = q.enqueue(
+                    c,
+                    TestItem {
+                        id: 0,
+                        len: c as u32,
+                    },
+                    0,
+                );
+            }
+        }
+        let (mut sum, mut done) = ([0f64; 5], [0u64; 5]);
+        let mut lats = Vec::new();
+        for _ in 0..40_000 {
+            let it = q.dequeue(now).unwrap();
+            now += if rng.below(slow_one_in) == 0 {
+                slow_ms * MS
+            } else {
+                MS
+            };
+            let (c, latency) = (it.len as usize, now - it.id);
+            q.feedback(Feedback::Completed { class: c, latency }, now);
+            sum[c] += latency as f64 / 1e6;
+            done[c] += 1;
+            lats.push(latency);
+            let _ = q.enqueue(
+                c,
+                TestItem {
+                    id: now,
+                    len: c as u32,
+                },
+                now,
+            );
+        }
+        let st = q.class_status();
+        let d = q.current_deadline().unwrap();
+        let within = lats.iter().filter(|&&l| l <= d).count() as f64 / lats.len() as f64;
+        (
+            std::array::from_fn(|c| extra(&st[c], "attainment").unwrap()),
+            std::array::from_fn(|c| sum[c] / done[c] as f64),
+            done,
+            within,
+        )
+    }
+
+    /// Why `AutoQuantile` (beyond the thesis). P0 §2.3.1 equalises `S/(N·P)`; §3.2.2 takes
+    /// the mean processing time as the deadline, and the *level* the classes meet at then
+    /// depends on the shape of the response-time distribution: in Table 14 every class sits
+    /// at ≈ 0.76, below its target. Under the running mean the level here is 0.896 with a
+    /// mildly skewed service time (1 ms, 15 ms one time in 10) and 1.067 with a heavy tail
+    /// (500 ms one time in 100) — and above 1 the top class is the first to hit its ceiling
+    /// `1/P` (on the real testbed, where class 0 rarely waits, it does: docs/nfq.md). With the
+    /// deadline at the running quantile `q = Σ N·P / Σ N` the server as a whole succeeds as
+    /// often as the targets ask, and the level is ≈ 1 whatever the shape (measured 1.013 and
+    /// 1.018–1.020), with the means still ordered C0 < … < C4.
+    #[test]
+    fn auto_quantile_puts_every_class_at_its_target_whatever_the_distribution() {
+        let spread = |a: &[f64; 5]| {
+            a.iter().cloned().fold(0.0, f64::max) / a.iter().cloned().fold(f64::MAX, f64::min) - 1.0
+        };
+        for (slow_one_in, slow_ms, auto_level) in [(10, 15, 0.896), (100, 500, 1.067)] {
+            let (att, ..) = closed_loop_model(PercentileDeadline::Auto, 4, slow_one_in, slow_ms);
+            assert!(spread(&att) < 0.01, "{att:?}");
+            assert!((att[2] - auto_level).abs() < 0.005, "auto {att:?}");
+            let (att, mean, done, within) =
+                closed_loop_model(PercentileDeadline::AutoQuantile, 4, slow_one_in, slow_ms);
+            assert!(spread(&att) < 0.01, "{att:?}");
+            assert!(att.iter().all(|a| (a - 1.0).abs() < 0.025), "{att:?}");
+            assert!(mean.windows(2).all(|w| w[0] < w[1]), "{mean:?}");
+            // S / completions ≈ q: the attainment level times the weighted target.
+            let n: u64 = done.iter().sum();
+            let q = (0..5)
+                .map(|c| done[c] as f64 * (90 - 10 * c) as f64)
+                .sum::<f64>()
+                / (100.0 * n as f64);
+            assert!(
+                (within / q - att[2]).abs() < 0.03,
+                "F {within} q {q} {att:?}"
+            );
+        }
     }
 
     /// The control API (perSetPvalue, perSetNvalue, perReset) and bad input.
@@ -1066,6 +1479,19 @@ mod tests {
         )
         .unwrap();
         assert!(cfg.build::<TestItem>().is_ok());
+        let cfg: QdiscConfig = serde_json::from_str(
+            r#"{"kind":"percentile","percentiles":[90,50],"deadline":"auto_quantile"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.build::<TestItem>().unwrap().class_status().len(),
+            2,
+            "auto_quantile parses"
+        );
+        let bad: Result<QdiscConfig, _> = serde_json::from_str(
+            r#"{"kind":"percentile","percentiles":[90],"deadline":"auto_quantil"}"#,
+        );
+        assert!(bad.unwrap_err().to_string().contains("auto_quantil"));
         let bad: Result<QdiscConfig, _> =
             serde_json::from_str(r#"{"kind":"percentile","percentiles":[90],"percentile":[1]}"#);
         assert!(bad.unwrap_err().to_string().contains("percentile"));

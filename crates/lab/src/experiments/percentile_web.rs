@@ -50,6 +50,10 @@ pub struct Params {
     pub percentile: Percentile,
     /// Per-class queue limit of the FIFO and strict-priority runs.
     pub queue_limit: usize,
+    /// Parameters of the real run only (`--real`; read by `netsched_nfq::experiment`,
+    /// which checks them): the simulation ignores this table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub real: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -104,6 +108,7 @@ impl Default for Params {
             clients: Clients::default(),
             percentile: Percentile::default(),
             queue_limit: 1000,
+            real: None,
         }
     }
 }
@@ -343,7 +348,7 @@ fn simulate(p: &Params, run: &str, seed: u64) -> anyhow::Result<RunResult> {
     let deadline_ns = match deadline {
         PercentileDeadline::Ms(ms) => Some((ms * MS as f64) as Nanos),
         PercentileDeadline::Ns(ns) => Some(ns),
-        PercentileDeadline::Auto => None,
+        PercentileDeadline::Auto | PercentileDeadline::AutoQuantile => None,
     };
     let server_stats = sim.server_stats(srv);
     let mut out = Vec::new();
