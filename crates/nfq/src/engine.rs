@@ -1201,6 +1201,44 @@ mod tests {
         assert_eq!(e.deadline(), 4 * MS);
     }
 
+    /// `auto-quantile` in the engine's own counters (any discipline, here FIFO): all requests
+    /// of class 0 (P = 90), so q = 0.9; the k-th response, the largest so far, is judged
+    /// against the ⌈0.9·k⌉-th of the k: on time for k ≤ 9, late for k = 10.
+    #[test]
+    fn engine_auto_quantile_deadline_is_the_weighted_quantile() {
+        let mut c = cfg(DisciplineKind::Fifo, None);
+        c.deadline = Deadline::AutoQuantile { initial: 10 * MS };
+        let mut e = Engine::new(c).unwrap();
+        let mut acc = Vec::new();
+        assert_eq!(e.deadline(), 10 * MS);
+        assert_eq!(
+            e.status().deadline_quantile,
+            Some(0.7),
+            "no N: mean of 90, 50"
+        );
+        for lat in 1..=10u64 {
+            let port = 100 + lat as u16;
+            e.on_packet(0, NF_INET_LOCAL_IN, &req(client(0, 1), port), 0, &mut acc);
+            e.on_packet(
+                0,
+                NF_INET_LOCAL_OUT,
+                &resp(client(0, 1), port),
+                lat * MS,
+                &mut acc,
+            );
+        }
+        let st = e.status();
+        assert_eq!((st.classes[0].s, st.classes[0].fail), (9, 1));
+        assert_eq!(st.deadline_quantile, Some(0.9));
+        assert_eq!(st.deadline_mode, "auto-quantile");
+        let d = e.deadline() as f64;
+        assert!((d / (9.0 * MS as f64) - 1.0).abs() <= 1.0 / 64.0, "{d}");
+        e.reset();
+        assert_eq!(e.deadline(), 10 * MS);
+        e.set_deadline(Deadline::Fixed(3 * MS)).unwrap();
+        assert_eq!(e.status().deadline_quantile, None);
+    }
+
     #[test]
     fn engine_other_traffic_passes() {
         let mut e = Engine::new(cfg(DisciplineKind::Fifo, Some(1))).unwrap();
