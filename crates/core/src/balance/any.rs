@@ -22,6 +22,9 @@ fn default_expiration_ms() -> u64 {
 fn default_max_entries() -> usize {
     DEFAULT_MAX_ENTRIES
 }
+fn default_active_weight() -> u32 {
+    256
+}
 fn default_table_bits() -> u32 {
     DEFAULT_TABLE_BITS
 }
@@ -47,6 +50,10 @@ pub enum BalancerConfig {
         expiration_ms: u64,
         #[serde(default = "default_max_entries")]
         max_entries: usize,
+        /// Overhead of an active connection in inactive ones when lblc picks a new server:
+        /// 256 (`ip_vs_dest_conn_overhead`), or 50 as in Linux 2.4/2.6 `ip_vs_lblc.c`.
+        #[serde(default = "default_active_weight")]
+        active_weight: u32,
     },
     Lblcr {
         #[serde(default = "default_expiration_ms")]
@@ -122,10 +129,16 @@ impl BalancerConfig {
             BalancerConfig::Lblc {
                 expiration_ms,
                 max_entries,
-            } => AnyBalancer::Lblc(LocalityLeastConn::new(
-                expiration(*expiration_ms)?,
-                *max_entries,
-            )),
+                active_weight,
+            } => {
+                if *active_weight == 0 {
+                    return Err("active_weight: 0 is not ≥ 1".to_string());
+                }
+                AnyBalancer::Lblc(
+                    LocalityLeastConn::new(expiration(*expiration_ms)?, *max_entries)
+                        .with_active_weight(*active_weight),
+                )
+            }
             BalancerConfig::Lblcr {
                 expiration_ms,
                 max_entries,
@@ -167,6 +180,7 @@ impl BalancerConfig {
             BalancerConfig::Lblc {
                 expiration_ms: default_expiration_ms(),
                 max_entries: DEFAULT_MAX_ENTRIES,
+                active_weight: default_active_weight(),
             },
             BalancerConfig::Lblcr {
                 expiration_ms: default_expiration_ms(),
@@ -277,8 +291,17 @@ mod tests {
         .unwrap_err();
         assert!(e.contains("table_size"), "{e}");
         let e = BalancerConfig::Lblc {
+            expiration_ms: 1,
+            max_entries: 1,
+            active_weight: 0,
+        }
+        .build(&mut r)
+        .unwrap_err();
+        assert!(e.contains("active_weight"), "{e}");
+        let e = BalancerConfig::Lblc {
             expiration_ms: 0,
             max_entries: 1,
+            active_weight: 256,
         }
         .build(&mut r)
         .unwrap_err();

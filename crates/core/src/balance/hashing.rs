@@ -5,9 +5,12 @@
 //! filled by walking the server list in order and giving each server `weight` consecutive
 //! buckets per turn, round and round until the table is full (`ip_vs_sh_reassign`: "don't
 //! move to next dest until filling weight"; a weight-0 server still gets one bucket per turn
-//! and is refused at lookup). Lookup: bucket = `hash_32(key, bits)` (Linux
-//! `include/linux/hash.h`), key = the folded destination address (dh) or the folded source
-//! address plus, optionally, the source port (sh, `IP_VS_SVC_F_SCHED_SH_PORT`). If the
+//! and is refused at lookup). Lookup: sh takes bucket = `hash_32(key, bits)` (Linux
+//! `include/linux/hash.h`) of the folded source address plus, optionally, the source port
+//! (`IP_VS_SVC_F_SCHED_SH_PORT`); dh takes bucket = `(addr · 2654435761) & mask` of the folded
+//! destination address (`ip_vs_dh_hashkey`, ip_vs_dh.c since v1.5 2002/09/15 to today) —
+//! the *low* bits of the product, so consecutive addresses land in distinct buckets that
+//! follow each other by 2654435761 mod 256 = 177. If the
 //! bucket's server is unavailable (weight 0 or overloaded) the answer is `None`, or with the
 //! sh fallback option (`IP_VS_SVC_F_SCHED_SH_FALLBACK`, `ip_vs_sh_get_fallback`) the buckets
 //! are walked in order from `(2·bucket) mod size` — the kernel adds its offset to the
@@ -15,8 +18,7 @@
 //!
 //! Deviation: kernel dh gives every server one bucket per turn regardless of weight
 //! (`ip_vs_dh_assign`); here dh uses the weighted fill of sh (identical when all weights are
-//! equal), so weights mean the same in both. Kernel dh uses `(addr·2654435761) & mask`; here
-//! both use `hash_32` (the modern sh hash).
+//! equal), so weights mean the same in both.
 //!
 //! This is not consistent hashing: adding or removing a server re-deals the whole table, so
 //! most keys move (`dh_adding_a_server_moves_keys_by_bucket_index`); use mh (Maglev) when
@@ -73,13 +75,13 @@ impl BucketTable {
         }
     }
 
+    /// The server of `bucket` (already hashed, `< 2^bits`), with the sh fallback walk.
     #[inline]
-    fn lookup(&mut self, servers: &ServerTable, key: u32, fallback: bool) -> Option<ServerId> {
+    fn lookup(&mut self, servers: &ServerTable, bucket: usize, fallback: bool) -> Option<ServerId> {
         if self.generation != servers.layout_generation() {
             self.refill(servers);
         }
         let list = servers.servers();
-        let bucket = hash_32(key, self.bits) as usize;
         let first = self.buckets[bucket];
         if first == EMPTY {
             return None;
@@ -112,6 +114,12 @@ fn check_bits(bits: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// `ip_vs_dh_hashkey`: `(ntohl(addr) * 2654435761UL) & IP_VS_DH_TAB_MASK` (ip_vs_dh.c).
+#[inline]
+pub fn dh_hashkey(addr: u32, bits: u32) -> u32 {
+    addr.wrapping_mul(2_654_435_761) & ((1u32 << bits) - 1)
+}
+
 /// dh: destination hashing.
 #[derive(Debug, Clone)]
 pub struct DestinationHash {
@@ -139,7 +147,8 @@ impl Default for DestinationHash {
 impl Balancer for DestinationHash {
     #[inline]
     fn pick(&mut self, servers: &ServerTable, key: &FlowKey, _now: Nanos) -> Option<ServerId> {
-        self.table.lookup(servers, fold_addr(&key.dst), false)
+        let bucket = dh_hashkey(fold_addr(&key.dst), self.table.bits);
+        self.table.lookup(servers, bucket as usize, false)
     }
 }
 
@@ -184,7 +193,8 @@ impl Balancer for SourceHash {
             0
         };
         let k = fold_addr(&key.src).wrapping_add(port);
-        self.table.lookup(servers, k, self.fallback)
+        let bucket = hash_32(k, self.table.bits) as usize;
+        self.table.lookup(servers, bucket, self.fallback)
     }
 }
 
@@ -210,6 +220,18 @@ mod tests {
         assert_eq!(bt.buckets, expect);
     }
 
+    /// The kernel's multiplier is odd, so its low 8 bits (177) permute the buckets: 256
+    /// consecutive addresses fill all 256 buckets, and a.b.c.1 lands in bucket 177.
+    #[test]
+    fn dh_hashkey_is_the_kernels_low_bits_product() {
+        assert_eq!(dh_hashkey(0x0A01_0001, 8), 177);
+        assert_eq!(dh_hashkey(0x0A01_0002, 8), (2 * 177) % 256);
+        let buckets: std::collections::BTreeSet<u32> = (0..256u32)
+            .map(|i| dh_hashkey(0xC0A8_0100 + i, 8))
+            .collect();
+        assert_eq!(buckets.len(), 256);
+    }
+
     #[test]
     fn dh_is_deterministic_and_uses_the_destination() {
         let t = table(&[1, 1, 1, 1]);
@@ -220,7 +242,7 @@ mod tests {
             let got = a.pick(&t, &k, 0);
             assert_eq!(got, b.pick(&t, &k, 0));
             // bucket i holds server i % 4 with equal weights
-            let bucket = hash_32(0xC000_0200 + d, 8);
+            let bucket = dh_hashkey(0xC000_0200 + d, 8);
             assert_eq!(got, sid(bucket % 4));
             // the source does not matter
             let mut k2 = k;
@@ -242,7 +264,7 @@ mod tests {
         let mut moved = 0;
         for (i, &d) in keys.iter().enumerate() {
             let after = dh.pick(&t, &dst_key(d), 0);
-            let bucket = hash_32(d, 8);
+            let bucket = dh_hashkey(d, 8);
             let stays = bucket % 3 == bucket % 4;
             assert_eq!(after == before[i], stays, "key {d:#x} bucket {bucket}");
             moved += (!stays) as usize;

@@ -8,7 +8,11 @@
 //! (`is_overloaded` in ip_vs_lblc.c): it has more active connections than its weight *and*
 //! some server has fewer than half its weight in active connections (`active·2 < weight`).
 //! A miss, or an entry to replace, takes the weighted least-connection server (as wlc) and
-//! records it. Note: as in the kernel, the cached server's `overloaded` flag is not looked at
+//! records it. Its overhead is `active·256 + inactive` (`ip_vs_dest_conn_overhead`) by
+//! default; [`LocalityLeastConn::with_active_weight`]`(50)` gives the older kernels' lblc
+//! formula `activeconns*50 + inactconns` (ip_vs_lblc.c v1.10 2002/09/15, Linux 2.4/2.6 —
+//! unified with lc/wlc's 256 later), under which a long TIME_WAIT history of inactive
+//! connections outweighs the active ones. Note: as in the kernel, the cached server's `overloaded` flag is not looked at
 //! on a hit; only the 2×weight rule, weight 0 and removal send the destination elsewhere.
 //!
 //! **lblcr** maps a destination to a *set* of servers. A hit picks the weighted
@@ -31,7 +35,8 @@
 //! destination address seen within the expiration (lblcr: plus its set).
 
 use super::{
-    lighter, weighted_least_conn, Balancer, FastMap, FlowKey, Server, ServerId, ServerTable,
+    lighter, weighted_least_conn, weighted_least_conn_by, Balancer, FastMap, FlowKey, Server,
+    ServerId, ServerTable,
 };
 use crate::{Nanos, SEC};
 use std::net::IpAddr;
@@ -108,6 +113,8 @@ struct LblcEntry {
 pub struct LocalityLeastConn {
     map: AddrMap<LblcEntry>,
     expiry: Expiry,
+    /// Cost of an active connection in units of an inactive one (256, or 50 in old kernels).
+    active_weight: u64,
 }
 
 impl Default for LocalityLeastConn {
@@ -123,7 +130,15 @@ impl LocalityLeastConn {
         Self {
             map: AddrMap::default(),
             expiry: Expiry::new(expiration, max_entries),
+            active_weight: 256,
         }
+    }
+
+    /// Weigh an active connection as `w` inactive ones when choosing a new server (default
+    /// 256; 50 = the lblc of Linux 2.4/2.6, see the module notes).
+    pub fn with_active_weight(mut self, w: u32) -> Self {
+        self.active_weight = w as u64;
+        self
     }
 
     /// Destinations currently remembered.
@@ -150,7 +165,7 @@ impl Balancer for LocalityLeastConn {
                 }
             }
         }
-        let id = weighted_least_conn(servers)?;
+        let id = weighted_least_conn_by(servers, self.active_weight)?;
         self.map.insert(
             k,
             LblcEntry {
@@ -319,6 +334,19 @@ mod tests {
         t.set_conns(ServerId(1), 4, 0).unwrap();
         t.set_conns(ServerId(0), 0, 0).unwrap();
         assert_eq!(b.pick(&t, &key(DST_A), 3), sid(1));
+    }
+
+    /// Old-kernel lblc (activeconns*50 + inactconns): 2 active + 0 inactive (100) loses to
+    /// 0 active + 120 inactive (120) — with 256 per active connection it would win.
+    #[test]
+    fn lblc_active_weight_50_lets_inactive_history_decide() {
+        let mut t = table(&[1, 1]);
+        t.set_conns(ServerId(0), 0, 120).unwrap();
+        t.set_conns(ServerId(1), 2, 0).unwrap();
+        let mut old = LocalityLeastConn::default().with_active_weight(50);
+        let mut new = LocalityLeastConn::default();
+        assert_eq!(old.pick(&t, &key(DST_A), 0), sid(1));
+        assert_eq!(new.pick(&t, &key(DST_A), 0), sid(0));
     }
 
     #[test]

@@ -434,13 +434,24 @@ pub(crate) fn lighter(oa: u64, wa: u32, ob: u64, wb: u32) -> bool {
 /// first in table order on ties, skipping weight 0 and overloaded servers. This is the
 /// selection of `ip_vs_wlc.c` and of `__ip_vs_lblc_schedule` / `__ip_vs_lblcr_schedule`.
 pub(crate) fn weighted_least_conn(servers: &ServerTable) -> Option<ServerId> {
+    weighted_least_conn_by(servers, 256)
+}
+
+/// [`weighted_least_conn`] with overhead `active·active_weight + inactive`: 256 is
+/// `ip_vs_dest_conn_overhead`; 50 is the formula lblc/lblcr used before it (their own
+/// `__ip_vs_wlc_schedule`, "activeconns*50 + inactconns", ip_vs_lblc.c v1.10 2002/09/15).
+#[inline]
+pub(crate) fn weighted_least_conn_by(
+    servers: &ServerTable,
+    active_weight: u64,
+) -> Option<ServerId> {
     // the best so far as (overhead, weight, id) in locals: no re-reads per comparison
     let mut best: Option<(u64, u32, ServerId)> = None;
     for s in servers.servers() {
         if !s.is_available() {
             continue;
         }
-        let o = s.overhead();
+        let o = s.active as u64 * active_weight + s.inactive as u64;
         match best {
             // keep the earlier one unless strictly lighter (kernel: loh*dw > doh*lw)
             Some((bo, bw, _)) if !lighter(o, s.weight, bo, bw) => {}
