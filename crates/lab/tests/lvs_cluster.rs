@@ -52,14 +52,21 @@ fn lvs_cluster_reproduces_p4_claims() {
     }
     assert_check(&o, "LC far ahead");
     assert_check(&o, "DH scales with hosts");
-    // P4 Table 3, RR ≥ LC: holds in the model wherever the client's ports wrap within the IPVS
-    // TIME_WAIT timeout (rate × 120 s > 28232 ports), i.e. every size but 100 KB, where the
-    // paper check is reported as failing (see the notes).
-    for size in ["300B", "1K", "10K", "mixed"] {
-        let (rr, lc) = (rate(&o, size, "rr", 15), rate(&o, size, "lc", 15));
-        assert!(rr > lc, "{size}: rr {rr} ≤ lc {lc}");
-        assert!(reused(&o, size, "lc", 15) > 0, "{size}: no port reuse");
+    // What the model shows at 15 hosts with the same object (uniform origins, IPVS 4-tuple
+    // connection reuse): lc (join-the-least-connected) ahead of rr, lblc close to lc, dh
+    // last — P4's rr ≥ lc and "lblc worst" are not reproduced (see the notes).
+    for size in ["300B", "1K", "10K", "100K", "mixed"] {
+        let r = |a: &str| rate(&o, size, a, 15);
+        let (rr, lc, lblc, dh) = (r("rr"), r("lc"), r("lblc"), r("dh"));
+        assert!(lc > rr * 1.03, "{size}: lc {lc} not ahead of rr {rr}");
+        assert!(
+            lblc > rr && lblc > 0.95 * lc,
+            "{size}: lblc {lblc} rr {rr} lc {lc}"
+        );
+        assert!(dh < 0.85 * rr && dh > 0.6 * rr, "{size}: dh {dh} rr {rr}");
     }
+    // Ports wrap within the 2-min TIME_WAIT at 300 B (a few reused 4-tuples), never at 100 KB.
+    assert!(reused(&o, "300B", "lc", 15) > 0);
     assert_eq!(reused(&o, "100K", "lc", 15), 0);
 }
 

@@ -118,15 +118,51 @@ pub struct ClusterConfig {
     pub host_service_s: Vec<f64>,
     pub jitter_cv: f64,
     pub concurrency: usize,
-    /// Distinct origin addresses the requests name (chosen uniformly per request).
+    /// How requests choose their origin (destination) address.
+    pub model: ClientModel,
+    /// Distinct origin addresses the requests name.
     pub origins: usize,
+    /// `PerOriginAb`: requests each origin's ab process keeps outstanding (`ab -c`).
+    pub per_origin_concurrency: usize,
     pub requests: u64,
     pub max_time: Nanos,
     pub warmup_fraction: f64,
     pub inactive_timeout: Nanos,
+    /// lblc's cost of an active connection in inactive ones when it picks a new host: 50 in
+    /// the Linux 2.4/2.6 ip_vs_lblc.c of 2004, 256 in later kernels.
+    pub lblc_active_weight: u32,
     /// Size of the client's ephemeral port range (`ip_local_port_range`), used in order like
     /// the Linux 2.4 port rover. 0 = never reuse a port (every connection is new to IPVS).
     pub client_ports: u32,
+}
+
+/// How the client's requests choose their destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientModel {
+    /// One closed loop of `concurrency` requests; each request names one of `origins`
+    /// addresses, chosen uniformly at random.
+    Uniform,
+    /// One ab process per origin address, each its own closed loop of
+    /// `per_origin_concurrency` requests for that origin only (ab fetches a single URL).
+    PerOriginAb,
+}
+
+impl ClientModel {
+    /// The scenario-file name (`client.model`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Uniform => "uniform",
+            Self::PerOriginAb => "per_origin_ab",
+        }
+    }
+
+    fn parse(s: &str) -> anyhow::Result<Self> {
+        match s {
+            "uniform" => Ok(Self::Uniform),
+            "per_origin_ab" => Ok(Self::PerOriginAb),
+            _ => anyhow::bail!("client.model: {s:?} is not \"uniform\" or \"per_origin_ab\""),
+        }
+    }
 }
 
 /// What one configuration measured.
@@ -146,8 +182,9 @@ pub struct ClusterResult {
 }
 
 enum Ev {
-    /// A client slot sends its next request.
-    Send,
+    /// A client slot sends its next request: for `origin` (per-origin ab), or for a random
+    /// origin (`NO_ORIGIN`, uniform model).
+    Send { origin: u32 },
     /// Host finished its current request.
     Done { host: usize },
     /// An inactive connection at the director expires (if its entry was not reused since:
@@ -159,14 +196,24 @@ enum Ev {
     },
 }
 
+const NO_ORIGIN: u32 = u32::MAX;
+
 struct Req {
     sent: Nanos,
     port: u32,
+    /// The ab process (origin) that sent it, or `NO_ORIGIN`.
+    slot_origin: u32,
+    /// The origin the request named.
+    origin: u32,
 }
 
-/// The director's IPVS connection entry for one client port.
+/// The director's IPVS connection entry for one (client port, origin) pair: IPVS finds a
+/// connection by its whole 4-tuple (client address and port, destination address and port,
+/// `ip_vs_conn_in_get`, ip_vs_conn.c), so a port reused towards another origin is a new
+/// connection.
 #[derive(Clone, Copy)]
 struct ConnEntry {
+    origin: u32,
     host: usize,
     /// Still in flight (active); an inactive entry waits for its TIME_WAIT expiry.
     active: bool,
@@ -185,17 +232,34 @@ fn origin_addr(i: usize) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(10, 1, (i >> 8) as u8, (i & 0xff) as u8))
 }
 
+fn host_addr(i: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(192, 168, 1, 10 + i as u8))
+}
+
 /// Simulate one configuration.
 pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult> {
-    if cfg.client_ports != 0 && (cfg.client_ports as usize) <= cfg.concurrency {
+    let in_flight = match cfg.model {
+        ClientModel::Uniform => cfg.concurrency,
+        ClientModel::PerOriginAb => cfg.origins * cfg.per_origin_concurrency,
+    };
+    if cfg.client_ports != 0 && (cfg.client_ports as usize) <= in_flight {
         anyhow::bail!(
-            "client.ports ({}) must exceed client.concurrency ({}) so a free port exists",
+            "client.ports ({}) must exceed the requests in flight ({in_flight}) so a free port exists",
             cfg.client_ports,
-            cfg.concurrency
+        );
+    }
+    if cfg.origins == 0 || cfg.origins >= NO_ORIGIN as usize {
+        anyhow::bail!(
+            "the number of origins must be within 1..2^32-1, got {}",
+            cfg.origins
         );
     }
     let mut rng = SplitMix64::new(seed);
-    let bal_cfg: BalancerConfig = serde_json::from_value(json!({ "kind": cfg.algorithm }))
+    let mut kind = json!({ "kind": cfg.algorithm });
+    if cfg.algorithm == "lblc" {
+        kind["active_weight"] = json!(cfg.lblc_active_weight);
+    }
+    let bal_cfg: BalancerConfig = serde_json::from_value(kind)
         .map_err(|e| anyhow!("unknown balancer {:?}: {e}", cfg.algorithm))?;
     let mut balancer: AnyBalancer = bal_cfg
         .build(&mut rng)
@@ -203,9 +267,8 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
     let mut table = ServerTable::new();
     let mut hosts = Vec::new();
     for (i, s) in cfg.host_service_s.iter().enumerate() {
-        let addr = IpAddr::V4(Ipv4Addr::new(192, 168, 1, 10 + i as u8));
         table
-            .add_server(i as u32, addr, 3128, 1)
+            .add_server(i as u32, host_addr(i), 3128, 1)
             .map_err(|e| anyhow!("server table: {e}"))?;
         hosts.push(Host {
             queue: VecDeque::new(),
@@ -215,20 +278,35 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
     }
     let client = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
     // Client ports: index into the ephemeral range; the rover moves one port per connection
-    // and skips ports still in flight (Linux 2.4 tcp_v4_get_port / tcp_port_rover).
+    // and skips ports still in flight (Linux 2.4 tcp_v4_get_port / tcp_port_rover). The
+    // rover is the kernel's, shared by every ab process of the client machine.
     let ports = if cfg.client_ports == 0 {
         u32::MAX
     } else {
         cfg.client_ports
     };
     let mut rover: u32 = ports - 1;
-    // One slot per client port (none when ports are never reused).
-    let mut conns: Vec<Option<ConnEntry>> = vec![None; cfg.client_ports as usize];
+    // IPVS entries per client port (none when ports are never reused): at most one per
+    // origin; the list is short (a port is used a few times per TIME_WAIT period).
+    let mut conns: Vec<Vec<ConnEntry>> = vec![Vec::new(); cfg.client_ports as usize];
+    let mut port_busy: Vec<bool> = vec![false; cfg.client_ports as usize];
     let mut generation: u64 = 0;
     let mut reused = 0u64;
     let mut q: EventQueue<Ev> = EventQueue::new();
-    for _ in 0..cfg.concurrency {
-        q.schedule(0, Ev::Send);
+    match cfg.model {
+        ClientModel::Uniform => {
+            for _ in 0..cfg.concurrency {
+                q.schedule(0, Ev::Send { origin: NO_ORIGIN });
+            }
+        }
+        ClientModel::PerOriginAb => {
+            // ab processes started one after another, requests of each interleaved
+            for _ in 0..cfg.per_origin_concurrency {
+                for o in 0..cfg.origins {
+                    q.schedule(0, Ev::Send { origin: o as u32 });
+                }
+            }
+        }
     }
     let warmup = (cfg.requests as f64 * cfg.warmup_fraction) as u64;
     let (mut completed, mut unplaced) = (0u64, 0u64);
@@ -249,23 +327,30 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
         }
         last = now;
         match ev {
-            Ev::Send => {
+            Ev::Send {
+                origin: slot_origin,
+            } => {
                 let port = loop {
                     rover = (rover + 1) % ports;
-                    if !conns
-                        .get(rover as usize)
-                        .is_some_and(|c| c.is_some_and(|c| c.active))
-                    {
+                    if !port_busy.get(rover as usize).copied().unwrap_or(false) {
                         break rover;
                     }
                 };
-                let dst = origin_addr(rng.below(cfg.origins as u64) as usize);
+                let origin = if slot_origin == NO_ORIGIN {
+                    rng.below(cfg.origins as u64) as u32
+                } else {
+                    slot_origin
+                };
+                let dst = origin_addr(origin as usize);
                 generation += 1;
                 // IPVS looks the connection up before it schedules (ip_vs_in →
                 // conn_in_get, net/netfilter/ipvs/ip_vs_core.c): a SYN whose 4-tuple still
                 // has an entry in TIME_WAIT reuses it and goes to the same real server. Only
                 // Linux 4.2's `conn_reuse_mode` made IPVS reschedule such connections.
-                let h = if let Some(Some(c)) = conns.get_mut(port as usize) {
+                let existing = conns
+                    .get_mut(port as usize)
+                    .and_then(|l| l.iter_mut().find(|c| c.origin == origin));
+                let h = if let Some(c) = existing {
                     c.active = true;
                     c.generation = generation;
                     reused += 1;
@@ -279,11 +364,17 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
                     let Some(ServerId(id)) = balancer.pick(&table, &key, now) else {
                         unplaced += 1;
                         // Retry after 1 ms, as a client would after a refused connection.
-                        q.schedule_in(SEC / 1000, Ev::Send);
+                        q.schedule_in(
+                            SEC / 1000,
+                            Ev::Send {
+                                origin: slot_origin,
+                            },
+                        );
                         continue;
                     };
-                    if let Some(slot) = conns.get_mut(port as usize) {
-                        *slot = Some(ConnEntry {
+                    if let Some(l) = conns.get_mut(port as usize) {
+                        l.push(ConnEntry {
+                            origin,
                             host: id as usize,
                             active: true,
                             generation,
@@ -291,8 +382,16 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
                     }
                     id as usize
                 };
+                if let Some(b) = port_busy.get_mut(port as usize) {
+                    *b = true;
+                }
                 table.on_open(ServerId(h as u32)).map_err(|e| anyhow!(e))?;
-                hosts[h].queue.push_back(Req { sent: now, port });
+                hosts[h].queue.push_back(Req {
+                    sent: now,
+                    port,
+                    slot_origin,
+                    origin,
+                });
                 if !hosts[h].busy {
                     hosts[h].busy = true;
                     let d = service(&mut rng, hosts[h].service_s);
@@ -318,13 +417,16 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
                 table
                     .on_inactive(ServerId(host as u32))
                     .map_err(|e| anyhow!(e))?;
-                let generation = match conns.get_mut(req.port as usize) {
-                    Some(Some(c)) => {
+                let mut generation = 0;
+                if let Some(l) = conns.get_mut(req.port as usize) {
+                    if let Some(c) = l.iter_mut().find(|c| c.origin == req.origin) {
                         c.active = false;
-                        c.generation
+                        generation = c.generation;
                     }
-                    _ => 0,
-                };
+                }
+                if let Some(b) = port_busy.get_mut(req.port as usize) {
+                    *b = false;
+                }
                 q.schedule_in(
                     cfg.inactive_timeout,
                     Ev::Forget {
@@ -339,7 +441,12 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
                     let d = service(&mut rng, hosts[host].service_s);
                     q.schedule_in(d, Ev::Done { host });
                 }
-                q.schedule(now, Ev::Send);
+                q.schedule(
+                    now,
+                    Ev::Send {
+                        origin: req.slot_origin,
+                    },
+                );
             }
             Ev::Forget {
                 host,
@@ -347,15 +454,18 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
                 generation,
             } => {
                 if cfg.client_ports > 0 {
-                    // A reused entry was re-armed: this expiry is stale.
-                    match conns.get_mut(port as usize) {
-                        Some(slot @ Some(_))
-                            if slot.is_some_and(|c| c.generation == generation && !c.active) =>
-                        {
-                            *slot = None;
-                        }
-                        _ => continue,
-                    }
+                    // A reused entry was re-armed (its generation changed): this expiry is
+                    // stale, the entry's inactive count was already taken back at reuse.
+                    let Some(l) = conns.get_mut(port as usize) else {
+                        continue;
+                    };
+                    let Some(i) = l
+                        .iter()
+                        .position(|c| c.generation == generation && !c.active)
+                    else {
+                        continue;
+                    };
+                    l.swap_remove(i);
                 }
                 table
                     .on_inactive_close(ServerId(host as u32))
@@ -429,12 +539,19 @@ fn setup(p: &Value) -> anyhow::Result<Setup> {
             host_service_s: Vec::new(),
             jitter_cv: cv,
             concurrency: params::count_at(p, "client.concurrency")?,
+            model: ClientModel::parse(params::str_at(p, "client.model")?)?,
             origins: 1,
+            per_origin_concurrency: params::count_at(p, "client.per_origin_concurrency")?,
             requests: params::count_at(p, "client.requests")? as u64,
             max_time: (params::positive_f64(p, "client.max_time_s")? * SEC as f64) as Nanos,
             warmup_fraction: wf,
             inactive_timeout: (params::f64_at(p, "ipvs.inactive_timeout_s")?.max(0.0) * SEC as f64)
                 as Nanos,
+            lblc_active_weight: params::u64_at(p, "ipvs.lblc_active_weight")?
+                .try_into()
+                .ok()
+                .filter(|w| *w >= 1)
+                .ok_or_else(|| anyhow!("ipvs.lblc_active_weight must be within 1..2^32"))?,
             client_ports: params::u64_at(p, "client.ports")?
                 .try_into()
                 .map_err(|_| anyhow!("client.ports must be below 2^32"))?,
@@ -655,12 +772,12 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
     }
     let notes = vec![
         "**Service model.** Each host is one FCFS server whose mean service time is calibrated from P4 Table 3's one-host RR column (300 B: 1/318 s, 1 K: 1/231 s, 10 K: 1/36 s, 100 K: 1/2.30 s, mixed: 1/65 s); a service time is `mean × (1 − cv + cv·Exp(1))`. The one-host cells therefore match by construction; every other cell is a prediction of the model. The director's CPU is not modelled (see below); the differences the model reproduces come from *where* requests go.".to_string(),
-        "**What the destinations were.** IPVS `dh`, `lblc` and `lblcr` hash the connection's *destination* address (`ip_vs_dh.c`, `ip_vs_lblc.c`). Behind a single virtual address every request would hash to the same host and DH would stay at the one-host rate whatever the cluster size — yet P4's DH scales almost like RR (305 → 3479 req/s). P4 Table 2 says the origin web server sits on each cache host itself (\"웹 서버: Cache 서버 자체에 둠\"), and these algorithms are LVS's transparent-proxy-cache schedulers, where the director intercepts requests addressed to the origin servers. We therefore model requests that name one of `origins_per_host × N` origin addresses (image URLs on many origin servers — P4 keeps an origin web server on each cache host), chosen uniformly per request; dh maps them through its 256-bucket table, lblc keeps each origin on its cache until that cache is overloaded. With 1 origin per host some hosts get two origins and some none (DH ≈ 0.2–0.3 of RR); with the default 10 per host DH lands at 0.7–0.8 of RR, P4's ratio (3479/4322 at 300 B, 15 hosts); with `client.origins = 1` (one virtual address) DH stays at the one-host rate.".to_string(),
-        format!("**Client ports and IPVS connection reuse (why RR beats LC).** IPVS looks a packet's connection up *before* it schedules (`ip_vs_in` → `conn_in_get`, net/netfilter/ipvs/ip_vs_core.c), and a finished connection stays in its table in TIME_WAIT for 2 min (ip_vs_proto_tcp.c). ab's kernel hands out ephemeral ports in order (Linux 2.4 `tcp_port_rover`) from `ip_local_port_range` — 32768–61000 (28232 ports) above 128 MB of memory, 1024–4999 (3976) below (ip-sysctl.txt, `tcp_init`); P4's client has exactly 128 MB, so we chose between them with Table 4 (lc at 15 hosts: ~1500 req/s with 3976 ports, ~360 with 28232, paper 409), not with the Table 3 order checked here, which is the same with both. Once the client has used every port within 2 min (rate × 120 s > ports: every size but 100 KB at 15 hosts), a new connection finds its port's TIME_WAIT entry and goes to that entry's host *without* asking the scheduler (only Linux 4.2's `conn_reuse_mode` changed this). The port → host map the scheduler built during the first pass is then replayed for the rest of the run: rr's is a perfect cycle over the hosts, lc's follows the load it happened to see during the first pass, so replaying it sends runs of requests to the same hosts and lc loses 5–6% (`reused_connections` per run counts this; here client.ports = {}). With `client.ports = 0` (never reuse) lc beats rr as join-the-least-connected must; with 3976 ports, with seeds 2 and 3, and with concurrency 15 or 60 the order is the same (lc 2–9% below rr at 300 B–10 K and mixed). At 100 KB (≈ 32 req/s × 120 s = 3900 connections, fewer than either range has ports) no port is reused and lc stays ahead of rr by ~4%: the paper's gap there (35.99 vs 34.29, 4.7%) is no larger than its own spread between algorithms at *one* host (2.3–8%), where no scheduling choice exists — so the \"every size\" check fails at 100 KB.", s.base.client_ports),
-        "**LBLC is not the worst here.** P4's DH reaches 0.80 of RR at 15 hosts (300 B), which with IPVS dh requires many destinations (with 1 or 3 origins per host dh falls to 0.18 or 0.53 of RR in this model). With that many destinations, IPVS lblc at weight 1 moves a destination whenever its host has > 1 active connection and another host has none (`is_overloaded`, ip_vs_lblc.c): it behaves almost like lc (0.91 of RR against lc's 0.94) and stays above dh (0.79), whereas P4 has lblc at 0.57. Concentrating lblc enough to be worst needs few destinations, which would stop dh scaling; we found no mechanism of the setup that gives both, so the LBLC check fails — stated, not tuned.".to_string(),
+        format!("**What the destinations were (client.model = {}).** IPVS `dh`, `lblc` and `lblcr` hash the connection's *destination* address (`ip_vs_dh.c`, `ip_vs_lblc.c`). Behind a single virtual address every request would hash to the same host and DH would stay at the one-host rate whatever the cluster size — yet P4's DH scales almost like RR (305 → 3479 req/s). P4 Table 2 puts the origin web server on each cache host itself (\"웹 서버: Cache 서버 자체에 둠\"), and dh/lblc are LVS's transparent-cache schedulers, where the director intercepts requests addressed to origin servers. Two readings are modelled. (1) `per_origin_ab`: ab fetches one URL per process, so one ab process per cache host's web server (origins_per_host = 1: N consecutive addresses 10.1.0.1…), each its own closed loop. IPVS dh takes bucket `(addr·2654435761) & 255` and deals buckets to the servers in turn (ip_vs_dh.c v1.5): N consecutive addresses reach only 4 of 5, 6 of 10 and 7 of 15 hosts, so DH falls to 0.53 of RR at 15 hosts (P4: 0.80–0.95), and lblc, which moves an origin off a host with > 1 active connection while another host is idle, is as good as lc (1.13–1.15 × RR, P4: 0.46–0.89) — this reading contradicts P4's DH and LBLC both, so it is not the default. (2) `uniform` (default): each request names one of `origins_per_host × N` origin addresses (image URLs on many origin servers) at random; with 10 per host DH lands at 0.75–0.79 of RR at 15 hosts, P4's 0.80 (300 B); with 1 or 3 per host it falls far below; with `client.origins = 1` (one virtual address) DH stays at the one-host rate.", s.base.model.name()),
+        format!("**Client ports, IPVS connection reuse, and RR vs LC.** IPVS looks a packet's connection up *before* it schedules (`ip_vs_in` → `conn_in_get`, ip_vs_core.c), by the whole 4-tuple — client address and port, *destination* address and port (`ip_vs_conn_in_get`, ip_vs_conn.c) — and a finished connection stays in its table in TIME_WAIT for 2 min (ip_vs_proto_tcp.c). ab's kernel hands out ephemeral ports in order (Linux 2.4 `tcp_port_rover`; here client.ports = {}), so once the client has used every port within 2 min a new connection that finds an entry for the same port *and origin* goes to that entry's host without asking the scheduler (only Linux 4.2's `conn_reuse_mode` changed this); a port reused towards another origin is a new connection and is scheduled. An earlier version of this model matched the port alone, so every wrapped connection replayed the port → host map of the client's first pass; that made rr (a perfect cycle) beat lc by 5–6%, but it was a modelling error with many origins. With the 4-tuple a wrapped port follows its old entry only if it carried a connection to the same origin within the last 2 min — 1–1.5% of the connections at 15 hosts (`reused_connections`) — and lc — join-the-least-connected on identical hosts — is 8–10% ahead of rr at 15 hosts at every size (5 hosts: 2–3%): the RR ≥ LC check fails. The gap is a property of the closed loop, not of IPVS: with ab concurrency 120 or 240 instead of 30 every host is busy under both and rr comes within 1–2% of lc, but Table 4's lc then overshoots P4 (653 / 942 req/s at 15 hosts vs 409); P4 prints no concurrency, and we do not choose it by the check. P4's own rr–lc gap at 15 hosts (4.7–23%) is in the range of its spread between algorithms at *one* host (2–8%), where no scheduling choice exists.", s.base.client_ports),
+        format!("**LBLC is not the worst here.** P4's DH reaches 0.80–0.95 of RR at 15 hosts, which with IPVS dh requires many destinations (see above). With that many destinations, lblc at weight 1 moves a destination whenever its host has > 1 active connection and another host has none (`is_overloaded`, ip_vs_lblc.c): it behaves almost like lc (1.07–1.08 × RR against lc's 1.09–1.10) and stays far above dh, whereas P4 has lblc at 0.46–0.89. We run lblc with the 2004 kernel's own least-connection pick, `activeconns*50 + inactconns` (ip_vs_lblc.c v1.10 2002/09/15, Linux 2.4/2.6; later kernels use lc's ×256; here ipvs.lblc_active_weight = {}): under it the 2-min TIME_WAIT history outweighs the active connections, which changes Table 4 (lblc at 15 hosts 97 req/s against 275 with ×256; P4 57.6) but not Table 3, where an idle host is also the one with the fewest recent connections. Concentrating lblc enough to be worst needs few destinations, which stops dh scaling; no mechanism of the setup we could source gives both, so the LBLC check fails — stated, not tuned.", s.base.lblc_active_weight),
         "**What is not modelled, and why.** The director's CPU: P4 §3.1 chose a faster client and director (P-IV 2.4 GHz) precisely so they would not be the bottleneck, and a scheduling decision (rr O(1), lc a 15-entry scan, dh/lblc a hash lookup) costs well under a microsecond against ~230 µs per connection at 4322 req/s; it cannot produce 5–45% gaps, so P4's explanation by \"hash computation time\" is not reproduced. Squid warm-up: with the same object per request each host misses once (15 misses in ~10^5 requests); with 10 origins per host rr misses 150 × 15 times, still < 3% of a run, and it would favour lblc/dh, not rr.".to_string(),
-        "**Per-host sizes (Table 4).** Host k serves only size k mod 5. The paper's one-host cell (12.43 req/s) cannot be host 1 serving only 300 B (Table 3 says 318 req/s for that); it is close to a host serving all five sizes in turn (harmonic mean ≈ 10 req/s). Our one-host cell is host 1 = 300 B, so it does not match; the larger clusters follow the paper's reading: RR and DH are held back by the 100 KB hosts where requests pile up, LC keeps sending to the hosts that finish fast. **Why LC saturates (Table 4: 246 → 369 → 409).** IPVS lc ranks hosts by `activeconns × 256 + inactconns` (`ip_vs_lc.c`), and a finished HTTP/1.0 connection stays inactive at the director for the TIME_WAIT timeout (2 min). A fast host that served λ requests/s carries ≈ 120·λ inactive connections, so lc sends it new work only while 256·Δactive exceeds that gap: with 30 connections in flight a fast host cannot get much more than ~60 requests/s above the slow ones. This is why the runs last 300 s and are measured over their second half: LC then grows sublinearly like P4's (a short run without this history would make LC pick the fast hosts freely and overshoot P4 several times). Port reuse (above) replays the map lc built during the client's first pass over its 28232 ports, when those inactive counts were already building up: lc measures 181 / 274 / 407 req/s at 5 / 10 / 15 hosts against P4's 246 / 369 / 409 (with 3976 ports the first pass is too short for the counts to build up and lc reaches ~1500 at 15 hosts).".to_string(),
-        format!("**Client.** ab-like closed loop with concurrency {} (not printed in P4; chosen as 2 × the largest cluster so that RR keeps every host busy, as its near-linear scaling implies). `sh` hashes the source address: with one client every request goes to one host — why P4 excluded it.", s.base.concurrency),
+        "**Per-host sizes (Table 4).** Host k serves only size k mod 5. The paper's one-host cell (12.43 req/s) cannot be host 1 serving only 300 B (Table 3 says 318 req/s for that); it is close to a host serving all five sizes in turn (harmonic mean ≈ 10 req/s). Our one-host cell is host 1 = 300 B, so it does not match; the larger clusters follow the paper's reading: RR and DH are held back by the 100 KB hosts where requests pile up, LC keeps sending to the hosts that finish fast. **Why LC saturates (Table 4: 246 → 369 → 409).** IPVS lc ranks hosts by `activeconns × 256 + inactconns` (`ip_vs_lc.c` v1.8.2.1, Linux 2.4), and a finished HTTP/1.0 connection stays inactive at the director for the TIME_WAIT timeout (2 min). A fast host that served λ requests/s carries ≈ 120·λ inactive connections, so lc sends it new work only while 256·Δactive exceeds that gap: with 30 connections in flight a fast host cannot get much more than ~60 requests/s above the slow ones. This is why the runs last 300 s and are measured over their second half: LC then grows sublinearly like P4's (a short run without this history would make LC pick the fast hosts freely and overshoot P4 several times). lc measures 181 / 248 / 248 req/s at 5 / 10 / 15 hosts against P4's 246 / 369 / 409; lblc (×50 history, above) 77 / 97 / 97 against 15 / 37 / 58: above RR and DH as in P4.".to_string(),
+        format!("**Client.** ab-like closed loop with concurrency {} (uniform model; not printed in P4; 2 × the largest cluster — see above for what a larger value changes). `sh` hashes the source address: with one client every request goes to one host — why P4 excluded it.", s.base.concurrency),
     ];
     Ok(ExperimentOutput {
         results,
@@ -686,7 +803,10 @@ mod tests {
             max_time: 100 * SEC,
             warmup_fraction: 0.1,
             inactive_timeout: 120 * SEC,
+            lblc_active_weight: 50,
             client_ports: 0,
+            model: ClientModel::Uniform,
+            per_origin_concurrency: 2,
         }
     }
 
@@ -715,10 +835,11 @@ mod tests {
 
     #[test]
     fn a_reused_port_goes_to_its_previous_host_without_scheduling() {
-        // 20 ports, 4 hosts, 3000 requests: after the first pass almost every connection
-        // finds its port's TIME_WAIT entry (120 s ≫ the run) and follows it.
+        // 20 ports, 4 hosts, one origin, 3000 requests: after the first pass almost every
+        // connection finds its 4-tuple's TIME_WAIT entry (120 s ≫ the run) and follows it.
         let mut c = cfg("rr", vec![0.01; 4]);
         c.client_ports = 20;
+        c.origins = 1;
         let r = simulate(&c, 3).unwrap();
         assert!(
             r.reused + 20 >= r.completed,
@@ -729,6 +850,45 @@ mod tests {
         // Fresh ports: never reused.
         c.client_ports = 0;
         assert_eq!(simulate(&c, 3).unwrap().reused, 0);
+    }
+
+    #[test]
+    fn a_port_reused_towards_another_origin_is_scheduled_anew() {
+        // 2000 ports, 3000 requests: the last ~1000 connections reuse a port once. The IPVS
+        // entry matches only if that port's first connection named the same origin
+        // (ip_vs_conn_in_get's 4-tuple): about all of them with 1 origin, a quarter with 4.
+        let mut c = cfg("rr", vec![0.01; 4]);
+        c.client_ports = 2000;
+        c.origins = 1;
+        let one = simulate(&c, 3).unwrap().reused;
+        c.origins = 4;
+        let four = simulate(&c, 3).unwrap().reused;
+        assert!((950..=1010).contains(&one), "1 origin: {one} reused");
+        assert!((150..=350).contains(&four), "4 origins: {four} reused");
+    }
+
+    #[test]
+    fn per_origin_ab_dh_reaches_only_the_hosts_the_kernel_hash_gives() {
+        // 15 ab processes for origins 10.1.0.1..15: buckets 177·k mod 256, bucket b → host
+        // b mod 15 (ip_vs_dh.c): 7 distinct hosts. Independent of the seed.
+        let mut c = cfg("dh", vec![0.01; 15]);
+        c.model = ClientModel::PerOriginAb;
+        c.origins = 15;
+        for seed in [1, 2] {
+            let r = simulate(&c, seed).unwrap();
+            let used = r.per_host.iter().filter(|n| **n > 0).count();
+            assert_eq!(used, 7, "{:?}", r.per_host);
+        }
+        // rr spreads the same ab processes over all 15
+        c.algorithm = "rr".into();
+        let r = simulate(&c, 1).unwrap();
+        assert!(r.per_host.iter().all(|n| *n > 0), "{:?}", r.per_host);
+    }
+
+    #[test]
+    fn unknown_client_model_is_a_clear_error() {
+        let e = ClientModel::parse("poisson").unwrap_err().to_string();
+        assert!(e.contains("client.model") && e.contains("poisson"), "{e}");
     }
 
     #[test]
