@@ -251,6 +251,8 @@ pub fn run_mode(bed: &WebBed, p: &RealParams, mode: DisciplineKind) -> Result<Mo
         max_requests_per_thread: p.max_requests_per_thread,
         cpu: Some(p.client_cpu),
         read_timeout: Duration::from_secs(10),
+        // P0 Table 14 is taken "after 60000 packets of one class" (4 threads × m = 15000).
+        stop_when_a_class_finishes: true,
     };
     let no_stop = AtomicBool::new(false);
     let load = run_load(&spec, &no_stop);

@@ -11,7 +11,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -46,6 +46,11 @@ pub struct LoadSpec {
     /// Pin the client threads to this CPU.
     pub cpu: Option<usize>,
     pub read_timeout: Duration,
+    /// End the whole load when every thread of one class has sent its
+    /// `max_requests_per_thread` (P0 Table 14 is the status "after 60000 packets of one class",
+    /// = 4 threads × 15000: the first class to finish ends the run). Without it the other
+    /// classes run on alone and the end of the run measures a different system.
+    pub stop_when_a_class_finishes: bool,
 }
 
 /// One answered request.
@@ -76,6 +81,14 @@ pub fn run_load(spec: &LoadSpec, stop: &AtomicBool) -> Result<LoadResult> {
     }));
     let start = Instant::now();
     let end = start + spec.duration;
+    // Threads of each class that sent all their requests; set once a class is complete.
+    let finished: Vec<AtomicUsize> = (0..classes).map(|_| AtomicUsize::new(0)).collect();
+    let per_class = spec.clients.iter().fold(vec![0usize; classes], |mut v, c| {
+        v[c.class] += spec.threads_per_client;
+        v
+    });
+    let class_done = AtomicBool::new(false);
+    let (finished, per_class, class_done) = (&finished, &per_class, &class_done);
     std::thread::scope(|s| {
         for c in &spec.clients {
             for _ in 0..spec.threads_per_client {
@@ -86,10 +99,18 @@ pub fn run_load(spec: &LoadSpec, stop: &AtomicBool) -> Result<LoadResult> {
                         received: vec![0; classes],
                         ..Default::default()
                     };
-                    if let Err(e) = client_thread(spec, c, start, end, stop, &mut local) {
-                        local
+                    let stops = [stop, class_done];
+                    match client_thread(spec, c, start, end, &stops, &mut local) {
+                        Err(e) => local
                             .errors
-                            .push(format!("client {} ({}): {e:#}", c.class, c.netns));
+                            .push(format!("client {} ({}): {e:#}", c.class, c.netns)),
+                        Ok(true) if spec.stop_when_a_class_finishes => {
+                            let k = finished[c.class].fetch_add(1, Ordering::Relaxed) + 1;
+                            if k == per_class[c.class] {
+                                class_done.store(true, Ordering::Relaxed);
+                            }
+                        }
+                        Ok(_) => {}
                     }
                     let mut o = out.lock().unwrap();
                     o.samples.extend(local.samples);
@@ -111,14 +132,15 @@ pub fn run_load(spec: &LoadSpec, stop: &AtomicBool) -> Result<LoadResult> {
     Ok(r)
 }
 
+/// One closed-loop connection. `Ok(true)`: it sent all its `max_requests_per_thread`.
 fn client_thread(
     spec: &LoadSpec,
     c: &Client,
     start: Instant,
     end: Instant,
-    stop: &AtomicBool,
+    stops: &[&AtomicBool],
     out: &mut LoadResult,
-) -> Result<()> {
+) -> Result<bool> {
     enter_netns(&c.netns)?;
     if let Some(cpu) = spec.cpu {
         // Best effort: a machine with fewer CPUs just runs unpinned.
@@ -132,7 +154,9 @@ fn client_thread(
     let mut conn: Option<TcpStream> = None;
     let mut buf = vec![0u8; 256 * 1024];
     let mut n = 0u64;
-    while Instant::now() < end && !stop.load(Ordering::Relaxed) && n < spec.max_requests_per_thread
+    while Instant::now() < end
+        && !stops.iter().any(|s| s.load(Ordering::Relaxed))
+        && n < spec.max_requests_per_thread
     {
         if conn.is_none() {
             let s = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
@@ -170,7 +194,7 @@ fn client_thread(
             }
         }
     }
-    Ok(())
+    Ok(n >= spec.max_requests_per_thread)
 }
 
 fn find(h: &[u8], needle: &[u8]) -> Option<usize> {

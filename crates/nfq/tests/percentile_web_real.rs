@@ -166,6 +166,7 @@ fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
         max_requests_per_thread: 1_000_000,
         cpu: None,
         read_timeout: Duration::from_secs(5),
+        stop_when_a_class_finishes: false,
     };
     let stop = AtomicBool::new(false);
     let load = std::thread::scope(|s| {
