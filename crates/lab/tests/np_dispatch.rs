@@ -19,7 +19,87 @@ fn np_dispatch_reproduces_p1_orderings() {
     assert_check(&o, "rises at 256 B");
     assert_check(&o, "rises at 512 B");
     assert_check(&o, "Modified FCFS has the most idle time");
+    assert_check(&o, "best transfer rate at 1500 B");
     assert_check(&o, "N/gcd(N, b)");
+}
+
+fn check<'a>(o: &'a netsched_report::ExperimentOutput, needle: &str) -> &'a netsched_report::Check {
+    o.checks
+        .iter()
+        .find(|c| c.claim.contains(needle))
+        .unwrap_or_else(|| panic!("no check containing {needle:?}"))
+}
+
+fn rate(o: &netsched_report::ExperimentOutput, policy: &str, size: u64) -> f64 {
+    o.results
+        .runs
+        .iter()
+        .find(|r| r.config["policy"] == policy && r.config["packet_bytes"] == size)
+        .and_then(|r| r.metrics["rate_mbps"].as_f64())
+        .unwrap_or_else(|| panic!("no run {policy} {size}"))
+}
+
+#[test]
+fn np_dispatch_rr_wins_at_1500_only_through_the_shared_state_read() {
+    // Without the read on the hand-off's critical path (the earlier ALU-only model), modified
+    // RR skips the one thread that gets every SOP and out-runs static RR: the 1500 B claim
+    // must fail, so the check can fail and the read is what decides it.
+    let o = run(
+        "np-dispatch",
+        &[
+            "traffic.packet_sizes=[64,1500]",
+            "traffic.packets=2000",
+            "cost.mem_read_cycles=0",
+        ],
+        3,
+        "np-noread",
+    );
+    assert!(!check(&o, "best transfer rate at 1500 B").passed);
+    assert!(rate(&o, "modified_rr", 1500) > 1.5 * rate(&o, "static_rr", 1500));
+}
+
+#[test]
+fn np_dispatch_checks_hold_over_the_sourced_latency_range() {
+    // IXP1200 unloaded read latency: scratchpad 12-14, SRAM 16-20, SDRAM 33-40 cycles, at
+    // 166-232 MHz (sources in scenarios/np-dispatch.toml): the fastest and slowest corners of
+    // scratchpad/SRAM, and SDRAM at the slowest clock.
+    for (cycles, mhz) in [(12, 232), (20, 166), (40, 166)] {
+        let sets = [
+            format!("cost.mem_read_cycles={cycles}"),
+            format!("cost.clock_mhz={mhz}"),
+            "traffic.packets=2000".to_string(),
+        ];
+        let sets: Vec<&str> = sets.iter().map(|s| s.as_str()).collect();
+        let o = run("np-dispatch", &sets, 4, &format!("np-lat{cycles}-{mhz}"));
+        for c in &o.checks {
+            assert!(
+                c.passed,
+                "{cycles} cycles @ {mhz} MHz: {} — {}",
+                c.claim, c.detail
+            );
+        }
+    }
+}
+
+#[test]
+fn np_dispatch_zero_clock_is_a_named_error() {
+    let exp = netsched_lab::experiments::find("np-dispatch").unwrap();
+    let params = netsched_lab::runner::scenario_params(
+        "np-dispatch",
+        None,
+        &["cost.clock_mhz=0".to_string()],
+    )
+    .unwrap();
+    let req = netsched_lab::runner::RunRequest {
+        exp,
+        params,
+        seed: 1,
+        out: temp_dir("np-clock0"),
+        real: false,
+        quick: false,
+    };
+    let e = netsched_lab::runner::execute(&req).unwrap_err();
+    assert!(format!("{e:#}").contains("cost.clock_mhz"), "{e:#}");
 }
 
 #[test]
