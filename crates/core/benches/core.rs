@@ -32,8 +32,10 @@ use std::time::Duration;
 const CLASS_COUNTS: [usize; 3] = [2, 8, 64];
 const SERVER_COUNTS: [usize; 3] = [4, 64, 1000];
 /// `percentile_feedback` is Percentile with a `Feedback::Completed` reported for every
-/// dequeued item (the full per-request cost of P0's learning loop); the rest are `kind`s.
-const QDISC_KINDS: [&str; 9] = [
+/// dequeued item (the full per-request cost of P0's learning loop); `percentile_quantile`
+/// the same with the `auto_quantile` deadline (a histogram update per completion); the rest
+/// are `kind`s.
+const QDISC_KINDS: [&str; 10] = [
     "fifo",
     "strict_priority",
     "drr",
@@ -42,6 +44,7 @@ const QDISC_KINDS: [&str; 9] = [
     "ack_separation",
     "percentile",
     "percentile_feedback",
+    "percentile_quantile",
     "delay_constrained",
 ];
 
@@ -80,6 +83,10 @@ fn qdisc_json(kind: &str, n: usize) -> Option<String> {
         "ack_separation" => return None,
         "percentile" | "percentile_feedback" => format!(
             r#"{{"kind": "percentile", {lim}, "percentiles": [{}]}}"#,
+            repeat(n, |i| format!("{}", 99 - (i * 49) / n.max(2)))
+        ),
+        "percentile_quantile" => format!(
+            r#"{{"kind": "percentile", {lim}, "deadline": "auto_quantile", "percentiles": [{}]}}"#,
             repeat(n, |i| format!("{}", 99 - (i * 49) / n.max(2)))
         ),
         "delay_constrained" => format!(
@@ -160,7 +167,7 @@ fn bench_qdiscs<M: Measurement>(c: &mut Criterion<M>) {
             };
             let mut id = prefill(&mut q, n);
             let mut now = 0u64;
-            let feedback = kind == "percentile_feedback";
+            let feedback = matches!(kind, "percentile_feedback" | "percentile_quantile");
             g.bench_function(BenchmarkId::new(kind, n), |b| {
                 b.iter(|| {
                     now += 1000;

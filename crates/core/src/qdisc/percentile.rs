@@ -506,8 +506,10 @@ impl<T: Packet> PercentileQueue<T> {
 
     /// `(Σ N_i·P_i, 100·Σ N_i)`, or `(Σ P_i, 100·classes)` when every `N` is 0.
     fn quantile_weights(&self) -> (u128, u128) {
-        let num: u128 = self.classes.iter().map(|c| c.np as u128).sum();
-        let n: u128 = self.classes.iter().map(|c| c.n as u128).sum();
+        // One pass over the classes (this runs on every completion in `AutoQuantile`).
+        let (num, n) = self.classes.iter().fold((0u128, 0u128), |(a, b), c| {
+            (a + c.np as u128, b + c.n as u128)
+        });
         if n == 0 {
             let ps: u128 = self.classes.iter().map(|c| c.p as u128).sum();
             (ps, 100 * self.classes.len() as u128)
