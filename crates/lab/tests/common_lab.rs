@@ -34,6 +34,14 @@ pub fn run(name: &str, sets: &[&str], seed: u64, tag: &str) -> ExperimentOutput 
     o
 }
 
+/// Print every check with its verdict (shown when a test fails, or with `--nocapture`).
+pub fn print_checks(o: &ExperimentOutput) {
+    for c in &o.checks {
+        let mark = if c.passed { "✓" } else { "✗" };
+        eprintln!("{mark} {} — {}", c.claim, c.detail);
+    }
+}
+
 /// Assert the check whose claim contains `needle` passed; print all checks otherwise.
 pub fn assert_check(o: &ExperimentOutput, needle: &str) {
     let c = o

@@ -42,14 +42,7 @@ fn lvs_cluster_reproduces_p4_claims() {
         1,
         "lvs",
     );
-    for c in &o.checks {
-        eprintln!(
-            "{} {} — {}",
-            if c.passed { "✓" } else { "✗" },
-            c.claim,
-            c.detail
-        );
-    }
+    print_checks(&o);
     assert_check(&o, "LC far ahead");
     assert_check(&o, "DH scales with hosts");
     // What the model shows at 15 hosts with the same object (uniform origins, IPVS 4-tuple

@@ -7,14 +7,7 @@ use common_lab::*;
 #[test]
 fn np_dispatch_reproduces_p1_orderings() {
     let o = run("np-dispatch", &[], 1, "np");
-    for c in &o.checks {
-        eprintln!(
-            "{} {} — {}",
-            if c.passed { "✓" } else { "✗" },
-            c.claim,
-            c.detail
-        );
-    }
+    print_checks(&o);
     assert_check(&o, "least idle time at 64 B");
     assert_check(&o, "rises at 256 B");
     assert_check(&o, "rises at 512 B");

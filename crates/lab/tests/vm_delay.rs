@@ -22,14 +22,7 @@ const TIERS: [&str; 3] = ["High", "Mid", "Low"];
 #[test]
 fn vm_delay_reproduces_p2_claims() {
     let o = run("vm-delay", &["run.duration_s=30.0"], 1, "vm");
-    for c in &o.checks {
-        eprintln!(
-            "{} {} — {}",
-            if c.passed { "✓" } else { "✗" },
-            c.claim,
-            c.detail
-        );
-    }
+    print_checks(&o);
     assert_check(&o, "low tier's p99 latency grows");
     assert_check(&o, "low tier's loss grows");
     assert_check(&o, "smaller share of probes above");
