@@ -15,8 +15,22 @@
 //! the WF2Q "worst-case fair" property), so a heavy class cannot burst ahead of light ones.
 //!
 //! Virtual times are fixed point (u128, 2⁻²⁰ byte units) so runs are exact and deterministic.
-//! Cost: O(1) enqueue; O(classes) dequeue/peek (a scan for the eligible minimum — classes are
-//! few here; a heap pair as in QFQ would make it O(log n)). Memory: sum of class limits.
+//! Selection uses two binary min-heaps over class indices, as in QFQ's eligible/ineligible
+//! split (Checconi, Rizzo, Valente, "QFQ: Efficient packet scheduling with tight guarantees",
+//! IEEE/ACM ToN 21(3), 2013): backlogged classes with S > V wait in `ineligible` keyed by
+//! (S, class); once V reaches their S they move to `eligible`, keyed by (F, class), whose top
+//! is the class to serve. V only grows (reset empties everything), so a class never moves back
+//! while its head packet is unchanged. The V update needs min S over *all* backlogged classes
+//! only when `eligible` is empty: an eligible class has S ≤ V, so then max(V, min S) = V.
+//! Each backlogged class sits in exactly one heap and the served class is always the top of
+//! `eligible`, so no arbitrary deletion (and no lazy tombstones) is needed.
+//!
+//! Cost: O(1) enqueue to a backlogged class, O(log classes) to an idle one; dequeue and peek
+//! O(log classes) amortised (each class moves ineligible → eligible at most once per head
+//! packet). The heaps are preallocated to the class count, so the packet path does not
+//! allocate. Memory: sum of class limits plus two words per class. The former linear scan is
+//! kept as the test-only reference `tests::Wf2qScan` (differential test
+//! `wf2q_heaps_match_linear_scan`).
 
 use super::fifo::Fifo;
 use super::prio::{
@@ -26,6 +40,8 @@ use super::prio::{
 use super::{ClassId, ClassStatus, Packet, Qdisc, QdiscStats, Verdict};
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// Fixed-point scale of virtual time: 2^20 units per byte.
 const VT_SCALE: u128 = 1 << 20;
@@ -78,6 +94,10 @@ pub struct Wf2qPlus<T> {
     total_weight: u128,
     /// System virtual time V.
     vtime: u128,
+    /// Backlogged classes whose head had S > V when filed: min-heap on (S, class).
+    ineligible: BinaryHeap<Reverse<(u128, ClassId)>>,
+    /// Backlogged classes with S ≤ V: min-heap on (F, class); its top is served next.
+    eligible: BinaryHeap<Reverse<(u128, ClassId)>>,
     stats: QdiscStats,
 }
 
@@ -100,6 +120,8 @@ impl<T: Packet> Wf2qPlus<T> {
         }
         Ok(Self {
             total_weight: classes.iter().map(|c| c.weight as u128).sum(),
+            ineligible: BinaryHeap::with_capacity(classes.len()),
+            eligible: BinaryHeap::with_capacity(classes.len()),
             classes: built,
             vtime: 0,
             stats: QdiscStats::default(),
@@ -111,23 +133,34 @@ impl<T: Packet> Wf2qPlus<T> {
         len as u128 * VT_SCALE * self.total_weight / self.classes[class].weight as u128
     }
 
-    /// Raise V to the smallest backlogged start (the WF2Q+ V update) and pick the eligible class with the
-    /// smallest finish. Idempotent, so `peek` can call it.
+    /// File backlogged `class` (head start/finish already set) in the heap its start selects.
+    fn wf2q_file(&mut self, class: ClassId) {
+        let c = &self.classes[class];
+        if c.start <= self.vtime {
+            self.eligible.push(Reverse((c.finish, class)));
+        } else {
+            self.ineligible.push(Reverse((c.start, class)));
+        }
+    }
+
+    /// Raise V to the smallest backlogged start (the WF2Q+ V update), move the classes that
+    /// became eligible, and pick the eligible class with the smallest finish (ties: lowest
+    /// class). Idempotent, so `peek` can call it.
     fn wf2q_select(&mut self) -> Option<ClassId> {
-        let min_start = self
-            .classes
-            .iter()
-            .filter(|c| !c.queue.is_empty())
-            .map(|c| c.start)
-            .min()?;
-        self.vtime = self.vtime.max(min_start);
-        let vtime = self.vtime;
-        self.classes
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| !c.queue.is_empty() && c.start <= vtime)
-            .min_by_key(|(i, c)| (c.finish, *i))
-            .map(|(i, _)| i)
+        if self.eligible.is_empty() {
+            // Every backlogged class is ineligible, so min S over backlogged = the top's S.
+            let &Reverse((min_start, _)) = self.ineligible.peek()?;
+            self.vtime = self.vtime.max(min_start);
+        }
+        while let Some(&Reverse((start, class))) = self.ineligible.peek() {
+            if start > self.vtime {
+                break;
+            }
+            self.ineligible.pop();
+            self.eligible
+                .push(Reverse((self.classes[class].finish, class)));
+        }
+        self.eligible.peek().map(|&Reverse((_, class))| class)
     }
 
     pub fn class_status(&self) -> Vec<ClassStatus> {
@@ -167,6 +200,7 @@ impl<T: Packet> Qdisc<T> for Wf2qPlus<T> {
         if was_idle && verdict.is_queued() {
             c.start = vtime.max(c.finish);
             c.finish = c.start + service;
+            self.wf2q_file(class);
         }
         verdict
     }
@@ -176,11 +210,26 @@ impl<T: Packet> Qdisc<T> for Wf2qPlus<T> {
         let item = band_dequeue(&mut self.classes[class].queue, &mut self.stats, now)?;
         self.vtime += item.len() as u128 * VT_SCALE;
         let next_len = self.classes[class].queue.iter().next().map(|p| p.len());
-        if let Some(next_len) = next_len {
-            let service = self.wf2q_service_time(class, next_len);
-            let c = &mut self.classes[class];
-            c.start = c.finish;
-            c.finish = c.start + service;
+        match next_len {
+            Some(next_len) => {
+                let service = self.wf2q_service_time(class, next_len);
+                let c = &mut self.classes[class];
+                c.start = c.finish;
+                c.finish = c.start + service;
+                let (start, finish) = (c.start, c.finish);
+                if start <= self.vtime {
+                    // Still eligible: re-key the top in place (one sift-down).
+                    if let Some(mut top) = self.eligible.peek_mut() {
+                        *top = Reverse((finish, class));
+                    }
+                } else {
+                    self.eligible.pop();
+                    self.ineligible.push(Reverse((start, class)));
+                }
+            }
+            None => {
+                self.eligible.pop();
+            }
         }
         Some(item)
     }
@@ -199,6 +248,8 @@ impl<T: Packet> Qdisc<T> for Wf2qPlus<T> {
             c.start = 0;
             c.finish = 0;
         }
+        self.eligible.clear();
+        self.ineligible.clear();
         self.vtime = 0;
         out
     }
@@ -299,6 +350,214 @@ mod tests {
         let ids: Vec<u64> = (0..10).map(|_| q.dequeue(0).unwrap().id / 1000).collect();
         let ones = ids.iter().filter(|&&c| c == 1).count();
         assert!((4..=6).contains(&ones), "{ids:?}");
+    }
+
+    /// The former O(classes) implementation, kept verbatim as the reference for the heaps:
+    /// V = max(V, min S over backlogged), then the eligible (S ≤ V) class with the smallest F,
+    /// ties to the lowest index, found by scanning every class.
+    struct Wf2qScan<T> {
+        classes: Vec<Wf2qClass<T>>,
+        total_weight: u128,
+        vtime: u128,
+        stats: QdiscStats,
+    }
+
+    impl<T: Packet> Wf2qScan<T> {
+        fn new(classes: &[Wf2qClassConfig]) -> Result<Self, String> {
+            let q = Wf2qPlus::<T>::new(classes)?;
+            Ok(Self {
+                classes: q.classes,
+                total_weight: q.total_weight,
+                vtime: 0,
+                stats: QdiscStats::default(),
+            })
+        }
+
+        fn wf2q_service_time(&self, class: ClassId, len: u32) -> u128 {
+            len as u128 * VT_SCALE * self.total_weight / self.classes[class].weight as u128
+        }
+
+        fn wf2q_select(&mut self) -> Option<ClassId> {
+            let min_start = self
+                .classes
+                .iter()
+                .filter(|c| !c.queue.is_empty())
+                .map(|c| c.start)
+                .min()?;
+            self.vtime = self.vtime.max(min_start);
+            let vtime = self.vtime;
+            self.classes
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| !c.queue.is_empty() && c.start <= vtime)
+                .min_by_key(|(i, c)| (c.finish, *i))
+                .map(|(i, _)| i)
+        }
+
+        fn start_finish(&self) -> Vec<(u128, u128)> {
+            self.classes.iter().map(|c| (c.start, c.finish)).collect()
+        }
+
+        fn queued(&self) -> Vec<(usize, QdiscStats)> {
+            self.classes
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (i, c.queue.stats().clone()))
+                .collect()
+        }
+    }
+
+    impl<T: Packet> Qdisc<T> for Wf2qScan<T> {
+        fn enqueue(&mut self, class: ClassId, item: T, now: Nanos) -> Verdict<T> {
+            if class >= self.classes.len() {
+                return drop_unknown_class(&mut self.stats, item);
+            }
+            let len = item.len();
+            let was_idle = self.classes[class].queue.is_empty();
+            let service = self.wf2q_service_time(class, len);
+            let vtime = self.vtime;
+            let c = &mut self.classes[class];
+            let verdict = band_enqueue(&mut c.queue, &mut self.stats, item, now);
+            if was_idle && verdict.is_queued() {
+                c.start = vtime.max(c.finish);
+                c.finish = c.start + service;
+            }
+            verdict
+        }
+
+        fn dequeue(&mut self, now: Nanos) -> Option<T> {
+            let class = self.wf2q_select()?;
+            let item = band_dequeue(&mut self.classes[class].queue, &mut self.stats, now)?;
+            self.vtime += item.len() as u128 * VT_SCALE;
+            let next_len = self.classes[class].queue.iter().next().map(|p| p.len());
+            if let Some(next_len) = next_len {
+                let service = self.wf2q_service_time(class, next_len);
+                let c = &mut self.classes[class];
+                c.start = c.finish;
+                c.finish = c.start + service;
+            }
+            Some(item)
+        }
+
+        fn peek(&mut self, now: Nanos) -> Option<&T> {
+            let class = self.wf2q_select()?;
+            self.classes[class].queue.peek(now)
+        }
+
+        fn reset(&mut self) -> Vec<T> {
+            let out = bands_reset(
+                self.classes.iter_mut().map(|c| &mut c.queue),
+                &mut self.stats,
+            );
+            for c in &mut self.classes {
+                c.start = 0;
+                c.finish = 0;
+            }
+            self.vtime = 0;
+            out
+        }
+
+        fn stats(&self) -> &QdiscStats {
+            &self.stats
+        }
+    }
+
+    /// Differential test: random traces (1..=64 classes, random weights, limits, lengths, and
+    /// interleaved enqueue / dequeue / peek / reset, plus unknown classes) give the heap
+    /// implementation and the linear-scan reference the same verdicts, dequeue and peek
+    /// sequences, reset contents, virtual times and counters after every operation.
+    #[test]
+    fn wf2q_heaps_match_linear_scan() {
+        use crate::rng::SplitMix64;
+        let mut rng = SplitMix64::new(0x5eed_f00d_2026_1122);
+        let (mut dequeued, mut drops, mut resets, mut moved) = (0u64, 0u64, 0u64, 0u64);
+        for trace in 0..400 {
+            let n = 1 + rng.below(64) as usize;
+            let max_weight = [1u64, 4, 100, 1 << 20][rng.below(4) as usize];
+            let cfg: Vec<_> = (0..n)
+                .map(|_| {
+                    let limit_bytes = if rng.below(3) == 0 {
+                        1 + rng.below(20_000)
+                    } else {
+                        u64::MAX
+                    };
+                    Wf2qClassConfig::new(
+                        1 + rng.below(max_weight) as u32,
+                        1 + rng.below(30) as usize,
+                        limit_bytes,
+                    )
+                })
+                .collect();
+            let mut heap = Wf2qPlus::<TestItem>::new(&cfg).unwrap();
+            let mut scan = Wf2qScan::<TestItem>::new(&cfg).unwrap();
+            // Preallocated to the class count; must never grow (no allocation per packet).
+            let caps = (heap.eligible.capacity(), heap.ineligible.capacity());
+            // Per trace: how often it enqueues (draining vs filling phases) and how many
+            // classes it uses (a few hot classes or all of them).
+            let enq_per_mille = 200 + rng.below(700);
+            let hot = 1 + rng.below(n as u64) as usize;
+            for op in 0..3000u64 {
+                let now = op * 1000;
+                let r = rng.below(1000);
+                if r < enq_per_mille {
+                    // One in 50 goes to an unknown class.
+                    let class = if rng.below(50) == 0 {
+                        n + rng.below(3) as usize
+                    } else {
+                        rng.below(hot as u64) as usize
+                    };
+                    let len = match rng.below(20) {
+                        0 => 0,
+                        1 => 9000,
+                        _ => 1 + rng.below(1500) as u32,
+                    };
+                    let it = item(trace * 1_000_000 + op, len);
+                    let (a, b) = (heap.enqueue(class, it, now), scan.enqueue(class, it, now));
+                    drops += u64::from(!a.is_queued());
+                    assert_eq!(a, b, "trace {trace} op {op}: enqueue class {class}");
+                } else if r < 985 {
+                    let a = heap.dequeue(now);
+                    assert_eq!(a, scan.dequeue(now), "trace {trace} op {op}: dequeue");
+                    dequeued += u64::from(a.is_some());
+                } else if r < 998 {
+                    let a = heap.peek(now).copied();
+                    assert_eq!(a, scan.peek(now).copied(), "trace {trace} op {op}: peek");
+                } else {
+                    assert_eq!(heap.reset(), scan.reset(), "trace {trace} op {op}: reset");
+                    resets += 1;
+                }
+                moved += heap.ineligible.len() as u64;
+                assert_eq!(heap.vtime, scan.vtime, "trace {trace} op {op}: V");
+                assert_eq!(heap.stats(), scan.stats(), "trace {trace} op {op}: stats");
+                let sf: Vec<_> = heap.classes.iter().map(|c| (c.start, c.finish)).collect();
+                assert_eq!(sf, scan.start_finish(), "trace {trace} op {op}: S/F");
+                let qs: Vec<_> = heap
+                    .classes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (i, c.queue.stats().clone()))
+                    .collect();
+                assert_eq!(qs, scan.queued(), "trace {trace} op {op}: class counters");
+                // Every backlogged class is in exactly one heap, idle ones in none.
+                let backlogged = heap.classes.iter().filter(|c| !c.queue.is_empty()).count();
+                assert_eq!(
+                    heap.eligible.len() + heap.ineligible.len(),
+                    backlogged,
+                    "trace {trace} op {op}: heap membership"
+                );
+                assert_eq!(
+                    (heap.eligible.capacity(), heap.ineligible.capacity()),
+                    caps,
+                    "trace {trace} op {op}: heap grew"
+                );
+            }
+            heap.stats().check_identities().unwrap();
+        }
+        // The traces exercised every path: service, tail drops, resets, ineligible classes.
+        assert!(dequeued > 100_000, "dequeued {dequeued}");
+        assert!(drops > 1_000, "drops {drops}");
+        assert!(resets > 100, "resets {resets}");
+        assert!(moved > 10_000, "ineligible class-ops {moved}");
     }
 
     #[test]
