@@ -15,22 +15,25 @@
 //! the WF2Q "worst-case fair" property), so a heavy class cannot burst ahead of light ones.
 //!
 //! Virtual times are fixed point (u128, 2⁻²⁰ byte units) so runs are exact and deterministic.
-//! Selection uses two binary min-heaps over class indices, as in QFQ's eligible/ineligible
-//! split (Checconi, Rizzo, Valente, "QFQ: Efficient packet scheduling with tight guarantees",
-//! IEEE/ACM ToN 21(3), 2013): backlogged classes with S > V wait in `ineligible` keyed by
-//! (S, class); once V reaches their S they move to `eligible`, keyed by (F, class), whose top
-//! is the class to serve. V only grows (reset empties everything), so a class never moves back
-//! while its head packet is unchanged. The V update needs min S over *all* backlogged classes
-//! only when `eligible` is empty: an eligible class has S ≤ V, so then max(V, min S) = V.
-//! Each backlogged class sits in exactly one heap and the served class is always the top of
-//! `eligible`, so no arbitrary deletion (and no lazy tombstones) is needed.
+//! Selection. With more than `SCAN_MAX_CLASSES` (8) classes, two binary min-heaps over class
+//! indices — the eligible/ineligible split QFQ also keeps (Checconi, Rizzo, Valente, "QFQ:
+//! Efficient packet scheduling with tight guarantees", IEEE/ACM ToN 21(3), 2013; bucketed
+//! bitmaps there, plain heaps here): backlogged classes with S > V wait in `ineligible` keyed
+//! by (S, class); once V reaches their S they move to `eligible`, keyed by (F, class), whose
+//! top is the class to serve. V only grows (reset empties everything), so a class never moves
+//! back while its head packet is unchanged. The V update needs min S over *all* backlogged
+//! classes only when `eligible` is empty: an eligible class has S ≤ V, so otherwise
+//! max(V, min S) = V. Each backlogged class sits in exactly one heap and the served class is
+//! always the top of `eligible`, so no arbitrary deletion (and no lazy tombstones) is needed.
+//! With 1–8 classes a plain scan over the classes is faster and is used instead.
 //!
-//! Cost: O(1) enqueue to a backlogged class, O(log classes) to an idle one; dequeue and peek
-//! O(log classes) amortised (each class moves ineligible → eligible at most once per head
-//! packet). The heaps are preallocated to the class count, so the packet path does not
-//! allocate. Memory: sum of class limits plus two words per class. The former linear scan is
-//! kept as the test-only reference `tests::Wf2qScan` (differential test
-//! `wf2q_heaps_match_linear_scan`).
+//! Cost: enqueue O(1) (O(log classes) when an idle class becomes backlogged); dequeue and peek
+//! O(log classes) amortised above 8 classes (each class moves ineligible → eligible at most
+//! once per head packet), O(classes) with 1–8 classes. The heaps are preallocated to the class
+//! count, so the packet path does not allocate. Memory: sum of class limits plus 2 × 32 bytes
+//! per class. The original scan-only implementation is kept as the test-only reference
+//! `tests::Wf2qScan`; the differential test `wf2q_heaps_match_linear_scan` checks both
+//! selection paths against it.
 
 use super::fifo::Fifo;
 use super::prio::{
@@ -45,6 +48,14 @@ use std::collections::BinaryHeap;
 
 /// Fixed-point scale of virtual time: 2^20 units per byte.
 const VT_SCALE: u128 = 1 << 20;
+
+/// Up to this many classes selection scans the classes instead of using the heaps. Measured
+/// crossover (Nov 22, one enqueue + dequeue of 1000 B on `Wf2qPlus` directly, weights 1–4,
+/// all classes backlogged, median of 9 × 2M, two runs each): scan 55–56 / 52–53 / 61–63 /
+/// 70–71 / 76–79 / 194–212 ns against heaps 65–66 / 60–62 / 62–65 / 65–67 / 68–70 / 84 ns at
+/// 2 / 4 / 8 / 12 / 16 / 64 classes, so the heaps win from about 12 classes on
+/// (docs/bench-core.md). Both paths give identical results (differential test).
+const SCAN_MAX_CLASSES: usize = 8;
 
 fn default_weight() -> u32 {
     1
@@ -98,6 +109,8 @@ pub struct Wf2qPlus<T> {
     ineligible: BinaryHeap<Reverse<(u128, ClassId)>>,
     /// Backlogged classes with S ≤ V: min-heap on (F, class); its top is served next.
     eligible: BinaryHeap<Reverse<(u128, ClassId)>>,
+    /// More than `SCAN_MAX_CLASSES` classes: select with the heaps (else they stay empty).
+    use_heaps: bool,
     stats: QdiscStats,
 }
 
@@ -122,6 +135,7 @@ impl<T: Packet> Wf2qPlus<T> {
             total_weight: classes.iter().map(|c| c.weight as u128).sum(),
             ineligible: BinaryHeap::with_capacity(classes.len()),
             eligible: BinaryHeap::with_capacity(classes.len()),
+            use_heaps: classes.len() > SCAN_MAX_CLASSES,
             classes: built,
             vtime: 0,
             stats: QdiscStats::default(),
@@ -135,6 +149,9 @@ impl<T: Packet> Wf2qPlus<T> {
 
     /// File backlogged `class` (head start/finish already set) in the heap its start selects.
     fn wf2q_file(&mut self, class: ClassId) {
+        if !self.use_heaps {
+            return;
+        }
         let c = &self.classes[class];
         if c.start <= self.vtime {
             self.eligible.push(Reverse((c.finish, class)));
@@ -147,6 +164,18 @@ impl<T: Packet> Wf2qPlus<T> {
     /// became eligible, and pick the eligible class with the smallest finish (ties: lowest
     /// class). Idempotent, so `peek` can call it.
     fn wf2q_select(&mut self) -> Option<ClassId> {
+        if self.use_heaps {
+            self.wf2q_select_heaps()
+        } else {
+            self.wf2q_select_scan()
+        }
+    }
+
+    /// `wf2q_select` with the heaps (more than `SCAN_MAX_CLASSES` classes). Kept out of line,
+    /// like `wf2q_refile_served`: with the heap code inlined into `dequeue`, the scan path
+    /// measured ≈ 75 ns instead of ≈ 62 ns per enqueue+dequeue at 2 classes (benches/core.rs).
+    #[inline(never)]
+    fn wf2q_select_heaps(&mut self) -> Option<ClassId> {
         if self.eligible.is_empty() {
             // Every backlogged class is ineligible, so min S over backlogged = the top's S.
             let &Reverse((min_start, _)) = self.ineligible.peek()?;
@@ -161,6 +190,41 @@ impl<T: Packet> Wf2qPlus<T> {
                 .push(Reverse((self.classes[class].finish, class)));
         }
         self.eligible.peek().map(|&Reverse((_, class))| class)
+    }
+
+    /// Move the class just served (the top of `eligible`) to where its new head belongs.
+    #[inline(never)]
+    fn wf2q_refile_served(&mut self, class: ClassId, backlogged: bool) {
+        let (start, finish) = (self.classes[class].start, self.classes[class].finish);
+        if !backlogged {
+            self.eligible.pop();
+        } else if start <= self.vtime {
+            // Still eligible: re-key the top in place (one sift-down).
+            if let Some(mut top) = self.eligible.peek_mut() {
+                *top = Reverse((finish, class));
+            }
+        } else {
+            self.eligible.pop();
+            self.ineligible.push(Reverse((start, class)));
+        }
+    }
+
+    /// The same selection by a scan over all classes, O(classes), for few classes.
+    fn wf2q_select_scan(&mut self) -> Option<ClassId> {
+        let min_start = self
+            .classes
+            .iter()
+            .filter(|c| !c.queue.is_empty())
+            .map(|c| c.start)
+            .min()?;
+        self.vtime = self.vtime.max(min_start);
+        let vtime = self.vtime;
+        self.classes
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.queue.is_empty() && c.start <= vtime)
+            .min_by_key(|(i, c)| (c.finish, *i))
+            .map(|(i, _)| i)
     }
 
     pub fn class_status(&self) -> Vec<ClassStatus> {
@@ -210,26 +274,15 @@ impl<T: Packet> Qdisc<T> for Wf2qPlus<T> {
         let item = band_dequeue(&mut self.classes[class].queue, &mut self.stats, now)?;
         self.vtime += item.len() as u128 * VT_SCALE;
         let next_len = self.classes[class].queue.iter().next().map(|p| p.len());
-        match next_len {
-            Some(next_len) => {
-                let service = self.wf2q_service_time(class, next_len);
-                let c = &mut self.classes[class];
-                c.start = c.finish;
-                c.finish = c.start + service;
-                let (start, finish) = (c.start, c.finish);
-                if start <= self.vtime {
-                    // Still eligible: re-key the top in place (one sift-down).
-                    if let Some(mut top) = self.eligible.peek_mut() {
-                        *top = Reverse((finish, class));
-                    }
-                } else {
-                    self.eligible.pop();
-                    self.ineligible.push(Reverse((start, class)));
-                }
-            }
-            None => {
-                self.eligible.pop();
-            }
+        let backlogged = next_len.is_some();
+        if let Some(next_len) = next_len {
+            let service = self.wf2q_service_time(class, next_len);
+            let c = &mut self.classes[class];
+            c.start = c.finish;
+            c.finish = c.start + service;
+        }
+        if self.use_heaps {
+            self.wf2q_refile_served(class, backlogged);
         }
         Some(item)
     }
@@ -471,6 +524,7 @@ mod tests {
         use crate::rng::SplitMix64;
         let mut rng = SplitMix64::new(0x5eed_f00d_2026_1122);
         let (mut dequeued, mut drops, mut resets, mut moved) = (0u64, 0u64, 0u64, 0u64);
+        let mut heap_traces = 0u64;
         for trace in 0..400 {
             let n = 1 + rng.below(64) as usize;
             let max_weight = [1u64, 4, 100, 1 << 20][rng.below(4) as usize];
@@ -489,6 +543,11 @@ mod tests {
                 })
                 .collect();
             let mut heap = Wf2qPlus::<TestItem>::new(&cfg).unwrap();
+            assert_eq!(heap.use_heaps, n > SCAN_MAX_CLASSES);
+            // Odd traces force the heaps also for few classes, so both paths meet the scan
+            // reference at every class count.
+            heap.use_heaps |= trace % 2 == 1;
+            heap_traces += u64::from(heap.use_heaps);
             let mut scan = Wf2qScan::<TestItem>::new(&cfg).unwrap();
             // Preallocated to the class count; must never grow (no allocation per packet).
             let caps = (heap.eligible.capacity(), heap.ineligible.capacity());
@@ -540,6 +599,7 @@ mod tests {
                 assert_eq!(qs, scan.queued(), "trace {trace} op {op}: class counters");
                 // Every backlogged class is in exactly one heap, idle ones in none.
                 let backlogged = heap.classes.iter().filter(|c| !c.queue.is_empty()).count();
+                let backlogged = if heap.use_heaps { backlogged } else { 0 };
                 assert_eq!(
                     heap.eligible.len() + heap.ineligible.len(),
                     backlogged,
@@ -558,6 +618,10 @@ mod tests {
         assert!(drops > 1_000, "drops {drops}");
         assert!(resets > 100, "resets {resets}");
         assert!(moved > 10_000, "ineligible class-ops {moved}");
+        assert!(
+            (200..400).contains(&heap_traces),
+            "heap traces {heap_traces}"
+        );
     }
 
     #[test]
