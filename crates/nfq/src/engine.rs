@@ -46,7 +46,7 @@ use crate::netlink::{NF_INET_LOCAL_IN, NF_INET_LOCAL_OUT};
 use crate::packet::{self, PacketInfo, TCP_FIN, TCP_RST, TCP_SYN};
 use crate::sched::{HeldRequest, Scheduler};
 use crate::table::AddressTable;
-use netsched_core::qdisc::percentile::LatencyQuantile;
+use netsched_core::qdisc::percentile::{auto_quantile_q, LatencyQuantile};
 use netsched_core::qdisc::{DropReason, Verdict};
 use netsched_core::Nanos;
 use serde::{Deserialize, Serialize};
@@ -511,22 +511,15 @@ impl Engine {
         }
     }
 
-    /// `auto-quantile`'s q as (numerator, denominator): `Σ N_i·P_i / (100·Σ N_i)`, the plain
-    /// mean of the targets while N is 0 — the same rule as the core discipline's.
+    /// `auto-quantile`'s q as (numerator, denominator): the core discipline's rule over this
+    /// engine's own counters.
     fn quantile_weights(&self) -> (u128, u128) {
-        let classes = &self.cfg.classes;
-        let n: u128 = self.per_class.iter().map(|c| c.n as u128).sum();
-        if n == 0 {
-            let ps: u128 = classes.iter().map(|c| c.percentile as u128).sum();
-            return (ps, 100 * classes.len().max(1) as u128);
-        }
-        let num = self
-            .per_class
-            .iter()
-            .zip(classes)
-            .map(|(c, s)| c.n as u128 * s.percentile as u128)
-            .sum();
-        (num, 100 * n)
+        auto_quantile_q(
+            self.per_class
+                .iter()
+                .zip(&self.cfg.classes)
+                .map(|(c, s)| (c.n, c.n.saturating_mul(s.percentile as u64), s.percentile)),
+        )
     }
 
     /// Count a request's outcome (S or fail) and tell the discipline — once per request.

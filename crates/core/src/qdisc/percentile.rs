@@ -180,6 +180,25 @@ const LQ_MAX_EXP: u32 = 40;
 /// Values below `LQ_SUB` ns have one bucket each; then 64 buckets per power of two.
 const LQ_BUCKETS: usize = ((LQ_MAX_EXP - LQ_SUB_BITS + 1) as usize) * LQ_SUB as usize;
 
+/// The quantile `AutoQuantile` judges against, as `(num, den)`: the request-weighted mean
+/// target `Σ N_i·P_i / (100·Σ N_i)` over `(N_i, N_i·P_i, P_i in percent)`, or the plain mean
+/// of the targets while every `N` is 0. It runs on every completion, so the common case is
+/// one pass of additions. Shared with engines that keep their own counters (the NFQUEUE
+/// daemon judges S for every discipline).
+pub fn auto_quantile_q(classes: impl Iterator<Item = (u64, u64, u32)> + Clone) -> (u128, u128) {
+    let (np, n) = classes
+        .clone()
+        .fold((0u128, 0u128), |(a, b), (ni, npi, _)| {
+            (a + npi as u128, b + ni as u128)
+        });
+    if n > 0 {
+        return (np, 100 * n);
+    }
+    // Only before the first arrival (or right after a reset): a second pass is fine.
+    let (ps, k) = classes.fold((0u128, 0u128), |(a, b), (_, _, pi)| (a + pi as u128, b + 1));
+    (ps, 100 * k.max(1))
+}
+
 /// Running quantile of response times in bounded memory: a log-bucket histogram (exact below
 /// 64 ns, then 64 buckets per power of two: ≤ 1.6% relative error, 2240 `u64` buckets =
 /// 17.5 KiB whatever the number of samples) with a cursor at the last quantile's bucket.
@@ -504,18 +523,9 @@ impl<T: Packet> PercentileQueue<T> {
         })
     }
 
-    /// `(Σ N_i·P_i, 100·Σ N_i)`, or `(Σ P_i, 100·classes)` when every `N` is 0.
+    /// `AutoQuantile`'s `q` as a fraction `(num, den)`, see [`auto_quantile_q`].
     fn quantile_weights(&self) -> (u128, u128) {
-        // One pass over the classes (this runs on every completion in `AutoQuantile`).
-        let (num, n) = self.classes.iter().fold((0u128, 0u128), |(a, b), c| {
-            (a + c.np as u128, b + c.n as u128)
-        });
-        if n == 0 {
-            let ps: u128 = self.classes.iter().map(|c| c.p as u128).sum();
-            (ps, 100 * self.classes.len() as u128)
-        } else {
-            (num, 100 * n)
-        }
+        auto_quantile_q(self.classes.iter().map(|c| (c.n, c.np, c.p)))
     }
 
     /// Completions reported for a class this queue does not have.
