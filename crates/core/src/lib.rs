@@ -24,6 +24,7 @@ pub mod classify;
 pub mod dispatch;
 pub mod qdisc;
 pub mod rng;
+pub mod units;
 pub mod wire;
 
 /// Time in nanoseconds, on whatever clock the engine runs (virtual in the simulator,

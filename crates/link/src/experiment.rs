@@ -993,6 +993,7 @@ fn assemble(
                     ),
                     passed: ru.is_some_and(|r| r < 0.8) || rd.is_some_and(|r| r < 0.8),
                     detail,
+                    evidence: None,
                 }),
                 _ => checks.push(Check {
                     claim: format!(
@@ -1001,6 +1002,7 @@ fn assemble(
                     ),
                     passed: ru.is_some_and(|r| r >= 0.8) && rd.is_some_and(|r| r >= 0.9),
                     detail,
+                    evidence: None,
                 }),
             }
         }
@@ -1076,6 +1078,7 @@ fn assemble(
                     ),
                     passed: ru.is_some_and(|r| r >= 0.3) && rd.is_some_and(|r| r >= 0.5),
                     detail,
+                    evidence: None,
                 },
                 _ => Check {
                     claim: format!(
@@ -1084,6 +1087,7 @@ fn assemble(
                     ),
                     passed: ru.is_some_and(|r| r < 0.2),
                     detail,
+                    evidence: None,
                 },
             });
         }

@@ -374,6 +374,7 @@ pub fn checks(runs: &[ModeRun]) -> Vec<Check> {
             })
             .collect::<Vec<_>>()
             .join("; "),
+        evidence: None,
     });
     if let Some(f) = runs.iter().find(|r| r.mode == DisciplineKind::Fifo) {
         let s = spread(&f.mean_ms);
@@ -385,6 +386,7 @@ pub fn checks(runs: &[ModeRun]) -> Vec<Check> {
                 fmt_list(&f.mean_ms, 2),
                 s * 100.0
             ),
+            evidence: None,
         });
     }
     if let Some(p) = runs.iter().find(|r| r.mode == DisciplineKind::Percentile) {
@@ -393,6 +395,7 @@ pub fn checks(runs: &[ModeRun]) -> Vec<Check> {
             claim: "Percentile orders mean response time by class: C0 < C1 < C2 < C3 < C4 (P0 Table 14)".into(),
             passed: ordered,
             detail: format!("means (ms) {}", fmt_list(&p.mean_ms, 3)),
+            evidence: None,
         });
         let att: Vec<f64> = p.status.classes.iter().map(|c| c.attainment).collect();
         let s = spread(&att);
@@ -409,6 +412,7 @@ pub fn checks(runs: &[ModeRun]) -> Vec<Check> {
                     .map(|q| format!(" (q = {q:.3})"))
                     .unwrap_or_default()
             ),
+            evidence: None,
         });
         let total: u64 = p.completed.iter().sum();
         let fair = total as f64 / p.completed.len().max(1) as f64;
@@ -424,6 +428,7 @@ pub fn checks(runs: &[ModeRun]) -> Vec<Check> {
                 fmt_list(&gaps, 2),
                 p.status.counters.max_hold_releases
             ),
+            evidence: None,
         });
     }
     if let Some(s) = runs.iter().find(|r| r.mode == DisciplineKind::Strict) {
@@ -441,6 +446,7 @@ pub fn checks(runs: &[ModeRun]) -> Vec<Check> {
                     .collect::<Vec<_>>()
                     .join(" / ")
             ),
+            evidence: None,
         });
     }
     out

@@ -104,6 +104,84 @@ pub struct Check {
     pub passed: bool,
     /// The measured numbers behind the verdict.
     pub detail: String,
+    /// The claim as a number against a threshold, when it is one (`value op threshold`). Runs over
+    /// several seeds or repeats decide such a check on the interval of `value`, not on one run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
+}
+
+/// A check stated as `value op threshold`, e.g. "upload share ≥ 0.80".
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Evidence {
+    pub value: f64,
+    pub op: Cmp,
+    pub threshold: f64,
+}
+
+/// The comparison of an [`Evidence`].
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum Cmp {
+    #[serde(rename = ">=")]
+    Ge,
+    #[serde(rename = ">")]
+    Gt,
+    #[serde(rename = "<=")]
+    Le,
+    #[serde(rename = "<")]
+    Lt,
+}
+
+impl Cmp {
+    /// Does `value op threshold` hold?
+    pub fn holds(self, value: f64, threshold: f64) -> bool {
+        match self {
+            Cmp::Ge => value >= threshold,
+            Cmp::Gt => value > threshold,
+            Cmp::Le => value <= threshold,
+            Cmp::Lt => value < threshold,
+        }
+    }
+
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Cmp::Ge => "≥",
+            Cmp::Gt => ">",
+            Cmp::Le => "≤",
+            Cmp::Lt => "<",
+        }
+    }
+}
+
+impl Check {
+    /// A yes/no check decided by the experiment itself (no single number behind it).
+    pub fn new(claim: impl Into<String>, passed: bool, detail: impl Into<String>) -> Self {
+        Self {
+            claim: claim.into(),
+            passed,
+            detail: detail.into(),
+            evidence: None,
+        }
+    }
+
+    /// A check that holds iff `value op threshold`; `passed` is computed, never passed in.
+    pub fn measured(
+        claim: impl Into<String>,
+        value: f64,
+        op: Cmp,
+        threshold: f64,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self {
+            claim: claim.into(),
+            passed: op.holds(value, threshold),
+            detail: detail.into(),
+            evidence: Some(Evidence {
+                value,
+                op,
+                threshold,
+            }),
+        }
+    }
 }
 
 /// A figure written into the output folder.

@@ -156,11 +156,13 @@ mod tests {
                     claim: "up ≥ 80%".into(),
                     passed: true,
                     detail: "741/750".into(),
+                    evidence: None,
                 },
                 Check {
                     claim: "down ok".into(),
                     passed: false,
                     detail: "10".into(),
+                    evidence: None,
                 },
             ],
             figures: vec![Figure {

@@ -5,6 +5,18 @@
 //! it keeps. Dropping it (normal end, error, or panic unwinding) kills exactly the processes it
 //! started, by id, and deletes its namespaces — which removes their veths, qdiscs and iptables
 //! rules with them. Traffic stays inside these namespaces.
+//!
+//! The crate also owns what every real run needs around its namespaces: entering one from a
+//! thread and pinning to a CPU ([`sys`]), Ctrl-C/SIGTERM handling ([`signal`]), and private
+//! temporary folders ([`tempdir`]). Data planes and experiments call these; none keeps a copy.
+
+pub mod signal;
+pub mod sys;
+pub mod tempdir;
+
+pub use signal::{check_interrupted, interrupted, sleep_unless_interrupted, SignalGuard};
+pub use sys::{allowed_cpus, enter_netns, pin_to_cpu};
+pub use tempdir::TempDir;
 
 use anyhow::{anyhow, bail, Context, Result};
 use std::process::{Child, Command, Stdio};

@@ -651,16 +651,19 @@ pub fn run(params: &serde_json::Value, seed: u64, out: &Path) -> anyhow::Result<
             claim: "FIFO 100, both directions: at least one direction falls below 80% of its rate alone (P3 §3)".into(),
             passed: fifo_collapsed,
             detail: format!("upload {fifo_up:.0}% ({} kbit/s), download {fifo_down:.0}% ({} kbit/s)", f0(fifo.upload_kbps), f0(fifo.download_kbps)),
+            evidence: None,
         },
         Check {
             claim: "ACK separation restores upload ≥ 80% and download ≥ 90% of their rates alone (P3 §4)".into(),
             passed: sep_up >= 80.0 && sep_down >= 90.0,
             detail: format!("upload {sep_up:.0}% ({} kbit/s), download {sep_down:.0}% ({} kbit/s)", f0(acksep.upload_kbps), f0(acksep.download_kbps)),
+            evidence: None,
         },
         Check {
             claim: "Per-interface input queues under DRR do not help: a direction still falls below 80% of its rate alone (P3 §3.3)".into(),
             passed: drr_up < 80.0 || drr_down < 80.0,
             detail: format!("input DRR: upload {drr_up:.0}%, download {drr_down:.0}% (FIFO: {fifo_up:.0}%, {fifo_down:.0}%)"),
+            evidence: None,
         },
     ];
     if let Some((us, ur, ds, dr)) = udp {
@@ -668,6 +671,7 @@ pub fn run(params: &serde_json::Value, seed: u64, out: &Path) -> anyhow::Result<
             claim: format!("UDP at {:.0}% of both link rates loses nothing: the links are not the limit (P3 §3.1)", p.udp.load * 100.0),
             passed: us == ur && ds == dr && us > 0 && ds > 0,
             detail: format!("upload {ur}/{us} received, download {dr}/{ds} received"),
+            evidence: None,
         });
     }
 

@@ -777,11 +777,13 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
             claim: format!("Same object: RR at least as good as LC (within 2%) at {big} hosts, every size (P4 Table 3)"),
             passed: ok_rr_lc,
             detail: detail.join("; "),
+            evidence: None,
         });
         checks.push(Check {
             claim: format!("Same object: LBLC is the worst of rr/lc/lblc/dh at {big} hosts, every size (P4 Table 3)"),
             passed: ok_lblc,
             detail: detail.join("; "),
+            evidence: None,
         });
         let (rr, lc, dh) = (
             get("per-host", "per-host", "rr", big),
@@ -792,6 +794,7 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
             claim: format!("Per-host sizes: LC far ahead (≥ 3×) of RR and DH at {big} hosts (P4 Table 4: 409 vs 41.5 and 37.7)"),
             passed: lc >= 3.0 * rr && lc >= 3.0 * dh,
             detail: format!("lc {} rr {} dh {}", fmt_rate(lc), fmt_rate(rr), fmt_rate(dh)),
+            evidence: None,
         });
         let dh1 = get("same", &s.sizes[0], "dh", 1);
         let dhb = get("same", &s.sizes[0], "dh", big);
@@ -807,6 +810,7 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
                 fmt_rate(dh1),
                 fmt_rate(dhb)
             ),
+            evidence: None,
         });
     }
     let notes = vec![

@@ -601,6 +601,7 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
                 .map(|(p, x)| format!("{p} {x:.1}%"))
                 .collect::<Vec<_>>()
                 .join(", "),
+            evidence: None,
         });
         for s in [256usize, 512] {
             if let Some(r) = get("static_rr", s) {
@@ -608,6 +609,7 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
                     claim: format!("Static RR's idle time rises at {s} B vs 64 B (SOPs cluster on {} of {} threads; P1 §III)", (engines * tpe) / gcd(engines * tpe, (s as u32).div_ceil(block_bytes) as usize), engines * tpe),
                     passed: r.idle_pct > rr64 + 10.0,
                     detail: format!("static_rr idle {rr64:.1}% at 64 B → {:.1}% at {s} B", r.idle_pct),
+                    evidence: None,
                 });
             }
         }
@@ -629,6 +631,7 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
             claim: "Modified FCFS has the most idle time at every size (decision + late hand-off; P1 §III)".into(),
             passed: ok,
             detail: detail.join("; "),
+            evidence: None,
         });
         if sizes.contains(&1500) {
             let rates: Vec<(String, f64)> = compare
@@ -651,6 +654,7 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
                     .map(|(p, x)| format!("{p} {x:.0} Mbit/s"))
                     .collect::<Vec<_>>()
                     .join(", "),
+                evidence: None,
             });
         }
         // The modelling hint: SOPs on N / gcd(N, b) threads under static RR.
@@ -668,6 +672,7 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
             claim: "Static RR puts SOPs on exactly N/gcd(N, b) threads".into(),
             passed: ok,
             detail: detail.join("; "),
+            evidence: None,
         });
     }
     let notes = vec![

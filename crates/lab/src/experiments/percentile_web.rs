@@ -607,26 +607,31 @@ pub fn run(params: &serde_json::Value, seed: u64, out: &Path) -> anyhow::Result<
             claim: "FIFO favours no class: every class's mean response time is within 10% of the others'".into(),
             passed: spread(&fifo_means) <= 0.10,
             detail: format!("FIFO means (ms): {}; spread {:.1}%", ms_list(&fifo_means), 100.0 * spread(&fifo_means)),
+            evidence: None,
         },
         Check {
             claim: "Percentile orders mean response time C0 < C1 < C2 < C3 < C4 (P0 Table 14)".into(),
             passed: ordered,
             detail: format!("Percentile means (ms): {}", ms_list(&pct_means)),
+            evidence: None,
         },
         Check {
             claim: "Percentile: at the end, the attainment S/(N·P) of all classes is within 5% of each other (P0 Table 14: 0.755–0.761)".into(),
             passed: spread(&att) <= 0.05,
             detail: format!("attainment: {}; spread {:.1}%", att.iter().map(|a| format!("{a:.3}")).collect::<Vec<_>>().join(", "), 100.0 * spread(&att)),
+            evidence: None,
         },
         Check {
             claim: "Percentile: no class starves (each keeps ≥ 50% of its FIFO throughput and completes requests in every second)".into(),
             passed: min_share >= 0.5 && max_gap == 0,
             detail: format!("lowest throughput share vs FIFO {:.0}%, longest gap without completions {} s", 100.0 * min_share, max_gap as f64 * p.bin_s),
+            evidence: None,
         },
         Check {
             claim: format!("Strict priority starves the low class C{low} (< 10% of its FIFO throughput)"),
             passed: prio_low_share < 0.10,
             detail: format!("C{low} throughput {:.1}/s vs {:.1}/s with FIFO ({:.1}%), longest gap {:.0} s", prio_tp[low], fifo_tp[low], 100.0 * prio_low_share, prio_low_gap),
+            evidence: None,
         },
     ];
 

@@ -869,11 +869,13 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
                 claim: format!("Strict priority: the low tier's p99 latency grows from {nmin} to {nmax} domains (P2 Fig. 6/7)"),
                 passed: b.quantile_ms(0.99) > a.quantile_ms(0.99),
                 detail: detail.clone(),
+                evidence: None,
             });
             checks.push(Check {
                 claim: format!("Strict priority: the low tier's loss grows from {nmin} to {nmax} domains (P2 §1)"),
                 passed: b.loss_pct() > a.loss_pct(),
                 detail,
+                evidence: None,
             });
         }
     }
@@ -898,11 +900,13 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
             claim: format!("delay_constrained vs strict priority at {nmax} domains: a smaller share of probes above {threshold} ms in the domains P2 measured ({names}; P2 §4.1.3, Fig. 9)"),
             passed: d_m.above_pct < s_m.above_pct,
             detail: format!("{names}: {:.2}% → {:.2}%; all tiers incl. {}: {:.2}% → {:.2}% (per tier {} → {})", s_m.above_pct, d_m.above_pct, tiers[0].name, s_a.above_pct, d_a.above_pct, per_tier(sp, |t| t.share_above_pct(threshold)), per_tier(dc, |t| t.share_above_pct(threshold))),
+            evidence: None,
         });
         checks.push(Check {
             claim: format!("delay_constrained vs strict priority at {nmax} domains: less packet loss overall, of probes and of all packets (P2 abstract, §5)"),
             passed: d_a.loss_pct < s_a.loss_pct && d_a.probe_loss_pct < s_a.probe_loss_pct,
             detail: format!("all packets {:.3}% → {:.3}% (per tier {} → {}); probes {:.3}% → {:.3}%", s_a.loss_pct, d_a.loss_pct, per_tier(sp, TierResult::loss_pct), per_tier(dc, TierResult::loss_pct), s_a.probe_loss_pct, d_a.probe_loss_pct),
+            evidence: None,
         });
         // Fairness (P2 §5): the latency gap between the best and the worst tier shrinks.
         let gap = |r: &[TierResult]| {
@@ -914,6 +918,7 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
             claim: format!("delay_constrained vs strict priority at {nmax} domains: the p99 latency gap between tiers shrinks (fairness, P2 §5)"),
             passed: gap(dc) < gap(sp),
             detail: format!("p99 gap {:.1} ms → {:.1} ms", gap(sp), gap(dc)),
+            evidence: None,
         });
     }
     let mut ok = true;
@@ -933,6 +938,7 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
             claim: "Delay-constrained: no vif is passed over by more round starts than its bitmap allows (bitmap_len + n − 2, the core's proven bound)".into(),
             passed: ok,
             detail: detail.join(", "),
+            evidence: None,
         });
     }
     let load_at = |n: usize| {

@@ -1,0 +1,487 @@
+//! # Units — one grammar for durations, rates and sizes
+//!
+//! Every command-line flag, configuration file, trace and control request of netsched reads
+//! durations, rates and sizes through this module, so `1000bps` means the same thing
+//! everywhere. The grammar follows tc(8) ("PARAMETERS": RATES, TIMES, SIZES), with one
+//! deliberate difference for times, stated below.
+//!
+//! | kind | accepted forms | value |
+//! |---|---|---|
+//! | duration | `250ns` `250us` (`µs`, `usec`) `4ms` (`msec`) `1.5s` (`sec`, `secs`) `2m` (`min`) `1h` | nanoseconds |
+//! | rate | `800kbit` `2.1mbit` `1gbit` `1tbit`, a bare number (bits/s); `bps` `kbps` `mbps` `gbps` `tbps` = **bytes**/s; IEC `kibit` `mibit` `gibit` `kibps` … (×1024) | bits per second |
+//! | size | `1500`, `1500b` (bytes); `k`/`kb` `m`/`mb` `g`/`gb` (×1024, bytes); `kbit` `mbit` `gbit` (×1024, bits ÷ 8) | bytes |
+//!
+//! - **`bit` means bits/s and `bps` means bytes/s**, as in tc(8): `1000bps` is 8000 bit/s.
+//! - Units are case-insensitive, and a space between number and unit is allowed (`4 ms`).
+//! - **A bare number is refused as a duration** (except `0`): tc(8) reads it as microseconds,
+//!   other tools as seconds, and a wrong guess is off by a factor of a million.
+//! - Sizes use 1024 multipliers, as tc(8) does ("kb or k: Kilobytes" is 1024 bytes in
+//!   iproute2's `get_size`); rates use SI (1000) multipliers unless an IEC prefix is given.
+//! - Every value is range-checked where it enters: negative, non-finite and out-of-range input
+//!   is an error naming the text, the bound, and the accepted forms — nothing saturates or wraps.
+//!
+//! Cost: parsing is a few hundred nanoseconds; nothing here is on a packet path.
+
+use crate::Nanos;
+use core::fmt;
+
+/// What kind of quantity was being read (for error messages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quantity {
+    Duration,
+    Rate,
+    Size,
+}
+
+impl Quantity {
+    fn name(self) -> &'static str {
+        match self {
+            Quantity::Duration => "duration",
+            Quantity::Rate => "rate",
+            Quantity::Size => "size",
+        }
+    }
+
+    /// The accepted forms, as shown in every error.
+    pub fn forms(self) -> &'static str {
+        match self {
+            Quantity::Duration => "e.g. 250us, 4ms, 1.5s, 2m (units ns, us, ms, s, m, h)",
+            Quantity::Rate => {
+                "e.g. 800kbit, 2.1mbit, 1gbit (bits/s), or 100kbps (bytes/s, as in tc(8))"
+            }
+            Quantity::Size => "e.g. 1500, 1500b, 64k, 1m (bytes; k/m/g are ×1024 as in tc(8))",
+        }
+    }
+}
+
+/// Why a text is not a valid quantity.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Problem {
+    Empty,
+    NotANumber,
+    /// A bare number where a unit is required (durations).
+    MissingUnit,
+    UnknownUnit(String),
+    Negative,
+    NotFinite,
+    /// Outside `[min, max]`, both given in the quantity's display form.
+    OutOfRange {
+        min: String,
+        max: String,
+    },
+}
+
+/// A duration, rate or size that could not be read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnitError {
+    pub quantity: Quantity,
+    pub text: String,
+    pub problem: Problem,
+}
+
+impl fmt::Display for UnitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let q = self.quantity.name();
+        let t = &self.text;
+        match &self.problem {
+            Problem::Empty => write!(f, "{q} is empty"),
+            Problem::NotANumber => write!(f, "{q} `{t}`: not a number"),
+            Problem::MissingUnit => write!(f, "{q} `{t}`: needs a unit"),
+            Problem::UnknownUnit(u) => write!(f, "{q} `{t}`: unknown unit `{u}`"),
+            Problem::Negative => write!(f, "{q} `{t}`: must not be negative"),
+            Problem::NotFinite => write!(f, "{q} `{t}`: not a finite number"),
+            Problem::OutOfRange { min, max } => {
+                write!(f, "{q} `{t}`: must be between {min} and {max}")
+            }
+        }?;
+        write!(f, " ({})", self.quantity.forms())
+    }
+}
+
+impl std::error::Error for UnitError {}
+
+/// The largest duration any netsched input accepts: 30 days. Callers narrow it further.
+pub const MAX_DURATION: Nanos = 30 * 24 * 3600 * 1_000_000_000;
+/// The largest rate any netsched input accepts: 10 Tbit/s. Callers narrow it further.
+pub const MAX_RATE_BITS: u64 = 10_000_000_000_000;
+/// The largest size any netsched input accepts: 1 TiB. Callers narrow it further.
+pub const MAX_SIZE_BYTES: u64 = 1 << 40;
+
+fn split_number(text: &str) -> (&str, &str) {
+    let t = text.trim();
+    let at = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e'))
+        .unwrap_or(t.len());
+    // An `e` that is not followed by a digit or sign starts a unit, not an exponent.
+    let mut at = at;
+    if let Some(pos) = t[..at].find('e') {
+        let rest = &t[pos + 1..];
+        if !rest.starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '+') {
+            at = pos;
+        }
+    }
+    (t[..at].trim(), t[at..].trim())
+}
+
+fn number(q: Quantity, text: &str, num: &str) -> Result<f64, UnitError> {
+    let err = |problem| UnitError {
+        quantity: q,
+        text: text.trim().to_string(),
+        problem,
+    };
+    if text.trim().is_empty() {
+        return Err(err(Problem::Empty));
+    }
+    if num.is_empty() {
+        return Err(err(Problem::NotANumber));
+    }
+    let v: f64 = num.parse().map_err(|_| err(Problem::NotANumber))?;
+    if !v.is_finite() {
+        return Err(err(Problem::NotFinite));
+    }
+    if v < 0.0 {
+        return Err(err(Problem::Negative));
+    }
+    Ok(v)
+}
+
+fn scaled(
+    q: Quantity,
+    text: &str,
+    v: f64,
+    mult: f64,
+    max: u64,
+    show: fn(u64) -> String,
+) -> Result<u64, UnitError> {
+    let x = v * mult;
+    if !x.is_finite() || x > max as f64 {
+        return Err(UnitError {
+            quantity: q,
+            text: text.trim().to_string(),
+            problem: Problem::OutOfRange {
+                min: show(0),
+                max: show(max),
+            },
+        });
+    }
+    Ok(x.round() as u64)
+}
+
+/// Read a duration (`4ms`, `1.5s`, `0`) into nanoseconds, at most [`MAX_DURATION`].
+pub fn parse_duration(text: &str) -> Result<Nanos, UnitError> {
+    let (num, unit) = split_number(text);
+    let v = number(Quantity::Duration, text, num)?;
+    let unit_l = unit.to_ascii_lowercase();
+    let mult = match unit_l.as_str() {
+        "ns" | "nsec" | "nsecs" => 1.0,
+        "us" | "µs" | "usec" | "usecs" => 1e3,
+        "ms" | "msec" | "msecs" => 1e6,
+        "s" | "sec" | "secs" => 1e9,
+        "m" | "min" | "mins" => 60e9,
+        "h" | "hour" | "hours" => 3600e9,
+        "" if v == 0.0 => 0.0,
+        "" => {
+            return Err(UnitError {
+                quantity: Quantity::Duration,
+                text: text.trim().to_string(),
+                problem: Problem::MissingUnit,
+            })
+        }
+        _ => {
+            return Err(UnitError {
+                quantity: Quantity::Duration,
+                text: text.trim().to_string(),
+                problem: Problem::UnknownUnit(unit.to_string()),
+            })
+        }
+    };
+    scaled(
+        Quantity::Duration,
+        text,
+        v,
+        mult,
+        MAX_DURATION,
+        format_duration,
+    )
+}
+
+/// Read a rate (`800kbit`, `100kbps`, `1000000`) into bits per second, at most [`MAX_RATE_BITS`].
+pub fn parse_rate(text: &str) -> Result<u64, UnitError> {
+    let (num, unit) = split_number(text);
+    let v = number(Quantity::Rate, text, num)?;
+    let unit_l = unit.to_ascii_lowercase();
+    let (prefix, base) = if let Some(p) = unit_l.strip_suffix("bit") {
+        (p, 1.0)
+    } else if let Some(p) = unit_l.strip_suffix("bps") {
+        (p, 8.0)
+    } else if unit_l.is_empty() {
+        ("", 1.0)
+    } else {
+        return Err(UnitError {
+            quantity: Quantity::Rate,
+            text: text.trim().to_string(),
+            problem: Problem::UnknownUnit(unit.to_string()),
+        });
+    };
+    let mult = match prefix {
+        "" => 1.0,
+        "k" => 1e3,
+        "m" => 1e6,
+        "g" => 1e9,
+        "t" => 1e12,
+        "ki" => 1024.0,
+        "mi" => 1024.0 * 1024.0,
+        "gi" => 1024.0 * 1024.0 * 1024.0,
+        "ti" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => {
+            return Err(UnitError {
+                quantity: Quantity::Rate,
+                text: text.trim().to_string(),
+                problem: Problem::UnknownUnit(unit.to_string()),
+            })
+        }
+    };
+    scaled(
+        Quantity::Rate,
+        text,
+        v,
+        mult * base,
+        MAX_RATE_BITS,
+        format_rate,
+    )
+}
+
+/// Read a size (`1500`, `64k`, `1mb`) into bytes, at most [`MAX_SIZE_BYTES`].
+pub fn parse_size(text: &str) -> Result<u64, UnitError> {
+    let (num, unit) = split_number(text);
+    let v = number(Quantity::Size, text, num)?;
+    let unit_l = unit.to_ascii_lowercase();
+    let mult = match unit_l.as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1024.0,
+        "m" | "mb" => 1024.0 * 1024.0,
+        "g" | "gb" => 1024.0 * 1024.0 * 1024.0,
+        "kbit" => 1024.0 / 8.0,
+        "mbit" => 1024.0 * 1024.0 / 8.0,
+        "gbit" => 1024.0 * 1024.0 * 1024.0 / 8.0,
+        _ => {
+            return Err(UnitError {
+                quantity: Quantity::Size,
+                text: text.trim().to_string(),
+                problem: Problem::UnknownUnit(unit.to_string()),
+            })
+        }
+    };
+    scaled(Quantity::Size, text, v, mult, MAX_SIZE_BYTES, format_size)
+}
+
+fn check_range(
+    q: Quantity,
+    text: &str,
+    v: u64,
+    min: u64,
+    max: u64,
+    show: fn(u64) -> String,
+) -> Result<u64, UnitError> {
+    if v < min || v > max {
+        return Err(UnitError {
+            quantity: q,
+            text: text.trim().to_string(),
+            problem: Problem::OutOfRange {
+                min: show(min),
+                max: show(max),
+            },
+        });
+    }
+    Ok(v)
+}
+
+/// [`parse_duration`], then require `min ..= max` nanoseconds.
+pub fn parse_duration_in(text: &str, min: Nanos, max: Nanos) -> Result<Nanos, UnitError> {
+    let v = parse_duration(text)?;
+    check_range(Quantity::Duration, text, v, min, max, format_duration)
+}
+
+/// [`parse_rate`], then require `min ..= max` bits/s.
+pub fn parse_rate_in(text: &str, min: u64, max: u64) -> Result<u64, UnitError> {
+    let v = parse_rate(text)?;
+    check_range(Quantity::Rate, text, v, min, max, format_rate)
+}
+
+/// [`parse_size`], then require `min ..= max` bytes.
+pub fn parse_size_in(text: &str, min: u64, max: u64) -> Result<u64, UnitError> {
+    let v = parse_size(text)?;
+    check_range(Quantity::Size, text, v, min, max, format_size)
+}
+
+/// A duration in the shortest exact-enough form: `1.5s`, `4ms`, `250us`, `12ns`.
+pub fn format_duration(ns: Nanos) -> String {
+    fn trim(v: f64) -> String {
+        let s = format!("{v:.3}");
+        let s = s.trim_end_matches('0').trim_end_matches('.');
+        s.to_string()
+    }
+    if ns == 0 {
+        "0s".to_string()
+    } else if ns >= 3_600_000_000_000 && ns.is_multiple_of(3_600_000_000_000) {
+        format!("{}h", ns / 3_600_000_000_000)
+    } else if ns >= 1_000_000_000 {
+        format!("{}s", trim(ns as f64 / 1e9))
+    } else if ns >= 1_000_000 {
+        format!("{}ms", trim(ns as f64 / 1e6))
+    } else if ns >= 1_000 {
+        format!("{}us", trim(ns as f64 / 1e3))
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+/// A rate in bits/s with an SI prefix: `800kbit`, `2.1mbit`.
+pub fn format_rate(bits: u64) -> String {
+    let v = bits as f64;
+    let (x, u) = if bits >= 1_000_000_000_000 {
+        (v / 1e12, "tbit")
+    } else if bits >= 1_000_000_000 {
+        (v / 1e9, "gbit")
+    } else if bits >= 1_000_000 {
+        (v / 1e6, "mbit")
+    } else if bits >= 1_000 {
+        (v / 1e3, "kbit")
+    } else {
+        (v, "bit")
+    };
+    let s = format!("{x:.3}");
+    format!("{}{u}", s.trim_end_matches('0').trim_end_matches('.'))
+}
+
+/// A size in bytes: `1500b`, `64k` when a whole multiple of 1024.
+pub fn format_size(bytes: u64) -> String {
+    const K: u64 = 1024;
+    if bytes >= K * K * K && bytes.is_multiple_of(K * K * K) {
+        format!("{}g", bytes / (K * K * K))
+    } else if bytes >= K * K && bytes.is_multiple_of(K * K) {
+        format!("{}m", bytes / (K * K))
+    } else if bytes >= K && bytes.is_multiple_of(K) {
+        format!("{}k", bytes / K)
+    } else {
+        format!("{bytes}b")
+    }
+}
+
+/// Serde adapters for configuration files: a duration, rate or size written as a string in this
+/// grammar (`deadline = "4ms"`), e.g. `#[serde(deserialize_with = "units::serde_duration")]`.
+pub fn serde_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Nanos, D::Error> {
+    let s: std::borrow::Cow<'de, str> = serde::Deserialize::deserialize(d)?;
+    parse_duration(&s).map_err(serde::de::Error::custom)
+}
+
+/// See [`serde_duration`]; a rate in bits/s.
+pub fn serde_rate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let s: std::borrow::Cow<'de, str> = serde::Deserialize::deserialize(d)?;
+    parse_rate(&s).map_err(serde::de::Error::custom)
+}
+
+/// See [`serde_duration`]; a size in bytes.
+pub fn serde_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let s: std::borrow::Cow<'de, str> = serde::Deserialize::deserialize(d)?;
+    parse_size(&s).map_err(serde::de::Error::custom)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_follow_one_grammar() {
+        assert_eq!(parse_duration("4ms"), Ok(4_000_000));
+        assert_eq!(parse_duration(" 1.5s "), Ok(1_500_000_000));
+        assert_eq!(parse_duration("250us"), Ok(250_000));
+        assert_eq!(parse_duration("250µs"), Ok(250_000));
+        assert_eq!(parse_duration("2 m"), Ok(120_000_000_000));
+        assert_eq!(parse_duration("10msec"), Ok(10_000_000));
+        assert_eq!(parse_duration("1h"), Ok(3_600_000_000_000));
+        assert_eq!(parse_duration("0"), Ok(0));
+        assert_eq!(parse_duration("1e3us"), Ok(1_000_000));
+        let e = parse_duration("10").unwrap_err();
+        assert_eq!(e.problem, Problem::MissingUnit);
+        assert!(e.to_string().contains("4ms"), "{e}");
+        assert_eq!(parse_duration("").unwrap_err().problem, Problem::Empty);
+        assert_eq!(
+            parse_duration("-1s").unwrap_err().problem,
+            Problem::Negative
+        );
+        assert_eq!(
+            parse_duration("ms").unwrap_err().problem,
+            Problem::NotANumber
+        );
+        assert!(matches!(
+            parse_duration("3 fortnights").unwrap_err().problem,
+            Problem::UnknownUnit(_)
+        ));
+        assert!(matches!(
+            parse_duration("1e300s").unwrap_err().problem,
+            Problem::OutOfRange { .. }
+        ));
+        assert!(matches!(
+            parse_duration("99999999999999s").unwrap_err().problem,
+            Problem::OutOfRange { .. }
+        ));
+        assert_eq!(
+            parse_duration("NaNs").unwrap_err().problem,
+            Problem::NotANumber
+        );
+        assert_eq!(
+            parse_duration("infs").unwrap_err().problem,
+            Problem::NotANumber
+        );
+    }
+
+    #[test]
+    fn rates_follow_tc_bit_is_bits_bps_is_bytes() {
+        assert_eq!(parse_rate("800kbit"), Ok(800_000));
+        assert_eq!(parse_rate("2.1mbit"), Ok(2_100_000));
+        assert_eq!(parse_rate("1gbit"), Ok(1_000_000_000));
+        assert_eq!(parse_rate("1000"), Ok(1000));
+        assert_eq!(parse_rate("1000bit"), Ok(1000));
+        // tc(8): "bps  Bytes per second".
+        assert_eq!(parse_rate("1000bps"), Ok(8000));
+        assert_eq!(parse_rate("100kbps"), Ok(800_000));
+        assert_eq!(parse_rate("1kibit"), Ok(1024));
+        assert_eq!(parse_rate("1MBIT"), Ok(1_000_000));
+        assert!(matches!(
+            parse_rate("5furlongs").unwrap_err().problem,
+            Problem::UnknownUnit(_)
+        ));
+        assert!(matches!(
+            parse_rate("1e30bit").unwrap_err().problem,
+            Problem::OutOfRange { .. }
+        ));
+        assert!(parse_rate_in("4bit", 8, 1000).is_err());
+        assert_eq!(parse_rate_in("8bit", 8, 1000), Ok(8));
+    }
+
+    #[test]
+    fn sizes_follow_tc_with_1024_multipliers() {
+        assert_eq!(parse_size("1500"), Ok(1500));
+        assert_eq!(parse_size("1500b"), Ok(1500));
+        assert_eq!(parse_size("64k"), Ok(65_536));
+        assert_eq!(parse_size("64kb"), Ok(65_536));
+        assert_eq!(parse_size("1m"), Ok(1 << 20));
+        assert_eq!(parse_size("8kbit"), Ok(1024));
+        assert!(parse_size("2tb").is_err());
+        assert!(parse_size_in("100", 200, 300).is_err());
+    }
+
+    #[test]
+    fn formats_read_back_to_the_same_value() {
+        for ns in [0, 12, 250_000, 4_000_000, 1_500_000_000, 7_200_000_000_000] {
+            assert_eq!(parse_duration(&format_duration(ns)), Ok(ns), "{ns}");
+        }
+        for b in [8, 800_000, 2_100_000, 1_000_000_000] {
+            assert_eq!(parse_rate(&format_rate(b)), Ok(b), "{b}");
+        }
+        for s in [1, 1500, 65_536, 1 << 20] {
+            assert_eq!(parse_size(&format_size(s)), Ok(s), "{s}");
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Private temporary folders for real runs (nginx configs, logs, sockets): created fresh with
+//! `mkdtemp(3)` semantics — a new name, mode 0700, never an existing folder or a symlink — and
+//! removed with everything in it when dropped. A predictable `/tmp/netsched-<tag>` that another
+//! user could create first (or point elsewhere with a symlink) is never used.
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+
+/// A folder this run created, removed when dropped.
+#[derive(Debug)]
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    /// A new folder `<system temp>/netsched-<label>-XXXXXX`. `label` keeps only `[A-Za-z0-9_-]`.
+    pub fn new(label: &str) -> Result<Self> {
+        Self::new_in(&std::env::temp_dir(), label)
+    }
+
+    /// A new folder `<parent>/netsched-<label>-XXXXXX`.
+    pub fn new_in(parent: &Path, label: &str) -> Result<Self> {
+        let label: String = label
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+            .take(32)
+            .collect();
+        let template = parent.join(format!("netsched-{label}-XXXXXX"));
+        let mut bytes = template
+            .to_str()
+            .context("temporary folder path is not UTF-8")?
+            .as_bytes()
+            .to_vec();
+        if bytes.contains(&0) {
+            bail!("temporary folder path contains a NUL byte");
+        }
+        bytes.push(0);
+        // SAFETY: `bytes` is a NUL-terminated, writable template ending in XXXXXX; mkdtemp
+        // replaces the Xs in place and creates the folder with mode 0700, failing if it exists.
+        let r = unsafe { libc::mkdtemp(bytes.as_mut_ptr() as *mut libc::c_char) };
+        if r.is_null() {
+            bail!(
+                "cannot create a temporary folder under {}: {}",
+                parent.display(),
+                std::io::Error::last_os_error()
+            );
+        }
+        bytes.pop();
+        let path = PathBuf::from(String::from_utf8(bytes).context("mkdtemp returned non-UTF-8")?);
+        Ok(Self { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Create a new file inside the folder, refusing to follow or replace anything already
+    /// there (`O_CREAT | O_EXCL`, so a planted symlink is an error, not a redirect).
+    pub fn create_file(&self, name: &str, contents: &[u8]) -> Result<PathBuf> {
+        use std::io::Write;
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            bail!("temporary file name {name:?}: must be a plain file name");
+        }
+        let p = self.path.join(name);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&p)
+            .with_context(|| format!("creating {}", p.display()))?;
+        f.write_all(contents)
+            .with_context(|| format!("writing {}", p.display()))?;
+        Ok(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                eprintln!("cannot remove {}: {e}", self.path.display());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_dirs_are_fresh_private_and_removed() {
+        let p;
+        {
+            let a = TempDir::new("t/../x").unwrap();
+            let b = TempDir::new("t/../x").unwrap();
+            assert_ne!(a.path(), b.path());
+            p = a.path().to_path_buf();
+            assert!(p
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("netsched-tx-"));
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700);
+            a.create_file("nginx.conf", b"x").unwrap();
+            // A second create of the same name is refused (no overwrite, no symlink follow).
+            assert!(a.create_file("nginx.conf", b"y").is_err());
+            std::os::unix::fs::symlink("/etc/passwd", a.path().join("link")).unwrap();
+            assert!(a.create_file("link", b"y").is_err());
+            assert!(a.create_file("../escape", b"y").is_err());
+        }
+        assert!(!p.exists());
+    }
+}
