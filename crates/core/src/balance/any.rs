@@ -85,26 +85,54 @@ pub enum BalancerConfig {
     LeastRequest {},
 }
 
+crate::kinds::kinds! {
+    /// Every balancer kind, named as `kind = "..."` reads it. Adding a [`BalancerConfig`]
+    /// variant fails to compile until it has a kind here, and a kind fails to compile until
+    /// the property tests and benches (exhaustive matches over `BalancerKind`) cover it.
+    pub enum BalancerKind {
+        Rr => "rr",
+        Wrr => "wrr",
+        Lc => "lc",
+        Wlc => "wlc",
+        Sed => "sed",
+        Nq => "nq",
+        Fo => "fo",
+        Ovf => "ovf",
+        Lblc => "lblc",
+        Lblcr => "lblcr",
+        Dh => "dh",
+        Sh => "sh",
+        Mh => "mh",
+        Twos => "twos",
+        LeastRequest => "least_request",
+    }
+}
+
 impl BalancerConfig {
+    /// Which kind this is.
+    pub fn kind(&self) -> BalancerKind {
+        match self {
+            BalancerConfig::Rr {} => BalancerKind::Rr,
+            BalancerConfig::Wrr {} => BalancerKind::Wrr,
+            BalancerConfig::Lc {} => BalancerKind::Lc,
+            BalancerConfig::Wlc {} => BalancerKind::Wlc,
+            BalancerConfig::Sed {} => BalancerKind::Sed,
+            BalancerConfig::Nq {} => BalancerKind::Nq,
+            BalancerConfig::Fo {} => BalancerKind::Fo,
+            BalancerConfig::Ovf {} => BalancerKind::Ovf,
+            BalancerConfig::Lblc { .. } => BalancerKind::Lblc,
+            BalancerConfig::Lblcr { .. } => BalancerKind::Lblcr,
+            BalancerConfig::Dh { .. } => BalancerKind::Dh,
+            BalancerConfig::Sh { .. } => BalancerKind::Sh,
+            BalancerConfig::Mh { .. } => BalancerKind::Mh,
+            BalancerConfig::Twos {} => BalancerKind::Twos,
+            BalancerConfig::LeastRequest {} => BalancerKind::LeastRequest,
+        }
+    }
+
     /// The scheduler name (`kind`).
     pub fn name(&self) -> &'static str {
-        match self {
-            BalancerConfig::Rr {} => "rr",
-            BalancerConfig::Wrr {} => "wrr",
-            BalancerConfig::Lc {} => "lc",
-            BalancerConfig::Wlc {} => "wlc",
-            BalancerConfig::Sed {} => "sed",
-            BalancerConfig::Nq {} => "nq",
-            BalancerConfig::Fo {} => "fo",
-            BalancerConfig::Ovf {} => "ovf",
-            BalancerConfig::Lblc { .. } => "lblc",
-            BalancerConfig::Lblcr { .. } => "lblcr",
-            BalancerConfig::Dh { .. } => "dh",
-            BalancerConfig::Sh { .. } => "sh",
-            BalancerConfig::Mh { .. } => "mh",
-            BalancerConfig::Twos {} => "twos",
-            BalancerConfig::LeastRequest {} => "least_request",
-        }
+        self.kind().name()
     }
 
     /// Build the balancer. Randomised balancers take an independent stream split from `rng`
@@ -269,6 +297,24 @@ mod tests {
         );
         let c: BalancerConfig = serde_json::from_str(r#"{"kind":"least_request"}"#).unwrap();
         assert_eq!(c.name(), "least_request");
+    }
+
+    /// The one list of kinds agrees with the serde names: every kind's name parses to a
+    /// config of that kind, and every default config's kind is listed once.
+    #[test]
+    fn kinds_match_serde_names() {
+        for &k in BalancerKind::ALL {
+            let c: BalancerConfig =
+                serde_json::from_str(&format!(r#"{{"kind":"{}"}}"#, k.name())).unwrap();
+            assert_eq!(c.kind(), k);
+            assert_eq!(BalancerKind::from_name(k.name()), Some(k));
+        }
+        let kinds: Vec<BalancerKind> = BalancerConfig::all_defaults()
+            .iter()
+            .map(|c| c.kind())
+            .collect();
+        assert_eq!(kinds, BalancerKind::ALL);
+        assert_eq!(BalancerKind::from_name("p2c"), None);
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub mod maglev;
 pub mod random;
 pub mod rr;
 
-pub use any::{AnyBalancer, BalancerConfig};
+pub use any::{AnyBalancer, BalancerConfig, BalancerKind};
 
 /// Identity of a real server, chosen by the engine (stable across table changes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -196,7 +196,41 @@ pub enum DispatchConfig {
     WorkStealing {},
 }
 
+crate::kinds::kinds! {
+    /// Every dispatch policy kind, named as `kind = "..."` reads it; see
+    /// [`crate::qdisc::QdiscKind`] for how it forces coverage.
+    pub enum DispatchKind {
+        StaticRr => "static_rr",
+        ModifiedRr => "modified_rr",
+        Fcfs => "fcfs",
+        ModifiedFcfs => "modified_fcfs",
+        WorkStealing => "work_stealing",
+    }
+}
+
 impl DispatchConfig {
+    /// Which kind this is.
+    pub fn kind(&self) -> DispatchKind {
+        match self {
+            DispatchConfig::StaticRr {} => DispatchKind::StaticRr,
+            DispatchConfig::ModifiedRr {} => DispatchKind::ModifiedRr,
+            DispatchConfig::Fcfs {} => DispatchKind::Fcfs,
+            DispatchConfig::ModifiedFcfs {} => DispatchKind::ModifiedFcfs,
+            DispatchConfig::WorkStealing {} => DispatchKind::WorkStealing,
+        }
+    }
+
+    /// The configuration of `kind` (every kind has one, with no options today).
+    pub fn of_kind(kind: DispatchKind) -> DispatchConfig {
+        match kind {
+            DispatchKind::StaticRr => DispatchConfig::StaticRr {},
+            DispatchKind::ModifiedRr => DispatchConfig::ModifiedRr {},
+            DispatchKind::Fcfs => DispatchConfig::Fcfs {},
+            DispatchKind::ModifiedFcfs => DispatchConfig::ModifiedFcfs {},
+            DispatchKind::WorkStealing => DispatchConfig::WorkStealing {},
+        }
+    }
+
     /// Build the policy. (No field can be wrong today; `Result` keeps the shape of the
     /// other `build`s.)
     pub fn build(&self) -> Result<AnyDispatch, String> {
@@ -222,12 +256,17 @@ pub enum AnyDispatch {
 
 impl AnyDispatch {
     pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+
+    /// Which kind this is.
+    pub fn kind(&self) -> DispatchKind {
         match self {
-            AnyDispatch::StaticRr(_) => "static_rr",
-            AnyDispatch::ModifiedRr(_) => "modified_rr",
-            AnyDispatch::Fcfs(_) => "fcfs",
-            AnyDispatch::ModifiedFcfs(_) => "modified_fcfs",
-            AnyDispatch::WorkStealing(_) => "work_stealing",
+            AnyDispatch::StaticRr(_) => DispatchKind::StaticRr,
+            AnyDispatch::ModifiedRr(_) => DispatchKind::ModifiedRr,
+            AnyDispatch::Fcfs(_) => DispatchKind::Fcfs,
+            AnyDispatch::ModifiedFcfs(_) => DispatchKind::ModifiedFcfs,
+            AnyDispatch::WorkStealing(_) => DispatchKind::WorkStealing,
         }
     }
 }

@@ -90,7 +90,38 @@ fn default_batch() -> usize {
     238
 }
 
+crate::kinds::kinds! {
+    /// Every discipline kind, named as `kind = "..."` reads it. Adding a [`QdiscConfig`]
+    /// variant fails to compile until it has a kind here ([`QdiscConfig::kind`]), and a kind
+    /// fails to compile until the property tests (`tests/qdisc_props.rs`) and the benches
+    /// (`benches/core.rs`) map it to a configuration by exhaustive `match`.
+    pub enum QdiscKind {
+        Fifo => "fifo",
+        StrictPriority => "strict_priority",
+        Drr => "drr",
+        Wf2qPlus => "wf2q_plus",
+        Edf => "edf",
+        AckSeparation => "ack_separation",
+        Percentile => "percentile",
+        DelayConstrained => "delay_constrained",
+    }
+}
+
 impl QdiscConfig {
+    /// Which kind this is.
+    pub fn kind(&self) -> QdiscKind {
+        match self {
+            QdiscConfig::Fifo { .. } => QdiscKind::Fifo,
+            QdiscConfig::StrictPriority { .. } => QdiscKind::StrictPriority,
+            QdiscConfig::Drr { .. } => QdiscKind::Drr,
+            QdiscConfig::Wf2qPlus { .. } => QdiscKind::Wf2qPlus,
+            QdiscConfig::Edf { .. } => QdiscKind::Edf,
+            QdiscConfig::AckSeparation { .. } => QdiscKind::AckSeparation,
+            QdiscConfig::Percentile { .. } => QdiscKind::Percentile,
+            QdiscConfig::DelayConstrained { .. } => QdiscKind::DelayConstrained,
+        }
+    }
+
     /// Build the discipline. `Err` names the field that is wrong.
     pub fn build<T: Packet>(&self) -> Result<AnyQdisc<T>, String> {
         Ok(match self {

@@ -28,7 +28,7 @@ pub mod fifo;
 pub mod percentile;
 pub mod prio;
 pub mod wf2q;
-pub use any::{AnyQdisc, QdiscConfig};
+pub use any::{AnyQdisc, QdiscConfig, QdiscKind};
 
 /// Index of a class (band, interface, client class) inside a discipline. Class 0 is the
 /// first configured class; disciplines document whether lower means more important.
