@@ -11,7 +11,7 @@ use super::locality::{
 use super::maglev::{Maglev, DEFAULT_TABLE_SIZE};
 use super::random::{LeastRequestP2c, TwoChoices};
 use super::rr::{RoundRobin, WeightedRoundRobin};
-use super::{Balancer, FlowKey, ServerId, ServerTable};
+use super::{Balancer, BalancerConfigError, FlowKey, ServerId, ServerTable};
 use crate::rng::SplitMix64;
 use crate::{Nanos, MS};
 use serde::{Deserialize, Serialize};
@@ -137,13 +137,21 @@ impl BalancerConfig {
 
     /// Build the balancer. Randomised balancers take an independent stream split from `rng`
     /// (the others leave it untouched). `Err` names the field that is wrong.
-    pub fn build(&self, rng: &mut SplitMix64) -> Result<AnyBalancer, String> {
-        let expiration = |ms: u64| -> Result<Nanos, String> {
+    pub fn build(&self, rng: &mut SplitMix64) -> Result<AnyBalancer, BalancerConfigError> {
+        let expiration = |ms: u64| -> Result<Nanos, BalancerConfigError> {
             if ms == 0 {
-                return Err("expiration_ms: must be at least 1".into());
+                return Err(BalancerConfigError::TooSmall {
+                    field: "expiration_ms",
+                    min: 1,
+                });
             }
             ms.checked_mul(MS)
-                .ok_or_else(|| format!("expiration_ms: {ms} is too large"))
+                .ok_or(BalancerConfigError::OutOfRange {
+                    field: "expiration_ms",
+                    value: ms,
+                    min: 1,
+                    max: u64::MAX / MS,
+                })
         };
         Ok(match self {
             BalancerConfig::Rr {} => AnyBalancer::Rr(RoundRobin::new()),
@@ -160,7 +168,10 @@ impl BalancerConfig {
                 active_weight,
             } => {
                 if *active_weight == 0 {
-                    return Err("active_weight: 0 is not ≥ 1".to_string());
+                    return Err(BalancerConfigError::TooSmall {
+                        field: "active_weight",
+                        min: 1,
+                    });
                 }
                 AnyBalancer::Lblc(
                     LocalityLeastConn::new(expiration(*expiration_ms)?, *max_entries)
@@ -194,42 +205,51 @@ impl BalancerConfig {
         })
     }
 
-    /// One default configuration of every kind (benches, docs, tests).
-    pub fn all_defaults() -> Vec<BalancerConfig> {
-        vec![
-            BalancerConfig::Rr {},
-            BalancerConfig::Wrr {},
-            BalancerConfig::Lc {},
-            BalancerConfig::Wlc {},
-            BalancerConfig::Sed {},
-            BalancerConfig::Nq {},
-            BalancerConfig::Fo {},
-            BalancerConfig::Ovf {},
-            BalancerConfig::Lblc {
+    /// The default configuration of `kind` (exhaustive: a new kind needs one).
+    pub fn default_of(kind: BalancerKind) -> BalancerConfig {
+        match kind {
+            BalancerKind::Rr => BalancerConfig::Rr {},
+            BalancerKind::Wrr => BalancerConfig::Wrr {},
+            BalancerKind::Lc => BalancerConfig::Lc {},
+            BalancerKind::Wlc => BalancerConfig::Wlc {},
+            BalancerKind::Sed => BalancerConfig::Sed {},
+            BalancerKind::Nq => BalancerConfig::Nq {},
+            BalancerKind::Fo => BalancerConfig::Fo {},
+            BalancerKind::Ovf => BalancerConfig::Ovf {},
+            BalancerKind::Lblc => BalancerConfig::Lblc {
                 expiration_ms: default_expiration_ms(),
                 max_entries: DEFAULT_MAX_ENTRIES,
                 active_weight: default_active_weight(),
             },
-            BalancerConfig::Lblcr {
+            BalancerKind::Lblcr => BalancerConfig::Lblcr {
                 expiration_ms: default_expiration_ms(),
                 max_entries: DEFAULT_MAX_ENTRIES,
             },
-            BalancerConfig::Dh {
+            BalancerKind::Dh => BalancerConfig::Dh {
                 table_bits: DEFAULT_TABLE_BITS,
             },
-            BalancerConfig::Sh {
+            BalancerKind::Sh => BalancerConfig::Sh {
                 table_bits: DEFAULT_TABLE_BITS,
                 fallback: false,
                 use_port: false,
             },
-            BalancerConfig::Mh {
+            BalancerKind::Mh => BalancerConfig::Mh {
                 table_size: DEFAULT_TABLE_SIZE,
                 fallback: false,
                 use_port: false,
             },
-            BalancerConfig::Twos {},
-            BalancerConfig::LeastRequest {},
-        ]
+            BalancerKind::Twos => BalancerConfig::Twos {},
+            BalancerKind::LeastRequest => BalancerConfig::LeastRequest {},
+        }
+    }
+
+    /// One default configuration of every kind, in [`BalancerKind::ALL`] order (benches,
+    /// docs, property tests), so they cover every kind by construction.
+    pub fn all_defaults() -> Vec<BalancerConfig> {
+        BalancerKind::ALL
+            .iter()
+            .map(|&k| BalancerConfig::default_of(k))
+            .collect()
     }
 }
 
@@ -335,7 +355,13 @@ mod tests {
         }
         .build(&mut r)
         .unwrap_err();
-        assert!(e.contains("table_size"), "{e}");
+        assert_eq!(
+            e,
+            BalancerConfigError::NotPrime {
+                field: "table_size",
+                value: 1000
+            }
+        );
         let e = BalancerConfig::Lblc {
             expiration_ms: 1,
             max_entries: 1,
@@ -343,7 +369,13 @@ mod tests {
         }
         .build(&mut r)
         .unwrap_err();
-        assert!(e.contains("active_weight"), "{e}");
+        assert_eq!(
+            e,
+            BalancerConfigError::TooSmall {
+                field: "active_weight",
+                min: 1
+            }
+        );
         let e = BalancerConfig::Lblc {
             expiration_ms: 0,
             max_entries: 1,
@@ -351,7 +383,18 @@ mod tests {
         }
         .build(&mut r)
         .unwrap_err();
-        assert!(e.contains("expiration_ms"), "{e}");
+        assert_eq!(e.field(), "expiration_ms");
+        assert!(matches!(e, BalancerConfigError::TooSmall { min: 1, .. }));
+        let e = BalancerConfig::Lblcr {
+            expiration_ms: u64::MAX,
+            max_entries: 1,
+        }
+        .build(&mut r)
+        .unwrap_err();
+        assert!(
+            matches!(e, BalancerConfigError::OutOfRange { field: "expiration_ms", value, .. } if value == u64::MAX),
+            "{e:?}"
+        );
     }
 
     /// Every kind builds, round-trips through JSON, picks an available server, never a

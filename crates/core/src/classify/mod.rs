@@ -11,9 +11,11 @@
 //!   pure ACK), first match wins, like a `tc filter` list or an iptables chain.
 
 mod cidr;
+mod error;
 mod rules;
 
 pub use cidr::{AddressField, Cidr, CidrEntryConfig, CidrTable, CidrTableConfig};
+pub use error::{CidrError, ClassifierConfigError, PortRangeError};
 pub use rules::{
     PortRange, PureAckClassifier, Rule, RuleClassifier, RuleClassifierConfig, RuleConfig,
 };

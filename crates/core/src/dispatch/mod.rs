@@ -233,7 +233,7 @@ impl DispatchConfig {
 
     /// Build the policy. (No field can be wrong today; `Result` keeps the shape of the
     /// other `build`s.)
-    pub fn build(&self) -> Result<AnyDispatch, String> {
+    pub fn build(&self) -> Result<AnyDispatch, DispatchConfigError> {
         Ok(match self {
             DispatchConfig::StaticRr {} => AnyDispatch::StaticRr(StaticRoundRobin::new()),
             DispatchConfig::ModifiedRr {} => AnyDispatch::ModifiedRr(ModifiedRoundRobin::new()),
@@ -243,6 +243,19 @@ impl DispatchConfig {
         })
     }
 }
+
+/// Why a dispatch policy refuses its configuration. No policy has an option that can be
+/// wrong today, so there is no variant: `build` cannot fail, and the compiler knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DispatchConfigError {}
+
+impl core::fmt::Display for DispatchConfigError {
+    fn fmt(&self, _: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {}
+    }
+}
+
+impl std::error::Error for DispatchConfigError {}
 
 /// Every policy, statically dispatched.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@ use super::fifo::Fifo;
 use super::percentile::{PercentileDeadline, PercentileMemory, PercentileQueue};
 use super::prio::{BandConfig, StrictPriority};
 use super::wf2q::{Wf2qClassConfig, Wf2qPlus};
-use super::{ClassId, Feedback, Packet, Qdisc, QdiscStats, Verdict};
+use super::{ClassId, Feedback, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict};
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 
@@ -123,14 +123,14 @@ impl QdiscConfig {
     }
 
     /// Build the discipline. `Err` names the field that is wrong.
-    pub fn build<T: Packet>(&self) -> Result<AnyQdisc<T>, String> {
+    pub fn build<T: Packet>(&self) -> Result<AnyQdisc<T>, QdiscConfigError> {
         Ok(match self {
             QdiscConfig::Fifo {
                 limit_packets,
                 limit_bytes,
             } => {
                 if *limit_packets == 0 {
-                    return Err("limit_packets: must be at least 1".into());
+                    return Err(QdiscConfigError::too_small("limit_packets", 1));
                 }
                 AnyQdisc::Fifo(Fifo::new(*limit_packets, *limit_bytes))
             }
@@ -159,12 +159,10 @@ impl QdiscConfig {
                 limit_packets,
                 deadline,
                 memory,
-            } => AnyQdisc::Percentile(PercentileQueue::new(
-                percentiles,
-                *limit_packets,
-                *deadline,
-                *memory,
-            )?),
+            } => AnyQdisc::Percentile(
+                PercentileQueue::new(percentiles, *limit_packets, *deadline, *memory)
+                    .map_err(QdiscConfigError::Percentile)?,
+            ),
             QdiscConfig::DelayConstrained {
                 interfaces,
                 batch,
