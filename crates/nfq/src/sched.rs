@@ -62,13 +62,13 @@ impl Scheduler {
                 deadline_config(deadline),
                 PercentileMemory::Forever,
             )?),
-            DisciplineKind::Strict => Scheduler::Strict(StrictPriority::new(&vec![
-                    BandConfig::with_limits(
-                        limit,
-                        u64::MAX
-                    );
+            DisciplineKind::Strict => Scheduler::Strict(
+                StrictPriority::new(&vec![
+                    BandConfig::with_limits(limit, u64::MAX);
                     percentiles.len()
-                ])?),
+                ])
+                .map_err(|e| e.to_string())?,
+            ),
         })
     }
 
