@@ -97,10 +97,7 @@ impl Service {
 }
 
 /// The discipline and service a configuration describes; `name` is the file, for errors.
-pub(crate) fn setup(
-    name: &str,
-    cfg: &QdiscReplayConfig,
-) -> Result<(AnyQdisc<TestItem>, Service)> {
+pub(crate) fn setup(name: &str, cfg: &QdiscReplayConfig) -> Result<(AnyQdisc<TestItem>, Service)> {
     let service = match (&cfg.service.rate, &cfg.service.per_item) {
         (Some(r), None) => Service::Rate(
             units::parse_rate_in(r, 1, MAX_RATE_BITS)
@@ -228,10 +225,15 @@ impl<R: BufRead, W: Write> Replay<'_, R, W> {
         let next = self.q.dequeue(now);
         // Items a discipline discarded while choosing (EDF's expired ones) are handed back here.
         for (late, reason) in self.q.take_evicted() {
-            let class = self.in_flight.remove(&late.id).map_or(usize::MAX, |m| m.class);
+            let class = self
+                .in_flight
+                .remove(&late.id)
+                .map_or(usize::MAX, |m| m.class);
             self.dropped += 1;
-            self.emit(json!({"t": now, "event": "evict", "id": late.id, "class": class,
-                             "reason": reason.as_str()}))?;
+            self.emit(
+                json!({"t": now, "event": "evict", "id": late.id, "class": class,
+                             "reason": reason.as_str()}),
+            )?;
         }
         if let Some(item) = next {
             let m = self.in_flight[&item.id];
@@ -283,8 +285,10 @@ impl<R: BufRead, W: Write> Replay<'_, R, W> {
             Verdict::Dropped { item, reason } => {
                 self.in_flight.remove(&item.id);
                 self.dropped += 1;
-                self.emit(json!({"t": t, "event": "drop", "id": item.id, "class": class,
-                                 "reason": reason.as_str()}))?;
+                self.emit(
+                    json!({"t": t, "event": "drop", "id": item.id, "class": class,
+                                 "reason": reason.as_str()}),
+                )?;
             }
             Verdict::QueuedEvicting { evicted, reason } => {
                 let eclass = self
@@ -293,8 +297,10 @@ impl<R: BufRead, W: Write> Replay<'_, R, W> {
                     .map_or(usize::MAX, |m| m.class);
                 self.dropped += 1;
                 self.emit(json!({"t": t, "event": "enqueue", "id": item.id, "class": class}))?;
-                self.emit(json!({"t": t, "event": "evict", "id": evicted.id, "class": eclass,
-                                 "reason": reason.as_str()}))?;
+                self.emit(
+                    json!({"t": t, "event": "evict", "id": evicted.id, "class": eclass,
+                                 "reason": reason.as_str()}),
+                )?;
             }
         }
         Ok(())
@@ -305,9 +311,12 @@ impl<R: BufRead, W: Write> Replay<'_, R, W> {
             .in_flight
             .remove(&item.id)
             .ok_or_else(|| anyhow!("internal error: item {} completed twice", item.id))?;
-        let latency = t
-            .checked_sub(m.arrived)
-            .ok_or_else(|| anyhow!("internal error: item {} completed before it arrived", item.id))?;
+        let latency = t.checked_sub(m.arrived).ok_or_else(|| {
+            anyhow!(
+                "internal error: item {} completed before it arrived",
+                item.id
+            )
+        })?;
         self.q.feedback(
             Feedback::Completed {
                 class: m.class,
@@ -316,8 +325,10 @@ impl<R: BufRead, W: Write> Replay<'_, R, W> {
             t,
         );
         self.completed += 1;
-        self.emit(json!({"t": t, "event": "complete", "id": item.id, "class": m.class,
-                         "latency_ns": latency}))
+        self.emit(
+            json!({"t": t, "event": "complete", "id": item.id, "class": m.class,
+                         "latency_ns": latency}),
+        )
     }
 
     fn run(&mut self) -> Result<()> {

@@ -171,11 +171,7 @@ impl<R: BufRead> TraceReader<R> {
                 );
             }
             if names[..i].contains(n) {
-                bail!(
-                    "{}:{}: header names `{n}` twice",
-                    self.path,
-                    self.line_no
-                );
+                bail!("{}:{}: header names `{n}` twice", self.path, self.line_no);
             }
         }
         self.header = names;
@@ -211,7 +207,10 @@ impl<R: BufRead> TraceReader<R> {
         let v: serde_json::Value = serde_json::from_str(line)
             .map_err(|e| anyhow!("{path}:{line_no}: not a JSON object: {e}"))?;
         let serde_json::Value::Object(obj) = v else {
-            bail!("{path}:{line_no}: expected a JSON object, found {}", kind(&v));
+            bail!(
+                "{path}:{line_no}: expected a JSON object, found {}",
+                kind(&v)
+            );
         };
         if obj.len() > MAX_FIELDS {
             bail!(
@@ -298,8 +297,11 @@ mod tests {
         TraceReader::new("t.csv".into(), text, false)
     }
 
-    /// Read every row, returning (line, field → text) or the first error's text.
-    pub(crate) fn read_all(mut r: TraceReader<&[u8]>) -> Result<Vec<(usize, Vec<(String, String)>)>> {
+    /// A row as read: its line and its (field, text) pairs.
+    type Row = (usize, Vec<(String, String)>);
+
+    /// Read every row, or the first error.
+    fn read_all(mut r: TraceReader<&[u8]>) -> Result<Vec<Row>> {
         let mut out = Vec::new();
         while let Some(rec) = r.next_record()? {
             out.push((rec.line, rec.fields.clone()));
@@ -314,7 +316,10 @@ mod tests {
         assert_eq!(first.line, 2);
         assert_eq!(first.size("t.csv", "size", 10_000).unwrap(), 100);
         let second = r.next_record().unwrap().unwrap();
-        let err = second.size("t.csv", "size", 10_000).unwrap_err().to_string();
+        let err = second
+            .size("t.csv", "size", 10_000)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("t.csv:3") && err.contains("`size`") && err.contains("abc"),
             "{err}"
@@ -329,14 +334,20 @@ mod tests {
 
     #[test]
     fn json_lines_are_detected_and_checked() {
-        let rows = read_all(reader(b"# c\n{\"time\":\"1ms\",\"size\":40}\n\n{\"time\":0}\n")).unwrap();
+        let rows = read_all(reader(
+            b"# c\n{\"time\":\"1ms\",\"size\":40}\n\n{\"time\":0}\n",
+        ))
+        .unwrap();
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].0, 2);
         assert_eq!(rows[1].1, vec![("time".to_string(), "0".to_string())]);
         let err = read_all(reader(b"{\"time\":\"1ms\"}\n[1,2]\n"))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("t.csv:2") && err.contains("JSON object"), "{err}");
+        assert!(
+            err.contains("t.csv:2") && err.contains("JSON object"),
+            "{err}"
+        );
         let err = read_all(reader(b"{\"time\":{\"a\":1}}\n"))
             .unwrap_err()
             .to_string();
@@ -347,21 +358,31 @@ mod tests {
     fn bounds_empty_binary_and_long_lines_are_errors() {
         let err = read_all(reader(b"")).unwrap_err().to_string();
         assert!(err.contains("empty trace"), "{err}");
-        let err = read_all(reader(b"# only a comment\n\n")).unwrap_err().to_string();
+        let err = read_all(reader(b"# only a comment\n\n"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("empty trace"), "{err}");
-        let err = read_all(reader(b"time,id\n\xff\xfe,1\n")).unwrap_err().to_string();
+        let err = read_all(reader(b"time,id\n\xff\xfe,1\n"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("t.csv:2") && err.contains("UTF-8"), "{err}");
         let mut long = b"time,id\n0,".to_vec();
         long.extend(std::iter::repeat_n(b'1', MAX_LINE_BYTES));
         long.push(b'\n');
         let err = read_all(reader(&long)).unwrap_err().to_string();
-        assert!(err.contains("t.csv:2") && err.contains("longer than"), "{err}");
+        assert!(
+            err.contains("t.csv:2") && err.contains("longer than"),
+            "{err}"
+        );
         // A line of exactly the limit (newline included) is fine.
         let mut fits = b"time,id\n0,".to_vec();
         fits.extend(std::iter::repeat_n(b'1', MAX_LINE_BYTES - 3));
         fits.push(b'\n');
         assert_eq!(read_all(reader(&fits)).unwrap().len(), 1);
-        let wide = (0..=MAX_FIELDS).map(|i| format!("f{i}")).collect::<Vec<_>>().join(",");
+        let wide = (0..=MAX_FIELDS)
+            .map(|i| format!("f{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
         let err = read_all(reader(wide.as_bytes())).unwrap_err().to_string();
         assert!(err.contains("at most 64"), "{err}");
         let err = read_all(reader(b"time,time\n")).unwrap_err().to_string();
@@ -376,7 +397,10 @@ mod tests {
         assert_eq!(rec.time_ns("t.csv", "time").unwrap(), 4_000_000);
         let rec = r.next_record().unwrap().unwrap();
         let err = rec.time_ns("t.csv", "time").unwrap_err().to_string();
-        assert!(err.contains("t.csv:3") && err.contains("needs a unit"), "{err}");
+        assert!(
+            err.contains("t.csv:3") && err.contains("needs a unit"),
+            "{err}"
+        );
         assert_eq!(rec.size("t.csv", "size", u32::MAX as u64).unwrap(), 65536);
         let rec = r.next_record().unwrap().unwrap();
         let err = rec.time_ns("t.csv", "time").unwrap_err().to_string();

@@ -242,10 +242,18 @@ fn huge_per_item_is_an_error() {
         "huge.toml",
         "[qdisc]\nkind = \"fifo\"\n[service]\nper_item = \"99999999999999s\"\n",
     );
-    let (ok, ev, err) = replay(&["qdisc", "--config", &cfg, "--trace", "examples/replay/burst.csv"]);
+    let (ok, ev, err) = replay(&[
+        "qdisc",
+        "--config",
+        &cfg,
+        "--trace",
+        "examples/replay/burst.csv",
+    ]);
     assert!(!ok, "{ev:?}");
     assert!(
-        err.contains("huge.toml") && err.contains("service.per_item") && err.contains("99999999999999s"),
+        err.contains("huge.toml")
+            && err.contains("service.per_item")
+            && err.contains("99999999999999s"),
         "{err}"
     );
 }
@@ -272,7 +280,10 @@ fn largest_item_gets_the_exact_latency() {
 #[test]
 fn oversize_items_and_overflowing_service_are_errors() {
     let d = Scratch::new("oversize");
-    let cfg = d.file("c.toml", "[qdisc]\nkind = \"fifo\"\n[service]\nrate = \"1bit\"\n");
+    let cfg = d.file(
+        "c.toml",
+        "[qdisc]\nkind = \"fifo\"\n[service]\nrate = \"1bit\"\n",
+    );
     let trace = d.file("t.csv", "time,class,size,id\n0,0,4294967296,1\n");
     let (ok, _, err) = replay(&["qdisc", "--config", &cfg, "--trace", &trace]);
     assert!(!ok);
@@ -311,7 +322,10 @@ fn trace_time_beyond_the_bound_is_an_error() {
 #[test]
 fn rates_and_times_follow_tc_units() {
     let d = Scratch::new("units");
-    let cfg = d.file("c.toml", "[qdisc]\nkind = \"fifo\"\n[service]\nrate = \"1000bps\"\n");
+    let cfg = d.file(
+        "c.toml",
+        "[qdisc]\nkind = \"fifo\"\n[service]\nrate = \"1000bps\"\n",
+    );
     let trace = d.file("t.csv", "time,class,size,id\n0,0,1000,1\n");
     let (ok, ev, err) = replay(&["qdisc", "--config", &cfg, "--trace", &trace]);
     assert!(ok, "{err}");
@@ -320,11 +334,20 @@ fn rates_and_times_follow_tc_units() {
     let trace = d.file("t.csv", "time,class,size,id\n0,0,1000,1\n1.5,0,1000,2\n");
     let (ok, _, err) = replay(&["qdisc", "--config", &cfg, "--trace", &trace]);
     assert!(!ok);
-    assert!(err.contains("t.csv:3") && err.contains("needs a unit"), "{err}");
-    let cfg = d.file("c.toml", "[qdisc]\nkind = \"fifo\"\n[service]\nrate = \"0.1bit\"\n");
+    assert!(
+        err.contains("t.csv:3") && err.contains("needs a unit"),
+        "{err}"
+    );
+    let cfg = d.file(
+        "c.toml",
+        "[qdisc]\nkind = \"fifo\"\n[service]\nrate = \"0.1bit\"\n",
+    );
     let (ok, _, err) = replay(&["qdisc", "--config", &cfg, "--trace", &trace]);
     assert!(!ok);
-    assert!(err.contains("service.rate") && err.contains("0.1bit"), "{err}");
+    assert!(
+        err.contains("service.rate") && err.contains("0.1bit"),
+        "{err}"
+    );
 }
 
 /// An id may come back once its item has left; an id still queued or in service is refused.
@@ -335,9 +358,18 @@ fn ids_are_unique_among_items_in_flight() {
         "t.csv",
         "time,class,size,id\n0ms,0,1500,1\n100ms,0,1500,1\n100ms,0,1500,1\n",
     );
-    let (ok, ev, err) = replay(&["qdisc", "--config", "examples/replay/fifo.toml", "--trace", &trace]);
+    let (ok, ev, err) = replay(&[
+        "qdisc",
+        "--config",
+        "examples/replay/fifo.toml",
+        "--trace",
+        &trace,
+    ]);
     assert!(!ok);
-    assert!(err.contains("t.csv:4") && err.contains("`id`") && err.contains("line 3"), "{err}");
+    assert!(
+        err.contains("t.csv:4") && err.contains("`id`") && err.contains("line 3"),
+        "{err}"
+    );
     assert_eq!(ids(&ev, "complete"), vec![1]);
 }
 
@@ -362,7 +394,13 @@ fn balance_help_lists_exactly_the_accepted_kinds() {
             "c.toml",
             &format!("[balancer]\nkind = \"{kind}\"\n[[servers]]\naddr = \"10.0.0.1\"\n"),
         );
-        let (ok, _, err) = replay(&["balance", "--config", &cfg, "--trace", "examples/replay/conns.csv"]);
+        let (ok, _, err) = replay(&[
+            "balance",
+            "--config",
+            &cfg,
+            "--trace",
+            "examples/replay/conns.csv",
+        ]);
         assert!(ok, "{kind}: {err}");
     }
 }

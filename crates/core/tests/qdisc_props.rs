@@ -76,7 +76,10 @@ fn configs_for(kind: QdiscKind) -> Vec<QdiscConfig> {
 
 /// Every discipline under test: the configs of every kind.
 fn all_configs() -> Vec<QdiscConfig> {
-    QdiscKind::ALL.iter().flat_map(|&k| configs_for(k)).collect()
+    QdiscKind::ALL
+        .iter()
+        .flat_map(|&k| configs_for(k))
+        .collect()
 }
 
 /// Whether `dequeue` always releases an item while one is queued (else the discipline
@@ -118,9 +121,7 @@ fn class_limits(cfg: &QdiscConfig) -> Option<Vec<(u64, u64)>> {
             (v["limit_packets"].as_u64()?, u64::MAX);
             v["percentiles"].as_array()?.len()
         ]),
-        QdiscKind::DelayConstrained => {
-            Some(v["interfaces"].as_array()?.iter().map(lim).collect())
-        }
+        QdiscKind::DelayConstrained => Some(v["interfaces"].as_array()?.iter().map(lim).collect()),
     }
 }
 
@@ -504,7 +505,12 @@ fn docs_toml_snippets_build() {
         let outcome = if b.contains("[qdisc]") {
             toml::from_str::<Scenario>(b)
                 .map_err(|e| e.to_string())
-                .and_then(|s| s.qdisc.build::<Item>().map(|_| ()).map_err(|e| e.to_string()))
+                .and_then(|s| {
+                    s.qdisc
+                        .build::<Item>()
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
+                })
         } else if b.contains("entries") {
             toml::from_str::<CidrTableConfig>(b)
                 .map_err(|e| e.to_string())

@@ -145,13 +145,12 @@ impl BalancerConfig {
                     min: 1,
                 });
             }
-            ms.checked_mul(MS)
-                .ok_or(BalancerConfigError::OutOfRange {
-                    field: "expiration_ms",
-                    value: ms,
-                    min: 1,
-                    max: u64::MAX / MS,
-                })
+            ms.checked_mul(MS).ok_or(BalancerConfigError::OutOfRange {
+                field: "expiration_ms",
+                value: ms,
+                min: 1,
+                max: u64::MAX / MS,
+            })
         };
         Ok(match self {
             BalancerConfig::Rr {} => AnyBalancer::Rr(RoundRobin::new()),

@@ -275,7 +275,10 @@ mod tests {
         // A prime above the bound is refused before any table is allocated.
         assert!(matches!(
             Maglev::new(4_294_967_291, false, false),
-            Err(BalancerConfigError::OutOfRange { field: "table_size", .. })
+            Err(BalancerConfigError::OutOfRange {
+                field: "table_size",
+                ..
+            })
         ));
     }
 

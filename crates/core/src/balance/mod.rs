@@ -239,7 +239,12 @@ impl ServerTable {
     }
 
     /// Set the IPVS connection thresholds (0 = none). `Err` if lower > upper.
-    pub fn set_thresholds(&mut self, id: ServerId, lower: u32, upper: u32) -> Result<(), TableError> {
+    pub fn set_thresholds(
+        &mut self,
+        id: ServerId,
+        lower: u32,
+        upper: u32,
+    ) -> Result<(), TableError> {
         if upper != 0 && lower > upper {
             return Err(TableError::ThresholdsInverted {
                 server: id,
@@ -310,7 +315,12 @@ impl ServerTable {
     }
 
     /// Set the counts directly (tests, or an engine that reads them from the kernel).
-    pub fn set_conns(&mut self, id: ServerId, active: u32, inactive: u32) -> Result<(), TableError> {
+    pub fn set_conns(
+        &mut self,
+        id: ServerId,
+        active: u32,
+        inactive: u32,
+    ) -> Result<(), TableError> {
         let s = self.get_mut(id)?;
         s.active = active;
         s.inactive = inactive;

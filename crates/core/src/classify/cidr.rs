@@ -103,22 +103,18 @@ impl FromStr for Cidr {
             Some((a, l)) => (a, Some(l)),
             None => (t, None),
         };
-        let addr: IpAddr = addr_text
-            .parse()
-            .map_err(|_| CidrError::NotAnAddress {
-                text: text.to_string(),
-                addr: addr_text.to_string(),
-            })?;
+        let addr: IpAddr = addr_text.parse().map_err(|_| CidrError::NotAnAddress {
+            text: text.to_string(),
+            addr: addr_text.to_string(),
+        })?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let prefix_len = match len_text {
             None => max,
-            Some(l) => l
-                .parse::<u8>()
-                .map_err(|_| CidrError::BadPrefixLength {
-                    text: text.to_string(),
-                    len: l.to_string(),
-                    max,
-                })?,
+            Some(l) => l.parse::<u8>().map_err(|_| CidrError::BadPrefixLength {
+                text: text.to_string(),
+                len: l.to_string(),
+                max,
+            })?,
         };
         // Errors of `new` name the text as written, not as re-formatted.
         Cidr::new(addr, prefix_len).map_err(|e| match e {

@@ -14,7 +14,11 @@ pub enum CidrError {
     /// The part after `/` is not a number `0..=max`.
     BadPrefixLength { text: String, len: String, max: u8 },
     /// The prefix is longer than the family allows (32 or 128).
-    PrefixTooLong { text: String, prefix_len: u8, max: u8 },
+    PrefixTooLong {
+        text: String,
+        prefix_len: u8,
+        max: u8,
+    },
     /// Bits are set beyond the prefix; `network` is what was probably meant.
     HostBitsSet {
         text: String,
@@ -78,12 +82,24 @@ impl std::error::Error for PortRangeError {}
 /// Why a classifier configuration cannot be built; `field` names the entry and field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClassifierConfigError {
-    Cidr { field: String, error: CidrError },
-    PortRange { field: String, error: PortRangeError },
+    Cidr {
+        field: String,
+        error: CidrError,
+    },
+    PortRange {
+        field: String,
+        error: PortRangeError,
+    },
     /// Not `tcp`, `udp`, `icmp`, `icmpv6` or a protocol number 0-255.
-    Protocol { field: String, text: String },
+    Protocol {
+        field: String,
+        text: String,
+    },
     /// The same CIDR twice in a table.
-    DuplicateCidr { field: String, cidr: Cidr },
+    DuplicateCidr {
+        field: String,
+        cidr: Cidr,
+    },
 }
 
 impl ClassifierConfigError {

@@ -382,9 +382,13 @@ mod tests {
                 .unwrap_err()
                 .to_string()
         };
-        assert!(serde_err(r#"{"default_class":0,"rules":[{"port":"80","class":1}]}"#)
-            .contains("unknown field `port`"));
-        assert!(serde_err(r#"{"default_class":0,"rules":[{"dst":"10.0.0.0/8"}]}"#)
-            .contains("missing field `class`"));
+        assert!(
+            serde_err(r#"{"default_class":0,"rules":[{"port":"80","class":1}]}"#)
+                .contains("unknown field `port`")
+        );
+        assert!(
+            serde_err(r#"{"default_class":0,"rules":[{"dst":"10.0.0.0/8"}]}"#)
+                .contains("missing field `class`")
+        );
     }
 }

@@ -26,7 +26,9 @@ use super::fifo::Fifo;
 use super::prio::{
     band_dequeue, band_enqueue, band_status, bands_reset, drop_unknown_class, BandConfig,
 };
-use super::{ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict};
+use super::{
+    ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict,
+};
 use crate::Nanos;
 
 /// Class of pure TCP ACKs.
@@ -78,13 +80,7 @@ impl<T: Packet> AckSeparation<T> {
                 }
                 Some(ppm)
             }
-            Some(s) => {
-                return Err(QdiscConfigError::out_of_range(
-                    "ack_share_max",
-                    s,
-                    "(0, 1]",
-                ))
-            }
+            Some(s) => return Err(QdiscConfigError::out_of_range("ack_share_max", s, "(0, 1]")),
         };
         Ok(Self {
             queues: Box::new([ack.fifo(), other.fifo()]),

@@ -71,7 +71,9 @@
 //! `dequeue` calls of the round are O(1). Enqueue O(1). Memory: the queued packets with their
 //! arrival times, one `u64` bitmap and a few counters per interface.
 
-use super::{ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict};
+use super::{
+    ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict,
+};
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -205,8 +207,8 @@ impl<T: Packet> DelayConstrained<T> {
         }
         let mut ifaces = Vec::with_capacity(interfaces.len());
         for (i, c) in interfaces.iter().enumerate() {
-            let bitmap =
-                DelayBitmap::new(c.bitmap_len).map_err(|e| e.within(&format!("interfaces[{i}]")))?;
+            let bitmap = DelayBitmap::new(c.bitmap_len)
+                .map_err(|e| e.within(&format!("interfaces[{i}]")))?;
             if c.limit_packets == 0 {
                 return Err(QdiscConfigError::too_small(
                     format!("interfaces[{i}].limit_packets"),

@@ -14,7 +14,9 @@
 //! O(log n). Memory: the per-class limits, plus expired items not yet collected.
 
 use super::prio::{check_class_count, BandConfig};
-use super::{ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict};
+use super::{
+    ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict,
+};
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
@@ -97,10 +99,7 @@ pub struct Edf<T> {
 }
 
 impl<T: Packet> Edf<T> {
-    pub fn new(
-        classes: &[EdfClassConfig],
-        drop_expired: bool,
-    ) -> Result<Self, QdiscConfigError> {
+    pub fn new(classes: &[EdfClassConfig], drop_expired: bool) -> Result<Self, QdiscConfigError> {
         check_class_count("classes", classes.len())?;
         let mut built = Vec::with_capacity(classes.len());
         for (i, c) in classes.iter().enumerate() {

@@ -24,7 +24,10 @@ pub enum QdiscConfigError {
         accepted: String,
     },
     /// `field` must be given when `because` holds.
-    Required { field: String, because: &'static str },
+    Required {
+        field: String,
+        because: &'static str,
+    },
     /// The Percentile discipline's own checks (its module reports text).
     Percentile(String),
 }

@@ -21,10 +21,10 @@ use serde::{Deserialize, Serialize};
 
 pub mod ack;
 mod any;
-mod error;
 pub mod delay;
 pub mod drr;
 pub mod edf;
+mod error;
 pub mod fifo;
 pub mod percentile;
 pub mod prio;

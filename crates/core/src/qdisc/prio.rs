@@ -12,7 +12,9 @@
 //! Memory: the sum of the band limits.
 
 use super::fifo::Fifo;
-use super::{ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict};
+use super::{
+    ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict,
+};
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 
@@ -52,10 +54,16 @@ impl BandConfig {
     /// `path` names the band in errors, e.g. `bands[2]`.
     pub fn check(&self, path: &str) -> Result<(), QdiscConfigError> {
         if self.limit_packets == 0 {
-            return Err(QdiscConfigError::too_small(format!("{path}.limit_packets"), 1));
+            return Err(QdiscConfigError::too_small(
+                format!("{path}.limit_packets"),
+                1,
+            ));
         }
         if self.limit_bytes == 0 {
-            return Err(QdiscConfigError::too_small(format!("{path}.limit_bytes"), 1));
+            return Err(QdiscConfigError::too_small(
+                format!("{path}.limit_bytes"),
+                1,
+            ));
         }
         Ok(())
     }
