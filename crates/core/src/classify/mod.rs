@@ -26,3 +26,6 @@ pub use crate::qdisc::ClassId;
 pub trait Classifier<T: ?Sized> {
     fn classify(&self, item: &T) -> ClassId;
 }
+
+#[cfg(test)]
+mod props;
