@@ -22,6 +22,7 @@
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{black_box, BenchmarkId, Criterion, Throughput};
 use netsched_core::balance::{Balancer, BalancerConfig, FlowKey, ServerId, ServerTable};
+use netsched_core::dispatch::{BlockKind, Dispatch, DispatchConfig, DispatchKind, WorkerView};
 use netsched_core::qdisc::fifo::TestItem;
 use netsched_core::qdisc::{AnyQdisc, Feedback, Qdisc, QdiscConfig, QdiscKind};
 use netsched_core::rng::SplitMix64;
@@ -255,6 +256,36 @@ fn bench_balancers<M: Measurement>(c: &mut Criterion<M>) {
     g.finish();
 }
 
+/// One `assign` per block on the IXP1200's 6 × 4 workers, a quarter of them busy, for every
+/// dispatch kind (`DispatchKind::ALL`; `DispatchConfig::of_kind` is an exhaustive `match`).
+fn bench_dispatch<M: Measurement>(c: &mut Criterion<M>) {
+    let mut g = c.benchmark_group("dispatch_assign");
+    let mut workers = WorkerView::uniform(6, 4);
+    for (i, w) in workers.iter_mut().enumerate() {
+        w.busy = i % 4 == 0;
+        w.idle_since = i as u64;
+    }
+    let blocks = [
+        BlockKind::Sop,
+        BlockKind::Middle,
+        BlockKind::Eop,
+        BlockKind::Single,
+    ];
+    for &kind in DispatchKind::ALL {
+        let mut p = DispatchConfig::of_kind(kind)
+            .build()
+            .expect("dispatch configs have no options that can be wrong");
+        let mut i = 0usize;
+        g.bench_function(BenchmarkId::new(kind.name(), workers.len()), |b| {
+            b.iter(|| {
+                i = (i + 1) & 3;
+                black_box(p.assign(blocks[i], &WorkerView::new(&workers), i as u64))
+            })
+        });
+    }
+    g.finish();
+}
+
 fn bench_maglev_build<M: Measurement>(c: &mut Criterion<M>) {
     let mut g = c.benchmark_group("maglev_build");
     g.sample_size(20);
@@ -429,6 +460,7 @@ fn run_all<M: Measurement>(mut c: Criterion<M>) {
     bench_qdiscs(&mut c);
     bench_balancers(&mut c);
     bench_maglev_build(&mut c);
+    bench_dispatch(&mut c);
     c.final_summary();
 }
 

@@ -326,16 +326,22 @@ mod tests {
 
     #[test]
     fn config_round_trip_and_profiles() {
-        for (kind, cost, late) in [
-            ("static_rr", DecisionCost::Static, false),
-            ("modified_rr", DecisionCost::SkipBusy, false),
-            ("fcfs", DecisionCost::ScanIdle, false),
-            ("modified_fcfs", DecisionCost::ScanIdleAndCounters, true),
-            ("work_stealing", DecisionCost::ScanIdle, false),
-        ] {
+        for &k in DispatchKind::ALL {
+            // Exhaustive: a new policy fails to compile until its profile is stated here.
+            let (cost, late) = match k {
+                DispatchKind::StaticRr => (DecisionCost::Static, false),
+                DispatchKind::ModifiedRr => (DecisionCost::SkipBusy, false),
+                DispatchKind::Fcfs => (DecisionCost::ScanIdle, false),
+                DispatchKind::ModifiedFcfs => (DecisionCost::ScanIdleAndCounters, true),
+                DispatchKind::WorkStealing => (DecisionCost::ScanIdle, false),
+            };
+            let kind = k.name();
             let cfg: DispatchConfig =
                 serde_json::from_str(&format!(r#"{{"kind":"{kind}"}}"#)).unwrap();
+            assert_eq!(cfg, DispatchConfig::of_kind(k));
+            assert_eq!(cfg.kind(), k);
             let p = cfg.build().unwrap();
+            assert_eq!(p.kind(), k);
             assert_eq!(p.name(), kind);
             assert_eq!(p.profile().decision_cost, cost, "{kind}");
             assert_eq!(p.profile().needs_next_is_sop, late, "{kind}");
@@ -355,16 +361,8 @@ mod tests {
     #[test]
     fn assignments_are_valid_workers() {
         let mut rng = crate::rng::SplitMix64::new(3);
-        for kind in [
-            "static_rr",
-            "modified_rr",
-            "fcfs",
-            "modified_fcfs",
-            "work_stealing",
-        ] {
-            let cfg: DispatchConfig =
-                serde_json::from_str(&format!(r#"{{"kind":"{kind}"}}"#)).unwrap();
-            let mut p = cfg.build().unwrap();
+        for &kind in DispatchKind::ALL {
+            let mut p = DispatchConfig::of_kind(kind).build().unwrap();
             let mut w = WorkerView::uniform(6, 4);
             for step in 0..2000u64 {
                 for s in w.iter_mut() {
