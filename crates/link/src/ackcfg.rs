@@ -63,8 +63,9 @@ pub fn parse_qdisc(text: &str) -> Result<QdiscSpec> {
             ),
         }
     };
+    // Building does not depend on the item type: the core's plain sized item checks it.
     config
-        .build::<crate::emulation::Frame>()
+        .build::<netsched_core::qdisc::fifo::TestItem>()
         .map_err(|e| anyhow!("qdisc `{t}`: {e}"))?;
     let classify = classifier_for(&config);
     Ok(QdiscSpec { config, classify })

@@ -360,3 +360,25 @@ pub fn spawn_in_netns(netns: &str, cfg: EngineConfig) -> Result<EngineHandle> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reader_that_never_reads_cannot_block_the_packet_thread() {
+        let (outlet, rx, dropped) = StatsOutlet::new();
+        // Nobody reads `rx`: the first STATS_QUEUE snapshots wait, the rest are dropped and
+        // counted; `offer` returns every time (this test would hang otherwise).
+        for _ in 0..STATS_QUEUE + 40 {
+            outlet.offer(EngineStats::default());
+        }
+        assert_eq!(dropped.load(Ordering::Relaxed), 40);
+        // What was queued carries the drop count at its time.
+        let got: Vec<u64> = rx.try_iter().map(|s| s.stats_dropped).collect();
+        assert_eq!(got.len(), STATS_QUEUE);
+        assert!(got.iter().all(|&d| d == 0));
+        outlet.offer(EngineStats::default());
+        assert_eq!(rx.try_recv().unwrap().stats_dropped, 40);
+    }
+}
