@@ -28,6 +28,19 @@ pub struct QdiscSpec {
     pub classify: ClassMode,
 }
 
+/// Most packets one queue of a `fifo:N` / `ack-sep:N` shorthand may hold (frames are bounded
+/// by the engine's pool anyway; this catches typos).
+pub const MAX_QUEUE_PACKETS: usize = 1 << 20;
+
+/// A packet count `1..=MAX_QUEUE_PACKETS`.
+fn packet_count(n: &str) -> Result<usize> {
+    match n.parse::<usize>() {
+        Ok(v) if (1..=MAX_QUEUE_PACKETS).contains(&v) => Ok(v),
+        Ok(_) => bail!("`{n}` packets: must be between 1 and {MAX_QUEUE_PACKETS}"),
+        Err(_) => bail!("`{n}` is not a packet count"),
+    }
+}
+
 /// Most bytes of a discipline spec (a JSON `QdiscConfig` of a few dozen classes is ~2 KiB).
 pub const MAX_SPEC: usize = 64 * 1024;
 
@@ -46,10 +59,7 @@ pub fn parse_qdisc(text: &str) -> Result<QdiscSpec> {
         let (name, n) = match t.split_once(':') {
             Some((a, b)) => (
                 a,
-                Some(
-                    b.parse::<usize>()
-                        .map_err(|_| anyhow!("qdisc `{t}`: `{b}` is not a packet count"))?,
-                ),
+                Some(packet_count(b).map_err(|e| anyhow!("qdisc `{t}`: {e}"))?),
             ),
             None => (t, None),
         };
@@ -84,9 +94,7 @@ pub fn ack_separation(spec: &str) -> Result<QdiscConfig> {
     let head = parts.next().unwrap_or("");
     let limit = match head.strip_prefix(':') {
         None if head.is_empty() => 100,
-        Some(n) => n
-            .parse::<usize>()
-            .map_err(|_| anyhow!("ack-sep: `{n}` is not a packet count"))?,
+        Some(n) => packet_count(n).map_err(|e| anyhow!("ack-sep: {e}"))?,
         None => bail!("ack-sep{spec}: expected ack-sep[:N][+filter][+cap=S]"),
     };
     let mut ack_filter = false;
@@ -197,7 +205,11 @@ mod tests {
         assert!(parse_qdisc("fifo:0")
             .unwrap_err()
             .to_string()
-            .contains("limit_packets"));
+            .contains("between 1 and"));
+        assert!(parse_qdisc("ack-sep:99999999")
+            .unwrap_err()
+            .to_string()
+            .contains("between 1 and"));
         assert!(parse_qdisc("fifo:x")
             .unwrap_err()
             .to_string()

@@ -101,14 +101,18 @@ impl Target {
             .take(MAX_OUTPUT + 1)
             .read_to_end(&mut out)
             .with_context(|| format!("reading the output of `{prog}`"))?;
-        let status = child.wait()?;
-        let err = err_reader.join().unwrap_or_default();
         if out.len() as u64 > MAX_OUTPUT {
+            // It may be blocked writing the rest: end it (our own child) before waiting.
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = err_reader.join();
             bail!(
                 "`{prog} {}` printed more than {MAX_OUTPUT} bytes",
                 args.join(" ")
             );
         }
+        let status = child.wait()?;
+        let err = err_reader.join().unwrap_or_default();
         if !status.success() {
             bail!("{}", String::from_utf8_lossy(&err).trim());
         }
