@@ -840,6 +840,8 @@ pub fn clear(t: &Target) -> Result<Cleared> {
             )),
         }
     }
+    // An IFB still referenced by a redirect someone changed is not deleted under it.
+    let keep_ifb = !left.is_empty();
     let mut undo = LinkUndo::default();
     let cleared = transaction(t, &devs, &before, &touched, &mut undo, |_| {
         for p in &touched {
@@ -858,7 +860,7 @@ pub fn clear(t: &Target) -> Result<Cleared> {
             }
         }
         let mut ifb_deleted = None;
-        if let Some(i) = ifb.as_ref().filter(|i| i.created) {
+        if let Some(i) = ifb.as_ref().filter(|i| i.created && !keep_ifb) {
             let d = find(&after, &i.dev);
             if d.egress.is_kernel_default() && d.ingress.is_kernel_default() {
                 t.run("ip", &["link", "del", &i.dev], None)

@@ -151,6 +151,21 @@ fn live_netns_inodes() -> HashSet<u64> {
     live
 }
 
+/// A record of the previous format (`net<INODE>-<DEV>.json` holding `{"lines", "ifb",
+/// "ifb_created"}`, keyed by the namespace's inode number): its inode, so it is pruned too.
+fn legacy_inode(p: &Path) -> Option<u64> {
+    let name = p.file_name()?.to_str()?;
+    let digits = name.strip_prefix("net")?.split('-').next()?;
+    let inode: u64 = digits.parse().ok()?;
+    let text = std::fs::read_to_string(p).ok()?;
+    if text.len() as u64 > MAX_RECORD {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    (v.get("lines").is_some() && v.get("ifb_created").is_some() && v.get("netns_cookie").is_none())
+        .then_some(inode)
+}
+
 /// Remove records whose namespace no longer exists. Returns how many were removed.
 pub fn prune_dead() -> usize {
     let Ok(rd) = std::fs::read_dir(STATE_DIR) else {
@@ -161,8 +176,11 @@ pub fn prune_dead() -> usize {
         .take(MAX_ENTRIES)
         .filter(|e| is_ours(&e.file_name().to_string_lossy()))
         .filter_map(|e| {
-            let r = read_record(&e.path()).ok().flatten()?;
-            Some((e.path(), r.netns_inode))
+            let inode = match read_record(&e.path()) {
+                Ok(Some(r)) => r.netns_inode,
+                _ => legacy_inode(&e.path())?,
+            };
+            Some((e.path(), inode))
         })
         .collect();
     if candidates.is_empty() {
@@ -191,6 +209,22 @@ mod tests {
             path_for(7, "eth1"),
             Path::new("/run/netsched/shape/net7-eth1.json")
         );
+    }
+
+    #[test]
+    fn records_of_the_previous_format_are_recognised_by_their_inode() {
+        let dir = netsched_testbed::TempDir::new("shape-state").unwrap();
+        let old = dir
+            .create_file(
+                "net4026532123-eth1.json",
+                br#"{"lines":["qdisc add dev eth1 root handle 1: htb"],"ifb":null,"ifb_created":false}"#,
+            )
+            .unwrap();
+        assert_eq!(legacy_inode(&old), Some(4026532123));
+        let other = dir
+            .create_file("net4026532124-eth1.json", br#"{"something":"else"}"#)
+            .unwrap();
+        assert_eq!(legacy_inode(&other), None, "not ours: never pruned");
     }
 
     #[test]
