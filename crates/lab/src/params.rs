@@ -115,6 +115,30 @@ pub fn str_list_or_empty(params: &Value, key: &str) -> anyhow::Result<Vec<String
     }
 }
 
+/// `params` as the typed struct `T` (which should be `#[serde(deny_unknown_fields)]`), with an
+/// error naming the scenario section, the key and its value, e.g.
+/// `lvs-cluster scenario [client] \`concurrency = "x"\`: invalid type: string "x", expected usize`.
+/// (Through TOML text because its deserializer reports where an error is; serde_json's does not.)
+pub fn typed<T: serde::de::DeserializeOwned>(params: &Value, what: &str) -> anyhow::Result<T> {
+    let text =
+        toml::to_string(params).map_err(|e| anyhow!("{what} scenario is not a table: {e}"))?;
+    toml::from_str(&text).map_err(|e| {
+        let at = e.span().map(|s| s.start).unwrap_or(0).min(text.len());
+        let start = text[..at].rfind('\n').map(|i| i + 1).unwrap_or(0);
+        let end = text[at..].find('\n').map(|i| at + i).unwrap_or(text.len());
+        let section = text[..start]
+            .lines()
+            .rev()
+            .find(|l| l.starts_with('['))
+            .unwrap_or("(top level)");
+        anyhow!(
+            "{what} scenario {section} `{}`: {}",
+            text[start..end].trim(),
+            e.message().trim()
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

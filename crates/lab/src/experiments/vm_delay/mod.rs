@@ -1,0 +1,2 @@
+mod model;
+pub use model::*;
