@@ -93,7 +93,7 @@ fn dh_behind_one_address_does_not_scale() {
         &[
             "client.origins=1",
             "client.requests=3000",
-            "client.max_time_s=60.0",
+            "client.max_time=60s",
             "service.sizes=[\"300B\"]",
             "service.rate_1host=[318.0]",
             "cluster.extra_algorithms=[]",

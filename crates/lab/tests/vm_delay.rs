@@ -21,7 +21,7 @@ const TIERS: [&str; 3] = ["High", "Mid", "Low"];
 
 #[test]
 fn vm_delay_reproduces_p2_claims() {
-    let o = run("vm-delay", &["run.duration_s=30.0"], 1, "vm");
+    let o = run("vm-delay", &["run.duration=30s"], 1, "vm");
     print_checks(&o);
     assert_check(&o, "low tier's p99 latency grows");
     assert_check(&o, "low tier's loss grows");
@@ -71,7 +71,7 @@ fn probes_alone_lose_nothing_with_xen_queues() {
         &[
             "traffic.data_pps=0.0",
             "tiers.stream_pps=[0.0,0.0,0.0]",
-            "backend.per_packet_ms=0.6",
+            "backend.per_packet=600us",
             "domains.counts=[18]",
             "run.schedulers=[\"strict_priority\",\"delay_constrained\"]",
             "run.sensitivity=false",
