@@ -115,10 +115,7 @@ fn duration(key: &str, text: &str, min: Nanos, max: Nanos) -> anyhow::Result<Nan
 
 fn check_list(key: &str, len: usize) -> anyhow::Result<()> {
     if len == 0 || len > bounds::MAX_LIST {
-        bail!(
-            "{key}: {len} entries; must be 1..={}",
-            bounds::MAX_LIST
-        );
+        bail!("{key}: {len} entries; must be 1..={}", bounds::MAX_LIST);
     }
     Ok(())
 }
@@ -199,13 +196,19 @@ impl Setup {
             MAX_ORIGINS / max_hosts,
         )?;
         if c.origins > MAX_ORIGINS {
-            bail!("client.origins = {} is outside 0..={MAX_ORIGINS}", c.origins);
+            bail!(
+                "client.origins = {} is outside 0..={MAX_ORIGINS}",
+                c.origins
+            );
         }
         if c.ports > MAX_PORTS {
             bail!("client.ports = {} is outside 0..={MAX_PORTS}", c.ports);
         }
         if c.requests == 0 || c.requests > MAX_REQUESTS {
-            bail!("client.requests = {} is outside 1..={MAX_REQUESTS}", c.requests);
+            bail!(
+                "client.requests = {} is outside 1..={MAX_REQUESTS}",
+                c.requests
+            );
         }
         if !(0.0..0.9).contains(&c.warmup_fraction) {
             bail!(
@@ -214,8 +217,12 @@ impl Setup {
             );
         }
         let max_time = duration("client.max_time", &c.max_time, MS, 3600 * SEC)?;
-        let inactive_timeout =
-            duration("ipvs.inactive_timeout", &p.ipvs.inactive_timeout, 0, 3600 * SEC)?;
+        let inactive_timeout = duration(
+            "ipvs.inactive_timeout",
+            &p.ipvs.inactive_timeout,
+            0,
+            3600 * SEC,
+        )?;
         let handshake = duration("ipvs.handshake", &p.ipvs.handshake, 0, SEC)?;
         if p.ipvs.lblc_active_weight == 0 {
             bail!("ipvs.lblc_active_weight = 0 is outside 1..=2^32-1");
@@ -320,7 +327,9 @@ pub struct Grid {
 impl Grid {
     /// Requests/s of a cell (NaN if it was not run).
     pub fn rate(&self, case: Case, alg: &str, n: usize) -> f64 {
-        self.get(case, alg, n).map(|r| r.req_per_s).unwrap_or(f64::NAN)
+        self.get(case, alg, n)
+            .map(|r| r.req_per_s)
+            .unwrap_or(f64::NAN)
     }
     pub fn get(&self, case: Case, alg: &str, n: usize) -> Option<&ClusterResult> {
         self.cells.get(&(case, alg.to_string(), n))
@@ -392,13 +401,8 @@ fn measure_variants(s: &Setup, size: usize, seed: u64) -> anyhow::Result<Vec<Var
     };
     let origins = s.origins_at(big);
     // (label, regime note, config, origins at `big`, hosts)
-    let mut specs: Vec<(String, Option<String>, ClusterConfig, Option<usize>, usize)> = vec![(
-        "as configured".into(),
-        None,
-        b.clone(),
-        None,
-        big,
-    )];
+    let mut specs: Vec<(String, Option<String>, ClusterConfig, Option<usize>, usize)> =
+        vec![("as configured".into(), None, b.clone(), None, big)];
     for &n in s.hosts.iter().filter(|n| **n > 1 && **n < big) {
         specs.push((format!("{n} hosts"), None, b.clone(), None, n));
     }
@@ -425,7 +429,10 @@ fn measure_variants(s: &Setup, size: usize, seed: u64) -> anyhow::Result<Vec<Var
     }
     specs.push((
         "one origin address".into(),
-        Some("outside P4's regime: dh hashes the destination, so DH cannot scale behind one address".into()),
+        Some(
+            "outside P4's regime: dh hashes the destination, so DH cannot scale behind one address"
+                .into(),
+        ),
         b.clone(),
         Some(1),
         big,
@@ -479,14 +486,11 @@ fn measure_variants(s: &Setup, size: usize, seed: u64) -> anyhow::Result<Vec<Var
     let mut out = Vec::new();
     for (label, regime, cfg, fixed_origins, n) in specs {
         let mut grid = Grid::default();
-        let origins_n = fixed_origins.unwrap_or_else(|| {
-            if n == big {
-                origins
-            } else {
-                s.origins_at(n)
-            }
-        });
-        let origins_1 = fixed_origins.map(|o| o.min(origins_n)).unwrap_or(s.origins_at(1));
+        let origins_n =
+            fixed_origins.unwrap_or_else(|| if n == big { origins } else { s.origins_at(n) });
+        let origins_1 = fixed_origins
+            .map(|o| o.min(origins_n))
+            .unwrap_or(s.origins_at(1));
         for alg in report::PAPER_ALGORITHMS {
             let seed = seeds.next_u64();
             grid.cells.insert(

@@ -186,8 +186,18 @@ impl Setup {
             tiers.push(Tier {
                 name: name.clone(),
                 priority: t.priority[i],
-                period_ms: ms(&format!("tiers.period (tier {name})"), &t.period[i], MS, 10 * SEC)?,
-                bound_ms: ms(&format!("tiers.bound (tier {name})"), &t.bound[i], MS, 100 * SEC)?,
+                period_ms: ms(
+                    &format!("tiers.period (tier {name})"),
+                    &t.period[i],
+                    MS,
+                    10 * SEC,
+                )?,
+                bound_ms: ms(
+                    &format!("tiers.bound (tier {name})"),
+                    &t.bound[i],
+                    MS,
+                    100 * SEC,
+                )?,
                 bitmap_len: t.bitmap_len[i],
                 stream_pps: t.stream_pps[i],
             });
@@ -210,7 +220,10 @@ impl Setup {
             MAX_BURST,
         )?;
         if !(1..=MAX_BATCH).contains(&p.backend.batch) {
-            bail!("backend.batch = {} is outside 1..={MAX_BATCH}", p.backend.batch);
+            bail!(
+                "backend.batch = {} is outside 1..={MAX_BATCH}",
+                p.backend.batch
+            );
         }
         if !(1..=MAX_VIF_QUEUE).contains(&p.backend.vif_queue_packets) {
             bail!(
@@ -338,14 +351,25 @@ fn sensitivity(
         vif_queue: q,
         ..base.clone()
     };
-    let overload = Some("outside P2's regime: the backend cannot keep up (load ≥ 1), every discipline loses".to_string());
+    let overload = Some(
+        "outside P2's regime: the backend cannot keep up (load ≥ 1), every discipline loses"
+            .to_string(),
+    );
     let variants: Vec<(String, Option<String>, VmConfig)> = vec![
         ("as configured".into(), None, base.clone()),
         ("stream ×0.5".into(), None, scaled_stream(0.5)),
         ("stream ×2".into(), None, scaled_stream(2.0)),
         ("no stream".into(), None, scaled_stream(0.0)),
-        ("data ×0.5".into(), None, data(base.data_pps * 0.5, base.data_burst)),
-        ("data ×2".into(), None, data(base.data_pps * 2.0, base.data_burst)),
+        (
+            "data ×0.5".into(),
+            None,
+            data(base.data_pps * 0.5, base.data_burst),
+        ),
+        (
+            "data ×2".into(),
+            None,
+            data(base.data_pps * 2.0, base.data_burst),
+        ),
         (
             format!("bursts of {}", base.data_burst / 2.0),
             None,
@@ -356,8 +380,16 @@ fn sensitivity(
             None,
             data(base.data_pps, base.data_burst * 2.0),
         ),
-        (format!("vif queue {}", base.vif_queue / 2), None, queue(base.vif_queue / 2)),
-        (format!("vif queue {}", base.vif_queue * 2), None, queue(base.vif_queue * 2)),
+        (
+            format!("vif queue {}", base.vif_queue / 2),
+            None,
+            queue(base.vif_queue / 2),
+        ),
+        (
+            format!("vif queue {}", base.vif_queue * 2),
+            None,
+            queue(base.vif_queue * 2),
+        ),
         ("load 0.85".into(), None, at_load(base, 0.85)),
         ("load 1.0".into(), overload.clone(), at_load(base, 1.0)),
         ("load 1.1".into(), overload, at_load(base, 1.1)),
@@ -408,7 +440,10 @@ pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOu
                 domains: n,
                 ..s.base.clone()
             };
-            Some((n, sensitivity(&cfg, run_seed, measured_tiers(cfg.tiers.len()))?))
+            Some((
+                n,
+                sensitivity(&cfg, run_seed, measured_tiers(cfg.tiers.len()))?,
+            ))
         }
         _ => None,
     };
@@ -454,7 +489,11 @@ mod tests {
         for (section, key, v) in [
             ("domains", "counts", serde_json::json!([3000])),
             ("backend", "batch", serde_json::json!(100_000_000u64)),
-            ("backend", "vif_queue_packets", serde_json::json!(100_000_000u64)),
+            (
+                "backend",
+                "vif_queue_packets",
+                serde_json::json!(100_000_000u64),
+            ),
             ("traffic", "data_pps", serde_json::json!(1e9)),
             ("run", "duration", serde_json::json!("100h")),
         ] {

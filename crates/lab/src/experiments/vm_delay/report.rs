@@ -108,7 +108,10 @@ fn figures(v: &View, out: &Path) -> anyhow::Result<Vec<Figure>> {
             .map(|(t, tr)| {
                 (
                     t.name.clone(),
-                    tr.latencies_ms.iter().map(|x| x.max(1e-3).log10()).collect(),
+                    tr.latencies_ms
+                        .iter()
+                        .map(|x| x.max(1e-3).log10())
+                        .collect(),
                 )
             })
             .collect();
@@ -135,25 +138,24 @@ fn figures(v: &View, out: &Path) -> anyhow::Result<Vec<Figure>> {
         .iter()
         .flat_map(|n| tiers.iter().map(move |t| format!("{} ({n})", t.name)))
         .collect();
-    let share_series: Vec<(String, Vec<f64>)> = v
-        .s
-        .schedulers
-        .iter()
-        .map(|sch| {
-            (
-                sch.clone(),
-                counts
-                    .iter()
-                    .flat_map(|&n| (0..tiers.len()).map(move |ti| (n, ti)))
-                    .map(|(n, ti)| {
-                        v.find(sch, n)
-                            .map(|r| r[ti].share_above_pct(threshold))
-                            .unwrap_or(f64::NAN)
-                    })
-                    .collect(),
-            )
-        })
-        .collect();
+    let share_series: Vec<(String, Vec<f64>)> =
+        v.s.schedulers
+            .iter()
+            .map(|sch| {
+                (
+                    sch.clone(),
+                    counts
+                        .iter()
+                        .flat_map(|&n| (0..tiers.len()).map(move |ti| (n, ti)))
+                        .map(|(n, ti)| {
+                            v.find(sch, n)
+                                .map(|r| r[ti].share_above_pct(threshold))
+                                .unwrap_or(f64::NAN)
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
     svg::bar_chart(
         &format!("Share of packets above {threshold} ms per tier (domains)"),
         "share (%)",
@@ -165,31 +167,30 @@ fn figures(v: &View, out: &Path) -> anyhow::Result<Vec<Figure>> {
         title: format!("Share above {threshold} ms (P2 Fig. 9)"),
         file: "above-threshold.svg".into(),
     });
-    let mean_series: Vec<(String, Vec<(f64, f64)>)> = v
-        .s
-        .schedulers
-        .iter()
-        .flat_map(|sch| {
-            tiers
-                .iter()
-                .enumerate()
-                .map(move |(ti, t)| (sch.clone(), ti, t.name.clone()))
-        })
-        .map(|(sch, ti, name)| {
-            (
-                format!("{name} / {sch}"),
-                counts
+    let mean_series: Vec<(String, Vec<(f64, f64)>)> =
+        v.s.schedulers
+            .iter()
+            .flat_map(|sch| {
+                tiers
                     .iter()
-                    .map(|&n| {
-                        (
-                            n as f64,
-                            v.find(&sch, n).map(|r| r[ti].mean_ms()).unwrap_or(f64::NAN),
-                        )
-                    })
-                    .collect(),
-            )
-        })
-        .collect();
+                    .enumerate()
+                    .map(move |(ti, t)| (sch.clone(), ti, t.name.clone()))
+            })
+            .map(|(sch, ti, name)| {
+                (
+                    format!("{name} / {sch}"),
+                    counts
+                        .iter()
+                        .map(|&n| {
+                            (
+                                n as f64,
+                                v.find(&sch, n).map(|r| r[ti].mean_ms()).unwrap_or(f64::NAN),
+                            )
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
     svg::line_chart(
         "Mean latency per tier vs number of domains",
         "domains",
@@ -343,7 +344,15 @@ fn checks(v: &View) -> Vec<Check> {
             format!("{names}: {:.2}% → {:.2}%; all tiers incl. {}: {:.2}% → {:.2}% (per tier {} → {})", s_m.above_pct, d_m.above_pct, tiers[0].name, s_a.above_pct, d_a.above_pct, per_tier(sp, |t| t.share_above_pct(threshold)), per_tier(dc, |t| t.share_above_pct(threshold))),
         ));
         // Both losses must drop: the claim's value is the smaller of the two reductions.
-        let detail = format!("all packets {:.3}% → {:.3}% (per tier {} → {}); probes {:.3}% → {:.3}%", s_a.loss_pct, d_a.loss_pct, per_tier(sp, TierResult::loss_pct), per_tier(dc, TierResult::loss_pct), s_a.probe_loss_pct, d_a.probe_loss_pct);
+        let detail = format!(
+            "all packets {:.3}% → {:.3}% (per tier {} → {}); probes {:.3}% → {:.3}%",
+            s_a.loss_pct,
+            d_a.loss_pct,
+            per_tier(sp, TierResult::loss_pct),
+            per_tier(dc, TierResult::loss_pct),
+            s_a.probe_loss_pct,
+            d_a.probe_loss_pct
+        );
         checks.push(Check::measured(
             format!("delay_constrained vs strict priority at {nmax} domains: less packet loss overall, of probes and of all packets (smaller of the two reductions, percentage points > 0; P2 abstract, §5)"),
             (s_a.loss_pct - d_a.loss_pct).min(s_a.probe_loss_pct - d_a.probe_loss_pct),
@@ -409,13 +418,12 @@ fn notes(v: &View) -> Vec<String> {
             .map(|r| summary(r, 0..tiers.len(), threshold).loss_pct)
             .unwrap_or(f64::NAN)
     };
-    let loss_at_min = v
-        .s
-        .schedulers
-        .iter()
-        .map(|sch| format!("{sch} {:.3}%", total_loss(sch, nmin)))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let loss_at_min =
+        v.s.schedulers
+            .iter()
+            .map(|sch| format!("{sch} {:.3}%", total_loss(sch, nmin)))
+            .collect::<Vec<_>>()
+            .join(", ");
     let tier_loss = |sch: &str, n: usize| {
         v.find(sch, n)
             .map(|r| per_tier(r, TierResult::loss_pct))
@@ -459,10 +467,20 @@ fn sensitivity_table(v: &View, n: usize, rows: &[SensRow], out: &Path) -> anyhow
             "| {} | {:.2} | {} | {:.2}% → {:.2}% | {} | {} | {} |\n",
             r.label,
             r.load,
-            arrow(sp.0.above_pct, dc.0.above_pct, 2, drops(sp.0.above_pct, dc.0.above_pct)),
+            arrow(
+                sp.0.above_pct,
+                dc.0.above_pct,
+                2,
+                drops(sp.0.above_pct, dc.0.above_pct)
+            ),
             sp.1.above_pct,
             dc.1.above_pct,
-            arrow(sp.1.loss_pct, dc.1.loss_pct, 3, drops(sp.1.loss_pct, dc.1.loss_pct)),
+            arrow(
+                sp.1.loss_pct,
+                dc.1.loss_pct,
+                3,
+                drops(sp.1.loss_pct, dc.1.loss_pct)
+            ),
             arrow(
                 sp.1.probe_loss_pct,
                 dc.1.probe_loss_pct,
