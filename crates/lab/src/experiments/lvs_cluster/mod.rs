@@ -388,6 +388,9 @@ pub struct Variant {
     pub grid: Grid,
 }
 
+/// A variant to run: label, regime note, configuration, fixed origin count, hosts.
+type VariantSpec = (String, Option<String>, ClusterConfig, Option<usize>, usize);
+
 /// The sensitivity variants: the parameters P4 does not print (client concurrency, origins,
 /// ports, handshake, lblc's weight, run length), and the cluster size, each varied alone at
 /// the size `size` and the largest cluster.
@@ -401,8 +404,7 @@ fn measure_variants(s: &Setup, size: usize, seed: u64) -> anyhow::Result<Vec<Var
     };
     let origins = s.origins_at(big);
     // (label, regime note, config, origins at `big`, hosts)
-    let mut specs: Vec<(String, Option<String>, ClusterConfig, Option<usize>, usize)> =
-        vec![("as configured".into(), None, b.clone(), None, big)];
+    let mut specs: Vec<VariantSpec> = vec![("as configured".into(), None, b.clone(), None, big)];
     for &n in s.hosts.iter().filter(|n| **n > 1 && **n < big) {
         specs.push((format!("{n} hosts"), None, b.clone(), None, n));
     }

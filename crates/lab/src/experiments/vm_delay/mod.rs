@@ -281,9 +281,12 @@ pub struct RunResult {
     pub tiers: Vec<TierResult>,
 }
 
+/// The runs, and the seed of each domain count.
+type Measured = (Vec<RunResult>, Vec<(usize, u64)>);
+
 /// Every scheduler at every domain count; the same arrivals and CPU slices for every
 /// scheduler at one domain count. Returns the runs and the seed of each domain count.
-fn measure(s: &Setup, seed: u64) -> anyhow::Result<(Vec<RunResult>, Vec<(usize, u64)>)> {
+fn measure(s: &Setup, seed: u64) -> anyhow::Result<Measured> {
     let mut out = Vec::new();
     let mut seeds = SplitMix64::new(seed);
     let mut seed_of = Vec::new();
