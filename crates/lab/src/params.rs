@@ -115,27 +115,23 @@ pub fn str_list_or_empty(params: &Value, key: &str) -> anyhow::Result<Vec<String
     }
 }
 
-/// `params` as the typed struct `T` (which should be `#[serde(deny_unknown_fields)]`), with an
-/// error naming the scenario section, the key and its value, e.g.
-/// `lvs-cluster scenario [client] \`concurrency = "x"\`: invalid type: string "x", expected usize`.
-/// (Through TOML text because its deserializer reports where an error is; serde_json's does not.)
-pub fn typed<T: serde::de::DeserializeOwned>(params: &Value, what: &str) -> anyhow::Result<T> {
-    let text =
-        toml::to_string(params).map_err(|e| anyhow!("{what} scenario is not a table: {e}"))?;
-    toml::from_str(&text).map_err(|e| {
-        let at = e.span().map(|s| s.start).unwrap_or(0).min(text.len());
-        let start = text[..at].rfind('\n').map(|i| i + 1).unwrap_or(0);
-        let end = text[at..].find('\n').map(|i| at + i).unwrap_or(text.len());
-        let section = text[..start]
+/// The whole scenario as a typed struct (`#[serde(deny_unknown_fields)]` structs reject typos).
+/// The scenario is parsed from its pretty-printed JSON text, so an error carries the line of
+/// the offending key, which is quoted with the message: `experiment scenario: invalid type:
+/// string "x", expected u32 at line 12 column 20, at "threads": "x"`.
+pub fn typed<T: serde::de::DeserializeOwned>(
+    params: &Value,
+    experiment: &str,
+) -> anyhow::Result<T> {
+    let text = serde_json::to_string_pretty(params)?;
+    serde_json::from_str(&text).map_err(|e| {
+        let at = text
             .lines()
-            .rev()
-            .find(|l| l.starts_with('['))
-            .unwrap_or("(top level)");
-        anyhow!(
-            "{what} scenario {section} `{}`: {}",
-            text[start..end].trim(),
-            e.message().trim()
-        )
+            .nth(e.line().saturating_sub(1))
+            .map(|l| l.trim().trim_end_matches(',').to_string())
+            .filter(|l| e.line() > 0 && !l.is_empty())
+            .map_or(String::new(), |l| format!(", at {l}"));
+        anyhow!("{experiment} scenario: {e}{at}")
     })
 }
 
@@ -152,5 +148,27 @@ mod tests {
         assert!(e.contains("\"a.c\""), "{e}");
         let e = f64_at(&p, "a.s").unwrap_err().to_string();
         assert!(e.contains("must be a number"), "{e}");
+    }
+
+    #[test]
+    fn typed_errors_quote_the_key_and_value() {
+        #[derive(serde::Deserialize, Debug)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Inner {
+            threads: u32,
+        }
+        #[derive(serde::Deserialize, Debug)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Outer {
+            clients: Inner,
+        }
+        let bad = serde_json::json!({"clients": {"threads": "many"}});
+        let e = typed::<Outer>(&bad, "x").unwrap_err().to_string();
+        assert!(e.contains("\"threads\": \"many\""), "{e}");
+        let typo = serde_json::json!({"clients": {"thread": 4}});
+        let e = typed::<Outer>(&typo, "x").unwrap_err().to_string();
+        assert!(e.contains("thread"), "{e}");
     }
 }

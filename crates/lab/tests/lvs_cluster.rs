@@ -117,7 +117,10 @@ fn the_scenario_is_typed_and_bounded() {
     let mut p = params.clone();
     p["ipvs"]["lblc_weight"] = 256.into();
     let e = Setup::from_params(&p).unwrap_err().to_string();
-    assert!(e.contains("[ipvs]") && e.contains("lblc_weight"), "{e}");
+    assert!(
+        e.contains("lvs-cluster") && e.contains("lblc_weight"),
+        "{e}"
+    );
     // Counts have bounds with a clear error instead of an allocation of gigabytes.
     let e = with_set("client.concurrency=100000000").to_string();
     assert!(

@@ -88,7 +88,7 @@ fn the_scenario_is_typed_and_bounded() {
     let mut p = params.clone();
     p["load"]["busy"] = 0.5.into();
     let e = Setup::from_params(&p).unwrap_err().to_string();
-    assert!(e.contains("[load]") && e.contains("busy"), "{e}");
+    assert!(e.contains("vm-delay") && e.contains("busy"), "{e}");
     let e = with_set("backend.vif_queue_packets=100000000").to_string();
     assert!(
         e.contains("backend.vif_queue_packets") && e.contains("outside"),

@@ -554,7 +554,7 @@ mod tests {
         let mut p = scenario();
         p["client"]["concurency"] = 3.into();
         let e = Setup::from_params(&p).unwrap_err().to_string();
-        assert!(e.contains("[client]") && e.contains("concurency"), "{e}");
+        assert!(e.contains("lvs-cluster") && e.contains("concurency"), "{e}");
         let mut p = scenario();
         p["client"]["model"] = "poisson".into();
         let e = Setup::from_params(&p).unwrap_err().to_string();

@@ -476,7 +476,7 @@ mod tests {
         let mut p = scenario();
         p["backend"]["bacth"] = 3.into();
         let e = Setup::from_params(&p).unwrap_err().to_string();
-        assert!(e.contains("[backend]") && e.contains("bacth"), "{e}");
+        assert!(e.contains("vm-delay") && e.contains("bacth"), "{e}");
         let mut p = scenario();
         p["run"]["duration"] = "60".into();
         let e = Setup::from_params(&p).unwrap_err().to_string();
