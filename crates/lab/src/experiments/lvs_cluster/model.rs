@@ -21,8 +21,8 @@
 //! Cost: O(log n) per event over the requests in flight; about 4 events per request. The
 //! TIME_WAIT expiries (one per request, all `inactive_timeout` after their completion) are in
 //! time order by construction, so they wait in a FIFO instead of the event heap: the heap
-//! holds only the requests in flight, not the ~rate × 120 s expiries (a 4× smaller run time at
-//! 15 hosts).
+//! holds only the requests in flight, not the ~rate × 120 s expiries. Same results; the default
+//! scenario's main grid took 2.4 s of CPU instead of 5.9 s (seed 1, shared 2-core machine).
 
 use anyhow::{anyhow, Context};
 use netsched_core::balance::{
