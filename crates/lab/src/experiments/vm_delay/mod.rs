@@ -354,10 +354,7 @@ fn sensitivity(
         vif_queue: q,
         ..base.clone()
     };
-    let overload = Some(
-        "outside P2's regime: the backend cannot keep up (load ≥ 1), every discipline loses"
-            .to_string(),
-    );
+    let overload = Some("outside P2's regime: load ≥ 1, the backend cannot keep up".to_string());
     let variants: Vec<(String, Option<String>, VmConfig)> = vec![
         ("as configured".into(), None, base.clone()),
         ("stream ×0.5".into(), None, scaled_stream(0.5)),
