@@ -454,7 +454,7 @@ pub fn write(
         });
     }
 
-    if k >= 2 && k <= 5 {
+    if k == TABLE14_N.len() {
         let top = pct.classes[0].n.max(1.0);
         comparisons.push(Comparison {
             quantity: format!("Percentile: requests of the lowest class relative to the top class (N_C{low} / N_C0)"),
