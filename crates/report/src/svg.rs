@@ -640,7 +640,9 @@ pub fn bar_chart_svg_with<C: AsRef<str>, S: AsRef<str>>(
             };
             let (ya, yb) = (f.py(v.max(base)), f.py(v.min(base)));
             let tip = if opts.log_y {
-                format!("{v}")
+                // Four significant digits: the axis spans decades, one step means nothing.
+                let decimals = (3.0 - v.abs().log10().floor()).clamp(0.0, 9.0) as usize;
+                format!("{v:.decimals$}")
             } else {
                 format_tick(v, ys / 100.0)
             };
