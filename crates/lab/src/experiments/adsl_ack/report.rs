@@ -427,8 +427,9 @@ pub fn write(
     let mut notes = vec![
         format!("**How the checks are decided.** Each claim is a measured share of a direction's rate alone against P3's figure as a threshold (FIFO: a direction below {:.0}%; ACK separation: upload ≥ {:.0}%, download ≥ 90%), every figure the mean over {} sub-seeds drawn from the seed. Strict ACK priority can leave the upload at most the uplink minus the download's ACKs, so the upload claim needs the ACK load to stay under {:.0}% of the uplink: that is the edge of P3's regime (here {:.0}%), and the sensitivity table marks the variants beyond it.", 100.0 * UPLOAD_SHARE, 100.0 * UPLOAD_SHARE, p.seeds, 100.0 * ACK_CAP, 100.0 * ack_load_share(p)),
         format!(
-            "Model: segment-level TCP in `netsched-sim` (NewReno, optional SACK, RFC 6298 RTO, delayed ACKs), {} B data packets, {} B ACKs, window {} segments, {} s runs, throughput averaged from {} s (goodput at the receiver); every figure is the mean over {} seeds (flow start times drawn from the seed), per-seed values are in results.json. TCP settings of the main runs: SACK {}, delayed ACK {}, minimum RTO {} ms. Links carry no ATM/PPPoE overhead, so our rates alone sit at the line rate (≈800 / ≈2100 kbit/s) where the paper's modem gives ≈750 / ≈1900.",
-            p.tcp.segment_bytes, p.tcp.ack_bytes, p.tcp.max_window_segments, p.duration_s, p.measure_from_s, p.seeds, p.tcp.sack, p.tcp.delayed_ack, p.tcp.min_rto_ms
+            "Model: segment-level TCP in `netsched-sim` (NewReno, optional SACK, RFC 6298 RTO, delayed ACKs), {} B data packets, {} B ACKs, window {} segments, {} s runs, throughput averaged from {} s (goodput at the receiver); every figure is the mean over {} seeds (flow start times drawn from the seed), per-seed values are in results.json. TCP settings of the main runs: SACK {}, delayed ACK {}, minimum RTO {} ms. Links carry no ATM/PPPoE overhead, so our rates alone sit at the line rate ({:.0} / {:.0} kbit/s of {:.0} / {:.0}) where the paper's modem gives ≈750 / ≈1900.",
+            p.tcp.segment_bytes, p.tcp.ack_bytes, p.tcp.max_window_segments, p.duration_s, p.measure_from_s, p.seeds, p.tcp.sack, p.tcp.delayed_ack, p.tcp.min_rto_ms,
+            up_alone, down_alone, p.topology.up_kbps, p.topology.down_kbps
         ),
         format!(
             "Mechanism (FIFO, both, first seed): uplink drops {} data packets and {} ACKs; upload timeouts {}, download timeouts {}. With ACK separation: {} data and {} ACK drops.",
@@ -442,7 +443,18 @@ pub fn write(
         ),
     ];
     if !matrix_rows.is_empty() {
-        let mut t = String::from("Which TCP settings decide which direction collapses (both directions, FIFO 100; a direction has collapsed below 80% of its rate alone):\n\n| window | SACK | min RTO (ms) | delayed ACK | upload kbit/s | download kbit/s | collapsed |\n|---|---|---|---|---|---|---|\n");
+        let (w, q) = (p.tcp.max_window_segments, p.topology.uplink_fifo_packets);
+        let (up, down) = (p.topology.up_kbps, p.topology.down_kbps);
+        // A full uplink FIFO of data packets, drained at the uplink rate.
+        let full_s = q as f64 * f64::from(p.tcp.segment_bytes) * 8.0 / (up * 1000.0);
+        let windows = p
+            .matrix
+            .max_window_segments
+            .iter()
+            .map(|w| w.to_string())
+            .collect::<Vec<_>>()
+            .join(" or ");
+        let mut t = format!("Which TCP settings decide which direction collapses (both directions, FIFO {q}; a direction has collapsed below {:.0}% of its rate alone):\n\n| window | SACK | min RTO (ms) | delayed ACK | upload kbit/s | download kbit/s | collapsed |\n|---|---|---|---|---|---|---|\n", 100.0 * UPLOAD_SHARE);
         for (w, s, r, d, u, dn, c) in &matrix_rows {
             t.push_str(&format!(
                 "| {w} | {s} | {r} | {d} | {u:.0} | {dn:.0} | {c} |\n"
@@ -458,13 +470,13 @@ pub fn write(
             .count();
         t.push_str(&format!(
             "\nReading: the upload collapses (the paper's outcome) in {n_up} of {} settings, the download in {n_down}. \
-             In the model the upload collapses when it loses tens of segments in one window (its 88 segments and the download's ACKs overflow the 100 slots) and, without SACK, \
-             NewReno repairs one hole per round trip while the round trip is ≈1.5 s behind the full FIFO, so the upload spends most \
+             In the model the upload collapses when it loses tens of segments in one window (its {w} segments and the download's ACKs overflow the {q} slots) and, without SACK, \
+             NewReno repairs one hole per round trip while the round trip is ≈{full_s:.1} s behind the full FIFO, so the upload spends most \
              of the run in recovery (first seed of the main run: {} fast recoveries, {} retransmissions, {} timeouts); a small minimum \
-             RTO or delayed ACKs (fewer ACKs competing for the 100 slots) break this. The paper explains the collapse by timeouts \
+             RTO or delayed ACKs (fewer ACKs competing for the {q} slots) break this. The paper explains the collapse by timeouts \
              (cwnd back to 1); in our runs the slow repair does the same damage. Otherwise the upload keeps the FIFO full of data and \
-             it is the download that collapses: its ACKs wait behind up to 100 data packets (≈1.5 s at 800 kbit/s), which caps \
-             its window of 88 (or 44) segments at a fraction of 2.1 Mbit/s. ACK separation removes both failure modes.\n",
+             it is the download that collapses: its ACKs wait behind up to {q} data packets (≈{full_s:.1} s at {up:.0} kbit/s), which caps \
+             its window of {windows} segments at a fraction of {down:.0} kbit/s. ACK separation removes both failure modes.\n",
             matrix_rows.len(),
             fifo.metrics["upload_tcp"]["fast_recoveries"],
             fifo.metrics["upload_tcp"]["retransmits"],

@@ -402,6 +402,7 @@ pub fn write(
     // ---- checks
     let mut checks: Vec<Check> = claims(p, fifo, pct).into_iter().map(|(_, c)| c).collect();
     let fifo_means = means(fifo);
+    let pct_means = means(pct);
     let fifo_tp: Vec<f64> = fifo.classes.iter().map(|c| c.throughput).collect();
     let prio_tp: Vec<f64> = prio.classes.iter().map(|c| c.throughput).collect();
     let low = k - 1;
@@ -465,15 +466,19 @@ pub fn write(
 
     let mut notes = vec![
         format!(
-            "Model: message-level requests (one packet each way, no TCP per request) over 100 Mbit/s links; one server worker with {:?} service time; {} classes × {} closed-loop threads, think time {:?}, {} requests per thread (the thesis: 15000). Requests wait in the scheduler and are released only when the worker is free (listen queue {}), so a backlog of up to {} requests forms, as `perSetQlen` makes one in the thesis. Each run stops when the first class has sent all its requests (FIFO {:.1} s, Percentile {:.1} s, strict priority {:.1} s of simulated time).",
-            p.server.service, k, p.clients.threads, p.clients.think, p.clients.requests_per_thread,
+            "Model: message-level requests (one packet each way, no TCP per request) over {} Mbit/s links; {} server worker(s) with {:?} service time; {} classes × {} closed-loop threads, think time {:?}, {} requests per thread (the thesis: 15000). Requests wait in the scheduler and are released only when the worker is free (listen queue {}), so a backlog of up to {} requests forms, as `perSetQlen` makes one in the thesis. Each run stops when the first class has sent all its requests (FIFO {:.1} s, Percentile {:.1} s, strict priority {:.1} s of simulated time).",
+            p.network.link_mbps, p.server.workers, p.server.service, k, p.clients.threads, p.clients.think, p.clients.requests_per_thread,
             p.server.listen_limit, k as u32 * p.clients.threads - 1, fifo.duration_s, pct.duration_s, prio.duration_s
         ),
         format!(
             "Percentile deadline {:?} measured at the server from the request's arrival at the scheduler to the response leaving (the thesis counts success in `per_fail_check` at IP output), memory {:?}. N and S are the discipline's own counters (`class_status`), so N counts enqueued requests, some still queued at the end, as in the thesis.",
             p.percentile.deadline, p.percentile.memory
         ),
-        "The thesis's FIFO baseline is not ordered by class and differs by class by up to 2.6× (it follows which client machine bursts, P0 ch. 4); our five client machines are identical, so FIFO gives every class the same mean. The absolute response times follow from our calibration (0.6 ms mean service, 3 ms mean client think time: the server is close to saturation with response times of the thesis's order, 5–20 ms), not from measurements of the thesis's 700 MHz server. With no think time the server is backlogged by all 20 threads all the time and the low classes get little service under Percentile (see the calibration sweep test in `crates/lab/tests/sim_percentile_web.rs`).".to_string(),
+        format!("The thesis's FIFO baseline is not ordered by class and differs by class by up to {:.1}× (it follows which client machine bursts, P0 §4.2.1); our client machines are identical, so FIFO gives every class the same mean. The absolute response times follow from our calibration (service {:?}, client think time {:?}: the server is busy {:.0}% of the time with mean response times of the thesis's order, {:.1}–{:.1} ms under Percentile), not from measurements of the thesis's 700 MHz server. With no think time the server is backlogged by all {} threads all the time and the low classes get little service under Percentile (see the calibration sweep test in `crates/lab/tests/sim_percentile_web.rs` and the think-time rows of the sensitivity table).",
+            THESIS_BASELINE.iter().cloned().fold(f64::MIN, f64::max) / THESIS_BASELINE.iter().cloned().fold(f64::MAX, f64::min),
+            p.server.service, p.clients.think, 100.0 * pct.server_utilisation,
+            1000.0 * pct_means.iter().cloned().fold(f64::MAX, f64::min), 1000.0 * pct_means.iter().cloned().fold(f64::MIN, f64::max),
+            k as u32 * p.clients.threads),
     ];
     if let (Some(ms), Some(r)) = (p.percentile.extra_fixed_deadline_ms, runs.get(3)) {
         let fmt = |f: &dyn Fn(&ClassResult) -> String| {
