@@ -244,18 +244,32 @@ pub fn write(
             .cloned()
             .collect()
     };
-    svg::line_chart(
-        "Both directions, uplink FIFO 100",
+    // P3's averages for the same runs as dashed lines (§3 FIFO, §4 ACK separation).
+    let paper_lines = |up: f64, down: f64, sec: &str| ChartOptions {
+        log_y: false,
+        marks: vec![
+            Mark::line(format!("P3 {sec} upload ≈{up} kbit/s"), up),
+            Mark::line(format!("P3 {sec} download ≈{down} kbit/s"), down),
+        ],
+        marks_legend: Some(format!("P3 {sec} averages")),
+    };
+    svg::line_chart_with(
+        &format!(
+            "Both directions, uplink FIFO {}",
+            p.topology.uplink_fifo_packets
+        ),
         "time (s)",
         "throughput (kbit/s)",
         &pick("both, FIFO"),
+        &paper_lines(250.0, 1900.0, "§3"),
         &out.join("throughput_fifo.svg"),
     )?;
-    svg::line_chart(
-        "Both directions, ACK separation",
+    svg::line_chart_with(
+        "Both directions, ACK separation (with and without the ACK filter)",
         "time (s)",
         "throughput (kbit/s)",
         &pick("both, ACK"),
+        &paper_lines(750.0, 2000.0, "§4"),
         &out.join("throughput_acksep.svg"),
     )?;
     let cats = [
@@ -486,11 +500,11 @@ pub fn write(
     }
     let figures = vec![
         Figure {
-            title: "Throughput over time, both directions, FIFO 100".into(),
+            title: "Throughput over time, both directions, FIFO (dashes: P3 §3's averages)".into(),
             file: "throughput_fifo.svg".into(),
         },
         Figure {
-            title: "Throughput over time, both directions, ACK separation".into(),
+            title: "Throughput over time, both directions, ACK separation with and without the ACK filter (dashes: P3 §4's averages)".into(),
             file: "throughput_acksep.svg".into(),
         },
         Figure {
