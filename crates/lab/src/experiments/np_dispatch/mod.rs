@@ -54,6 +54,8 @@ pub struct Runs {
 /// One variant of the sensitivity table: its claims, decided by the same code as the main run.
 pub struct SensRow {
     pub label: String,
+    /// `None` inside P1's regime (its IXP1200, costs it does not print); else why not.
+    pub regime: Option<String>,
     pub packets: usize,
     pub claims: Vec<(&'static str, Check)>,
 }
@@ -95,6 +97,19 @@ fn sensitivity(p: &Params, seed: u64) -> anyhow::Result<Vec<SensRow>> {
         q.traffic.packets = p.traffic.packets.min(SENS_PACKETS);
         f(&mut q);
         (label, q)
+    };
+    // P1's hardware: the IXP1200's 6 engines × 4 threads; its dispatch state in scratchpad,
+    // SRAM or SDRAM (12-40 cycles at 166-232 MHz = 52-241 ns, sources in the scenario file).
+    let outside = |q: &Params| -> Option<String> {
+        let mut why = Vec::new();
+        if (q.processor.engines, q.processor.threads_per_engine) != (6, 4) {
+            why.push("not the IXP1200's 6 × 4 threads");
+        }
+        let read_ns = q.costs().mem_read_ns;
+        if !(52.0 - 0.5..=241.0 + 0.5).contains(&read_ns) {
+            why.push("read latency outside the sourced 52–241 ns");
+        }
+        (!why.is_empty()).then(|| why.join(", "))
     };
     let c = &p.cost;
     let variants = vec![
@@ -147,6 +162,7 @@ fn sensitivity(p: &Params, seed: u64) -> anyhow::Result<Vec<SensRow>> {
             q.processor.block_bytes,
         );
         rows.push(SensRow {
+            regime: outside(&q),
             label,
             packets: q.traffic.packets,
             claims,

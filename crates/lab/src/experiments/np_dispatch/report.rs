@@ -205,7 +205,7 @@ fn sensitivity_note(p: &Params, rows: &[SensRow], out: &Path) -> anyhow::Result<
         .map(|r| r.claims.iter().map(|(n, _)| *n).collect())
         .unwrap_or_default();
     let mut t = format!(
-        "**Sensitivity** (P1's four policies, {} packets per size, same seed; each cell is the claim's measured value, ✓ where it holds). P1 prints no cycle counts, so every cost is a modelling choice; the variants move each one:\n\n| variant | {} |\n|---|{}\n",
+        "**Sensitivity** (P1's four policies, {} packets per size, same seed; each cell is the claim's measured value, ✓ where it holds). P1 prints no cycle counts, so every cost is a modelling choice; the variants move each one; \"outside\" rows leave P1's hardware:\n\n| variant | regime | {} | P1 claims that fail |\n|---|---|{}---|\n",
         rows.first().map_or(0, |r| r.packets),
         names.join(" | "),
         "---|".repeat(names.len())
@@ -226,8 +226,30 @@ fn sensitivity_note(p: &Params, rows: &[SensRow], out: &Path) -> anyhow::Result<
                     .unwrap_or_else(|| "—".into())
             })
             .collect();
-        t.push_str(&format!("| {} | {} |\n", r.label, cells.join(" | ")));
-        let mut row = vec![r.label.clone()];
+        let failed: Vec<&str> = r
+            .claims
+            .iter()
+            .filter(|(_, c)| !c.passed)
+            .map(|(n, _)| *n)
+            .collect();
+        t.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            r.label,
+            r.regime
+                .as_ref()
+                .map_or("P1".to_string(), |w| format!("**outside** ({w})")),
+            cells.join(" | "),
+            if failed.is_empty() {
+                "✓".to_string()
+            } else {
+                failed.join(", ")
+            }
+        ));
+        let mut row = vec![
+            r.label.clone(),
+            r.regime.is_none().to_string(),
+            r.regime.clone().unwrap_or_default(),
+        ];
         row.extend(
             r.claims
                 .iter()
@@ -235,11 +257,13 @@ fn sensitivity_note(p: &Params, rows: &[SensRow], out: &Path) -> anyhow::Result<
         );
         csv_rows.push(row);
     }
+    let inside: Vec<&SensRow> = rows.iter().filter(|r| r.regime.is_none()).collect();
     let robust: Vec<&str> = names
         .iter()
         .copied()
         .filter(|n| {
-            rows.iter()
+            inside
+                .iter()
                 .all(|r| r.claims.iter().any(|(m, c)| m == n && c.passed))
         })
         .collect();
@@ -247,7 +271,7 @@ fn sensitivity_note(p: &Params, rows: &[SensRow], out: &Path) -> anyhow::Result<
         .iter()
         .filter(|n| !robust.contains(n))
         .map(|n| {
-            let fails: Vec<&str> = rows
+            let fails: Vec<&str> = inside
                 .iter()
                 .filter(|r| r.claims.iter().any(|(m, c)| m == n && !c.passed))
                 .map(|r| r.label.as_str())
@@ -256,13 +280,23 @@ fn sensitivity_note(p: &Params, rows: &[SensRow], out: &Path) -> anyhow::Result<
         })
         .collect();
     t.push_str(&format!(
-        "\nReading: robust over every variant: {}. Holding only near the defaults: {}. Units: idle-time margins in percentage points, the 1500 B claim as a rate ratio, the SOP claim as a count of sizes that disagree; {} engines × {} threads unless the variant says otherwise.\n",
+        "\nReading: inside P1's regime ({} of {} variants), robust in every one: {}; holding only near the defaults: {}. Outside it: {}. Units: idle-time margins in percentage points, the 1500 B claim as a rate ratio, the SOP claim as a count of sizes that disagree; {} engines × {} threads unless the variant says otherwise.\n",
+        inside.len(),
+        rows.len(),
         if robust.is_empty() { "none".to_string() } else { robust.join(", ") },
         if fragile.is_empty() { "none".to_string() } else { fragile.join("; ") },
+        rows.iter()
+            .filter(|r| r.regime.is_some())
+            .map(|r| {
+                let failed: Vec<&str> = r.claims.iter().filter(|(_, c)| !c.passed).map(|(n, _)| *n).collect();
+                format!("{} — {}", r.label, if failed.is_empty() { "all hold".to_string() } else { format!("fails: {}", failed.join(", ")) })
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
         p.processor.engines,
         p.processor.threads_per_engine,
     ));
-    let mut header = vec!["variant"];
+    let mut header = vec!["variant", "in_p1_regime", "regime"];
     header.extend(names.iter().copied());
     netsched_report::csv::write_table(&out.join("sensitivity.csv"), &header, &csv_rows)?;
     Ok(t)
