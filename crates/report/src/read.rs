@@ -8,22 +8,16 @@ use std::path::Path;
 /// Read the regular file `path` as UTF-8 text of at most `cap` bytes. `what` says what the file
 /// is for in errors ("scenario file", "results.json").
 pub fn read_text(path: &Path, cap: u64, what: &str) -> anyhow::Result<String> {
+    // Look before opening: opening a FIFO would block until someone writes to it.
+    let meta = std::fs::metadata(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {what} {}: {e}", path.display()))?;
+    refuse_non_regular(path, &meta, what)?;
     let file = std::fs::File::open(path)
         .map_err(|e| anyhow::anyhow!("cannot read {what} {}: {e}", path.display()))?;
     let meta = file
         .metadata()
         .map_err(|e| anyhow::anyhow!("cannot read {what} {}: {e}", path.display()))?;
-    if !meta.is_file() {
-        let kind = if meta.is_dir() {
-            "a folder"
-        } else {
-            "not a regular file (a device, FIFO or socket)"
-        };
-        anyhow::bail!(
-            "{what} {}: is {kind}; expected a regular file",
-            path.display()
-        );
-    }
+    refuse_non_regular(path, &meta, what)?;
     if meta.len() > cap {
         anyhow::bail!(
             "{what} {}: {} bytes is over the limit of {cap} bytes",
@@ -51,6 +45,21 @@ pub fn read_text(path: &Path, cap: u64, what: &str) -> anyhow::Result<String> {
     })
 }
 
+fn refuse_non_regular(path: &Path, meta: &std::fs::Metadata, what: &str) -> anyhow::Result<()> {
+    if !meta.is_file() {
+        let kind = if meta.is_dir() {
+            "a folder"
+        } else {
+            "not a regular file (a device, FIFO or socket)"
+        };
+        anyhow::bail!(
+            "{what} {}: is {kind}; expected a regular file",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,6 +78,13 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let e = read_text(&dir, 1024, "x").unwrap_err().to_string();
         assert!(e.contains("a folder"), "{e}");
+        // A FIFO is refused without blocking on open.
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.map(|s| s.success()).unwrap_or(false) {
+            let e = read_text(&fifo, 1024, "x").unwrap_err().to_string();
+            assert!(e.contains("not a regular file"), "{e}");
+        }
         let f = dir.join("big.toml");
         std::fs::write(&f, vec![b'a'; 2000]).unwrap();
         let e = read_text(&f, 1024, "scenario file")
