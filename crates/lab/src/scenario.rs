@@ -62,7 +62,7 @@ pub fn load(name: &str, file: Option<&Path>) -> anyhow::Result<toml::Table> {
                     let mine: Vec<&str> = table.keys().map(String::as_str).collect();
                     let theirs: Vec<&str> = reference.keys().map(String::as_str).collect();
                     bail!(
-                        "scenario {origin}: not a {name} scenario — none of its top-level keys ({}) is one of {name}'s ({})",
+                        "scenario {origin}: does not look like a {name} scenario — none of its top-level keys ({}) is one of {name}'s ({})",
                         mine.join(", "),
                         theirs.join(", ")
                     );
