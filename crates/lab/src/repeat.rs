@@ -71,13 +71,21 @@ fn member_jobs(plan: &Plan, series: usize) -> Vec<MemberJob> {
         .collect()
 }
 
+/// A finished job: its output or error, and how long it took (s).
+type Outcome = (Result<ExperimentOutput, String>, f64);
+
 /// Run the jobs on `threads` threads; a job not started when SIGINT/SIGTERM arrived is not run.
-fn run_jobs(jobs: &[MemberJob], threads: usize) -> Vec<Result<ExperimentOutput, String>> {
+fn run_jobs(jobs: &[MemberJob], threads: usize) -> Vec<Outcome> {
     runner::parallel_map(jobs, threads, |job| {
         if netsched_testbed::interrupted() {
-            return Err("interrupted (SIGINT/SIGTERM) before it started".to_string());
+            return (
+                Err("interrupted (SIGINT/SIGTERM) before it started".to_string()),
+                0.0,
+            );
         }
-        runner::run_and_write(&job.req).map_err(|e| format!("{e:#}"))
+        let t = Instant::now();
+        let o = runner::run_and_write(&job.req).map_err(|e| format!("{e:#}"));
+        (o, t.elapsed().as_secs_f64())
     })
 }
 
@@ -150,7 +158,7 @@ pub fn run(plan: &Plan) -> anyhow::Result<Aggregate> {
         threads.min(jobs.len()),
         plan.out.display()
     );
-    let outcomes = run_jobs(&jobs, threads);
+    let outcomes: Vec<_> = run_jobs(&jobs, threads).into_iter().map(|o| o.0).collect();
     if outcomes.iter().all(|o| o.is_err()) {
         let errors: Vec<String> = jobs
             .iter()
@@ -222,21 +230,26 @@ pub fn run_all(
         .filter_map(|(i, p)| p.as_ref().ok().map(|p| member_jobs(p, i)))
         .flatten()
         .collect();
-    let mut outcomes: Vec<Option<Result<ExperimentOutput, String>>> =
-        run_jobs(&jobs, runner::cores())
-            .into_iter()
-            .map(Some)
-            .collect();
+    let mut outcomes: Vec<Option<Outcome>> = run_jobs(&jobs, runner::cores())
+        .into_iter()
+        .map(Some)
+        .collect();
     let mut entries = Vec::new();
     for (i, (plan, dir)) in plans.iter().zip(dirs).enumerate() {
         let exp = exps[i];
+        // Run time of the experiment: the sum over its seeds (they overlapped with others').
+        let mut seconds = 0.0;
         let outcome = match plan {
             Err(e) => Err(e.clone()),
             Ok(plan) => {
                 let idx: Vec<usize> = (0..jobs.len()).filter(|&j| jobs[j].series == i).collect();
                 let mine: Vec<Result<ExperimentOutput, String>> = idx
                     .iter()
-                    .map(|&j| outcomes[j].take().expect("each outcome taken once"))
+                    .map(|&j| {
+                        let (o, s) = outcomes[j].take().expect("each outcome taken once");
+                        seconds += s;
+                        o
+                    })
                     .collect();
                 let refs: Vec<&MemberJob> = idx.iter().map(|&j| &jobs[j]).collect();
                 if mine.iter().all(|o| o.is_err()) {
@@ -266,7 +279,7 @@ pub fn run_all(
             paper: exp.paper.to_string(),
             folder: exp.name.to_string(),
             outcome,
-            seconds: t.elapsed().as_secs_f64(),
+            seconds,
         });
     }
     let md = markdown::render_index(
@@ -282,5 +295,12 @@ pub fn run_all(
     std::fs::write(&path, md)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     top.keep();
+    eprintln!(
+        "[lab] {} experiment(s) × {} seed(s) in {:.1} s → {}",
+        exps.len(),
+        seeds.len(),
+        t.elapsed().as_secs_f64(),
+        path.display()
+    );
     Ok(entries)
 }

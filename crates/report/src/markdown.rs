@@ -111,7 +111,8 @@ pub fn render_aggregate(a: &Aggregate, title: &str, paper: &str) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# {title}\n");
     let _ = writeln!(s, "**Paper:** {paper}  ");
-    let seeds: Vec<String> = a.members.iter().map(|m| m.seed.to_string()).collect();
+    let mut seeds: Vec<String> = a.members.iter().map(|m| m.seed.to_string()).collect();
+    seeds.dedup(); // repeats share one seed
     let _ = writeln!(
         s,
         "**Mode:** {} · **{n} {noun}(s)** (seed {}) · **netsched** {} (commit `{}`)\n",
@@ -207,7 +208,7 @@ pub fn render_aggregate(a: &Aggregate, title: &str, paper: &str) -> String {
     if !a.runs.is_empty() {
         let _ = writeln!(
             s,
-            "## Metrics\n\n| run | metric | n | mean | ± 95% | sd | min | max |\n|---|---|---|---|---|---|---|---|"
+            "## Metrics\n\nSpread: (max − min) / |mean| over the {noun}s.\n\n| run | metric | n | mean | ± 95% | sd | min | max | spread |\n|---|---|---|---|---|---|---|---|---|"
         );
         for r in &a.runs {
             let config = match &r.config {
@@ -223,9 +224,14 @@ pub fn render_aggregate(a: &Aggregate, title: &str, paper: &str) -> String {
                 other => other.to_string(),
             };
             for (name, i) in &r.metrics {
+                let spread = if i.mean != 0.0 {
+                    format!("{:.1}%", 100.0 * (i.max - i.min) / i.mean.abs())
+                } else {
+                    "—".to_string()
+                };
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {spread} |",
                     cell(&config),
                     cell(name),
                     i.n,
@@ -402,8 +408,11 @@ mod tests {
         );
         assert!(md.contains("| rate \\| up | 750 | 0.82 ± 0.09 kbit/s | 0.78 kbit/s · 0.83 kbit/s · 0.85 kbit/s |"), "{md}");
         assert!(md.contains("[seed-2/report.md](seed-2/report.md)"), "{md}");
+        // spread (0.85 − 0.78) / 0.82 = 8.5%
         assert!(
-            md.contains("| policy=rr | share | 3 | 0.82 | 0.08957 |"),
+            md.contains(
+                "| policy=rr | share | 3 | 0.82 | 0.08957 | 0.03606 | 0.78 | 0.85 | 8.5% |"
+            ),
             "{md}"
         );
         assert!(md.contains("![Rates](seed-1/rates.svg)"), "{md}");
