@@ -91,32 +91,40 @@ impl Deadline {
     }
 }
 
-/// Parse "4ms", "250us", "1.5s", "2000ns", "3m". Bare numbers are rejected (units matter).
-pub fn parse_duration(s: &str) -> Result<Nanos> {
-    let t = s.trim();
-    let (num, mult) = if let Some(n) = t.strip_suffix("ns") {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix("us").or_else(|| t.strip_suffix("µs")) {
-        (n, 1e3)
-    } else if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e6)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1e9)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60e9)
-    } else {
-        bail!("duration {s:?}: needs a unit (ns, us, ms, s, m), e.g. \"4ms\"");
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| anyhow!("duration {s:?}: {num:?} is not a number"))?;
-    if !v.is_finite() || v < 0.0 {
-        bail!("duration {s:?}: must be a non-negative number");
+impl Deadline {
+    /// The deadline as `ctl` and the logs show it: `4ms`, `auto`, `auto-quantile`.
+    pub fn describe(&self) -> String {
+        match self {
+            Deadline::Fixed(ns) => format_duration(*ns),
+            other => other.mode().to_string(),
+        }
     }
-    Ok((v * mult).round() as Nanos)
 }
 
+/// The range of a fixed deadline: 1 µs (below it nothing could succeed) to 1 hour (above it
+/// nothing could fail within `request_timeout`'s own maximum).
+pub const DEADLINE_RANGE: (Nanos, Nanos) = (crate::MS / 1000, 3600 * crate::SEC);
+/// The range of the `[limits]` durations (`max_hold`, `request_timeout`): 1 ms to 1 hour.
+pub const LIMIT_RANGE: (Nanos, Nanos) = (crate::MS, 3600 * crate::SEC);
+/// The range of `flow_idle_timeout`: 1 s to 1 day.
+pub const IDLE_RANGE: (Nanos, Nanos) = (crate::SEC, 24 * 3600 * crate::SEC);
+
+/// A duration in the core's grammar (`netsched_core::units`: "4ms", "250us", "1.5s"; bare
+/// numbers refused), within `range`. The error names the text, the bound and the forms.
+pub fn parse_duration(s: &str, (min, max): (Nanos, Nanos)) -> Result<Nanos> {
+    parse_duration_in(s, min, max).map_err(|mut e| {
+        // Past the core's own ceiling the core names that; name this field's range instead.
+        if let Problem::OutOfRange { .. } = e.problem {
+            e.problem = Problem::OutOfRange {
+                min: format_duration(min),
+                max: format_duration(max),
+            };
+        }
+        e.into()
+    })
+}
+
+/// "auto", "auto-quantile" or a duration in [`DEADLINE_RANGE`].
 pub fn parse_deadline(s: &str) -> Result<Deadline> {
     let t = s.trim();
     if t == "auto" {
@@ -133,24 +141,14 @@ pub fn parse_deadline(s: &str) -> Result<Deadline> {
              time) or \"auto-quantile\" (running quantile at the weighted mean target)"
         )
     } else {
-        let d = parse_duration(s).context("deadline")?;
-        if d == 0 {
-            bail!("deadline {s:?}: must be greater than zero");
-        }
+        let d = parse_duration(s, DEADLINE_RANGE).context("deadline")?;
         Ok(Deadline::Fixed(d))
     }
 }
 
-/// Human form of a duration in nanoseconds.
-pub fn fmt_duration(ns: Nanos) -> String {
-    if ns >= crate::SEC {
-        format!("{:.3}s", ns as f64 / 1e9)
-    } else if ns >= crate::MS {
-        format!("{:.3}ms", ns as f64 / 1e6)
-    } else {
-        format!("{:.1}us", ns as f64 / 1e3)
-    }
-}
+/// Human form of a duration in nanoseconds (the core's format).
+pub use netsched_core::units::format_duration as fmt_duration;
+use netsched_core::units::{format_duration, parse_duration_in, Problem};
 
 /// An IPv4/IPv6 prefix (the core classifier's type, so the daemon accepts exactly what the
 /// table stores; a prefix with host bits set is refused, naming the network it probably meant).
@@ -445,13 +443,13 @@ impl Config {
                 d.queue_limit = v;
             }
             if let Some(v) = &l.flow_idle_timeout {
-                d.flow_idle_timeout = parse_duration(v).context("[limits] flow_idle_timeout")?;
+                d.flow_idle_timeout = parse_duration(v, IDLE_RANGE).context("[limits] flow_idle_timeout")?;
             }
             if let Some(v) = &l.request_timeout {
-                d.request_timeout = parse_duration(v).context("[limits] request_timeout")?;
+                d.request_timeout = parse_duration(v, LIMIT_RANGE).context("[limits] request_timeout")?;
             }
             if let Some(v) = &l.max_hold {
-                d.max_hold = parse_duration(v).context("[limits] max_hold")?;
+                d.max_hold = parse_duration(v, LIMIT_RANGE).context("[limits] max_hold")?;
             }
             if let Some(v) = l.rcvbuf_bytes {
                 d.rcvbuf_bytes = v;
@@ -588,10 +586,34 @@ request_timeout = "2s"
 
     #[test]
     fn config_durations() {
-        assert_eq!(parse_duration("250us").unwrap(), 250_000);
-        assert_eq!(parse_duration("1.5s").unwrap(), 1_500_000_000);
-        assert_eq!(parse_duration("3ms").unwrap(), 3_000_000);
-        assert!(parse_duration("-3ms").is_err());
+        let r = DEADLINE_RANGE;
+        assert_eq!(parse_duration("250us", r).unwrap(), 250_000);
+        assert_eq!(parse_duration("1.5s", r).unwrap(), 1_500_000_000);
+        assert_eq!(parse_duration("3ms", r).unwrap(), 3_000_000);
+        assert!(parse_duration("-3ms", r).is_err());
+        // Issue #10.7: 1e300s was stored as 18446744073.7 s; now a range error naming it.
+        for (text, needle) in [
+            ("1e300s", "1e300s"),
+            ("2h", "2h"),
+            ("500ns", "500ns"),
+            ("4", "4"),
+        ] {
+            let e = format!("{:#}", parse_deadline(text).unwrap_err());
+            assert!(e.contains(needle) && e.contains("deadline"), "{text}: {e}");
+        }
+        let e = format!("{:#}", parse_deadline("1e300s").unwrap_err());
+        assert!(e.contains("1h"), "names the bound: {e}");
+        assert_eq!(parse_deadline("1h").unwrap(), Deadline::Fixed(3600 * crate::SEC));
+        let e = format!(
+            "{:#}",
+            Config::from_toml("[limits]\nmax_hold = \"1e30s\"").unwrap_err()
+        );
+        assert!(e.contains("max_hold") && e.contains("1e30s"), "{e}");
+        let e = format!(
+            "{:#}",
+            Config::from_toml("[limits]\nflow_idle_timeout = \"10ms\"").unwrap_err()
+        );
+        assert!(e.contains("flow_idle_timeout") && e.contains("10ms"), "{e}");
         assert!(matches!(
             parse_deadline("auto").unwrap(),
             Deadline::Auto { .. }

@@ -15,14 +15,14 @@ use crate::config::{
     self, parse_cidr, parse_deadline, parse_protocol, resolve_class, ClassSpec, Config,
 };
 use crate::control::{self, ControlServer};
-use crate::engine::{Engine, KernelCounters, Status};
+use crate::engine::{Applied, Engine, SocketCounters, Status};
 use crate::iptables::{self, Rules};
 use crate::netlink::{NfQueue, PacketMsg};
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -217,12 +217,7 @@ pub fn run(args: NfqArgs) -> Result<()> {
             socket,
         }) => {
             let n = iptables::cleanup(&bin, queue)?;
-            let mut removed_socket = false;
-            if socket.exists() && std::os::unix::net::UnixStream::connect(&socket).is_err() {
-                std::fs::remove_file(&socket)
-                    .with_context(|| format!("removing {}", socket.display()))?;
-                removed_socket = true;
-            }
+            let removed_socket = control::remove_stale_socket(&socket)?;
             println!(
                 "removed {n} leftover rule(s){}",
                 if removed_socket {
@@ -237,7 +232,7 @@ pub fn run(args: NfqArgs) -> Result<()> {
         None => {
             let cfg = args.run.to_config()?;
             if let Some(cpu) = args.run.cpu {
-                pin_to_cpu(cpu)?;
+                netsched_testbed::pin_to_cpu(cpu).context("--cpu")?;
             }
             let stop = Arc::new(AtomicBool::new(false));
             for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
@@ -259,19 +254,6 @@ pub fn run(args: NfqArgs) -> Result<()> {
             Ok(())
         }
     }
-}
-
-/// Pin the calling thread to `cpu`.
-pub fn pin_to_cpu(cpu: usize) -> Result<()> {
-    // SAFETY: cpu_set_t zeroed is valid; CPU_SET writes within it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            bail!("--cpu {cpu}: {}", std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 /// What the daemon reports when it exits.
@@ -299,25 +281,54 @@ fn kernel_queue_counters(queue: u16) -> Option<(u64, u64, u64)> {
     None
 }
 
-fn fill_kernel(st: &mut Status, q: &NfQueue, queue: u16, iptables_bin: &str) {
-    let mut k = KernelCounters {
+/// The control thread's additions to a status answer: the iptables rule counters (cached
+/// for [`RULE_COUNT_MAX_AGE`]: each read starts `iptables` processes) and the kernel's queue
+/// counters from /proc (this thread's network namespace = the daemon's).
+struct KernelFacts {
+    iptables: String,
+    queue: u16,
+    rule_matched: Option<(Instant, u64)>,
+}
+
+/// How long a read of the iptables rule counters is reused by later `status` calls.
+const RULE_COUNT_MAX_AGE: Duration = Duration::from_secs(1);
+
+impl KernelFacts {
+    fn fill(&mut self, st: &mut Status) {
+        let now = Instant::now();
+        let matched = match self.rule_matched {
+            Some((at, n)) if now.duration_since(at) < RULE_COUNT_MAX_AGE => n,
+            _ => {
+                let n = iptables::rule_packet_count(&self.iptables, self.queue);
+                self.rule_matched = Some((now, n));
+                n
+            }
+        };
+        let k = &mut st.kernel;
+        k.rule_matched = matched;
+        if let Some((total, dropped, user)) = kernel_queue_counters(self.queue) {
+            k.queue_total = total;
+            k.queue_dropped = dropped;
+            k.user_dropped = user;
+        }
+        k.skipped_fail_open = k.rule_matched.saturating_sub(k.received + k.queue_total);
+    }
+}
+
+fn socket_counters(q: &NfQueue) -> SocketCounters {
+    SocketCounters {
+        received: q.received,
         enobufs: q.enobufs,
         rcvbuf_bytes: q.rcvbuf() as u64,
-        received: q.received,
-        rule_matched: iptables::rule_packet_count(iptables_bin, queue),
-        ..Default::default()
-    };
-    if let Some((total, dropped, user)) = kernel_queue_counters(queue) {
-        k.queue_total = total;
-        k.queue_dropped = dropped;
-        k.user_dropped = user;
     }
-    k.skipped_fail_open = k.rule_matched.saturating_sub(k.received + k.queue_total);
-    st.kernel = k;
 }
 
 /// Run the daemon in the calling thread (and network namespace) until `stop` is set.
 /// `on_ready` is called once the rules are in place.
+///
+/// Two threads: this one is the packet loop; a control thread (started here, in the same
+/// network namespace, joined before returning) serves the control socket and hands the
+/// packet loop validated commands (see [`crate::control`]).
 pub fn run_daemon(
     cfg: Config,
     stop: &AtomicBool,
@@ -326,6 +337,7 @@ pub fn run_daemon(
     let queue_num = cfg.queue;
     let mut engine = Engine::new(cfg.clone())?;
     let ctl = ControlServer::bind(&cfg.control_socket, cfg.control_group.as_deref())?;
+    let (outbox, inbox) = control::command_channel()?;
     let mut q = NfQueue::open(
         queue_num,
         cfg.limits.kernel_queue_maxlen,
@@ -335,6 +347,31 @@ pub fn run_daemon(
     let t0 = Instant::now();
     let now = || t0.elapsed().as_nanos() as u64;
     on_ready(&engine.status());
+
+    let quit_control = Arc::new(AtomicBool::new(false));
+    let control_thread = {
+        let quit = Arc::clone(&quit_control);
+        let classes = cfg.classes.clone();
+        let mut facts = KernelFacts {
+            iptables: cfg.iptables.clone(),
+            queue: queue_num,
+            rule_matched: None,
+        };
+        std::thread::Builder::new()
+            .name("nfq-control".into())
+            .spawn(move || {
+                ctl.run(&quit, |req| {
+                    control::serve_request(
+                        req,
+                        &classes,
+                        |cmd| outbox.execute(cmd, control::COMMAND_TIMEOUT),
+                        &mut |st| facts.fill(st),
+                    )
+                });
+                // `ctl` drops here: the socket file goes with the thread.
+            })
+            .context("starting the control thread")?
+    };
 
     let mut batch: Vec<PacketMsg> = Vec::with_capacity(crate::netlink::RECV_BATCH);
     let mut accept: Vec<u32> = Vec::with_capacity(1024);
@@ -348,19 +385,12 @@ pub fn run_daemon(
                     revents: 0,
                 },
                 libc::pollfd {
-                    fd: ctl.fd(),
+                    fd: inbox.fd(),
                     events: libc::POLLIN,
                     revents: 0,
                 },
             ];
-            // SAFETY: fds is a live array of 2 pollfd.
-            let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, 10) };
-            if rc < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.raw_os_error() != Some(libc::EINTR) {
-                    bail!("poll: {e}");
-                }
-            }
+            crate::sys::poll(&mut fds, Duration::from_millis(10)).context("poll")?;
             // Packets: drain up to 16 batches before looking at anything else.
             for _ in 0..16 {
                 batch.clear();
@@ -377,10 +407,14 @@ pub fn run_daemon(
                 q.flush()?;
             }
             if fds[1].revents != 0 {
-                ctl.poll(|req| {
-                    control::handle(&mut engine, &req, now(), &mut accept, &|st| {
-                        fill_kernel(st, &q, queue_num, &cfg.iptables)
-                    })
+                let t = now();
+                let sock = socket_counters(&q);
+                inbox.serve(|cmd| {
+                    let mut a = engine.apply(cmd, t, &mut accept);
+                    if let Ok(Applied::Snapshot(s)) = &mut a {
+                        s.socket = sock;
+                    }
+                    a
                 });
                 for id in accept.drain(..) {
                     q.accept(id);
@@ -400,7 +434,11 @@ pub fn run_daemon(
         Ok(())
     })();
 
-    // Shut down: no new packets, then verdict everything.
+    // Shut down: the control thread first (no more commands), then no new packets, then
+    // verdict everything.
+    quit_control.store(true, Ordering::Relaxed);
+    let control_joined = control_thread.join();
+    drop(inbox);
     drop(rules);
     let mut released = 0usize;
     accept.clear();
@@ -422,13 +460,23 @@ pub fn run_daemon(
         released += 1;
     }
     let flushed = q.flush();
-    let mut status = engine.status();
-    fill_kernel(&mut status, &q, queue_num, &cfg.iptables);
+    let mut snap = engine.snapshot();
+    snap.socket = socket_counters(&q);
+    let names: Vec<String> = cfg.classes.iter().map(|c| c.name.clone()).collect();
+    let mut status = snap.to_status(&names);
+    KernelFacts {
+        iptables: cfg.iptables.clone(),
+        queue: queue_num,
+        rule_matched: None,
+    }
+    .fill(&mut status);
     let _ = q.unbind();
     drop(q);
-    drop(ctl);
     result?;
     flushed?;
+    if control_joined.is_err() {
+        bail!("the control thread panicked");
+    }
     Ok(Summary {
         counters: engine.counters.clone(),
         status,

@@ -791,38 +791,188 @@ impl Engine {
         Ok(())
     }
 
+    /// Everything `status` shows, copied (no formatting): what the packet loop hands the
+    /// control thread, which turns it into a [`Status`]. Cost: O(classes + table entries).
+    pub fn snapshot(&self) -> Snapshot {
+        let sched = self.sched.class_status();
+        let per_discipline = (0..self.per_class.len())
+            .map(|i| {
+                let row = sched.iter().find(|r| r.class == i);
+                let priority = row.and_then(|r| {
+                    r.extra
+                        .iter()
+                        .find(|(n, _)| n == "priority")
+                        .map(|(_, v)| *v)
+                });
+                (priority, row.map(|r| r.queued_packets).unwrap_or(0))
+            })
+            .collect();
+        Snapshot {
+            running: self.running,
+            discipline: self.cfg.discipline,
+            deadline_ns: self.deadline,
+            deadline: self.cfg.deadline,
+            quantile_weights: self.quantile_weights(),
+            budget: self.cfg.budget,
+            in_server: self.in_server,
+            server_time_sum: self.server_time_sum,
+            server_time_count: self.server_time_count,
+            held_packets: self.held_packets,
+            flows: self.flows.len(),
+            default_class: self.cfg.default_class,
+            percentiles: self.cfg.classes.iter().map(|c| c.percentile).collect(),
+            per_class: self.per_class.clone(),
+            held_per_class: self.held_per_class.clone(),
+            per_discipline,
+            table: self.table.entries(),
+            counters: self.counters.clone(),
+            socket: SocketCounters::default(),
+        }
+    }
+
+    /// The status document (a snapshot, formatted here; the daemon formats in its control
+    /// thread instead).
     pub fn status(&self) -> Status {
-        let sched_rows = self.sched.class_status();
+        let names: Vec<String> = self.cfg.classes.iter().map(|c| c.name.clone()).collect();
+        self.snapshot().to_status(&names)
+    }
+
+    /// Apply one validated control command (the packet loop calls this between batches).
+    /// Packets it releases go to `accept`.
+    pub fn apply(
+        &mut self,
+        cmd: Command,
+        now: Nanos,
+        accept: &mut Vec<u32>,
+    ) -> Result<Applied, String> {
+        Ok(match cmd {
+            Command::Start => {
+                self.start();
+                Applied::Done
+            }
+            Command::Stop => {
+                let before = accept.len();
+                self.stop(accept);
+                Applied::Released(accept.len() - before)
+            }
+            Command::Reset => {
+                self.reset();
+                Applied::Done
+            }
+            Command::Snapshot => Applied::Snapshot(Box::new(self.snapshot())),
+            Command::SetPercentile { class, p } => {
+                self.set_percentile(class, p as i64)
+                    .map_err(|e| format!("{e:#}"))?;
+                Applied::Done
+            }
+            Command::SetDeadline(d) => {
+                self.set_deadline(d).map_err(|e| format!("{e:#}"))?;
+                Applied::Done
+            }
+            Command::SetBudget(b) => {
+                let before = accept.len();
+                self.set_budget(b, now, accept);
+                Applied::Released(accept.len() - before)
+            }
+            Command::AddIp { cidr, class } => {
+                self.add_ip(cidr, class).map_err(|e| format!("{e:#}"))?;
+                Applied::Done
+            }
+            Command::DelIp(cidr) => {
+                self.del_ip(cidr).map_err(|e| format!("{e:#}"))?;
+                Applied::Done
+            }
+        })
+    }
+}
+
+/// A control verb, already parsed and validated by the control thread: all the packet loop
+/// does with it is [`Engine::apply`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Command {
+    Start,
+    Stop,
+    Reset,
+    Snapshot,
+    SetPercentile { class: usize, p: u32 },
+    SetDeadline(Deadline),
+    SetBudget(Option<usize>),
+    AddIp { cidr: Cidr, class: usize },
+    DelIp(Cidr),
+}
+
+/// What applying a [`Command`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    Done,
+    /// Held packets released by it (stop, a larger budget).
+    Released(usize),
+    Snapshot(Box<Snapshot>),
+}
+
+/// Counters of the netlink socket, filled in by the daemon's packet loop.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SocketCounters {
+    pub received: u64,
+    pub enobufs: u64,
+    pub rcvbuf_bytes: u64,
+}
+
+/// The engine's state as plain numbers: a cheap copy for the control thread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub running: bool,
+    pub discipline: DisciplineKind,
+    pub deadline_ns: Nanos,
+    pub deadline: Deadline,
+    pub quantile_weights: (u128, u128),
+    pub budget: Option<usize>,
+    pub in_server: usize,
+    pub server_time_sum: u128,
+    pub server_time_count: u64,
+    pub held_packets: usize,
+    pub flows: usize,
+    pub default_class: usize,
+    pub percentiles: Vec<u32>,
+    pub per_class: Vec<ClassCounters>,
+    pub held_per_class: Vec<u64>,
+    /// Per class from the discipline: (the thesis's priority, queued requests).
+    pub per_discipline: Vec<(Option<f64>, u64)>,
+    pub table: Vec<(Cidr, usize)>,
+    pub counters: Counters,
+    pub socket: SocketCounters,
+}
+
+impl Snapshot {
+    /// The status document; `names` are the class names (fixed for the daemon's life).
+    pub fn to_status(&self, names: &[String]) -> Status {
+        let name = |k: usize| names.get(k).cloned().unwrap_or_else(|| k.to_string());
         let classes = self
-            .cfg
-            .classes
+            .per_class
             .iter()
             .enumerate()
-            .map(|(i, spec)| {
-                let c = &self.per_class[i];
-                let row = sched_rows.iter().find(|r| r.class == i);
-                let extra = |k: &str| {
-                    row.and_then(|r| r.extra.iter().find(|(n, _)| n == k).map(|(_, v)| *v))
-                };
+            .map(|(i, c)| {
+                let p = self.percentiles[i];
+                let (priority, queue_len) = self.per_discipline[i];
                 let attainment = if c.n == 0 {
                     0.0
                 } else {
-                    c.s as f64 / (c.n as f64 * spec.percentile as f64 / 100.0)
+                    c.s as f64 / (c.n as f64 * p as f64 / 100.0)
                 };
                 ClassRow {
                     class: i,
-                    name: spec.name.clone(),
+                    name: name(i),
                     n: c.n,
                     s: c.s,
                     fail: c.fail,
-                    percentile: spec.percentile,
-                    priority: if self.cfg.discipline == DisciplineKind::Percentile {
-                        extra("priority")
+                    percentile: p,
+                    priority: if self.discipline == DisciplineKind::Percentile {
+                        priority
                     } else {
                         None
                     },
                     attainment,
-                    queue_len: row.map(|r| r.queued_packets).unwrap_or(0),
+                    queue_len,
                     held_packets: self.held_per_class[i],
                     completed: c.completed,
                     timeouts: c.timeouts,
@@ -836,17 +986,15 @@ impl Engine {
             .collect();
         Status {
             running: self.running,
-            discipline: self.cfg.discipline.as_str().into(),
-            deadline_ns: self.deadline,
-            deadline_auto: !matches!(self.cfg.deadline, Deadline::Fixed(_)),
-            deadline_mode: self.cfg.deadline.mode().into(),
-            deadline_quantile: matches!(self.cfg.deadline, Deadline::AutoQuantile { .. }).then(
-                || {
-                    let (num, den) = self.quantile_weights();
-                    num as f64 / den as f64
-                },
-            ),
-            budget: self.cfg.budget,
+            discipline: self.discipline.as_str().into(),
+            deadline_ns: self.deadline_ns,
+            deadline_auto: !matches!(self.deadline, Deadline::Fixed(_)),
+            deadline_mode: self.deadline.mode().into(),
+            deadline_quantile: matches!(self.deadline, Deadline::AutoQuantile { .. }).then(|| {
+                let (num, den) = self.quantile_weights;
+                num as f64 / den as f64
+            }),
+            budget: self.budget,
             in_server: self.in_server,
             mean_server_ms: if self.server_time_count > 0 {
                 self.server_time_sum as f64 / 1e6 / self.server_time_count as f64
@@ -854,17 +1002,21 @@ impl Engine {
                 0.0
             },
             held_packets: self.held_packets,
-            flows: self.flows.len(),
-            default_class: self.cfg.classes[self.cfg.default_class].name.clone(),
+            flows: self.flows,
+            default_class: name(self.default_class),
             classes,
             table: self
                 .table
-                .entries()
-                .into_iter()
-                .map(|(c, k)| (c.to_string(), self.cfg.classes[k].name.clone()))
+                .iter()
+                .map(|(c, k)| (c.to_string(), name(*k)))
                 .collect(),
             counters: self.counters.clone(),
-            kernel: KernelCounters::default(),
+            kernel: KernelCounters {
+                received: self.socket.received,
+                enobufs: self.socket.enobufs,
+                rcvbuf_bytes: self.socket.rcvbuf_bytes,
+                ..KernelCounters::default()
+            },
         }
     }
 }

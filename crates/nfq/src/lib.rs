@@ -20,6 +20,7 @@ pub mod loadgen;
 pub mod netlink;
 pub mod packet;
 pub mod sched;
+pub mod sys;
 pub mod table;
 pub mod web;
 
