@@ -92,6 +92,17 @@ impl Deadline {
 }
 
 impl Deadline {
+    /// The core's form (the judge and the Percentile discipline keep the running figures;
+    /// `initial` stays with the daemon).
+    pub fn core(&self) -> netsched_core::qdisc::percentile::PercentileDeadline {
+        use netsched_core::qdisc::percentile::PercentileDeadline;
+        match *self {
+            Deadline::Fixed(ns) => PercentileDeadline::Ns(ns.max(1)),
+            Deadline::Auto { .. } => PercentileDeadline::Auto,
+            Deadline::AutoQuantile { .. } => PercentileDeadline::AutoQuantile,
+        }
+    }
+
     /// The deadline as `ctl` and the logs show it: `4ms`, `auto`, `auto-quantile`.
     pub fn describe(&self) -> String {
         match self {

@@ -9,6 +9,7 @@
 //! [`sched`] and [`table`] wrap the core's discipline and address table.
 
 pub mod bench;
+pub mod cli;
 pub mod config;
 pub mod control;
 pub mod ctl;
