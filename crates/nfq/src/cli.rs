@@ -115,6 +115,9 @@ pub struct RunArgs {
     /// late response leaves (false, default, as in the thesis).
     #[arg(long)]
     pub early_miss: Option<bool>,
+    /// Adaptive polling window after each burst of packets ("200us"; "0" always sleeps).
+    #[arg(long)]
+    pub busy_poll: Option<String>,
     /// Pin the daemon to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
@@ -192,6 +195,9 @@ impl RunArgs {
         }
         if let Some(e) = self.early_miss {
             c.early_miss = e;
+        }
+        if let Some(b) = &self.busy_poll {
+            c.busy_poll = config::parse_duration(b, config::BUSY_POLL_RANGE).context("--busy-poll")?;
         }
         c.validate()?;
         Ok(c)

@@ -182,6 +182,7 @@ struct FileConfig {
     control_group: Option<String>,
     iptables: Option<String>,
     early_miss: Option<bool>,
+    busy_poll: Option<String>,
     service: Option<FileService>,
     #[serde(default, rename = "class")]
     classes: Vec<FileClass>,
@@ -297,7 +298,16 @@ pub struct Config {
     /// Report a miss as soon as a request's age passes the deadline (true), or only when its
     /// late response leaves, as the thesis does (false, default). See docs/nfq.md.
     pub early_miss: bool,
+    /// Adaptive polling: after handling packets the packet loop keeps polling without
+    /// sleeping for this long, then blocks again (0: always block). A packet that arrives
+    /// inside the window costs no wake-up; an idle daemon sleeps. See docs/bench-nfq.md.
+    pub busy_poll: Nanos,
 }
+
+/// Default of [`Config::busy_poll`] (measured: docs/bench-nfq.md).
+pub const DEFAULT_BUSY_POLL: Nanos = 200 * crate::MS / 1000;
+/// Range of `busy_poll`: 0 (off) to 10 ms (beyond it the daemon would rarely sleep).
+pub const BUSY_POLL_RANGE: (Nanos, Nanos) = (0, 10 * crate::MS);
 
 pub const DEFAULT_SOCKET: &str = "/run/netsched-nfq.sock";
 
@@ -323,6 +333,7 @@ impl Default for Config {
             table: Vec::new(),
             limits: Limits::default(),
             early_miss: false,
+            busy_poll: DEFAULT_BUSY_POLL,
         }
     }
 }
@@ -406,6 +417,9 @@ impl Config {
         }
         if let Some(e) = f.early_miss {
             c.early_miss = e;
+        }
+        if let Some(b) = &f.busy_poll {
+            c.busy_poll = parse_duration(b, BUSY_POLL_RANGE).context("busy_poll")?;
         }
         if let Some(s) = f.service {
             if let Some(p) = &s.protocol {

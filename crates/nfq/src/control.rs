@@ -21,7 +21,8 @@
 //! between two packet batches and answers with a copy ([`Applied`]). Nothing a client does
 //! can make the packet loop wait for it.
 
-use crate::config::{parse_cidr, parse_deadline, resolve_class, ClassSpec};
+use crate::config::{parse_cidr, parse_deadline, resolve_class, Cidr, ClassSpec, Config};
+use std::collections::BTreeMap;
 use crate::engine::{Applied, Command, Status};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -143,27 +144,66 @@ pub fn to_command(req: &Request, classes: &[ClassSpec]) -> Result<Command> {
     })
 }
 
-/// Serve one request: validate it, have `exec` apply the command (the daemon: send it to the
-/// packet loop and wait; tests: call the engine), and build the answer. `kernel` adds the
-/// socket-level counters to a status answer.
-pub fn serve_request(
-    req: &Request,
+/// What the control thread knows without asking the packet loop: the classes (fixed for the
+/// daemon's life) and a mirror of the address table (only control commands change it, and
+/// every one of them passes here), so a `status` never makes the packet loop copy the table.
+#[derive(Debug, Clone)]
+pub struct ControlState {
+    classes: Vec<ClassSpec>,
+    table: BTreeMap<Cidr, usize>,
+}
+
+impl ControlState {
+    pub fn new(cfg: &Config) -> Self {
+        ControlState {
+            classes: cfg.classes.clone(),
+            table: cfg.table.iter().copied().collect(),
+        }
+    }
+
+    /// Serve one request: validate it, have `exec` apply the command (the daemon: send it
+    /// to the packet loop and wait; tests: call the engine), and build the answer. `kernel`
+    /// adds the socket-level counters to a status answer.
+    pub fn serve(
+        &mut self,
+        req: &Request,
+        exec: impl FnOnce(Command) -> Result<Applied, String>,
+        kernel: &mut dyn FnMut(&mut Status),
+    ) -> Response {
+        let cmd = match to_command(req, &self.classes) {
+            Ok(c) => c,
+            Err(e) => return Response::err(format!("{e:#}")),
+        };
+        let applied = match exec(cmd) {
+            Ok(a) => a,
+            Err(e) => return Response::err(e),
+        };
+        match cmd {
+            Command::AddIp { cidr, class } => {
+                self.table.insert(cidr, class);
+            }
+            Command::DelIp(cidr) => {
+                self.table.remove(&cidr);
+            }
+            Command::Reset => self.table.clear(),
+            _ => {}
+        }
+        answer(cmd, applied, &self.classes, &self.table, kernel)
+    }
+}
+
+fn answer(
+    cmd: Command,
+    applied: Applied,
     classes: &[ClassSpec],
-    exec: impl FnOnce(Command) -> Result<Applied, String>,
+    table: &BTreeMap<Cidr, usize>,
     kernel: &mut dyn FnMut(&mut Status),
 ) -> Response {
-    let cmd = match to_command(req, classes) {
-        Ok(c) => c,
-        Err(e) => return Response::err(format!("{e:#}")),
-    };
-    let applied = match exec(cmd) {
-        Ok(a) => a,
-        Err(e) => return Response::err(e),
-    };
     let name = |k: usize| classes[k].name.clone();
     match (cmd, applied) {
-        (_, Applied::Snapshot(snap)) => {
+        (_, Applied::Snapshot(mut snap)) => {
             let names: Vec<String> = classes.iter().map(|c| c.name.clone()).collect();
+            snap.table = table.iter().map(|(c, k)| (*c, *k)).collect();
             let mut st = snap.to_status(&names);
             kernel(&mut st);
             Response {
@@ -696,8 +736,12 @@ mod tests {
     fn call(e: &mut Engine, json: &str) -> (Response, Vec<u32>) {
         let req: Request = serde_json::from_str(json).expect(json);
         let mut acc = Vec::new();
-        let classes = e.cfg.classes.clone();
-        let r = serve_request(&req, &classes, |c| e.apply(c, 0, &mut acc), &mut |_| {});
+        // The engine's table as a daemon's control thread would have mirrored it.
+        let mut state = ControlState {
+            classes: e.cfg.classes.clone(),
+            table: e.snapshot().table.into_iter().collect(),
+        };
+        let r = state.serve(&req, |c| e.apply(c, 0, &mut acc), &mut |_| {});
         (r, acc)
     }
 
@@ -876,16 +920,11 @@ mod tests {
         let (outbox, inbox) = command_channel().unwrap();
         let quit = std::sync::Arc::new(AtomicBool::new(false));
         let e = engine(None);
-        let classes = e.cfg.classes.clone();
+        let mut state = ControlState::new(&e.cfg);
         let q2 = std::sync::Arc::clone(&quit);
         let control = std::thread::spawn(move || {
             server.run(&q2, |req| {
-                serve_request(
-                    req,
-                    &classes,
-                    |c| outbox.execute(c, COMMAND_TIMEOUT),
-                    &mut |_| {},
-                )
+                state.serve(req, |c| outbox.execute(c, COMMAND_TIMEOUT), &mut |_| {})
             })
         });
         // The "packet loop": applies commands when woken.
@@ -913,6 +952,27 @@ mod tests {
         )
         .unwrap();
         assert_eq!(a.message.as_deref(), Some("deadline = 7ms"));
+        // The control thread's mirror of the address table follows add / del / reset.
+        let table = || request(&path, &Request::Status).unwrap().status.unwrap().table;
+        let add = |cidr: &str| Request::AddIp {
+            cidr: cidr.into(),
+            class: "c1".into(),
+        };
+        assert!(request(&path, &add("10.1.0.0/16")).unwrap().ok);
+        assert!(request(&path, &add("10.2.0.0/16")).unwrap().ok);
+        assert!(
+            request(
+                &path,
+                &Request::DelIp {
+                    cidr: "10.1.0.0/16".into()
+                }
+            )
+            .unwrap()
+            .ok
+        );
+        assert_eq!(table(), vec![("10.2.0.0/16".to_string(), "c1".to_string())]);
+        assert!(request(&path, &Request::Reset).unwrap().ok);
+        assert!(table().is_empty());
         let line = |bytes: &[u8]| {
             let mut s = UnixStream::connect(&path).unwrap();
             s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();

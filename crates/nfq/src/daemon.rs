@@ -117,7 +117,7 @@ pub fn run_daemon(
     let quit_control = Arc::new(AtomicBool::new(false));
     let control_thread = {
         let quit = Arc::clone(&quit_control);
-        let classes = cfg.classes.clone();
+        let mut state = control::ControlState::new(&cfg);
         let mut facts = KernelFacts {
             iptables: cfg.iptables.clone(),
             queue: queue_num,
@@ -127,9 +127,8 @@ pub fn run_daemon(
             .name("nfq-control".into())
             .spawn(move || {
                 ctl.run(&quit, |req| {
-                    control::serve_request(
+                    state.serve(
                         req,
-                        &classes,
                         |cmd| outbox.execute(cmd, control::COMMAND_TIMEOUT),
                         &mut |st| facts.fill(st),
                     )
@@ -142,6 +141,8 @@ pub fn run_daemon(
     let mut batch: Vec<PacketMsg> = Vec::with_capacity(crate::netlink::RECV_BATCH);
     let mut accept: Vec<u32> = Vec::with_capacity(1024);
     let mut last_tick = 0u64;
+    let busy_poll = cfg.busy_poll;
+    let mut spin_until = 0u64;
     let result: Result<()> = (|| {
         while !stop.load(Ordering::Relaxed) {
             let mut fds = [
@@ -156,13 +157,26 @@ pub fn run_daemon(
                     revents: 0,
                 },
             ];
-            crate::sys::poll(&mut fds, Duration::from_millis(10)).context("poll")?;
+            // Adaptive polling: inside the window after the last packet, look without
+            // sleeping (a wake-up from poll costs tens of µs); after it, block.
+            let spinning = busy_poll > 0 && now() < spin_until;
+            let timeout = if spinning {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(10)
+            };
+            crate::sys::poll(&mut fds, timeout).context("poll")?;
+            if spinning && fds[0].revents == 0 && fds[1].revents == 0 {
+                std::hint::spin_loop();
+                continue;
+            }
             // Packets: drain up to 16 batches before looking at anything else.
             for _ in 0..16 {
                 batch.clear();
                 if q.recv_batch(&mut batch)? == 0 {
                     break;
                 }
+                spin_until = now().saturating_add(busy_poll);
                 let t = now();
                 for p in &batch {
                     engine.on_packet(p.id, p.hook, &p.head, t, &mut accept);

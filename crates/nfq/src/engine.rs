@@ -749,22 +749,18 @@ impl Engine {
         Ok(())
     }
 
-    /// Everything `status` shows, copied (no formatting): what the packet loop hands the
-    /// control thread, which turns it into a [`Status`]. Cost: O(classes + table entries).
+    /// Everything `status` shows, copied (no formatting). Cost: O(classes + table entries).
     pub fn snapshot(&self) -> Snapshot {
-        let sched = self.sched.class_status();
-        let per_discipline = (0..self.per_class.len())
-            .map(|i| {
-                let row = sched.iter().find(|r| r.class == i);
-                let priority = row.and_then(|r| {
-                    r.extra
-                        .iter()
-                        .find(|(n, _)| n == "priority")
-                        .map(|(_, v)| *v)
-                });
-                (priority, row.map(|r| r.queued_packets).unwrap_or(0))
-            })
-            .collect();
+        let mut s = self.snapshot_without_table();
+        s.table = self.table.entries();
+        s
+    }
+
+    /// [`snapshot`](Self::snapshot) without the address table — what the packet loop hands
+    /// the control thread, which mirrors the table itself (only control commands change it).
+    /// Cost: O(classes), no allocation per class beyond the copied vectors.
+    pub fn snapshot_without_table(&self) -> Snapshot {
+        let n = self.per_class.len();
         Snapshot {
             running: self.running,
             discipline: self.cfg.discipline,
@@ -782,8 +778,8 @@ impl Engine {
             per_class: self.per_class.clone(),
             judged: self.judge.counts().to_vec(),
             held_per_class: self.held_per_class.clone(),
-            per_discipline,
-            table: self.table.entries(),
+            per_discipline: self.sched.class_brief(n),
+            table: Vec::new(),
             counters: self.counters.clone(),
             socket: SocketCounters::default(),
         }
@@ -818,7 +814,7 @@ impl Engine {
                 self.reset();
                 Applied::Done
             }
-            Command::Snapshot => Applied::Snapshot(Box::new(self.snapshot())),
+            Command::Snapshot => Applied::Snapshot(Box::new(self.snapshot_without_table())),
             Command::SetPercentile { class, p } => {
                 self.set_percentile(class, p as i64)
                     .map_err(|e| format!("{e:#}"))?;

@@ -105,6 +105,34 @@ impl Scheduler {
             q.reset_counters();
         }
     }
+    /// Per class: (the thesis's priority for Percentile, queued requests). Cheap for
+    /// Percentile (no allocation per class).
+    pub fn class_brief(&self, classes: usize) -> Vec<(Option<f64>, u64)> {
+        match &self.0 {
+            AnyQdisc::Percentile(q) => (0..classes)
+                .map(|i| {
+                    q.class_brief(i)
+                        .map(|(p, len)| (p.map(|p| p as f64), len as u64))
+                        .unwrap_or((None, 0))
+                })
+                .collect(),
+            AnyQdisc::Fifo(_) => vec![(None, 0); classes],
+            q => {
+                let rows = q.class_status();
+                (0..classes)
+                    .map(|i| {
+                        let len = rows
+                            .iter()
+                            .find(|r| r.class == i)
+                            .map(|r| r.queued_packets)
+                            .unwrap_or(0);
+                        (None, len)
+                    })
+                    .collect()
+            }
+        }
+    }
+
     /// Per-class status from the discipline (Percentile: n, s, fail, p, priority...); none
     /// for FIFO (one queue, no classes).
     pub fn class_status(&self) -> Vec<ClassStatus> {

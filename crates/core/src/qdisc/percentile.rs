@@ -714,6 +714,14 @@ impl<T: Packet> PercentileQueue<T> {
         self.percentile_note_change(i, success || decayed || capped);
     }
 
+    /// Class `i`'s thesis priority (from the decision counters; `None` when undefined) and
+    /// queue length, without the allocations of [`class_status`](Self::class_status).
+    pub fn class_brief(&self, i: ClassId) -> Option<(Option<u64>, usize)> {
+        self.classes
+            .get(i)
+            .map(|c| (thesis_priority(c.n, c.s, c.p), c.queue.len()))
+    }
+
     /// Per-class snapshot: queue figures plus n, s, fail (as used for the decision, in
     /// requests), n_total, s_total, fail_total, p, priority (the thesis's integer, absent when
     /// undefined), attainment (`S/(N·P/100)`, 1.0 = target met) and queue_len.
