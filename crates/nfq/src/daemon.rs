@@ -7,9 +7,17 @@
 //! queue with packets pending would drop them (`nfqnl_flush` in instance_destroy), so
 //! nothing is closed before its packets are verdicted.
 //!
-//! The loop: `poll` on the netlink socket and the control socket (10 ms timeout); read up to
-//! 64 packets per `recvmmsg`, decide each with [`crate::engine::Engine`], send the batch of
-//! verdicts in one datagram; every 10 ms a tick expires requests and flows.
+//! Two threads. The packet loop (the calling thread): `poll` on the netlink socket and the
+//! command channel's eventfd; read up to 64 packets per `recvmmsg`, decide each with
+//! [`crate::engine::Engine`], send the batch of verdicts in one datagram; apply waiting control
+//! commands between batches; every 10 ms a tick expires requests and flows. The control thread
+//! serves the control socket ([`crate::control`]): nothing a control client does reaches the
+//! packet loop except small validated commands.
+//!
+//! Adaptive polling (`busy_poll`, default 200 µs): for that long after the last packet the
+//! loop polls with a zero timeout instead of sleeping, so the next packet of a conversation
+//! (the response to a request it just let through) costs no wake-up; after it, the loop
+//! blocks (10 ms timeout), so an idle daemon sleeps. Measured in docs/bench-nfq.md.
 
 
 use crate::config::Config;
