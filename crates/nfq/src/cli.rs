@@ -197,7 +197,8 @@ impl RunArgs {
             c.early_miss = e;
         }
         if let Some(b) = &self.busy_poll {
-            c.busy_poll = config::parse_duration(b, config::BUSY_POLL_RANGE).context("--busy-poll")?;
+            c.busy_poll =
+                config::parse_duration(b, config::BUSY_POLL_RANGE).context("--busy-poll")?;
         }
         c.validate()?;
         Ok(c)
@@ -211,8 +212,10 @@ pub fn run(args: NfqArgs) -> Result<()> {
             queue,
             socket,
         }) => {
-            let n = iptables::cleanup(&bin, queue)?;
+            // The socket first: a live daemon (or something that is not its socket) stops
+            // the cleanup before any rule is touched.
             let removed_socket = control::remove_stale_socket(&socket)?;
+            let n = iptables::cleanup(&bin, queue)?;
             println!(
                 "removed {n} leftover rule(s){}",
                 if removed_socket {
@@ -251,3 +254,46 @@ pub fn run(args: NfqArgs) -> Result<()> {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct T {
+        #[command(flatten)]
+        a: NfqArgs,
+    }
+
+    /// Issue #10.6: `--cpu 100000` panicked in CPU_SET; now an error naming the CPU, before
+    /// anything is installed.
+    #[test]
+    fn cli_cpu_out_of_range_is_an_error_not_a_panic() {
+        let t = T::try_parse_from([
+            "nfq", "--port", "8080", "--class", "a=90", "--cpu", "100000",
+        ])
+        .unwrap();
+        let e = format!("{:#}", run(t.a).unwrap_err());
+        assert!(e.contains("--cpu") && e.contains("100000"), "{e}");
+    }
+
+    #[test]
+    fn cli_busy_poll_and_deadline_use_core_units_with_ranges() {
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["nfq", "--port", "80", "--class", "a=90"];
+            argv.extend_from_slice(extra);
+            T::try_parse_from(argv).unwrap().a.run.to_config()
+        };
+        assert_eq!(parse(&["--busy-poll", "50us"]).unwrap().busy_poll, 50_000);
+        assert_eq!(parse(&["--busy-poll", "0"]).unwrap().busy_poll, 0);
+        assert_eq!(parse(&[]).unwrap().busy_poll, config::DEFAULT_BUSY_POLL);
+        for (flag, v) in [
+            ("--busy-poll", "1s"),
+            ("--busy-poll", "50"),
+            ("--deadline", "1e300s"),
+        ] {
+            let e = format!("{:#}", parse(&[flag, v]).unwrap_err());
+            assert!(e.contains(flag) && e.contains(v), "{e}");
+        }
+    }
+}

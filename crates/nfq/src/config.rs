@@ -468,10 +468,12 @@ impl Config {
                 d.queue_limit = v;
             }
             if let Some(v) = &l.flow_idle_timeout {
-                d.flow_idle_timeout = parse_duration(v, IDLE_RANGE).context("[limits] flow_idle_timeout")?;
+                d.flow_idle_timeout =
+                    parse_duration(v, IDLE_RANGE).context("[limits] flow_idle_timeout")?;
             }
             if let Some(v) = &l.request_timeout {
-                d.request_timeout = parse_duration(v, LIMIT_RANGE).context("[limits] request_timeout")?;
+                d.request_timeout =
+                    parse_duration(v, LIMIT_RANGE).context("[limits] request_timeout")?;
             }
             if let Some(v) = &l.max_hold {
                 d.max_hold = parse_duration(v, LIMIT_RANGE).context("[limits] max_hold")?;
@@ -628,7 +630,10 @@ request_timeout = "2s"
         }
         let e = format!("{:#}", parse_deadline("1e300s").unwrap_err());
         assert!(e.contains("1h"), "names the bound: {e}");
-        assert_eq!(parse_deadline("1h").unwrap(), Deadline::Fixed(3600 * crate::SEC));
+        assert_eq!(
+            parse_deadline("1h").unwrap(),
+            Deadline::Fixed(3600 * crate::SEC)
+        );
         let e = format!(
             "{:#}",
             Config::from_toml("[limits]\nmax_hold = \"1e30s\"").unwrap_err()

@@ -22,10 +22,10 @@
 //! can make the packet loop wait for it.
 
 use crate::config::{parse_cidr, parse_deadline, resolve_class, Cidr, ClassSpec, Config};
-use std::collections::BTreeMap;
 use crate::engine::{Applied, Command, Status};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -295,7 +295,9 @@ pub struct CommandOutbox {
 pub fn command_channel() -> Result<(CommandOutbox, CommandInbox)> {
     let (tx, rx) = std::sync::mpsc::sync_channel(COMMAND_QUEUE);
     let waker = crate::sys::EventFd::new().context("eventfd for the command channel")?;
-    let dup = waker.try_clone().context("eventfd for the command channel")?;
+    let dup = waker
+        .try_clone()
+        .context("eventfd for the command channel")?;
     Ok((
         CommandOutbox {
             tx,
@@ -316,9 +318,7 @@ impl CommandOutbox {
                     "busy: {COMMAND_QUEUE} commands already wait for the packet loop"
                 ))
             }
-            Err(TrySendError::Disconnected(_)) => {
-                return Err("the daemon is shutting down".into())
-            }
+            Err(TrySendError::Disconnected(_)) => return Err("the daemon is shutting down".into()),
         }
         self.waker.wake();
         answer.recv_timeout(timeout).unwrap_or_else(|_| {
@@ -540,8 +540,9 @@ impl Drop for ControlServer {
 }
 
 fn answer_line(r: &Response) -> String {
-    let mut text = serde_json::to_string(r)
-        .unwrap_or_else(|e| format!("{{\"ok\":false,\"error\":\"cannot encode the answer: {e}\"}}"));
+    let mut text = serde_json::to_string(r).unwrap_or_else(|e| {
+        format!("{{\"ok\":false,\"error\":\"cannot encode the answer: {e}\"}}")
+    });
     text.push('\n');
     text
 }
@@ -684,8 +685,7 @@ pub fn request_with_timeout(path: &Path, req: &Request, timeout: Duration) -> Re
     let mut text = serde_json::to_string(req)?;
     text.push('\n');
     if let Err(e) = s.write_all(text.as_bytes()) {
-        return Err(timed_out(&e)
-            .unwrap_or_else(|| anyhow!("sending to {}: {e}", path.display())));
+        return Err(timed_out(&e).unwrap_or_else(|| anyhow!("sending to {}: {e}", path.display())));
     }
     let mut line = String::new();
     if let Err(e) = BufReader::new((&s).take(16 << 20)).read_line(&mut line) {
@@ -953,7 +953,13 @@ mod tests {
         .unwrap();
         assert_eq!(a.message.as_deref(), Some("deadline = 7ms"));
         // The control thread's mirror of the address table follows add / del / reset.
-        let table = || request(&path, &Request::Status).unwrap().status.unwrap().table;
+        let table = || {
+            request(&path, &Request::Status)
+                .unwrap()
+                .status
+                .unwrap()
+                .table
+        };
         let add = |cidr: &str| Request::AddIp {
             cidr: cidr.into(),
             class: "c1".into(),
@@ -995,7 +1001,28 @@ mod tests {
         quit.store(true, Ordering::Relaxed);
         control.join().unwrap();
         packet_loop.join().unwrap();
-        assert!(!path.exists(), "socket file removed when the server is dropped");
+        assert!(
+            !path.exists(),
+            "socket file removed when the server is dropped"
+        );
+    }
+
+    /// Issue #10.6: a daemon that accepts but never answers: the client's error names the
+    /// socket and the timeout (it said "Resource temporarily unavailable").
+    #[test]
+    fn client_timeout_names_socket_and_timeout() {
+        let dir = netsched_testbed::TempDir::new("nfqto").unwrap();
+        let path = dir.path().join("mute.sock");
+        let _listener = UnixListener::bind(&path).unwrap();
+        let e = format!(
+            "{:#}",
+            request_with_timeout(&path, &Request::Status, Duration::from_millis(200)).unwrap_err()
+        );
+        assert!(
+            e.contains(&path.display().to_string()) && e.contains("within 200 ms"),
+            "{e}"
+        );
+        assert!(!e.contains("temporarily unavailable"), "{e}");
     }
 
     #[test]
@@ -1019,7 +1046,11 @@ mod tests {
         ] {
             let e = format!("{:#}", remove_stale_socket(p).unwrap_err());
             assert!(e.contains(what) && e.contains("refusing"), "{e}");
-            assert!(std::fs::symlink_metadata(p).is_ok(), "{} left alone", p.display());
+            assert!(
+                std::fs::symlink_metadata(p).is_ok(),
+                "{} left alone",
+                p.display()
+            );
             // Binding the daemon there fails the same way.
             assert!(ControlServer::bind(p, None).is_err());
         }

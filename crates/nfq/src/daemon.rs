@@ -19,7 +19,6 @@
 //! (the response to a request it just let through) costs no wake-up; after it, the loop
 //! blocks (10 ms timeout), so an idle daemon sleeps. Measured in docs/bench-nfq.md.
 
-
 use crate::config::Config;
 use crate::control::{self, ControlServer};
 use crate::engine::{Applied, Engine, SocketCounters, Status};

@@ -1053,7 +1053,13 @@ mod tests {
                 // the auto modes' initial 10 ms.
                 let latency = ((k * 7919 + 11) % 13 + 1) as Nanos * MS;
                 e.on_packet(2 * k, NF_INET_LOCAL_IN, &req(who, port), t, &mut acc);
-                e.on_packet(2 * k + 1, NF_INET_LOCAL_OUT, &resp(who, port), t + latency, &mut acc);
+                e.on_packet(
+                    2 * k + 1,
+                    NF_INET_LOCAL_OUT,
+                    &resp(who, port),
+                    t + latency,
+                    &mut acc,
+                );
                 t += latency + MS;
                 let st = e.status();
                 let rows = e.sched.class_status();
@@ -1074,7 +1080,10 @@ mod tests {
             }
             let st = e.status();
             let s: u64 = st.classes.iter().map(|c| c.s).sum();
-            assert!(s > 0 && s < 60, "{mode:?}: {s} of 60 on time — the deadline judged");
+            assert!(
+                s > 0 && s < 60,
+                "{mode:?}: {s} of 60 on time — the deadline judged"
+            );
         }
     }
 

@@ -84,8 +84,7 @@ impl Scheduler {
     }
     /// Tell the discipline a request completed (Percentile judges S / fail from it).
     pub fn completed(&mut self, class: ClassId, latency: Nanos, now: Nanos) {
-        self.0
-            .feedback(Feedback::Completed { class, latency }, now)
+        self.0.feedback(Feedback::Completed { class, latency }, now)
     }
     pub fn set_percentile(&mut self, class: ClassId, p: u32) -> Result<(), String> {
         match &mut self.0 {

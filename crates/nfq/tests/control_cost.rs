@@ -62,13 +62,17 @@ fn time(label: &str, runs: usize, mut f: impl FnMut() -> Duration) {
 fn control_command_cost_in_the_packet_loop() {
     let mut e = big_engine();
     let mut acc = Vec::new();
-    time("status snapshot (64 classes; the table is mirrored)", 200, || {
-        let t = Instant::now();
-        let a = e.apply(Command::Snapshot, 0, &mut acc).unwrap();
-        let d = t.elapsed();
-        assert!(matches!(a, Applied::Snapshot(s) if s.judged.len() == 64));
-        d
-    });
+    time(
+        "status snapshot (64 classes; the table is mirrored)",
+        200,
+        || {
+            let t = Instant::now();
+            let a = e.apply(Command::Snapshot, 0, &mut acc).unwrap();
+            let d = t.elapsed();
+            assert!(matches!(a, Applied::Snapshot(s) if s.judged.len() == 64));
+            d
+        },
+    );
     let cidr = parse_cidr("192.168.0.0/16").unwrap();
     time("add-ip + del-ip (table at 4095 of 4096)", 200, || {
         let t = Instant::now();
@@ -83,47 +87,59 @@ fn control_command_cost_in_the_packet_loop() {
             .unwrap();
         t.elapsed()
     });
-    time("set-deadline auto-quantile <-> 4ms (17.5 KiB histogram)", 200, || {
-        let t = Instant::now();
-        e.apply(
-            Command::SetDeadline(Deadline::Fixed(4 * netsched_nfq::MS)),
-            0,
-            &mut acc,
-        )
-        .unwrap();
-        e.apply(
-            Command::SetDeadline(Deadline::AutoQuantile {
-                initial: netsched_nfq::MS,
-            }),
-            0,
-            &mut acc,
-        )
-        .unwrap();
-        t.elapsed()
-    });
+    time(
+        "set-deadline auto-quantile <-> 4ms (17.5 KiB histogram)",
+        200,
+        || {
+            let t = Instant::now();
+            e.apply(
+                Command::SetDeadline(Deadline::Fixed(4 * netsched_nfq::MS)),
+                0,
+                &mut acc,
+            )
+            .unwrap();
+            e.apply(
+                Command::SetDeadline(Deadline::AutoQuantile {
+                    initial: netsched_nfq::MS,
+                }),
+                0,
+                &mut acc,
+            )
+            .unwrap();
+            t.elapsed()
+        },
+    );
     time("reset (counters + 4095 table entries)", 20, || {
         let mut e = big_engine();
         let t = Instant::now();
         e.apply(Command::Reset, 0, &mut acc).unwrap();
         t.elapsed()
     });
-    time("stop: release 20 000 held packets in arrival order", 10, || {
-        let mut e = big_engine();
-        acc.clear();
-        let t = Instant::now();
-        e.apply(Command::Stop, 0, &mut acc).unwrap();
-        let d = t.elapsed();
-        assert!(acc.len() >= 19_000);
-        d
-    });
-    time("set-budget 1 -> 100 000 (releases every held request)", 10, || {
-        let mut e = big_engine();
-        acc.clear();
-        let t = Instant::now();
-        e.apply(Command::SetBudget(Some(100_000)), 0, &mut acc)
-            .unwrap();
-        let d = t.elapsed();
-        assert!(acc.len() >= 19_000);
-        d
-    });
+    time(
+        "stop: release 20 000 held packets in arrival order",
+        10,
+        || {
+            let mut e = big_engine();
+            acc.clear();
+            let t = Instant::now();
+            e.apply(Command::Stop, 0, &mut acc).unwrap();
+            let d = t.elapsed();
+            assert!(acc.len() >= 19_000);
+            d
+        },
+    );
+    time(
+        "set-budget 1 -> 100 000 (releases every held request)",
+        10,
+        || {
+            let mut e = big_engine();
+            acc.clear();
+            let t = Instant::now();
+            e.apply(Command::SetBudget(Some(100_000)), 0, &mut acc)
+                .unwrap();
+            let d = t.elapsed();
+            assert!(acc.len() >= 19_000);
+            d
+        },
+    );
 }

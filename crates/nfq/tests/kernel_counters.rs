@@ -33,7 +33,9 @@ fn received_never_exceeds_rule_matches_with_offloads_on() {
         tb.exec(
             ns,
             "ethtool",
-            &["-K", ifn, "tso", "on", "gso", "on", "gro", "on", "tx", "on", "rx", "on"],
+            &[
+                "-K", ifn, "tso", "on", "gso", "on", "gro", "on", "tx", "on", "rx", "on",
+            ],
         )
         .unwrap();
     }

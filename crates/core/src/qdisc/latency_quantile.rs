@@ -193,5 +193,4 @@ mod tests {
         h.clear();
         assert!(h.is_empty());
     }
-
 }

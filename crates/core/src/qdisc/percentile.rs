@@ -350,7 +350,9 @@ impl PercentileJudge {
 
     /// `perReset`: counters, running mean and histogram cleared.
     pub fn reset(&mut self) {
-        self.counts.iter_mut().for_each(|c| *c = JudgeCounts::default());
+        self.counts
+            .iter_mut()
+            .for_each(|c| *c = JudgeCounts::default());
         self.latency_sum = 0;
         self.latency_count = 0;
         if let Some(h) = &mut self.quantile {
@@ -998,8 +1000,16 @@ mod tests {
         assert_eq!(
             j.counts(),
             &[
-                JudgeCounts { n: 1, s: 1, fail: 0 },
-                JudgeCounts { n: 1, s: 0, fail: 1 }
+                JudgeCounts {
+                    n: 1,
+                    s: 1,
+                    fail: 0
+                },
+                JudgeCounts {
+                    n: 1,
+                    s: 0,
+                    fail: 1
+                }
             ]
         );
         assert_eq!(j.deadline(), Some(4 * MS));
@@ -1011,7 +1021,11 @@ mod tests {
         // 2 ms: mean 4 ms -> on time.
         assert!(j.complete(0, 2 * MS));
         j.complete_as_miss(1, MS);
-        assert_eq!(j.counts()[1].fail, 2, "a forced miss even below the deadline");
+        assert_eq!(
+            j.counts()[1].fail,
+            2,
+            "a forced miss even below the deadline"
+        );
         // AutoQuantile starts empty: the first completion is judged against itself.
         j.set_mode(PercentileDeadline::AutoQuantile).unwrap();
         assert_eq!(j.deadline(), None);
