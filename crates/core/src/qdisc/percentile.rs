@@ -276,17 +276,19 @@ impl PercentileJudge {
     }
 
     /// Record a response time into the running figures; the deadline it is judged against.
-    fn record(&mut self, latency: Nanos, q: (u128, u128)) -> Nanos {
+    /// `q` is asked for only in `AutoQuantile` (it costs a pass over the classes).
+    fn record(&mut self, latency: Nanos, q: impl FnOnce(&Self) -> (u128, u128)) -> Nanos {
         self.latency_sum += latency as u128;
         self.latency_count += 1;
         match self.mode {
             PercentileDeadline::Auto => (self.latency_sum / self.latency_count as u128) as Nanos,
             PercentileDeadline::AutoQuantile => {
+                let (num, den) = q(self);
                 let h = self
                     .quantile
                     .get_or_insert_with(|| Box::new(LatencyQuantile::new()));
                 h.record(latency);
-                let d = h.quantile(q.0, q.1).unwrap_or(latency);
+                let d = h.quantile(num, den).unwrap_or(latency);
                 self.last_deadline = Some(d);
                 d
             }
@@ -297,14 +299,20 @@ impl PercentileJudge {
     /// A completion of `class` after `latency`: judged (`true` = within the deadline) and
     /// counted; `q` of `AutoQuantile` from this judge's counters.
     pub fn complete(&mut self, class: ClassId, latency: Nanos) -> bool {
-        let q = self.quantile_weights();
-        self.complete_with_q(class, latency, q)
+        self.complete_with_q(class, latency, || None)
     }
 
-    /// As [`complete`](Self::complete) with `AutoQuantile`'s `q` given by the caller (the
-    /// discipline's memory-weighted decision counters).
-    pub fn complete_with_q(&mut self, class: ClassId, latency: Nanos, q: (u128, u128)) -> bool {
-        let success = latency <= self.record(latency, q);
+    /// As [`complete`](Self::complete), with `AutoQuantile`'s `q` from the caller when `q`
+    /// returns one (the discipline's memory-weighted decision counters); called only in that
+    /// mode.
+    pub fn complete_with_q(
+        &mut self,
+        class: ClassId,
+        latency: Nanos,
+        q: impl FnOnce() -> Option<(u128, u128)>,
+    ) -> bool {
+        let at = self.record(latency, |j| q().unwrap_or_else(|| j.quantile_weights()));
+        let success = latency <= at;
         if let Some(c) = self.counts.get_mut(class) {
             if success {
                 c.s += 1;
@@ -318,8 +326,7 @@ impl PercentileJudge {
     /// A request of `class` that failed whatever the deadline (aborted, timed out): `age`
     /// goes into the running figures, the class counts a failure.
     pub fn complete_as_miss(&mut self, class: ClassId, age: Nanos) {
-        let q = self.quantile_weights();
-        self.record(age, q);
+        self.record(age, Self::quantile_weights);
         if let Some(c) = self.counts.get_mut(class) {
             c.fail += 1;
         }
@@ -846,8 +853,10 @@ impl<T: Packet> Qdisc<T> for PercentileQueue<T> {
             self.feedback_unknown_class += 1;
             return;
         }
-        let q = self.quantile_weights();
-        let success = self.judge.complete_with_q(class, latency, q);
+        let classes = &self.classes;
+        let success = self.judge.complete_with_q(class, latency, || {
+            Some(auto_quantile_q(classes.iter().map(|c| (c.n, c.np, c.p))))
+        });
         self.percentile_count_outcome(class, success, now);
     }
 }
