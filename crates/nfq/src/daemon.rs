@@ -63,6 +63,9 @@ struct KernelFacts {
     rule_matched: Option<(Instant, u64)>,
 }
 
+/// Nice level of the control thread (the packet loop keeps the process's).
+const CONTROL_NICE: i32 = 10;
+
 /// How long a read of the iptables rule counters is reused by later `status` calls.
 const RULE_COUNT_MAX_AGE: Duration = Duration::from_secs(1);
 
@@ -133,6 +136,8 @@ pub fn run_daemon(
         std::thread::Builder::new()
             .name("nfq-control".into())
             .spawn(move || {
+                // Below the packet loop when they share a CPU; best effort.
+                let _ = crate::sys::nice_this_thread(CONTROL_NICE);
                 ctl.run(&quit, |req| {
                     state.serve(
                         req,

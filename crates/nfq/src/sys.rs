@@ -71,3 +71,17 @@ pub fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> std::io::Result<usiz
     }
     Ok(rc as usize)
 }
+
+/// Lower the calling thread's scheduling priority to nice `n` (0..=19). The control thread
+/// calls it so that, sharing a CPU with the packet loop (`--cpu` pins both), it yields to it.
+pub fn nice_this_thread(n: i32) -> std::io::Result<()> {
+    // SAFETY: gettid has no preconditions; setpriority on our own thread id with a plain int.
+    let rc = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, n.clamp(0, 19))
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
