@@ -26,6 +26,7 @@ pub mod drr;
 pub mod edf;
 mod error;
 pub mod fifo;
+pub mod latency_quantile;
 pub mod percentile;
 pub mod prio;
 pub mod wf2q;
