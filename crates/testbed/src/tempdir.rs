@@ -26,27 +26,7 @@ impl TempDir {
             .take(32)
             .collect();
         let template = parent.join(format!("netsched-{label}-XXXXXX"));
-        let mut bytes = template
-            .to_str()
-            .context("temporary folder path is not UTF-8")?
-            .as_bytes()
-            .to_vec();
-        if bytes.contains(&0) {
-            bail!("temporary folder path contains a NUL byte");
-        }
-        bytes.push(0);
-        // SAFETY: `bytes` is a NUL-terminated, writable template ending in XXXXXX; mkdtemp
-        // replaces the Xs in place and creates the folder with mode 0700, failing if it exists.
-        let r = unsafe { libc::mkdtemp(bytes.as_mut_ptr() as *mut libc::c_char) };
-        if r.is_null() {
-            bail!(
-                "cannot create a temporary folder under {}: {}",
-                parent.display(),
-                std::io::Error::last_os_error()
-            );
-        }
-        bytes.pop();
-        let path = PathBuf::from(String::from_utf8(bytes).context("mkdtemp returned non-UTF-8")?);
+        let path = crate::sys::mkdtemp(&template)?;
         Ok(Self { path })
     }
 
