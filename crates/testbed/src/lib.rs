@@ -18,7 +18,7 @@ pub mod tempdir;
 
 pub use process::{processes_with, Process};
 pub use signal::{check_interrupted, interrupted, sleep_unless_interrupted, SignalGuard};
-pub use sys::{allowed_cpus, enter_netns, is_root, pin_to_cpu};
+pub use sys::{allowed_cpus, enter_netns, is_root, nobody, pin_to_cpu};
 pub use tempdir::TempDir;
 
 use anyhow::{anyhow, bail, Context, Result};

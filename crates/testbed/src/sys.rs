@@ -120,6 +120,18 @@ pub(crate) fn register_signal(sig: i32, handler: fn()) -> Result<signal_hook::Si
     unsafe { signal_hook::low_level::register(sig, handler) }.context("installing a signal handler")
 }
 
+/// The uid and gid of the unprivileged account `nobody` (for servers a run starts that need no
+/// privilege), looked up with `id`.
+pub fn nobody() -> Result<(u32, u32)> {
+    let id = |flag: &str| -> Result<u32> {
+        let out = crate::run("id", &[flag, "nobody"])?;
+        out.trim()
+            .parse()
+            .with_context(|| format!("`id {flag} nobody` printed {:?}", out.trim()))
+    };
+    Ok((id("-u")?, id("-g")?))
+}
+
 fn fmt_cpus(cpus: &[usize]) -> String {
     if cpus.is_empty() {
         return "none".into();
