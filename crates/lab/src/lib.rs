@@ -8,10 +8,12 @@
 //! | [`scenario`] | embedded `scenarios/*.toml`, `--set key=value` overrides |
 //! | [`params`] | typed parameter access with errors naming the key |
 //! | [`experiments`] | the five experiments and their registry |
+//! | [`real`] | the experiments on real Linux (`--real`): namespaces, data planes, checks |
 
 pub mod cli;
 pub mod experiments;
 pub mod params;
+pub mod real;
 pub mod runner;
 pub mod scenario;
 pub mod sweep;

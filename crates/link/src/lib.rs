@@ -2,12 +2,13 @@
 //!
 //! - [`shape`]: `netsched shape`, the gateway configuration (HTB + u32 ACK class via `tc -batch`)
 //! - [`engine`]: `netsched link`, a userspace link engine (AF_PACKET) running core disciplines
-//! - [`experiment`]: `netsched lab run adsl-ack --real`
+//!
+//! The adsl-ack experiment on real Linux (`netsched lab run adsl-ack --real`) lives in the lab
+//! (`netsched_lab::real::adsl_ack`) and drives these.
 
 pub mod ackcfg;
 pub mod bench;
 pub mod engine;
-pub mod experiment;
 pub mod shape;
 
 #[cfg(test)]

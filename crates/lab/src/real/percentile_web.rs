@@ -19,11 +19,11 @@
 //! thesis Figs. 16–19), `real-<mode>-throughput.csv|svg` (responses per class per second),
 //! `real-<mode>-status.txt` (the daemon's final status, Table 14's layout).
 
-use crate::config::{ClassSpec, Config, DisciplineKind};
-use crate::engine::Status;
-use crate::loadgen::{run_load, LoadResult, LoadSpec};
-use crate::web::{client_cidr, WebBed};
 use anyhow::{anyhow, bail, Context, Result};
+use netsched_nfq::config::{ClassSpec, Config, DisciplineKind};
+use netsched_nfq::engine::Status;
+use netsched_nfq::loadgen::{run_load, LoadResult, LoadSpec};
+use netsched_nfq::web::{client_cidr, WebBed};
 use netsched_report::{Check, Cmp, Comparison, ExperimentOutput, Figure, Results, Run};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -91,7 +91,7 @@ impl RealParams {
                 .map(|x| {
                     x.as_i64()
                         .ok_or_else(|| anyhow!("params.percentiles: {x} is not an integer"))
-                        .and_then(crate::config::validate_percentile)
+                        .and_then(netsched_nfq::config::validate_percentile)
                 })
                 .collect::<Result<Vec<_>>>()?,
         };
@@ -138,7 +138,7 @@ impl RealParams {
             ),
         };
         if deadline != "fifo_server_mean" {
-            crate::config::parse_deadline(&deadline).context("params.deadline")?;
+            netsched_nfq::config::parse_deadline(&deadline).context("params.deadline")?;
         }
         Ok(RealParams {
             percentiles,
@@ -201,7 +201,7 @@ pub fn daemon_config(p: &RealParams, mode: DisciplineKind, socket: &Path) -> Res
     let mut c = Config {
         discipline: mode,
         budget: Some(p.budget),
-        deadline: crate::config::parse_deadline(deadline)?,
+        deadline: netsched_nfq::config::parse_deadline(deadline)?,
         control_socket: socket.to_path_buf(),
         early_miss: p.early_miss,
         ..Config::default()
@@ -213,7 +213,7 @@ pub fn daemon_config(p: &RealParams, mode: DisciplineKind, socket: &Path) -> Res
             percentile: pc,
         });
         c.table
-            .push((crate::config::parse_cidr(&client_cidr(k))?, k));
+            .push((netsched_nfq::config::parse_cidr(&client_cidr(k))?, k));
     }
     c.default_class = p.percentiles.len() - 1;
     c.validate()?;
@@ -230,10 +230,10 @@ pub fn run_mode(bed: &WebBed, p: &RealParams, mode: DisciplineKind) -> Result<Mo
     let server_ns = bed.server_ns.clone();
     let cpu = p.client_cpu;
     let stop2 = Arc::clone(&stop);
-    let daemon = std::thread::spawn(move || -> Result<crate::daemon::Summary> {
+    let daemon = std::thread::spawn(move || -> Result<netsched_nfq::daemon::Summary> {
         netsched_testbed::enter_netns(&server_ns)?;
         let _ = netsched_testbed::pin_to_cpu(cpu);
-        crate::daemon::run_daemon(cfg, &stop2, |_| {
+        netsched_nfq::daemon::run_daemon(cfg, &stop2, |_| {
             let _ = ready_tx.send(());
         })
     });
@@ -260,7 +260,7 @@ pub fn run_mode(bed: &WebBed, p: &RealParams, mode: DisciplineKind) -> Result<Mo
     // Ends early on SIGINT/SIGTERM (the run's SignalGuard); checked below once the daemon
     // has stopped and released what it held.
     let load = run_load(&spec, &no_stop);
-    let status = crate::control::request(&socket, &crate::control::Request::Status)
+    let status = netsched_nfq::control::request(&socket, &netsched_nfq::control::Request::Status)
         .ok()
         .and_then(|r| r.status.map(|s| *s));
     stop.store(true, Ordering::Relaxed);
@@ -676,7 +676,7 @@ pub fn run_experiment(
         });
         std::fs::write(
             out.join(format!("real-{m}-status.txt")),
-            crate::ctl::format_status(&r.status),
+            netsched_nfq::ctl::format_status(&r.status),
         )?;
         results.runs.push(Run {
             config: json!({
@@ -685,7 +685,7 @@ pub fn run_experiment(
                 "deadline": if r.status.deadline_auto {
                     r.status.deadline_mode.clone()
                 } else {
-                    crate::config::fmt_duration(r.status.deadline_ns)
+                    netsched_nfq::config::fmt_duration(r.status.deadline_ns)
                 },
                 "connections": n * p.threads_per_client,
                 "duration_s": p.duration.as_secs_f64(),
@@ -759,7 +759,7 @@ pub fn run_experiment(
         notes.push(format!(
             "Final daemon status, {}:\n\n```\n{}```",
             r.mode.as_str(),
-            crate::ctl::format_status(&r.status)
+            netsched_nfq::ctl::format_status(&r.status)
         ));
     }
     Ok((

@@ -20,20 +20,24 @@
 //! asymmetry" set (1 Mbit/s up, 50 Mbit/s down) adds: strict ACK priority by tc, strict by the
 //! link engine, and the link engine with the RFC 3449 ACK filter and an ACK-share cap.
 //!
-//! Every run builds its own [`Testbed`]; processes (iperf3, ping) are killed by id and the
-//! engine thread is stopped when the run ends, also on error or panic.
+//! Every run builds its own [`Testbed`]; processes (iperf3, ping) are stopped by id with
+//! their process group and the engine thread is stopped when the run ends, also on error,
+//! panic or Ctrl-C/SIGTERM (a [`SignalGuard`] for the whole experiment: the current run
+//! stops within ≈ 50 ms, everything it created is removed, and the experiment returns an
+//! error).
 
-use crate::engine::{parse_qdisc, spawn_in_netns, DirConfig, EngineConfig, EngineStats};
-use crate::shape::{self, ShapePlan, Target, TreePlan};
 use anyhow::{anyhow, bail, Context, Result};
 use netsched_core::{Nanos, MS};
+use netsched_link::engine::{parse_qdisc, spawn_in_netns, DirConfig, EngineConfig, EngineStats};
+use netsched_link::shape::{self, ShapePlan, Target, TreePlan};
 use netsched_report::{Check, Comparison, ExperimentOutput, Figure, Results, Run};
-use netsched_testbed::Testbed;
+use netsched_testbed::{
+    check_interrupted, sleep_unless_interrupted, Process, SignalGuard, Testbed,
+};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// TCP segment payload on a 1500-byte MTU with timestamps (1500 − 20 − 20 − 12).
@@ -156,124 +160,9 @@ pub struct RunOutcome {
     pub cc_in_force: String,
 }
 
-/// Set by SIGINT/SIGTERM while `run_real` runs: the current run stops, its testbed is dropped
-/// (namespaces, processes, engine thread gone), and `run_real` returns an error.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-fn check_interrupted() -> Result<()> {
-    if INTERRUPTED.load(Ordering::Relaxed) {
-        bail!("interrupted (SIGINT/SIGTERM); the run's namespaces and processes were removed");
-    }
-    Ok(())
-}
-
-/// Signal handlers installed for the duration of `run_real`, removed when dropped (so the
-/// caller's process gets its default Ctrl-C behaviour back).
-struct SignalGuard(Vec<signal_hook::SigId>);
-
-impl SignalGuard {
-    fn install() -> Result<Self> {
-        INTERRUPTED.store(false, Ordering::Relaxed);
-        let mut ids = Vec::new();
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            // SAFETY: the handler only stores to an atomic (async-signal-safe).
-            let id = unsafe {
-                signal_hook::low_level::register(sig, || INTERRUPTED.store(true, Ordering::Relaxed))
-            }
-            .context("installing a signal handler")?;
-            ids.push(id);
-        }
-        Ok(Self(ids))
-    }
-}
-
-impl Drop for SignalGuard {
-    fn drop(&mut self) {
-        for id in self.0.drain(..) {
-            signal_hook::low_level::unregister(id);
-        }
-    }
-}
-
-/// A child process killed (by id) and reaped when dropped.
-struct Proc {
-    child: Option<Child>,
-    label: String,
-}
-
-impl Proc {
-    fn spawn(ns: &str, args: &[&str], label: &str) -> Result<Self> {
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("cannot start {label} (`{}`)", args[0]))?;
-        Ok(Self {
-            child: Some(child),
-            label: label.into(),
-        })
-    }
-
-    /// Wait up to `limit` for the process to end; kill it after that. Returns stdout.
-    fn finish(mut self, limit: Duration) -> Result<String> {
-        let mut child = self.child.take().expect("present until finished");
-        let until = Instant::now() + limit;
-        // Read output on threads so a full pipe never blocks the child.
-        let mut so = child.stdout.take().expect("piped");
-        let mut se = child.stderr.take().expect("piped");
-        let t_out = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = std::io::Read::read_to_string(&mut so, &mut s);
-            s
-        });
-        let t_err = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = std::io::Read::read_to_string(&mut se, &mut s);
-            s
-        });
-        let mut timed_out = false;
-        loop {
-            if let Some(_st) = child.try_wait()? {
-                break;
-            }
-            if INTERRUPTED.load(Ordering::Relaxed) || Instant::now() >= until {
-                timed_out = true;
-                let _ = child.kill();
-                let _ = child.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let out = t_out.join().unwrap_or_default();
-        let err = t_err.join().unwrap_or_default();
-        check_interrupted()?;
-        if timed_out && out.trim().is_empty() {
-            bail!(
-                "{} did not finish within {:?}: {}",
-                self.label,
-                limit,
-                err.trim()
-            );
-        }
-        Ok(out)
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            if let Ok(None) = c.try_wait() {
-                // SAFETY: signal to our own unreaped child.
-                unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-                std::thread::sleep(Duration::from_millis(100));
-                let _ = c.kill();
-            }
-            let _ = c.wait();
-        }
-    }
+/// Start `args` in namespace `ns` with its output captured (read by [`Process::finish`]).
+fn start(ns: &str, args: &[&str], label: &str) -> Result<Process> {
+    Process::start_in(ns, args, label, Stdio::piped(), Stdio::piped())
 }
 
 /// Clears a `netsched shape` installation when dropped.
@@ -364,7 +253,7 @@ fn wait_listening(tb: &Testbed, ns: &str, port: &str) -> Result<()> {
         if out.contains(&format!(":{port} ")) {
             return Ok(());
         }
-        std::thread::sleep(Duration::from_millis(50));
+        sleep_unless_interrupted(Duration::from_millis(50))?;
     }
     bail!("iperf3 server on port {port} in {ns} did not start listening within 5 s")
 }
@@ -504,7 +393,7 @@ pub fn run_one(spec: &RunSpec) -> Result<RunOutcome> {
     if spec.upload {
         servers.push((
             "up",
-            Proc::spawn(
+            start(
                 &net.remote,
                 &["iperf3", "-s", "-1", "-J", "-p", PORT_UP],
                 "iperf3 upload server",
@@ -515,7 +404,7 @@ pub fn run_one(spec: &RunSpec) -> Result<RunOutcome> {
     if spec.download {
         servers.push((
             "down",
-            Proc::spawn(
+            start(
                 &net.local,
                 &["iperf3", "-s", "-1", "-J", "-p", PORT_DOWN],
                 "iperf3 download server",
@@ -524,7 +413,7 @@ pub fn run_one(spec: &RunSpec) -> Result<RunOutcome> {
         wait_listening(&net.tb, &net.local, PORT_DOWN)?;
     }
     let ping_count = (spec.secs * 5).saturating_sub(5).max(1);
-    let ping = Proc::spawn(
+    let ping = start(
         &net.local,
         &[
             "ping",
@@ -543,7 +432,7 @@ pub fn run_one(spec: &RunSpec) -> Result<RunOutcome> {
     if spec.upload {
         let args = client_args(REMOTE, PORT_UP, window_of(spec.variant.window_packets));
         let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-        clients.push(Proc::spawn(&net.local, &args, "iperf3 upload client")?);
+        clients.push(start(&net.local, &args, "iperf3 upload client")?);
     }
     if spec.download {
         let args = client_args(
@@ -552,7 +441,7 @@ pub fn run_one(spec: &RunSpec) -> Result<RunOutcome> {
             window_of(spec.variant.down_window_packets),
         );
         let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-        clients.push(Proc::spawn(&net.remote, &args, "iperf3 download client")?);
+        clients.push(start(&net.remote, &args, "iperf3 download client")?);
     }
     let limit = Duration::from_secs(spec.secs as u64 + 20);
     for c in clients {

@@ -5,7 +5,7 @@
 //!
 //! Budget: 10 runs of 12 s plus set-up ≈ 2.5 minutes.
 
-use netsched_link::experiment::{run_one, run_real, Access, RunSpec, Separation, Variant};
+use netsched_lab::real::adsl_ack::{run_one, run_real, Access, RunSpec, Separation, Variant};
 use netsched_testbed::{namespaces_with, privileged_test_allowed};
 
 /// The tests check that nothing of theirs is left, so they must not overlap.
