@@ -65,7 +65,7 @@ fn percentile_web_real_fifo_percentile_strict() {
     let p = RealParams::from_json(&params, true).unwrap();
     let cs = checks(&runs, &p);
     assert_eq!(cs.len(), output.checks.len());
-    assert_eq!(cs.len(), 9, "{cs:#?}");
+    assert_eq!(cs.len(), 10, "{cs:#?}");
     let failed: Vec<_> = output
         .checks
         .iter()

@@ -57,6 +57,9 @@ pub struct RealParams {
     /// The daemon's `max_hold` for this experiment: the floor that keeps the lowest class
     /// answered while higher classes are ahead of it (beyond the thesis; docs/nfq.md).
     pub max_hold: Duration,
+    /// Runs of the Percentile mode at most, until one ran on a steady server (see
+    /// [`steadiness`]; default 3).
+    pub attempts: usize,
 }
 
 impl RealParams {
@@ -157,6 +160,13 @@ impl RealParams {
                     bail!("params.max_hold_ms: must be in (0, 60000], got {ms}");
                 }
                 Duration::from_secs_f64(ms / 1000.0)
+            },
+            attempts: {
+                let a = num("attempts", 3.0)?;
+                if !(1.0..=10.0).contains(&a) {
+                    bail!("params.attempts: 1..=10, got {a}");
+                }
+                a as usize
             },
             early_miss: match get("early_miss") {
                 None => false,
@@ -425,6 +435,33 @@ pub fn max_hold_floor(run: &ModeRun, threads: usize, max_hold: Duration) -> f64 
     threads as f64 * run.load.elapsed.as_secs_f64() / cycle_s
 }
 
+/// The server's steadiness during a mode: the total responses of the slowest 5 s window
+/// divided by the fastest's (whole windows only; 1 for a run shorter than two windows). A
+/// server whose speed the shared machine changed by 2× shows < 0.5.
+pub fn steadiness(run: &ModeRun) -> f64 {
+    const W: u64 = 5_000_000_000;
+    let whole = (run.load.elapsed.as_nanos() as u64 / W) as usize;
+    if whole < 2 {
+        return 1.0;
+    }
+    let mut count = vec![0u64; whole];
+    for s in &run.load.samples {
+        if let Some(c) = count.get_mut((s.done_ns / W) as usize) {
+            *c += 1;
+        }
+    }
+    let max = count.iter().copied().max().unwrap_or(0);
+    let min = count.iter().copied().min().unwrap_or(0);
+    if max == 0 {
+        0.0
+    } else {
+        min as f64 / max as f64
+    }
+}
+
+/// Below this [`steadiness`] a Percentile run is repeated (up to `attempts`).
+pub const MIN_STEADINESS: f64 = 0.5;
+
 /// Every mode's checks (P0's claims, measured). Each numeric claim is a `value op threshold`
 /// ([`Check::measured`]) so repeated runs decide it on the interval of `value`.
 ///
@@ -473,6 +510,16 @@ pub fn checks(runs: &[ModeRun], p: &RealParams) -> Vec<Check> {
     }
     if let Some(pr) = runs.iter().find(|r| r.mode == DisciplineKind::Percentile) {
         let n = pr.mean_ms.len();
+        out.push(Check::measured(
+            "the server kept its speed during the Percentile run, so the run measures the rule rather than the shared machine (slowest 5 s window / fastest)",
+            steadiness(pr),
+            Cmp::Ge,
+            MIN_STEADINESS,
+            format!(
+                "responses per 5 s window vary by at most 2× (a run below is repeated, up to {} runs)",
+                p.attempts
+            ),
+        ));
         let ratios: Vec<f64> = pr.mean_ms.windows(2).map(|w| w[1] / w[0]).collect();
         let min_ratio = ratios.iter().cloned().fold(f64::INFINITY, f64::min);
         out.push(Check::measured(
@@ -615,9 +662,28 @@ pub fn run_experiment(
         // FIFO first: its mean response time becomes the fixed deadline of the other runs.
         modes.sort_by_key(|m| *m != DisciplineKind::Fifo);
     }
+    let mut unsteady = Vec::new();
     for mode in modes {
         netsched_testbed::check_interrupted()?;
-        let run = run_mode(&bed, &p, mode).with_context(|| format!("mode {}", mode.as_str()))?;
+        let mut run =
+            run_mode(&bed, &p, mode).with_context(|| format!("mode {}", mode.as_str()))?;
+        // The Percentile claims are about where the rule converges on one server; a run in
+        // which the shared machine changed the server's speed by more than 2× measured the
+        // machine instead. Such a run is repeated (the criterion is the server's throughput,
+        // never the claims' outcome), up to `attempts` runs in all.
+        let mut attempt = 1;
+        while mode == DisciplineKind::Percentile
+            && steadiness(&run) < MIN_STEADINESS
+            && attempt < p.attempts
+        {
+            unsteady.push(format!(
+                "{} attempt {attempt}: slowest 5 s window {:.0}% of the fastest — repeated",
+                mode.as_str(),
+                100.0 * steadiness(&run)
+            ));
+            attempt += 1;
+            run = run_mode(&bed, &p, mode).with_context(|| format!("mode {}", mode.as_str()))?;
+        }
         if asked == "fifo_server_mean" && mode == DisciplineKind::Fifo {
             // P0 §4: the deadline is the mean *processing* time, a constant set before the
             // scheduled run (≈ 0.004 s there, while responses took 12–15 ms): here the mean
@@ -745,6 +811,18 @@ pub fn run_experiment(
     }
     let checks = checks(&runs, &p);
     let mut notes = vec![
+        format!(
+            "Server steadiness (slowest 5 s window of total throughput / the fastest): {}.{}",
+            runs.iter()
+                .map(|r| format!("{} {:.2}", r.mode.as_str(), steadiness(r)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if unsteady.is_empty() {
+                String::new()
+            } else {
+                format!(" Repeated: {}.", unsteady.join("; "))
+            }
+        ),
         format!(
             "Testbed: nginx (Debian nginx-light) as one process pinned to CPU {} in a server namespace; {} client namespaces (10.77.k.2 → class k), each with {} persistent HTTP/1.1 connections in a closed loop ({} in total) for {:.0} s per mode. The server is the bottleneck by construction: every request gzip-compresses a {} KiB page at level 9 on the server's single core; clients and the daemon run on CPU {}.",
             p.server_cpu, n, p.threads_per_client, n * p.threads_per_client, p.duration.as_secs_f64(), p.page_kb, p.client_cpu
