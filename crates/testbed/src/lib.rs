@@ -16,7 +16,7 @@ pub mod signal;
 pub mod sys;
 pub mod tempdir;
 
-pub use process::{processes_with, Process};
+pub use process::{children_of, netns_of_tree, processes_with, Process};
 pub use signal::{check_interrupted, interrupted, sleep_unless_interrupted, SignalGuard};
 pub use sys::{allowed_cpus, enter_netns, is_root, nobody, pin_to_cpu};
 pub use tempdir::TempDir;
@@ -252,6 +252,9 @@ mod tests {
                 .unwrap();
             let pid = tb.spawn(&a, "sleep", &["30"], "sleeper").unwrap();
             assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+            // The sleeper is our child, in namespace a: the leak checks can find it.
+            assert!(children_of(std::process::id()).contains(&pid));
+            assert!(netns_of_tree(std::process::id()).contains(&a));
             assert_eq!(namespaces_with(&tag).len(), 2);
         }
         assert!(namespaces_with(&tag).is_empty(), "namespaces leaked");

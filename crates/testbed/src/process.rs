@@ -180,6 +180,76 @@ pub fn processes_with(needle: &str) -> Vec<u32> {
     out
 }
 
+/// Ids of the live processes whose parent is `pid` (at most 100 000 `/proc` entries read).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten().take(100_000) {
+        let Some(q) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: the command name may hold spaces, so split after ')'.
+        let ppid = stat
+            .rsplit_once(") ")
+            .and_then(|(_, r)| r.split_whitespace().nth(1))
+            .and_then(|x| x.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(q);
+        }
+    }
+    out
+}
+
+/// The `ip netns` names of the network namespaces that any thread of `pid`, or of its direct
+/// children, is in (a run's load threads `setns` into its namespaces; its servers run there).
+/// For tests that must find what a run in another process created.
+pub fn netns_of_tree(pid: u32) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let named: Vec<(u64, String)> = std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.flatten()
+                .take(100_000)
+                .filter_map(|e| {
+                    let ino = std::fs::metadata(e.path()).ok()?.ino();
+                    Some((ino, e.file_name().to_string_lossy().into_owned()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    let mut pids = vec![pid];
+    pids.extend(children_of(pid));
+    for p in pids {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten().take(10_000) {
+            let Ok(link) = std::fs::read_link(t.path().join("ns/net")) else {
+                continue;
+            };
+            // "net:[4026532301]"
+            let ino = link
+                .to_string_lossy()
+                .trim_start_matches("net:[")
+                .trim_end_matches(']')
+                .parse::<u64>();
+            if let Ok(ino) = ino {
+                for (i, name) in &named {
+                    if *i == ino && !out.contains(name) {
+                        out.push(name.clone());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
