@@ -158,6 +158,8 @@ pub struct RunOutcome {
     pub shape: Option<shape::ShapeState>,
     /// Congestion control actually in force in the sender namespaces.
     pub cc_in_force: String,
+    /// The unique tag of the run's testbed (in every namespace name it created).
+    pub testbed_tag: String,
 }
 
 /// Start `args` in namespace `ns` with its output captured (read by [`Process::finish`]).
@@ -449,6 +451,7 @@ pub fn run_one(spec: &RunSpec) -> Result<RunOutcome> {
     }
     let mut out = RunOutcome {
         cc_in_force,
+        testbed_tag: net.tb.tag().to_string(),
         ping_sent: ping_count,
         ..Default::default()
     };
@@ -787,6 +790,7 @@ fn assemble(
                 "uplink_qdisc": link_qdisc_up(&m.spec),
                 "access": m.spec.access,
                 "duration_s": m.spec.secs,
+                "testbed": o.testbed_tag,
             }),
             metrics: json!({
                 "upload_kbit": o.up_kbit,
