@@ -18,7 +18,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// The three modes with every claim one run can decide (docs/testing.md says why each holds
 /// with a margin on a loaded 2-core machine). The ordering of *adjacent* classes' means is
 /// printed, not asserted: the P0 rule does not enforce it and can freeze a class for seconds
-/// (`percentile_web::checks`); C0 faster than C4 beyond noise is asserted.
+/// (`percentile_web::checks`); C0 faster than C4 is asserted.
 #[test]
 fn percentile_web_real_fifo_percentile_strict() {
     if !privileged_test_allowed("percentile_web_real_fifo_percentile_strict") {
