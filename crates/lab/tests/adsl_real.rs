@@ -5,6 +5,9 @@
 //!
 //! Budget: 10 runs of 12 s plus set-up ≈ 2.5 minutes.
 
+#[path = "common_lab.rs"]
+mod common_lab;
+use common_lab::print_checks;
 use netsched_lab::real::adsl_ack::{run_one, run_real, Access, RunSpec, Separation, Variant};
 use netsched_testbed::{namespaces_with, privileged_test_allowed};
 
@@ -67,14 +70,7 @@ fn adsl_ack_real_fifo_vs_ack_separation_and_strong_asymmetry() {
         "real_strong": true,
     });
     let r = run_real(&params, 7, &out, true).expect("adsl-ack --real runs");
-    for c in &r.checks {
-        eprintln!(
-            "[{}] {} — {}",
-            if c.passed { "PASS" } else { "FAIL" },
-            c.claim,
-            c.detail
-        );
-    }
+    print_checks(&r);
     assert_eq!(r.results.mode, "real");
     assert_eq!(r.results.runs.len(), 10);
     assert!(out.join("throughput.csv").exists());

@@ -1,6 +1,9 @@
 //! The percentile-web experiment on real Linux (root; nginx-light): FIFO, Percentile and
 //! strict priority through the NFQUEUE daemon. Budget: ~80–160 s for the three modes.
 
+#[path = "common_lab.rs"]
+mod common_lab;
+use common_lab::print_checks;
 use netsched_lab::real::percentile_web::{
     checks, run_experiment, RealParams, CLAIM_MEANS_ORDERED, CLAIM_NO_PAIR_REVERSED,
 };
@@ -30,14 +33,7 @@ fn percentile_web_real_fifo_percentile_strict() {
     let params = serde_json::json!({ "quick_duration_s": 25 });
     let (output, runs) = run_experiment(&params, 1, &out, true).expect("experiment runs");
     // The measured figures, in the test log (CI) whatever the outcome.
-    for c in &output.checks {
-        eprintln!(
-            "[{}] {} — {}",
-            if c.passed { "PASS" } else { "FAIL" },
-            c.claim,
-            c.detail
-        );
-    }
+    print_checks(&output);
     assert_eq!(runs.len(), 3);
     for r in &runs {
         let sent: u64 = r.load.sent.iter().sum();
