@@ -90,7 +90,7 @@ fn adsl_ack_real_fifo_vs_ack_separation_and_strong_asymmetry() {
         .filter(|c| !(c.claim.starts_with("[strong] strict") && c.claim.contains("(tc)")))
         .collect();
     assert!(failed.is_empty(), "failed checks: {failed:#?}");
-    assert_eq!(r.checks.len(), 6);
+    assert_eq!(r.checks.len(), 9);
     // Leak checks by each run's own tag: other worktrees may run these tests at the same time.
     for run in &r.results.runs {
         let tag = run.config["testbed"]

@@ -30,7 +30,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use netsched_core::{Nanos, MS};
 use netsched_link::engine::{parse_qdisc, spawn_in_netns, DirConfig, EngineConfig, EngineStats};
 use netsched_link::shape::{self, ShapePlan, Target, TreePlan};
-use netsched_report::{Check, Comparison, ExperimentOutput, Figure, Results, Run};
+use netsched_report::{Check, Cmp, Comparison, ExperimentOutput, Figure, Results, Run};
 use netsched_testbed::{
     check_interrupted, sleep_unless_interrupted, Process, SignalGuard, Testbed,
 };
@@ -879,24 +879,39 @@ fn assemble(
                 fmt_pct(ru),
                 fmt_pct(rd)
             );
+            let nan = f64::NAN;
             match sep {
-                Separation::Fifo => checks.push(Check {
-                    claim: format!(
-                        "[{vn}] FIFO, both directions busy: at least one direction < 80% of its rate alone"
+                Separation::Fifo => checks.push(Check::measured(
+                    format!(
+                        "[{vn}] FIFO, both directions busy: at least one direction < 80% of its rate alone (the smaller share)"
                     ),
-                    passed: ru.is_some_and(|r| r < 0.8) || rd.is_some_and(|r| r < 0.8),
+                    ru.unwrap_or(nan).min(rd.unwrap_or(nan)),
+                    Cmp::Lt,
+                    0.8,
                     detail,
-                    evidence: None,
-                }),
-                _ => checks.push(Check {
-                    claim: format!(
-                        "[{vn}] {}: upload ≥ 80% and download ≥ 90% of their rates alone",
-                        sep.label()
-                    ),
-                    passed: ru.is_some_and(|r| r >= 0.8) && rd.is_some_and(|r| r >= 0.9),
-                    detail,
-                    evidence: None,
-                }),
+                )),
+                _ => {
+                    checks.push(Check::measured(
+                        format!(
+                            "[{vn}] {}: upload ≥ 80% of its rate alone",
+                            sep.label()
+                        ),
+                        ru.unwrap_or(nan),
+                        Cmp::Ge,
+                        0.8,
+                        detail.clone(),
+                    ));
+                    checks.push(Check::measured(
+                        format!(
+                            "[{vn}] {}: download ≥ 90% of its rate alone",
+                            sep.label()
+                        ),
+                        rd.unwrap_or(nan),
+                        Cmp::Ge,
+                        0.9,
+                        detail,
+                    ));
+                }
             }
         }
         // Throughput over time of the "both" runs.
@@ -963,26 +978,41 @@ fn assemble(
                 fmt_k(d),
                 fmt_pct(rd)
             );
-            checks.push(match sep {
-                Separation::LinkFiltered => Check {
-                    claim: format!(
-                        "[strong] ACK filter + ACK share ≤ {} (link): upload keeps ≥ 30% of its rate alone, download ≥ 50%",
-                        rp.ack_share_max
-                    ),
-                    passed: ru.is_some_and(|r| r >= 0.3) && rd.is_some_and(|r| r >= 0.5),
-                    detail,
-                    evidence: None,
-                },
-                _ => Check {
-                    claim: format!(
+            let nan = f64::NAN;
+            match sep {
+                Separation::LinkFiltered => {
+                    checks.push(Check::measured(
+                        format!(
+                            "[strong] ACK filter + ACK share ≤ {} (link): upload keeps ≥ 30% of its rate alone",
+                            rp.ack_share_max
+                        ),
+                        ru.unwrap_or(nan),
+                        Cmp::Ge,
+                        0.3,
+                        detail.clone(),
+                    ));
+                    checks.push(Check::measured(
+                        format!(
+                            "[strong] ACK filter + ACK share ≤ {} (link): download keeps ≥ 50% of its rate alone",
+                            rp.ack_share_max
+                        ),
+                        rd.unwrap_or(nan),
+                        Cmp::Ge,
+                        0.5,
+                        detail,
+                    ));
+                }
+                _ => checks.push(Check::measured(
+                    format!(
                         "[strong] strict ACK priority ({}): the download's ACKs starve the upload (< 20% of its rate alone)",
                         sep.label()
                     ),
-                    passed: ru.is_some_and(|r| r < 0.2),
+                    ru.unwrap_or(nan),
+                    Cmp::Lt,
+                    0.2,
                     detail,
-                    evidence: None,
-                },
-            });
+                )),
+            }
         }
         if !series.is_empty() {
             let file = "throughput-strong-upload.svg".to_string();
