@@ -19,6 +19,24 @@ fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
     let bin = env!("CARGO_BIN_EXE_netsched-nfqd");
     let mut bed = WebBed::new(5, 8, 0, 2).expect("testbed");
     let tag = bed.tb.tag().to_string();
+    // The rig's folder is private and new (mkdtemp: 0700, named after the tag), and nginx runs
+    // unprivileged, as `nobody`.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let md = std::fs::symlink_metadata(&bed.dir).unwrap();
+        assert!(md.is_dir() && md.permissions().mode() & 0o777 == 0o700);
+        let name = bed.dir.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with(&format!("netsched-{tag}-")), "{name}");
+        let (uid, _) = netsched_testbed::nobody().unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", bed.nginx_pid)).unwrap();
+        let euid = status
+            .lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(2))
+            .unwrap();
+        assert_eq!(euid, uid.to_string(), "nginx's effective uid");
+    }
+    let bed_dir = bed.dir.clone();
     let sock = bed.dir.join("ctl.sock");
     let sock_s = sock.display().to_string();
     let mut args = vec!["nfq", "--port", "80", "--budget", "4", "--socket", &sock_s];
@@ -175,4 +193,5 @@ fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
     drop(bed);
     assert!(namespaces_with(&tag).is_empty(), "namespaces removed");
     assert!(processes_with(&tag).is_empty(), "nginx and daemons stopped");
+    assert!(!bed_dir.exists(), "private folder removed");
 }
