@@ -272,8 +272,9 @@ fn ping_rtts_us(tb: &Testbed, ns: &str, dst: &str, count: u32) -> Result<Vec<f64
     Ok(v)
 }
 
+/// The `p`-th percentile (0–100) of a sorted sample (`netsched_report::stats`, nearest rank).
 fn pct(v: &[f64], p: f64) -> f64 {
-    v[((p / 100.0) * (v.len() - 1) as f64).round() as usize]
+    netsched_report::stats::percentile(v, p / 100.0).unwrap_or(f64::NAN)
 }
 
 struct Chain {

@@ -89,12 +89,10 @@ const PORT: u16 = 9000;
 /// Port of the open-loop flood (a service port too; a sink drains it, nothing answers).
 const FLOOD_PORT: u16 = 9001;
 
+/// The `q`-quantile of a sample (`netsched_report::stats`, nearest rank); sorts `v`.
 fn quantile(v: &mut [f64], q: f64) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v[((v.len() - 1) as f64 * q).round() as usize]
+    netsched_report::stats::sort(v);
+    netsched_report::stats::percentile(v, q).unwrap_or(f64::NAN)
 }
 
 fn echo_server(ns: String, cpu: usize, stop: Arc<AtomicBool>) -> Result<()> {

@@ -1,7 +1,7 @@
 //! Dispatch policies: which worker thread takes the next packet block (P1).
 //!
 //! Source: P1, "A study of task scheduling algorithms for packet processing on a
-//! multi-processor multi-threaded network system", Ajou Univ. (`/work/shared/papers/001_*.txt`),
+//! multi-processor multi-threaded network system", Ajou Univ. (P1 in `docs/papers.md`),
 //! §II: an Intel IXP1200 (6 microengines × 4 hardware threads) with one shared receive buffer
 //! (centralised queue model); packets are cut into fixed blocks (64-byte mpackets) of four
 //! kinds — SOP (first block, carries the header, expensive: matched against the filter

@@ -1,7 +1,7 @@
 //! Delay-constrained priority scheduling over interfaces, served in batch rounds.
 //!
 //! Source: P2, "Delay-constrained scheduling for game-server VMs", Soongsil Univ. 2016
-//! (`/work/shared/papers/002_*.txt`): §3.2.1 (preemptive priority over xenvifs, `batch`
+//! (P2 in `docs/papers.md`): §3.2.1 (preemptive priority over xenvifs, `batch`
 //! packets per round, 238 by default), §3.3.1–3.3.2 (a delay bitmap per interface whose
 //! length is proportional to its QoS latency bound, bit 0 = the active bit), Fig. 4
 //! (pseudocode), §3.3.3 + Fig. 5 (walk-through with three interfaces, batch 2, ratio 5:3).

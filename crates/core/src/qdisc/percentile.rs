@@ -2,7 +2,7 @@
 //! target is served next.
 //!
 //! Source: P0, "Percentile network scheduler for differentiated service", Hansung Univ.
-//! master's thesis, 2006 (`/work/shared/papers/000_*.txt`), §2.3.1 (the formula), §3.2.3
+//! master's thesis, 2006 (P0 in `docs/papers.md`), §2.3.1 (the formula), §3.2.3
 //! (`struct PercentileClass`, `percentile_sched`, `per_fail_check`), §3.2.5 (control API),
 //! Table 14 (final counters and priorities).
 //!

@@ -482,14 +482,10 @@ pub fn run_one(spec: &RunSpec) -> Result<RunOutcome> {
     Ok(out)
 }
 
+/// The `p`-th percentile (0–100) of an unsorted sample, by the one definition in
+/// `netsched_report::stats` (nearest rank).
 fn percentile(v: &[f64], p: f64) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let i = ((p / 100.0) * (s.len() - 1) as f64).round() as usize;
-    Some(s[i.min(s.len() - 1)])
+    netsched_report::stats::percentile(&netsched_report::stats::sorted(v), p / 100.0)
 }
 
 /// Parameters of the real experiment (keys of the scenario's parameter object; all optional).

@@ -195,14 +195,6 @@ pub struct ModeRun {
     pub attempt: usize,
 }
 
-fn percentile_of(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
 /// The daemon's configuration for one mode.
 pub fn daemon_config(p: &RealParams, mode: DisciplineKind, socket: &Path) -> Result<Config> {
     let deadline = if p.deadline == "fifo_server_mean" {
@@ -288,7 +280,7 @@ pub fn run_mode(bed: &WebBed, p: &RealParams, mode: DisciplineKind) -> Result<Mo
         per[s.class].push(s.latency_ns as f64 / 1e6);
     }
     for v in &mut per {
-        v.sort_by(|a, b| a.total_cmp(b));
+        netsched_report::stats::sort(v);
     }
     Ok(ModeRun {
         mode,
@@ -296,7 +288,10 @@ pub fn run_mode(bed: &WebBed, p: &RealParams, mode: DisciplineKind) -> Result<Mo
             .iter()
             .map(|v| v.iter().sum::<f64>() / v.len().max(1) as f64)
             .collect(),
-        p99_ms: per.iter().map(|v| percentile_of(v, 0.99)).collect(),
+        p99_ms: per
+            .iter()
+            .map(|v| netsched_report::stats::percentile(v, 0.99).unwrap_or(f64::NAN))
+            .collect(),
         completed: per.iter().map(|v| v.len() as u64).collect(),
         load,
         status,

@@ -1,4 +1,4 @@
-//! The `adsl-ack` experiment — P3 (SNU 2005, `/work/shared/papers/003_*.txt`): a bulk upload
+//! The `adsl-ack` experiment — P3 (SNU 2005, P3 in `docs/papers.md`): a bulk upload
 //! and a bulk download through a home gateway on an asymmetric ADSL link.
 //!
 //! Topology (`netsched_sim::topo::adsl_gateway`): local host — 10 Mbit/s LAN — gateway —

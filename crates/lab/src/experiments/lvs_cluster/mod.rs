@@ -1,4 +1,4 @@
-//! The `lvs-cluster` experiment (P4, `/work/shared/papers/004_*.txt`): an LVS-NAT director
+//! The `lvs-cluster` experiment (P4 in `docs/papers.md`): an LVS-NAT director
 //! in front of 1, 5, 10, 15 proxy hosts, one ApacheBench-like closed-loop client, IPVS
 //! balancers from `netsched_core::balance`.
 //!

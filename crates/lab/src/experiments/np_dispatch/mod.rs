@@ -1,4 +1,4 @@
-//! The `np-dispatch` experiment (P1, `/work/shared/papers/001_*.txt`): block dispatch policies
+//! The `np-dispatch` experiment (P1 in `docs/papers.md`): block dispatch policies
 //! on a 6-engine × 4-thread network processor (Intel IXP1200), from `netsched_core::dispatch`.
 //!
 //! Model (discrete events on `netsched_sim::event::EventQueue`):

@@ -1,4 +1,4 @@
-//! The `percentile-web` experiment — P0 (Hansung Univ. 2006, `/work/shared/papers/000_*.txt`):
+//! The `percentile-web` experiment — P0 (Hansung Univ. 2006, P0 in `docs/papers.md`):
 //! a web server with a Percentile scheduler between network and server, five client classes
 //! with targets P = 90, 80, 70, 60, 50 (P0 ch. 4).
 //!

@@ -1,4 +1,4 @@
-//! The `vm-delay` experiment (P2, `/work/shared/papers/002_*.txt`): dom0's netback serves the
+//! The `vm-delay` experiment (P2 in `docs/papers.md`): dom0's netback serves the
 //! guests' virtual interfaces with strict priority (the prior work) or P2's delay-constrained
 //! bitmaps, both through the core's `AnyQdisc`.
 //!
