@@ -304,7 +304,9 @@ impl Config {
             if h.fall == 0 || h.fall > 1000 {
                 return Err(format!("health.fall = {}: must be 1..=1000", h.fall));
             }
-            if !h.path.starts_with('/') || h.path.len() > 1024 || h.path.contains(char::is_whitespace)
+            if !h.path.starts_with('/')
+                || h.path.len() > 1024
+                || h.path.contains(char::is_whitespace)
             {
                 return Err(format!(
                     "health.path = {:?}: must start with / , hold no whitespace and be at most 1024 bytes",

@@ -64,7 +64,9 @@ impl ControlSocket {
         if let Ok(m) = std::fs::symlink_metadata(path) {
             use std::os::unix::fs::FileTypeExt;
             if !m.file_type().is_socket() {
-                return Err(format!("control_socket {shown}: exists and is not a socket"));
+                return Err(format!(
+                    "control_socket {shown}: exists and is not a socket"
+                ));
             }
             if std::os::unix::net::UnixStream::connect(path).is_ok() {
                 return Err(format!(
@@ -79,7 +81,8 @@ impl ControlSocket {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
             .map_err(|e| format!("chmod {shown}: {e}"))?;
         if let Some(g) = gid {
-            std::os::unix::fs::chown(path, None, Some(g)).map_err(|e| format!("chown {shown}: {e}"))?;
+            std::os::unix::fs::chown(path, None, Some(g))
+                .map_err(|e| format!("chown {shown}: {e}"))?;
         }
         let m = std::fs::symlink_metadata(path).map_err(|e| format!("stat {shown}: {e}"))?;
         Ok(ControlSocket {
@@ -96,7 +99,11 @@ fn supplementary_groups(pid: i32) -> Vec<u32> {
         .unwrap_or_default()
         .lines()
         .find_map(|l| l.strip_prefix("Groups:"))
-        .map(|g| g.split_whitespace().filter_map(|x| x.parse().ok()).collect())
+        .map(|g| {
+            g.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -110,7 +117,10 @@ fn allowed(stream: &UnixStream, gid: Option<u32>) -> Result<(), String> {
             return Ok(());
         }
     }
-    Err(format!("uid {} is neither root nor in the control group", c.uid))
+    Err(format!(
+        "uid {} is neither root nor in the control group",
+        c.uid
+    ))
 }
 
 pub async fn serve(sock: Arc<ControlSocket>, svc: Arc<Service>) {
@@ -151,7 +161,11 @@ async fn one(mut stream: UnixStream, gid: Option<u32>, svc: &Service) -> std::io
 /// Run one command line against the service.
 pub fn execute(line: &str, svc: &Service) -> Result<String, String> {
     let w: Vec<&str> = line.split_whitespace().collect();
-    let name = |i: usize| w.get(i).copied().ok_or_else(|| format!("{}: missing server name", w[0]));
+    let name = |i: usize| {
+        w.get(i)
+            .copied()
+            .ok_or_else(|| format!("{}: missing server name", w[0]))
+    };
     match w.first().copied() {
         None => Err("empty request".into()),
         Some("show-servers") => {

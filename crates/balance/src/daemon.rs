@@ -96,7 +96,8 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
     )?);
     let metrics_server = match cfg.admin {
         Some(a) => Some(
-            netsched_metrics::serve(a, Arc::new(Mutex::new(registry))).map_err(|e| e.to_string())?,
+            netsched_metrics::serve(a, Arc::new(Mutex::new(registry)))
+                .map_err(|e| e.to_string())?,
         ),
         None => None,
     };
@@ -116,7 +117,10 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
         });
     }
     tasks.push(tokio::spawn(health::run(service.clone())));
-    tasks.push(tokio::spawn(control::serve(control.clone(), service.clone())));
+    tasks.push(tokio::spawn(control::serve(
+        control.clone(),
+        service.clone(),
+    )));
     // Slow-start ramps need a tick even when no work arrives (weights are exported).
     let s2 = service.clone();
     tasks.push(tokio::spawn(async move {
@@ -145,7 +149,9 @@ pub fn run(args: BalanceArgs) -> anyhow::Result<()> {
         return control::run_ctl(c);
     }
     let Some(path) = args.config.clone() else {
-        anyhow::bail!("netsched balance: --config FILE is required (or `netsched balance ctl ...`)");
+        anyhow::bail!(
+            "netsched balance: --config FILE is required (or `netsched balance ctl ...`)"
+        );
     };
     let cfg = Config::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
     if args.check {

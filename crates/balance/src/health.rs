@@ -60,7 +60,10 @@ pub async fn check(addr: SocketAddr, h: &Health) -> Result<String, String> {
         let mut buf = vec![0u8; MAX_CHECK_READ];
         let mut len = 0;
         while len < buf.len() && !buf[..len].contains(&b'\n') {
-            let n = s.read(&mut buf[len..]).await.map_err(|e| format!("read: {e}"))?;
+            let n = s
+                .read(&mut buf[len..])
+                .await
+                .map_err(|e| format!("read: {e}"))?;
             if n == 0 {
                 break;
             }
@@ -75,7 +78,10 @@ pub async fn check(addr: SocketAddr, h: &Health) -> Result<String, String> {
         match status {
             Some(c) if c == h.expect_status => Ok(format!("http {c}")),
             Some(c) => Err(format!("http {c}, expected {}", h.expect_status)),
-            None => Err(format!("not an HTTP status line: {:?}", &line[..line.len().min(64)])),
+            None => Err(format!(
+                "not an HTTP status line: {:?}",
+                &line[..line.len().min(64)]
+            )),
         }
     };
     match tokio::time::timeout(timeout, fut).await {

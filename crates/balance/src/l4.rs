@@ -139,6 +139,13 @@ async fn relay(
             }
         }
         PumpEnd::Idle => svc.metrics.error(&lease.name, "idle_timeout"),
-        PumpEnd::Error => svc.metrics.error(&lease.name, if up_done { "client_reset" } else { "server_reset" }),
+        PumpEnd::Error => svc.metrics.error(
+            &lease.name,
+            if up_done {
+                "client_reset"
+            } else {
+                "server_reset"
+            },
+        ),
     }
 }

@@ -90,14 +90,22 @@ impl Body for ProxyBody {
 }
 
 fn local(status: StatusCode, text: &str) -> Response<ProxyBody> {
-    let mut r = Response::new(ProxyBody::Local(Full::new(Bytes::from(format!("{text}\n")))));
+    let mut r = Response::new(ProxyBody::Local(Full::new(Bytes::from(format!(
+        "{text}\n"
+    )))));
     *r.status_mut() = status;
     r.headers_mut()
         .insert("content-type", HeaderValue::from_static("text/plain"));
     r
 }
 
-pub async fn serve(listener: TcpListener, svc: Arc<Service>, conns: Arc<Semaphore>, pool: Pool, hash_key: HashKey) {
+pub async fn serve(
+    listener: TcpListener,
+    svc: Arc<Service>,
+    conns: Arc<Semaphore>,
+    pool: Pool,
+    hash_key: HashKey,
+) {
     loop {
         let Ok((stream, peer)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -241,7 +249,11 @@ async fn forward(
             Response::from_parts(parts, ProxyBody::Backend(body, Some(lease)))
         }
         Ok(Err(e)) => {
-            let reason = if e.is_connect() { "connect" } else { "server_error" };
+            let reason = if e.is_connect() {
+                "connect"
+            } else {
+                "server_error"
+            };
             svc.metrics.error(&lease.name, reason);
             local(StatusCode::BAD_GATEWAY, reason)
         }

@@ -78,7 +78,11 @@ impl Metrics {
             "l4 connections of a backend that are half-closed",
             m.inactive.clone(),
         );
-        r.register("health_up", "1 when health checks say up", m.health_up.clone());
+        r.register(
+            "health_up",
+            "1 when health checks say up",
+            m.health_up.clone(),
+        );
         r.register(
             "effective_weight",
             "Weight the balancer uses (admin state, health, slow start applied)",

@@ -19,7 +19,9 @@
 
 use crate::config::{check_name, Config, Defaults, Health, ServerConf, Timeouts, MAX_SERVERS};
 use crate::metrics::Metrics;
-use netsched_core::balance::{AnyBalancer, Balancer, BalancerConfig, FlowKey, ServerId, ServerTable};
+use netsched_core::balance::{
+    AnyBalancer, Balancer, BalancerConfig, FlowKey, ServerId, ServerTable,
+};
 use netsched_core::rng::SplitMix64;
 use netsched_core::Nanos;
 use serde::Serialize;
@@ -220,7 +222,10 @@ impl Service {
         };
         let l = Metrics::backend(&b.name);
         self.metrics.active.get_or_create(&l).set(s.active as i64);
-        self.metrics.inactive.get_or_create(&l).set(s.inactive as i64);
+        self.metrics
+            .inactive
+            .get_or_create(&l)
+            .set(s.inactive as i64);
     }
 
     /// Choose a backend for `key`, waiting in the bounded queue while every usable server is
@@ -339,7 +344,12 @@ impl Service {
         g.backends.remove(&id);
         g.table.remove(id)?;
         let l = Metrics::backend(name);
-        for f in [&self.metrics.active, &self.metrics.inactive, &self.metrics.health_up, &self.metrics.weight] {
+        for f in [
+            &self.metrics.active,
+            &self.metrics.inactive,
+            &self.metrics.health_up,
+            &self.metrics.weight,
+        ] {
             f.remove(&l);
         }
         Ok(())
@@ -347,7 +357,10 @@ impl Service {
 
     pub fn set_weight(&self, name: &str, weight: u32) -> Result<(), String> {
         if weight > crate::config::MAX_WEIGHT {
-            return Err(format!("weight {weight}: at most {}", crate::config::MAX_WEIGHT));
+            return Err(format!(
+                "weight {weight}: at most {}",
+                crate::config::MAX_WEIGHT
+            ));
         }
         {
             let mut g = lock(&self.inner);
@@ -478,7 +491,10 @@ impl Service {
         }
         let existing: Vec<(String, SocketAddr)> = {
             let g = lock(&self.inner);
-            g.backends.values().map(|b| (b.name.clone(), b.addr)).collect()
+            g.backends
+                .values()
+                .map(|b| (b.name.clone(), b.addr))
+                .collect()
         };
         for (name, addr) in &existing {
             match cfg.servers.iter().find(|s| &s.name == name) {
@@ -534,7 +550,11 @@ impl Inner {
                 _ => {}
             }
         }
-        let full = self.table.servers().iter().any(|s| s.weight > 0 && s.overloaded);
+        let full = self
+            .table
+            .servers()
+            .iter()
+            .any(|s| s.weight > 0 && s.overloaded);
         Err(if full {
             Refusal::QueueFull
         } else {
@@ -551,10 +571,13 @@ impl Inner {
         let ramping = self.backends.values().any(|b| {
             b.effective != 0
                 && b.effective < b.weight
-                && b.since.is_some_and(|t| (t.elapsed().as_nanos() as u64) < ss)
+                && b.since
+                    .is_some_and(|t| (t.elapsed().as_nanos() as u64) < ss)
         });
         let finished = self.backends.values().any(|b| {
-            b.effective != 0 && b.effective < b.weight && b.since.is_some_and(|t| t.elapsed().as_nanos() as u64 >= ss)
+            b.effective != 0
+                && b.effective < b.weight
+                && b.since.is_some_and(|t| t.elapsed().as_nanos() as u64 >= ss)
         });
         if ramping || finished {
             self.apply_weights();

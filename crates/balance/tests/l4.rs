@@ -15,14 +15,20 @@ async fn open(addr: std::net::SocketAddr) -> (BufReader<TcpStream>, String) {
     let s = TcpStream::connect(addr).await.unwrap();
     let mut r = BufReader::new(s);
     let mut name = String::new();
-    tokio::time::timeout(PATIENCE, r.read_line(&mut name)).await.unwrap().unwrap();
+    tokio::time::timeout(PATIENCE, r.read_line(&mut name))
+        .await
+        .unwrap()
+        .unwrap();
     (r, name.trim().to_string())
 }
 
 async fn echo(r: &mut BufReader<TcpStream>, text: &str) -> String {
     r.get_mut().write_all(text.as_bytes()).await.unwrap();
     let mut line = String::new();
-    tokio::time::timeout(PATIENCE, r.read_line(&mut line)).await.unwrap().unwrap();
+    tokio::time::timeout(PATIENCE, r.read_line(&mut line))
+        .await
+        .unwrap()
+        .unwrap();
     line
 }
 
@@ -31,21 +37,46 @@ async fn relays_both_ways_and_counts_active_then_inactive_then_gone() {
     let release = Arc::new(Notify::new());
     let a = tcp_backend("a", release.clone()).await;
     let dir = TempDir::new("bal-l4").unwrap();
-    let r = start(&config_text("l4", "{ kind = \"wlc\" }", "", "", &[&a], &dir), &dir).await;
+    let r = start(
+        &config_text("l4", "{ kind = \"wlc\" }", "", "", &[&a], &dir),
+        &dir,
+    )
+    .await;
     let (mut c, name) = open(r.listen[0]).await;
     assert_eq!(name, "a");
     // A payload larger than the relay buffer goes through intact.
-    let big: String = (0..100_000).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+    let big: String = (0..100_000)
+        .map(|i| (b'a' + (i % 26) as u8) as char)
+        .collect();
     let back = echo(&mut c, &(big.clone() + "\n")).await;
     assert_eq!(back.trim_end(), big);
     assert_eq!((row(&r, "a").active, row(&r, "a").inactive), (1, 0));
     // Client FIN: the backend holds its side open -> the connection is inactive (half-closed).
     c.get_mut().shutdown().await.unwrap();
-    assert!(eventually(|| { let s = row(&r, "a"); (s.active, s.inactive) == (0, 1) }).await, "{:?}", row(&r, "a"));
+    assert!(
+        eventually(|| {
+            let s = row(&r, "a");
+            (s.active, s.inactive) == (0, 1)
+        })
+        .await,
+        "{:?}",
+        row(&r, "a")
+    );
     release.notify_waiters();
     let mut rest = Vec::new();
-    tokio::time::timeout(PATIENCE, c.read_to_end(&mut rest)).await.unwrap().unwrap();
-    assert!(eventually(|| { let s = row(&r, "a"); (s.active, s.inactive) == (0, 0) }).await, "{:?}", row(&r, "a"));
+    tokio::time::timeout(PATIENCE, c.read_to_end(&mut rest))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        eventually(|| {
+            let s = row(&r, "a");
+            (s.active, s.inactive) == (0, 0)
+        })
+        .await,
+        "{:?}",
+        row(&r, "a")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -56,10 +87,37 @@ async fn every_balancer_kind_schedules_real_connections() {
         tcp_backend("b", release.clone()).await,
         tcp_backend("c", release.clone()).await,
     ];
-    for kind in ["rr", "wrr", "lc", "wlc", "sed", "nq", "fo", "ovf", "lblc", "lblcr", "dh", "sh", "mh", "twos", "least_request"] {
+    for kind in [
+        "rr",
+        "wrr",
+        "lc",
+        "wlc",
+        "sed",
+        "nq",
+        "fo",
+        "ovf",
+        "lblc",
+        "lblcr",
+        "dh",
+        "sh",
+        "mh",
+        "twos",
+        "least_request",
+    ] {
         let dir = TempDir::new("bal-l4kinds").unwrap();
         let refs: Vec<&Backend> = bs.iter().collect();
-        let r = start(&config_text("l4", &format!("{{ kind = \"{kind}\" }}"), "", "", &refs, &dir), &dir).await;
+        let r = start(
+            &config_text(
+                "l4",
+                &format!("{{ kind = \"{kind}\" }}"),
+                "",
+                "",
+                &refs,
+                &dir,
+            ),
+            &dir,
+        )
+        .await;
         // Nine connections held open at once: least-connection kinds must spread them.
         let mut conns = Vec::new();
         let mut seen: HashMap<String, u32> = HashMap::new();
@@ -68,7 +126,11 @@ async fn every_balancer_kind_schedules_real_connections() {
         let n = if kind == "ovf" { 3 } else { 9 };
         for i in 0..n {
             let (mut c, name) = open(r.listen[0]).await;
-            assert_eq!(echo(&mut c, &format!("hello {i}\n")).await, format!("hello {i}\n"), "{kind}");
+            assert_eq!(
+                echo(&mut c, &format!("hello {i}\n")).await,
+                format!("hello {i}\n"),
+                "{kind}"
+            );
             *seen.entry(name).or_default() += 1;
             conns.push(c);
         }
@@ -94,9 +156,16 @@ async fn every_balancer_kind_schedules_real_connections() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drained_server_gets_no_new_connections_while_established_ones_finish() {
     let release = Arc::new(Notify::new());
-    let (a, b) = (tcp_backend("a", release.clone()).await, tcp_backend("b", release.clone()).await);
+    let (a, b) = (
+        tcp_backend("a", release.clone()).await,
+        tcp_backend("b", release.clone()).await,
+    );
     let dir = TempDir::new("bal-drain").unwrap();
-    let r = start(&config_text("l4", "{ kind = \"rr\" }", "", "", &[&a, &b], &dir), &dir).await;
+    let r = start(
+        &config_text("l4", "{ kind = \"rr\" }", "", "", &[&a, &b], &dir),
+        &dir,
+    )
+    .await;
     let (mut ca, na) = open(r.listen[0]).await;
     let (mut cb, nb) = open(r.listen[0]).await;
     assert_eq!((na.as_str(), nb.as_str()), ("a", "b"));

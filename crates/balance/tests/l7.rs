@@ -9,7 +9,20 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const KINDS: [&str; 15] = [
-    "rr", "wrr", "lc", "wlc", "sed", "nq", "fo", "ovf", "lblc", "lblcr", "dh", "sh", "mh", "twos",
+    "rr",
+    "wrr",
+    "lc",
+    "wlc",
+    "sed",
+    "nq",
+    "fo",
+    "ovf",
+    "lblc",
+    "lblcr",
+    "dh",
+    "sh",
+    "mh",
+    "twos",
     "least_request",
 ];
 /// Pure hashes spread distinct keys; lblc/lblcr send a new key to the least-loaded server
@@ -19,11 +32,22 @@ const STICKY: [&str; 5] = ["lblc", "lblcr", "dh", "sh", "mh"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_balancer_kind_schedules_real_requests() {
-    let bs = [http_backend("a").await, http_backend("b").await, http_backend("c").await];
+    let bs = [
+        http_backend("a").await,
+        http_backend("b").await,
+        http_backend("c").await,
+    ];
     for kind in KINDS {
         let dir = TempDir::new("bal-kinds").unwrap();
         let refs: Vec<&Backend> = bs.iter().collect();
-        let text = config_text("l7", &format!("{{ kind = \"{kind}\" }}"), "hash_key = \"uri\"", "", &refs, &dir);
+        let text = config_text(
+            "l7",
+            &format!("{{ kind = \"{kind}\" }}"),
+            "hash_key = \"uri\"",
+            "",
+            &refs,
+            &dir,
+        );
         let r = start(&text, &dir).await;
         let mut seen: HashMap<String, u32> = HashMap::new();
         let n = 30;
@@ -33,14 +57,20 @@ async fn every_balancer_kind_schedules_real_requests() {
             *seen.entry(body).or_default() += 1;
         }
         assert_eq!(seen.values().sum::<u32>(), n, "{kind}: {seen:?}");
-        assert!(seen.keys().all(|k| ["a", "b", "c"].contains(&k.as_str())), "{kind}: {seen:?}");
+        assert!(
+            seen.keys().all(|k| ["a", "b", "c"].contains(&k.as_str())),
+            "{kind}: {seen:?}"
+        );
         if kind == "rr" || kind == "wrr" {
             // Equal weights, one request at a time: exactly even.
             assert!(seen.values().all(|&v| v == n / 3), "{kind}: {seen:?}");
         }
         if HASHING.contains(&kind) {
             // 30 distinct URIs hash onto more than one of three servers.
-            assert!(seen.len() >= 2, "{kind} with hash_key = uri used one server: {seen:?}");
+            assert!(
+                seen.len() >= 2,
+                "{kind} with hash_key = uri used one server: {seen:?}"
+            );
         }
         if STICKY.contains(&kind) {
             // And the same URI goes to the same server again.
@@ -50,7 +80,12 @@ async fn every_balancer_kind_schedules_real_requests() {
         }
         // Every lease was released.
         assert!(
-            eventually(|| r.service.show().iter().all(|s| s.active == 0 && s.inactive == 0)).await,
+            eventually(|| r
+                .service
+                .show()
+                .iter()
+                .all(|s| s.active == 0 && s.inactive == 0))
+            .await,
             "{kind}: {:?}",
             r.service.show()
         );
@@ -59,10 +94,25 @@ async fn every_balancer_kind_schedules_real_requests() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hash_key_host_keeps_a_host_on_one_server_and_keep_alive_works() {
-    let bs = [http_backend("a").await, http_backend("b").await, http_backend("c").await];
+    let bs = [
+        http_backend("a").await,
+        http_backend("b").await,
+        http_backend("c").await,
+    ];
     let dir = TempDir::new("bal-host").unwrap();
     let refs: Vec<&Backend> = bs.iter().collect();
-    let r = start(&config_text("l7", "{ kind = \"dh\" }", "hash_key = \"host\"", "", &refs, &dir), &dir).await;
+    let r = start(
+        &config_text(
+            "l7",
+            "{ kind = \"dh\" }",
+            "hash_key = \"host\"",
+            "",
+            &refs,
+            &dir,
+        ),
+        &dir,
+    )
+    .await;
     let mut by_host = HashMap::new();
     for i in 0..40 {
         let host = format!("site{}.example", i % 8);
@@ -74,7 +124,10 @@ async fn hash_key_host_keeps_a_host_on_one_server_and_keep_alive_works() {
         }
     }
     let distinct: std::collections::HashSet<_> = by_host.values().collect();
-    assert!(distinct.len() >= 2, "8 hosts all on one server: {by_host:?}");
+    assert!(
+        distinct.len() >= 2,
+        "8 hosts all on one server: {by_host:?}"
+    );
 
     // Three requests on one keep-alive client connection all get answers.
     let mut s = TcpStream::connect(r.listen[0]).await.unwrap();
@@ -83,9 +136,15 @@ async fn hash_key_host_keeps_a_host_on_one_server_and_keep_alive_works() {
             .await
             .unwrap();
         let mut buf = vec![0u8; 4096];
-        let n = tokio::time::timeout(PATIENCE, s.read(&mut buf)).await.unwrap().unwrap();
+        let n = tokio::time::timeout(PATIENCE, s.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
         let (status, body) = parse(&buf[..n]);
-        assert_eq!((status, body.as_str()), (200, by_host["site1.example"].as_str()));
+        assert_eq!(
+            (status, body.as_str()),
+            (200, by_host["site1.example"].as_str())
+        );
     }
 }
 
@@ -94,7 +153,14 @@ async fn malformed_http_gets_400_and_slow_headers_time_out() {
     let b = http_backend("a").await;
     let dir = TempDir::new("bal-bad").unwrap();
     let r = start(
-        &config_text("l7", "{ kind = \"rr\" }", "admin = \"127.0.0.1:0\"", "[timeouts]\nheader = \"300ms\"", &[&b], &dir),
+        &config_text(
+            "l7",
+            "{ kind = \"rr\" }",
+            "admin = \"127.0.0.1:0\"",
+            "[timeouts]\nheader = \"300ms\"",
+            &[&b],
+            &dir,
+        ),
         &dir,
     )
     .await;
@@ -102,7 +168,10 @@ async fn malformed_http_gets_400_and_slow_headers_time_out() {
     let mut s = TcpStream::connect(r.listen[0]).await.unwrap();
     s.write_all(b"THIS IS NOT HTTP\r\n\r\n").await.unwrap();
     let mut out = Vec::new();
-    tokio::time::timeout(PATIENCE, s.read_to_end(&mut out)).await.expect("connection closed").unwrap();
+    tokio::time::timeout(PATIENCE, s.read_to_end(&mut out))
+        .await
+        .expect("connection closed")
+        .unwrap();
     assert_eq!(parse(&out).0, 400, "{}", String::from_utf8_lossy(&out));
     // Slow headers: half a head, then nothing. The balancer closes within its header timeout
     // (bounded here by PATIENCE, never measured tightly).
@@ -110,12 +179,27 @@ async fn malformed_http_gets_400_and_slow_headers_time_out() {
     s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").await.unwrap();
     let t = Instant::now();
     let mut out = Vec::new();
-    tokio::time::timeout(PATIENCE, s.read_to_end(&mut out)).await.expect("slow header connection was never closed").ok();
-    assert!(t.elapsed() >= Duration::from_millis(250), "closed before the header timeout");
+    tokio::time::timeout(PATIENCE, s.read_to_end(&mut out))
+        .await
+        .expect("slow header connection was never closed")
+        .ok();
+    assert!(
+        t.elapsed() >= Duration::from_millis(250),
+        "closed before the header timeout"
+    );
     assert_eq!(b.hits(), 0, "nothing reached the backend");
     let m = metrics_text(&r);
-    assert!(metric(&m, "netsched_balance_refused_total{reason=\"bad_request\"}") >= 1.0, "{m}");
-    assert!(metric(&m, "netsched_balance_refused_total{reason=\"header_timeout\"}") >= 1.0, "{m}");
+    assert!(
+        metric(&m, "netsched_balance_refused_total{reason=\"bad_request\"}") >= 1.0,
+        "{m}"
+    );
+    assert!(
+        metric(
+            &m,
+            "netsched_balance_refused_total{reason=\"header_timeout\"}"
+        ) >= 1.0,
+        "{m}"
+    );
     // And the balancer still serves.
     assert_eq!(get(r.listen[0], "/", "x").await.0, 200);
 }
@@ -142,7 +226,9 @@ async fn maxconn_queue_full_and_queue_timeout_give_503_with_counts() {
     assert!(eventually(|| row(&r, "a").active == 1).await);
     // B waits in the queue and expires after 300 ms.
     let bq = tokio::spawn(async move { get(addr, "/", "x").await });
-    assert!(eventually(|| metric(&metrics_text(&r), "netsched_balance_queue_length ") == 1.0).await);
+    assert!(
+        eventually(|| metric(&metrics_text(&r), "netsched_balance_queue_length ") == 1.0).await
+    );
     // C finds the queue full.
     let (c, body) = get(addr, "/", "x").await;
     assert_eq!((c, body.trim()), (503, "queue_full"));
@@ -151,8 +237,19 @@ async fn maxconn_queue_full_and_queue_timeout_give_503_with_counts() {
     let (as_, body) = a.await.unwrap();
     assert_eq!((as_, body.as_str()), (200, "a"));
     let m = metrics_text(&r);
-    assert_eq!(metric(&m, "netsched_balance_refused_total{reason=\"queue_full\"}"), 1.0, "{m}");
-    assert_eq!(metric(&m, "netsched_balance_refused_total{reason=\"queue_timeout\"}"), 1.0, "{m}");
+    assert_eq!(
+        metric(&m, "netsched_balance_refused_total{reason=\"queue_full\"}"),
+        1.0,
+        "{m}"
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "netsched_balance_refused_total{reason=\"queue_timeout\"}"
+        ),
+        1.0,
+        "{m}"
+    );
     assert_eq!(metric(&m, "netsched_balance_queue_length "), 0.0, "{m}");
     assert_eq!(b.hits(), 1, "only A reached the backend");
     // A queued request that gets a slot in time is served: two at once with maxconn 1.
@@ -162,7 +259,10 @@ async fn maxconn_queue_full_and_queue_timeout_give_503_with_counts() {
     // Each either got served or timed out in the queue (300 ms vs a 50 ms request: served on any
     // sane machine, but a stalled machine may expire it, which is still a counted 503).
     for (s, body) in [x, y] {
-        assert!(s == 200 || (s == 503 && body.trim() == "queue_timeout"), "{s} {body}");
+        assert!(
+            s == 200 || (s == 503 && body.trim() == "queue_timeout"),
+            "{s} {body}"
+        );
     }
 }
 
@@ -202,11 +302,21 @@ async fn a_killed_backend_is_taken_out_and_failures_are_counted_and_bounded() {
         assert_eq!((s, body.as_str()), (200, "a"));
     }
     let m = metrics_text(&r);
-    let errors = metric(&m, "netsched_balance_errors_total{backend=\"b\",reason=\"connect\"}");
-    assert_eq!(errors, failed as f64, "every failed request is counted: {m}");
+    let errors = metric(
+        &m,
+        "netsched_balance_errors_total{backend=\"b\",reason=\"connect\"}",
+    );
+    assert_eq!(
+        errors, failed as f64,
+        "every failed request is counted: {m}"
+    );
     // Bounded: rr sends b at most every other request while it is still up.
     assert!(failed <= ok + 1, "failed {failed}, ok {ok}");
-    assert_eq!(metric(&m, "netsched_balance_health_up{backend=\"b\"}"), 0.0, "{m}");
+    assert_eq!(
+        metric(&m, "netsched_balance_health_up{backend=\"b\"}"),
+        0.0,
+        "{m}"
+    );
     eprintln!("b marked down {took:?} after the kill (fall 2 x interval 100ms); {failed} failed, {ok} ok meanwhile");
 }
 
@@ -215,7 +325,14 @@ async fn set_weight_drain_ready_and_slow_start_take_effect_without_restart() {
     let (a, b) = (http_backend("a").await, http_backend("b").await);
     let dir = TempDir::new("bal-weight").unwrap();
     let r = start(
-        &config_text("l7", "{ kind = \"wrr\" }", "", "[defaults]\nslow_start = \"1h\"", &[&a, &b], &dir),
+        &config_text(
+            "l7",
+            "{ kind = \"wrr\" }",
+            "",
+            "[defaults]\nslow_start = \"1h\"",
+            &[&a, &b],
+            &dir,
+        ),
         &dir,
     )
     .await;

@@ -27,7 +27,11 @@ fn signal(d: &Daemon, sig: i32) {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Write `text` to dir/balance.toml and start the daemon on it; wait until it listens.
@@ -52,7 +56,13 @@ async fn spawn(dir: &TempDir, text: &str, listen: std::net::SocketAddr) -> Daemo
     d
 }
 
-fn text_with_listen(mode: &str, algo: &str, listen: std::net::SocketAddr, backends: &[&Backend], dir: &TempDir) -> String {
+fn text_with_listen(
+    mode: &str,
+    algo: &str,
+    listen: std::net::SocketAddr,
+    backends: &[&Backend],
+    dir: &TempDir,
+) -> String {
     config_text(mode, algo, "", "", backends, dir).replace("127.0.0.1:0", &listen.to_string())
 }
 
@@ -60,32 +70,52 @@ async fn open(addr: std::net::SocketAddr) -> (BufReader<TcpStream>, String) {
     let s = TcpStream::connect(addr).await.unwrap();
     let mut r = BufReader::new(s);
     let mut name = String::new();
-    tokio::time::timeout(PATIENCE, r.read_line(&mut name)).await.unwrap().unwrap();
+    tokio::time::timeout(PATIENCE, r.read_line(&mut name))
+        .await
+        .unwrap()
+        .unwrap();
     (r, name.trim().to_string())
 }
 
 async fn echo(r: &mut BufReader<TcpStream>, text: &str) -> String {
     r.get_mut().write_all(text.as_bytes()).await.unwrap();
     let mut line = String::new();
-    tokio::time::timeout(PATIENCE, r.read_line(&mut line)).await.unwrap().unwrap();
+    tokio::time::timeout(PATIENCE, r.read_line(&mut line))
+        .await
+        .unwrap()
+        .unwrap();
     line
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reload_keeps_established_connections_and_a_bad_file_keeps_the_old_config() {
     let release = Arc::new(Notify::new());
-    let (a, b) = (tcp_backend("a", release.clone()).await, tcp_backend("b", release.clone()).await);
+    let (a, b) = (
+        tcp_backend("a", release.clone()).await,
+        tcp_backend("b", release.clone()).await,
+    );
     let dir = TempDir::new("bal-hup").unwrap();
     let listen = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let d = spawn(&dir, &text_with_listen("l4", "{ kind = \"rr\" }", listen, &[&a], &dir), listen).await;
+    let d = spawn(
+        &dir,
+        &text_with_listen("l4", "{ kind = \"rr\" }", listen, &[&a], &dir),
+        listen,
+    )
+    .await;
     let sock = dir.path().join("ctl.sock");
     let (mut held, name) = open(listen).await;
     assert_eq!(name, "a");
     // New file: another algorithm, a new server b, a dropped server a.
-    std::fs::write(dir.path().join("balance.toml"), text_with_listen("l4", "{ kind = \"wlc\" }", listen, &[&b], &dir)).unwrap();
+    std::fs::write(
+        dir.path().join("balance.toml"),
+        text_with_listen("l4", "{ kind = \"wlc\" }", listen, &[&b], &dir),
+    )
+    .unwrap();
     signal(&d, libc::SIGHUP);
     assert!(
-        eventually(|| netsched_balance::control::request(&sock, "show-servers").is_ok_and(|s| s.contains("127.0.0.1") && s.contains("\nb ") && !s.contains("\na "))).await,
+        eventually(|| netsched_balance::control::request(&sock, "show-servers")
+            .is_ok_and(|s| s.contains("127.0.0.1") && s.contains("\nb ") && !s.contains("\na ")))
+        .await,
         "reload not applied: {:?}",
         netsched_balance::control::request(&sock, "show-servers")
     );
@@ -96,9 +126,17 @@ async fn sighup_reload_keeps_established_connections_and_a_bad_file_keeps_the_ol
     std::fs::write(dir.path().join("balance.toml"), "mode = \"l4\"\nlisten = [\"127.0.0.1:1\"]\nalgorithm = { kind = \"wlc\" }\nbogus_key = 3\n").unwrap();
     signal(&d, libc::SIGHUP);
     let log = dir.path().join("log");
-    assert!(eventually(|| std::fs::read_to_string(&log).unwrap_or_default().contains("reload failed")).await);
+    assert!(
+        eventually(|| std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("reload failed"))
+        .await
+    );
     let text = std::fs::read_to_string(&log).unwrap();
-    assert!(text.contains("balance.toml") && text.contains("bogus_key"), "{text}");
+    assert!(
+        text.contains("balance.toml") && text.contains("bogus_key"),
+        "{text}"
+    );
     let (_c, name) = open(listen).await;
     assert_eq!(name, "b");
     assert_eq!(echo(&mut held, "still\n").await, "still\n");
@@ -109,13 +147,28 @@ async fn sigterm_removes_the_control_socket_and_exits_cleanly() {
     let a = http_backend("a").await;
     let dir = TempDir::new("bal-term").unwrap();
     let listen = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let mut d = spawn(&dir, &text_with_listen("l7", "{ kind = \"rr\" }", listen, &[&a], &dir), listen).await;
+    let mut d = spawn(
+        &dir,
+        &text_with_listen("l7", "{ kind = \"rr\" }", listen, &[&a], &dir),
+        listen,
+    )
+    .await;
     assert_eq!(get(listen, "/", "x").await.0, 200);
     signal(&d, libc::SIGTERM);
     let mut status = None;
-    assert!(eventually(|| { status = d.0.try_wait().unwrap(); status.is_some() }).await, "did not exit");
+    assert!(
+        eventually(|| {
+            status = d.0.try_wait().unwrap();
+            status.is_some()
+        })
+        .await,
+        "did not exit"
+    );
     assert!(status.unwrap().success(), "{status:?}");
-    assert!(!dir.path().join("ctl.sock").exists(), "control socket left behind");
+    assert!(
+        !dir.path().join("ctl.sock").exists(),
+        "control socket left behind"
+    );
     // A second daemon refuses a socket path that is a regular file, and leaves it alone.
     std::fs::write(dir.path().join("ctl.sock"), "not ours").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_netsched-balanced"))
@@ -124,8 +177,15 @@ async fn sigterm_removes_the_control_socket_and_exits_cleanly() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a socket"), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(std::fs::read_to_string(dir.path().join("ctl.sock")).unwrap(), "not ours");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a socket"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("ctl.sock")).unwrap(),
+        "not ours"
+    );
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -149,7 +209,12 @@ async fn thousands_of_idle_connections_stay_within_bounded_memory() {
     for (mode, backend) in [("l4", &t), ("l7", &h)] {
         let dir = TempDir::new("bal-rss").unwrap();
         let listen = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let d = spawn(&dir, &text_with_listen(mode, "{ kind = \"wlc\" }", listen, &[backend], &dir), listen).await;
+        let d = spawn(
+            &dir,
+            &text_with_listen(mode, "{ kind = \"wlc\" }", listen, &[backend], &dir),
+            listen,
+        )
+        .await;
         // Warm up (runtime threads, pools), then measure.
         let mut warm = Vec::new();
         for _ in 0..50 {
@@ -162,23 +227,33 @@ async fn thousands_of_idle_connections_stay_within_bounded_memory() {
             let mut s = TcpStream::connect(listen).await.unwrap();
             if mode == "l7" {
                 // An idle keep-alive client after one request.
-                s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+                s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                    .await
+                    .unwrap();
             }
             conns.push(s);
         }
         if mode == "l7" {
             for s in conns.iter_mut() {
                 let mut buf = [0u8; 512];
-                let _ = tokio::time::timeout(PATIENCE, tokio::io::AsyncReadExt::read(s, &mut buf)).await;
+                let _ = tokio::time::timeout(PATIENCE, tokio::io::AsyncReadExt::read(s, &mut buf))
+                    .await;
             }
         } else {
-            assert!(eventually(|| t.hits() as usize >= N + 50).await, "backend saw {}", t.hits());
+            assert!(
+                eventually(|| t.hits() as usize >= N + 50).await,
+                "backend saw {}",
+                t.hits()
+            );
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
         let after = rss_kib(d.0.id());
         let per = (after.saturating_sub(before) * 1024) as f64 / N as f64;
         eprintln!("{mode}: RSS {before} KiB -> {after} KiB with {N} idle connections: {per:.0} bytes per connection");
-        assert!(per < 64.0 * 1024.0, "{mode}: {per} bytes per idle connection");
+        assert!(
+            per < 64.0 * 1024.0,
+            "{mode}: {per} bytes per idle connection"
+        );
         drop(conns);
         drop(warm);
         release.notify_waiters();

@@ -59,7 +59,10 @@ impl Drop for MetricsServer {
 #[derive(Debug)]
 pub enum MetricsError {
     /// The address could not be bound.
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
 }
 
 impl std::fmt::Display for MetricsError {
@@ -130,7 +133,11 @@ fn answer(mut stream: TcpStream, registry: &Shared) -> std::io::Result<()> {
         len += n;
     };
     let (status, ctype, body) = match head_end {
-        None => ("400 Bad Request", "text/plain", "request head too long\n".to_string()),
+        None => (
+            "400 Bad Request",
+            "text/plain",
+            "request head too long\n".to_string(),
+        ),
         Some(end) => {
             let head = String::from_utf8_lossy(&buf[..end]);
             let mut first = head.lines().next().unwrap_or("").split_whitespace();
@@ -141,11 +148,7 @@ fn answer(mut stream: TcpStream, registry: &Shared) -> std::io::Result<()> {
                     render(registry),
                 ),
                 (Some("GET"), Some(_)) => ("404 Not Found", "text/plain", "try /metrics\n".into()),
-                (Some(_), Some(_)) => (
-                    "405 Method Not Allowed",
-                    "text/plain",
-                    "only GET\n".into(),
-                ),
+                (Some(_), Some(_)) => ("405 Method Not Allowed", "text/plain", "only GET\n".into()),
                 _ => ("400 Bad Request", "text/plain", "bad request line\n".into()),
             }
         }
@@ -192,7 +195,10 @@ mod tests {
         assert!(text.starts_with("HTTP/1.1 404"), "{text}");
         let text = get(srv.addr(), "POST /metrics HTTP/1.1\r\n\r\n");
         assert!(text.starts_with("HTTP/1.1 405"), "{text}");
-        let long = format!("GET /metrics HTTP/1.1\r\nX: {}\r\n", "a".repeat(MAX_REQUEST_BYTES));
+        let long = format!(
+            "GET /metrics HTTP/1.1\r\nX: {}\r\n",
+            "a".repeat(MAX_REQUEST_BYTES)
+        );
         let mut s = TcpStream::connect(srv.addr()).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let _ = s.write_all(long.as_bytes());

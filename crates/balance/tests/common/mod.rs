@@ -54,7 +54,9 @@ pub async fn http_backend(name: &str) -> Backend {
     let task = tokio::spawn(async move {
         let mut conns = JoinSet::new();
         loop {
-            let Ok((s, _)) = l.accept().await else { continue };
+            let Ok((s, _)) = l.accept().await else {
+                continue;
+            };
             let (n, h) = (n.clone(), h.clone());
             conns.spawn(async move {
                 let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
@@ -96,7 +98,9 @@ pub async fn tcp_backend(name: &str, release: Arc<Notify>) -> Backend {
     let task = tokio::spawn(async move {
         let mut conns = JoinSet::new();
         loop {
-            let Ok((mut s, _)) = l.accept().await else { continue };
+            let Ok((mut s, _)) = l.accept().await else {
+                continue;
+            };
             h.fetch_add(1, Ordering::SeqCst);
             let n = n.clone();
             let release = release.clone();
@@ -134,7 +138,14 @@ pub async fn tcp_backend(name: &str, release: Arc<Notify>) -> Backend {
 /// A configuration for `backends`, listening on an ephemeral loopback port, control socket in
 /// `dir`. `extra` is appended before the servers (top-level keys must come first: pass
 /// tables only).
-pub fn config_text(mode: &str, algorithm: &str, top: &str, tables: &str, backends: &[&Backend], dir: &TempDir) -> String {
+pub fn config_text(
+    mode: &str,
+    algorithm: &str,
+    top: &str,
+    tables: &str,
+    backends: &[&Backend],
+    dir: &TempDir,
+) -> String {
     let mut t = format!(
         "mode = \"{mode}\"\nlisten = [\"127.0.0.1:0\"]\nalgorithm = {algorithm}\ncontrol_socket = \"{}\"\n{top}\n{tables}\n",
         dir.path().join("ctl.sock").display()
@@ -173,7 +184,10 @@ pub fn parse(out: &[u8]) -> (u16, String) {
         .and_then(|r| r.get(..3))
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     (status, body)
 }
 
@@ -190,7 +204,11 @@ pub async fn eventually(mut f: impl FnMut() -> bool) -> bool {
 }
 
 pub fn row(r: &Running, name: &str) -> netsched_balance::service::ServerView {
-    r.service.show().into_iter().find(|s| s.name == name).unwrap()
+    r.service
+        .show()
+        .into_iter()
+        .find(|s| s.name == name)
+        .unwrap()
 }
 
 pub fn metrics_text(r: &Running) -> String {
