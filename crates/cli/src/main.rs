@@ -24,9 +24,9 @@ enum Cmd {
     /// Feed a trace through one algorithm and print what happened to every item.
     Replay(replay::ReplayArgs),
     /// Install ACK separation on a gateway interface with tc (HTB + u32).
-    Shape(netsched_link::shape::ShapeArgs),
+    Shape(netsched_link::cli::ShapeArgs),
     /// Run the userspace link engine between two interfaces.
-    Link(netsched_link::engine::LinkArgs),
+    Link(netsched_link::cli::LinkArgs),
     /// Run the percentile scheduling daemon on the NFQUEUE packet path.
     Nfq(netsched_nfq::daemon::NfqArgs),
     /// Control a running `netsched nfq` daemon.
@@ -40,8 +40,8 @@ fn main() {
     let result = match cli.cmd {
         Cmd::Lab(a) => netsched_lab::cli::run(a),
         Cmd::Replay(a) => replay::run(a),
-        Cmd::Shape(a) => netsched_link::shape::run(a),
-        Cmd::Link(a) => netsched_link::engine::run(a),
+        Cmd::Shape(a) => netsched_link::cli::run_shape(a),
+        Cmd::Link(a) => netsched_link::cli::run_link(a),
         Cmd::Nfq(a) => netsched_nfq::daemon::run(a),
         Cmd::Ctl(a) => netsched_nfq::ctl::run(a),
         Cmd::Balance(a) => netsched_balance::run(a),

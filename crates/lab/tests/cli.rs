@@ -72,7 +72,7 @@ fn bad_value_type_and_unknown_experiment_are_clear_errors() {
 fn same_seed_gives_byte_identical_results_except_the_command_line() {
     for (name, sets) in [
         ("np-dispatch", vec!["traffic.packets=1500"]),
-        ("vm-delay", vec!["run.duration_s=5.0"]),
+        ("vm-delay", vec!["run.duration=5s"]),
         (
             "lvs-cluster",
             vec!["client.requests=1500", "cluster.hosts=[1,5]"],

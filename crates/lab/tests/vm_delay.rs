@@ -21,7 +21,7 @@ const TIERS: [&str; 3] = ["High", "Mid", "Low"];
 
 #[test]
 fn vm_delay_reproduces_p2_claims() {
-    let o = run("vm-delay", &["run.duration_s=30.0"], 1, "vm");
+    let o = run("vm-delay", &["run.duration=30s"], 1, "vm");
     print_checks(&o);
     assert_check(&o, "low tier's p99 latency grows");
     assert_check(&o, "low tier's loss grows");
@@ -58,8 +58,42 @@ fn vm_delay_reproduces_p2_claims() {
         let dc = metric(&o, "delay_constrained", 18, tier, "above_threshold_pct");
         assert!(dc < sp, "{tier}: {sp} {dc}");
     }
-    // The sensitivity table is in the notes.
-    assert!(o.notes.iter().any(|n| n.contains("**Sensitivity**")));
+    // The sensitivity table is in the notes, overload rows marked outside P2's regime.
+    let table = o
+        .notes
+        .iter()
+        .find(|n| n.starts_with("**Sensitivity**"))
+        .expect("sensitivity table");
+    assert!(table.contains("vif queue") && table.contains("outside P2's regime"));
+    // Every check is a measured claim (value op threshold).
+    assert!(
+        o.checks.iter().all(|c| c.evidence.is_some()),
+        "{:#?}",
+        o.checks
+    );
+}
+
+#[test]
+fn the_scenario_is_typed_and_bounded() {
+    let with_set = |set: &str| {
+        let p =
+            netsched_lab::runner::scenario_params("vm-delay", None, &[set.to_string()]).unwrap();
+        Setup::from_params(&p).unwrap_err()
+    };
+    use netsched_lab::experiments::vm_delay::Setup;
+    let text = include_str!("../../../scenarios/vm-delay.toml");
+    let table = netsched_lab::scenario::parse(text, "vm-delay.toml").unwrap();
+    let params = netsched_lab::scenario::to_json(&table).unwrap();
+    assert!(Setup::from_params(&params).is_ok());
+    let mut p = params.clone();
+    p["load"]["busy"] = 0.5.into();
+    let e = Setup::from_params(&p).unwrap_err().to_string();
+    assert!(e.contains("vm-delay") && e.contains("busy"), "{e}");
+    let e = with_set("backend.vif_queue_packets=100000000").to_string();
+    assert!(
+        e.contains("backend.vif_queue_packets") && e.contains("outside"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -71,7 +105,7 @@ fn probes_alone_lose_nothing_with_xen_queues() {
         &[
             "traffic.data_pps=0.0",
             "tiers.stream_pps=[0.0,0.0,0.0]",
-            "backend.per_packet_ms=0.6",
+            "backend.per_packet=600us",
             "domains.counts=[18]",
             "run.schedulers=[\"strict_priority\",\"delay_constrained\"]",
             "run.sensitivity=false",

@@ -1,6 +1,7 @@
-//! Glue between the engines of this crate and the core library's ACK separation (P3):
-//! the `ack-sep` shorthand for a [`QdiscConfig::AckSeparation`], and which classifier a
-//! discipline needs.
+//! The discipline spec of `netsched link --ab-qdisc/--ba-qdisc` and its glue to the core
+//! library's ACK separation (P3): [`parse_qdisc`] (`fifo[:N]`, `ack-sep...`, or a
+//! `QdiscConfig` as JSON), the `ack-sep` shorthand for a [`QdiscConfig::AckSeparation`], and
+//! which classifier a discipline needs ([`ClassMode`]).
 //!
 //! The discipline (`AckSeparation` with its ACK filter and ACK-share cap, `qdisc/ack.rs`), the
 //! classifier (`classify::PureAckClassifier`) and the pure-ACK test (`wire::ack_info`, RFC 3449
@@ -10,7 +11,75 @@ use anyhow::{anyhow, bail, Result};
 use netsched_core::qdisc::prio::BandConfig;
 use netsched_core::qdisc::{ClassId, QdiscConfig};
 
-use crate::engine::ClassMode;
+/// How a frame's class is decided for a discipline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum ClassMode {
+    /// Every frame is class 0; headers are not parsed (FIFO).
+    Single,
+    /// Pure TCP ACKs vs the rest, by the core's pure-ACK classifier; ACK facts are attached
+    /// to the frame for the ACK filter.
+    PureAck,
+}
+
+/// A discipline and the classifier it needs.
+#[derive(Debug, Clone)]
+pub struct QdiscSpec {
+    pub config: QdiscConfig,
+    pub classify: ClassMode,
+}
+
+/// Most packets one queue of a `fifo:N` / `ack-sep:N` shorthand may hold (frames are bounded
+/// by the engine's pool anyway; this catches typos).
+pub const MAX_QUEUE_PACKETS: usize = 1 << 20;
+
+/// A packet count `1..=MAX_QUEUE_PACKETS`.
+fn packet_count(n: &str) -> Result<usize> {
+    match n.parse::<usize>() {
+        Ok(v) if (1..=MAX_QUEUE_PACKETS).contains(&v) => Ok(v),
+        Ok(_) => bail!("`{n}` packets: must be between 1 and {MAX_QUEUE_PACKETS}"),
+        Err(_) => bail!("`{n}` is not a packet count"),
+    }
+}
+
+/// Most bytes of a discipline spec (a JSON `QdiscConfig` of a few dozen classes is ~2 KiB).
+pub const MAX_SPEC: usize = 64 * 1024;
+
+/// Parse a discipline spec: `fifo[:N]`, `ack-sep[:N][+filter][+cap=S]` or JSON `{"kind": ...}`,
+/// and check it builds (so a bad config fails before any socket is opened).
+pub fn parse_qdisc(text: &str) -> Result<QdiscSpec> {
+    let t = text.trim();
+    if t.len() > MAX_SPEC {
+        bail!("qdisc spec of {} bytes: at most {MAX_SPEC}", t.len());
+    }
+    let config: QdiscConfig = if t.starts_with('{') {
+        serde_json::from_str(t).map_err(|e| anyhow!("qdisc `{t}`: not a valid QdiscConfig: {e}"))?
+    } else if let Some(rest) = t.strip_prefix("ack-sep") {
+        ack_separation(rest).map_err(|e| anyhow!("qdisc `{t}`: {e}"))?
+    } else {
+        let (name, n) = match t.split_once(':') {
+            Some((a, b)) => (
+                a,
+                Some(packet_count(b).map_err(|e| anyhow!("qdisc `{t}`: {e}"))?),
+            ),
+            None => (t, None),
+        };
+        match name {
+            "fifo" => QdiscConfig::Fifo {
+                limit_packets: n.unwrap_or(1000),
+                limit_bytes: u64::MAX,
+            },
+            _ => bail!(
+                "qdisc `{t}`: unknown discipline `{name}` (fifo[:N], ack-sep[:N][+filter][+cap=S], or JSON)"
+            ),
+        }
+    };
+    // Building does not depend on the item type: the core's plain sized item checks it.
+    config
+        .build::<netsched_core::qdisc::fifo::TestItem>()
+        .map_err(|e| anyhow!("qdisc `{t}`: {e}"))?;
+    let classify = classifier_for(&config);
+    Ok(QdiscSpec { config, classify })
+}
 
 /// Class of pure TCP ACKs for ACK-separating disciplines (the core's convention).
 pub const ACK_CLASS: ClassId = netsched_core::qdisc::ack::ACK_CLASS;
@@ -25,9 +94,7 @@ pub fn ack_separation(spec: &str) -> Result<QdiscConfig> {
     let head = parts.next().unwrap_or("");
     let limit = match head.strip_prefix(':') {
         None if head.is_empty() => 100,
-        Some(n) => n
-            .parse::<usize>()
-            .map_err(|_| anyhow!("ack-sep: `{n}` is not a packet count"))?,
+        Some(n) => packet_count(n).map_err(|e| anyhow!("ack-sep: {e}"))?,
         None => bail!("ack-sep{spec}: expected ack-sep[:N][+filter][+cap=S]"),
     };
     let mut ack_filter = false;
@@ -110,5 +177,54 @@ mod tests {
         arp[13] = 0x06;
         assert_eq!(class_of(&arp), BULK_CLASS);
         assert!(ack_separation(":x").is_err());
+    }
+
+    #[test]
+    fn qdisc_specs_parse() {
+        let q = parse_qdisc("fifo:100").unwrap();
+        assert_eq!(
+            q.config,
+            QdiscConfig::Fifo {
+                limit_packets: 100,
+                limit_bytes: u64::MAX
+            }
+        );
+        assert_eq!(q.classify, ClassMode::Single);
+        let q = parse_qdisc(r#"{"kind":"fifo","limit_packets":7}"#).unwrap();
+        assert!(matches!(
+            q.config,
+            QdiscConfig::Fifo {
+                limit_packets: 7,
+                ..
+            }
+        ));
+        assert_eq!(
+            parse_qdisc("ack-sep:10").unwrap().classify,
+            ClassMode::PureAck
+        );
+        assert!(parse_qdisc("fifo:0")
+            .unwrap_err()
+            .to_string()
+            .contains("between 1 and"));
+        assert!(parse_qdisc("ack-sep:99999999")
+            .unwrap_err()
+            .to_string()
+            .contains("between 1 and"));
+        assert!(parse_qdisc("fifo:x")
+            .unwrap_err()
+            .to_string()
+            .contains("`x`"));
+        assert!(parse_qdisc("red")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown discipline"));
+        assert!(parse_qdisc("{bad")
+            .unwrap_err()
+            .to_string()
+            .contains("QdiscConfig"));
+        assert!(parse_qdisc(&"x".repeat(MAX_SPEC + 1))
+            .unwrap_err()
+            .to_string()
+            .contains("at most"));
     }
 }

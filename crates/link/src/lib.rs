@@ -1,78 +1,23 @@
 //! # netsched-link — P3 on real Linux
 //!
-//! - [`shape`]: `netsched shape`, the gateway configuration (HTB + u32 ACK class via `tc -batch`)
-//! - [`engine`]: `netsched link`, a userspace link engine (AF_PACKET) running core disciplines
-//! - [`experiment`]: `netsched lab run adsl-ack --real`
+//! Read top-down:
+//! - [`cli`]: the command line of `netsched shape` and `netsched link` (clap arguments, their
+//!   conversion into checked configurations, the entry points the binary calls);
+//! - [`shape`]: `netsched shape`, the gateway configuration (HTB + u32 ACK class via
+//!   `tc -batch`), with one snapshot / apply / verify / restore path;
+//! - [`engine`]: `netsched link`, the userspace link engine's event loop, over
+//!   - [`emulation`]: one direction of an emulated link (discipline, rate, delay line),
+//!   - [`ackcfg`]: the discipline spec (`fifo:N`, `ack-sep...`, JSON) and its classifier,
+//!   - [`port`]: an AF_PACKET port (socket, frame pool, batched rx/tx, offloads),
+//!   - [`sys`]: every system call behind a safe wrapper;
+//! - [`experiment`]: `netsched lab run adsl-ack --real`; [`bench`]: `netsched link bench`.
 
 pub mod ackcfg;
 pub mod bench;
+pub mod cli;
+pub mod emulation;
 pub mod engine;
 pub mod experiment;
+pub mod port;
 pub mod shape;
-
-#[cfg(test)]
-mod cli_tests {
-    use clap::{CommandFactory, Parser};
-
-    /// The two subcommands as the `netsched` binary mounts them.
-    #[derive(Debug, Parser)]
-    struct Cli {
-        #[command(subcommand)]
-        cmd: Cmd,
-    }
-    #[derive(Debug, clap::Subcommand)]
-    enum Cmd {
-        Shape(crate::shape::ShapeArgs),
-        Link(crate::engine::LinkArgs),
-    }
-
-    #[test]
-    fn clap_definitions_are_consistent_and_parse_the_examples() {
-        Cli::command().debug_assert();
-        let ok = |args: &[&str]| Cli::try_parse_from(args).unwrap();
-        ok(&[
-            "n",
-            "shape",
-            "apply",
-            "--dev",
-            "eth1",
-            "--up",
-            "800kbit",
-            "--dry-run",
-        ]);
-        ok(&[
-            "n", "shape", "apply", "--dev", "eth1", "--up", "1mbit", "--down", "50mbit", "--ifb",
-            "ifb0",
-        ]);
-        ok(&["n", "shape", "show", "--dev", "eth1", "--json"]);
-        ok(&["n", "shape", "clear", "--dev", "eth1"]);
-        let c = ok(&[
-            "n",
-            "link",
-            "--dev-a",
-            "a",
-            "--dev-b",
-            "b",
-            "--ab-qdisc",
-            "ack-sep:100+filter+cap=0.5",
-            "--stats",
-            "1s",
-        ]);
-        match c.cmd {
-            Cmd::Link(l) => {
-                assert!(l.sub.is_none());
-                assert_eq!(l.run.ab_qdisc, "ack-sep:100+filter+cap=0.5");
-            }
-            _ => panic!("not link"),
-        }
-        match ok(&["n", "link", "bench", "--secs", "2"]).cmd {
-            Cmd::Link(l) => assert!(l.sub.is_some()),
-            _ => panic!("not link"),
-        }
-        // --down without --ifb is refused by clap itself.
-        assert!(Cli::try_parse_from([
-            "n", "shape", "apply", "--dev", "e", "--up", "1mbit", "--down", "2mbit"
-        ])
-        .is_err());
-    }
-}
+pub mod sys;

@@ -1,0 +1,604 @@
+//! What `lvs-cluster` simulates: an LVS-NAT director in front of N proxy hosts, one
+//! ApacheBench-like closed-loop client, IPVS balancers from `netsched_core::balance`.
+//!
+//! Model (discrete events on `netsched_sim::event::EventQueue`):
+//! - the client keeps `concurrency` requests outstanding; each new request opens a connection
+//!   whose `FlowKey` names the client address, a fresh source port, and the origin (destination)
+//!   address the request is for; the director calls `Balancer::pick` and counts the connection
+//!   active on the chosen host (`ServerTable::on_open`);
+//! - each host is one FCFS server (Squid + distiller on one CPU) whose service time depends on
+//!   the object size it returns, calibrated from P4 Table 3's one-host column
+//!   (mean = 1 / rate, e.g. 1/318 s at 300 B);
+//! - on completion the director moves the connection to inactive (`on_inactive`) and forgets
+//!   it after the IPVS TIME_WAIT timeout (`on_inactive_close`); the client sends the next
+//!   request at once.
+//! - client ports come from a bounded range used in order; a port whose previous connection
+//!   is still in IPVS TIME_WAIT reuses that entry and its host, bypassing the scheduler
+//!   (`ip_vs_in` looks the connection up before scheduling, ip_vs_core.c);
+//! - case "same": every host serves the same object size; case "per-host": host k serves only
+//!   size k mod 5 (300 B, 1 K, 10 K, 100 K, mixed, repeating; P4 §3.3 (2)).
+//!
+//! Cost: O(log n) per event over the requests in flight; about 4 events per request. The
+//! TIME_WAIT expiries (one per request, all `inactive_timeout` after their completion) are in
+//! time order by construction, so they wait in a FIFO instead of the event heap: the heap
+//! holds only the requests in flight, not the ~rate × 120 s expiries. Same results; the default
+//! scenario's main grid took 2.4 s of CPU instead of 5.9 s (seed 1, shared 2-core machine).
+
+use anyhow::{anyhow, Context};
+use netsched_core::balance::{
+    AnyBalancer, Balancer, BalancerConfig, FlowKey, ServerId, ServerTable,
+};
+use netsched_core::rng::SplitMix64;
+use netsched_core::{Nanos, SEC};
+use netsched_sim::event::EventQueue;
+use serde::Deserialize;
+use serde_json::json;
+use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr};
+
+/// Everything one simulated configuration needs.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    pub algorithm: String,
+    /// Mean service time (s) of each host, in host order.
+    pub host_service_s: Vec<f64>,
+    pub jitter_cv: f64,
+    pub concurrency: usize,
+    /// How requests choose their origin (destination) address.
+    pub model: ClientModel,
+    /// Distinct origin addresses the requests name.
+    pub origins: usize,
+    /// `PerOriginAb`: requests each origin's ab process keeps outstanding (`ab -c`).
+    pub per_origin_concurrency: usize,
+    pub requests: u64,
+    pub max_time: Nanos,
+    pub warmup_fraction: f64,
+    pub inactive_timeout: Nanos,
+    /// lblc's cost of an active connection in inactive ones when it picks a new host: 50 in
+    /// the Linux 2.4/2.6 ip_vs_lblc.c of 2004, 256 in later kernels.
+    pub lblc_active_weight: u32,
+    /// Client → director → host TCP handshake time (SYN to the client's ACK); 0 = none.
+    pub handshake: Nanos,
+    /// Size of the client's ephemeral port range (`ip_local_port_range`), used in order like
+    /// the Linux 2.4 port rover. 0 = never reuse a port (every connection is new to IPVS).
+    pub client_ports: u32,
+}
+
+/// How the client's requests choose their destination (`client.model` in the scenario).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientModel {
+    /// One closed loop of `concurrency` requests; each request names one of `origins`
+    /// addresses, chosen uniformly at random.
+    Uniform,
+    /// One ab process per origin address, each its own closed loop of
+    /// `per_origin_concurrency` requests for that origin only (ab fetches a single URL).
+    PerOriginAb,
+}
+
+impl ClientModel {
+    /// The scenario-file name (`client.model`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Uniform => "uniform",
+            Self::PerOriginAb => "per_origin_ab",
+        }
+    }
+}
+
+/// What one configuration measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterResult {
+    /// Completed requests per second after warm-up.
+    pub req_per_s: f64,
+    pub completed: u64,
+    pub mean_response_ms: f64,
+    /// Requests each host served (whole run).
+    pub per_host: Vec<u64>,
+    /// Requests the balancer could not place ("no destination available"); 0 in these runs.
+    pub unplaced: u64,
+    /// Connections whose client port still had an IPVS entry (TIME_WAIT) and were forwarded to
+    /// that entry's host without asking the scheduler (whole run).
+    pub reused: u64,
+}
+
+enum Ev {
+    /// A client slot sends its next request: for `origin` (per-origin ab), or for a random
+    /// origin (`NO_ORIGIN`, uniform model).
+    Send { origin: u32 },
+    /// The connection's handshake completed: the request reaches `host`.
+    Arrive { host: usize, req: Req },
+    /// Host finished its current request.
+    Done { host: usize },
+}
+
+/// An inactive connection at the director expires (if its entry was not reused since:
+/// `generation` must still match).
+struct Forget {
+    at: Nanos,
+    host: usize,
+    port: u32,
+    generation: u64,
+}
+
+const NO_ORIGIN: u32 = u32::MAX;
+
+struct Req {
+    sent: Nanos,
+    port: u32,
+    /// The ab process (origin) that sent it, or `NO_ORIGIN`.
+    slot_origin: u32,
+    /// The origin the request named.
+    origin: u32,
+}
+
+/// The director's IPVS connection entry for one (client port, origin) pair: IPVS finds a
+/// connection by its whole 4-tuple (client address and port, destination address and port,
+/// `ip_vs_conn_in_get`, ip_vs_conn.c), so a port reused towards another origin is a new
+/// connection.
+#[derive(Clone, Copy)]
+struct ConnEntry {
+    origin: u32,
+    host: usize,
+    /// Still in flight (active); an inactive entry waits for its TIME_WAIT expiry.
+    active: bool,
+    generation: u64,
+}
+
+struct Host {
+    queue: VecDeque<Req>,
+    busy: bool,
+    service_s: f64,
+}
+
+fn origin_addr(i: usize) -> IpAddr {
+    // Origins 10.1.x.y, consecutive like a block of server addresses.
+    let i = i as u32 + 1;
+    IpAddr::V4(Ipv4Addr::new(10, 1, (i >> 8) as u8, (i & 0xff) as u8))
+}
+
+fn host_addr(i: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(192, 168, 1, 10 + i as u8))
+}
+
+/// Simulate one configuration.
+pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult> {
+    let in_flight = match cfg.model {
+        ClientModel::Uniform => cfg.concurrency,
+        ClientModel::PerOriginAb => cfg.origins * cfg.per_origin_concurrency,
+    };
+    if cfg.client_ports != 0 && (cfg.client_ports as usize) <= in_flight {
+        anyhow::bail!(
+            "client.ports ({}) must exceed the requests in flight ({in_flight}) so a free port exists",
+            cfg.client_ports,
+        );
+    }
+    if cfg.origins == 0 || cfg.origins >= NO_ORIGIN as usize {
+        anyhow::bail!(
+            "the number of origins must be within 1..2^32-1, got {}",
+            cfg.origins
+        );
+    }
+    let mut rng = SplitMix64::new(seed);
+    let mut kind = json!({ "kind": cfg.algorithm });
+    if cfg.algorithm == "lblc" {
+        kind["active_weight"] = json!(cfg.lblc_active_weight);
+    }
+    let bal_cfg: BalancerConfig = serde_json::from_value(kind)
+        .map_err(|e| anyhow!("unknown balancer {:?}: {e}", cfg.algorithm))?;
+    let mut balancer: AnyBalancer = bal_cfg
+        .build(&mut rng)
+        .map_err(|e| anyhow!("balancer {}: {e}", cfg.algorithm))?;
+    let mut table = ServerTable::new();
+    let mut hosts = Vec::new();
+    for (i, s) in cfg.host_service_s.iter().enumerate() {
+        table
+            .add_server(i as u32, host_addr(i), 3128, 1)
+            .map_err(|e| anyhow!("server table: {e}"))?;
+        hosts.push(Host {
+            queue: VecDeque::new(),
+            busy: false,
+            service_s: *s,
+        });
+    }
+    let client = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+    // Client ports: index into the ephemeral range; the rover moves one port per connection
+    // and skips ports still in flight (Linux 2.4 tcp_v4_get_port / tcp_port_rover). The
+    // rover is the kernel's, shared by every ab process of the client machine.
+    let ports = if cfg.client_ports == 0 {
+        u32::MAX
+    } else {
+        cfg.client_ports
+    };
+    let mut rover: u32 = ports - 1;
+    // IPVS entries per client port (none when ports are never reused): at most one per
+    // origin; the list is short (a port is used a few times per TIME_WAIT period).
+    let mut conns: Vec<Vec<ConnEntry>> = vec![Vec::new(); cfg.client_ports as usize];
+    let mut port_busy: Vec<bool> = vec![false; cfg.client_ports as usize];
+    let mut generation: u64 = 0;
+    let mut reused = 0u64;
+    let mut q: EventQueue<Ev> = EventQueue::new();
+    match cfg.model {
+        ClientModel::Uniform => {
+            for _ in 0..cfg.concurrency {
+                q.schedule(0, Ev::Send { origin: NO_ORIGIN });
+            }
+        }
+        ClientModel::PerOriginAb => {
+            // ab processes started one after another, requests of each interleaved
+            for _ in 0..cfg.per_origin_concurrency {
+                for o in 0..cfg.origins {
+                    q.schedule(0, Ev::Send { origin: o as u32 });
+                }
+            }
+        }
+    }
+    let warmup = (cfg.requests as f64 * cfg.warmup_fraction) as u64;
+    let (mut completed, mut unplaced) = (0u64, 0u64);
+    let mut warm_at: Nanos = 0;
+    let mut warmed = false;
+    let warm_time = (cfg.max_time as f64 * cfg.warmup_fraction) as Nanos;
+    let mut measured = 0u64;
+    let mut resp_sum = 0.0;
+    let mut per_host = vec![0u64; hosts.len()];
+    let mut last: Nanos = 0;
+    let service = |rng: &mut SplitMix64, mean: f64| -> Nanos {
+        let s = mean * (1.0 - cfg.jitter_cv + cfg.jitter_cv * rng.exp(1.0));
+        (s * SEC as f64) as Nanos
+    };
+    // TIME_WAIT expiries in time order (each is `inactive_timeout` after a completion, and
+    // completions come in time order); an expiry due at the same instant as an event goes
+    // first, as it was scheduled earlier.
+    let mut forgets: VecDeque<Forget> = VecDeque::new();
+    loop {
+        let next_event = q.peek_time();
+        let forget_due = match (forgets.front(), next_event) {
+            (Some(f), Some(t)) => f.at <= t,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if forget_due {
+            let Some(f) = forgets.pop_front() else {
+                break;
+            };
+            if f.at > cfg.max_time || completed >= cfg.requests {
+                break;
+            }
+            last = f.at;
+            if cfg.client_ports > 0 {
+                // A reused entry was re-armed (its generation changed): this expiry is
+                // stale, the entry's inactive count was already taken back at reuse.
+                let Some(l) = conns.get_mut(f.port as usize) else {
+                    continue;
+                };
+                let Some(i) = l
+                    .iter()
+                    .position(|c| c.generation == f.generation && !c.active)
+                else {
+                    continue;
+                };
+                l.swap_remove(i);
+            }
+            table
+                .on_inactive_close(ServerId(f.host as u32))
+                .map_err(|e| anyhow!(e))?;
+            continue;
+        }
+        let Some((now, ev)) = q.pop() else {
+            break;
+        };
+        if now > cfg.max_time || completed >= cfg.requests {
+            break;
+        }
+        last = now;
+        match ev {
+            Ev::Send {
+                origin: slot_origin,
+            } => {
+                let port = loop {
+                    rover = (rover + 1) % ports;
+                    if !port_busy.get(rover as usize).copied().unwrap_or(false) {
+                        break rover;
+                    }
+                };
+                let origin = if slot_origin == NO_ORIGIN {
+                    rng.below(cfg.origins as u64) as u32
+                } else {
+                    slot_origin
+                };
+                let dst = origin_addr(origin as usize);
+                generation += 1;
+                // IPVS looks the connection up before it schedules (ip_vs_in →
+                // conn_in_get, net/netfilter/ipvs/ip_vs_core.c): a SYN whose 4-tuple still
+                // has an entry in TIME_WAIT reuses it and goes to the same real server. Only
+                // Linux 4.2's `conn_reuse_mode` made IPVS reschedule such connections.
+                let existing = conns
+                    .get_mut(port as usize)
+                    .and_then(|l| l.iter_mut().find(|c| c.origin == origin));
+                let is_reuse = existing.is_some();
+                let h = if let Some(c) = existing {
+                    c.active = true;
+                    c.generation = generation;
+                    reused += 1;
+                    if cfg.handshake == 0 {
+                        table
+                            .on_inactive_close(ServerId(c.host as u32))
+                            .map_err(|e| anyhow!(e))?;
+                    }
+                    c.host
+                } else {
+                    let wire_port = 1024 + (port % (u16::MAX as u32 - 1024)) as u16;
+                    let key = FlowKey::new(client, wire_port, dst, 80);
+                    let Some(ServerId(id)) = balancer.pick(&table, &key, now) else {
+                        unplaced += 1;
+                        // Retry after 1 ms, as a client would after a refused connection.
+                        q.schedule_in(
+                            SEC / 1000,
+                            Ev::Send {
+                                origin: slot_origin,
+                            },
+                        );
+                        continue;
+                    };
+                    if let Some(l) = conns.get_mut(port as usize) {
+                        l.push(ConnEntry {
+                            origin,
+                            host: id as usize,
+                            active: true,
+                            generation,
+                        });
+                    }
+                    id as usize
+                };
+                if let Some(b) = port_busy.get_mut(port as usize) {
+                    *b = true;
+                }
+                let req = Req {
+                    sent: now,
+                    port,
+                    slot_origin,
+                    origin,
+                };
+                if cfg.handshake > 0 {
+                    // IPVS counts a connection in SYN_RECV as inactive and makes it active
+                    // on ESTABLISHED (set_tcp_state, ip_vs_proto_tcp.c): until the handshake
+                    // is done the scheduler does not see it as load. A reused entry stays
+                    // inactive (TIME_WAIT → SYN_RECV) until then too.
+                    if !is_reuse {
+                        table.on_open(ServerId(h as u32)).map_err(|e| anyhow!(e))?;
+                        table
+                            .on_inactive(ServerId(h as u32))
+                            .map_err(|e| anyhow!(e))?;
+                    }
+                    q.schedule_in(cfg.handshake, Ev::Arrive { host: h, req });
+                    continue;
+                }
+                table.on_open(ServerId(h as u32)).map_err(|e| anyhow!(e))?;
+                hosts[h].queue.push_back(req);
+                if !hosts[h].busy {
+                    hosts[h].busy = true;
+                    let d = service(&mut rng, hosts[h].service_s);
+                    q.schedule_in(d, Ev::Done { host: h });
+                }
+            }
+            Ev::Arrive { host, req } => {
+                // ESTABLISHED: inactive → active, and the request reaches the host.
+                let s = table
+                    .get(ServerId(host as u32))
+                    .context("arrive at an unknown host")?;
+                let (a, i) = (s.active + 1, s.inactive.saturating_sub(1));
+                table
+                    .set_conns(ServerId(host as u32), a, i)
+                    .map_err(|e| anyhow!(e))?;
+                hosts[host].queue.push_back(req);
+                if !hosts[host].busy {
+                    hosts[host].busy = true;
+                    let d = service(&mut rng, hosts[host].service_s);
+                    q.schedule_in(d, Ev::Done { host });
+                }
+            }
+            Ev::Done { host } => {
+                let req = hosts[host]
+                    .queue
+                    .pop_front()
+                    .context("done with empty queue")?;
+                completed += 1;
+                per_host[host] += 1;
+                // Warm-up ends after `warmup` completions or a `warmup_fraction` of the time
+                // limit, whichever comes first (slow clusters may never reach the count).
+                if !warmed && (completed >= warmup || now >= warm_time) {
+                    warmed = true;
+                    warm_at = now;
+                } else if warmed {
+                    measured += 1;
+                    resp_sum += (now - req.sent) as f64 / 1e6;
+                }
+                table
+                    .on_inactive(ServerId(host as u32))
+                    .map_err(|e| anyhow!(e))?;
+                let mut generation = 0;
+                if let Some(l) = conns.get_mut(req.port as usize) {
+                    if let Some(c) = l.iter_mut().find(|c| c.origin == req.origin) {
+                        c.active = false;
+                        generation = c.generation;
+                    }
+                }
+                if let Some(b) = port_busy.get_mut(req.port as usize) {
+                    *b = false;
+                }
+                forgets.push_back(Forget {
+                    at: now.saturating_add(cfg.inactive_timeout),
+                    host,
+                    port: req.port,
+                    generation,
+                });
+                if hosts[host].queue.is_empty() {
+                    hosts[host].busy = false;
+                } else {
+                    let d = service(&mut rng, hosts[host].service_s);
+                    q.schedule_in(d, Ev::Done { host });
+                }
+                q.schedule(
+                    now,
+                    Ev::Send {
+                        origin: req.slot_origin,
+                    },
+                );
+            }
+        }
+    }
+    let span = (last.saturating_sub(warm_at)) as f64 / SEC as f64;
+    let req_per_s = if measured > 0 && span > 0.0 {
+        measured as f64 / span
+    } else {
+        0.0
+    };
+    Ok(ClusterResult {
+        req_per_s,
+        completed,
+        mean_response_ms: if measured > 0 {
+            resp_sum / measured as f64
+        } else {
+            f64::NAN
+        },
+        per_host,
+        unplaced,
+        reused,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(alg: &str, service: Vec<f64>) -> ClusterConfig {
+        ClusterConfig {
+            algorithm: alg.into(),
+            host_service_s: service,
+            jitter_cv: 0.5,
+            concurrency: 8,
+            origins: 4,
+            requests: 3000,
+            max_time: 100 * SEC,
+            warmup_fraction: 0.1,
+            inactive_timeout: 120 * SEC,
+            lblc_active_weight: 50,
+            handshake: 0,
+            client_ports: 0,
+            model: ClientModel::Uniform,
+            per_origin_concurrency: 2,
+        }
+    }
+
+    #[test]
+    fn one_host_rate_matches_its_calibration() {
+        let r = simulate(&cfg("rr", vec![1.0 / 318.0]), 1).unwrap();
+        assert!(
+            (r.req_per_s - 318.0).abs() < 318.0 * 0.05,
+            "{}",
+            r.req_per_s
+        );
+        assert_eq!(r.unplaced, 0);
+    }
+
+    #[test]
+    fn rr_spreads_evenly_over_identical_hosts() {
+        let r = simulate(&cfg("rr", vec![0.01; 4]), 2).unwrap();
+        let (lo, hi) = (
+            r.per_host.iter().min().unwrap(),
+            r.per_host.iter().max().unwrap(),
+        );
+        // Assignments alternate exactly; completions differ by what is still queued.
+        assert!(hi - lo <= 8, "{:?}", r.per_host);
+        assert!(r.req_per_s > 3.0 * 100.0, "{}", r.req_per_s);
+    }
+
+    #[test]
+    fn a_reused_port_goes_to_its_previous_host_without_scheduling() {
+        // 20 ports, 4 hosts, one origin, 3000 requests: after the first pass almost every
+        // connection finds its 4-tuple's TIME_WAIT entry (120 s ≫ the run) and follows it.
+        let mut c = cfg("rr", vec![0.01; 4]);
+        c.client_ports = 20;
+        c.origins = 1;
+        let r = simulate(&c, 3).unwrap();
+        assert!(
+            r.reused + 20 >= r.completed,
+            "{} of {}",
+            r.reused,
+            r.completed
+        );
+        // Fresh ports: never reused.
+        c.client_ports = 0;
+        assert_eq!(simulate(&c, 3).unwrap().reused, 0);
+    }
+
+    #[test]
+    fn a_port_reused_towards_another_origin_is_scheduled_anew() {
+        // 2000 ports, 3000 requests: the last ~1000 connections reuse a port once. The IPVS
+        // entry matches only if that port's first connection named the same origin
+        // (ip_vs_conn_in_get's 4-tuple): about all of them with 1 origin, a quarter with 4.
+        let mut c = cfg("rr", vec![0.01; 4]);
+        c.client_ports = 2000;
+        c.origins = 1;
+        let one = simulate(&c, 3).unwrap().reused;
+        c.origins = 4;
+        let four = simulate(&c, 3).unwrap().reused;
+        assert!((950..=1010).contains(&one), "1 origin: {one} reused");
+        assert!((150..=350).contains(&four), "4 origins: {four} reused");
+    }
+
+    #[test]
+    fn per_origin_ab_dh_reaches_only_the_hosts_the_kernel_hash_gives() {
+        // 15 ab processes for origins 10.1.0.1..15: buckets 177·k mod 256, bucket b → host
+        // b mod 15 (ip_vs_dh.c): 7 distinct hosts. Independent of the seed.
+        let mut c = cfg("dh", vec![0.01; 15]);
+        c.model = ClientModel::PerOriginAb;
+        c.origins = 15;
+        for seed in [1, 2] {
+            let r = simulate(&c, seed).unwrap();
+            let used = r.per_host.iter().filter(|n| **n > 0).count();
+            assert_eq!(used, 7, "{:?}", r.per_host);
+        }
+        // rr spreads the same ab processes over all 15
+        c.algorithm = "rr".into();
+        let r = simulate(&c, 1).unwrap();
+        assert!(r.per_host.iter().all(|n| *n > 0), "{:?}", r.per_host);
+    }
+
+    #[test]
+    fn a_handshake_delays_each_request_and_keeps_the_counts_consistent() {
+        // one request in flight on one host: its response time is service + handshake
+        let mut c = cfg("lc", vec![0.01]);
+        c.concurrency = 1;
+        c.client_ports = 200;
+        let base = simulate(&c, 4).unwrap();
+        c.handshake = 2 * SEC / 1000;
+        let hs = simulate(&c, 4).unwrap();
+        // every request waits 2 ms more before its host sees it; counts never go negative
+        // (ServerTable would return an error) and every request is served
+        assert!(
+            (hs.mean_response_ms - base.mean_response_ms - 2.0).abs() < 0.5,
+            "{} vs {}",
+            hs.mean_response_ms,
+            base.mean_response_ms
+        );
+        assert_eq!(hs.completed, base.completed);
+        assert!(hs.reused > 0);
+    }
+
+    #[test]
+    fn too_few_ports_is_a_clear_error() {
+        let mut c = cfg("rr", vec![0.01; 4]);
+        c.client_ports = 8; // concurrency 8: no free port would remain
+        let e = simulate(&c, 1).unwrap_err().to_string();
+        assert!(e.contains("client.ports"), "{e}");
+    }
+
+    #[test]
+    fn unknown_algorithm_is_a_clear_error() {
+        let e = simulate(&cfg("nope", vec![0.01]), 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nope"), "{e}");
+    }
+}
