@@ -259,3 +259,63 @@ async fn thousands_of_idle_connections_stay_within_bounded_memory() {
         release.notify_waiters();
     }
 }
+
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of proc(5); `after` starts at field 3.
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// Benchmark, not a test (needs a quiet machine; run by hand with `--ignored --nocapture`):
+/// how much CPU the L4 relay's userspace copy costs per gigabyte, to decide whether `splice`
+/// is needed. Numbers in docs/balance.md.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn bench_l4_relay_cpu_per_gigabyte() {
+    use tokio::io::AsyncReadExt;
+    const BYTES: u64 = 2 << 30;
+    let sink = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let sink_addr = sink.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = sink.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 256 * 1024];
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    let dir = TempDir::new("bal-bench").unwrap();
+    let listen = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let text = format!(
+        "mode = \"l4\"\nlisten = [\"{listen}\"]\nalgorithm = {{ kind = \"rr\" }}\ncontrol_socket = \"{}\"\n[[server]]\nname = \"sink\"\naddr = \"{sink_addr}\"\n",
+        dir.path().join("ctl.sock").display()
+    );
+    let d = spawn(&dir, &text, listen).await;
+    let chunk = vec![7u8; 256 * 1024];
+    for (label, target) in [("direct", sink_addr), ("through balance", listen)] {
+        let cpu0 = cpu_seconds(d.0.id());
+        let t = std::time::Instant::now();
+        let mut s = TcpStream::connect(target).await.unwrap();
+        let mut sent = 0;
+        while sent < BYTES {
+            s.write_all(&chunk).await.unwrap();
+            sent += chunk.len() as u64;
+        }
+        s.shutdown().await.unwrap();
+        let secs = t.elapsed().as_secs_f64();
+        let cpu = cpu_seconds(d.0.id()) - cpu0;
+        eprintln!(
+            "{label}: {:.2} Gbit/s, balancer CPU {:.2} s per GiB",
+            sent as f64 * 8.0 / secs / 1e9,
+            cpu / (sent as f64 / (1u64 << 30) as f64)
+        );
+    }
+}
