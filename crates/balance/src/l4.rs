@@ -10,8 +10,9 @@
 
 use crate::service::{Lease, Service};
 use netsched_core::balance::FlowKey;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
@@ -88,15 +89,22 @@ enum PumpEnd {
     Error,
 }
 
-/// Copy until EOF, then shut down the write side (propagating the FIN).
-async fn pump<R, W>(mut r: R, mut w: W, idle: Duration) -> PumpEnd
+/// Copy until EOF, then shut down the write side (propagating the FIN). `idle` ends the copy
+/// only when *neither* direction has moved a byte for that long (`last` is shared, in ms
+/// since `epoch`), so a long one-way transfer is not cut while the other side is silent.
+async fn pump<R, W>(mut r: R, mut w: W, idle: Duration, epoch: Instant, last: &AtomicU64) -> PumpEnd
 where
     R: tokio::io::AsyncRead + Unpin,
     W: tokio::io::AsyncWrite + Unpin,
 {
     let mut buf = vec![0u8; RELAY_BUFFER];
+    let quiet = || {
+        let now = epoch.elapsed().as_millis() as u64;
+        Duration::from_millis(now.saturating_sub(last.load(Ordering::Relaxed)))
+    };
     loop {
         let n = match tokio::time::timeout(idle, r.read(&mut buf)).await {
+            Err(_) if quiet() < idle => continue,
             Err(_) => return PumpEnd::Idle,
             Ok(Err(_)) => return PumpEnd::Error,
             Ok(Ok(0)) => {
@@ -105,6 +113,7 @@ where
             }
             Ok(Ok(n)) => n,
         };
+        last.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
         match tokio::time::timeout(idle, w.write_all(&buf[..n])).await {
             Ok(Ok(())) => {}
             Err(_) => return PumpEnd::Idle,
@@ -123,8 +132,10 @@ async fn relay(
 ) {
     let (cr, cw) = client.split();
     let (sr, sw) = server.split();
-    let up = pump(cr, sw, client_idle);
-    let down = pump(sr, cw, server_idle);
+    let epoch = Instant::now();
+    let last = AtomicU64::new(0);
+    let up = pump(cr, sw, client_idle, epoch, &last);
+    let down = pump(sr, cw, server_idle, epoch, &last);
     tokio::pin!(up, down);
     let (first, up_done) = tokio::select! {
         e = &mut up => (e, true),

@@ -562,24 +562,16 @@ impl Inner {
         })
     }
 
-    /// Only recompute when some server is still ramping (cheap test on the hot path).
+    /// Only recompute while some server is still ramping (a cheap scan on the pick path).
     fn refresh_slow_start(&mut self) {
-        let ss = self.runtime.defaults.slow_start;
-        if ss == 0 {
+        if self.runtime.defaults.slow_start == 0 {
             return;
         }
-        let ramping = self.backends.values().any(|b| {
-            b.effective != 0
-                && b.effective < b.weight
-                && b.since
-                    .is_some_and(|t| (t.elapsed().as_nanos() as u64) < ss)
-        });
-        let finished = self.backends.values().any(|b| {
-            b.effective != 0
-                && b.effective < b.weight
-                && b.since.is_some_and(|t| t.elapsed().as_nanos() as u64 >= ss)
-        });
-        if ramping || finished {
+        if self
+            .backends
+            .values()
+            .any(|b| b.effective != 0 && b.effective < b.weight && b.since.is_some())
+        {
             self.apply_weights();
         }
     }
@@ -626,5 +618,53 @@ pub fn effective_weight(b: &Backend, slow_start: Nanos) -> u32 {
             }
         }
         _ => b.weight,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netsched_core::SEC;
+
+    fn backend(weight: u32, since_ago: Option<Duration>) -> Backend {
+        Backend {
+            id: ServerId(1),
+            name: "s".into(),
+            addr: "127.0.0.1:1".parse().unwrap(),
+            weight,
+            maxconn: 0,
+            admin: Admin::Ready,
+            up: true,
+            streak: 0,
+            since: since_ago.map(|d| Instant::now() - d),
+            effective: 0,
+            last_check: None,
+        }
+    }
+
+    #[test]
+    fn slow_start_ramps_linearly_from_one_to_the_weight() {
+        let ss = 100 * SEC;
+        // Just back: at least 1.
+        assert_eq!(effective_weight(&backend(50, Some(Duration::ZERO)), ss), 1);
+        // A quarter of the way (plus the few microseconds this test takes): ceil(50/4) = 13.
+        let w = effective_weight(&backend(50, Some(Duration::from_secs(25))), ss);
+        assert!((13..=14).contains(&w), "{w}");
+        assert_eq!(
+            effective_weight(&backend(50, Some(Duration::from_secs(100))), ss),
+            50
+        );
+        // No slow start, or never came back: the full weight.
+        assert_eq!(effective_weight(&backend(50, Some(Duration::ZERO)), 0), 50);
+        assert_eq!(effective_weight(&backend(50, None), ss), 50);
+        // Down, drained, in maintenance: 0.
+        let mut b = backend(50, None);
+        b.up = false;
+        assert_eq!(effective_weight(&b, ss), 0);
+        for a in [Admin::Drain, Admin::Maint] {
+            let mut b = backend(50, None);
+            b.admin = a;
+            assert_eq!(effective_weight(&b, ss), 0);
+        }
     }
 }

@@ -184,3 +184,72 @@ async fn drained_server_gets_no_new_connections_while_established_ones_finish() 
     assert_eq!(echo(&mut ca, "and now\n").await, "and now\n");
     assert_eq!(echo(&mut cb, "b too\n").await, "b too\n");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_timeout_counts_both_directions() {
+    // A backend that sends one byte every 100 ms, twelve times, to a client that never speaks:
+    // with 300 ms timeouts the connection lives on because the server side is active.
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let srv = tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            tokio::spawn(async move {
+                let mut first = [0u8; 1];
+                // "t" = trickle, anything else = stay silent.
+                if s.read_exact(&mut first).await.is_err() || first[0] != b't' {
+                    tokio::time::sleep(PATIENCE).await;
+                    return;
+                }
+                for _ in 0..12 {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    if s.write_all(b".").await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let dir = TempDir::new("bal-l4idle").unwrap();
+    let text = config_text(
+        "l4",
+        "{ kind = \"rr\" }",
+        "admin = \"127.0.0.1:0\"",
+        "[timeouts]\nclient = \"300ms\"\nserver = \"300ms\"",
+        &[],
+        &dir,
+    ) + &format!("[[server]]\nname = \"t\"\naddr = \"{addr}\"\n");
+    let r = start(&text, &dir).await;
+    let mut c = TcpStream::connect(r.listen[0]).await.unwrap();
+    c.write_all(b"t").await.unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(PATIENCE, c.read_to_end(&mut got))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.len(), 12, "trickle cut short: {got:?}");
+    // Both sides silent: closed by the idle timeout and counted.
+    let mut c = TcpStream::connect(r.listen[0]).await.unwrap();
+    c.write_all(b"s").await.unwrap();
+    let t = std::time::Instant::now();
+    let mut got = Vec::new();
+    tokio::time::timeout(PATIENCE, c.read_to_end(&mut got))
+        .await
+        .expect("never closed")
+        .ok();
+    assert!(
+        t.elapsed() >= std::time::Duration::from_millis(250),
+        "{:?}",
+        t.elapsed()
+    );
+    let m = metrics_text(&r);
+    assert_eq!(
+        metric(
+            &m,
+            "netsched_balance_errors_total{backend=\"t\",reason=\"idle_timeout\"}"
+        ),
+        1.0,
+        "{m}"
+    );
+    srv.abort();
+}

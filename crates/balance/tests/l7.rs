@@ -252,6 +252,16 @@ async fn maxconn_queue_full_and_queue_timeout_give_503_with_counts() {
     );
     assert_eq!(metric(&m, "netsched_balance_queue_length "), 0.0, "{m}");
     assert_eq!(b.hits(), 1, "only A reached the backend");
+    assert_eq!(
+        metric(&m, "netsched_balance_requests_total{backend=\"a\"}"),
+        1.0,
+        "{m}"
+    );
+    assert_eq!(
+        metric(&m, "netsched_balance_response_seconds_count{backend=\"a\"}"),
+        1.0,
+        "{m}"
+    );
     // A queued request that gets a slot in time is served: two at once with maxconn 1.
     let x = tokio::spawn(async move { get(addr, "/sleep/50", "x").await });
     let y = tokio::spawn(async move { get(addr, "/sleep/50", "x").await });
@@ -379,4 +389,95 @@ async fn set_weight_drain_ready_and_slow_start_take_effect_without_restart() {
     ctl("del-server b").unwrap();
     let m = count(5).await;
     assert_eq!(m.get("c"), Some(&5), "{m:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_backend_gets_504_and_a_dead_one_502_both_counted() {
+    let a = http_backend("a").await;
+    // A port nobody listens on: bind, learn the port, close.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let dir = TempDir::new("bal-stall").unwrap();
+    let mut text = config_text(
+        "l7",
+        "{ kind = \"rr\" }",
+        "admin = \"127.0.0.1:0\"",
+        "[timeouts]\nserver = \"300ms\"",
+        &[&a],
+        &dir,
+    );
+    text += &format!("[[server]]\nname = \"dead\"\naddr = \"{dead}\"\n");
+    let r = start(&text, &dir).await;
+    let (s1, b1) = get(r.listen[0], "/sleep/5000", "x").await; // a, stalls past 300 ms
+    let (s2, b2) = get(r.listen[0], "/", "x").await; // dead
+    assert_eq!((s1, b1.trim()), (504, "server_timeout"));
+    assert_eq!((s2, b2.trim()), (502, "connect"));
+    let m = metrics_text(&r);
+    assert_eq!(
+        metric(
+            &m,
+            "netsched_balance_errors_total{backend=\"a\",reason=\"server_timeout\"}"
+        ),
+        1.0,
+        "{m}"
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "netsched_balance_errors_total{backend=\"dead\",reason=\"connect\"}"
+        ),
+        1.0,
+        "{m}"
+    );
+    // The slots were released: nothing active.
+    assert!(
+        eventually(|| r.service.show().iter().all(|s| s.active == 0)).await,
+        "{:?}",
+        r.service.show()
+    );
+    // And a keeps serving.
+    assert_eq!(get(r.listen[0], "/", "x").await, (200, "a".to_string()));
+}
+
+/// An idle keep-alive client is closed after `timeouts.header` (HAProxy's `timeout
+/// http-keep-alive` falls back to `timeout http-request` the same way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_keep_alive_connections_are_closed_after_the_header_timeout() {
+    let a = http_backend("a").await;
+    let dir = TempDir::new("bal-idle").unwrap();
+    let r = start(
+        &config_text(
+            "l7",
+            "{ kind = \"rr\" }",
+            "",
+            "[timeouts]\nheader = \"300ms\"",
+            &[&a],
+            &dir,
+        ),
+        &dir,
+    )
+    .await;
+    let mut s = TcpStream::connect(r.listen[0]).await.unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(PATIENCE, s.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(parse(&buf[..n]).0, 200);
+    let t = Instant::now();
+    let n = tokio::time::timeout(PATIENCE, s.read(&mut buf))
+        .await
+        .expect("idle connection never closed")
+        .unwrap();
+    assert_eq!(n, 0, "expected EOF");
+    assert!(
+        t.elapsed() >= Duration::from_millis(250),
+        "closed too early: {:?}",
+        t.elapsed()
+    );
 }

@@ -3,7 +3,7 @@
 //! Skips with a reason without root; everything it starts is killed by pid and the namespace
 //! deleted when the testbed drops, also on failure.
 
-use netsched_testbed::{privileged_test_allowed, Testbed, TempDir};
+use netsched_testbed::{privileged_test_allowed, TempDir, Testbed};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::process::Stdio;
@@ -31,7 +31,10 @@ fn get(addr: &str) -> (u16, String) {
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     let status = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     (status, body)
 }
 
@@ -49,7 +52,9 @@ events {{ worker_connections 1024; }}\nhttp {{\n access_log off;\n client_body_t
 
 #[test]
 fn balancer_in_a_namespace_spreads_over_nginx_and_takes_a_killed_one_out() {
-    if !privileged_test_allowed("balancer_in_a_namespace_spreads_over_nginx_and_takes_a_killed_one_out") {
+    if !privileged_test_allowed(
+        "balancer_in_a_namespace_spreads_over_nginx_and_takes_a_killed_one_out",
+    ) {
         return;
     }
     let mut tb = Testbed::new("bal").unwrap();
@@ -60,7 +65,12 @@ fn balancer_in_a_namespace_spreads_over_nginx_and_takes_a_killed_one_out() {
         let conf = dir.path().join(format!("{name}.conf"));
         std::fs::write(&conf, nginx_conf(dir.path(), name, port)).unwrap();
         let pid = tb
-            .spawn(&ns, "nginx", &["-c", conf.to_str().unwrap(), "-e", "stderr"], name)
+            .spawn(
+                &ns,
+                "nginx",
+                &["-c", conf.to_str().unwrap(), "-e", "stderr"],
+                name,
+            )
             .unwrap();
         pids.insert(name, pid);
     }
@@ -100,7 +110,12 @@ fn balancer_in_a_namespace_spreads_over_nginx_and_takes_a_killed_one_out() {
         }
         seen.len()
     });
-    assert_eq!(ready, 2, "log: {}", std::fs::read_to_string(dir.path().join("log")).unwrap_or_default());
+    assert_eq!(
+        ready,
+        2,
+        "log: {}",
+        std::fs::read_to_string(dir.path().join("log")).unwrap_or_default()
+    );
     let counts = in_ns(&ns, || {
         let mut m: HashMap<String, u32> = HashMap::new();
         for _ in 0..20 {
@@ -121,6 +136,11 @@ fn balancer_in_a_namespace_spreads_over_nginx_and_takes_a_killed_one_out() {
         assert!(killed.elapsed() < PATIENCE, "b never marked down");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let after = in_ns(&ns, || (0..10).map(|_| get("127.0.0.1:8080")).collect::<Vec<_>>());
-    assert!(after.iter().all(|(s, b)| *s == 200 && b == "a"), "{after:?}");
+    let after = in_ns(&ns, || {
+        (0..10).map(|_| get("127.0.0.1:8080")).collect::<Vec<_>>()
+    });
+    assert!(
+        after.iter().all(|(s, b)| *s == 200 && b == "a"),
+        "{after:?}"
+    );
 }
