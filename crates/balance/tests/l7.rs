@@ -481,3 +481,42 @@ async fn idle_keep_alive_connections_are_closed_after_the_header_timeout() {
         t.elapsed()
     );
 }
+
+/// Stuck control clients (connected, never sending) neither block the data path nor other
+/// control requests; each is dropped after the control deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stuck_control_clients_do_not_stall_requests_or_control() {
+    let a = http_backend("a").await;
+    let dir = TempDir::new("bal-ctlstall").unwrap();
+    let r = start(
+        &config_text("l7", "{ kind = \"rr\" }", "", "", &[&a], &dir),
+        &dir,
+    )
+    .await;
+    let mut stuck = Vec::new();
+    for _ in 0..50 {
+        stuck.push(
+            tokio::net::UnixStream::connect(&r.control_socket)
+                .await
+                .unwrap(),
+        );
+    }
+    for _ in 0..5 {
+        assert_eq!(get(r.listen[0], "/", "x").await, (200, "a".to_string()));
+    }
+    let sock = r.control_socket.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        netsched_balance::control::request(&sock, "show-servers")
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(out.contains("\na "), "{out}");
+    // Each stuck connection is closed by the server after its deadline.
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(PATIENCE, stuck[0].read(&mut buf))
+        .await
+        .expect("stuck control client never dropped")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "{:?}", &buf[..n]);
+}

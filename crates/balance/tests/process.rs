@@ -120,6 +120,30 @@ async fn sighup_reload_keeps_established_connections_and_a_bad_file_keeps_the_ol
         netsched_balance::control::request(&sock, "show-servers")
     );
     assert_eq!(echo(&mut held, "after reload\n").await, "after reload\n");
+    // The CLI side of ctl (same arguments as `netsched balance ctl`).
+    let out = Command::new(env!("CARGO_BIN_EXE_netsched-balanced"))
+        .args([
+            "ctl",
+            "--socket",
+            sock.to_str().unwrap(),
+            "show-servers",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["name"], "b", "{v}");
+    let out = Command::new(env!("CARGO_BIN_EXE_netsched-balanced"))
+        .args(["ctl", "--socket", sock.to_str().unwrap(), "drain", "nobody"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nobody"));
     let (_c, name) = open(listen).await;
     assert_eq!(name, "b");
     // A bad file: the error is logged with file and key, the old configuration stays.
