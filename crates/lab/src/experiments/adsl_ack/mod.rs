@@ -160,7 +160,7 @@ fn sensitivity(p: &Params, seed: u64) -> anyhow::Result<Vec<SensRow>> {
 }
 
 pub fn run(params: &serde_json::Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOutput> {
-    let p: Params = crate::params::typed(params, "adsl-ack")?;
+    let p: Params = crate::scenario::typed(params, "adsl-ack")?;
     p.validate()?;
     std::fs::create_dir_all(out)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", out.display()))?;

@@ -173,7 +173,7 @@ fn sensitivity(p: &Params, seed: u64) -> anyhow::Result<Vec<SensRow>> {
 
 /// Run the experiment.
 pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOutput> {
-    let p: Params = crate::params::typed(params, "np-dispatch")?;
+    let p: Params = crate::scenario::typed(params, "np-dispatch")?;
     p.validate()?;
     std::fs::create_dir_all(out)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", out.display()))?;

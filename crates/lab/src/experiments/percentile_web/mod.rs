@@ -119,7 +119,7 @@ fn sensitivity(p: &Params, seed: u64) -> anyhow::Result<Vec<SensRow>> {
 }
 
 pub fn run(params: &serde_json::Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOutput> {
-    let p: Params = crate::params::typed(params, "percentile-web")?;
+    let p: Params = crate::scenario::typed(params, "percentile-web")?;
     p.validate()?;
     std::fs::create_dir_all(out)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", out.display()))?;
