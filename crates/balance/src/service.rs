@@ -342,7 +342,7 @@ impl Service {
         let mut g = lock(&self.inner);
         let id = g.id_of(name)?;
         g.backends.remove(&id);
-        g.table.remove(id)?;
+        g.table.remove(id).map_err(|e| e.to_string())?;
         let l = Metrics::backend(name);
         for f in [
             &self.metrics.active,
