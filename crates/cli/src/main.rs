@@ -35,6 +35,8 @@ enum Cmd {
     Nfq(netsched_nfq::cli::NfqArgs),
     /// Control a running `netsched nfq` daemon.
     Ctl(netsched_nfq::ctl::CtlArgs),
+    /// Run the L4/L7 load balancer (or `balance ctl` to control a running one).
+    Balance(netsched_balance::BalanceArgs),
 }
 
 fn main() {
@@ -46,6 +48,7 @@ fn main() {
         Cmd::Link(a) => netsched_link::cli::run_link(a),
         Cmd::Nfq(a) => netsched_nfq::cli::run(a),
         Cmd::Ctl(a) => netsched_nfq::ctl::run(a),
+        Cmd::Balance(a) => netsched_balance::run(a),
     };
     if let Err(e) = result {
         eprintln!("netsched: error: {e:#}");

@@ -1,0 +1,26 @@
+//! `netsched balance`: a real L4/L7 load balancer that runs the core's balancers
+//! (`netsched_core::balance::AnyBalancer`) unchanged on real connections and requests.
+//!
+//! | file | what |
+//! |---|---|
+//! | `config.rs` | the TOML contract, validation, errors naming file/key/value |
+//! | `service.rs` | ServerTable + AnyBalancer, leases (active/inactive), maxconn queue, admin state, slow start, reload |
+//! | `l4.rs` | per-connection scheduling and relay |
+//! | `l7.rs` | per-request HTTP/1.1 scheduling with keep-alive pools |
+//! | `health.rs` | TCP / HTTP checks with rise/fall |
+//! | `control.rs` | the Unix control socket and `netsched balance ctl` |
+//! | `metrics.rs` | Prometheus families (served by `netsched-metrics`) |
+//! | `daemon.rs` | wiring, SIGHUP reload, shutdown |
+//! | `sys.rs` | `SO_PEERCRED` behind a safe wrapper |
+
+pub mod config;
+pub mod control;
+pub mod daemon;
+pub mod health;
+pub mod l4;
+pub mod l7;
+pub mod metrics;
+pub mod service;
+mod sys;
+
+pub use daemon::{run, start, BalanceArgs, Running};

@@ -1,0 +1,137 @@
+//! The balancer's Prometheus families, registered in one `netsched_metrics` registry.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BackendLabel {
+    pub backend: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabel {
+    pub backend: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: String,
+}
+
+fn hist() -> Histogram {
+    // 100 us .. ~6.5 s
+    Histogram::new(exponential_buckets(0.0001, 2.0, 17))
+}
+
+/// Every family the balancer exports. Clones share the same series.
+#[derive(Clone)]
+pub struct Metrics {
+    /// Requests (L7) or connections (L4) sent to a backend.
+    pub requests: Family<BackendLabel, Counter>,
+    pub active: Family<BackendLabel, Gauge>,
+    pub inactive: Family<BackendLabel, Gauge>,
+    /// 1 up, 0 down by health checks.
+    pub health_up: Family<BackendLabel, Gauge>,
+    /// Effective weight after admin state, health and slow start.
+    pub weight: Family<BackendLabel, Gauge>,
+    pub errors: Family<ErrorLabel, Counter>,
+    /// Work refused before a backend was chosen: queue_full, queue_timeout, no_server,
+    /// max_connections, bad_request, header_timeout.
+    pub refused: Family<ReasonLabel, Counter>,
+    pub queue_length: Gauge,
+    pub response_seconds: Family<BackendLabel, Histogram, fn() -> Histogram>,
+    pub client_connections: Gauge,
+}
+
+impl Metrics {
+    pub fn new(registry: &mut Registry) -> Self {
+        let m = Metrics {
+            requests: Family::default(),
+            active: Family::default(),
+            inactive: Family::default(),
+            health_up: Family::default(),
+            weight: Family::default(),
+            errors: Family::default(),
+            refused: Family::default(),
+            queue_length: Gauge::default(),
+            response_seconds: Family::new_with_constructor(hist),
+            client_connections: Gauge::default(),
+        };
+        let r = registry.sub_registry_with_prefix("netsched_balance");
+        r.register(
+            "requests",
+            "Requests (l7) or connections (l4) sent to a backend",
+            m.requests.clone(),
+        );
+        r.register(
+            "active_connections",
+            "Work in progress on a backend (l4: established connections; l7: requests in flight)",
+            m.active.clone(),
+        );
+        r.register(
+            "inactive_connections",
+            "l4 connections of a backend that are half-closed",
+            m.inactive.clone(),
+        );
+        r.register(
+            "health_up",
+            "1 when health checks say up",
+            m.health_up.clone(),
+        );
+        r.register(
+            "effective_weight",
+            "Weight the balancer uses (admin state, health, slow start applied)",
+            m.weight.clone(),
+        );
+        r.register("errors", "Backend errors by reason", m.errors.clone());
+        r.register(
+            "refused",
+            "Work refused before reaching a backend, by reason",
+            m.refused.clone(),
+        );
+        r.register(
+            "queue_length",
+            "Requests or connections waiting for a server slot",
+            m.queue_length.clone(),
+        );
+        r.register(
+            "response_seconds",
+            "Time from sending a request to a backend to its response head (l7) or connection set-up (l4)",
+            m.response_seconds.clone(),
+        );
+        r.register(
+            "client_connections",
+            "Client connections open",
+            m.client_connections.clone(),
+        );
+        m
+    }
+
+    pub fn backend(name: &str) -> BackendLabel {
+        BackendLabel {
+            backend: name.to_string(),
+        }
+    }
+
+    pub fn error(&self, backend: &str, reason: &str) {
+        self.errors
+            .get_or_create(&ErrorLabel {
+                backend: backend.to_string(),
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn refuse(&self, reason: &str) {
+        self.refused
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+}

@@ -1,0 +1,670 @@
+//! The shared state of one balancer: the core's `ServerTable` and `AnyBalancer`, the backends'
+//! admin and health state, the maxconn queue, and the operations the data path, the health
+//! checker, the control socket and reload apply to it.
+//!
+//! Accounting (IPVS, `ip_vs_conn.c` `ip_vs_bind_dest`/`ip_vs_unbind_dest` and the TCP state
+//! table in `ip_vs_proto_tcp.c`): a [`Lease`] counts *active* from the moment a backend is
+//! chosen, *inactive* once one direction has closed (L4), and leaves the table when dropped.
+//! The counters live in the table, apart from the selector, so a balancer rebuild (algorithm
+//! reload, add/del server, weight change) never loses them — unlike pingora-load-balancing's
+//! selection, which rebuilds its least-connections state on every backend update.
+//!
+//! maxconn uses the table's IPVS thresholds: a server at `maxconn` is flagged overloaded
+//! (upper = lower = maxconn), so every balancer skips it; when the balancer finds no server
+//! and some usable server is only full, the work waits in one bounded queue (HAProxy's backend
+//! queue, configuration manual §5.2 `maxconn` and §4 `timeout queue`) until a slot frees or
+//! `timeouts.queue` expires.
+//!
+//! The lock is a `std::sync::Mutex` held only for table arithmetic, never across an await.
+
+use crate::config::{check_name, Config, Defaults, Health, ServerConf, Timeouts, MAX_SERVERS};
+use crate::metrics::Metrics;
+use netsched_core::balance::{
+    AnyBalancer, Balancer, BalancerConfig, FlowKey, ServerId, ServerTable,
+};
+use netsched_core::rng::SplitMix64;
+use netsched_core::Nanos;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// Operator state of a server (HAProxy runtime API `set server <b>/<s> state ready|drain|maint`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Admin {
+    Ready,
+    /// No new work; established connections and in-flight requests finish.
+    Drain,
+    /// Out of rotation for maintenance; health checks paused; established work finishes.
+    Maint,
+}
+
+#[derive(Debug, Clone)]
+pub struct Backend {
+    pub id: ServerId,
+    pub name: String,
+    pub addr: SocketAddr,
+    /// Configured (or set-weight) weight.
+    pub weight: u32,
+    /// 0 = unlimited.
+    pub maxconn: u32,
+    pub admin: Admin,
+    pub up: bool,
+    /// Consecutive check successes while down / failures while up.
+    pub streak: u32,
+    /// When the server last became usable (for slow start).
+    pub since: Option<Instant>,
+    pub effective: u32,
+    pub last_check: Option<String>,
+}
+
+/// Settings the data path reads per connection; swapped whole on reload.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    pub timeouts: Timeouts,
+    pub defaults: Defaults,
+    pub health: Option<Health>,
+}
+
+pub struct Inner {
+    table: ServerTable,
+    balancer: AnyBalancer,
+    algorithm: BalancerConfig,
+    backends: BTreeMap<ServerId, Backend>,
+    next_id: u32,
+    queued: usize,
+    pub runtime: Arc<Runtime>,
+}
+
+/// Why work was refused before reaching a backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No server is usable (all down, drained, in maintenance, or none configured).
+    NoServer,
+    /// Every usable server is at maxconn and the queue is full.
+    QueueFull,
+    /// Waited `timeouts.queue` without a slot.
+    QueueTimeout,
+}
+
+impl Refusal {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refusal::NoServer => "no_server",
+            Refusal::QueueFull => "queue_full",
+            Refusal::QueueTimeout => "queue_timeout",
+        }
+    }
+}
+
+pub struct Service {
+    inner: Mutex<Inner>,
+    /// Woken whenever a slot frees or the table changes (queued work retries its pick).
+    slot_freed: Notify,
+    /// Wakes the health supervisor when servers are added.
+    pub servers_changed: Notify,
+    pub metrics: Metrics,
+    epoch: Instant,
+}
+
+fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A chosen backend, counted in the table until dropped.
+pub struct Lease {
+    svc: Arc<Service>,
+    pub id: ServerId,
+    pub name: String,
+    pub addr: SocketAddr,
+    inactive: bool,
+}
+
+impl Lease {
+    /// One direction has closed (L4 half-close): active -> inactive.
+    pub fn set_inactive(&mut self) {
+        if self.inactive {
+            return;
+        }
+        self.inactive = true;
+        let mut g = lock(&self.svc.inner);
+        let _ = g.table.on_inactive(self.id);
+        self.svc.sync_gauges(&g, self.id);
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        {
+            let mut g = lock(&self.svc.inner);
+            // A server deleted while this lease lived is gone from the table: nothing to count.
+            let _ = if self.inactive {
+                g.table.on_inactive_close(self.id)
+            } else {
+                g.table.on_close(self.id)
+            };
+            self.svc.sync_gauges(&g, self.id);
+        }
+        self.svc.slot_freed.notify_waiters();
+    }
+}
+
+/// Decrements the queue length however the waiting future ends (also when the client leaves).
+struct QueueSlot<'a>(&'a Service);
+impl Drop for QueueSlot<'_> {
+    fn drop(&mut self) {
+        let mut g = lock(&self.0.inner);
+        g.queued -= 1;
+        self.0.metrics.queue_length.set(g.queued as i64);
+    }
+}
+
+/// One row of `show-servers`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerView {
+    pub name: String,
+    pub addr: String,
+    pub weight: u32,
+    pub effective_weight: u32,
+    pub maxconn: u32,
+    pub admin: Admin,
+    pub health: &'static str,
+    pub active: u32,
+    pub inactive: u32,
+    pub last_check: Option<String>,
+}
+
+impl Service {
+    pub fn new(cfg: &Config, metrics: Metrics) -> Result<Arc<Self>, String> {
+        let balancer = cfg
+            .algorithm
+            .build(&mut SplitMix64::new(0x6e65_7473_6368_6564))
+            .map_err(|e| format!("algorithm: {e}"))?;
+        let svc = Arc::new(Service {
+            inner: Mutex::new(Inner {
+                table: ServerTable::new(),
+                balancer,
+                algorithm: cfg.algorithm.clone(),
+                backends: BTreeMap::new(),
+                next_id: 1,
+                queued: 0,
+                runtime: Arc::new(Runtime {
+                    timeouts: cfg.timeouts.clone(),
+                    defaults: cfg.defaults.clone(),
+                    health: cfg.health.clone(),
+                }),
+            }),
+            slot_freed: Notify::new(),
+            servers_changed: Notify::new(),
+            metrics,
+            epoch: Instant::now(),
+        });
+        for s in &cfg.servers {
+            svc.add_server(s, false)?;
+        }
+        Ok(svc)
+    }
+
+    fn now_ns(&self) -> Nanos {
+        self.epoch.elapsed().as_nanos() as Nanos
+    }
+
+    pub fn runtime(&self) -> Arc<Runtime> {
+        lock(&self.inner).runtime.clone()
+    }
+
+    fn sync_gauges(&self, g: &Inner, id: ServerId) {
+        let (Some(b), Some(s)) = (g.backends.get(&id), g.table.get(id)) else {
+            return;
+        };
+        let l = Metrics::backend(&b.name);
+        self.metrics.active.get_or_create(&l).set(s.active as i64);
+        self.metrics
+            .inactive
+            .get_or_create(&l)
+            .set(s.inactive as i64);
+    }
+
+    /// Choose a backend for `key`, waiting in the bounded queue while every usable server is
+    /// at maxconn.
+    pub async fn acquire(self: &Arc<Self>, key: FlowKey) -> Result<Lease, Refusal> {
+        let rt = self.runtime();
+        let deadline = tokio::time::Instant::now() + Duration::from_nanos(rt.timeouts.queue);
+        let mut slot: Option<QueueSlot<'_>> = None;
+        loop {
+            let notified = self.slot_freed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut g = lock(&self.inner);
+                match g.try_pick(&key, self.now_ns()) {
+                    Ok(id) => {
+                        let b = &g.backends[&id];
+                        let (name, addr) = (b.name.clone(), b.addr);
+                        let _ = g.table.on_open(id);
+                        self.sync_gauges(&g, id);
+                        self.metrics
+                            .requests
+                            .get_or_create(&Metrics::backend(&name))
+                            .inc();
+                        drop(g);
+                        drop(slot);
+                        return Ok(Lease {
+                            svc: self.clone(),
+                            id,
+                            name,
+                            addr,
+                            inactive: false,
+                        });
+                    }
+                    Err(Refusal::QueueFull) => {
+                        if slot.is_none() {
+                            if g.queued >= g.runtime.defaults.queue_limit {
+                                return Err(Refusal::QueueFull);
+                            }
+                            g.queued += 1;
+                            self.metrics.queue_length.set(g.queued as i64);
+                            slot = Some(QueueSlot(self));
+                        }
+                    }
+                    Err(other) => return Err(other),
+                }
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Err(Refusal::QueueTimeout);
+            }
+        }
+    }
+
+    /// Operator or health change: recompute effective weights; wake queued work.
+    pub fn refresh(&self) {
+        {
+            let mut g = lock(&self.inner);
+            g.refresh_weights(&self.metrics);
+        }
+        self.slot_freed.notify_waiters();
+    }
+
+    pub fn add_server(&self, s: &ServerConf, log: bool) -> Result<(), String> {
+        check_name(&s.name).map_err(|e| format!("server name {:?}: {e}", s.name))?;
+        {
+            let mut g = lock(&self.inner);
+            if g.backends.values().any(|b| b.name == s.name) {
+                return Err(format!("server {:?} already exists", s.name));
+            }
+            if g.backends.len() >= MAX_SERVERS {
+                return Err(format!("at most {MAX_SERVERS} servers"));
+            }
+            let id = ServerId(g.next_id);
+            g.next_id += 1;
+            let maxconn = s.maxconn.unwrap_or(g.runtime.defaults.maxconn);
+            g.table
+                .add_server(id.0, s.addr.ip(), s.addr.port(), 0)
+                .map_err(|e| format!("server {:?}: {e}", s.name))?;
+            if maxconn > 0 {
+                let _ = g.table.set_thresholds(id, maxconn, maxconn);
+            }
+            g.backends.insert(
+                id,
+                Backend {
+                    id,
+                    name: s.name.clone(),
+                    addr: s.addr,
+                    weight: s.weight,
+                    maxconn,
+                    admin: Admin::Ready,
+                    up: true,
+                    streak: 0,
+                    since: None,
+                    effective: 0,
+                    last_check: None,
+                },
+            );
+            self.metrics
+                .health_up
+                .get_or_create(&Metrics::backend(&s.name))
+                .set(1);
+            g.refresh_weights(&self.metrics);
+        }
+        if log {
+            eprintln!("netsched balance: server {} ({}) added", s.name, s.addr);
+        }
+        self.servers_changed.notify_waiters();
+        self.slot_freed.notify_waiters();
+        Ok(())
+    }
+
+    /// Remove a server from rotation and the table; its established connections go on.
+    pub fn del_server(&self, name: &str) -> Result<(), String> {
+        let mut g = lock(&self.inner);
+        let id = g.id_of(name)?;
+        g.backends.remove(&id);
+        g.table.remove(id).map_err(|e| e.to_string())?;
+        let l = Metrics::backend(name);
+        for f in [
+            &self.metrics.active,
+            &self.metrics.inactive,
+            &self.metrics.health_up,
+            &self.metrics.weight,
+        ] {
+            f.remove(&l);
+        }
+        Ok(())
+    }
+
+    pub fn set_weight(&self, name: &str, weight: u32) -> Result<(), String> {
+        if weight > crate::config::MAX_WEIGHT {
+            return Err(format!(
+                "weight {weight}: at most {}",
+                crate::config::MAX_WEIGHT
+            ));
+        }
+        {
+            let mut g = lock(&self.inner);
+            let id = g.id_of(name)?;
+            g.backends.get_mut(&id).expect("id_of").weight = weight;
+        }
+        self.refresh();
+        Ok(())
+    }
+
+    pub fn set_admin(&self, name: &str, admin: Admin) -> Result<(), String> {
+        {
+            let mut g = lock(&self.inner);
+            let id = g.id_of(name)?;
+            let b = g.backends.get_mut(&id).expect("id_of");
+            if b.admin != Admin::Ready && admin == Admin::Ready {
+                // Back in rotation: slow start ramps from here (HAProxy applies slowstart
+                // when a server leaves maintenance too).
+                b.since = Some(Instant::now());
+            }
+            b.admin = admin;
+        }
+        self.refresh();
+        Ok(())
+    }
+
+    /// A health check result; returns true when the server changed state.
+    pub fn health_result(&self, id: ServerId, ok: bool, detail: String) -> bool {
+        let changed = {
+            let mut g = lock(&self.inner);
+            let Some(h) = g.runtime.health.clone() else {
+                return false;
+            };
+            let Some(b) = g.backends.get_mut(&id) else {
+                return false;
+            };
+            b.last_check = Some(detail);
+            let mut changed = false;
+            if ok == b.up {
+                b.streak = 0;
+            } else {
+                b.streak += 1;
+                let need = if b.up { h.fall } else { h.rise };
+                if b.streak >= need {
+                    b.up = ok;
+                    b.streak = 0;
+                    changed = true;
+                    if ok {
+                        b.since = Some(Instant::now());
+                    }
+                    eprintln!(
+                        "netsched balance: server {} is {}",
+                        b.name,
+                        if ok { "up" } else { "down" }
+                    );
+                    self.metrics
+                        .health_up
+                        .get_or_create(&Metrics::backend(&b.name))
+                        .set(ok as i64);
+                }
+            }
+            changed
+        };
+        if changed {
+            self.refresh();
+        }
+        changed
+    }
+
+    /// Backends the health checker should probe now (not in maintenance).
+    pub fn check_targets(&self) -> Vec<(ServerId, SocketAddr)> {
+        let g = lock(&self.inner);
+        g.backends
+            .values()
+            .filter(|b| b.admin != Admin::Maint)
+            .map(|b| (b.id, b.addr))
+            .collect()
+    }
+
+    pub fn show(&self) -> Vec<ServerView> {
+        let g = lock(&self.inner);
+        g.backends
+            .values()
+            .map(|b| {
+                let s = g.table.get(b.id);
+                ServerView {
+                    name: b.name.clone(),
+                    addr: b.addr.to_string(),
+                    weight: b.weight,
+                    effective_weight: b.effective,
+                    maxconn: b.maxconn,
+                    admin: b.admin,
+                    health: if b.up { "up" } else { "down" },
+                    active: s.map_or(0, |s| s.active),
+                    inactive: s.map_or(0, |s| s.inactive),
+                    last_check: b.last_check.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// Apply a re-read configuration (SIGHUP). Listeners and established connections are
+    /// untouched; the algorithm is rebuilt only if it changed (counters stay in the table);
+    /// servers are matched by name: new ones added, missing ones removed, others updated
+    /// (an address change re-adds the server). Runtime `set-weight`/`drain` changes to
+    /// servers named in the file are replaced by the file, as on an HAProxy reload.
+    pub fn reload(&self, cfg: &Config) -> Result<Vec<String>, String> {
+        let mut notes = Vec::new();
+        {
+            let mut g = lock(&self.inner);
+            if g.algorithm != cfg.algorithm {
+                g.balancer = cfg
+                    .algorithm
+                    .build(&mut SplitMix64::new(0x6e65_7473_6368_6564))
+                    .map_err(|e| format!("algorithm: {e}"))?;
+                notes.push(format!(
+                    "algorithm {} -> {}",
+                    g.algorithm.name(),
+                    cfg.algorithm.name()
+                ));
+                g.algorithm = cfg.algorithm.clone();
+            }
+            g.runtime = Arc::new(Runtime {
+                timeouts: cfg.timeouts.clone(),
+                defaults: cfg.defaults.clone(),
+                health: cfg.health.clone(),
+            });
+        }
+        let existing: Vec<(String, SocketAddr)> = {
+            let g = lock(&self.inner);
+            g.backends
+                .values()
+                .map(|b| (b.name.clone(), b.addr))
+                .collect()
+        };
+        for (name, addr) in &existing {
+            match cfg.servers.iter().find(|s| &s.name == name) {
+                None => {
+                    self.del_server(name)?;
+                    notes.push(format!("server {name} removed"));
+                }
+                Some(s) if s.addr != *addr => {
+                    self.del_server(name)?;
+                    self.add_server(s, false)?;
+                    notes.push(format!("server {name} moved to {}", s.addr));
+                }
+                Some(s) => {
+                    let mut g = lock(&self.inner);
+                    let id = g.id_of(name)?;
+                    let maxconn = s.maxconn.unwrap_or(cfg.defaults.maxconn);
+                    let b = g.backends.get_mut(&id).expect("id_of");
+                    b.weight = s.weight;
+                    b.maxconn = maxconn;
+                    b.admin = Admin::Ready;
+                    let _ = g.table.set_thresholds(id, maxconn, maxconn);
+                }
+            }
+        }
+        for s in &cfg.servers {
+            if !existing.iter().any(|(n, _)| n == &s.name) {
+                self.add_server(s, false)?;
+                notes.push(format!("server {} added", s.name));
+            }
+        }
+        self.refresh();
+        self.servers_changed.notify_waiters();
+        Ok(notes)
+    }
+}
+
+impl Inner {
+    fn id_of(&self, name: &str) -> Result<ServerId, String> {
+        self.backends
+            .values()
+            .find(|b| b.name == name)
+            .map(|b| b.id)
+            .ok_or_else(|| format!("no server named {name:?}"))
+    }
+
+    fn try_pick(&mut self, key: &FlowKey, now: Nanos) -> Result<ServerId, Refusal> {
+        self.refresh_slow_start();
+        if let Some(id) = self.balancer.pick(&self.table, key, now) {
+            // Some kernel algorithms do not look at the overload flag (ovf, fo): maxconn
+            // still holds.
+            match self.table.get(id) {
+                Some(s) if !s.overloaded && s.weight > 0 => return Ok(id),
+                _ => {}
+            }
+        }
+        let full = self
+            .table
+            .servers()
+            .iter()
+            .any(|s| s.weight > 0 && s.overloaded);
+        Err(if full {
+            Refusal::QueueFull
+        } else {
+            Refusal::NoServer
+        })
+    }
+
+    /// Only recompute while some server is still ramping (a cheap scan on the pick path).
+    fn refresh_slow_start(&mut self) {
+        if self.runtime.defaults.slow_start == 0 {
+            return;
+        }
+        if self
+            .backends
+            .values()
+            .any(|b| b.effective != 0 && b.effective < b.weight && b.since.is_some())
+        {
+            self.apply_weights();
+        }
+    }
+
+    fn refresh_weights(&mut self, metrics: &Metrics) {
+        self.apply_weights();
+        for b in self.backends.values() {
+            metrics
+                .weight
+                .get_or_create(&Metrics::backend(&b.name))
+                .set(b.effective as i64);
+        }
+    }
+
+    fn apply_weights(&mut self) {
+        let ss = self.runtime.defaults.slow_start;
+        let ids: Vec<ServerId> = self.backends.keys().copied().collect();
+        for id in ids {
+            let b = self.backends.get_mut(&id).expect("key");
+            let w = effective_weight(b, ss);
+            if w != b.effective {
+                b.effective = w;
+                let _ = self.table.set_weight(id, w);
+            }
+        }
+    }
+}
+
+/// Weight the balancer sees: 0 unless ready and up; during slow start the configured weight
+/// times the elapsed fraction, rounded up, at least 1 (HAProxy `slowstart`, configuration
+/// manual §5.2).
+pub fn effective_weight(b: &Backend, slow_start: Nanos) -> u32 {
+    if b.admin != Admin::Ready || !b.up || b.weight == 0 {
+        return 0;
+    }
+    match b.since {
+        Some(t) if slow_start > 0 => {
+            let el = t.elapsed().as_nanos() as u64;
+            if el >= slow_start {
+                b.weight
+            } else {
+                let w = (b.weight as u128 * el as u128).div_ceil(slow_start as u128) as u32;
+                w.clamp(1, b.weight)
+            }
+        }
+        _ => b.weight,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netsched_core::SEC;
+
+    fn backend(weight: u32, since_ago: Option<Duration>) -> Backend {
+        Backend {
+            id: ServerId(1),
+            name: "s".into(),
+            addr: "127.0.0.1:1".parse().unwrap(),
+            weight,
+            maxconn: 0,
+            admin: Admin::Ready,
+            up: true,
+            streak: 0,
+            since: since_ago.map(|d| Instant::now() - d),
+            effective: 0,
+            last_check: None,
+        }
+    }
+
+    #[test]
+    fn slow_start_ramps_linearly_from_one_to_the_weight() {
+        let ss = 100 * SEC;
+        // Just back: at least 1.
+        assert_eq!(effective_weight(&backend(50, Some(Duration::ZERO)), ss), 1);
+        // A quarter of the way (plus the few microseconds this test takes): ceil(50/4) = 13.
+        let w = effective_weight(&backend(50, Some(Duration::from_secs(25))), ss);
+        assert!((13..=14).contains(&w), "{w}");
+        assert_eq!(
+            effective_weight(&backend(50, Some(Duration::from_secs(100))), ss),
+            50
+        );
+        // No slow start, or never came back: the full weight.
+        assert_eq!(effective_weight(&backend(50, Some(Duration::ZERO)), 0), 50);
+        assert_eq!(effective_weight(&backend(50, None), ss), 50);
+        // Down, drained, in maintenance: 0.
+        let mut b = backend(50, None);
+        b.up = false;
+        assert_eq!(effective_weight(&b, ss), 0);
+        for a in [Admin::Drain, Admin::Maint] {
+            let mut b = backend(50, None);
+            b.admin = a;
+            assert_eq!(effective_weight(&b, ss), 0);
+        }
+    }
+}

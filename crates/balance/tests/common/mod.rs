@@ -1,0 +1,231 @@
+//! Test backends and clients on loopback (no privileges needed): tiny HTTP and TCP servers of
+//! our own that say who they are, and a raw HTTP client that sees exactly what the balancer
+//! sends.
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use netsched_balance::config::Config;
+use netsched_balance::Running;
+use netsched_testbed::TempDir;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+
+/// Generous bound for anything that must happen "soon" on a loaded 2-core machine.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+pub struct Backend {
+    pub name: String,
+    pub addr: SocketAddr,
+    pub hits: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Backend {
+    /// Stop accepting and drop every open connection (a killed server).
+    pub fn kill(&self) {
+        self.task.abort();
+    }
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// HTTP backend: `/sleep/<ms>` waits before answering; every answer's body is the name.
+pub async fn http_backend(name: &str) -> Backend {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let hits = Arc::new(AtomicU64::new(0));
+    let (n, h) = (name.to_string(), hits.clone());
+    let task = tokio::spawn(async move {
+        let mut conns = JoinSet::new();
+        loop {
+            let Ok((s, _)) = l.accept().await else {
+                continue;
+            };
+            let (n, h) = (n.clone(), h.clone());
+            conns.spawn(async move {
+                let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                    let (n, h) = (n.clone(), h.clone());
+                    async move {
+                        let path = req.uri().path().to_string();
+                        if path != "/health" {
+                            h.fetch_add(1, Ordering::SeqCst);
+                        }
+                        if let Some(ms) = path.strip_prefix("/sleep/") {
+                            let ms: u64 = ms.parse().unwrap_or(0);
+                            tokio::time::sleep(Duration::from_millis(ms)).await;
+                        }
+                        Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(n))))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(s), svc)
+                    .await;
+            });
+            while conns.try_join_next().is_some() {}
+        }
+    });
+    Backend {
+        name: name.into(),
+        addr,
+        hits,
+        task,
+    }
+}
+
+/// TCP backend: writes `<name>\n`, echoes until the client's FIN, then holds its side open
+/// until `release` is notified, then closes.
+pub async fn tcp_backend(name: &str, release: Arc<Notify>) -> Backend {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let hits = Arc::new(AtomicU64::new(0));
+    let (n, h) = (name.to_string(), hits.clone());
+    let task = tokio::spawn(async move {
+        let mut conns = JoinSet::new();
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                continue;
+            };
+            h.fetch_add(1, Ordering::SeqCst);
+            let n = n.clone();
+            let release = release.clone();
+            conns.spawn(async move {
+                let wait = release.notified();
+                tokio::pin!(wait);
+                wait.as_mut().enable();
+                if s.write_all(format!("{n}\n").as_bytes()).await.is_err() {
+                    return;
+                }
+                let mut buf = [0u8; 4096];
+                loop {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => {
+                            if s.write_all(&buf[..k]).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+                wait.await;
+            });
+            while conns.try_join_next().is_some() {}
+        }
+    });
+    Backend {
+        name: name.into(),
+        addr,
+        hits,
+        task,
+    }
+}
+
+/// A configuration for `backends`, listening on an ephemeral loopback port, control socket in
+/// `dir`. `extra` is appended before the servers (top-level keys must come first: pass
+/// tables only).
+pub fn config_text(
+    mode: &str,
+    algorithm: &str,
+    top: &str,
+    tables: &str,
+    backends: &[&Backend],
+    dir: &TempDir,
+) -> String {
+    let mut t = format!(
+        "mode = \"{mode}\"\nlisten = [\"127.0.0.1:0\"]\nalgorithm = {algorithm}\ncontrol_socket = \"{}\"\n{top}\n{tables}\n",
+        dir.path().join("ctl.sock").display()
+    );
+    for b in backends {
+        t += &format!("[[server]]\nname = \"{}\"\naddr = \"{}\"\n", b.name, b.addr);
+    }
+    t
+}
+
+pub async fn start(text: &str, dir: &TempDir) -> Running {
+    let path = dir.path().join("balance.toml");
+    std::fs::write(&path, text).unwrap();
+    let cfg = Config::load(&path).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    netsched_balance::start(cfg, &path).await.unwrap()
+}
+
+/// One HTTP/1.1 request with `Connection: close`; (status, body). Status 0 = no response.
+pub async fn get(addr: SocketAddr, path: &str, host: &str) -> (u16, String) {
+    let Ok(mut s) = TcpStream::connect(addr).await else {
+        return (0, String::new());
+    };
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).await.is_err() {
+        return (0, String::new());
+    }
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(PATIENCE, s.read_to_end(&mut out)).await;
+    parse(&out)
+}
+
+pub fn parse(out: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(out);
+    let status = text
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|r| r.get(..3))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Poll `f` every 20 ms until it is true or PATIENCE passes; returns whether it became true.
+pub async fn eventually(mut f: impl FnMut() -> bool) -> bool {
+    let end = tokio::time::Instant::now() + PATIENCE;
+    while tokio::time::Instant::now() < end {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    f()
+}
+
+pub fn row(r: &Running, name: &str) -> netsched_balance::service::ServerView {
+    r.service
+        .show()
+        .into_iter()
+        .find(|s| s.name == name)
+        .unwrap()
+}
+
+pub fn metrics_text(r: &Running) -> String {
+    let a = r.admin.expect("admin configured");
+    let mut s = std::net::TcpStream::connect(a).unwrap();
+    use std::io::{Read, Write};
+    s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// The value of the first metrics line starting with `prefix` (0 if absent).
+pub fn metric(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}

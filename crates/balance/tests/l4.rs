@@ -1,0 +1,255 @@
+//! L4 mode on loopback: relay, IPVS accounting (active, then inactive at the first FIN),
+//! drain with established connections, every kind on real connections.
+
+mod common;
+use common::*;
+use netsched_testbed::TempDir;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+/// Connect through the balancer; return the stream (reader) and the backend's name.
+async fn open(addr: std::net::SocketAddr) -> (BufReader<TcpStream>, String) {
+    let s = TcpStream::connect(addr).await.unwrap();
+    let mut r = BufReader::new(s);
+    let mut name = String::new();
+    tokio::time::timeout(PATIENCE, r.read_line(&mut name))
+        .await
+        .unwrap()
+        .unwrap();
+    (r, name.trim().to_string())
+}
+
+async fn echo(r: &mut BufReader<TcpStream>, text: &str) -> String {
+    r.get_mut().write_all(text.as_bytes()).await.unwrap();
+    let mut line = String::new();
+    tokio::time::timeout(PATIENCE, r.read_line(&mut line))
+        .await
+        .unwrap()
+        .unwrap();
+    line
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relays_both_ways_and_counts_active_then_inactive_then_gone() {
+    let release = Arc::new(Notify::new());
+    let a = tcp_backend("a", release.clone()).await;
+    let dir = TempDir::new("bal-l4").unwrap();
+    let r = start(
+        &config_text("l4", "{ kind = \"wlc\" }", "", "", &[&a], &dir),
+        &dir,
+    )
+    .await;
+    let (mut c, name) = open(r.listen[0]).await;
+    assert_eq!(name, "a");
+    // A payload larger than the relay buffer goes through intact.
+    let big: String = (0..100_000)
+        .map(|i| (b'a' + (i % 26) as u8) as char)
+        .collect();
+    let back = echo(&mut c, &(big.clone() + "\n")).await;
+    assert_eq!(back.trim_end(), big);
+    assert_eq!((row(&r, "a").active, row(&r, "a").inactive), (1, 0));
+    // Client FIN: the backend holds its side open -> the connection is inactive (half-closed).
+    c.get_mut().shutdown().await.unwrap();
+    assert!(
+        eventually(|| {
+            let s = row(&r, "a");
+            (s.active, s.inactive) == (0, 1)
+        })
+        .await,
+        "{:?}",
+        row(&r, "a")
+    );
+    release.notify_waiters();
+    let mut rest = Vec::new();
+    tokio::time::timeout(PATIENCE, c.read_to_end(&mut rest))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        eventually(|| {
+            let s = row(&r, "a");
+            (s.active, s.inactive) == (0, 0)
+        })
+        .await,
+        "{:?}",
+        row(&r, "a")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_balancer_kind_schedules_real_connections() {
+    let release = Arc::new(Notify::new());
+    let bs = [
+        tcp_backend("a", release.clone()).await,
+        tcp_backend("b", release.clone()).await,
+        tcp_backend("c", release.clone()).await,
+    ];
+    for kind in [
+        "rr",
+        "wrr",
+        "lc",
+        "wlc",
+        "sed",
+        "nq",
+        "fo",
+        "ovf",
+        "lblc",
+        "lblcr",
+        "dh",
+        "sh",
+        "mh",
+        "twos",
+        "least_request",
+    ] {
+        let dir = TempDir::new("bal-l4kinds").unwrap();
+        let refs: Vec<&Backend> = bs.iter().collect();
+        let r = start(
+            &config_text(
+                "l4",
+                &format!("{{ kind = \"{kind}\" }}"),
+                "",
+                "",
+                &refs,
+                &dir,
+            ),
+            &dir,
+        )
+        .await;
+        // Nine connections held open at once: least-connection kinds must spread them.
+        let mut conns = Vec::new();
+        let mut seen: HashMap<String, u32> = HashMap::new();
+        // ovf (`ip_vs_ovf.c`) gives a server at most `weight` active connections (1 here) and
+        // then has no destination: the fourth connection is refused and counted.
+        let n = if kind == "ovf" { 3 } else { 9 };
+        for i in 0..n {
+            let (mut c, name) = open(r.listen[0]).await;
+            assert_eq!(
+                echo(&mut c, &format!("hello {i}\n")).await,
+                format!("hello {i}\n"),
+                "{kind}"
+            );
+            *seen.entry(name).or_default() += 1;
+            conns.push(c);
+        }
+        if ["rr", "wrr", "lc", "wlc", "sed", "nq"].contains(&kind) {
+            assert!(seen.values().all(|&v| v == 3), "{kind}: {seen:?}");
+        }
+        let total: u32 = r.service.show().iter().map(|s| s.active).sum();
+        assert_eq!(total, n, "{kind}");
+        if kind == "ovf" {
+            let (_c, name) = open(r.listen[0]).await;
+            assert_eq!(name, "", "ovf: a fourth connection was accepted");
+        }
+        drop(conns);
+        release.notify_waiters();
+        assert!(
+            eventually(|| r.service.show().iter().all(|s| s.active + s.inactive == 0)).await,
+            "{kind}: {:?}",
+            r.service.show()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drained_server_gets_no_new_connections_while_established_ones_finish() {
+    let release = Arc::new(Notify::new());
+    let (a, b) = (
+        tcp_backend("a", release.clone()).await,
+        tcp_backend("b", release.clone()).await,
+    );
+    let dir = TempDir::new("bal-drain").unwrap();
+    let r = start(
+        &config_text("l4", "{ kind = \"rr\" }", "", "", &[&a, &b], &dir),
+        &dir,
+    )
+    .await;
+    let (mut ca, na) = open(r.listen[0]).await;
+    let (mut cb, nb) = open(r.listen[0]).await;
+    assert_eq!((na.as_str(), nb.as_str()), ("a", "b"));
+    netsched_balance::control::request(&r.control_socket, "drain a").unwrap();
+    let before = a.hits();
+    for _ in 0..6 {
+        let (_c, n) = open(r.listen[0]).await;
+        assert_eq!(n, "b");
+    }
+    assert_eq!(a.hits(), before, "a drained but got a new connection");
+    // The established connection on a still works, and so after maint and del-server.
+    assert_eq!(echo(&mut ca, "still here\n").await, "still here\n");
+    netsched_balance::control::request(&r.control_socket, "maint a").unwrap();
+    assert_eq!(echo(&mut ca, "still\n").await, "still\n");
+    netsched_balance::control::request(&r.control_socket, "del-server a").unwrap();
+    assert_eq!(echo(&mut ca, "and now\n").await, "and now\n");
+    assert_eq!(echo(&mut cb, "b too\n").await, "b too\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_timeout_counts_both_directions() {
+    // A backend that sends one byte every 100 ms, twelve times, to a client that never speaks:
+    // with 300 ms timeouts the connection lives on because the server side is active.
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let srv = tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            tokio::spawn(async move {
+                let mut first = [0u8; 1];
+                // "t" = trickle, anything else = stay silent.
+                if s.read_exact(&mut first).await.is_err() || first[0] != b't' {
+                    tokio::time::sleep(PATIENCE).await;
+                    return;
+                }
+                for _ in 0..12 {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    if s.write_all(b".").await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let dir = TempDir::new("bal-l4idle").unwrap();
+    let text = config_text(
+        "l4",
+        "{ kind = \"rr\" }",
+        "admin = \"127.0.0.1:0\"",
+        "[timeouts]\nclient = \"300ms\"\nserver = \"300ms\"",
+        &[],
+        &dir,
+    ) + &format!("[[server]]\nname = \"t\"\naddr = \"{addr}\"\n");
+    let r = start(&text, &dir).await;
+    let mut c = TcpStream::connect(r.listen[0]).await.unwrap();
+    c.write_all(b"t").await.unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(PATIENCE, c.read_to_end(&mut got))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.len(), 12, "trickle cut short: {got:?}");
+    // Both sides silent: closed by the idle timeout and counted.
+    let mut c = TcpStream::connect(r.listen[0]).await.unwrap();
+    c.write_all(b"s").await.unwrap();
+    let t = std::time::Instant::now();
+    let mut got = Vec::new();
+    tokio::time::timeout(PATIENCE, c.read_to_end(&mut got))
+        .await
+        .expect("never closed")
+        .ok();
+    assert!(
+        t.elapsed() >= std::time::Duration::from_millis(250),
+        "{:?}",
+        t.elapsed()
+    );
+    let m = metrics_text(&r);
+    assert_eq!(
+        metric(
+            &m,
+            "netsched_balance_errors_total{backend=\"t\",reason=\"idle_timeout\"}"
+        ),
+        1.0,
+        "{m}"
+    );
+    srv.abort();
+}

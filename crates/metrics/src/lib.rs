@@ -1,0 +1,209 @@
+//! One way every netsched daemon exports Prometheus metrics.
+//!
+//! A daemon registers its metric families in a [`prometheus_client::registry::Registry`],
+//! wraps it in [`Shared`] and calls [`serve`]: a small HTTP/1.0-style listener on its **own
+//! thread** (no async runtime needed, so the NFQUEUE and AF_PACKET daemons, which are plain
+//! poll loops, can use it as well as the tokio balancer) answers `GET /metrics` with the text
+//! exposition format. The listener binds loopback unless the operator names another address.
+//!
+//! Bounds: one request at a time (scrapes are rare), a request head of at most
+//! [`MAX_REQUEST_BYTES`], read and write deadlines of [`IO_DEADLINE`]; anything else gets 404,
+//! 405 or 400 and the connection is closed. Encoding takes the registry lock briefly; metric
+//! updates themselves are atomics and never wait for the scraper.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::registry::Registry;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Longest request head read before answering 400.
+pub const MAX_REQUEST_BYTES: usize = 8 * 1024;
+/// Read and write deadline for one scrape connection.
+pub const IO_DEADLINE: Duration = Duration::from_secs(2);
+/// The default admin address: loopback only.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:9100";
+
+/// A registry shared between the daemon (which registers families) and the listener.
+pub type Shared = Arc<Mutex<Registry>>;
+
+/// A running `/metrics` listener. Dropping it stops the thread.
+pub struct MetricsServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    /// The bound address (useful with port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Wake the blocking accept.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Errors of [`serve`].
+#[derive(Debug)]
+pub enum MetricsError {
+    /// The address could not be bound.
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for MetricsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MetricsError::Bind { addr, source } => {
+                write!(f, "metrics listener: cannot bind {addr}: {source}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for MetricsError {}
+
+/// Bind `addr` and serve `GET /metrics` from `registry` on a new thread.
+pub fn serve(addr: SocketAddr, registry: Shared) -> Result<MetricsServer, MetricsError> {
+    let listener = TcpListener::bind(addr).map_err(|source| MetricsError::Bind { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| MetricsError::Bind { addr, source })?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("metrics".into())
+        .spawn(move || {
+            for conn in listener.incoming() {
+                if stop2.load(Ordering::Relaxed) {
+                    break;
+                }
+                if let Ok(stream) = conn {
+                    let _ = answer(stream, &registry);
+                }
+            }
+        })
+        .map_err(|source| MetricsError::Bind { addr, source })?;
+    Ok(MetricsServer {
+        addr: bound,
+        stop,
+        thread: Some(thread),
+    })
+}
+
+/// Render the registry in the text exposition format.
+pub fn render(registry: &Shared) -> String {
+    let mut out = String::new();
+    let reg = registry.lock().unwrap_or_else(|p| p.into_inner());
+    // Encoding into a String cannot fail except on a formatter error, which String never gives.
+    let _ = encode(&mut out, &reg);
+    out
+}
+
+fn answer(mut stream: TcpStream, registry: &Shared) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(IO_DEADLINE))?;
+    stream.set_write_timeout(Some(IO_DEADLINE))?;
+    let mut buf = vec![0u8; MAX_REQUEST_BYTES];
+    let mut len = 0;
+    let head_end = loop {
+        if let Some(p) = find(&buf[..len], b"\r\n\r\n") {
+            break Some(p);
+        }
+        if len == buf.len() {
+            break None;
+        }
+        let n = stream.read(&mut buf[len..])?;
+        if n == 0 {
+            return Ok(());
+        }
+        len += n;
+    };
+    let (status, ctype, body) = match head_end {
+        None => (
+            "400 Bad Request",
+            "text/plain",
+            "request head too long\n".to_string(),
+        ),
+        Some(end) => {
+            let head = String::from_utf8_lossy(&buf[..end]);
+            let mut first = head.lines().next().unwrap_or("").split_whitespace();
+            match (first.next(), first.next()) {
+                (Some("GET"), Some("/metrics")) => (
+                    "200 OK",
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    render(registry),
+                ),
+                (Some("GET"), Some(_)) => ("404 Not Found", "text/plain", "try /metrics\n".into()),
+                (Some(_), Some(_)) => ("405 Method Not Allowed", "text/plain", "only GET\n".into()),
+                _ => ("400 Bad Request", "text/plain", "bad request line\n".into()),
+            }
+        }
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body.as_bytes())?;
+    Ok(())
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::metrics::counter::Counter;
+
+    fn get(addr: SocketAddr, req: &str) -> String {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn serves_registered_counters_and_refuses_other_paths() {
+        let mut reg = Registry::default();
+        let c: Counter = Counter::default();
+        reg.register("demo_requests", "Requests seen", c.clone());
+        let shared: Shared = Arc::new(Mutex::new(reg));
+        let srv = serve("127.0.0.1:0".parse().unwrap(), shared).unwrap();
+        c.inc_by(7);
+        let text = get(srv.addr(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        assert!(text.contains("demo_requests_total 7"), "{text}");
+        let text = get(srv.addr(), "GET /other HTTP/1.1\r\n\r\n");
+        assert!(text.starts_with("HTTP/1.1 404"), "{text}");
+        let text = get(srv.addr(), "POST /metrics HTTP/1.1\r\n\r\n");
+        assert!(text.starts_with("HTTP/1.1 405"), "{text}");
+        let long = format!(
+            "GET /metrics HTTP/1.1\r\nX: {}\r\n",
+            "a".repeat(MAX_REQUEST_BYTES)
+        );
+        let mut s = TcpStream::connect(srv.addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = s.write_all(long.as_bytes());
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+    }
+}
