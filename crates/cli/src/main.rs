@@ -31,6 +31,8 @@ enum Cmd {
     Nfq(netsched_nfq::daemon::NfqArgs),
     /// Control a running `netsched nfq` daemon.
     Ctl(netsched_nfq::ctl::CtlArgs),
+    /// Run the host switch: guest interfaces scheduled onto one uplink.
+    Vswitch(netsched_vswitch::cli::VswitchArgs),
 }
 
 fn main() {
@@ -42,6 +44,7 @@ fn main() {
         Cmd::Link(a) => netsched_link::cli::run_link(a),
         Cmd::Nfq(a) => netsched_nfq::daemon::run(a),
         Cmd::Ctl(a) => netsched_nfq::ctl::run(a),
+        Cmd::Vswitch(a) => netsched_vswitch::cli::run_vswitch(a),
     };
     if let Err(e) = result {
         eprintln!("netsched: error: {e:#}");
