@@ -12,6 +12,7 @@
 pub mod cli;
 pub mod experiments;
 pub mod params;
+pub mod real;
 pub mod runner;
 pub mod scenario;
 pub mod sweep;
