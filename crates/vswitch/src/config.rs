@@ -87,6 +87,9 @@ fn default_weight() -> u32 {
 fn default_bound() -> Nanos {
     100 * MS
 }
+fn default_slice() -> Nanos {
+    10 * MS
+}
 fn default_batch() -> usize {
     P2_BATCH
 }
@@ -141,6 +144,13 @@ pub struct SwitchConfig {
     /// Forwarding budget in bits/s on the uplink.
     #[serde(default, deserialize_with = "opt_rate")]
     pub rate: Option<u64>,
+    /// Share of time the budget is off (dom0's CPU taken by other work, P2 §4's MD5 load),
+    /// 0..0.95; the budget alternates on and off periods of mean `budget_slice` each at 0.5
+    /// (on = slice·(1−busy)/0.5, off = slice·busy/0.5, as the simulator's model).
+    #[serde(default)]
+    pub budget_busy: f64,
+    #[serde(default = "default_slice", deserialize_with = "serde_duration")]
+    pub budget_slice: Nanos,
     #[serde(default = "default_batch")]
     pub batch: usize,
     /// Default vif queue, packets.
@@ -201,6 +211,18 @@ impl SwitchConfig {
         if self.rate == Some(0) {
             bail!("rate = \"0\": must be positive (leave it out for no budget)");
         }
+        if !(0.0..=0.95).contains(&self.budget_busy) {
+            bail!("budget_busy = {}: must be between 0 and 0.95", self.budget_busy);
+        }
+        if self.budget_busy > 0.0 && self.packet_rate.is_none() && self.rate.is_none() {
+            bail!("budget_busy = {}: needs a budget (packet_rate or rate)", self.budget_busy);
+        }
+        if !(MS / 10..=10 * 1000 * MS).contains(&self.budget_slice) {
+            bail!(
+                "budget_slice = {:?}: must be between 100us and 10s",
+                format_duration(self.budget_slice)
+            );
+        }
         if self.batch == 0 || self.batch > 1 << 20 {
             bail!("batch = {}: must be between 1 and 1048576", self.batch);
         }
@@ -250,6 +272,17 @@ impl SwitchConfig {
             .build::<crate::switch::Frame>()
             .map_err(|e| anyhow::anyhow!("discipline {}: {e}", self.discipline.as_str()))?;
         Ok(())
+    }
+
+    /// (on, off) lengths of the budget's periods in ns; `None` when always on.
+    pub fn budget_periods(&self) -> Option<(Nanos, Nanos)> {
+        (self.budget_busy > 0.0).then(|| {
+            let s = self.budget_slice as f64;
+            (
+                (s * (1.0 - self.budget_busy) / 0.5) as Nanos,
+                (s * self.budget_busy / 0.5) as Nanos,
+            )
+        })
     }
 
     pub fn port_queue(&self, i: usize) -> usize {
@@ -378,6 +411,10 @@ bound = "60ms"
                 "both set",
             ),
             (OK.replace("delay_constrained", "fifo"), "fifo"),
+            (
+                OK.replace("packet_rate = 20000", "packet_rate = 9\nbudget_busy = 1.5"),
+                "budget_busy = 1.5",
+            ),
             (OK.replace("\"up0\"", "\"vg1\""), "is also the uplink"),
         ];
         for (text, want) in cases {

@@ -217,6 +217,9 @@ pub struct Switch {
     free_at: Nanos,
     ns_per_packet: Option<Nanos>,
     bits_per_s: Option<u64>,
+    /// (on, off) periods of the budget, and the time they are counted from.
+    budget_periods: Option<(Nanos, Nanos)>,
+    t0: Nanos,
     rounds: u64,
     pollfds: Vec<libc::pollfd>,
     stats_interval: Option<Nanos>,
@@ -290,6 +293,8 @@ impl Switch {
             free_at: 0,
             ns_per_packet: cfg.packet_rate.map(|r| (SEC / r).max(1)),
             bits_per_s: cfg.rate,
+            budget_periods: cfg.budget_periods(),
+            t0: 0,
             rounds: 0,
             stats_interval,
         })
@@ -384,6 +389,14 @@ impl Switch {
 
     /// Move frames from the discipline into the uplink's send batch while the budget allows.
     fn dequeue_budgeted(&mut self, now: Nanos) {
+        if let Some((on, off)) = self.budget_periods {
+            let phase = now.saturating_sub(self.t0) % (on + off);
+            if phase >= on {
+                // Off period: no service until it ends (no credit accumulates meanwhile).
+                self.free_at = self.free_at.max(now + (on + off - phase));
+                return;
+            }
+        }
         while self.pending.len() < BATCH && self.free_at <= now {
             let round_start = match &self.qdisc {
                 AnyQdisc::DelayConstrained(d) if !d.round_open() => {
@@ -591,6 +604,7 @@ impl Switch {
         let mut next_stats = interval.map(|i| t0 + i);
         let mut next_liveness = t0 + LIVENESS_EVERY;
         self.free_at = t0;
+        self.t0 = t0;
         let result = self.run_loop(stop, end, interval, &mut next_stats, &mut next_liveness, outlet, t0);
         self.shutdown();
         result.map(|()| self.stats(t0))

@@ -7,9 +7,10 @@
 //! - **application data**: bursts of raw frames at exponential intervals, the scenario's
 //!   `traffic.data_pps` and `data_burst_packets`, the same in every tier;
 //! - **streams**: one frame every 1/`stream_pps` from the High guests;
-//! - **budget**: the scenario's backend as a smooth service rate, `(1 − cpu_busy) /
-//!   per_packet` packets/s (2500/s with the defaults); the simulator's on/off CPU slices are
-//!   not reproduced (the switch's budget has no off periods), so real waits are shorter.
+//! - **budget**: the scenario's backend: `1 / per_packet` packets/s while dom0 has the CPU,
+//!   alternating on/off periods with the scenario's `cpu_busy` and `slice` (the switch's
+//!   `budget_busy`/`budget_slice`; the simulator draws the period lengths at random, the
+//!   switch alternates them at their means).
 //!
 //! Measured per tier: probe RTT p50/p95/p99, share above the threshold, probe loss (ping),
 //! loss of all packets (the switch's per-port drops), the switch's per-port identity, and for
@@ -76,8 +77,14 @@ fn build(n: usize) -> Result<Bed> {
 fn switch_config(bed: &Bed, cfg: &VmConfig, pps: u64) -> Result<SwitchConfig> {
     let per_tier = cfg.domains / cfg.tiers.len();
     let mut t = format!(
-        "uplink = \"{}\"\ndiscipline = \"{}\"\npacket_rate = {pps}\nbatch = {}\nqueue = {}\n",
-        bed.uplink, cfg.scheduler, cfg.batch, cfg.vif_queue
+        "uplink = \"{}\"\ndiscipline = \"{}\"\npacket_rate = {pps}\nbudget_busy = {}\n\
+         budget_slice = \"{}us\"\nbatch = {}\nqueue = {}\n",
+        bed.uplink,
+        cfg.scheduler,
+        cfg.cpu_busy,
+        (cfg.slice_ms * 1000.0).round() as u64,
+        cfg.batch,
+        cfg.vif_queue
     );
     for (i, (_, port, _)) in bed.guests.iter().enumerate() {
         let tier = &cfg.tiers[i / per_tier];
@@ -252,7 +259,8 @@ pub fn run_real(params: &Value, seed: u64, out: &Path, quick: bool) -> Result<Ex
     let _signals = netsched_testbed::SignalGuard::install()?;
     let setup = Setup::from_params(params)?;
     let dur = if quick { 8 * SEC } else { setup.base.duration.min(30 * SEC) };
-    let pps = ((1.0 - setup.base.cpu_busy) / (setup.base.per_packet_ms / 1000.0)).round() as u64;
+    // Packets/s while the backend has the CPU; off periods come from `budget_busy`.
+    let pps = (1000.0 / setup.base.per_packet_ms).round() as u64;
     let schedulers: Vec<String> = setup
         .schedulers
         .iter()
@@ -466,8 +474,9 @@ fn output(
         }],
         notes: vec![format!(
             "Real run through `netsched vswitch`: {} s per configuration, forwarding budget \
-             {pps} packets/s = (1 − cpu_busy) / per_packet of the scenario, smooth (the \
-             simulator's on/off CPU slices are not reproduced, so real waits are shorter). \
+             {pps} packets/s = 1 / per_packet while on, off a `cpu_busy` share of the time in \
+             periods around `slice` (the simulator draws their lengths at random, the switch \
+             alternates them at their means). \
              Probes are real ICMP echoes (`ping`), RTT = switch wait + return path; bulk frames \
              ({BULK_FRAME} B) carry the data bursts and High streams. Bulk loss = the switch's \
              drops on the port minus the lost probes. The sim column runs the same scenario \
