@@ -47,16 +47,32 @@ fn p2_on_real_traffic_tail_latency_identity_and_bitmap_bound() {
     let out = run();
     // Seen: +150 and +215 ms.
     let grow = value(&out, "strict priority: the Low tier's probe p99 grows");
-    assert!(grow > 20.0, "Low p99 grew only {grow:.1} ms from 9 to 18 guests");
+    assert!(
+        grow > 20.0,
+        "Low p99 grew only {grow:.1} ms from 9 to 18 guests"
+    );
     // Seen: 5.4 and 9.0 points.
-    let low = value(&out, "18 guests: delay-constrained lowers the Low tier's share");
-    assert!(low > 2.0, "delay-constrained lowered Low's share above 60 ms by {low:.2} points");
+    let low = value(
+        &out,
+        "18 guests: delay-constrained lowers the Low tier's share",
+    );
+    assert!(
+        low > 2.0,
+        "delay-constrained lowered Low's share above 60 ms by {low:.2} points"
+    );
     assert_eq!(value(&out, "every port's accounting identity holds"), 0.0);
-    for c in out.checks.iter().filter(|c| c.claim.starts_with("bitmap bound")) {
+    for c in out
+        .checks
+        .iter()
+        .filter(|c| c.claim.starts_with("bitmap bound"))
+    {
         assert!(c.passed, "{} — {}", c.claim, c.detail);
     }
     assert_eq!(
-        out.checks.iter().filter(|c| c.claim.starts_with("bitmap bound")).count(),
+        out.checks
+            .iter()
+            .filter(|c| c.claim.starts_with("bitmap bound"))
+            .count(),
         2
     );
 }

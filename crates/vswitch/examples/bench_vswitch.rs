@@ -36,21 +36,38 @@ fn build() -> anyhow::Result<Bed> {
         tb.veth((&sw, &p, ""), (&g, &e, &format!("10.79.0.{}/24", i + 1)))?;
         guests.push((g, p, e));
     }
-    Ok(Bed { tb, sw, ext, ext_if, uplink, guests })
+    Ok(Bed {
+        tb,
+        sw,
+        ext,
+        ext_if,
+        uplink,
+        guests,
+    })
 }
 
 fn rx_packets(bed: &Bed) -> u64 {
     let out = bed
         .tb
-        .exec(&bed.ext, "cat", &[&format!("/sys/class/net/{}/statistics/rx_packets", bed.ext_if)])
+        .exec(
+            &bed.ext,
+            "cat",
+            &[&format!(
+                "/sys/class/net/{}/statistics/rx_packets",
+                bed.ext_if
+            )],
+        )
         .unwrap_or_default();
     out.trim().parse().unwrap_or(0)
 }
 
 /// One thread sending `len`-byte frames round-robin from every guest for `dur`.
 fn blast(bed: &Bed, len: usize, dur: Duration) -> u64 {
-    let guests: Vec<(String, String)> =
-        bed.guests.iter().map(|(g, _, e)| (g.clone(), e.clone())).collect();
+    let guests: Vec<(String, String)> = bed
+        .guests
+        .iter()
+        .map(|(g, _, e)| (g.clone(), e.clone()))
+        .collect();
     std::thread::spawn(move || {
         let mut ports = Vec::new();
         for (ns, dev) in &guests {
@@ -82,7 +99,18 @@ fn blast(bed: &Bed, len: usize, dur: Duration) -> u64 {
 
 fn rtts(ns: &str, n: u32) -> Vec<f64> {
     let out = Command::new("ip")
-        .args(["netns", "exec", ns, "ping", "-n", "-c", &n.to_string(), "-i", "0.01", EXT_IP])
+        .args([
+            "netns",
+            "exec",
+            ns,
+            "ping",
+            "-n",
+            "-c",
+            &n.to_string(),
+            "-i",
+            "0.01",
+            EXT_IP,
+        ])
         .output()
         .unwrap();
     let mut v: Vec<f64> = String::from_utf8_lossy(&out.stdout)
@@ -110,7 +138,14 @@ impl Packet for F {
 }
 
 fn sched_cost(bed: &Bed) {
-    for d in ["strict_priority", "delay_constrained", "delay_wall_clock", "drr", "wf2q", "edf"] {
+    for d in [
+        "strict_priority",
+        "delay_constrained",
+        "delay_wall_clock",
+        "drr",
+        "wf2q",
+        "edf",
+    ] {
         let cfg = config(bed, d);
         let mut q: AnyQdisc<F> = cfg.qdisc().build().unwrap();
         let n = 2_000_000u64;
@@ -130,9 +165,16 @@ fn sched_cost(bed: &Bed) {
 }
 
 fn config(bed: &Bed, d: &str) -> SwitchConfig {
-    let mut t = format!("uplink = \"{}\"\ndiscipline = \"{d}\"\nbatch = 8\n", bed.uplink);
+    let mut t = format!(
+        "uplink = \"{}\"\ndiscipline = \"{d}\"\nbatch = 8\n",
+        bed.uplink
+    );
     for (i, (_, p, _)) in bed.guests.iter().enumerate() {
-        t += &format!("[[port]]\ndev = \"{p}\"\ntier = {}\nbound = \"{}ms\"\n", i / 6 + 1, 30 * (i / 6 + 1));
+        t += &format!(
+            "[[port]]\ndev = \"{p}\"\ntier = {}\nbound = \"{}ms\"\n",
+            i / 6 + 1,
+            30 * (i / 6 + 1)
+        );
     }
     SwitchConfig::parse(&t, "bench").unwrap()
 }
@@ -143,7 +185,11 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!("machine: {} cpus, loadavg {}", std::thread::available_parallelism()?.get(), load.trim());
+    println!(
+        "machine: {} cpus, loadavg {}",
+        std::thread::available_parallelism()?.get(),
+        load.trim()
+    );
     let bed = build()?;
     sched_cost(&bed);
     let dur = Duration::from_secs(3);
@@ -175,10 +221,17 @@ fn main() -> anyhow::Result<()> {
     drop(sw.stop()?);
     // The kernel bridge between the same namespaces.
     let br = bed.tb.ifname("br");
-    bed.tb.exec(&bed.sw, "ip", &["link", "add", &br, "type", "bridge"])?;
+    bed.tb
+        .exec(&bed.sw, "ip", &["link", "add", &br, "type", "bridge"])?;
     bed.tb.exec(&bed.sw, "ip", &["link", "set", &br, "up"])?;
-    for dev in bed.guests.iter().map(|g| &g.1).chain(std::iter::once(&bed.uplink)) {
-        bed.tb.exec(&bed.sw, "ip", &["link", "set", dev, "master", &br])?;
+    for dev in bed
+        .guests
+        .iter()
+        .map(|g| &g.1)
+        .chain(std::iter::once(&bed.uplink))
+    {
+        bed.tb
+            .exec(&bed.sw, "ip", &["link", "set", dev, "master", &br])?;
     }
     std::thread::sleep(Duration::from_millis(300));
     for len in [64usize, 1500] {

@@ -212,10 +212,16 @@ impl SwitchConfig {
             bail!("rate = \"0\": must be positive (leave it out for no budget)");
         }
         if !(0.0..=0.95).contains(&self.budget_busy) {
-            bail!("budget_busy = {}: must be between 0 and 0.95", self.budget_busy);
+            bail!(
+                "budget_busy = {}: must be between 0 and 0.95",
+                self.budget_busy
+            );
         }
         if self.budget_busy > 0.0 && self.packet_rate.is_none() && self.rate.is_none() {
-            bail!("budget_busy = {}: needs a budget (packet_rate or rate)", self.budget_busy);
+            bail!(
+                "budget_busy = {}: needs a budget (packet_rate or rate)",
+                self.budget_busy
+            );
         }
         if !(MS / 10..=10 * 1000 * MS).contains(&self.budget_slice) {
             bail!(
@@ -248,7 +254,10 @@ impl SwitchConfig {
                 bail!("port[{i}].tier = {}: must be between 1 and 1000", p.tier);
             }
             if !(1..=1000).contains(&p.weight) {
-                bail!("port[{i}].weight = {}: must be between 1 and 1000", p.weight);
+                bail!(
+                    "port[{i}].weight = {}: must be between 1 and 1000",
+                    p.weight
+                );
             }
             if p.bound == 0 || p.bound > 60_000 * MS {
                 bail!(
@@ -307,7 +316,9 @@ impl SwitchConfig {
         for (port, &c) in class_of.iter().enumerate() {
             by_class[c] = port;
         }
-        let ports = by_class.iter().map(|&p| (&self.ports[p], self.port_queue(p)));
+        let ports = by_class
+            .iter()
+            .map(|&p| (&self.ports[p], self.port_queue(p)));
         match self.discipline {
             Discipline::StrictPriority => QdiscConfig::StrictPriority {
                 bands: ports
@@ -405,7 +416,10 @@ bound = "60ms"
             (OK.replace("tier = 3", "tier = 0"), "port[1].tier = 0"),
             (OK.replace("tier = 3", "tire = 3"), "tire"),
             (OK.replace("\"vg2\"", "\"vg0\""), "port[2].dev = \"vg0\""),
-            (OK.replace("packet_rate = 20000", "packet_rate = 0"), "packet_rate = 0"),
+            (
+                OK.replace("packet_rate = 20000", "packet_rate = 0"),
+                "packet_rate = 0",
+            ),
             (
                 OK.replace("packet_rate = 20000", "packet_rate = 1\nrate = \"1mbit\""),
                 "both set",

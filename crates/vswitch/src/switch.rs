@@ -272,7 +272,9 @@ impl Switch {
             }
         }
         // Every queue place, one receive batch, the uplink send batch, one return batch.
-        let slots: usize = (0..cfg.ports.len()).map(|i| cfg.port_queue(i)).sum::<usize>()
+        let slots: usize = (0..cfg.ports.len())
+            .map(|i| cfg.port_queue(i))
+            .sum::<usize>()
             + 3 * BATCH;
         let _ = sys::set_timer_slack(1000);
         Ok(Self {
@@ -571,7 +573,8 @@ impl Switch {
             }
         }
         if removed_any {
-            self.macs.forget_if(|gi| self.guests[gi as usize].port.is_none());
+            self.macs
+                .forget_if(|gi| self.guests[gi as usize].port.is_none());
             // Frames of removed ports waiting in the send batch go too.
             let guests = &mut self.guests;
             let pool = &mut self.pool;
@@ -605,7 +608,15 @@ impl Switch {
         let mut next_liveness = t0 + LIVENESS_EVERY;
         self.free_at = t0;
         self.t0 = t0;
-        let result = self.run_loop(stop, end, interval, &mut next_stats, &mut next_liveness, outlet, t0);
+        let result = self.run_loop(
+            stop,
+            end,
+            interval,
+            &mut next_stats,
+            &mut next_liveness,
+            outlet,
+            t0,
+        );
         self.shutdown();
         result.map(|()| self.stats(t0))
     }
@@ -654,12 +665,18 @@ impl Switch {
             let backlog = self.qdisc.stats().queued_packets > 0 || !self.pending.is_empty();
             let mut wake = now + MAX_SLEEP;
             if backlog {
-                wake = wake.min(self.free_at.max(now + if self.pending.is_empty() { 0 } else { 20_000 }));
+                wake = wake.min(
+                    self.free_at
+                        .max(now + if self.pending.is_empty() { 0 } else { 20_000 }),
+                );
             }
             if let Some(t) = self.qdisc.next_timer(now) {
                 wake = wake.min(t);
             }
-            for t in [*next_stats, end, Some(*next_liveness)].into_iter().flatten() {
+            for t in [*next_stats, end, Some(*next_liveness)]
+                .into_iter()
+                .flatten()
+            {
                 wake = wake.min(t);
             }
             let timeout = wake.saturating_sub(now);
@@ -686,11 +703,7 @@ impl Switch {
 
     /// Empty the discipline and the send batch; what they held is `dropped_shutdown`.
     fn shutdown(&mut self) {
-        let held: Vec<Frame> = self
-            .pending
-            .drain(..)
-            .chain(self.qdisc.reset())
-            .collect();
+        let held: Vec<Frame> = self.pending.drain(..).chain(self.qdisc.reset()).collect();
         for f in held {
             let s = &mut self.guests[f.port as usize].stats;
             s.queued -= 1;

@@ -69,8 +69,12 @@ fn a_flooding_guest_cannot_push_out_another_ports_traffic() {
             // Guest 0 floods; it may send frames up to 9000 B (over a 2 KiB slot).
             let (g0, p0, _) = &net.guests[0];
             let e0 = net.tb.ifname("e0");
-            net.tb.exec(g0, "ip", &["link", "set", &e0, "mtu", "9000"]).unwrap();
-            net.tb.exec(&net.sw, "ip", &["link", "set", p0, "mtu", "9000"]).unwrap();
+            net.tb
+                .exec(g0, "ip", &["link", "set", &e0, "mtu", "9000"])
+                .unwrap();
+            net.tb
+                .exec(&net.sw, "ip", &["link", "set", p0, "mtu", "9000"])
+                .unwrap();
             let cfg = net.config(
                 discipline,
                 "packet_rate = 2000\nbatch = 8",
@@ -89,10 +93,16 @@ fn a_flooding_guest_cannot_push_out_another_ports_traffic() {
             let st = sw.stop().unwrap();
             assert!(st.identity_holds(), "{st:#?}");
             let (a, b) = (&st.ports[0], &st.ports[1]);
-            assert!(sent > 4000 && sent_big > 20, "flood too weak: {sent} / {sent_big}");
+            assert!(
+                sent > 4000 && sent_big > 20,
+                "flood too weak: {sent} / {sent_big}"
+            );
             assert!(a.dropped_queue_full > 1000, "{discipline}: {a:?}");
             assert!(a.dropped_oversize > 10, "{discipline}: {a:?}");
-            assert_eq!(b.dropped_queue_full, 0, "{discipline}: victim lost queue places: {b:?}");
+            assert_eq!(
+                b.dropped_queue_full, 0,
+                "{discipline}: victim lost queue places: {b:?}"
+            );
             assert!(rx * 10 >= tx * 8, "{discipline}: victim {rx}/{tx} replies");
             assert!(b.forwarded >= rx as u64, "{b:?}");
         }
@@ -115,15 +125,22 @@ fn a_tap_port_forwards_for_a_guest_namespace_behind_it() {
         let relay_if = net.tb.ifname("rv");
         let sw_ns = net.sw.clone();
         net.tb
-            .veth((&sw_ns, &relay_if, ""), (&g, &net.tb.ifname("ge"), "10.77.0.50/24"))
+            .veth(
+                (&sw_ns, &relay_if, ""),
+                (&g, &net.tb.ifname("ge"), "10.77.0.50/24"),
+            )
             .unwrap();
         let tap_name = net.tb.ifname("tap");
         // The relay thread: creates the TAP in the switch namespace and relays until stopped.
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let relay = {
-            let (stop, ns, tap_name, relay_if) =
-                (Arc::clone(&stop), sw_ns.clone(), tap_name.clone(), relay_if.clone());
+            let (stop, ns, tap_name, relay_if) = (
+                Arc::clone(&stop),
+                sw_ns.clone(),
+                tap_name.clone(),
+                relay_if.clone(),
+            );
             std::thread::spawn(move || -> (u64, u64) {
                 netsched_testbed::enter_netns(&ns).unwrap();
                 let tap = Tap::open(&tap_name).unwrap();
@@ -161,7 +178,9 @@ fn a_tap_port_forwards_for_a_guest_namespace_behind_it() {
                 (to_tap, from_tap)
             })
         };
-        ready_rx.recv_timeout(Duration::from_secs(10)).expect("relay ready");
+        ready_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("relay ready");
         let mut cfg = net.config("strict_priority", "", &[(1, "30ms")]);
         cfg.ports.push(netsched_vswitch::PortConfig {
             dev: tap_name.clone(),
@@ -232,7 +251,10 @@ fn a_missing_interface_is_a_clear_error() {
         let mut cfg = net.config("edf", "", &[(1, "30ms")]);
         cfg.ports[0].dev = "nsx-nosuch0".into();
         let e = format!("{:#}", spawn_in_netns(&net.sw, cfg).err().unwrap());
-        assert!(e.contains("nsx-nosuch0") && e.contains("does not exist"), "{e}");
+        assert!(
+            e.contains("nsx-nosuch0") && e.contains("does not exist"),
+            "{e}"
+        );
     }
     assert_gone(&tag);
 }

@@ -123,8 +123,9 @@ fn bulk_traffic(bed: &Bed, cfg: &VmConfig, seed: u64, dur: Nanos) -> Result<Vec<
             let end = t0 + dur;
             // Next burst and next stream frame per guest.
             let gap = burst / data_pps * SEC as f64;
-            let mut next_burst: Vec<Nanos> =
-                (0..guests.len()).map(|_| t0 + rng.exp(gap) as Nanos).collect();
+            let mut next_burst: Vec<Nanos> = (0..guests.len())
+                .map(|_| t0 + rng.exp(gap) as Nanos)
+                .collect();
             let mut next_stream: Vec<Option<Nanos>> = guests
                 .iter()
                 .map(|g| (g.2 > 0.0).then(|| t0 + (rng.unit() * SEC as f64 / g.2) as Nanos))
@@ -155,7 +156,12 @@ fn bulk_traffic(bed: &Bed, cfg: &VmConfig, seed: u64, dur: Nanos) -> Result<Vec<
                     for _ in 0..n {
                         // SAFETY: a valid buffer on an open socket.
                         let r = unsafe {
-                            libc::send(ports[i].raw_fd(), frame.as_ptr() as *const _, frame.len(), 0)
+                            libc::send(
+                                ports[i].raw_fd(),
+                                frame.as_ptr() as *const _,
+                                frame.len(),
+                                0,
+                            )
                         };
                         if r == frame.len() as isize {
                             sent[i] += 1;
@@ -195,7 +201,9 @@ fn run_one(bed: &mut Bed, cfg: &VmConfig, pps: u64, dur: Nanos, seed: u64) -> Re
     let sw = spawn_in_netns(&bed.sw, switch_config(bed, cfg, pps)?)?;
     // Warm up ARP (every guest learns the external host, the switch learns every guest).
     for (ns, _, _) in &bed.guests {
-        let _ = bed.tb.exec(ns, "ping", &["-n", "-q", "-c", "1", "-W", "1", EXT_IP]);
+        let _ = bed
+            .tb
+            .exec(ns, "ping", &["-n", "-q", "-c", "1", "-W", "1", EXT_IP]);
     }
     let per_tier = cfg.domains / cfg.tiers.len();
     let tmp = netsched_testbed::TempDir::new("vmdly")?;
@@ -209,7 +217,16 @@ fn run_one(bed: &mut Bed, cfg: &VmConfig, pps: u64, dur: Nanos, seed: u64) -> Re
         let pid = bed.tb.spawn_with(
             ns,
             "ping",
-            &["-n", "-c", &count.to_string(), "-i", &interval, "-W", "1", EXT_IP],
+            &[
+                "-n",
+                "-c",
+                &count.to_string(),
+                "-i",
+                &interval,
+                "-W",
+                "1",
+                EXT_IP,
+            ],
             "ping",
             Stdio::from(file),
             Stdio::null(),
@@ -254,11 +271,17 @@ fn run_one(bed: &mut Bed, cfg: &VmConfig, pps: u64, dur: Nanos, seed: u64) -> Re
 /// delay-constrained only.
 pub fn run_real(params: &Value, seed: u64, out: &Path, quick: bool) -> Result<ExperimentOutput> {
     if !netsched_testbed::is_root() {
-        bail!("vm-delay --real needs root (namespaces, raw sockets); run the simulated lab instead");
+        bail!(
+            "vm-delay --real needs root (namespaces, raw sockets); run the simulated lab instead"
+        );
     }
     let _signals = netsched_testbed::SignalGuard::install()?;
     let setup = Setup::from_params(params)?;
-    let dur = if quick { 8 * SEC } else { setup.base.duration.min(30 * SEC) };
+    let dur = if quick {
+        8 * SEC
+    } else {
+        setup.base.duration.min(30 * SEC)
+    };
     // Packets/s while the backend has the CPU; off periods come from `budget_busy`.
     let pps = (1000.0 / setup.base.per_packet_ms).round() as u64;
     let schedulers: Vec<String> = setup
@@ -367,9 +390,20 @@ fn output(
     csv::write_table(
         &out.join("real.csv"),
         &[
-            "scheduler", "domains", "tier", "real_p50_ms", "real_p95_ms", "real_p99_ms",
-            "real_above_pct", "real_probe_loss_pct", "real_loss_pct", "sim_p99_ms",
-            "sim_above_pct", "sim_loss_pct", "max_rounds_passed", "bound_rounds",
+            "scheduler",
+            "domains",
+            "tier",
+            "real_p50_ms",
+            "real_p95_ms",
+            "real_p99_ms",
+            "real_above_pct",
+            "real_probe_loss_pct",
+            "real_loss_pct",
+            "sim_p99_ms",
+            "sim_above_pct",
+            "sim_loss_pct",
+            "max_rounds_passed",
+            "bound_rounds",
         ],
         &rows,
     )?;
@@ -381,7 +415,10 @@ fn output(
         *setup.counts.iter().max().unwrap_or(&0),
     );
     if let (Some(a), Some(b)) = (find("strict_priority", nmin), find("strict_priority", nmax)) {
-        let (pa, pb) = (a.tiers[low].quantile_ms(0.99), b.tiers[low].quantile_ms(0.99));
+        let (pa, pb) = (
+            a.tiers[low].quantile_ms(0.99),
+            b.tiers[low].quantile_ms(0.99),
+        );
         checks.push(Check::measured(
             format!("strict priority: the {} tier's probe p99 grows from {nmin} to {nmax} guests (ms added)", names[low]),
             pb - pa,
@@ -398,9 +435,15 @@ fn output(
             format!("{la:.2}% → {lb:.2}%"),
         ));
     }
-    if let (Some(sp), Some(dc)) = (find("strict_priority", nmax), find("delay_constrained", nmax)) {
+    if let (Some(sp), Some(dc)) = (
+        find("strict_priority", nmax),
+        find("delay_constrained", nmax),
+    ) {
         for ti in 1..names.len() {
-            let (s, d) = (sp.tiers[ti].share_above_pct(thr), dc.tiers[ti].share_above_pct(thr));
+            let (s, d) = (
+                sp.tiers[ti].share_above_pct(thr),
+                dc.tiers[ti].share_above_pct(thr),
+            );
             checks.push(Check::measured(
                 format!("{nmax} guests: delay-constrained lowers the {} tier's share above {thr} ms (points lower)", names[ti]),
                 s - d,
@@ -410,7 +453,10 @@ fn output(
             ));
             let (s, d) = (sp.tiers[ti].loss_pct(), dc.tiers[ti].loss_pct());
             checks.push(Check::measured(
-                format!("{nmax} guests: delay-constrained lowers the {} tier's loss (points lower)", names[ti]),
+                format!(
+                    "{nmax} guests: delay-constrained lowers the {} tier's loss (points lower)",
+                    names[ti]
+                ),
                 s - d,
                 Cmp::Gt,
                 0.0,
@@ -420,7 +466,13 @@ fn output(
     }
     let broken: Vec<String> = runs
         .iter()
-        .flat_map(|r| r.stats.ports.iter().filter(|p| !p.identity_holds()).map(|p| p.dev.clone()))
+        .flat_map(|r| {
+            r.stats
+                .ports
+                .iter()
+                .filter(|p| !p.identity_holds())
+                .map(|p| p.dev.clone())
+        })
         .collect();
     checks.push(Check::measured(
         "every port's accounting identity holds at the end of every run (ports broken)",
@@ -436,7 +488,13 @@ fn output(
             .iter()
             .map(|p| p.max_rounds_passed as f64 - p.bound_rounds as f64)
             .fold(f64::NEG_INFINITY, f64::max);
-        let maxp = r.stats.ports.iter().map(|p| p.max_rounds_passed).max().unwrap_or(0);
+        let maxp = r
+            .stats
+            .ports
+            .iter()
+            .map(|p| p.max_rounds_passed)
+            .max()
+            .unwrap_or(0);
         checks.push(Check::measured(
             format!("bitmap bound on real traffic, {} guests: longest pass-over minus its bound (rounds)", r.domains),
             worst,

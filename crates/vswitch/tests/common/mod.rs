@@ -37,7 +37,10 @@ pub fn build(label: &str, n: usize) -> Result<Net> {
         let g = tb.add_ns(&format!("g{i}"))?;
         let port = tb.ifname(&format!("p{i}"));
         let ip = format!("10.77.0.{}", i + 1);
-        tb.veth((&sw, &port, ""), (&g, &tb.ifname(&format!("e{i}")), &format!("{ip}/24")))?;
+        tb.veth(
+            (&sw, &port, ""),
+            (&g, &tb.ifname(&format!("e{i}")), &format!("{ip}/24")),
+        )?;
         guests.push((g, port, ip));
     }
     Ok(Net {
