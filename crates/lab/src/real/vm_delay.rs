@@ -439,13 +439,14 @@ fn output(
         find("strict_priority", nmax),
         find("delay_constrained", nmax),
     ) {
-        for ti in 1..names.len() {
+        // Every tier but the first (High): the tiers P2 protects.
+        for (ti, name) in names.iter().enumerate().skip(1) {
             let (s, d) = (
                 sp.tiers[ti].share_above_pct(thr),
                 dc.tiers[ti].share_above_pct(thr),
             );
             checks.push(Check::measured(
-                format!("{nmax} guests: delay-constrained lowers the {} tier's share above {thr} ms (points lower)", names[ti]),
+                format!("{nmax} guests: delay-constrained lowers the {} tier's share above {thr} ms (points lower)", name),
                 s - d,
                 Cmp::Gt,
                 0.0,
@@ -455,7 +456,7 @@ fn output(
             checks.push(Check::measured(
                 format!(
                     "{nmax} guests: delay-constrained lowers the {} tier's loss (points lower)",
-                    names[ti]
+                    name
                 ),
                 s - d,
                 Cmp::Gt,
