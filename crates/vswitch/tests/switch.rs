@@ -258,3 +258,55 @@ fn a_missing_interface_is_a_clear_error() {
     }
     assert_gone(&tag);
 }
+
+/// The forwarding budget bounds what leaves on the uplink: 4000 packets/s on, off half the
+/// time → at most ~2000/s, whatever the guests offer (upper bound with 10 % + 1 slice of
+/// margin; the lower bound is loose, the machine is shared).
+#[test]
+fn the_budget_bounds_forwarding_with_its_off_periods() {
+    if !privileged_test_allowed("the_budget_bounds_forwarding_with_its_off_periods") {
+        return;
+    }
+    let tag;
+    {
+        let net = build("vswbd", 2).unwrap();
+        tag = net.tb.tag().to_string();
+        let cfg = net.config(
+            "wf2q",
+            "packet_rate = 4000\nbudget_busy = 0.5\nbudget_slice = \"10ms\"",
+            &[(1, "30ms")],
+        );
+        let sw = spawn_in_netns(&net.sw, cfg).unwrap();
+        let t = std::time::Instant::now();
+        let dst = [2, 0, 0, 0, 0, 0x42];
+        let floods: Vec<_> = (0..2)
+            .map(|i| {
+                let (g, _, _) = &net.guests[i];
+                flooder(g, &net.tb.ifname(&format!("e{i}")), dst, 64, 10_000)
+            })
+            .collect();
+        std::thread::sleep(Duration::from_secs(2));
+        for (stop, _) in &floods {
+            stop.store(true, Ordering::Relaxed);
+        }
+        for (_, th) in floods {
+            th.join().unwrap();
+        }
+        let st = sw.stop().unwrap();
+        let secs = t.elapsed().as_secs_f64();
+        let fwd: u64 = st.ports.iter().map(|p| p.forwarded).sum();
+        eprintln!("forwarded {fwd} in {secs:.2}s ({:.0}/s)", fwd as f64 / secs);
+        let max = 2000.0 * secs * 1.1 + 40.0;
+        assert!(
+            (fwd as f64) <= max,
+            "forwarded {fwd} in {secs:.2}s, above {max:.0}"
+        );
+        assert!(
+            fwd as f64 >= 2000.0 * secs * 0.3,
+            "forwarded only {fwd} in {secs:.2}s"
+        );
+        assert!(st.ports.iter().all(|p| p.dropped_queue_full > 0), "{st:#?}");
+        assert!(st.identity_holds(), "{st:#?}");
+    }
+    assert_gone(&tag);
+}
