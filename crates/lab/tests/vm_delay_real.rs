@@ -5,7 +5,9 @@
 //! docs/vswitch.md for the runs): strict priority's Low-tier probe p99 grows from 9 to 18
 //! guests; at 18 guests delay-constrained lowers the Low tier's share above 60 ms; every
 //! port's accounting identity holds; no port is passed over longer than the bitmap bound;
-//! no namespace is left. The loss claims and the Mid tier's share do NOT hold with a margin
+//! no namespace is left. The tail claims are asserted only when the run's own "host kept up"
+//! check passed (no loss at 9 guests, as in the simulator); otherwise the test says why it
+//! skipped them (a loaded shared machine starves the switch: seen at load average 18). The loss claims and the Mid tier's share do NOT hold with a margin
 //! on real traffic yet: they are the ignored test below, so they stay visible.
 
 use netsched_lab::experiments::vm_delay::Setup;
@@ -45,13 +47,35 @@ fn p2_on_real_traffic_tail_latency_identity_and_bitmap_bound() {
         return;
     }
     let out = run();
-    // Seen: +150 and +215 ms.
+    // Structural claims hold whatever the machine's load.
+    assert_eq!(value(&out, "every port's accounting identity holds"), 0.0);
+    let bound: Vec<_> = out
+        .checks
+        .iter()
+        .filter(|c| c.claim.starts_with("bitmap bound"))
+        .collect();
+    assert_eq!(bound.len(), 2);
+    for c in bound {
+        assert!(c.passed, "{} — {}", c.claim, c.detail);
+    }
+    // The tail claims describe the discipline only when the host kept up (measured, and
+    // reported as a check of the run): with other work taking the 2 cores, the switch and
+    // the traffic threads miss their turns and the figures describe the machine.
+    let kept_up = value(&out, "the host kept up");
+    if kept_up > 1.0 {
+        eprintln!(
+            "SKIP the tail-latency claims: the host did not keep up ({kept_up:.1}% loss at 9 \
+             guests, where the simulator loses nothing); machine too loaded"
+        );
+        return;
+    }
+    // Seen in passing-gate runs: +150, +215, +785 ms.
     let grow = value(&out, "strict priority: the Low tier's probe p99 grows");
     assert!(
         grow > 20.0,
         "Low p99 grew only {grow:.1} ms from 9 to 18 guests"
     );
-    // Seen: 5.4 and 9.0 points.
+    // Seen: 5.4, 9.0, 30.8 points.
     let low = value(
         &out,
         "18 guests: delay-constrained lowers the Low tier's share",
@@ -59,21 +83,6 @@ fn p2_on_real_traffic_tail_latency_identity_and_bitmap_bound() {
     assert!(
         low > 2.0,
         "delay-constrained lowered Low's share above 60 ms by {low:.2} points"
-    );
-    assert_eq!(value(&out, "every port's accounting identity holds"), 0.0);
-    for c in out
-        .checks
-        .iter()
-        .filter(|c| c.claim.starts_with("bitmap bound"))
-    {
-        assert!(c.passed, "{} — {}", c.claim, c.detail);
-    }
-    assert_eq!(
-        out.checks
-            .iter()
-            .filter(|c| c.claim.starts_with("bitmap bound"))
-            .count(),
-        2
     );
 }
 
