@@ -3,8 +3,12 @@
 
 use clap::{Parser, Subcommand};
 
+mod config;
+#[cfg(test)]
+mod props;
 mod replay;
 mod replay_balance;
+mod replay_qdisc;
 mod trace;
 
 /// netsched decides who goes first when network work contends for a link, a server or a core,
@@ -28,7 +32,7 @@ enum Cmd {
     /// Run the userspace link engine between two interfaces.
     Link(netsched_link::cli::LinkArgs),
     /// Run the percentile scheduling daemon on the NFQUEUE packet path.
-    Nfq(netsched_nfq::daemon::NfqArgs),
+    Nfq(netsched_nfq::cli::NfqArgs),
     /// Control a running `netsched nfq` daemon.
     Ctl(netsched_nfq::ctl::CtlArgs),
     /// Run the host switch: guest interfaces scheduled onto one uplink.
@@ -42,7 +46,7 @@ fn main() {
         Cmd::Replay(a) => replay::run(a),
         Cmd::Shape(a) => netsched_link::cli::run_shape(a),
         Cmd::Link(a) => netsched_link::cli::run_link(a),
-        Cmd::Nfq(a) => netsched_nfq::daemon::run(a),
+        Cmd::Nfq(a) => netsched_nfq::cli::run(a),
         Cmd::Ctl(a) => netsched_nfq::ctl::run(a),
         Cmd::Vswitch(a) => netsched_vswitch::cli::run_vswitch(a),
     };
