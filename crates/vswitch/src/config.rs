@@ -278,7 +278,7 @@ impl SwitchConfig {
         }
         // The discipline itself refuses what it cannot build (names the class).
         self.qdisc()
-            .build::<crate::switch::Frame>()
+            .build::<crate::frame::Frame>()
             .map_err(|e| anyhow::anyhow!("discipline {}: {e}", self.discipline.as_str()))?;
         Ok(())
     }

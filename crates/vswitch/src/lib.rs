@@ -13,10 +13,12 @@
 //! - [`config`]: the TOML file (ports, tiers, weights, bounds, budget) → a core discipline;
 //! - [`switch`]: the event loop, per-port accounting, removal of vanished ports;
 //! - [`macs`]: the bounded MAC learning table of the return path;
+//! - [`frame`]: what the disciplines queue (a pool slot and its port);
 //! - [`sys`]: TAP devices (the AF_PACKET ports themselves are `netsched_link::port`).
 
 pub mod cli;
 pub mod config;
+pub mod frame;
 pub mod macs;
 pub mod switch;
 pub mod sys;

@@ -23,9 +23,10 @@
 //! line; its queued frames are dropped as `removed`; the others keep being served.
 
 use crate::config::{Discipline, SwitchConfig};
+pub use crate::frame::Frame;
 use crate::macs::MacTable;
 use anyhow::{bail, Context, Result};
-use netsched_core::qdisc::{AnyQdisc, Packet, Qdisc, Verdict};
+use netsched_core::qdisc::{AnyQdisc, Qdisc, Verdict};
 use netsched_core::{Nanos, MS, SEC};
 use netsched_link::port::{FramePool, Port, Rx, BATCH, SLOT};
 use netsched_link::sys;
@@ -47,21 +48,6 @@ const BUDGET_SLACK: Nanos = MS;
 pub const MIN_STATS_INTERVAL: Nanos = 100 * MS;
 /// Snapshots waiting for the printer; one more is dropped and counted.
 pub const STATS_QUEUE: usize = 16;
-
-/// A frame held by the switch: its pool slot, length, guest port and arrival time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Frame {
-    pub slot: u32,
-    pub len: u32,
-    pub port: u32,
-    pub arrived: Nanos,
-}
-
-impl Packet for Frame {
-    fn len(&self) -> u32 {
-        self.len
-    }
-}
 
 /// Counters of one guest port. Identity: `received == forwarded + dropped() + queued`.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
