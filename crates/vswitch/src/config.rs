@@ -18,7 +18,7 @@
 //! Every error names the file, the key and the value. Durations and rates use the project's
 //! grammar (`netsched_core::units`, tc(8) units: `bit` = bits/s, `bps` = bytes/s).
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use netsched_core::qdisc::delay::DelayInterfaceConfig;
 use netsched_core::qdisc::drr::DrrClassConfig;
 use netsched_core::qdisc::edf::EdfClassConfig;
@@ -166,18 +166,9 @@ pub struct SwitchConfig {
 impl SwitchConfig {
     /// Read and check `path` (at most [`MAX_CONFIG_BYTES`]).
     pub fn load(path: &Path) -> Result<Self> {
-        let meta =
-            std::fs::metadata(path).with_context(|| format!("{}: cannot read", path.display()))?;
-        if meta.len() > MAX_CONFIG_BYTES {
-            bail!(
-                "{}: {} bytes, larger than the {} bytes a switch configuration may have",
-                path.display(),
-                meta.len(),
-                MAX_CONFIG_BYTES
-            );
-        }
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("{}: cannot read", path.display()))?;
+        // A regular file only (`/dev/zero` or a FIFO would never end), bounded, UTF-8.
+        let text =
+            netsched_report::read::read_text(path, MAX_CONFIG_BYTES, "switch configuration")?;
         Self::parse(&text, &path.display().to_string())
     }
 
@@ -436,6 +427,20 @@ bound = "60ms"
             assert!(e.starts_with("sw.toml"), "{e}");
             assert!(e.contains(want), "want {want:?} in: {e}");
         }
+    }
+
+    #[test]
+    fn load_refuses_devices_and_missing_files_by_name() {
+        let e = format!(
+            "{:#}",
+            SwitchConfig::load(Path::new("/dev/zero")).unwrap_err()
+        );
+        assert!(e.contains("/dev/zero"), "{e}");
+        let e = format!(
+            "{:#}",
+            SwitchConfig::load(Path::new("/nonexistent/x.toml")).unwrap_err()
+        );
+        assert!(e.contains("/nonexistent/x.toml"), "{e}");
     }
 
     #[test]
