@@ -37,6 +37,8 @@ enum Cmd {
     Ctl(netsched_nfq::ctl::CtlArgs),
     /// Run the L4/L7 load balancer (or `balance ctl` to control a running one).
     Balance(netsched_balance::BalanceArgs),
+    /// Run the host switch: guest interfaces scheduled onto one uplink.
+    Vswitch(netsched_vswitch::cli::VswitchArgs),
 }
 
 fn main() {
@@ -49,6 +51,7 @@ fn main() {
         Cmd::Nfq(a) => netsched_nfq::cli::run(a),
         Cmd::Ctl(a) => netsched_nfq::ctl::run(a),
         Cmd::Balance(a) => netsched_balance::run(a),
+        Cmd::Vswitch(a) => netsched_vswitch::cli::run_vswitch(a),
     };
     if let Err(e) = result {
         eprintln!("netsched: error: {e:#}");

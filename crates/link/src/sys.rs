@@ -373,6 +373,35 @@ pub fn poll_in(fds: &[(RawFd, bool)], timeout: Nanos) -> io::Result<bool> {
     Ok(r > 0)
 }
 
+/// Like [`poll_in`] over any number of descriptors, in an array the caller keeps between calls
+/// (no allocation per call; `events`/`fd` set by the caller, `fd = -1` is skipped by the
+/// kernel). Returns how many have events (`revents` says which, `POLLERR`/`POLLNVAL`
+/// included); `Ok(0)` on timeout or `EINTR`.
+pub fn poll_set(fds: &mut [libc::pollfd], timeout: Nanos) -> io::Result<usize> {
+    let ts = libc::timespec {
+        tv_sec: (timeout / SEC) as libc::time_t,
+        tv_nsec: (timeout % SEC) as libc::c_long,
+    };
+    // SAFETY: `fds.len()` valid pollfds borrowed mutably for the call, a valid timespec, no
+    // signal mask.
+    let r = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EINTR) {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(r as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

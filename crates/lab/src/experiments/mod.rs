@@ -57,7 +57,7 @@ pub static ALL: &[Experiment] = &[
         title: "vm-delay — delay-constrained backend scheduling of guest interfaces",
         summary: "9/18 domains in 3 tiers behind dom0 netback; strict priority vs delay-constrained bitmaps: tail latency and loss",
         run: vm_delay::run,
-        run_real: None,
+        run_real: Some(crate::real::vm_delay::run_real),
     },
     Experiment {
         name: "adsl-ack",

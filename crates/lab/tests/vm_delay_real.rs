@@ -1,0 +1,104 @@
+//! `lab run vm-delay --real --quick` as a test (root; skipped with a reason otherwise): P2's
+//! experiment through `netsched vswitch` with 9 and 18 guest namespaces.
+//!
+//! Asserted (with margins seen to hold on the loaded, shared 2-core machine; see
+//! docs/vswitch.md for the runs): strict priority's Low-tier probe p99 grows from 9 to 18
+//! guests; at 18 guests delay-constrained lowers the Low tier's share above 60 ms; every
+//! port's accounting identity holds; no port is passed over longer than the bitmap bound;
+//! no namespace is left. The tail claims are asserted only when the run's own "host kept up"
+//! check passed (no loss at 9 guests, as in the simulator); otherwise the test says why it
+//! skipped them (a loaded shared machine starves the switch: seen at load average 18). The loss claims and the Mid tier's share do NOT hold with a margin
+//! on real traffic yet: they are the ignored test below, so they stay visible.
+
+use netsched_lab::experiments::vm_delay::Setup;
+use netsched_report::ExperimentOutput;
+use netsched_testbed::privileged_test_allowed;
+
+fn scenario() -> serde_json::Value {
+    let text = include_str!("../../../scenarios/vm-delay.toml");
+    let v: toml::Value = toml::from_str(text).unwrap();
+    serde_json::to_value(v).unwrap()
+}
+
+fn run() -> ExperimentOutput {
+    let p = scenario();
+    Setup::from_params(&p).expect("the scenario is valid");
+    let dir = netsched_testbed::TempDir::new("vmdlyt").unwrap();
+    let out = netsched_lab::real::vm_delay::run_real(&p, 1, dir.path(), true).unwrap();
+    assert!(dir.path().join("real.csv").exists());
+    assert!(netsched_testbed::namespaces_with("vmdly").is_empty());
+    out
+}
+
+/// The evidence value of the check whose claim starts with `prefix`.
+fn value(out: &ExperimentOutput, prefix: &str) -> f64 {
+    let c = out
+        .checks
+        .iter()
+        .find(|c| c.claim.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no check {prefix:?}"));
+    eprintln!("{} = {:?} ({})", c.claim, c.evidence, c.detail);
+    c.evidence.unwrap().value
+}
+
+#[test]
+fn p2_on_real_traffic_tail_latency_identity_and_bitmap_bound() {
+    if !privileged_test_allowed("p2_on_real_traffic_tail_latency_identity_and_bitmap_bound") {
+        return;
+    }
+    let out = run();
+    // Structural claims hold whatever the machine's load.
+    assert_eq!(value(&out, "every port's accounting identity holds"), 0.0);
+    let bound: Vec<_> = out
+        .checks
+        .iter()
+        .filter(|c| c.claim.starts_with("bitmap bound"))
+        .collect();
+    assert_eq!(bound.len(), 2);
+    for c in bound {
+        assert!(c.passed, "{} — {}", c.claim, c.detail);
+    }
+    // The tail claims describe the discipline only when the host kept up (measured, and
+    // reported as a check of the run): with other work taking the 2 cores, the switch and
+    // the traffic threads miss their turns and the figures describe the machine.
+    let kept_up = value(&out, "the host kept up");
+    if kept_up > 1.0 {
+        eprintln!(
+            "SKIP the tail-latency claims: the host did not keep up ({kept_up:.1}% loss at 9 \
+             guests, where the simulator loses nothing); machine too loaded"
+        );
+        return;
+    }
+    // Seen in passing-gate runs: +150, +215, +785 ms.
+    let grow = value(&out, "strict priority: the Low tier's probe p99 grows");
+    assert!(
+        grow > 20.0,
+        "Low p99 grew only {grow:.1} ms from 9 to 18 guests"
+    );
+    // Seen: 5.4, 9.0, 30.8 points.
+    let low = value(
+        &out,
+        "18 guests: delay-constrained lowers the Low tier's share",
+    );
+    assert!(
+        low > 2.0,
+        "delay-constrained lowered Low's share above 60 ms by {low:.2} points"
+    );
+}
+
+#[test]
+#[ignore = "does not hold on real traffic yet (docs/vswitch.md): strict priority loses almost nothing in 8 s runs"]
+fn p2_on_real_traffic_loss_claims() {
+    if !privileged_test_allowed("p2_on_real_traffic_loss_claims") {
+        return;
+    }
+    let out = run();
+    for prefix in [
+        "strict priority: the Low tier's loss grows",
+        "18 guests: delay-constrained lowers the Mid tier's loss",
+        "18 guests: delay-constrained lowers the Low tier's loss",
+        "18 guests: delay-constrained lowers the Mid tier's share",
+    ] {
+        assert!(value(&out, prefix) > 0.0, "{prefix}");
+    }
+}

@@ -1,0 +1,461 @@
+//! The switch's configuration file (TOML): the uplink, the discipline, the forwarding budget
+//! and one `[[port]]` table per guest interface with its tier, weight and latency bound.
+//!
+//! ```toml
+//! uplink = "up0"
+//! discipline = "delay_constrained"  # strict_priority | delay_constrained | delay_wall_clock
+//!                                   # | drr | wf2q | edf
+//! packet_rate = 20000               # forwarding budget, packets/s (or `rate = "100mbit"`)
+//! batch = 238                       # packets per round (delay_constrained; P2 §3.2.1)
+//!
+//! [[port]]
+//! dev = "vg0"
+//! tier = 1          # 1 = most important (P2 Table 4: High 1, Middle 2, Low 3)
+//! weight = 1        # DRR quantum multiplier, WF2Q+ weight
+//! bound = "30ms"    # latency bound: bitmap length, wall-clock bound, EDF deadline
+//! ```
+//!
+//! Every error names the file, the key and the value. Durations and rates use the project's
+//! grammar (`netsched_core::units`, tc(8) units: `bit` = bits/s, `bps` = bytes/s).
+
+use anyhow::{bail, Result};
+use netsched_core::qdisc::delay::DelayInterfaceConfig;
+use netsched_core::qdisc::drr::DrrClassConfig;
+use netsched_core::qdisc::edf::EdfClassConfig;
+use netsched_core::qdisc::prio::BandConfig;
+use netsched_core::qdisc::wf2q::Wf2qClassConfig;
+use netsched_core::qdisc::QdiscConfig;
+use netsched_core::units::{format_duration, serde_duration, serde_rate};
+use netsched_core::{Nanos, MS};
+use serde::Deserialize;
+use std::path::Path;
+
+/// Xen netback's per-vif queue, `XENVIF_QUEUE_LENGTH` = 32 packets (Linux
+/// `drivers/net/xen-netback/common.h`, 3.x series; the queue P2 §3.2 schedules across).
+pub const XENVIF_QUEUE_LENGTH: usize = 32;
+/// P2 §3.2.1: netback moves up to 238 packets per round.
+pub const P2_BATCH: usize = 238;
+/// Most guest ports (each costs a socket and a class; the round start is O(ports)).
+pub const MAX_PORTS: usize = 1024;
+/// Largest vif queue, packets.
+pub const MAX_QUEUE: usize = 65_536;
+/// Largest MAC learning table.
+pub const MAX_MAC_TABLE: usize = 1 << 20;
+/// Largest configuration file read, bytes.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+/// P2 §3.3.2: bitmap lengths proportional to the bounds, 30/60/100 ms → 3/6/10 bits, i.e.
+/// one bit per 10 ms; the default when `bitmap_len` is not given.
+pub const BOUND_PER_BIT: Nanos = 10 * MS;
+
+/// Which discipline serves the uplink across guest ports (one class per port).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Discipline {
+    /// Strict priority by tier (ties: config order) — the Xen-like baseline.
+    StrictPriority,
+    /// P2's delay-constrained priority with delay bitmaps.
+    DelayConstrained,
+    /// The same with promotion by the head packet's age (`bound`).
+    DelayWallClock,
+    /// Deficit round robin, quantum = `weight` × 1514 bytes.
+    Drr,
+    /// WF2Q+ with the port's `weight`.
+    Wf2q,
+    /// Earliest deadline first, deadline = the port's `bound`.
+    Edf,
+}
+
+impl Discipline {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Discipline::StrictPriority => "strict_priority",
+            Discipline::DelayConstrained => "delay_constrained",
+            Discipline::DelayWallClock => "delay_wall_clock",
+            Discipline::Drr => "drr",
+            Discipline::Wf2q => "wf2q",
+            Discipline::Edf => "edf",
+        }
+    }
+}
+
+fn default_tier() -> u32 {
+    1
+}
+fn default_weight() -> u32 {
+    1
+}
+fn default_bound() -> Nanos {
+    100 * MS
+}
+fn default_slice() -> Nanos {
+    10 * MS
+}
+fn default_batch() -> usize {
+    P2_BATCH
+}
+fn default_queue() -> usize {
+    XENVIF_QUEUE_LENGTH
+}
+fn default_mac_table() -> usize {
+    4096
+}
+
+/// One guest port.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    /// Interface name (veth end or TAP device) in the switch's namespace.
+    pub dev: String,
+    /// 1 = most important.
+    #[serde(default = "default_tier")]
+    pub tier: u32,
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    #[serde(default = "default_bound", deserialize_with = "serde_duration")]
+    pub bound: Nanos,
+    /// Delay bitmap length; default `bound / 10ms` (at least 2).
+    #[serde(default)]
+    pub bitmap_len: Option<u32>,
+    /// vif queue, packets; default the file's `queue`.
+    #[serde(default)]
+    pub queue: Option<usize>,
+}
+
+impl PortConfig {
+    pub fn bitmap_len(&self) -> u32 {
+        self.bitmap_len
+            .unwrap_or_else(|| (self.bound / BOUND_PER_BIT).clamp(2, 63) as u32)
+    }
+}
+
+fn opt_rate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    serde_rate(d).map(Some)
+}
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchConfig {
+    pub uplink: String,
+    pub discipline: Discipline,
+    /// Forwarding budget in packets/s (dom0's CPU); at most one of this and `rate`.
+    #[serde(default)]
+    pub packet_rate: Option<u64>,
+    /// Forwarding budget in bits/s on the uplink.
+    #[serde(default, deserialize_with = "opt_rate")]
+    pub rate: Option<u64>,
+    /// Share of time the budget is off (dom0's CPU taken by other work, P2 §4's MD5 load),
+    /// 0..0.95; the budget alternates on and off periods of mean `budget_slice` each at 0.5
+    /// (on = slice·(1−busy)/0.5, off = slice·busy/0.5, as the simulator's model).
+    #[serde(default)]
+    pub budget_busy: f64,
+    #[serde(default = "default_slice", deserialize_with = "serde_duration")]
+    pub budget_slice: Nanos,
+    #[serde(default = "default_batch")]
+    pub batch: usize,
+    /// Default vif queue, packets.
+    #[serde(default = "default_queue")]
+    pub queue: usize,
+    /// Most learned MAC addresses (return path); new addresses beyond it are not learned.
+    #[serde(default = "default_mac_table")]
+    pub mac_table: usize,
+    #[serde(rename = "port")]
+    pub ports: Vec<PortConfig>,
+}
+
+impl SwitchConfig {
+    /// Read and check `path` (at most [`MAX_CONFIG_BYTES`]).
+    pub fn load(path: &Path) -> Result<Self> {
+        // A regular file only (`/dev/zero` or a FIFO would never end), bounded, UTF-8.
+        let text =
+            netsched_report::read::read_text(path, MAX_CONFIG_BYTES, "switch configuration")?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Parse and check `text`; `origin` (a file name) prefixes every error.
+    pub fn parse(text: &str, origin: &str) -> Result<Self> {
+        let cfg: SwitchConfig =
+            toml::from_str(text).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        cfg.check().map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        Ok(cfg)
+    }
+
+    /// Bounds and consistency; the error names the key and its value.
+    pub fn check(&self) -> Result<()> {
+        if self.ports.is_empty() {
+            bail!("[[port]]: at least one guest port is needed");
+        }
+        if self.ports.len() > MAX_PORTS {
+            bail!(
+                "[[port]]: {} ports, more than the {MAX_PORTS} supported",
+                self.ports.len()
+            );
+        }
+        if self.packet_rate.is_some() && self.rate.is_some() {
+            bail!("packet_rate and rate are both set: give one forwarding budget");
+        }
+        if let Some(r) = self.packet_rate {
+            if !(1..=100_000_000).contains(&r) {
+                bail!("packet_rate = {r}: must be between 1 and 100000000 packets/s");
+            }
+        }
+        if self.rate == Some(0) {
+            bail!("rate = \"0\": must be positive (leave it out for no budget)");
+        }
+        if !(0.0..=0.95).contains(&self.budget_busy) {
+            bail!(
+                "budget_busy = {}: must be between 0 and 0.95",
+                self.budget_busy
+            );
+        }
+        if self.budget_busy > 0.0 && self.packet_rate.is_none() && self.rate.is_none() {
+            bail!(
+                "budget_busy = {}: needs a budget (packet_rate or rate)",
+                self.budget_busy
+            );
+        }
+        if !(MS / 10..=10 * 1000 * MS).contains(&self.budget_slice) {
+            bail!(
+                "budget_slice = {:?}: must be between 100us and 10s",
+                format_duration(self.budget_slice)
+            );
+        }
+        if self.batch == 0 || self.batch > 1 << 20 {
+            bail!("batch = {}: must be between 1 and 1048576", self.batch);
+        }
+        if self.queue == 0 || self.queue > MAX_QUEUE {
+            bail!("queue = {}: must be between 1 and {MAX_QUEUE}", self.queue);
+        }
+        if self.mac_table == 0 || self.mac_table > MAX_MAC_TABLE {
+            bail!(
+                "mac_table = {}: must be between 1 and {MAX_MAC_TABLE}",
+                self.mac_table
+            );
+        }
+        check_ifname("uplink", &self.uplink)?;
+        for (i, p) in self.ports.iter().enumerate() {
+            check_ifname(&format!("port[{i}].dev"), &p.dev)?;
+            if p.dev == self.uplink {
+                bail!("port[{i}].dev = {:?}: is also the uplink", p.dev);
+            }
+            if let Some(j) = self.ports[..i].iter().position(|q| q.dev == p.dev) {
+                bail!("port[{i}].dev = {:?}: already port[{j}]", p.dev);
+            }
+            if !(1..=1000).contains(&p.tier) {
+                bail!("port[{i}].tier = {}: must be between 1 and 1000", p.tier);
+            }
+            if !(1..=1000).contains(&p.weight) {
+                bail!(
+                    "port[{i}].weight = {}: must be between 1 and 1000",
+                    p.weight
+                );
+            }
+            if p.bound == 0 || p.bound > 60_000 * MS {
+                bail!(
+                    "port[{i}].bound = {:?}: must be above 0 and at most 60s",
+                    format_duration(p.bound)
+                );
+            }
+            if let Some(b) = p.bitmap_len {
+                if !(2..=63).contains(&b) {
+                    bail!("port[{i}].bitmap_len = {b}: must be between 2 and 63");
+                }
+            }
+            if let Some(q) = p.queue {
+                if q == 0 || q > MAX_QUEUE {
+                    bail!("port[{i}].queue = {q}: must be between 1 and {MAX_QUEUE}");
+                }
+            }
+        }
+        // The discipline itself refuses what it cannot build (names the class).
+        self.qdisc()
+            .build::<crate::frame::Frame>()
+            .map_err(|e| anyhow::anyhow!("discipline {}: {e}", self.discipline.as_str()))?;
+        Ok(())
+    }
+
+    /// (on, off) lengths of the budget's periods in ns; `None` when always on.
+    pub fn budget_periods(&self) -> Option<(Nanos, Nanos)> {
+        (self.budget_busy > 0.0).then(|| {
+            let s = self.budget_slice as f64;
+            (
+                (s * (1.0 - self.budget_busy) / 0.5) as Nanos,
+                (s * self.budget_busy / 0.5) as Nanos,
+            )
+        })
+    }
+
+    pub fn port_queue(&self, i: usize) -> usize {
+        self.ports[i].queue.unwrap_or(self.queue)
+    }
+
+    /// Class order: ports sorted by (tier, config order). `class_of[port]`.
+    pub fn class_of(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.ports.len()).collect();
+        order.sort_by_key(|&i| (self.ports[i].tier, i));
+        let mut class_of = vec![0; order.len()];
+        for (class, &port) in order.iter().enumerate() {
+            class_of[port] = class;
+        }
+        class_of
+    }
+
+    /// The core discipline, one class per port in [`SwitchConfig::class_of`] order.
+    pub fn qdisc(&self) -> QdiscConfig {
+        let class_of = self.class_of();
+        let mut by_class = vec![0; class_of.len()];
+        for (port, &c) in class_of.iter().enumerate() {
+            by_class[c] = port;
+        }
+        let ports = by_class
+            .iter()
+            .map(|&p| (&self.ports[p], self.port_queue(p)));
+        match self.discipline {
+            Discipline::StrictPriority => QdiscConfig::StrictPriority {
+                bands: ports
+                    .map(|(_, q)| BandConfig::with_limits(q, u64::MAX))
+                    .collect(),
+            },
+            Discipline::DelayConstrained | Discipline::DelayWallClock => {
+                QdiscConfig::DelayConstrained {
+                    interfaces: ports
+                        .map(|(p, q)| DelayInterfaceConfig {
+                            priority: p.tier,
+                            bitmap_len: p.bitmap_len(),
+                            bound_ns: Some(p.bound),
+                            limit_packets: q,
+                        })
+                        .collect(),
+                    batch: self.batch,
+                    wall_clock: self.discipline == Discipline::DelayWallClock,
+                    literal_fig4: false,
+                }
+            }
+            Discipline::Drr => QdiscConfig::Drr {
+                classes: ports
+                    .map(|(p, q)| DrrClassConfig::new(p.weight * 1514, q, u64::MAX))
+                    .collect(),
+            },
+            Discipline::Wf2q => QdiscConfig::Wf2qPlus {
+                classes: ports
+                    .map(|(p, q)| Wf2qClassConfig::new(p.weight, q, u64::MAX))
+                    .collect(),
+            },
+            Discipline::Edf => QdiscConfig::Edf {
+                classes: ports
+                    .map(|(p, q)| EdfClassConfig::new(p.bound / 1000, q, u64::MAX))
+                    .collect(),
+                drop_expired: false,
+            },
+        }
+    }
+}
+
+fn check_ifname(key: &str, name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > 15 || name.contains(['/', ' ', '\0']) {
+        bail!("{key} = {name:?}: not an interface name (1..15 bytes, no '/', space or NUL)");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OK: &str = r#"
+uplink = "up0"
+discipline = "delay_constrained"
+packet_rate = 20000
+[[port]]
+dev = "vg0"
+tier = 1
+bound = "30ms"
+[[port]]
+dev = "vg1"
+tier = 3
+bound = "100ms"
+[[port]]
+dev = "vg2"
+tier = 2
+bound = "60ms"
+"#;
+
+    #[test]
+    fn a_good_file_builds_one_class_per_port_in_tier_order() {
+        let c = SwitchConfig::parse(OK, "sw.toml").unwrap();
+        assert_eq!(c.class_of(), vec![0, 2, 1]);
+        assert_eq!(c.port_queue(1), XENVIF_QUEUE_LENGTH);
+        assert_eq!(c.ports[1].bitmap_len(), 10);
+        match c.qdisc() {
+            QdiscConfig::DelayConstrained {
+                interfaces, batch, ..
+            } => {
+                assert_eq!(batch, P2_BATCH);
+                let p: Vec<u32> = interfaces.iter().map(|i| i.priority).collect();
+                assert_eq!(p, vec![1, 2, 3]);
+                let b: Vec<u32> = interfaces.iter().map(|i| i.bitmap_len).collect();
+                assert_eq!(b, vec![3, 6, 10]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_name_the_file_the_key_and_the_value() {
+        let cases = [
+            (OK.replace("\"30ms\"", "\"30\""), "30"),
+            (OK.replace("tier = 3", "tier = 0"), "port[1].tier = 0"),
+            (OK.replace("tier = 3", "tire = 3"), "tire"),
+            (OK.replace("\"vg2\"", "\"vg0\""), "port[2].dev = \"vg0\""),
+            (
+                OK.replace("packet_rate = 20000", "packet_rate = 0"),
+                "packet_rate = 0",
+            ),
+            (
+                OK.replace("packet_rate = 20000", "packet_rate = 1\nrate = \"1mbit\""),
+                "both set",
+            ),
+            (OK.replace("delay_constrained", "fifo"), "fifo"),
+            (
+                OK.replace("packet_rate = 20000", "packet_rate = 9\nbudget_busy = 1.5"),
+                "budget_busy = 1.5",
+            ),
+            (OK.replace("\"up0\"", "\"vg1\""), "is also the uplink"),
+        ];
+        for (text, want) in cases {
+            let e = format!("{:#}", SwitchConfig::parse(&text, "sw.toml").unwrap_err());
+            assert!(e.starts_with("sw.toml"), "{e}");
+            assert!(e.contains(want), "want {want:?} in: {e}");
+        }
+    }
+
+    #[test]
+    fn load_refuses_devices_and_missing_files_by_name() {
+        let e = format!(
+            "{:#}",
+            SwitchConfig::load(Path::new("/dev/zero")).unwrap_err()
+        );
+        assert!(e.contains("/dev/zero"), "{e}");
+        let e = format!(
+            "{:#}",
+            SwitchConfig::load(Path::new("/nonexistent/x.toml")).unwrap_err()
+        );
+        assert!(e.contains("/nonexistent/x.toml"), "{e}");
+    }
+
+    #[test]
+    fn every_discipline_builds() {
+        for d in [
+            "strict_priority",
+            "delay_constrained",
+            "delay_wall_clock",
+            "drr",
+            "wf2q",
+            "edf",
+        ] {
+            let t = OK.replace("delay_constrained", d);
+            let c = SwitchConfig::parse(&t, "x").unwrap();
+            assert_eq!(c.discipline.as_str(), d);
+        }
+    }
+}

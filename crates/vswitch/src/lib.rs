@@ -1,0 +1,27 @@
+//! # netsched-vswitch — a host switch that schedules guest interfaces (P2 on real traffic)
+//!
+//! `netsched vswitch` moves Ethernet frames from N guest interfaces (veth ends whose peers sit
+//! in guest namespaces, or TAP devices a VM monitor holds) onto one uplink, as Xen's netback
+//! moves packets from the guests' vifs to the physical link (P2, "Delay-constrained
+//! scheduling for game-server VMs", §3.2). Each guest port has a bounded vif queue; one core
+//! discipline (strict tier priority, P2's delay bitmaps, the wall-clock variant, DRR, WF2Q+,
+//! EDF) decides which port's frame goes next, within a forwarding budget that makes guests
+//! contend as dom0's CPU did. The way back is a learning bridge.
+//!
+//! Read top-down:
+//! - [`cli`]: the `netsched vswitch` arguments and entry point;
+//! - [`config`]: the TOML file (ports, tiers, weights, bounds, budget) → a core discipline;
+//! - [`switch`]: the event loop, per-port accounting, removal of vanished ports;
+//! - [`macs`]: the bounded MAC learning table of the return path;
+//! - [`frame`]: what the disciplines queue (a pool slot and its port);
+//! - [`sys`]: TAP devices (the AF_PACKET ports themselves are `netsched_link::port`).
+
+pub mod cli;
+pub mod config;
+pub mod frame;
+pub mod macs;
+pub mod switch;
+pub mod sys;
+
+pub use config::{Discipline, PortConfig, SwitchConfig};
+pub use switch::{spawn_in_netns, PortStats, Switch, SwitchHandle, SwitchStats};

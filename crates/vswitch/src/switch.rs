@@ -1,0 +1,808 @@
+//! The switch's event loop: N guest ports and one uplink, each an AF_PACKET
+//! [`netsched_link::port::Port`], one shared [`FramePool`], one core discipline across the
+//! guest ports (one class per port) and a forwarding budget.
+//!
+//! One thread, no per-packet allocation. Each turn:
+//! 1. **guest → uplink**: read a batch from every guest port; each frame is checked (at least
+//!    an Ethernet header, at most one pool slot), its source MAC learned for the return path,
+//!    and it is offered to the discipline in its port's class — a full vif queue drops the new
+//!    frame (reason `queue_full`), so a flooding guest fills only its own queue;
+//! 2. **budget**: while the forwarding budget (packets/s or bits/s, dom0's CPU in P2) has
+//!    credit, take the next frame from the discipline into the uplink's send batch;
+//! 3. **uplink → guest**: read a batch from the uplink and deliver each frame by destination
+//!    MAC like a bridge: a learned unicast address goes to its port, broadcast, multicast and
+//!    unknown unicast to every guest port;
+//! 4. sleep in `ppoll` on all sockets until input, the next budget credit or 100 ms.
+//!
+//! The pool has one slot per vif-queue place plus room for the batches in flight, so it never
+//! runs dry and a port can never hold more than its queue: memory is fixed at start.
+//!
+//! Every frame read from a guest port is accounted on that port:
+//! `received = forwarded + dropped (per reason) + queued` ([`PortStats::identity_holds`]).
+//! A port whose interface disappears (checked every [`LIVENESS_EVERY`]) is closed with a log
+//! line; its queued frames are dropped as `removed`; the others keep being served.
+
+use crate::config::{Discipline, SwitchConfig};
+pub use crate::frame::Frame;
+use crate::macs::MacTable;
+use anyhow::{bail, Context, Result};
+use netsched_core::qdisc::{AnyQdisc, Qdisc, Verdict};
+use netsched_core::{Nanos, MS, SEC};
+use netsched_link::port::{FramePool, Port, Rx, BATCH, SLOT};
+use netsched_link::sys;
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+
+/// Ethernet header: destination, source, EtherType.
+pub const ETH_HEADER: u32 = 14;
+/// How often the packet thread checks that every port's interface still exists.
+pub const LIVENESS_EVERY: Nanos = 200 * MS;
+/// The loop wakes at least this often (stop flag, liveness, stats).
+const MAX_SLEEP: Nanos = 100 * MS;
+/// Budget credit that may accumulate while the loop slept late (keeps the average rate
+/// without letting an idle period turn into a burst larger than this).
+const BUDGET_SLACK: Nanos = MS;
+/// Shortest `--stats` interval.
+pub const MIN_STATS_INTERVAL: Nanos = 100 * MS;
+/// Snapshots waiting for the printer; one more is dropped and counted.
+pub const STATS_QUEUE: usize = 16;
+
+/// Counters of one guest port. Identity: `received == forwarded + dropped() + queued`.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct PortStats {
+    pub dev: String,
+    pub tier: u32,
+    /// Frames read from the guest (valid or not).
+    pub received: u64,
+    /// Sent on the uplink.
+    pub forwarded: u64,
+    pub forwarded_bytes: u64,
+    /// vif queue full on arrival.
+    pub dropped_queue_full: u64,
+    /// Shorter than an Ethernet header.
+    pub dropped_malformed: u64,
+    /// Longer than a pool slot (offloads on in the guest).
+    pub dropped_oversize: u64,
+    /// The uplink refused the frame (an error other than "busy").
+    pub dropped_send_error: u64,
+    /// Queued when the port's interface disappeared.
+    pub dropped_removed: u64,
+    /// Queued at shutdown.
+    pub dropped_shutdown: u64,
+    /// Dropped by the discipline itself (EDF late items; none with the defaults).
+    pub dropped_discipline: u64,
+    /// In the vif queue or the uplink's send batch.
+    pub queued: u64,
+    /// Frames the kernel dropped before we read them (socket buffer full): not in `received`.
+    pub kernel_drops: u64,
+    /// Frames delivered to this guest from the uplink.
+    pub delivered: u64,
+    /// Delivery to this guest failed (busy or gone).
+    pub deliver_failed: u64,
+    /// Longest run of round starts that passed over this backlogged port (delay_constrained).
+    pub max_rounds_passed: u64,
+    /// The proven bound on that run (`bitmap_len + n − 2`), 0 for other disciplines.
+    pub bound_rounds: u64,
+    /// The interface disappeared; the port is closed.
+    pub removed: bool,
+}
+
+impl PortStats {
+    pub fn dropped(&self) -> u64 {
+        self.dropped_queue_full
+            + self.dropped_malformed
+            + self.dropped_oversize
+            + self.dropped_send_error
+            + self.dropped_removed
+            + self.dropped_shutdown
+            + self.dropped_discipline
+    }
+    /// `received == forwarded + dropped + queued`.
+    pub fn identity_holds(&self) -> bool {
+        self.received == self.forwarded + self.dropped() + self.queued
+    }
+}
+
+/// Counters of the uplink (return path). Identity: `received == delivered_unicast + flooded
+/// + dropped_malformed + dropped_oversize + dropped_no_port`.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct UplinkStats {
+    pub dev: String,
+    pub received: u64,
+    /// To the one port that learned the destination MAC.
+    pub delivered_unicast: u64,
+    /// Broadcast, multicast or unknown unicast: sent to every guest port.
+    pub flooded: u64,
+    pub dropped_malformed: u64,
+    pub dropped_oversize: u64,
+    /// Learned port since removed, or no guest port left.
+    pub dropped_no_port: u64,
+    pub kernel_drops: u64,
+    /// Uplink sends that failed with an error other than "busy".
+    pub send_errors: u64,
+}
+
+/// One snapshot, a `--stats` JSON line.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SwitchStats {
+    /// Seconds since start.
+    pub t: f64,
+    /// CPU seconds of the packet thread.
+    pub cpu_s: f64,
+    pub discipline: String,
+    /// Round starts (delay_constrained); dequeues otherwise.
+    pub rounds: u64,
+    pub mac_learned: u64,
+    /// New source addresses not learned because the table was full.
+    pub mac_table_full: u64,
+    pub stats_dropped: u64,
+    pub uplink: UplinkStats,
+    pub ports: Vec<PortStats>,
+}
+
+impl SwitchStats {
+    /// Every port's identity holds.
+    pub fn identity_holds(&self) -> bool {
+        self.ports.iter().all(PortStats::identity_holds)
+    }
+}
+
+/// The packet thread's end of the bounded counter hand-off: never blocks.
+pub struct StatsOutlet {
+    tx: SyncSender<SwitchStats>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl StatsOutlet {
+    /// An outlet and the printer's end, holding at most [`STATS_QUEUE`] snapshots.
+    pub fn new() -> (Self, Receiver<SwitchStats>) {
+        let (tx, rx) = sync_channel(STATS_QUEUE);
+        (
+            Self {
+                tx,
+                dropped: Arc::new(AtomicU64::new(0)),
+            },
+            rx,
+        )
+    }
+
+    fn offer(&self, mut s: SwitchStats) {
+        s.stats_dropped = self.dropped.load(Ordering::Relaxed);
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(s) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+struct GuestPort {
+    /// `None` once removed.
+    port: Option<Port>,
+    ifindex: u32,
+    class: usize,
+    stats: PortStats,
+    passed: u64,
+    backlogged: bool,
+}
+
+/// The switch. Build with [`Switch::open`] in the namespace of its interfaces.
+pub struct Switch {
+    guests: Vec<GuestPort>,
+    port_of_class: Vec<usize>,
+    uplink: Port,
+    uplink_ifindex: u32,
+    up: UplinkStats,
+    pool: FramePool,
+    qdisc: AnyQdisc<Frame>,
+    discipline: Discipline,
+    macs: MacTable,
+    /// Frames taken from the discipline, waiting for `sendmmsg` on the uplink.
+    pending: Vec<Frame>,
+    /// Budget: the uplink is busy until then.
+    free_at: Nanos,
+    ns_per_packet: Option<Nanos>,
+    bits_per_s: Option<u64>,
+    /// (on, off) periods of the budget, and the time they are counted from.
+    budget_periods: Option<(Nanos, Nanos)>,
+    t0: Nanos,
+    rounds: u64,
+    pollfds: Vec<libc::pollfd>,
+    stats_interval: Option<Nanos>,
+}
+
+impl Switch {
+    /// Open every port (in the calling thread's network namespace).
+    pub fn open(cfg: &SwitchConfig, stats_interval: Option<Nanos>) -> Result<Self> {
+        cfg.check()?;
+        if let Some(i) = stats_interval {
+            if i < MIN_STATS_INTERVAL {
+                bail!(
+                    "--stats {}: must be at least {}",
+                    netsched_core::units::format_duration(i),
+                    netsched_core::units::format_duration(MIN_STATS_INTERVAL)
+                );
+            }
+        }
+        let class_of = cfg.class_of();
+        let mut port_of_class = vec![0; class_of.len()];
+        let mut guests = Vec::with_capacity(cfg.ports.len());
+        for (i, p) in cfg.ports.iter().enumerate() {
+            let port = Port::open(&p.dev).with_context(|| format!("port[{i}] ({})", p.dev))?;
+            let ifindex = sys::ifindex(&p.dev).unwrap_or(0);
+            port_of_class[class_of[i]] = i;
+            guests.push(GuestPort {
+                port: Some(port),
+                ifindex,
+                class: class_of[i],
+                stats: PortStats {
+                    dev: p.dev.clone(),
+                    tier: p.tier,
+                    ..PortStats::default()
+                },
+                passed: 0,
+                backlogged: false,
+            });
+        }
+        let uplink = Port::open(&cfg.uplink).context("uplink")?;
+        let uplink_ifindex = sys::ifindex(&cfg.uplink).unwrap_or(0);
+        let qdisc: AnyQdisc<Frame> = cfg
+            .qdisc()
+            .build()
+            .map_err(|e| anyhow::anyhow!("discipline: {e}"))?;
+        if let AnyQdisc::DelayConstrained(d) = &qdisc {
+            if cfg.discipline == Discipline::DelayConstrained {
+                for g in guests.iter_mut() {
+                    g.stats.bound_rounds = d.wait_bound_rounds(g.class);
+                }
+            }
+        }
+        // Every queue place, one receive batch, the uplink send batch, one return batch.
+        let slots: usize = (0..cfg.ports.len())
+            .map(|i| cfg.port_queue(i))
+            .sum::<usize>()
+            + 3 * BATCH;
+        let _ = sys::set_timer_slack(1000);
+        Ok(Self {
+            pollfds: Vec::with_capacity(guests.len() + 1),
+            guests,
+            port_of_class,
+            uplink,
+            uplink_ifindex,
+            up: UplinkStats {
+                dev: cfg.uplink.clone(),
+                ..UplinkStats::default()
+            },
+            pool: FramePool::new(slots),
+            qdisc,
+            discipline: cfg.discipline,
+            macs: MacTable::new(cfg.mac_table),
+            pending: Vec::with_capacity(BATCH),
+            free_at: 0,
+            ns_per_packet: cfg.packet_rate.map(|r| (SEC / r).max(1)),
+            bits_per_s: cfg.rate,
+            budget_periods: cfg.budget_periods(),
+            t0: 0,
+            rounds: 0,
+            stats_interval,
+        })
+    }
+
+    /// The open ports (for offload warnings): guests first, then the uplink.
+    pub fn ports(&self) -> impl Iterator<Item = &Port> {
+        self.guests
+            .iter()
+            .filter_map(|g| g.port.as_ref())
+            .chain(std::iter::once(&self.uplink))
+    }
+
+    /// Current counters.
+    pub fn stats(&mut self, t0: Nanos) -> SwitchStats {
+        for g in &mut self.guests {
+            if let Some(p) = &g.port {
+                g.stats.kernel_drops += p.take_kernel_drops();
+            }
+        }
+        self.up.kernel_drops += self.uplink.take_kernel_drops();
+        SwitchStats {
+            t: (sys::now_ns().saturating_sub(t0)) as f64 / 1e9,
+            cpu_s: sys::thread_cpu_ns() as f64 / 1e9,
+            discipline: self.discipline.as_str().to_string(),
+            rounds: self.rounds,
+            mac_learned: self.macs.len() as u64,
+            mac_table_full: self.macs.refused(),
+            stats_dropped: 0,
+            uplink: self.up.clone(),
+            ports: self.guests.iter().map(|g| g.stats.clone()).collect(),
+        }
+    }
+
+    /// Read one batch from guest `gi` into the discipline. Returns frames read.
+    fn recv_guest(&mut self, gi: usize, now: Nanos) -> usize {
+        let Some(port) = self.guests[gi].port.as_ref() else {
+            return 0;
+        };
+        let mut events = [Rx::Oversize { len: 0 }; BATCH];
+        let (read, k) = port.recv(&mut self.pool, &mut events);
+        let class = self.guests[gi].class;
+        for rx in &events[..k] {
+            let g = &mut self.guests[gi];
+            g.stats.received += 1;
+            match *rx {
+                Rx::Oversize { .. } => g.stats.dropped_oversize += 1,
+                Rx::Frame { slot, len } if len < ETH_HEADER => {
+                    g.stats.dropped_malformed += 1;
+                    self.pool.release(slot);
+                }
+                Rx::Frame { slot, len } => {
+                    let data = self.pool.data(slot, len);
+                    let mut src = [0u8; 6];
+                    src.copy_from_slice(&data[6..12]);
+                    self.macs.learn(src, gi as u32);
+                    let frame = Frame {
+                        slot,
+                        len,
+                        port: gi as u32,
+                        arrived: now,
+                    };
+                    match self.qdisc.enqueue(class, frame, now) {
+                        Verdict::Queued => g.stats.queued += 1,
+                        Verdict::Dropped { item, .. } => {
+                            g.stats.dropped_queue_full += 1;
+                            self.pool.release(item.slot);
+                        }
+                        Verdict::QueuedEvicting { evicted, .. } => {
+                            // Not done by the disciplines configured here; accounted anyway.
+                            g.stats.queued += 1;
+                            let e = &mut self.guests[evicted.port as usize].stats;
+                            e.queued -= 1;
+                            e.dropped_discipline += 1;
+                            self.pool.release(evicted.slot);
+                        }
+                    }
+                }
+            }
+        }
+        read
+    }
+
+    /// Cost of one frame against the budget, ns.
+    fn cost(&self, len: u32) -> Nanos {
+        match (self.ns_per_packet, self.bits_per_s) {
+            (Some(ns), _) => ns,
+            (None, Some(bits)) => (len as u64 * 8 * SEC / bits).max(1),
+            (None, None) => 0,
+        }
+    }
+
+    /// Move frames from the discipline into the uplink's send batch while the budget allows.
+    fn dequeue_budgeted(&mut self, now: Nanos) {
+        if let Some((on, off)) = self.budget_periods {
+            let phase = now.saturating_sub(self.t0) % (on + off);
+            if phase >= on {
+                // Off period: no service until it ends (no credit accumulates meanwhile).
+                self.free_at = self.free_at.max(now + (on + off - phase));
+                return;
+            }
+        }
+        while self.pending.len() < BATCH && self.free_at <= now {
+            let round_start = match &self.qdisc {
+                AnyQdisc::DelayConstrained(d) if !d.round_open() => {
+                    for g in self.guests.iter_mut() {
+                        g.backlogged = d.iface_len(g.class) > 0;
+                    }
+                    true
+                }
+                _ => false,
+            };
+            let next = self.qdisc.dequeue(now);
+            for (f, _) in self.qdisc.take_evicted() {
+                let s = &mut self.guests[f.port as usize].stats;
+                s.queued -= 1;
+                s.dropped_discipline += 1;
+                self.pool.release(f.slot);
+            }
+            let Some(f) = next else {
+                return;
+            };
+            if round_start {
+                self.rounds += 1;
+                for (gi, g) in self.guests.iter_mut().enumerate() {
+                    if gi == f.port as usize || !g.backlogged {
+                        g.passed = 0;
+                    } else {
+                        g.passed += 1;
+                        g.stats.max_rounds_passed = g.stats.max_rounds_passed.max(g.passed);
+                    }
+                }
+            } else if !matches!(self.qdisc, AnyQdisc::DelayConstrained(_)) {
+                self.rounds += 1;
+            }
+            let g = &mut self.guests[f.port as usize];
+            if g.port.is_none() {
+                g.stats.queued -= 1;
+                g.stats.dropped_removed += 1;
+                self.pool.release(f.slot);
+                continue;
+            }
+            self.free_at = self.free_at.max(now.saturating_sub(BUDGET_SLACK)) + self.cost(f.len);
+            self.pending.push(f);
+        }
+    }
+
+    /// `sendmmsg` the pending batch on the uplink.
+    fn send_pending(&mut self) {
+        while !self.pending.is_empty() {
+            let mut batch = [(0u32, 0u32); BATCH];
+            for (b, f) in batch.iter_mut().zip(&self.pending) {
+                *b = (f.slot, f.len);
+            }
+            let n = self.pending.len();
+            match self.uplink.send(&self.pool, &batch[..n]) {
+                Ok(sent) => {
+                    for f in self.pending.drain(..sent) {
+                        let s = &mut self.guests[f.port as usize].stats;
+                        s.queued -= 1;
+                        s.forwarded += 1;
+                        s.forwarded_bytes += f.len as u64;
+                        self.pool.release(f.slot);
+                    }
+                    if sent < n {
+                        return;
+                    }
+                }
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.raw_os_error() == Some(libc::ENOBUFS) =>
+                {
+                    return; // busy: the next turn retries
+                }
+                Err(_) => {
+                    // Drop the first frame so the loop makes progress.
+                    let f = self.pending.remove(0);
+                    let s = &mut self.guests[f.port as usize].stats;
+                    s.queued -= 1;
+                    s.dropped_send_error += 1;
+                    self.up.send_errors += 1;
+                    self.pool.release(f.slot);
+                }
+            }
+        }
+    }
+
+    /// Read one batch from the uplink and deliver it by destination MAC. Returns frames read.
+    fn recv_uplink(&mut self) -> usize {
+        let mut events = [Rx::Oversize { len: 0 }; BATCH];
+        let (read, k) = self.uplink.recv(&mut self.pool, &mut events);
+        for rx in &events[..k] {
+            self.up.received += 1;
+            let (slot, len) = match *rx {
+                Rx::Oversize { .. } => {
+                    self.up.dropped_oversize += 1;
+                    continue;
+                }
+                Rx::Frame { slot, len } if len < ETH_HEADER => {
+                    self.up.dropped_malformed += 1;
+                    self.pool.release(slot);
+                    continue;
+                }
+                Rx::Frame { slot, len } => (slot, len),
+            };
+            let mut dst = [0u8; 6];
+            dst.copy_from_slice(&self.pool.data(slot, len)[..6]);
+            let group = dst[0] & 1 == 1;
+            match (!group).then(|| self.macs.lookup(&dst)).flatten() {
+                Some(gi) => {
+                    let ok = self.deliver(gi as usize, slot, len);
+                    if ok {
+                        self.up.delivered_unicast += 1;
+                    } else {
+                        self.up.dropped_no_port += 1;
+                    }
+                }
+                None => {
+                    let mut any = false;
+                    for gi in 0..self.guests.len() {
+                        any |= self.deliver(gi, slot, len);
+                    }
+                    if any {
+                        self.up.flooded += 1;
+                    } else {
+                        self.up.dropped_no_port += 1;
+                    }
+                }
+            }
+            self.pool.release(slot);
+        }
+        read
+    }
+
+    fn deliver(&mut self, gi: usize, slot: u32, len: u32) -> bool {
+        let g = &mut self.guests[gi];
+        let Some(p) = &g.port else {
+            return false;
+        };
+        match p.send(&self.pool, &[(slot, len)]) {
+            Ok(1) => {
+                g.stats.delivered += 1;
+                true
+            }
+            _ => {
+                g.stats.deliver_failed += 1;
+                false
+            }
+        }
+    }
+
+    /// Close ports whose interface is gone (or was replaced: another index). `Err` if the
+    /// uplink is gone.
+    fn check_liveness(&mut self) -> Result<()> {
+        if sys::ifindex(&self.up.dev) != Some(self.uplink_ifindex) {
+            bail!(
+                "uplink {} disappeared (interface removed or replaced); stopping",
+                self.up.dev
+            );
+        }
+        let mut removed_any = false;
+        for g in &mut self.guests {
+            if g.port.is_some() && sys::ifindex(&g.stats.dev) != Some(g.ifindex) {
+                if let Some(p) = g.port.take() {
+                    g.stats.kernel_drops += p.take_kernel_drops();
+                }
+                g.stats.removed = true;
+                removed_any = true;
+                eprintln!(
+                    "vswitch: port {} (ifindex {}) disappeared: closed, its {} queued frames \
+                     are dropped as `removed`; still serving the other ports",
+                    g.stats.dev, g.ifindex, g.stats.queued
+                );
+            }
+        }
+        if removed_any {
+            self.macs
+                .forget_if(|gi| self.guests[gi as usize].port.is_none());
+            // Frames of removed ports waiting in the send batch go too.
+            let guests = &mut self.guests;
+            let pool = &mut self.pool;
+            self.pending.retain(|f| {
+                let g = &mut guests[f.port as usize];
+                if g.port.is_some() {
+                    return true;
+                }
+                g.stats.queued -= 1;
+                g.stats.dropped_removed += 1;
+                pool.release(f.slot);
+                false
+            });
+        }
+        Ok(())
+    }
+
+    /// Forward until `stop()` (or `duration`); snapshots to `outlet` every stats interval.
+    /// Returns the final counters after the queues were emptied (held frames counted as
+    /// `dropped_shutdown`), so every identity closes with `queued == 0`.
+    pub fn run(
+        &mut self,
+        stop: &dyn Fn() -> bool,
+        duration: Option<Nanos>,
+        outlet: Option<&StatsOutlet>,
+    ) -> Result<SwitchStats> {
+        let t0 = sys::now_ns();
+        let end = duration.map(|d| t0 + d);
+        let interval = outlet.and(self.stats_interval);
+        let mut next_stats = interval.map(|i| t0 + i);
+        let mut next_liveness = t0 + LIVENESS_EVERY;
+        self.free_at = t0;
+        self.t0 = t0;
+        let result = self.run_loop(
+            stop,
+            end,
+            interval,
+            &mut next_stats,
+            &mut next_liveness,
+            outlet,
+            t0,
+        );
+        self.shutdown();
+        result.map(|()| self.stats(t0))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_loop(
+        &mut self,
+        stop: &dyn Fn() -> bool,
+        end: Option<Nanos>,
+        interval: Option<Nanos>,
+        next_stats: &mut Option<Nanos>,
+        next_liveness: &mut Nanos,
+        outlet: Option<&StatsOutlet>,
+        t0: Nanos,
+    ) -> Result<()> {
+        while !stop() {
+            let now = sys::now_ns();
+            if end.is_some_and(|e| now >= e) {
+                break;
+            }
+            for gi in 0..self.guests.len() {
+                self.recv_guest(gi, now);
+            }
+            self.dequeue_budgeted(now);
+            self.send_pending();
+            // Up to a few return batches per turn, so a flood from the uplink cannot starve
+            // the guests' direction.
+            for _ in 0..4 {
+                if self.recv_uplink() < BATCH {
+                    break;
+                }
+            }
+            if now >= *next_liveness {
+                self.check_liveness()?;
+                *next_liveness = now + LIVENESS_EVERY;
+            }
+            if let (Some(ns), Some(iv), Some(o)) = (*next_stats, interval, outlet) {
+                if now >= ns {
+                    let s = self.stats(t0);
+                    o.offer(s);
+                    *next_stats = Some(ns + iv);
+                }
+            }
+            // Sleep until input, the next budget credit (if something waits) or a timer.
+            let now = sys::now_ns();
+            let backlog = self.qdisc.stats().queued_packets > 0 || !self.pending.is_empty();
+            let mut wake = now + MAX_SLEEP;
+            if backlog {
+                wake = wake.min(
+                    self.free_at
+                        .max(now + if self.pending.is_empty() { 0 } else { 20_000 }),
+                );
+            }
+            if let Some(t) = self.qdisc.next_timer(now) {
+                wake = wake.min(t);
+            }
+            for t in [*next_stats, end, Some(*next_liveness)]
+                .into_iter()
+                .flatten()
+            {
+                wake = wake.min(t);
+            }
+            let timeout = wake.saturating_sub(now);
+            if timeout == 0 {
+                continue;
+            }
+            self.pollfds.clear();
+            for g in &self.guests {
+                self.pollfds.push(libc::pollfd {
+                    fd: g.port.as_ref().map_or(-1, Port::raw_fd),
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+            self.pollfds.push(libc::pollfd {
+                fd: self.uplink.raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            sys::poll_set(&mut self.pollfds, timeout).context("ppoll")?;
+        }
+        Ok(())
+    }
+
+    /// Empty the discipline and the send batch; what they held is `dropped_shutdown`.
+    fn shutdown(&mut self) {
+        let held: Vec<Frame> = self.pending.drain(..).chain(self.qdisc.reset()).collect();
+        for f in held {
+            let s = &mut self.guests[f.port as usize].stats;
+            s.queued -= 1;
+            s.dropped_shutdown += 1;
+            self.pool.release(f.slot);
+        }
+    }
+
+    pub fn port_of_class(&self, class: usize) -> usize {
+        self.port_of_class[class]
+    }
+}
+
+/// A switch running on its own thread inside a named network namespace.
+pub struct SwitchHandle {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Result<SwitchStats>>>,
+}
+
+impl SwitchHandle {
+    /// Stop the switch and return its final counters.
+    pub fn stop(mut self) -> Result<SwitchStats> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => bail!("the switch thread panicked"),
+            None => bail!("the switch was already stopped"),
+        }
+    }
+}
+
+impl Drop for SwitchHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Start a switch on a new thread that has entered network namespace `netns` (an `ip netns`
+/// name); returns once every port is open (or with the error).
+pub fn spawn_in_netns(netns: &str, cfg: SwitchConfig) -> Result<SwitchHandle> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel::<Result<()>>();
+    let stop2 = Arc::clone(&stop);
+    let ns = netns.to_string();
+    let thread = std::thread::Builder::new()
+        .name(format!("vswitch-{netns}"))
+        .spawn(move || -> Result<SwitchStats> {
+            let opened = netsched_testbed::enter_netns(&ns).and_then(|()| Switch::open(&cfg, None));
+            let mut sw = match opened {
+                Ok(s) => {
+                    let _ = tx.send(Ok(()));
+                    s
+                }
+                Err(e) => {
+                    let msg = format!("{e:#}");
+                    let _ = tx.send(Err(e));
+                    bail!("{msg}");
+                }
+            };
+            sw.run(&|| stop2.load(Ordering::Relaxed), None, None)
+        })
+        .context("starting the switch thread")?;
+    match rx.recv() {
+        Ok(Ok(())) => Ok(SwitchHandle {
+            stop,
+            thread: Some(thread),
+        }),
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            Err(e)
+        }
+        Err(_) => {
+            let _ = thread.join();
+            bail!("the switch thread ended before opening its ports")
+        }
+    }
+}
+
+/// Largest frame the switch keeps (one pool slot).
+pub const MAX_FRAME: usize = SLOT;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_counts_every_drop_reason() {
+        let mut s = PortStats {
+            received: 10,
+            forwarded: 3,
+            dropped_queue_full: 2,
+            dropped_malformed: 1,
+            dropped_oversize: 1,
+            dropped_removed: 1,
+            dropped_shutdown: 1,
+            queued: 1,
+            ..PortStats::default()
+        };
+        assert!(s.identity_holds());
+        s.forwarded += 1;
+        assert!(!s.identity_holds());
+    }
+
+    #[test]
+    fn a_reader_that_never_reads_cannot_block_the_packet_thread() {
+        let (outlet, rx) = StatsOutlet::new();
+        for _ in 0..STATS_QUEUE + 5 {
+            outlet.offer(SwitchStats::default());
+        }
+        assert_eq!(outlet.dropped.load(Ordering::Relaxed), 5);
+        assert_eq!(rx.try_iter().count(), STATS_QUEUE);
+    }
+}

@@ -1,0 +1,137 @@
+//! A switch namespace, an external host on the uplink and N guest namespaces, all owned by a
+//! `Testbed` (removed on drop, also after a failed assertion).
+
+#![allow(dead_code)]
+
+use anyhow::Result;
+use netsched_link::port::Port;
+use netsched_testbed::Testbed;
+use netsched_vswitch::SwitchConfig;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+pub const EXT_IP: &str = "10.77.0.254";
+
+pub struct Net {
+    pub tb: Testbed,
+    pub sw: String,
+    pub ext: String,
+    pub uplink: String,
+    /// (namespace, switch-side port, guest IP)
+    pub guests: Vec<(String, String, String)>,
+}
+
+/// `n` guests on veth pairs into namespace `sw`, and `ext` (10.77.0.254) on the uplink.
+pub fn build(label: &str, n: usize) -> Result<Net> {
+    let mut tb = Testbed::new(label)?;
+    let sw = tb.add_ns("sw")?;
+    let ext = tb.add_ns("ext")?;
+    let uplink = tb.ifname("up");
+    tb.veth(
+        (&sw, &uplink, ""),
+        (&ext, &tb.ifname("ue"), &format!("{EXT_IP}/24")),
+    )?;
+    let mut guests = Vec::new();
+    for i in 0..n {
+        let g = tb.add_ns(&format!("g{i}"))?;
+        let port = tb.ifname(&format!("p{i}"));
+        let ip = format!("10.77.0.{}", i + 1);
+        tb.veth(
+            (&sw, &port, ""),
+            (&g, &tb.ifname(&format!("e{i}")), &format!("{ip}/24")),
+        )?;
+        guests.push((g, port, ip));
+    }
+    Ok(Net {
+        tb,
+        sw,
+        ext,
+        uplink,
+        guests,
+    })
+}
+
+impl Net {
+    /// A configuration with the given discipline, budget and `(tier, bound)` per guest.
+    pub fn config(&self, discipline: &str, extra: &str, tiers: &[(u32, &str)]) -> SwitchConfig {
+        let mut t = format!(
+            "uplink = \"{}\"\ndiscipline = \"{discipline}\"\n{extra}\n",
+            self.uplink
+        );
+        for (i, (_, port, _)) in self.guests.iter().enumerate() {
+            let (tier, bound) = tiers[i % tiers.len()];
+            t += &format!("[[port]]\ndev = \"{port}\"\ntier = {tier}\nbound = \"{bound}\"\n");
+        }
+        SwitchConfig::parse(&t, "test.toml").expect("test configuration")
+    }
+}
+
+/// `ping` from namespace `ns`: (transmitted, received).
+pub fn ping(ns: &str, dst: &str, count: u32, interval: &str) -> (u32, u32) {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "ping", "-n", "-q", "-c"])
+        .arg(count.to_string())
+        .args(["-i", interval, "-W", "3", dst])
+        .stdin(Stdio::null())
+        .output()
+        .expect("ping runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("packets transmitted"))
+        .unwrap_or_else(|| panic!("no ping summary: {text}"));
+    let nums: Vec<u32> = line
+        .split(',')
+        .filter_map(|p| p.split_whitespace().next()?.parse().ok())
+        .collect();
+    (nums[0], nums[1])
+}
+
+/// A thread in namespace `ns` sending raw frames on `dev` at about `pps` until stopped:
+/// `len`-byte frames from MAC 02:00:00:00:00:99 to `dst`, EtherType 0x88b5 (local
+/// experimental). Returns the stop flag and the thread (frames sent).
+pub fn flooder(
+    ns: &str,
+    dev: &str,
+    dst: [u8; 6],
+    len: usize,
+    pps: u64,
+) -> (Arc<AtomicBool>, std::thread::JoinHandle<u64>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = Arc::clone(&stop);
+    let (ns, dev) = (ns.to_string(), dev.to_string());
+    let t = std::thread::spawn(move || {
+        netsched_testbed::enter_netns(&ns).expect("enter guest namespace");
+        let port = Port::open(&dev).expect("flooder port");
+        let mut frame = vec![0u8; len];
+        frame[..6].copy_from_slice(&dst);
+        frame[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x99]);
+        frame[12..14].copy_from_slice(&[0x88, 0xb5]);
+        let mut sent = 0u64;
+        let per_ms = (pps / 1000).max(1);
+        while !stop2.load(Ordering::Relaxed) {
+            for _ in 0..per_ms {
+                if send_raw(&port, &frame) {
+                    sent += 1;
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        sent
+    });
+    (stop, t)
+}
+
+/// One frame out of `port` (a plain `send` on its socket).
+fn send_raw(port: &Port, frame: &[u8]) -> bool {
+    // SAFETY: a valid buffer for the call on the port's open socket.
+    let r = unsafe { libc::send(port.raw_fd(), frame.as_ptr() as *const _, frame.len(), 0) };
+    r == frame.len() as isize
+}
+
+/// Asserts no namespace of this testbed is left.
+pub fn assert_gone(tag: &str) {
+    let left = netsched_testbed::namespaces_with(tag);
+    assert!(left.is_empty(), "namespaces left behind: {left:?}");
+}

@@ -1,0 +1,312 @@
+//! The switch on real interfaces (root; skipped with a reason otherwise). Every test builds
+//! its own namespaces with unique names and checks they are gone afterwards. Assertions keep
+//! wide margins: the machine is a loaded 2-core box.
+
+mod common;
+
+use common::{assert_gone, build, flooder, ping, EXT_IP};
+use netsched_link::port::{FramePool, Port, Rx, BATCH};
+use netsched_testbed::privileged_test_allowed;
+use netsched_vswitch::spawn_in_netns;
+use netsched_vswitch::sys::Tap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[test]
+fn forwards_both_ways_and_every_port_balances() {
+    if !privileged_test_allowed("forwards_both_ways_and_every_port_balances") {
+        return;
+    }
+    let tag;
+    {
+        let net = build("vswfw", 3).unwrap();
+        tag = net.tb.tag().to_string();
+        let cfg = net.config(
+            "delay_constrained",
+            "packet_rate = 20000\nbatch = 8",
+            &[(1, "30ms"), (2, "60ms"), (3, "100ms")],
+        );
+        let sw = spawn_in_netns(&net.sw, cfg).unwrap();
+        // Guest-initiated (guest → uplink → back by learned MAC) ...
+        for (ns, _, _) in &net.guests {
+            let (tx, rx) = ping(ns, EXT_IP, 5, "0.1");
+            assert_eq!(tx, 5);
+            assert!(rx >= 3, "{ns}: {rx}/5 replies");
+        }
+        // ... and uplink-initiated (ARP flooded to every guest, reply unicast back).
+        for (_, _, ip) in &net.guests {
+            let (_, rx) = ping(&net.ext, ip, 5, "0.1");
+            assert!(rx >= 3, "ext -> {ip}: {rx}/5 replies");
+        }
+        let st = sw.stop().unwrap();
+        assert!(st.identity_holds(), "{st:#?}");
+        for p in &st.ports {
+            assert_eq!(p.queued, 0, "{p:?}");
+            assert!(p.forwarded >= 6, "{p:?}"); // 3+ requests and 3+ replies at least
+            assert!(p.delivered >= 6, "{p:?}");
+            assert!(!p.removed);
+        }
+        assert!(st.uplink.delivered_unicast >= 18, "{:?}", st.uplink);
+        assert!(st.uplink.flooded >= 1, "{:?}", st.uplink);
+        assert!(st.mac_learned >= 3);
+    }
+    assert_gone(&tag);
+}
+
+/// A guest that floods (10× the budget, plus frames larger than a slot) fills only its own
+/// vif queue: the other guest's traffic is not pushed out, and the pool (memory) is fixed.
+#[test]
+fn a_flooding_guest_cannot_push_out_another_ports_traffic() {
+    if !privileged_test_allowed("a_flooding_guest_cannot_push_out_another_ports_traffic") {
+        return;
+    }
+    for (discipline, flooder_tier, victim_tier) in [("drr", 1, 1), ("delay_constrained", 1, 3)] {
+        let tag;
+        {
+            let net = build("vswfl", 2).unwrap();
+            tag = net.tb.tag().to_string();
+            // Guest 0 floods; it may send frames up to 9000 B (over a 2 KiB slot).
+            let (g0, p0, _) = &net.guests[0];
+            let e0 = net.tb.ifname("e0");
+            net.tb
+                .exec(g0, "ip", &["link", "set", &e0, "mtu", "9000"])
+                .unwrap();
+            net.tb
+                .exec(&net.sw, "ip", &["link", "set", p0, "mtu", "9000"])
+                .unwrap();
+            let cfg = net.config(
+                discipline,
+                "packet_rate = 2000\nbatch = 8",
+                &[(flooder_tier, "30ms"), (victim_tier, "100ms")],
+            );
+            let sw = spawn_in_netns(&net.sw, cfg).unwrap();
+            let dst = [2, 0, 0, 0, 0, 0x42];
+            let (stop_a, flood) = flooder(g0, &e0, dst, 64, 20_000);
+            let (stop_b, big) = flooder(g0, &e0, dst, 3000, 200);
+            std::thread::sleep(Duration::from_millis(300));
+            let (tx, rx) = ping(&net.guests[1].0, EXT_IP, 50, "0.02");
+            stop_a.store(true, Ordering::Relaxed);
+            stop_b.store(true, Ordering::Relaxed);
+            let sent = flood.join().unwrap();
+            let sent_big = big.join().unwrap();
+            let st = sw.stop().unwrap();
+            assert!(st.identity_holds(), "{st:#?}");
+            let (a, b) = (&st.ports[0], &st.ports[1]);
+            assert!(
+                sent > 4000 && sent_big > 20,
+                "flood too weak: {sent} / {sent_big}"
+            );
+            assert!(a.dropped_queue_full > 1000, "{discipline}: {a:?}");
+            assert!(a.dropped_oversize > 10, "{discipline}: {a:?}");
+            assert_eq!(
+                b.dropped_queue_full, 0,
+                "{discipline}: victim lost queue places: {b:?}"
+            );
+            assert!(rx * 10 >= tx * 8, "{discipline}: victim {rx}/{tx} replies");
+            assert!(b.forwarded >= rx as u64, "{b:?}");
+        }
+        assert_gone(&tag);
+    }
+}
+
+/// TAP port: the test plays the VM monitor (as QEMU `-netdev tap` does), relaying frames
+/// between the TAP fd and a veth whose far end is a guest namespace that pings the uplink.
+#[test]
+fn a_tap_port_forwards_for_a_guest_namespace_behind_it() {
+    if !privileged_test_allowed("a_tap_port_forwards_for_a_guest_namespace_behind_it") {
+        return;
+    }
+    let tag;
+    {
+        let mut net = build("vswtp", 1).unwrap();
+        tag = net.tb.tag().to_string();
+        let g = net.tb.add_ns("gt").unwrap();
+        let relay_if = net.tb.ifname("rv");
+        let sw_ns = net.sw.clone();
+        net.tb
+            .veth(
+                (&sw_ns, &relay_if, ""),
+                (&g, &net.tb.ifname("ge"), "10.77.0.50/24"),
+            )
+            .unwrap();
+        let tap_name = net.tb.ifname("tap");
+        // The relay thread: creates the TAP in the switch namespace and relays until stopped.
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let relay = {
+            let (stop, ns, tap_name, relay_if) = (
+                Arc::clone(&stop),
+                sw_ns.clone(),
+                tap_name.clone(),
+                relay_if.clone(),
+            );
+            std::thread::spawn(move || -> (u64, u64) {
+                netsched_testbed::enter_netns(&ns).unwrap();
+                let tap = Tap::open(&tap_name).unwrap();
+                netsched_testbed::run("ip", &["link", "set", &tap_name, "up"]).unwrap();
+                let veth = Port::open(&relay_if).unwrap();
+                ready_tx.send(()).unwrap();
+                let mut pool = FramePool::new(64);
+                let mut buf = vec![0u8; 4096];
+                let (mut to_tap, mut from_tap) = (0, 0);
+                while !stop.load(Ordering::Relaxed) {
+                    // guest → TAP fd (the switch reads it from the TAP interface)
+                    let mut ev = [Rx::Oversize { len: 0 }; BATCH];
+                    let (_, k) = veth.recv(&mut pool, &mut ev);
+                    for e in &ev[..k] {
+                        if let Rx::Frame { slot, len } = *e {
+                            if tap.write(pool.data(slot, len)).is_ok() {
+                                to_tap += 1;
+                            }
+                            pool.release(slot);
+                        }
+                    }
+                    // switch → TAP interface → fd → guest
+                    if tap.wait_readable(1).unwrap_or(false) {
+                        if let Ok(n) = tap.read(&mut buf) {
+                            // SAFETY: a valid buffer on the port's open socket.
+                            let r = unsafe {
+                                libc::send(veth.raw_fd(), buf.as_ptr() as *const _, n, 0)
+                            };
+                            if r == n as isize {
+                                from_tap += 1;
+                            }
+                        }
+                    }
+                }
+                (to_tap, from_tap)
+            })
+        };
+        ready_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("relay ready");
+        let mut cfg = net.config("strict_priority", "", &[(1, "30ms")]);
+        cfg.ports.push(netsched_vswitch::PortConfig {
+            dev: tap_name.clone(),
+            tier: 2,
+            weight: 1,
+            bound: 60_000_000,
+            bitmap_len: None,
+            queue: None,
+        });
+        let sw = spawn_in_netns(&sw_ns, cfg).unwrap();
+        let (tx, rx) = ping(&g, EXT_IP, 5, "0.1");
+        let st = sw.stop().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        let (to_tap, from_tap) = relay.join().unwrap();
+        assert_eq!(tx, 5);
+        assert!(rx >= 3, "through the TAP port: {rx}/5 replies");
+        let t = &st.ports[1];
+        assert_eq!(t.dev, tap_name);
+        assert!(t.forwarded >= 3 && t.delivered >= 3, "{t:?}");
+        assert!(to_tap >= 3 && from_tap >= 3, "relay {to_tap}/{from_tap}");
+        assert!(st.identity_holds(), "{st:#?}");
+    }
+    assert_gone(&tag);
+}
+
+/// A port whose interface disappears is closed and counted; the others keep being served.
+#[test]
+fn a_vanished_port_is_removed_and_the_others_keep_forwarding() {
+    if !privileged_test_allowed("a_vanished_port_is_removed_and_the_others_keep_forwarding") {
+        return;
+    }
+    let tag;
+    {
+        let net = build("vswrm", 3).unwrap();
+        tag = net.tb.tag().to_string();
+        let cfg = net.config("wf2q", "packet_rate = 20000", &[(1, "30ms")]);
+        let sw = spawn_in_netns(&net.sw, cfg).unwrap();
+        for (ns, _, _) in &net.guests {
+            assert!(ping(ns, EXT_IP, 3, "0.1").1 >= 1, "{ns} before removal");
+        }
+        net.tb
+            .exec(&net.sw, "ip", &["link", "del", &net.guests[1].1])
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(600)); // > LIVENESS_EVERY, with margin
+        for i in [0, 2] {
+            let (_, rx) = ping(&net.guests[i].0, EXT_IP, 5, "0.1");
+            assert!(rx >= 3, "guest {i} after removal: {rx}/5");
+        }
+        let st = sw.stop().unwrap();
+        assert!(st.ports[1].removed, "{:?}", st.ports[1]);
+        assert!(!st.ports[0].removed && !st.ports[2].removed);
+        assert!(st.identity_holds(), "{st:#?}");
+    }
+    assert_gone(&tag);
+}
+
+/// Bad input to the spawner: an interface that does not exist is a clear error, and nothing
+/// keeps running.
+#[test]
+fn a_missing_interface_is_a_clear_error() {
+    if !privileged_test_allowed("a_missing_interface_is_a_clear_error") {
+        return;
+    }
+    let tag;
+    {
+        let net = build("vswms", 1).unwrap();
+        tag = net.tb.tag().to_string();
+        let mut cfg = net.config("edf", "", &[(1, "30ms")]);
+        cfg.ports[0].dev = "nsx-nosuch0".into();
+        let e = format!("{:#}", spawn_in_netns(&net.sw, cfg).err().unwrap());
+        assert!(
+            e.contains("nsx-nosuch0") && e.contains("does not exist"),
+            "{e}"
+        );
+    }
+    assert_gone(&tag);
+}
+
+/// The forwarding budget bounds what leaves on the uplink: 4000 packets/s on, off half the
+/// time → at most ~2000/s, whatever the guests offer (upper bound with 10 % + 1 slice of
+/// margin; the lower bound is loose, the machine is shared).
+#[test]
+fn the_budget_bounds_forwarding_with_its_off_periods() {
+    if !privileged_test_allowed("the_budget_bounds_forwarding_with_its_off_periods") {
+        return;
+    }
+    let tag;
+    {
+        let net = build("vswbd", 2).unwrap();
+        tag = net.tb.tag().to_string();
+        let cfg = net.config(
+            "wf2q",
+            "packet_rate = 4000\nbudget_busy = 0.5\nbudget_slice = \"10ms\"",
+            &[(1, "30ms")],
+        );
+        let sw = spawn_in_netns(&net.sw, cfg).unwrap();
+        let t = std::time::Instant::now();
+        let dst = [2, 0, 0, 0, 0, 0x42];
+        let floods: Vec<_> = (0..2)
+            .map(|i| {
+                let (g, _, _) = &net.guests[i];
+                flooder(g, &net.tb.ifname(&format!("e{i}")), dst, 64, 10_000)
+            })
+            .collect();
+        std::thread::sleep(Duration::from_secs(2));
+        for (stop, _) in &floods {
+            stop.store(true, Ordering::Relaxed);
+        }
+        for (_, th) in floods {
+            th.join().unwrap();
+        }
+        let st = sw.stop().unwrap();
+        let secs = t.elapsed().as_secs_f64();
+        let fwd: u64 = st.ports.iter().map(|p| p.forwarded).sum();
+        eprintln!("forwarded {fwd} in {secs:.2}s ({:.0}/s)", fwd as f64 / secs);
+        let max = 2000.0 * secs * 1.1 + 40.0;
+        assert!(
+            (fwd as f64) <= max,
+            "forwarded {fwd} in {secs:.2}s, above {max:.0}"
+        );
+        assert!(
+            fwd as f64 >= 2000.0 * secs * 0.3,
+            "forwarded only {fwd} in {secs:.2}s"
+        );
+        assert!(st.ports.iter().all(|p| p.dropped_queue_full > 0), "{st:#?}");
+        assert!(st.identity_holds(), "{st:#?}");
+    }
+    assert_gone(&tag);
+}
