@@ -8,10 +8,12 @@
 //! | [`scenario`] | embedded `scenarios/*.toml`, `--set key=value` overrides |
 //! | [`params`] | typed parameter access with errors naming the key |
 //! | [`experiments`] | the five experiments and their registry |
+//! | [`real`] | experiments on real Linux namespaces (lvs-cluster) |
 
 pub mod cli;
 pub mod experiments;
 pub mod params;
+pub mod real;
 pub mod runner;
 pub mod scenario;
 pub mod sweep;
