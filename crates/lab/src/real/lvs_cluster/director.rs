@@ -38,6 +38,8 @@ pub struct Director {
 pub struct RunningDirector {
     pub pid: u32,
     pub log: PathBuf,
+    /// `netsched balance`'s control socket (unused by haproxy).
+    pub ctl: PathBuf,
 }
 
 impl RunningDirector {
@@ -133,6 +135,18 @@ impl Director {
         }
     }
 
+    /// Run `netsched balance ctl --socket <running.ctl> ARGS…` (netsched director only);
+    /// returns its standard output.
+    pub fn ctl(&self, running: &RunningDirector, args: &[&str]) -> Result<String> {
+        if self.kind != DirectorKind::Netsched {
+            bail!("{} has no netsched control socket", self.name());
+        }
+        let sock = running.ctl.display().to_string();
+        let mut all = vec!["balance", "ctl", "--socket", &sock];
+        all.extend_from_slice(args);
+        netsched_testbed::run(&self.binary.display().to_string(), &all)
+    }
+
     pub fn name(&self) -> &'static str {
         match self.kind {
             DirectorKind::Netsched => "netsched balance",
@@ -168,7 +182,7 @@ impl Director {
                 let balance = Self::haproxy_balance(alg)
                     .ok_or_else(|| anyhow!("haproxy has no balance method for {alg:?}"))?;
                 let mut s = format!(
-                    "global\n    maxconn 20000\n    nbthread 1\n\
+                    "global\n    maxconn 4096\n    nbthread 1\n\
                      defaults\n    mode http\n    option http-server-close\n    retries 0\n    \
                      timeout connect 2s\n    timeout client 120s\n    timeout server 120s\n    \
                      timeout queue 120s\n    timeout http-request 5s\n\
@@ -186,6 +200,8 @@ impl Director {
                      hash_key = \"uri\"\ncontrol_socket = \"CTL\"\nmax_connections = 20000\n\n\
                      [timeouts]\nconnect = \"2s\"\nclient = \"120s\"\nserver = \"120s\"\n\
                      queue = \"120s\"\nheader = \"5s\"\n\n\
+                     [health]\nkind = \"http\"\npath = \"/\"\nexpect_status = 200\n\
+                     interval = \"500ms\"\nrise = 2\nfall = 2\ntimeout = \"1s\"\n\n\
                      [defaults]\nmaxconn = 0\nqueue_limit = 1024\nslow_start = \"0s\"\n"
                 );
                 for (k, a) in servers.iter().enumerate() {
@@ -237,7 +253,7 @@ impl Director {
             Stdio::null(),
             Stdio::from(logf.try_clone().context("log file")?),
         )?;
-        Ok(RunningDirector { pid, log })
+        Ok(RunningDirector { pid, log, ctl })
     }
 }
 
@@ -280,5 +296,6 @@ mod tests {
         assert_eq!(t["hash_key"].as_str(), Some("uri"));
         assert_eq!(t["server"][0]["addr"].as_str(), Some("10.88.1.2:80"));
         assert_eq!(t["timeouts"]["connect"].as_str(), Some("2s"));
+        assert_eq!(t["health"]["fall"].as_integer(), Some(2));
     }
 }

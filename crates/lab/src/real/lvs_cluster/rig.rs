@@ -125,6 +125,9 @@ impl Rig {
                 if TcpStream::connect_timeout(&vip(), Duration::from_millis(200)).is_ok() {
                     return Ok(());
                 }
+                if !process_alive(pid) {
+                    bail!("the director exited before accepting connections");
+                }
                 if Instant::now() > until {
                     bail!("the director did not accept connections on {} within 10 s", vip());
                 }
@@ -147,11 +150,27 @@ impl Rig {
         self.director.as_ref().map(|d| d.pid)
     }
 
+    /// The running director (its pid, log and control socket).
+    pub fn director(&self) -> Option<&RunningDirector> {
+        self.director.as_ref()
+    }
+
     /// Stop the running director, if any (SIGTERM, then SIGKILL after 2 s).
     pub fn stop_director(&mut self) {
         if let Some(d) = self.director.take() {
             let _ = self.tb.stop(d.pid, Duration::from_secs(2));
         }
+    }
+}
+
+/// True while process `pid` runs (not exited, not a zombie awaiting its reaper).
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => s
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
     }
 }
 
