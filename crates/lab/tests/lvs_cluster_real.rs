@@ -248,12 +248,17 @@ fn a_drained_backend_gets_no_new_connections_and_a_weight_change_takes_effect() 
     };
     let r = run(&rig);
     assert_eq!(r.unaccounted(), 0);
-    assert_eq!(rig.hosts[0].stats().served, 0, "a drained host got new work");
+    assert_eq!(
+        rig.hosts[0].stats().served,
+        0,
+        "a drained host got new work"
+    );
     assert!(rig.hosts[1].stats().served > 10);
     // Weight change without a restart: s1 back with weight 3 → ~3/5 of the requests.
     let pid = rig.director_pid();
     d.ctl(rig.director().unwrap(), &["ready", "s1"]).unwrap();
-    d.ctl(rig.director().unwrap(), &["set-weight", "s1", "3"]).unwrap();
+    d.ctl(rig.director().unwrap(), &["set-weight", "s1", "3"])
+        .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     for h in &rig.hosts {
         h.reset();

@@ -221,7 +221,9 @@ fn one_request(spec: &ClientSpec, origin: u64, buf: &mut [u8], start: Instant) -
     let _ = conn.set_nodelay(true);
     let _ = conn.set_read_timeout(Some(Duration::from_millis(100)));
     let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
-    let req = format!("GET /o/{origin} HTTP/1.0\r\nHost: lvs-cluster\r\nUser-Agent: netsched-lab\r\n\r\n");
+    let req = format!(
+        "GET /o/{origin} HTTP/1.0\r\nHost: lvs-cluster\r\nUser-Agent: netsched-lab\r\n\r\n"
+    );
     if conn.write_all(req.as_bytes()).is_err() {
         return Outcome::Err(ErrorReason::Write);
     }

@@ -96,7 +96,9 @@ impl Director {
                 .map(|s| s.success())
                 .unwrap_or(false);
             if !ok {
-                bail!("director haproxy: `haproxy -v` failed; install it (apt-get install haproxy)");
+                bail!(
+                    "director haproxy: `haproxy -v` failed; install it (apt-get install haproxy)"
+                );
             }
             Ok(Director {
                 kind: DirectorKind::Haproxy,
@@ -237,8 +239,8 @@ impl Director {
         let cfg = dir.join(format!("director-{n}.{ext}"));
         std::fs::write(&cfg, text).with_context(|| format!("writing {}", cfg.display()))?;
         let log = dir.join(format!("director-{n}.log"));
-        let logf = std::fs::File::create(&log)
-            .with_context(|| format!("creating {}", log.display()))?;
+        let logf =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let cfg_s = cfg.display().to_string();
         let bin = self.binary.display().to_string();
         let args: Vec<&str> = match self.kind {

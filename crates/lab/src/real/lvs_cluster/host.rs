@@ -222,12 +222,7 @@ fn worker(
 }
 
 /// Serve requests on one connection until the peer closes, asks to close, idles or errs.
-fn serve(
-    mut conn: TcpStream,
-    queue: &Mutex<Queue>,
-    body: &Mutex<Arc<Vec<u8>>>,
-    stop: &AtomicBool,
-) {
+fn serve(mut conn: TcpStream, queue: &Mutex<Queue>, body: &Mutex<Arc<Vec<u8>>>, stop: &AtomicBool) {
     let _ = conn.set_read_timeout(Some(IDLE));
     let _ = conn.set_write_timeout(Some(Duration::from_secs(10)));
     let _ = conn.set_nodelay(true);

@@ -129,7 +129,10 @@ impl RealParams {
         };
         let d = Self::defaults(s, quick);
         let hosts = given.hosts.or(d.hosts).unwrap_or_default();
-        let per_host_hosts = given.per_host_hosts.or(d.per_host_hosts).unwrap_or_default();
+        let per_host_hosts = given
+            .per_host_hosts
+            .or(d.per_host_hosts)
+            .unwrap_or_default();
         for &n in hosts.iter().chain(&per_host_hosts) {
             if n == 0 || n > rig::MAX_HOSTS {
                 bail!("real.hosts: {n} is outside 1..={}", rig::MAX_HOSTS);
@@ -142,7 +145,10 @@ impl RealParams {
             .iter()
             .map(|z| {
                 s.sizes.iter().position(|x| x == z).ok_or_else(|| {
-                    anyhow!("real.sizes: {z:?} is not one of service.sizes {:?}", s.sizes)
+                    anyhow!(
+                        "real.sizes: {z:?} is not one of service.sizes {:?}",
+                        s.sizes
+                    )
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -155,13 +161,20 @@ impl RealParams {
         for a in algorithms.iter().chain(&per_host_algorithms) {
             if !known.iter().any(|c| c.name() == a) {
                 let names: Vec<&str> = known.iter().map(|c| c.name()).collect();
-                bail!("real.algorithms: {a:?} is not a core balancer ({})", names.join(", "));
+                bail!(
+                    "real.algorithms: {a:?} is not a core balancer ({})",
+                    names.join(", ")
+                );
             }
         }
         let dur = |key: &str, v: Option<String>, dv: Option<String>| -> Result<Duration> {
             let text = v.or(dv).unwrap_or_default();
-            let ns = units::parse_duration_in(&text, netsched_core::MS, bounds::MAX_CELL.as_nanos() as u64)
-                .map_err(|e| anyhow!("real.{key}: {e}"))?;
+            let ns = units::parse_duration_in(
+                &text,
+                netsched_core::MS,
+                bounds::MAX_CELL.as_nanos() as u64,
+            )
+            .map_err(|e| anyhow!("real.{key}: {e}"))?;
             Ok(Duration::from_nanos(ns))
         };
         let duration = dur("duration", given.duration, d.duration)?;
@@ -169,8 +182,11 @@ impl RealParams {
         if warmup >= duration {
             bail!("real.warmup must be shorter than real.duration");
         }
-        let response_timeout =
-            dur("response_timeout", given.response_timeout, d.response_timeout)?;
+        let response_timeout = dur(
+            "response_timeout",
+            given.response_timeout,
+            d.response_timeout,
+        )?;
         let concurrency = given.concurrency.or(d.concurrency).unwrap_or(1);
         if concurrency == 0 || concurrency > client::MAX_CONCURRENCY {
             bail!(
@@ -444,8 +460,7 @@ pub fn run_real(params: &Value, seed: u64, out: &Path, quick: bool) -> Result<Ex
         *v = Value::Bool(false);
     }
     let sim_out = out.join("sim");
-    std::fs::create_dir_all(&sim_out)
-        .with_context(|| format!("creating {}", sim_out.display()))?;
+    std::fs::create_dir_all(&sim_out).with_context(|| format!("creating {}", sim_out.display()))?;
     let sim_output = crate::experiments::lvs_cluster::run(&sim_quick, seed, &sim_out)?;
     report::build(&s, &p, &measured, &sim_output, seed, params, out)
 }

@@ -135,13 +135,20 @@ pub fn build(
             }),
         });
         let q = match c.case {
-            Case::Same(i) => format!("same object {}, {}, {} host(s) (req/s)", s.sizes[i], c.alg, c.hosts),
+            Case::Same(i) => format!(
+                "same object {}, {}, {} host(s) (req/s)",
+                s.sizes[i], c.alg, c.hosts
+            ),
             Case::PerHost => format!("per-host sizes, {}, {} host(s) (req/s)", c.alg, c.hosts),
         };
         comparisons.push(Comparison {
             quantity: q,
             paper: pap.clone(),
-            ours: format!("real {} · sim {}", fmt_rate(c.client.rate()), fmt_rate(simr)),
+            ours: format!(
+                "real {} · sim {}",
+                fmt_rate(c.client.rate()),
+                fmt_rate(simr)
+            ),
         });
         rows.push(vec![
             kind(c.case).to_string(),
@@ -166,9 +173,23 @@ pub fn build(
     netsched_report::csv::write_table(
         &out.join("real-rates.csv"),
         &[
-            "case", "size", "algorithm", "hosts", "paper", "sim", "real", "ok", "errors",
-            "cut_at_end", "p50_ms", "p99_ms", "host_busy", "cpu_client", "cpu_director",
-            "cpu_hosts", "machine_busy",
+            "case",
+            "size",
+            "algorithm",
+            "hosts",
+            "paper",
+            "sim",
+            "real",
+            "ok",
+            "errors",
+            "cut_at_end",
+            "p50_ms",
+            "p99_ms",
+            "host_busy",
+            "cpu_client",
+            "cpu_director",
+            "cpu_hosts",
+            "machine_busy",
         ],
         &rows,
     )?;
@@ -193,7 +214,9 @@ fn checks(s: &Setup, m: &Measured) -> Vec<Check> {
         ) {
             let (a, b) = (one.client.rate(), five.client.rate());
             out.push(Check::measured(
-                format!("the cluster scales: RR at 5 hosts ≥ {SCALING_MIN}× its 1-host rate ({size})"),
+                format!(
+                    "the cluster scales: RR at 5 hosts ≥ {SCALING_MIN}× its 1-host rate ({size})"
+                ),
                 b / a,
                 Cmp::Ge,
                 SCALING_MIN,
@@ -205,10 +228,15 @@ fn checks(s: &Setup, m: &Measured) -> Vec<Check> {
     ns.sort_unstable();
     ns.dedup();
     for n in ns {
-        if let (Some(rr), Some(lc)) = (find(m, Case::PerHost, "rr", n), find(m, Case::PerHost, "lc", n)) {
+        if let (Some(rr), Some(lc)) = (
+            find(m, Case::PerHost, "rr", n),
+            find(m, Case::PerHost, "lc", n),
+        ) {
             let (a, b) = (rr.client.rate(), lc.client.rate());
             out.push(Check::measured(
-                format!("Table 4: LC ≥ {LC_OVER_RR_MIN}× RR when per-host costs differ ({n} hosts)"),
+                format!(
+                    "Table 4: LC ≥ {LC_OVER_RR_MIN}× RR when per-host costs differ ({n} hosts)"
+                ),
                 b / a,
                 Cmp::Ge,
                 LC_OVER_RR_MIN,
@@ -235,7 +263,11 @@ fn checks(s: &Setup, m: &Measured) -> Vec<Check> {
     ));
     out.push(Check::measured(
         format!("failed requests ≤ {}% of those sent", FAILED_MAX * 100.0),
-        if sent > 0 { failed as f64 / sent as f64 } else { 0.0 },
+        if sent > 0 {
+            failed as f64 / sent as f64
+        } else {
+            0.0
+        },
         Cmp::Le,
         FAILED_MAX,
         format!("{failed} of {sent}: {reasons:?}"),
@@ -287,9 +319,16 @@ fn figures(
         for a in algs {
             let real: Vec<f64> = hosts
                 .iter()
-                .map(|&n| find(m, case, a, n).map(|c| c.client.rate()).unwrap_or(f64::NAN))
+                .map(|&n| {
+                    find(m, case, a, n)
+                        .map(|c| c.client.rate())
+                        .unwrap_or(f64::NAN)
+                })
                 .collect();
-            let simv: Vec<f64> = hosts.iter().map(|&n| sim_rate(sim, s, case, a, n)).collect();
+            let simv: Vec<f64> = hosts
+                .iter()
+                .map(|&n| sim_rate(sim, s, case, a, n))
+                .collect();
             let pap: Vec<f64> = hosts
                 .iter()
                 .map(|&n| paper(sim, s, case, a, n).parse().unwrap_or(f64::NAN))
@@ -303,8 +342,13 @@ fn figures(
         let name = case_name(s, case);
         let file = format!("real-rate-{name}.svg");
         let title = match case {
-            Case::Same(_) => format!("Same object ({name}), real cluster vs simulation vs P4 Table 3"),
-            Case::PerHost => "Different object size per host, real cluster vs simulation vs P4 Table 4".to_string(),
+            Case::Same(_) => {
+                format!("Same object ({name}), real cluster vs simulation vs P4 Table 3")
+            }
+            Case::PerHost => {
+                "Different object size per host, real cluster vs simulation vs P4 Table 4"
+                    .to_string()
+            }
         };
         svg::bar_chart(&title, "requests/s", &cats, &series, &out.join(&file))?;
         figures.push(Figure { title, file });

@@ -74,7 +74,10 @@ impl Rig {
         let mut seeds = netsched_core::rng::SplitMix64::new(seed);
         for k in 0..n {
             let ns = rig.tb.add_ns(&format!("h{k}"))?;
-            let (a, b) = (rig.tb.ifname(&format!("d{k}")), rig.tb.ifname(&format!("h{k}")));
+            let (a, b) = (
+                rig.tb.ifname(&format!("d{k}")),
+                rig.tb.ifname(&format!("h{k}")),
+            );
             let net = k + 1;
             rig.tb.veth(
                 (&rig.director_ns.clone(), &a, &format!("10.88.{net}.1/24")),
@@ -90,11 +93,7 @@ impl Rig {
     /// Give every host its service for the next cell.
     pub fn configure(&self, services: &[Service]) -> Result<()> {
         if services.len() != self.hosts.len() {
-            bail!(
-                "{} services for {} hosts",
-                services.len(),
-                self.hosts.len()
-            );
+            bail!("{} services for {} hosts", services.len(), self.hosts.len());
         }
         for (h, s) in self.hosts.iter().zip(services) {
             h.configure(*s)?;
@@ -129,7 +128,10 @@ impl Rig {
                     bail!("the director exited before accepting connections");
                 }
                 if Instant::now() > until {
-                    bail!("the director did not accept connections on {} within 10 s", vip());
+                    bail!(
+                        "the director did not accept connections on {} within 10 s",
+                        vip()
+                    );
                 }
                 netsched_testbed::sleep_unless_interrupted(Duration::from_millis(50))?;
             }
@@ -140,7 +142,10 @@ impl Rig {
             format!(
                 "{} (pid {pid}); its log: {}",
                 director.name(),
-                self.director.as_ref().map(|d| d.log_tail()).unwrap_or_default()
+                self.director
+                    .as_ref()
+                    .map(|d| d.log_tail())
+                    .unwrap_or_default()
             )
         })
     }
