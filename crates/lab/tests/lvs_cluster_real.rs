@@ -13,7 +13,7 @@
 
 use netsched_lab::experiments::lvs_cluster::{Case, Setup};
 use netsched_lab::real::lvs_cluster::{
-    self as real, director::Director, measure_cell, rig::Rig, services, RealParams,
+    self as real, director::Director, measure_cell, rig::Rig, services, CellSpec, RealParams,
 };
 use netsched_testbed::{namespaces_with, privileged_test_allowed, TempDir};
 use serde_json::{json, Value};
@@ -112,7 +112,14 @@ fn namespaces_and_processes_are_gone_afterwards_also_after_a_failure() {
         assert!(live_host_threads() >= 16);
         // A good cell first: the director runs, answers, and is stopped by id.
         let svc = services(&s, Case::Same(1), 2).unwrap();
-        let cell = measure_cell(&mut rig, &haproxy, &p, Case::Same(1), "rr", &svc, 20, 3).unwrap();
+        let spec = CellSpec {
+            case: Case::Same(1),
+            alg: "rr".into(),
+            services: svc,
+            origins: 20,
+            seed: 3,
+        };
+        let cell = measure_cell(&mut rig, &haproxy, &p, &spec).unwrap();
         assert!(cell.client.ok > 0);
         rig.start_director(&haproxy, "rr").unwrap();
         let pid = rig.director_pid().unwrap();

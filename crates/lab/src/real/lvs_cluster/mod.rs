@@ -286,17 +286,26 @@ pub struct Cell {
     pub cpu: CpuUse,
 }
 
+/// One cell to measure: which case and algorithm, what each host serves, how many origins
+/// the client's URIs name, and the client's seed.
+#[derive(Debug, Clone)]
+pub struct CellSpec {
+    pub case: Case,
+    pub alg: String,
+    pub services: Vec<Service>,
+    pub origins: usize,
+    pub seed: u64,
+}
+
 /// Measure one cell on a built rig.
 pub fn measure_cell(
     rig: &mut Rig,
     director: &Director,
     p: &RealParams,
-    case: Case,
-    alg: &str,
-    services: &[Service],
-    origins: usize,
-    seed: u64,
+    cell: &CellSpec,
 ) -> Result<Cell> {
+    let (case, alg, origins, seed) = (cell.case, cell.alg.as_str(), cell.origins, cell.seed);
+    let services = &cell.services;
     rig.configure(services)?;
     rig.start_director(director, alg)?;
     let spec = ClientSpec {
@@ -400,17 +409,14 @@ pub fn measure(s: &Setup, p: &RealParams, seed: u64) -> Result<Measured> {
                 }
                 continue;
             }
-            let svc = services(s, case, n)?;
-            let cell = measure_cell(
-                &mut rig,
-                &director,
-                p,
+            let spec = CellSpec {
                 case,
-                alg,
-                &svc,
-                s.origins_at(n),
-                seeds.next_u64(),
-            )?;
+                alg: alg.clone(),
+                services: services(s, case, n)?,
+                origins: s.origins_at(n),
+                seed: seeds.next_u64(),
+            };
+            let cell = measure_cell(&mut rig, &director, p, &spec)?;
             eprintln!(
                 "[lvs-real] {} hosts, {}, {alg}: {:.1} req/s ({} ok, {} errors, {} cut), CPU client {:.2} director {:.2} hosts {:.2} cores, machine {:.0}% busy",
                 n,
