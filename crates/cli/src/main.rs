@@ -28,7 +28,7 @@ enum Cmd {
     /// Run the userspace link engine between two interfaces.
     Link(netsched_link::cli::LinkArgs),
     /// Run the percentile scheduling daemon on the NFQUEUE packet path.
-    Nfq(netsched_nfq::daemon::NfqArgs),
+    Nfq(netsched_nfq::cli::NfqArgs),
     /// Control a running `netsched nfq` daemon.
     Ctl(netsched_nfq::ctl::CtlArgs),
 }
@@ -40,7 +40,7 @@ fn main() {
         Cmd::Replay(a) => replay::run(a),
         Cmd::Shape(a) => netsched_link::cli::run_shape(a),
         Cmd::Link(a) => netsched_link::cli::run_link(a),
-        Cmd::Nfq(a) => netsched_nfq::daemon::run(a),
+        Cmd::Nfq(a) => netsched_nfq::cli::run(a),
         Cmd::Ctl(a) => netsched_nfq::ctl::run(a),
     };
     if let Err(e) = result {

@@ -4,15 +4,22 @@
 //!   `<out>/report.md` linking each experiment's folder with every check ✓/✗;
 //! - `netsched lab list` — name, paper, one line;
 //! - `netsched lab run NAME [--set key=value]... [--seed N] [--out DIR] [--real] [--quick]`;
+//! - `netsched lab run NAME --seeds K` — K seeds (N..N+K−1) in parallel, each in `seed-S/`, and
+//!   their aggregate at the top (`netsched lab --seeds K` does this for all five);
+//! - `netsched lab run NAME --real --repeat N` — the real run N times, one after another;
 //! - `netsched lab sweep NAME --grid key=v1,v2 [--grid ...] [--seeds N] [--out DIR]`.
 //!
 //! Failed checks are reported (✗ in the report and on stderr) and the exit status stays 0
-//! unless `--strict`; an experiment that cannot run at all is an error.
+//! unless `--strict`; an experiment that cannot run at all is an error. Counts are bounded
+//! ([`crate::limits`]).
 
 use crate::experiments::{self, Experiment};
+use crate::limits;
+use crate::repeat::{self, Plan};
 use crate::runner::{self, RunRequest};
-use crate::sweep;
+use crate::sweep::{self, SweepSpec};
 use clap::{Args, Parser, Subcommand};
+use netsched_report::aggregate::Over;
 use std::path::PathBuf;
 
 /// Arguments of `netsched lab`.
@@ -23,9 +30,12 @@ pub struct LabArgs {
     /// Output folder when running all experiments (default `results/`).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Seed for every experiment.
+    /// Seed for every experiment (the first seed with --seeds).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Run every experiment with K seeds (seed..seed+K−1) and decide checks over them.
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    pub seeds: u64,
     /// Make any failed check an error (non-zero exit).
     #[arg(long)]
     pub strict: bool,
@@ -48,9 +58,16 @@ pub struct RunArgs {
     /// Override a scenario parameter: `--set key.sub=value` (value parsed as TOML).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
-    /// Seed of the run's random generators.
+    /// Seed of the run's random generators (the first seed with --seeds).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Run K seeds (seed..seed+K−1) in parallel; each in `seed-S/`, the aggregate at the top.
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    pub seeds: u64,
+    /// With --real: run the real experiment N times, one after another; each in `repeat-I/`,
+    /// the aggregate (with the spread) at the top.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub repeat: u64,
     /// Output folder (default `results/NAME/`).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -101,13 +118,29 @@ pub struct SweepArgs {
 /// Entry point of `netsched lab`.
 pub fn run(args: LabArgs) -> anyhow::Result<()> {
     match args.cmd {
-        None => run_all(args.out, args.seed, args.strict),
+        None => run_all(args.out, args.seed, args.seeds, args.strict),
         Some(LabCmd::List) => {
             print!("{}", list_text());
             Ok(())
         }
         Some(LabCmd::Run(a)) => run_single(a),
-        Some(LabCmd::Sweep(a)) => sweep::run(a),
+        Some(LabCmd::Sweep(a)) => sweep::run(a.into()),
+    }
+}
+
+impl From<SweepArgs> for SweepSpec {
+    fn from(a: SweepArgs) -> Self {
+        SweepSpec {
+            name: a.name,
+            grid: a.grid,
+            set: a.set,
+            seeds: a.seeds,
+            seed: a.seed,
+            out: a.out,
+            scenario: a.scenario,
+            metric: a.metric,
+            jobs: a.jobs,
+        }
     }
 }
 
@@ -150,10 +183,59 @@ fn run_single(a: RunArgs) -> anyhow::Result<()> {
             real_names().join(", ")
         );
     }
+    let seeds = limits::seed_range(a.seed, a.seeds)?;
+    limits::check_count("--repeat", a.repeat, limits::MAX_REPEATS)?;
+    if a.repeat > 1 && !a.real {
+        anyhow::bail!(
+            "--repeat {} repeats a real run (--real); a simulated run gives the same numbers every time — use --seeds K for a spread",
+            a.repeat
+        );
+    }
+    if a.repeat > 1 && a.seeds > 1 {
+        anyhow::bail!(
+            "--repeat {} with --seeds {}: choose one (repeats of one seed, or one run per seed)",
+            a.repeat,
+            a.seeds
+        );
+    }
     let params = runner::scenario_params(exp.name, a.scenario.as_deref(), &a.set)?;
     let out = a
         .out
         .unwrap_or_else(|| PathBuf::from("results").join(exp.name));
+    if a.seeds > 1 || a.repeat > 1 {
+        let (over, seeds) = if a.repeat > 1 {
+            (Over::Repeats, vec![a.seed; a.repeat as usize])
+        } else {
+            (Over::Seeds, seeds)
+        };
+        let plan = Plan {
+            exp,
+            params,
+            over,
+            seeds,
+            out: out.clone(),
+            real: a.real,
+            quick: a.quick,
+        };
+        let agg = repeat::run(&plan)?;
+        println!("{}", out.join("report.md").display());
+        repeat::failures_error(&agg, &out)?;
+        let failed: Vec<_> = agg.checks.iter().filter(|c| !c.passed).collect();
+        if a.strict && !failed.is_empty() {
+            anyhow::bail!(
+                "{}: {} check(s) failed over the {}s (--strict): {}",
+                exp.name,
+                failed.len(),
+                over.noun(),
+                failed
+                    .iter()
+                    .map(|c| c.claim.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
+        return Ok(());
+    }
     let req = RunRequest {
         exp,
         params,
@@ -188,11 +270,16 @@ fn real_names() -> Vec<&'static str> {
         .collect()
 }
 
-fn run_all(out: Option<PathBuf>, seed: u64, strict: bool) -> anyhow::Result<()> {
+fn run_all(out: Option<PathBuf>, seed: u64, seeds: u64, strict: bool) -> anyhow::Result<()> {
+    let seed_list = limits::seed_range(seed, seeds)?;
     let out = out.unwrap_or_else(|| PathBuf::from("results"));
     let started = std::time::Instant::now();
     let exps: Vec<&'static Experiment> = experiments::ALL.iter().collect();
-    let entries = runner::run_all(&exps, seed, &out)?;
+    let entries = if seeds > 1 {
+        repeat::run_all(&exps, &seed_list, &out)?
+    } else {
+        runner::run_all(&exps, seed, &out)?
+    };
     let failed_checks: usize = entries
         .iter()
         .filter_map(|e| e.outcome.as_ref().ok())

@@ -2,18 +2,27 @@
 //!
 //! | module | what lives there |
 //! |---|---|
-//! | [`cli`] | the `netsched lab` command line (all, list, run, sweep) |
+//! | [`cli`] | the `netsched lab` command line (all, list, run, sweep) and its argument types |
 //! | [`runner`] | scenario → experiment → `results.json` + `report.md`; the parallel work queue |
+//! | [`repeat`] | one experiment over several seeds or real repeats, and their aggregate |
 //! | [`sweep`] | grid × seeds sweeps with skip-if-done and mean/spread tables |
-//! | [`scenario`] | embedded `scenarios/*.toml`, `--set key=value` overrides |
-//! | [`params`] | typed parameter access with errors naming the key |
+//! | [`scenario`] | embedded `scenarios/*.toml`, bounded `--scenario` files, `--set` overrides, typed access |
+//! | [`params`] | parameter lookups by dotted key with errors naming the key |
+//! | [`limits`] | every bound on counts and input sizes |
+//! | [`outdir`] | output folders removed again when the run that created them fails |
 //! | [`experiments`] | the five experiments and their registry |
 //! | [`real`] | experiments on real Linux namespaces (lvs-cluster) |
+//!
+//! Dependencies between the modules go one way: `cli` → `repeat`, `sweep` → `runner` →
+//! `scenario`, `outdir`, `limits` (no module imports `cli`).
 
 pub mod cli;
 pub mod experiments;
+pub mod limits;
+pub mod outdir;
 pub mod params;
 pub mod real;
+pub mod repeat;
 pub mod runner;
 pub mod scenario;
 pub mod sweep;

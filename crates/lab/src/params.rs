@@ -115,26 +115,6 @@ pub fn str_list_or_empty(params: &Value, key: &str) -> anyhow::Result<Vec<String
     }
 }
 
-/// The whole scenario as a typed struct (`#[serde(deny_unknown_fields)]` structs reject typos).
-/// The scenario is parsed from its pretty-printed JSON text, so an error carries the line of
-/// the offending key, which is quoted with the message: `experiment scenario: invalid type:
-/// string "x", expected u32 at line 12 column 20, at "threads": "x"`.
-pub fn typed<T: serde::de::DeserializeOwned>(
-    params: &Value,
-    experiment: &str,
-) -> anyhow::Result<T> {
-    let text = serde_json::to_string_pretty(params)?;
-    serde_json::from_str(&text).map_err(|e| {
-        let at = text
-            .lines()
-            .nth(e.line().saturating_sub(1))
-            .map(|l| l.trim().trim_end_matches(',').to_string())
-            .filter(|l| e.line() > 0 && !l.is_empty())
-            .map_or(String::new(), |l| format!(", at {l}"));
-        anyhow!("{experiment} scenario: {e}{at}")
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,27 +128,5 @@ mod tests {
         assert!(e.contains("\"a.c\""), "{e}");
         let e = f64_at(&p, "a.s").unwrap_err().to_string();
         assert!(e.contains("must be a number"), "{e}");
-    }
-
-    #[test]
-    fn typed_errors_quote_the_key_and_value() {
-        #[derive(serde::Deserialize, Debug)]
-        #[serde(deny_unknown_fields)]
-        #[allow(dead_code)]
-        struct Inner {
-            threads: u32,
-        }
-        #[derive(serde::Deserialize, Debug)]
-        #[serde(deny_unknown_fields)]
-        #[allow(dead_code)]
-        struct Outer {
-            clients: Inner,
-        }
-        let bad = serde_json::json!({"clients": {"threads": "many"}});
-        let e = typed::<Outer>(&bad, "x").unwrap_err().to_string();
-        assert!(e.contains("\"threads\": \"many\""), "{e}");
-        let typo = serde_json::json!({"clients": {"thread": 4}});
-        let e = typed::<Outer>(&typo, "x").unwrap_err().to_string();
-        assert!(e.contains("thread"), "{e}");
     }
 }

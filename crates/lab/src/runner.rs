@@ -2,6 +2,7 @@
 //! `report.md`, one at a time or several in parallel (std threads over a shared work queue).
 
 use crate::experiments::Experiment;
+use crate::outdir::OutDir;
 use crate::scenario;
 use netsched_report::markdown::{self, IndexEntry};
 use netsched_report::{Check, ExperimentOutput};
@@ -33,9 +34,16 @@ pub struct RunRequest {
 }
 
 /// Call the experiment, catching a panic as an error (a bug must not take down a sweep).
+/// The output folder is created for the run; if the run fails and this call created it, it is
+/// removed again (an existing folder is left as it was).
 pub fn execute(req: &RunRequest) -> anyhow::Result<ExperimentOutput> {
-    std::fs::create_dir_all(&req.out)
-        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", req.out.display()))?;
+    let dir = OutDir::create(&req.out)?;
+    let output = call(req)?;
+    dir.keep();
+    Ok(output)
+}
+
+fn call(req: &RunRequest) -> anyhow::Result<ExperimentOutput> {
     let exp = req.exp;
     let call = || -> anyhow::Result<ExperimentOutput> {
         if req.real {
@@ -159,8 +167,7 @@ pub fn run_all(
     seed: u64,
     out: &Path,
 ) -> anyhow::Result<Vec<IndexEntry>> {
-    std::fs::create_dir_all(out)
-        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", out.display()))?;
+    let dir = OutDir::create(out)?;
     let entries = parallel_map(exps, cores(), |exp| {
         let t = Instant::now();
         let outcome = scenario_params(exp.name, None, &[])
@@ -191,6 +198,7 @@ pub fn run_all(
     let path = out.join("report.md");
     std::fs::write(&path, md)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    dir.keep();
     Ok(entries)
 }
 

@@ -6,8 +6,17 @@
 //! bool, array, inline table) and falls back to a plain string. Only keys that exist in the
 //! scenario may be set — a typo is an error listing the valid keys — and a value must keep the
 //! key's type (an integer may become a float).
+//!
+//! A `--scenario` file must be a regular file of at most [`crate::limits::MAX_SCENARIO_BYTES`]
+//! (no devices, FIFOs or folders), hold at least one key, and share at least one top-level key
+//! with the experiment's embedded scenario (so another experiment's file is refused, the same
+//! way for all five experiments).
+//!
+//! Experiments read their parameters either by dotted key ([`crate::params`]) or as a typed
+//! struct with [`typed`], whose errors name the scenario, the dotted key and the value.
 
 use anyhow::{anyhow, bail, Context};
+use serde::de::DeserializeOwned;
 use std::path::Path;
 
 mod embedded {
@@ -23,18 +32,43 @@ pub fn embedded(name: &str) -> Option<&'static str> {
 }
 
 /// Parse scenario text; `origin` names the file in errors (the TOML error carries line/column).
+/// A scenario without any key (empty, or only comments) is refused.
 pub fn parse(text: &str, origin: &str) -> anyhow::Result<toml::Table> {
-    text.parse::<toml::Table>()
-        .map_err(|e| anyhow!("scenario {origin}: {e}"))
+    let table = text
+        .parse::<toml::Table>()
+        .map_err(|e| anyhow!("scenario {origin}: {e}"))?;
+    if table.is_empty() {
+        bail!(
+            "scenario {origin}: has no keys (empty, or only comments); a scenario sets the experiment's parameters — start from a copy of scenarios/NAME.toml"
+        );
+    }
+    Ok(table)
 }
 
 /// The scenario for experiment `name`: from `file` if given, else the embedded one.
 pub fn load(name: &str, file: Option<&Path>) -> anyhow::Result<toml::Table> {
     match file {
         Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read scenario file {}", p.display()))?;
-            parse(&text, &p.display().to_string())
+            let text = netsched_report::read::read_text(
+                p,
+                crate::limits::MAX_SCENARIO_BYTES,
+                "scenario file",
+            )?;
+            let origin = p.display().to_string();
+            let table = parse(&text, &origin)?;
+            if let Some(reference) = embedded(name) {
+                let reference = parse(reference, name)?;
+                if !table.keys().any(|k| reference.contains_key(k)) {
+                    let mine: Vec<&str> = table.keys().map(String::as_str).collect();
+                    let theirs: Vec<&str> = reference.keys().map(String::as_str).collect();
+                    bail!(
+                        "scenario {origin}: does not look like a {name} scenario — none of its top-level keys ({}) is one of {name}'s ({})",
+                        mine.join(", "),
+                        theirs.join(", ")
+                    );
+                }
+            }
+            Ok(table)
         }
         None => {
             let text = embedded(name).ok_or_else(|| {
@@ -133,6 +167,23 @@ pub fn to_json(table: &toml::Table) -> anyhow::Result<serde_json::Value> {
     serde_json::to_value(table).context("scenario cannot be expressed as JSON")
 }
 
+/// The scenario parameters as a typed struct `T` (use `#[serde(deny_unknown_fields)]` so a
+/// misspelt key is refused). An error names the scenario (`origin`, e.g. "lvs-cluster"), the
+/// dotted key where it went wrong (`service.jitter_cv`, `cluster.hosts[2]`) and serde's reason
+/// with the offending value ("invalid type: string \"x\", expected f64", "unknown field
+/// `jiter_cv`, expected one of ...").
+pub fn typed<T: DeserializeOwned>(params: &serde_json::Value, origin: &str) -> anyhow::Result<T> {
+    serde_path_to_error::deserialize(params).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." {
+            anyhow!("scenario {origin}: {inner}")
+        } else {
+            anyhow!("scenario {origin}: {path}: {inner}")
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,6 +228,51 @@ mod tests {
             .to_string();
         assert!(e.contains("integer") && e.contains("string"), "{e}");
         assert!(apply_set(&mut t, "novalue").is_err());
+    }
+
+    #[test]
+    fn typed_errors_name_the_scenario_key_and_value() {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Service {
+            jitter_cv: f64,
+            sizes: Vec<u32>,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct P {
+            service: Service,
+        }
+        let ok = serde_json::json!({"service": {"jitter_cv": 0.5, "sizes": [1, 2]}});
+        let p: P = typed(&ok, "lvs-cluster").unwrap();
+        assert_eq!((p.service.jitter_cv, p.service.sizes.len()), (0.5, 2));
+        let bad = serde_json::json!({"service": {"jitter_cv": "high", "sizes": [1]}});
+        let e = typed::<P>(&bad, "lvs-cluster").unwrap_err().to_string();
+        assert!(
+            e.starts_with("scenario lvs-cluster: service.jitter_cv: ") && e.contains("\"high\""),
+            "{e}"
+        );
+        let bad = serde_json::json!({"service": {"jitter_cv": 1, "sizes": [1, -2]}});
+        let e = typed::<P>(&bad, "x").unwrap_err().to_string();
+        assert!(e.contains("service.sizes[1]") && e.contains("-2"), "{e}");
+        let bad = serde_json::json!({"service": {"jiter_cv": 1, "sizes": []}});
+        let e = typed::<P>(&bad, "x").unwrap_err().to_string();
+        assert!(
+            e.contains("service.jiter_cv") && e.contains("unknown field"),
+            "{e}"
+        );
+        let e = typed::<P>(&serde_json::json!({}), "x")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("missing field `service`"), "{e}");
+    }
+
+    #[test]
+    fn empty_scenarios_are_refused() {
+        for text in ["", "# only a comment\n", "\n\n"] {
+            let e = parse(text, "my.toml").unwrap_err().to_string();
+            assert!(e.contains("my.toml") && e.contains("no keys"), "{e}");
+        }
     }
 
     #[test]

@@ -8,17 +8,42 @@
 //! Output: `sweep.csv` and `sweep.md` (for each grid point and scalar metric: n, mean, sample
 //! standard deviation, min, max over seeds) and `sweep.svg` (the metrics across the grid).
 
-use crate::cli::SweepArgs;
 use crate::experiments;
+use crate::limits;
+use crate::outdir::OutDir;
 use crate::runner::{self, RunRequest};
 use crate::scenario;
 use anyhow::{anyhow, bail};
-use netsched_report::{csv, svg, Results};
+use netsched_report::aggregate::metric_leaves;
+use netsched_report::{csv, stats, svg, Results};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
+
+/// What to sweep (the command line's `lab sweep` options, without the argument parser).
+#[derive(Debug, Clone)]
+pub struct SweepSpec {
+    /// Experiment name.
+    pub name: String,
+    /// Axes, each `key=v1,v2,...`.
+    pub grid: Vec<String>,
+    /// Overrides applied to every grid point, each `key=value`.
+    pub set: Vec<String>,
+    /// Seeds per grid point.
+    pub seeds: u64,
+    /// First seed.
+    pub seed: u64,
+    /// Output folder (default `results/sweep-NAME/`).
+    pub out: Option<PathBuf>,
+    /// Scenario file instead of the embedded one.
+    pub scenario: Option<PathBuf>,
+    /// Keep only metrics whose name contains one of these.
+    pub metric: Vec<String>,
+    /// Parallel runs (default: all cores).
+    pub jobs: Option<usize>,
+}
 
 /// FNV-1a 64-bit of `bytes` (stable across builds and platforms, unlike `DefaultHasher`).
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
@@ -59,26 +84,6 @@ pub fn parse_axis(spec: &str) -> anyhow::Result<(String, Vec<String>)> {
 
 /// Scalar metrics of a results document, flattened to names: `<config> | <metric path>`.
 pub fn scalar_metrics(results: &Results) -> BTreeMap<String, f64> {
-    fn walk(prefix: &str, v: &Value, out: &mut Vec<(String, f64)>) {
-        match v {
-            Value::Number(n) => {
-                if let Some(x) = n.as_f64() {
-                    out.push((prefix.to_string(), x));
-                }
-            }
-            Value::Object(m) => {
-                for (k, v) in m {
-                    let p = if prefix.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{prefix}.{k}")
-                    };
-                    walk(&p, v, out);
-                }
-            }
-            _ => {} // arrays (series, samples) and strings are not scalar metrics
-        }
-    }
     let mut out = BTreeMap::new();
     for run in &results.runs {
         let label = match &run.config {
@@ -93,9 +98,7 @@ pub fn scalar_metrics(results: &Results) -> BTreeMap<String, f64> {
             Value::Null => String::new(),
             other => other.to_string(),
         };
-        let mut leaves = Vec::new();
-        walk("", &run.metrics, &mut leaves);
-        for (path, x) in leaves {
+        for (path, x) in metric_leaves(&run.metrics) {
             let name = if label.is_empty() {
                 path
             } else {
@@ -105,23 +108,6 @@ pub fn scalar_metrics(results: &Results) -> BTreeMap<String, f64> {
         }
     }
     out
-}
-
-/// n, mean, sample standard deviation, min, max.
-pub fn stats(xs: &[f64]) -> (usize, f64, f64, f64, f64) {
-    let n = xs.len();
-    if n == 0 {
-        return (0, f64::NAN, f64::NAN, f64::NAN, f64::NAN);
-    }
-    let mean = xs.iter().sum::<f64>() / n as f64;
-    let var = if n > 1 {
-        xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64
-    } else {
-        0.0
-    };
-    let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    (n, mean, var.sqrt(), min, max)
 }
 
 struct Job {
@@ -141,21 +127,54 @@ fn fmt(x: f64) -> String {
     }
 }
 
-/// Run a sweep.
-pub fn run(a: SweepArgs) -> anyhow::Result<()> {
-    let exp = experiments::find(&a.name)?;
-    if a.seeds == 0 {
-        bail!("--seeds must be ≥ 1");
+/// The grid's size checked against the bounds in [`limits`] before anything is built:
+/// returns the number of grid points.
+pub fn check_size(axes: &[(String, Vec<String>)], seeds: u64) -> anyhow::Result<u64> {
+    if axes.len() > limits::MAX_GRID_AXES {
+        bail!(
+            "{} --grid axes: more than the limit of {}",
+            axes.len(),
+            limits::MAX_GRID_AXES
+        );
     }
-    let mut base = scenario::load(exp.name, a.scenario.as_deref())?;
-    for s in &a.set {
-        scenario::apply_set(&mut base, s)?;
+    let mut points: u64 = 1;
+    for (key, vals) in axes {
+        if vals.len() > limits::MAX_AXIS_VALUES {
+            bail!(
+                "--grid {key}: {} values, more than the limit of {}",
+                vals.len(),
+                limits::MAX_AXIS_VALUES
+            );
+        }
+        points = points.saturating_mul(vals.len() as u64);
+    }
+    let runs = points.saturating_mul(seeds);
+    if runs > limits::MAX_SWEEP_RUNS {
+        bail!(
+            "sweep of {points} grid point(s) × {seeds} seed(s) = {runs} runs: more than the limit of {} runs",
+            limits::MAX_SWEEP_RUNS
+        );
+    }
+    Ok(points)
+}
+
+/// Run a sweep.
+pub fn run(a: SweepSpec) -> anyhow::Result<()> {
+    let exp = experiments::find(&a.name)?;
+    limits::seed_range(a.seed, a.seeds)?;
+    if let Some(j) = a.jobs {
+        limits::check_count("--jobs", j as u64, limits::MAX_JOBS as u64)?;
     }
     let axes: Vec<(String, Vec<String>)> = a
         .grid
         .iter()
         .map(|g| parse_axis(g))
         .collect::<anyhow::Result<_>>()?;
+    check_size(&axes, a.seeds)?;
+    let mut base = scenario::load(exp.name, a.scenario.as_deref())?;
+    for s in &a.set {
+        scenario::apply_set(&mut base, s)?;
+    }
     // Grid points: the product of the axes, first axis slowest.
     let mut points: Vec<Vec<(String, String)>> = vec![Vec::new()];
     for (key, vals) in &axes {
@@ -195,6 +214,12 @@ pub fn run(a: SweepArgs) -> anyhow::Result<()> {
             });
         }
     }
+    // Every grid value was applied above: the sweep is valid. Create the folders now (the
+    // shared `runs/` before the parallel runs), removed again if this sweep created them and
+    // fails before writing its tables.
+    let dir = OutDir::create(&out)?;
+    std::fs::create_dir_all(out.join("runs"))
+        .map_err(|e| anyhow!("cannot create {}: {e}", out.join("runs").display()))?;
     let started = Instant::now();
     let total = jobs.len();
     eprintln!(
@@ -207,7 +232,10 @@ pub fn run(a: SweepArgs) -> anyhow::Result<()> {
     );
     let outcomes = runner::parallel_map(&jobs, a.jobs.unwrap_or_else(runner::cores), |job| {
         let existing = job.dir.join("results.json");
-        if let Ok(text) = std::fs::read_to_string(&existing) {
+        let read = |p: &std::path::Path| {
+            netsched_report::read::read_text(p, limits::MAX_RESULTS_BYTES, "sweep run results")
+        };
+        if let Ok(text) = read(&existing) {
             if let Ok(r) = serde_json::from_str::<Results>(&text) {
                 eprintln!("[lab] skip {} (exists)", job.dir.display());
                 return Ok(r);
@@ -237,8 +265,7 @@ pub fn run(a: SweepArgs) -> anyhow::Result<()> {
         );
         // Tabulate what is on disk (not the in-memory numbers), so a resumed sweep — which
         // re-reads results.json — gives byte-identical tables.
-        let text = std::fs::read_to_string(&existing)
-            .map_err(|e| anyhow!("cannot read {}: {e}", existing.display()))?;
+        let text = read(&existing)?;
         let _ = o;
         serde_json::from_str::<Results>(&text)
             .map_err(|e| anyhow!("cannot parse {}: {e}", existing.display()))
@@ -276,7 +303,10 @@ pub fn run(a: SweepArgs) -> anyhow::Result<()> {
     let _ = writeln!(md, "|{}", "---|".repeat(header.len()));
     for (pi, point) in points.iter().enumerate() {
         for (metric, xs) in &per_point[pi] {
-            let (n, mean, sd, min, max) = stats(xs);
+            let st = stats::spread(xs);
+            let (n, mean, sd, min, max) = st
+                .map(|x| (x.n, x.mean, x.sd, x.min, x.max))
+                .unwrap_or((0, f64::NAN, f64::NAN, f64::NAN, f64::NAN));
             let mut row: Vec<String> = point.iter().map(|(_, v)| v.clone()).collect();
             row.push(metric.clone());
             row.push(n.to_string());
@@ -301,7 +331,7 @@ pub fn run(a: SweepArgs) -> anyhow::Result<()> {
     let mean_of = |pi: usize, m: &str| {
         per_point[pi]
             .get(m)
-            .map(|xs| stats(xs).1)
+            .and_then(|xs| stats::mean(xs))
             .unwrap_or(f64::NAN)
     };
     let numeric_axis: Option<Vec<f64>> = if axes.len() == 1 {
@@ -364,6 +394,7 @@ pub fn run(a: SweepArgs) -> anyhow::Result<()> {
     }
     std::fs::write(out.join("sweep.md"), md)
         .map_err(|e| anyhow!("cannot write {}: {e}", out.join("sweep.md").display()))?;
+    dir.keep();
     eprintln!(
         "[lab] sweep {}: {total} run(s) in {:.1} s, {} failed → {}",
         exp.name,
@@ -396,10 +427,22 @@ mod tests {
     }
 
     #[test]
-    fn stats_of_seeds() {
-        let (n, m, sd, lo, hi) = stats(&[1.0, 2.0, 3.0]);
-        assert_eq!((n, m, sd, lo, hi), (3, 2.0, 1.0, 1.0, 3.0));
+    fn fnv_of_nothing_is_the_offset_basis() {
         assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+    }
+
+    #[test]
+    fn grid_size_is_bounded_before_anything_is_built() {
+        let axis = |n: usize| ("k".to_string(), (0..n).map(|i| i.to_string()).collect());
+        assert_eq!(check_size(&[axis(3), axis(4)], 5).unwrap(), 12);
+        let e = check_size(&[axis(3)], 100_000_000).unwrap_err().to_string();
+        assert!(e.contains("300000000 runs") && e.contains("10000"), "{e}");
+        let e = check_size(&[axis(1001)], 1).unwrap_err().to_string();
+        assert!(e.contains("--grid k: 1001 values"), "{e}");
+        let e = check_size(&vec![axis(1); 9], 1).unwrap_err().to_string();
+        assert!(e.contains("9 --grid axes"), "{e}");
+        // Products that overflow u64 are refused, not wrapped.
+        assert!(check_size(&vec![axis(1000); 8], 1).is_err());
     }
 
     #[test]

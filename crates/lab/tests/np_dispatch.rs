@@ -14,6 +14,46 @@ fn np_dispatch_reproduces_p1_orderings() {
     assert_check(&o, "Modified FCFS has the most idle time");
     assert_check(&o, "best transfer rate at 1500 B");
     assert_check(&o, "N/gcd(N, b)");
+    for c in &o.checks {
+        assert!(c.evidence.is_some(), "{} has no evidence", c.claim);
+    }
+    // The sensitivity table: one row per variant, each claim decided again.
+    let table = o
+        .notes
+        .iter()
+        .find(|n| n.contains("**Sensitivity**"))
+        .expect("sensitivity table");
+    assert!(table.contains("| as configured |") && table.contains("no shared-state read"));
+}
+
+#[test]
+fn np_dispatch_scenario_is_typed_and_bounded() {
+    let exp = netsched_lab::experiments::find("np-dispatch").unwrap();
+    let attempt = |edit: &dyn Fn(&mut serde_json::Value)| -> String {
+        let mut params = netsched_lab::runner::scenario_params("np-dispatch", None, &[]).unwrap();
+        edit(&mut params);
+        let req = netsched_lab::runner::RunRequest {
+            exp,
+            params,
+            seed: 1,
+            out: temp_dir("np-typed"),
+            real: false,
+            quick: false,
+        };
+        format!("{:#}", netsched_lab::runner::execute(&req).unwrap_err())
+    };
+    // The 11 GB case: a thread count far beyond any network processor is refused up front.
+    let e = attempt(&|p| p["processor"]["threads_per_engine"] = 100_000_000.into());
+    assert!(
+        e.contains("processor.threads_per_engine = 100000000"),
+        "{e}"
+    );
+    let e = attempt(&|p| p["traffic"]["packets"] = 100_000_000.into());
+    assert!(e.contains("traffic.packets"), "{e}");
+    let e = attempt(&|p| p["cost"]["per_rule"] = 30.into());
+    assert!(e.contains("per_rule"), "{e}");
+    let e = attempt(&|p| p["traffic"]["packet_sizes"] = serde_json::json!([64, "big"]));
+    assert!(e.contains("\"big\""), "{e}");
 }
 
 fn check<'a>(o: &'a netsched_report::ExperimentOutput, needle: &str) -> &'a netsched_report::Check {
@@ -43,6 +83,7 @@ fn np_dispatch_rr_wins_at_1500_only_through_the_shared_state_read() {
             "traffic.packet_sizes=[64,1500]",
             "traffic.packets=2000",
             "cost.mem_read_cycles=0",
+            "sensitivity=false",
         ],
         3,
         "np-noread",
@@ -61,6 +102,7 @@ fn np_dispatch_checks_hold_over_the_sourced_latency_range() {
             format!("cost.mem_read_cycles={cycles}"),
             format!("cost.clock_mhz={mhz}"),
             "traffic.packets=2000".to_string(),
+            "sensitivity=false".to_string(),
         ];
         let sets: Vec<&str> = sets.iter().map(|s| s.as_str()).collect();
         let o = run("np-dispatch", &sets, 4, &format!("np-lat{cycles}-{mhz}"));
@@ -101,7 +143,11 @@ fn np_dispatch_without_clustering_rr_does_not_stall() {
     // b = 1 (64 B) on all of them: the idle-time rise needs the clustering the model claims.
     let o = run(
         "np-dispatch",
-        &["traffic.packet_sizes=[64]", "traffic.packets=2000"],
+        &[
+            "traffic.packet_sizes=[64]",
+            "traffic.packets=2000",
+            "sensitivity=false",
+        ],
         2,
         "np64",
     );

@@ -79,10 +79,39 @@ fn adsl_ack_reproduces_the_collapse_and_the_fix() {
         "input-queue DRR does not help: up {du} down {dd}"
     );
 
-    assert!(out.checks.len() >= 4);
+    assert!(out.checks.len() >= 5);
     for c in &out.checks {
         assert!(c.passed, "{}: {}", c.claim, c.detail);
+        assert!(c.evidence.is_some(), "{} has no evidence", c.claim);
     }
+    // The sensitivity table leaves P3's regime on purpose and says so; inside the regime the
+    // P3 claims hold, outside the upload claim fails (the arithmetic says it must).
+    let table = out
+        .notes
+        .iter()
+        .find(|n| n.contains("**Sensitivity**"))
+        .expect("sensitivity table");
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| variant"))
+        .collect();
+    assert!(rows.len() >= 8, "{table}");
+    assert!(rows.iter().any(|r| r.contains("**outside**")), "{table}");
+    for r in &rows {
+        if r.contains("**outside**") {
+            assert!(
+                r.contains("ACK-sep upload"),
+                "outside the regime the upload claim fails: {r}"
+            );
+        }
+    }
+    assert!(dir.join("sensitivity.csv").exists());
+    let rates = std::fs::read_to_string(dir.join("rates.svg")).unwrap();
+    assert_eq!(
+        rates.matches("class=\"mark\"").count(),
+        6,
+        "P3's six figures as marks"
+    );
     // The matrix found settings under which the other direction collapses.
     let collapsed: Vec<String> = out
         .results
@@ -110,6 +139,7 @@ fn adsl_ack_reproduces_the_collapse_and_the_fix() {
 fn adsl_ack_same_seed_same_results() {
     let mut params = scenario();
     params["matrix"]["enabled"] = false.into();
+    params["sensitivity"] = false.into();
     params["duration_s"] = 20.0.into();
     params["seeds"] = 2.into();
     let a = adsl_ack::run(&params, 7, &tempdir("adsl-a")).unwrap();
@@ -134,4 +164,20 @@ fn adsl_ack_rejects_a_typo_by_name() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("up_kbps"), "{err}");
+    // Sizes are bounded with a named error.
+    let mut params = scenario();
+    params["topology"]["uplink_fifo_packets"] = 100_000_000.into();
+    let err = adsl_ack::run(&params, 1, &tempdir("adsl-big"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("topology.uplink_fifo_packets = 100000000"),
+        "{err}"
+    );
+    let mut params = scenario();
+    params["seeds"] = "five".into();
+    let err = adsl_ack::run(&params, 1, &tempdir("adsl-type"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("\"seeds\": \"five\""), "{err}");
 }

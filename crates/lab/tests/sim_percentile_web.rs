@@ -68,12 +68,13 @@ fn percentile_web_orders_classes_and_equalises_attainment() {
     let att = col(&pct, "attainment");
     assert!(spread(&att) <= 0.05, "attainment {att:?}");
     assert!(att.iter().all(|a| *a > 0.0));
-    // No starvation: every class keeps at least half its FIFO throughput, no silent second.
+    // No starvation: every class keeps at least the starvation line of its FIFO throughput
+    // (the same line strict priority falls below), no silent second.
     let tp = col(&pct, "throughput_per_s");
     let fifo_tp = col(&fifo, "throughput_per_s");
     for c in 0..5 {
         assert!(
-            tp[c] >= 0.5 * fifo_tp[c],
+            tp[c] >= 0.1 * fifo_tp[c],
             "class {c}: {} vs {}",
             tp[c],
             fifo_tp[c]
@@ -93,9 +94,28 @@ fn percentile_web_orders_classes_and_equalises_attainment() {
 
     for c in &out.checks {
         assert!(c.passed, "{}: {}", c.claim, c.detail);
+        // Every numeric claim carries its evidence, so multi-seed runs decide it on an interval.
+        assert!(c.evidence.is_some(), "{}", c.claim);
     }
-    assert_eq!(out.checks.len(), 5);
-    assert!(dir.join("per_second.csv").exists() && dir.join("mean_response.svg").exists());
+    assert_eq!(out.checks.len(), 6);
+    for f in [
+        "per_second.csv",
+        "mean_response.svg",
+        "throughput.svg",
+        "sensitivity.csv",
+    ] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
+    // The sensitivity table is in the report, with the configured row and variants.
+    let table = out
+        .notes
+        .iter()
+        .find(|n| n.contains("**Sensitivity**"))
+        .expect("sensitivity table");
+    assert!(table.contains("| as configured |") && table.contains("think time ×2"));
+    // The mean-response chart is on a log axis with the thesis's figures as marks.
+    let svg = std::fs::read_to_string(dir.join("mean_response.svg")).unwrap();
+    assert!(svg.contains("log scale") && svg.matches("class=\"mark\"").count() == 10);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -103,6 +123,7 @@ fn percentile_web_orders_classes_and_equalises_attainment() {
 fn percentile_web_same_seed_same_results() {
     let mut params = scenario();
     params["clients"]["requests_per_thread"] = 300.into();
+    params["sensitivity"] = false.into();
     let a = percentile_web::run(&params, 3, &tempdir("pweb-a")).unwrap();
     let b = percentile_web::run(&params, 3, &tempdir("pweb-b")).unwrap();
     assert_eq!(
@@ -125,6 +146,20 @@ fn percentile_web_rejects_bad_input_by_name() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("percentiles"), "{err}");
+    // Counts are bounded: a huge thread count is a named error, not an allocation.
+    let mut params = scenario();
+    params["clients"]["threads"] = 100_000_000.into();
+    let err = percentile_web::run(&params, 1, &tempdir("pweb-big"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("clients.threads = 100000000"), "{err}");
+    // A wrong type names the key and the value.
+    let mut params = scenario();
+    params["clients"]["threads"] = "many".into();
+    let err = percentile_web::run(&params, 1, &tempdir("pweb-type"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("\"threads\": \"many\""), "{err}");
 }
 
 /// Calibration sweep (not a check): `cargo test --release -p netsched-lab --test
@@ -135,6 +170,7 @@ fn percentile_web_calibration_sweep() {
     for think in [0.0, 3.0, 6.0, 10.0] {
         for deadline in [serde_json::json!({"ms": 4.0}), serde_json::json!("auto")] {
             let mut params = scenario();
+            params["sensitivity"] = false.into();
             params["clients"]["think"] =
                 serde_json::json!({"dist": "exponential", "mean_ms": think});
             params["percentile"]["deadline"] = deadline.clone();

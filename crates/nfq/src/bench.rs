@@ -93,7 +93,7 @@ fn quantile(v: &mut [f64], q: f64) -> f64 {
 
 fn echo_server(ns: String, cpu: usize, stop: Arc<AtomicBool>) -> Result<()> {
     enter_netns(&ns)?;
-    let _ = crate::daemon::pin_to_cpu(cpu);
+    let _ = netsched_testbed::pin_to_cpu(cpu);
     let s = UdpSocket::bind(("10.78.0.2", PORT)).context("echo bind")?;
     s.set_read_timeout(Some(Duration::from_millis(50)))?;
     let mut buf = [0u8; 2048];
@@ -110,7 +110,7 @@ fn latency(ns: &str, cpu: usize, samples: usize) -> Result<Vec<f64>> {
     let ns = ns.to_string();
     std::thread::spawn(move || -> Result<Vec<f64>> {
         enter_netns(&ns)?;
-        let _ = crate::daemon::pin_to_cpu(cpu);
+        let _ = netsched_testbed::pin_to_cpu(cpu);
         let s = UdpSocket::bind("10.78.0.1:0")?;
         s.connect(("10.78.0.2", PORT))?;
         s.set_read_timeout(Some(Duration::from_millis(500)))?;
@@ -148,7 +148,7 @@ fn throughput(ns: &str, cpu: usize, flows: usize, secs: f64) -> Result<u64> {
     let ns = ns.to_string();
     std::thread::spawn(move || -> Result<u64> {
         enter_netns(&ns)?;
-        let _ = crate::daemon::pin_to_cpu(cpu);
+        let _ = netsched_testbed::pin_to_cpu(cpu);
         let socks: Vec<UdpSocket> = (0..flows)
             .map(|_| -> Result<UdpSocket> {
                 let s = UdpSocket::bind("10.78.0.1:0")?;
@@ -200,7 +200,7 @@ fn throughput(ns: &str, cpu: usize, flows: usize, secs: f64) -> Result<u64> {
 /// Drain FLOOD_PORT in namespace `ns` until `stop`.
 fn sink(ns: String, cpu: usize, stop: Arc<AtomicBool>) -> Result<u64> {
     enter_netns(&ns)?;
-    let _ = crate::daemon::pin_to_cpu(cpu);
+    let _ = netsched_testbed::pin_to_cpu(cpu);
     let s = UdpSocket::bind(("10.78.0.2", FLOOD_PORT))?;
     s.set_read_timeout(Some(Duration::from_millis(50)))?;
     let mut buf = [0u8; 2048];
@@ -218,7 +218,7 @@ fn flood(ns: &str, cpu: usize, secs: f64) -> Result<u64> {
     let ns = ns.to_string();
     std::thread::spawn(move || -> Result<u64> {
         enter_netns(&ns)?;
-        let _ = crate::daemon::pin_to_cpu(cpu);
+        let _ = netsched_testbed::pin_to_cpu(cpu);
         let socks: Vec<UdpSocket> = (0..64)
             .map(|_| -> Result<UdpSocket> {
                 let s = UdpSocket::bind("10.78.0.1:0")?;
@@ -306,7 +306,7 @@ pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
             let (nb, stop, cpu) = (nb.clone(), Arc::clone(&stop), a.cpu);
             std::thread::spawn(move || -> Result<crate::daemon::Summary> {
                 enter_netns(&nb)?;
-                crate::daemon::pin_to_cpu(cpu)?;
+                netsched_testbed::pin_to_cpu(cpu)?;
                 // SAFETY: gettid has no preconditions.
                 let tid = unsafe { libc::gettid() };
                 crate::daemon::run_daemon(cfg, &stop, |_| {

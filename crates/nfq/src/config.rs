@@ -91,32 +91,51 @@ impl Deadline {
     }
 }
 
-/// Parse "4ms", "250us", "1.5s", "2000ns", "3m". Bare numbers are rejected (units matter).
-pub fn parse_duration(s: &str) -> Result<Nanos> {
-    let t = s.trim();
-    let (num, mult) = if let Some(n) = t.strip_suffix("ns") {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix("us").or_else(|| t.strip_suffix("µs")) {
-        (n, 1e3)
-    } else if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e6)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1e9)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60e9)
-    } else {
-        bail!("duration {s:?}: needs a unit (ns, us, ms, s, m), e.g. \"4ms\"");
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| anyhow!("duration {s:?}: {num:?} is not a number"))?;
-    if !v.is_finite() || v < 0.0 {
-        bail!("duration {s:?}: must be a non-negative number");
+impl Deadline {
+    /// The core's form (the judge and the Percentile discipline keep the running figures;
+    /// `initial` stays with the daemon).
+    pub fn core(&self) -> netsched_core::qdisc::percentile::PercentileDeadline {
+        use netsched_core::qdisc::percentile::PercentileDeadline;
+        match *self {
+            Deadline::Fixed(ns) => PercentileDeadline::Ns(ns.max(1)),
+            Deadline::Auto { .. } => PercentileDeadline::Auto,
+            Deadline::AutoQuantile { .. } => PercentileDeadline::AutoQuantile,
+        }
     }
-    Ok((v * mult).round() as Nanos)
+
+    /// The deadline as `ctl` and the logs show it: `4ms`, `auto`, `auto-quantile`.
+    pub fn describe(&self) -> String {
+        match self {
+            Deadline::Fixed(ns) => format_duration(*ns),
+            other => other.mode().to_string(),
+        }
+    }
 }
 
+/// The range of a fixed deadline: 1 µs (below it nothing could succeed) to 1 hour (above it
+/// nothing could fail within `request_timeout`'s own maximum).
+pub const DEADLINE_RANGE: (Nanos, Nanos) = (crate::MS / 1000, 3600 * crate::SEC);
+/// The range of the `[limits]` durations (`max_hold`, `request_timeout`): 1 ms to 1 hour.
+pub const LIMIT_RANGE: (Nanos, Nanos) = (crate::MS, 3600 * crate::SEC);
+/// The range of `flow_idle_timeout`: 1 s to 1 day.
+pub const IDLE_RANGE: (Nanos, Nanos) = (crate::SEC, 24 * 3600 * crate::SEC);
+
+/// A duration in the core's grammar (`netsched_core::units`: "4ms", "250us", "1.5s"; bare
+/// numbers refused), within `range`. The error names the text, the bound and the forms.
+pub fn parse_duration(s: &str, (min, max): (Nanos, Nanos)) -> Result<Nanos> {
+    parse_duration_in(s, min, max).map_err(|mut e| {
+        // Past the core's own ceiling the core names that; name this field's range instead.
+        if let Problem::OutOfRange { .. } = e.problem {
+            e.problem = Problem::OutOfRange {
+                min: format_duration(min),
+                max: format_duration(max),
+            };
+        }
+        e.into()
+    })
+}
+
+/// "auto", "auto-quantile" or a duration in [`DEADLINE_RANGE`].
 pub fn parse_deadline(s: &str) -> Result<Deadline> {
     let t = s.trim();
     if t == "auto" {
@@ -133,24 +152,14 @@ pub fn parse_deadline(s: &str) -> Result<Deadline> {
              time) or \"auto-quantile\" (running quantile at the weighted mean target)"
         )
     } else {
-        let d = parse_duration(s).context("deadline")?;
-        if d == 0 {
-            bail!("deadline {s:?}: must be greater than zero");
-        }
+        let d = parse_duration(s, DEADLINE_RANGE).context("deadline")?;
         Ok(Deadline::Fixed(d))
     }
 }
 
-/// Human form of a duration in nanoseconds.
-pub fn fmt_duration(ns: Nanos) -> String {
-    if ns >= crate::SEC {
-        format!("{:.3}s", ns as f64 / 1e9)
-    } else if ns >= crate::MS {
-        format!("{:.3}ms", ns as f64 / 1e6)
-    } else {
-        format!("{:.1}us", ns as f64 / 1e3)
-    }
-}
+/// Human form of a duration in nanoseconds (the core's format).
+pub use netsched_core::units::format_duration as fmt_duration;
+use netsched_core::units::{format_duration, parse_duration_in, Problem};
 
 /// An IPv4/IPv6 prefix (the core classifier's type, so the daemon accepts exactly what the
 /// table stores; a prefix with host bits set is refused, naming the network it probably meant).
@@ -173,6 +182,7 @@ struct FileConfig {
     control_group: Option<String>,
     iptables: Option<String>,
     early_miss: Option<bool>,
+    busy_poll: Option<String>,
     service: Option<FileService>,
     #[serde(default, rename = "class")]
     classes: Vec<FileClass>,
@@ -288,7 +298,16 @@ pub struct Config {
     /// Report a miss as soon as a request's age passes the deadline (true), or only when its
     /// late response leaves, as the thesis does (false, default). See docs/nfq.md.
     pub early_miss: bool,
+    /// Adaptive polling: after handling packets the packet loop keeps polling without
+    /// sleeping for this long, then blocks again (0: always block). A packet that arrives
+    /// inside the window costs no wake-up; an idle daemon sleeps. See docs/bench-nfq.md.
+    pub busy_poll: Nanos,
 }
+
+/// Default of [`Config::busy_poll`] (measured: docs/bench-nfq.md).
+pub const DEFAULT_BUSY_POLL: Nanos = 200 * crate::MS / 1000;
+/// Range of `busy_poll`: 0 (off) to 10 ms (beyond it the daemon would rarely sleep).
+pub const BUSY_POLL_RANGE: (Nanos, Nanos) = (0, 10 * crate::MS);
 
 pub const DEFAULT_SOCKET: &str = "/run/netsched-nfq.sock";
 
@@ -314,6 +333,7 @@ impl Default for Config {
             table: Vec::new(),
             limits: Limits::default(),
             early_miss: false,
+            busy_poll: DEFAULT_BUSY_POLL,
         }
     }
 }
@@ -398,6 +418,9 @@ impl Config {
         if let Some(e) = f.early_miss {
             c.early_miss = e;
         }
+        if let Some(b) = &f.busy_poll {
+            c.busy_poll = parse_duration(b, BUSY_POLL_RANGE).context("busy_poll")?;
+        }
         if let Some(s) = f.service {
             if let Some(p) = &s.protocol {
                 c.service.protocol = parse_protocol(p).context("[service]")?;
@@ -445,13 +468,15 @@ impl Config {
                 d.queue_limit = v;
             }
             if let Some(v) = &l.flow_idle_timeout {
-                d.flow_idle_timeout = parse_duration(v).context("[limits] flow_idle_timeout")?;
+                d.flow_idle_timeout =
+                    parse_duration(v, IDLE_RANGE).context("[limits] flow_idle_timeout")?;
             }
             if let Some(v) = &l.request_timeout {
-                d.request_timeout = parse_duration(v).context("[limits] request_timeout")?;
+                d.request_timeout =
+                    parse_duration(v, LIMIT_RANGE).context("[limits] request_timeout")?;
             }
             if let Some(v) = &l.max_hold {
-                d.max_hold = parse_duration(v).context("[limits] max_hold")?;
+                d.max_hold = parse_duration(v, LIMIT_RANGE).context("[limits] max_hold")?;
             }
             if let Some(v) = l.rcvbuf_bytes {
                 d.rcvbuf_bytes = v;
@@ -588,10 +613,37 @@ request_timeout = "2s"
 
     #[test]
     fn config_durations() {
-        assert_eq!(parse_duration("250us").unwrap(), 250_000);
-        assert_eq!(parse_duration("1.5s").unwrap(), 1_500_000_000);
-        assert_eq!(parse_duration("3ms").unwrap(), 3_000_000);
-        assert!(parse_duration("-3ms").is_err());
+        let r = DEADLINE_RANGE;
+        assert_eq!(parse_duration("250us", r).unwrap(), 250_000);
+        assert_eq!(parse_duration("1.5s", r).unwrap(), 1_500_000_000);
+        assert_eq!(parse_duration("3ms", r).unwrap(), 3_000_000);
+        assert!(parse_duration("-3ms", r).is_err());
+        // Issue #10.7: 1e300s was stored as 18446744073.7 s; now a range error naming it.
+        for (text, needle) in [
+            ("1e300s", "1e300s"),
+            ("2h", "2h"),
+            ("500ns", "500ns"),
+            ("4", "4"),
+        ] {
+            let e = format!("{:#}", parse_deadline(text).unwrap_err());
+            assert!(e.contains(needle) && e.contains("deadline"), "{text}: {e}");
+        }
+        let e = format!("{:#}", parse_deadline("1e300s").unwrap_err());
+        assert!(e.contains("1h"), "names the bound: {e}");
+        assert_eq!(
+            parse_deadline("1h").unwrap(),
+            Deadline::Fixed(3600 * crate::SEC)
+        );
+        let e = format!(
+            "{:#}",
+            Config::from_toml("[limits]\nmax_hold = \"1e30s\"").unwrap_err()
+        );
+        assert!(e.contains("max_hold") && e.contains("1e30s"), "{e}");
+        let e = format!(
+            "{:#}",
+            Config::from_toml("[limits]\nflow_idle_timeout = \"10ms\"").unwrap_err()
+        );
+        assert!(e.contains("flow_idle_timeout") && e.contains("10ms"), "{e}");
         assert!(matches!(
             parse_deadline("auto").unwrap(),
             Deadline::Auto { .. }

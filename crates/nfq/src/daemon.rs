@@ -7,272 +7,27 @@
 //! queue with packets pending would drop them (`nfqnl_flush` in instance_destroy), so
 //! nothing is closed before its packets are verdicted.
 //!
-//! The loop: `poll` on the netlink socket and the control socket (10 ms timeout); read up to
-//! 64 packets per `recvmmsg`, decide each with [`crate::engine::Engine`], send the batch of
-//! verdicts in one datagram; every 10 ms a tick expires requests and flows.
+//! Two threads. The packet loop (the calling thread): `poll` on the netlink socket and the
+//! command channel's eventfd; read up to 64 packets per `recvmmsg`, decide each with
+//! [`crate::engine::Engine`], send the batch of verdicts in one datagram; apply waiting control
+//! commands between batches; every 10 ms a tick expires requests and flows. The control thread
+//! serves the control socket ([`crate::control`]): nothing a control client does reaches the
+//! packet loop except small validated commands.
+//!
+//! Adaptive polling (`busy_poll`, default 200 µs): for that long after the last packet the
+//! loop polls with a zero timeout instead of sleeping, so the next packet of a conversation
+//! (the response to a request it just let through) costs no wake-up; after it, the loop
+//! blocks (10 ms timeout), so an idle daemon sleeps. Measured in docs/bench-nfq.md.
 
-use crate::config::{
-    self, parse_cidr, parse_deadline, parse_protocol, resolve_class, ClassSpec, Config,
-};
+use crate::config::Config;
 use crate::control::{self, ControlServer};
-use crate::engine::{Engine, KernelCounters, Status};
+use crate::engine::{Applied, Engine, SocketCounters, Status};
 use crate::iptables::{self, Rules};
 use crate::netlink::{NfQueue, PacketMsg};
 use anyhow::{bail, Context, Result};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
-
-const EXAMPLES: &str = "\
-Examples:
-  # Schedule HTTP on port 80: three classes, unknown clients in the lowest, hold requests
-  # while 4 are inside the server, deadline = running mean response time.
-  netsched nfq --port 80 --class gold=90 --class silver=70 --class bronze=50 \\
-      --map 192.168.1.0/24=gold --map 10.0.0.0/8=silver --budget 4 --deadline auto
-
-  # The same from a file (see docs/nfq.md for every key)
-  netsched nfq --config /etc/netsched/nfq.toml
-
-  # While it runs
-  netsched ctl status
-  netsched ctl set-percentile gold 95
-  netsched ctl add-ip 172.16.0.0/12 silver
-
-  # After a crash (SIGKILL): remove the iptables rules it left behind
-  netsched nfq cleanup
-
-  # Throughput and added latency of the packet path, in two scratch namespaces
-  netsched nfq bench
-
-What is a request: a packet with payload to the service (handshakes and pure ACKs pass at
-once). It completes when the first response packet with payload leaves the server.";
-
-/// Arguments of `netsched nfq`.
-#[derive(Debug, clap::Args)]
-#[command(args_conflicts_with_subcommands = true, after_help = EXAMPLES)]
-pub struct NfqArgs {
-    #[command(subcommand)]
-    pub cmd: Option<NfqCmd>,
-    #[command(flatten)]
-    pub run: RunArgs,
-}
-
-#[derive(Debug, clap::Subcommand)]
-pub enum NfqCmd {
-    /// Remove iptables rules (and the control socket) left behind by a killed daemon.
-    Cleanup {
-        /// iptables front end the daemon used.
-        #[arg(long, default_value = "iptables")]
-        iptables: String,
-        /// Only the rules of this queue number (default: all netsched-nfq rules).
-        #[arg(long)]
-        queue: Option<u16>,
-        /// Control socket to remove if stale.
-        #[arg(long, default_value = config::DEFAULT_SOCKET)]
-        socket: PathBuf,
-    },
-    /// Measure the daemon's throughput and added latency between two scratch namespaces.
-    Bench(crate::bench::BenchArgs),
-}
-
-/// Flags of the daemon itself (each overrides the config file).
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct RunArgs {
-    /// TOML configuration file (docs/nfq.md).
-    #[arg(long, short)]
-    pub config: Option<PathBuf>,
-    /// NFQUEUE number.
-    #[arg(long)]
-    pub queue: Option<u16>,
-    /// Service protocol: tcp or udp.
-    #[arg(long)]
-    pub protocol: Option<String>,
-    /// Service port (repeat for several); replaces the file's list.
-    #[arg(long = "port")]
-    pub ports: Vec<u16>,
-    /// Service address (only requests to it are scheduled).
-    #[arg(long)]
-    pub address: Option<String>,
-    /// A class NAME=P (percentile target 1..=100), in priority order; replaces the file's.
-    #[arg(long = "class", value_name = "NAME=P")]
-    pub classes: Vec<String>,
-    /// An address-table entry CIDR=CLASS (added to the file's).
-    #[arg(long = "map", value_name = "CIDR=CLASS")]
-    pub maps: Vec<String>,
-    /// Class of addresses no entry matches (name or index; default: the last class).
-    #[arg(long)]
-    pub default_class: Option<String>,
-    /// Deadline: a duration ("4ms"), "auto" (running mean response time) or "auto-quantile"
-    /// (running q-quantile of response times, q = Σ N·P / Σ N).
-    #[arg(long)]
-    pub deadline: Option<String>,
-    /// Requests inside the server at once (a number, or "off" for no holding).
-    #[arg(long)]
-    pub budget: Option<String>,
-    /// percentile (P0), fifo, or strict (class 0 first).
-    #[arg(long)]
-    pub discipline: Option<String>,
-    /// Control socket path.
-    #[arg(long)]
-    pub socket: Option<PathBuf>,
-    /// Group allowed to use the control socket.
-    #[arg(long)]
-    pub group: Option<String>,
-    /// iptables front end (iptables, iptables-legacy, iptables-nft).
-    #[arg(long)]
-    pub iptables: Option<String>,
-    /// Count a miss as soon as a request's age passes the deadline (true), or only when its
-    /// late response leaves (false, default, as in the thesis).
-    #[arg(long)]
-    pub early_miss: Option<bool>,
-    /// Pin the daemon to this CPU.
-    #[arg(long)]
-    pub cpu: Option<usize>,
-}
-
-impl RunArgs {
-    /// The configuration: file (if any), then flags.
-    pub fn to_config(&self) -> Result<Config> {
-        let mut c = match &self.config {
-            Some(p) => Config::from_file(p)?,
-            None => Config::default(),
-        };
-        if let Some(q) = self.queue {
-            c.queue = q;
-        }
-        if let Some(p) = &self.protocol {
-            c.service.protocol = parse_protocol(p).context("--protocol")?;
-        }
-        if !self.ports.is_empty() {
-            c.service.ports = self.ports.clone();
-        }
-        if let Some(a) = &self.address {
-            c.service.address = Some(
-                a.parse()
-                    .map_err(|_| anyhow::anyhow!("--address {a:?}: not an IP address"))?,
-            );
-        }
-        if !self.classes.is_empty() {
-            c.classes.clear();
-            for s in &self.classes {
-                let (name, p) = s
-                    .split_once('=')
-                    .with_context(|| format!("--class {s:?}: expected NAME=P, e.g. gold=90"))?;
-                let p: i64 = p
-                    .trim()
-                    .parse()
-                    .map_err(|_| anyhow::anyhow!("--class {s:?}: {p:?} is not a number"))?;
-                let p = config::validate_percentile(p).with_context(|| format!("--class {s:?}"))?;
-                c.classes.push(ClassSpec {
-                    name: name.trim().to_string(),
-                    percentile: p,
-                });
-            }
-            c.default_class = c.classes.len() - 1;
-        }
-        if let Some(d) = &self.default_class {
-            c.default_class = resolve_class(&c.classes, d).context("--default-class")?;
-        }
-        for m in &self.maps {
-            let (cidr, class) = m
-                .split_once('=')
-                .with_context(|| format!("--map {m:?}: expected CIDR=CLASS"))?;
-            let cidr = parse_cidr(cidr).with_context(|| format!("--map {m:?}"))?;
-            let k =
-                resolve_class(&c.classes, class.trim()).with_context(|| format!("--map {m:?}"))?;
-            c.table.push((cidr, k));
-        }
-        if let Some(d) = &self.deadline {
-            c.deadline = parse_deadline(d).context("--deadline")?;
-        }
-        if let Some(b) = &self.budget {
-            c.budget = control::parse_budget(b).context("--budget")?;
-        }
-        if let Some(d) = &self.discipline {
-            c.discipline = config::DisciplineKind::parse(d).context("--discipline")?;
-        }
-        if let Some(s) = &self.socket {
-            c.control_socket = s.clone();
-        }
-        if let Some(g) = &self.group {
-            c.control_group = Some(g.clone());
-        }
-        if let Some(i) = &self.iptables {
-            c.iptables = i.clone();
-        }
-        if let Some(e) = self.early_miss {
-            c.early_miss = e;
-        }
-        c.validate()?;
-        Ok(c)
-    }
-}
-
-pub fn run(args: NfqArgs) -> Result<()> {
-    match args.cmd {
-        Some(NfqCmd::Cleanup {
-            iptables: bin,
-            queue,
-            socket,
-        }) => {
-            let n = iptables::cleanup(&bin, queue)?;
-            let mut removed_socket = false;
-            if socket.exists() && std::os::unix::net::UnixStream::connect(&socket).is_err() {
-                std::fs::remove_file(&socket)
-                    .with_context(|| format!("removing {}", socket.display()))?;
-                removed_socket = true;
-            }
-            println!(
-                "removed {n} leftover rule(s){}",
-                if removed_socket {
-                    format!(" and the stale socket {}", socket.display())
-                } else {
-                    String::new()
-                }
-            );
-            Ok(())
-        }
-        Some(NfqCmd::Bench(b)) => crate::bench::run(b),
-        None => {
-            let cfg = args.run.to_config()?;
-            if let Some(cpu) = args.run.cpu {
-                pin_to_cpu(cpu)?;
-            }
-            let stop = Arc::new(AtomicBool::new(false));
-            for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-                signal_hook::flag::register(sig, Arc::clone(&stop))
-                    .context("installing signal handlers")?;
-            }
-            let summary = run_daemon(cfg, &stop, |st| {
-                eprintln!(
-                    "netsched nfq: running ({} classes, discipline {}, budget {}); Ctrl-C to stop",
-                    st.classes.len(),
-                    st.discipline,
-                    st.budget.map(|b| b.to_string()).unwrap_or("off".into())
-                )
-            })?;
-            eprintln!(
-                "netsched nfq: stopped; {} packets seen, {} requests, {} released at exit",
-                summary.counters.packets, summary.counters.requests, summary.released_at_exit
-            );
-            Ok(())
-        }
-    }
-}
-
-/// Pin the calling thread to `cpu`.
-pub fn pin_to_cpu(cpu: usize) -> Result<()> {
-    // SAFETY: cpu_set_t zeroed is valid; CPU_SET writes within it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            bail!("--cpu {cpu}: {}", std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
+use std::time::{Duration, Instant};
 
 /// What the daemon reports when it exits.
 #[derive(Debug, Clone)]
@@ -299,25 +54,57 @@ fn kernel_queue_counters(queue: u16) -> Option<(u64, u64, u64)> {
     None
 }
 
-fn fill_kernel(st: &mut Status, q: &NfQueue, queue: u16, iptables_bin: &str) {
-    let mut k = KernelCounters {
+/// The control thread's additions to a status answer: the iptables rule counters (cached
+/// for [`RULE_COUNT_MAX_AGE`]: each read starts `iptables` processes) and the kernel's queue
+/// counters from /proc (this thread's network namespace = the daemon's).
+struct KernelFacts {
+    iptables: String,
+    queue: u16,
+    rule_matched: Option<(Instant, u64)>,
+}
+
+/// Nice level of the control thread (the packet loop keeps the process's).
+const CONTROL_NICE: i32 = 10;
+
+/// How long a read of the iptables rule counters is reused by later `status` calls.
+const RULE_COUNT_MAX_AGE: Duration = Duration::from_secs(1);
+
+impl KernelFacts {
+    fn fill(&mut self, st: &mut Status) {
+        let now = Instant::now();
+        let matched = match self.rule_matched {
+            Some((at, n)) if now.duration_since(at) < RULE_COUNT_MAX_AGE => n,
+            _ => {
+                let n = iptables::rule_packet_count(&self.iptables, self.queue);
+                self.rule_matched = Some((now, n));
+                n
+            }
+        };
+        let k = &mut st.kernel;
+        k.rule_matched = matched;
+        if let Some((total, dropped, user)) = kernel_queue_counters(self.queue) {
+            k.queue_total = total;
+            k.queue_dropped = dropped;
+            k.user_dropped = user;
+        }
+        k.skipped_fail_open = k.rule_matched.saturating_sub(k.received + k.queue_total);
+    }
+}
+
+fn socket_counters(q: &NfQueue) -> SocketCounters {
+    SocketCounters {
+        received: q.received,
         enobufs: q.enobufs,
         rcvbuf_bytes: q.rcvbuf() as u64,
-        received: q.received,
-        rule_matched: iptables::rule_packet_count(iptables_bin, queue),
-        ..Default::default()
-    };
-    if let Some((total, dropped, user)) = kernel_queue_counters(queue) {
-        k.queue_total = total;
-        k.queue_dropped = dropped;
-        k.user_dropped = user;
     }
-    k.skipped_fail_open = k.rule_matched.saturating_sub(k.received + k.queue_total);
-    st.kernel = k;
 }
 
 /// Run the daemon in the calling thread (and network namespace) until `stop` is set.
 /// `on_ready` is called once the rules are in place.
+///
+/// Two threads: this one is the packet loop; a control thread (started here, in the same
+/// network namespace, joined before returning) serves the control socket and hands the
+/// packet loop validated commands (see [`crate::control`]).
 pub fn run_daemon(
     cfg: Config,
     stop: &AtomicBool,
@@ -326,6 +113,7 @@ pub fn run_daemon(
     let queue_num = cfg.queue;
     let mut engine = Engine::new(cfg.clone())?;
     let ctl = ControlServer::bind(&cfg.control_socket, cfg.control_group.as_deref())?;
+    let (outbox, inbox) = control::command_channel()?;
     let mut q = NfQueue::open(
         queue_num,
         cfg.limits.kernel_queue_maxlen,
@@ -336,9 +124,37 @@ pub fn run_daemon(
     let now = || t0.elapsed().as_nanos() as u64;
     on_ready(&engine.status());
 
+    let quit_control = Arc::new(AtomicBool::new(false));
+    let control_thread = {
+        let quit = Arc::clone(&quit_control);
+        let mut state = control::ControlState::new(&cfg);
+        let mut facts = KernelFacts {
+            iptables: cfg.iptables.clone(),
+            queue: queue_num,
+            rule_matched: None,
+        };
+        std::thread::Builder::new()
+            .name("nfq-control".into())
+            .spawn(move || {
+                // Below the packet loop when they share a CPU; best effort.
+                let _ = crate::sys::nice_this_thread(CONTROL_NICE);
+                ctl.run(&quit, |req| {
+                    state.serve(
+                        req,
+                        |cmd| outbox.execute(cmd, control::COMMAND_TIMEOUT),
+                        &mut |st| facts.fill(st),
+                    )
+                });
+                // `ctl` drops here: the socket file goes with the thread.
+            })
+            .context("starting the control thread")?
+    };
+
     let mut batch: Vec<PacketMsg> = Vec::with_capacity(crate::netlink::RECV_BATCH);
     let mut accept: Vec<u32> = Vec::with_capacity(1024);
     let mut last_tick = 0u64;
+    let busy_poll = cfg.busy_poll;
+    let mut spin_until = 0u64;
     let result: Result<()> = (|| {
         while !stop.load(Ordering::Relaxed) {
             let mut fds = [
@@ -348,18 +164,23 @@ pub fn run_daemon(
                     revents: 0,
                 },
                 libc::pollfd {
-                    fd: ctl.fd(),
+                    fd: inbox.fd(),
                     events: libc::POLLIN,
                     revents: 0,
                 },
             ];
-            // SAFETY: fds is a live array of 2 pollfd.
-            let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, 10) };
-            if rc < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.raw_os_error() != Some(libc::EINTR) {
-                    bail!("poll: {e}");
-                }
+            // Adaptive polling: inside the window after the last packet, look without
+            // sleeping (a wake-up from poll costs tens of µs); after it, block.
+            let spinning = busy_poll > 0 && now() < spin_until;
+            let timeout = if spinning {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(10)
+            };
+            crate::sys::poll(&mut fds, timeout).context("poll")?;
+            if spinning && fds[0].revents == 0 && fds[1].revents == 0 {
+                std::hint::spin_loop();
+                continue;
             }
             // Packets: drain up to 16 batches before looking at anything else.
             for _ in 0..16 {
@@ -367,6 +188,7 @@ pub fn run_daemon(
                 if q.recv_batch(&mut batch)? == 0 {
                     break;
                 }
+                spin_until = now().saturating_add(busy_poll);
                 let t = now();
                 for p in &batch {
                     engine.on_packet(p.id, p.hook, &p.head, t, &mut accept);
@@ -377,10 +199,14 @@ pub fn run_daemon(
                 q.flush()?;
             }
             if fds[1].revents != 0 {
-                ctl.poll(|req| {
-                    control::handle(&mut engine, &req, now(), &mut accept, &|st| {
-                        fill_kernel(st, &q, queue_num, &cfg.iptables)
-                    })
+                let t = now();
+                let sock = socket_counters(&q);
+                inbox.serve(|cmd| {
+                    let mut a = engine.apply(cmd, t, &mut accept);
+                    if let Ok(Applied::Snapshot(s)) = &mut a {
+                        s.socket = sock;
+                    }
+                    a
                 });
                 for id in accept.drain(..) {
                     q.accept(id);
@@ -400,7 +226,11 @@ pub fn run_daemon(
         Ok(())
     })();
 
-    // Shut down: no new packets, then verdict everything.
+    // Shut down: the control thread first (no more commands), then no new packets, then
+    // verdict everything.
+    quit_control.store(true, Ordering::Relaxed);
+    let control_joined = control_thread.join();
+    drop(inbox);
     drop(rules);
     let mut released = 0usize;
     accept.clear();
@@ -422,13 +252,23 @@ pub fn run_daemon(
         released += 1;
     }
     let flushed = q.flush();
-    let mut status = engine.status();
-    fill_kernel(&mut status, &q, queue_num, &cfg.iptables);
+    let mut snap = engine.snapshot();
+    snap.socket = socket_counters(&q);
+    let names: Vec<String> = cfg.classes.iter().map(|c| c.name.clone()).collect();
+    let mut status = snap.to_status(&names);
+    KernelFacts {
+        iptables: cfg.iptables.clone(),
+        queue: queue_num,
+        rule_matched: None,
+    }
+    .fill(&mut status);
     let _ = q.unbind();
     drop(q);
-    drop(ctl);
     result?;
     flushed?;
+    if control_joined.is_err() {
+        bail!("the control thread panicked");
+    }
     Ok(Summary {
         counters: engine.counters.clone(),
         status,

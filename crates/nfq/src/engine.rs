@@ -43,26 +43,15 @@
 use crate::config::parse_cidr;
 use crate::config::{Cidr, Config, Deadline, DisciplineKind};
 use crate::netlink::{NF_INET_LOCAL_IN, NF_INET_LOCAL_OUT};
-use crate::packet::{self, PacketInfo, TCP_FIN, TCP_RST, TCP_SYN};
+use crate::packet::{self, FiveTuple, PacketInfo, TCP_FIN, TCP_RST, TCP_SYN};
 use crate::sched::{HeldRequest, Scheduler};
 use crate::table::AddressTable;
-use netsched_core::qdisc::percentile::{auto_quantile_q, LatencyQuantile};
+use netsched_core::qdisc::percentile::{JudgeCounts, PercentileJudge};
 use netsched_core::qdisc::{DropReason, Verdict};
 use netsched_core::Nanos;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::IpAddr;
-
-/// A flow as seen from the server: (client address, client port, server address, server
-/// port, protocol).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct FlowKey {
-    pub client: IpAddr,
-    pub client_port: u16,
-    pub server: IpAddr,
-    pub server_port: u16,
-    pub protocol: u8,
-}
 
 /// The outstanding request of a flow. `missed`: its miss was already reported (early miss).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -96,15 +85,10 @@ struct Flow {
     last_seen: Nanos,
 }
 
-/// Per-class counters kept by the engine (all disciplines, so FIFO runs report them too).
+/// Per-class counters kept by the engine beside the judge's N, S, fail (all disciplines, so
+/// FIFO runs report them too).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ClassCounters {
-    /// Requests classified into this class (the thesis's N).
-    pub n: u64,
-    /// Completed within the deadline (S).
-    pub s: u64,
-    /// Completed late, aborted or timed out.
-    pub fail: u64,
     pub timeouts: u64,
     pub completed: u64,
     /// Completed by a response (not aborted / timed out): the mean response time's base.
@@ -215,7 +199,7 @@ pub struct Engine {
     pub cfg: Config,
     sched: Scheduler,
     table: AddressTable,
-    flows: HashMap<FlowKey, Flow>,
+    flows: HashMap<FiveTuple, Flow>,
     running: bool,
     in_server: usize,
     held_packets: usize,
@@ -223,10 +207,9 @@ pub struct Engine {
     seq: u64,
     deadline: Nanos,
     per_class: Vec<ClassCounters>,
-    all_latency_sum: u128,
-    all_completed: u64,
-    /// Response times for `auto-quantile` (for the engine's own S, every discipline).
-    quantile: Option<Box<LatencyQuantile>>,
+    /// N, S, fail per class and the deadline in every mode: the core's judge, the same code
+    /// the Percentile discipline judges with (here for every discipline).
+    judge: PercentileJudge,
     server_time_sum: u128,
     server_time_count: u64,
     pub counters: Counters,
@@ -258,10 +241,8 @@ impl Engine {
             seq: 0,
             deadline,
             per_class: vec![ClassCounters::default(); n],
-            all_latency_sum: 0,
-            all_completed: 0,
-            quantile: matches!(cfg.deadline, Deadline::AutoQuantile { .. })
-                .then(|| Box::new(LatencyQuantile::new())),
+            judge: PercentileJudge::new(&ps, cfg.deadline.core())
+                .map_err(|e| anyhow::anyhow!("deadline: {e}"))?,
             server_time_sum: 0,
             server_time_count: 0,
             counters: Counters::default(),
@@ -314,7 +295,7 @@ impl Engine {
     }
 
     fn inbound(&mut self, id: u32, info: &PacketInfo, now: Nanos, accept: &mut Vec<u32>) {
-        let key = FlowKey {
+        let key = FiveTuple {
             client: info.src,
             client_port: info.src_port,
             server: info.dst,
@@ -394,7 +375,7 @@ impl Engine {
                     .lookup(info.src)
                     .unwrap_or(self.cfg.default_class);
                 self.counters.requests += 1;
-                self.per_class[class].n += 1;
+                self.judge.arrival(class);
                 if over_limit {
                     self.counters.passed_over_limit += 1;
                     flow.state = FlowState::InServer {
@@ -446,7 +427,7 @@ impl Engine {
     }
 
     fn outbound(&mut self, info: &PacketInfo, now: Nanos, accept: &mut Vec<u32>) {
-        let key = FlowKey {
+        let key = FiveTuple {
             client: info.dst,
             client_port: info.dst_port,
             server: info.src,
@@ -469,7 +450,7 @@ impl Engine {
     }
 
     /// Complete the request inside the server on flow `key`.
-    fn finish(&mut self, key: &FlowKey, now: Nanos, outcome: Outcome) {
+    fn finish(&mut self, key: &FiveTuple, now: Nanos, outcome: Outcome) {
         let Some(flow) = self.flows.get_mut(key) else {
             return;
         };
@@ -505,47 +486,41 @@ impl Engine {
                 }
                 if !missed {
                     // A miss; its latency is unknown, so the age now stands for it.
-                    self.report(class, latency.max(self.deadline.saturating_add(1)), now);
+                    self.report_miss(class, latency.max(self.deadline.saturating_add(1)), now);
                 }
             }
         }
     }
 
-    /// `auto-quantile`'s q as (numerator, denominator): the core discipline's rule over this
-    /// engine's own counters.
-    fn quantile_weights(&self) -> (u128, u128) {
-        auto_quantile_q(
-            self.per_class
-                .iter()
-                .zip(&self.cfg.classes)
-                .map(|(c, s)| (c.n, c.n.saturating_mul(s.percentile as u64), s.percentile)),
-        )
+    /// The deadline before any completion: the fixed one, or the modes' `initial`.
+    fn initial_deadline(&self) -> Nanos {
+        match self.cfg.deadline {
+            Deadline::Fixed(d) => d,
+            Deadline::Auto { initial } | Deadline::AutoQuantile { initial } => initial,
+        }
     }
 
-    /// Count a request's outcome (S or fail) and tell the discipline — once per request.
+    fn refresh_deadline(&mut self) {
+        self.deadline = self
+            .judge
+            .deadline()
+            .unwrap_or_else(|| self.initial_deadline())
+            .max(1);
+    }
+
+    /// Judge a request's outcome (S or fail) and tell the discipline — once per request.
     fn report(&mut self, class: usize, latency: Nanos, now: Nanos) {
-        if let Deadline::AutoQuantile { .. } = self.cfg.deadline {
-            // As the core discipline does: this completion included, then judged.
-            let (num, den) = self.quantile_weights();
-            let h = self
-                .quantile
-                .get_or_insert_with(|| Box::new(LatencyQuantile::new()));
-            h.record(latency);
-            self.deadline = h.quantile(num, den).unwrap_or(latency).max(1);
-        }
-        let c = &mut self.per_class[class];
-        if latency <= self.deadline {
-            c.s += 1;
-        } else {
-            c.fail += 1;
-        }
-        self.all_latency_sum += latency as u128;
-        self.all_completed += 1;
+        self.judge.complete(class, latency);
         self.sched.completed(class, latency, now);
-        if let Deadline::Auto { .. } = self.cfg.deadline {
-            // Same running mean the Percentile discipline keeps for `Auto`.
-            self.deadline = ((self.all_latency_sum / self.all_completed as u128) as Nanos).max(1);
-        }
+        self.refresh_deadline();
+    }
+
+    /// A request that failed whatever the deadline (aborted, timed out, or early miss): its
+    /// age stands for its latency.
+    fn report_miss(&mut self, class: usize, age: Nanos, now: Nanos) {
+        self.judge.complete_as_miss(class, age);
+        self.sched.completed(class, age, now);
+        self.refresh_deadline();
     }
 
     /// Early miss: a request still held or inside the server whose age passed the deadline
@@ -575,7 +550,7 @@ impl Engine {
         }
         self.counters.early_misses += missed.len() as u64;
         for (class, age) in missed {
-            self.report(class, age, now);
+            self.report_miss(class, age, now);
         }
     }
 
@@ -623,7 +598,7 @@ impl Engine {
     pub fn tick(&mut self, now: Nanos, accept: &mut Vec<u32>) {
         let rt = self.cfg.limits.request_timeout;
         let idle = self.cfg.limits.flow_idle_timeout;
-        let timed_out: Vec<FlowKey> = self
+        let timed_out: Vec<FiveTuple> = self
             .flows
             .iter()
             .filter(|(_, f)| {
@@ -721,17 +696,11 @@ impl Engine {
             .iter_mut()
             .for_each(|c| *c = ClassCounters::default());
         self.counters = Counters::default();
-        self.all_latency_sum = 0;
-        self.all_completed = 0;
         self.server_time_sum = 0;
         self.server_time_count = 0;
         self.sched.reset_counters();
-        if let Some(h) = &mut self.quantile {
-            h.clear();
-        }
-        if let Deadline::Auto { initial } | Deadline::AutoQuantile { initial } = self.cfg.deadline {
-            self.deadline = initial;
-        }
+        self.judge.reset();
+        self.refresh_deadline();
     }
 
     pub fn set_percentile(&mut self, class: usize, p: i64) -> anyhow::Result<()> {
@@ -742,6 +711,7 @@ impl Engine {
         self.sched
             .set_percentile(class, p)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+        self.judge.set_percentile(class, p);
         self.cfg.classes[class].percentile = p;
         Ok(())
     }
@@ -752,23 +722,11 @@ impl Engine {
         self.sched
             .set_deadline(&d)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let was_quantile = matches!(self.cfg.deadline, Deadline::AutoQuantile { .. });
+        self.judge
+            .set_mode(d.core())
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         self.cfg.deadline = d;
-        self.deadline = match d {
-            Deadline::Fixed(v) => v,
-            Deadline::Auto { initial } if self.all_completed == 0 => initial,
-            Deadline::Auto { .. } => {
-                ((self.all_latency_sum / self.all_completed as u128) as Nanos).max(1)
-            }
-            Deadline::AutoQuantile { .. } if was_quantile => self.deadline,
-            Deadline::AutoQuantile { initial } => {
-                self.quantile = Some(Box::new(LatencyQuantile::new()));
-                initial
-            }
-        };
-        if !matches!(d, Deadline::AutoQuantile { .. }) {
-            self.quantile = None;
-        }
+        self.refresh_deadline();
         Ok(())
     }
 
@@ -791,38 +749,188 @@ impl Engine {
         Ok(())
     }
 
+    /// Everything `status` shows, copied (no formatting). Cost: O(classes + table entries).
+    pub fn snapshot(&self) -> Snapshot {
+        let mut s = self.snapshot_without_table();
+        s.table = self.table.entries();
+        s
+    }
+
+    /// [`snapshot`](Self::snapshot) without the address table — what the packet loop hands
+    /// the control thread, which mirrors the table itself (only control commands change it).
+    /// Cost: O(classes), no allocation per class beyond the copied vectors.
+    pub fn snapshot_without_table(&self) -> Snapshot {
+        let n = self.per_class.len();
+        Snapshot {
+            running: self.running,
+            discipline: self.cfg.discipline,
+            deadline_ns: self.deadline,
+            deadline: self.cfg.deadline,
+            quantile_weights: self.judge.quantile_weights(),
+            budget: self.cfg.budget,
+            in_server: self.in_server,
+            server_time_sum: self.server_time_sum,
+            server_time_count: self.server_time_count,
+            held_packets: self.held_packets,
+            flows: self.flows.len(),
+            default_class: self.cfg.default_class,
+            percentiles: self.cfg.classes.iter().map(|c| c.percentile).collect(),
+            per_class: self.per_class.clone(),
+            judged: self.judge.counts().to_vec(),
+            held_per_class: self.held_per_class.clone(),
+            per_discipline: self.sched.class_brief(n),
+            table: Vec::new(),
+            counters: self.counters.clone(),
+            socket: SocketCounters::default(),
+        }
+    }
+
+    /// The status document (a snapshot, formatted here; the daemon formats in its control
+    /// thread instead).
     pub fn status(&self) -> Status {
-        let sched_rows = self.sched.class_status();
+        let names: Vec<String> = self.cfg.classes.iter().map(|c| c.name.clone()).collect();
+        self.snapshot().to_status(&names)
+    }
+
+    /// Apply one validated control command (the packet loop calls this between batches).
+    /// Packets it releases go to `accept`.
+    pub fn apply(
+        &mut self,
+        cmd: Command,
+        now: Nanos,
+        accept: &mut Vec<u32>,
+    ) -> Result<Applied, String> {
+        Ok(match cmd {
+            Command::Start => {
+                self.start();
+                Applied::Done
+            }
+            Command::Stop => {
+                let before = accept.len();
+                self.stop(accept);
+                Applied::Released(accept.len() - before)
+            }
+            Command::Reset => {
+                self.reset();
+                Applied::Done
+            }
+            Command::Snapshot => Applied::Snapshot(Box::new(self.snapshot_without_table())),
+            Command::SetPercentile { class, p } => {
+                self.set_percentile(class, p as i64)
+                    .map_err(|e| format!("{e:#}"))?;
+                Applied::Done
+            }
+            Command::SetDeadline(d) => {
+                self.set_deadline(d).map_err(|e| format!("{e:#}"))?;
+                Applied::Done
+            }
+            Command::SetBudget(b) => {
+                let before = accept.len();
+                self.set_budget(b, now, accept);
+                Applied::Released(accept.len() - before)
+            }
+            Command::AddIp { cidr, class } => {
+                self.add_ip(cidr, class).map_err(|e| format!("{e:#}"))?;
+                Applied::Done
+            }
+            Command::DelIp(cidr) => {
+                self.del_ip(cidr).map_err(|e| format!("{e:#}"))?;
+                Applied::Done
+            }
+        })
+    }
+}
+
+/// A control verb, already parsed and validated by the control thread: all the packet loop
+/// does with it is [`Engine::apply`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Command {
+    Start,
+    Stop,
+    Reset,
+    Snapshot,
+    SetPercentile { class: usize, p: u32 },
+    SetDeadline(Deadline),
+    SetBudget(Option<usize>),
+    AddIp { cidr: Cidr, class: usize },
+    DelIp(Cidr),
+}
+
+/// What applying a [`Command`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    Done,
+    /// Held packets released by it (stop, a larger budget).
+    Released(usize),
+    Snapshot(Box<Snapshot>),
+}
+
+/// Counters of the netlink socket, filled in by the daemon's packet loop.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SocketCounters {
+    pub received: u64,
+    pub enobufs: u64,
+    pub rcvbuf_bytes: u64,
+}
+
+/// The engine's state as plain numbers: a cheap copy for the control thread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub running: bool,
+    pub discipline: DisciplineKind,
+    pub deadline_ns: Nanos,
+    pub deadline: Deadline,
+    pub quantile_weights: (u128, u128),
+    pub budget: Option<usize>,
+    pub in_server: usize,
+    pub server_time_sum: u128,
+    pub server_time_count: u64,
+    pub held_packets: usize,
+    pub flows: usize,
+    pub default_class: usize,
+    pub percentiles: Vec<u32>,
+    pub per_class: Vec<ClassCounters>,
+    /// The judge's N, S, fail per class.
+    pub judged: Vec<JudgeCounts>,
+    pub held_per_class: Vec<u64>,
+    /// Per class from the discipline: (the thesis's priority, queued requests).
+    pub per_discipline: Vec<(Option<f64>, u64)>,
+    pub table: Vec<(Cidr, usize)>,
+    pub counters: Counters,
+    pub socket: SocketCounters,
+}
+
+impl Snapshot {
+    /// The status document; `names` are the class names (fixed for the daemon's life).
+    pub fn to_status(&self, names: &[String]) -> Status {
+        let name = |k: usize| names.get(k).cloned().unwrap_or_else(|| k.to_string());
         let classes = self
-            .cfg
-            .classes
+            .per_class
             .iter()
             .enumerate()
-            .map(|(i, spec)| {
-                let c = &self.per_class[i];
-                let row = sched_rows.iter().find(|r| r.class == i);
-                let extra = |k: &str| {
-                    row.and_then(|r| r.extra.iter().find(|(n, _)| n == k).map(|(_, v)| *v))
-                };
-                let attainment = if c.n == 0 {
+            .map(|(i, c)| {
+                let p = self.percentiles[i];
+                let (priority, queue_len) = self.per_discipline[i];
+                let j = self.judged[i];
+                let attainment = if j.n == 0 {
                     0.0
                 } else {
-                    c.s as f64 / (c.n as f64 * spec.percentile as f64 / 100.0)
+                    j.s as f64 / (j.n as f64 * p as f64 / 100.0)
                 };
                 ClassRow {
                     class: i,
-                    name: spec.name.clone(),
-                    n: c.n,
-                    s: c.s,
-                    fail: c.fail,
-                    percentile: spec.percentile,
-                    priority: if self.cfg.discipline == DisciplineKind::Percentile {
-                        extra("priority")
+                    name: name(i),
+                    n: j.n,
+                    s: j.s,
+                    fail: j.fail,
+                    percentile: p,
+                    priority: if self.discipline == DisciplineKind::Percentile {
+                        priority
                     } else {
                         None
                     },
                     attainment,
-                    queue_len: row.map(|r| r.queued_packets).unwrap_or(0),
+                    queue_len,
                     held_packets: self.held_per_class[i],
                     completed: c.completed,
                     timeouts: c.timeouts,
@@ -836,17 +944,15 @@ impl Engine {
             .collect();
         Status {
             running: self.running,
-            discipline: self.cfg.discipline.as_str().into(),
-            deadline_ns: self.deadline,
-            deadline_auto: !matches!(self.cfg.deadline, Deadline::Fixed(_)),
-            deadline_mode: self.cfg.deadline.mode().into(),
-            deadline_quantile: matches!(self.cfg.deadline, Deadline::AutoQuantile { .. }).then(
-                || {
-                    let (num, den) = self.quantile_weights();
-                    num as f64 / den as f64
-                },
-            ),
-            budget: self.cfg.budget,
+            discipline: self.discipline.as_str().into(),
+            deadline_ns: self.deadline_ns,
+            deadline_auto: !matches!(self.deadline, Deadline::Fixed(_)),
+            deadline_mode: self.deadline.mode().into(),
+            deadline_quantile: matches!(self.deadline, Deadline::AutoQuantile { .. }).then(|| {
+                let (num, den) = self.quantile_weights;
+                num as f64 / den as f64
+            }),
+            budget: self.budget,
             in_server: self.in_server,
             mean_server_ms: if self.server_time_count > 0 {
                 self.server_time_sum as f64 / 1e6 / self.server_time_count as f64
@@ -854,17 +960,21 @@ impl Engine {
                 0.0
             },
             held_packets: self.held_packets,
-            flows: self.flows.len(),
-            default_class: self.cfg.classes[self.cfg.default_class].name.clone(),
+            flows: self.flows,
+            default_class: name(self.default_class),
             classes,
             table: self
                 .table
-                .entries()
-                .into_iter()
-                .map(|(c, k)| (c.to_string(), self.cfg.classes[k].name.clone()))
+                .iter()
+                .map(|(c, k)| (c.to_string(), name(*k)))
                 .collect(),
             counters: self.counters.clone(),
-            kernel: KernelCounters::default(),
+            kernel: KernelCounters {
+                received: self.socket.received,
+                enobufs: self.socket.enobufs,
+                rcvbuf_bytes: self.socket.rcvbuf_bytes,
+                ..KernelCounters::default()
+            },
         }
     }
 }
@@ -915,6 +1025,66 @@ mod tests {
     }
     fn resp(c: Ipv4Addr, port: u16) -> Vec<u8> {
         build_ipv4_tcp(SRV, c, 80, port, 0x18, 500)
+    }
+
+    /// Issue #9: one judge. With the Percentile discipline the engine's S / fail (shown by
+    /// `ctl status`, kept for every discipline) and the discipline's own (used for its
+    /// decision) come from the same core `PercentileJudge`, so they agree after every
+    /// completion in every deadline mode. (Before, the engine kept a copy that judged `auto`
+    /// against the mean *before* the completion, the discipline after it — the same verdict
+    /// except for the first completion, which the copy judged against `initial`.)
+    #[test]
+    fn engine_and_discipline_judge_alike_in_every_deadline_mode() {
+        let modes = [
+            Deadline::Fixed(4 * MS),
+            Deadline::Auto { initial: 10 * MS },
+            Deadline::AutoQuantile { initial: 10 * MS },
+        ];
+        for mode in modes {
+            let mut c = cfg(DisciplineKind::Percentile, None);
+            c.deadline = mode;
+            let mut e = Engine::new(c).unwrap();
+            let mut acc = Vec::new();
+            let mut t = 0;
+            for k in 0..60u32 {
+                let who = client((k % 2) as u8, 1);
+                let port = 3000 + k as u16;
+                // Response times 1..13 ms in a fixed scrambled order, the first (12 ms) above
+                // the auto modes' initial 10 ms.
+                let latency = ((k * 7919 + 11) % 13 + 1) as Nanos * MS;
+                e.on_packet(2 * k, NF_INET_LOCAL_IN, &req(who, port), t, &mut acc);
+                e.on_packet(
+                    2 * k + 1,
+                    NF_INET_LOCAL_OUT,
+                    &resp(who, port),
+                    t + latency,
+                    &mut acc,
+                );
+                t += latency + MS;
+                let st = e.status();
+                let rows = e.sched.class_status();
+                for (i, row) in st.classes.iter().enumerate() {
+                    let x = |key: &str| {
+                        rows[i]
+                            .extra
+                            .iter()
+                            .find(|(n, _)| n == key)
+                            .map(|(_, v)| *v as u64)
+                    };
+                    assert_eq!(
+                        (Some(row.n), Some(row.s), Some(row.fail)),
+                        (x("n_total"), x("s_total"), x("fail_total")),
+                        "{mode:?}, after request {k}, class {i}"
+                    );
+                }
+            }
+            let st = e.status();
+            let s: u64 = st.classes.iter().map(|c| c.s).sum();
+            assert!(
+                s > 0 && s < 60,
+                "{mode:?}: {s} of 60 on time — the deadline judged"
+            );
+        }
     }
 
     #[test]

@@ -230,7 +230,7 @@ pub fn run_mode(bed: &WebBed, p: &RealParams, mode: DisciplineKind) -> Result<Mo
     let stop2 = Arc::clone(&stop);
     let daemon = std::thread::spawn(move || -> Result<crate::daemon::Summary> {
         crate::loadgen::enter_netns(&server_ns)?;
-        let _ = crate::daemon::pin_to_cpu(cpu);
+        let _ = netsched_testbed::pin_to_cpu(cpu);
         crate::daemon::run_daemon(cfg, &stop2, |_| {
             let _ = ready_tx.send(());
         })

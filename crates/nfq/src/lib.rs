@@ -9,6 +9,7 @@
 //! [`sched`] and [`table`] wrap the core's discipline and address table.
 
 pub mod bench;
+pub mod cli;
 pub mod config;
 pub mod control;
 pub mod ctl;
@@ -20,6 +21,7 @@ pub mod loadgen;
 pub mod netlink;
 pub mod packet;
 pub mod sched;
+pub mod sys;
 pub mod table;
 pub mod web;
 

@@ -144,7 +144,7 @@ fn client_thread(
     enter_netns(&c.netns)?;
     if let Some(cpu) = spec.cpu {
         // Best effort: a machine with fewer CPUs just runs unpinned.
-        let _ = crate::daemon::pin_to_cpu(cpu);
+        let _ = netsched_testbed::pin_to_cpu(cpu);
     }
     let req = format!(
         "GET {} HTTP/1.1\r\nHost: server\r\nAccept-Encoding: gzip\r\nUser-Agent: netsched-loadgen\r\n\r\n",

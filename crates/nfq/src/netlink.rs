@@ -41,6 +41,11 @@ const NFQNL_CFG_CMD_UNBIND: u8 = 2;
 const NFQNL_COPY_PACKET: u8 = 2;
 /// `NFQA_CFG_F_FAIL_OPEN` (nfnetlink_queue.h).
 pub const NFQA_CFG_F_FAIL_OPEN: u32 = 1;
+/// `NFQA_CFG_F_GSO` (nfnetlink_queue.h, Linux ≥ 3.10): hand us a GSO packet whole. Without
+/// it the kernel segments each GSO skb before queueing (`nfqnl_enqueue_packet`), so one rule
+/// match became several queued packets and `received` exceeded the rules' counters (#10.8).
+/// We only read headers and never modify a packet, so a whole GSO packet is fine.
+pub const NFQA_CFG_F_GSO: u32 = 4;
 const NLM_F_REQUEST: u16 = 1;
 const NLM_F_ACK: u16 = 4;
 const NLMSG_ERROR: u16 = 2;
@@ -166,11 +171,12 @@ impl NfQueue {
             .context("setting the copy range")?;
         q.config_attrs(&[(NFQA_CFG_QUEUE_MAXLEN, queue_maxlen.to_be_bytes().to_vec())])
             .context("setting the kernel queue length")?;
+        let flags = NFQA_CFG_F_FAIL_OPEN | NFQA_CFG_F_GSO;
         q.config_attrs(&[
-            (NFQA_CFG_FLAGS, NFQA_CFG_F_FAIL_OPEN.to_be_bytes().to_vec()),
-            (NFQA_CFG_MASK, NFQA_CFG_F_FAIL_OPEN.to_be_bytes().to_vec()),
+            (NFQA_CFG_FLAGS, flags.to_be_bytes().to_vec()),
+            (NFQA_CFG_MASK, flags.to_be_bytes().to_vec()),
         ])
-        .context("setting NFQA_CFG_F_FAIL_OPEN")?;
+        .context("setting NFQA_CFG_F_FAIL_OPEN | NFQA_CFG_F_GSO")?;
         Ok(q)
     }
 

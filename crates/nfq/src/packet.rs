@@ -17,6 +17,17 @@ pub const TCP_SYN: u8 = 0x02;
 pub const TCP_RST: u8 = 0x04;
 pub const TCP_PSH: u8 = 0x08;
 
+/// A connection's 5-tuple as seen from the server: (client address, client port, server
+/// address, server port, protocol) — the same for the request and its response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FiveTuple {
+    pub client: IpAddr,
+    pub client_port: u16,
+    pub server: IpAddr,
+    pub server_port: u16,
+    pub protocol: u8,
+}
+
 /// Transport facts of one packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PacketInfo {

@@ -1,12 +1,13 @@
-//! The daemon's view of a discipline: the core's queue disciplines behind one small enum,
-//! plus the per-discipline setters the control API needs (percentile target, deadline).
-//! No scheduling logic lives here — only dispatch to `netsched_core::qdisc`.
+//! The daemon's view of a discipline: the core's [`AnyQdisc`] (the enum every engine
+//! dispatches through), plus the Percentile setters the control API needs (percentile target,
+//! deadline). No scheduling logic and no dispatch of its own live here.
 
 use crate::config::{Deadline, DisciplineKind};
+use crate::packet::FiveTuple;
 use netsched_core::qdisc::fifo::Fifo;
-use netsched_core::qdisc::percentile::{PercentileDeadline, PercentileMemory, PercentileQueue};
+use netsched_core::qdisc::percentile::{PercentileMemory, PercentileQueue};
 use netsched_core::qdisc::prio::{BandConfig, StrictPriority};
-use netsched_core::qdisc::{ClassId, ClassStatus, Feedback, Packet, Qdisc, Verdict};
+use netsched_core::qdisc::{AnyQdisc, ClassId, ClassStatus, Feedback, Packet, Qdisc, Verdict};
 use netsched_core::Nanos;
 
 /// A held request: the first packet's id; follow-up packets of the same flow wait in the
@@ -14,7 +15,7 @@ use netsched_core::Nanos;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeldRequest {
     pub packet_id: u32,
-    pub flow: crate::engine::FlowKey,
+    pub flow: FiveTuple,
     pub arrived: Nanos,
     /// Arrival order, to release in arrival order on stop/shutdown.
     pub seq: u64,
@@ -30,21 +31,7 @@ impl Packet for HeldRequest {
 
 /// One discipline instance.
 #[derive(Debug)]
-pub enum Scheduler {
-    Fifo(Fifo<HeldRequest>),
-    Percentile(PercentileQueue<HeldRequest>),
-    Strict(StrictPriority<HeldRequest>),
-}
-
-macro_rules! each {
-    ($self:expr, $q:ident => $e:expr) => {
-        match $self {
-            Scheduler::Fifo($q) => $e,
-            Scheduler::Percentile($q) => $e,
-            Scheduler::Strict($q) => $e,
-        }
-    };
-}
+pub struct Scheduler(AnyQdisc<HeldRequest>);
 
 impl Scheduler {
     /// Build the discipline for `classes` (percentile targets in percent) and `deadline`.
@@ -54,22 +41,22 @@ impl Scheduler {
         deadline: &Deadline,
         limit: usize,
     ) -> Result<Self, String> {
-        Ok(match kind {
-            DisciplineKind::Fifo => Scheduler::Fifo(Fifo::new(limit, u64::MAX)),
-            DisciplineKind::Percentile => Scheduler::Percentile(PercentileQueue::new(
+        Ok(Scheduler(match kind {
+            DisciplineKind::Fifo => AnyQdisc::Fifo(Fifo::new(limit, u64::MAX)),
+            DisciplineKind::Percentile => AnyQdisc::Percentile(PercentileQueue::new(
                 percentiles,
                 limit,
-                deadline_config(deadline),
+                deadline.core(),
                 PercentileMemory::Forever,
             )?),
-            DisciplineKind::Strict => Scheduler::Strict(StrictPriority::new(&vec![
-                    BandConfig::with_limits(
-                        limit,
-                        u64::MAX
-                    );
-                    percentiles.len()
-                ])?),
-        })
+            DisciplineKind::Strict => AnyQdisc::StrictPriority(StrictPriority::new(&vec![
+                BandConfig::with_limits(
+                    limit,
+                    u64::MAX
+                );
+                percentiles.len()
+            ])?),
+        }))
     }
 
     pub fn enqueue(
@@ -78,59 +65,79 @@ impl Scheduler {
         item: HeldRequest,
         now: Nanos,
     ) -> Verdict<HeldRequest> {
-        each!(self, q => q.enqueue(class, item, now))
+        self.0.enqueue(class, item, now)
     }
     pub fn dequeue(&mut self, now: Nanos) -> Option<HeldRequest> {
-        each!(self, q => q.dequeue(now))
+        self.0.dequeue(now)
     }
     pub fn reset(&mut self) -> Vec<HeldRequest> {
-        each!(self, q => q.reset())
+        self.0.reset()
     }
     pub fn len(&self) -> usize {
-        each!(self, q => q.len())
+        self.0.len()
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
     pub fn stats(&self) -> &netsched_core::qdisc::QdiscStats {
-        each!(self, q => q.stats())
+        self.0.stats()
     }
-    /// Tell the discipline a request completed (Percentile counts S / fail from it).
+    /// Tell the discipline a request completed (Percentile judges S / fail from it).
     pub fn completed(&mut self, class: ClassId, latency: Nanos, now: Nanos) {
-        each!(self, q => q.feedback(Feedback::Completed { class, latency }, now))
+        self.0.feedback(Feedback::Completed { class, latency }, now)
     }
     pub fn set_percentile(&mut self, class: ClassId, p: u32) -> Result<(), String> {
-        match self {
-            Scheduler::Percentile(q) => q.set_percentile(class, p),
+        match &mut self.0 {
+            AnyQdisc::Percentile(q) => q.set_percentile(class, p),
             _ => Ok(()),
         }
     }
     /// Auto modes: the discipline keeps the running mean / quantile itself.
     pub fn set_deadline(&mut self, d: &Deadline) -> Result<(), String> {
-        match self {
-            Scheduler::Percentile(q) => q.set_deadline(deadline_config(d)),
+        match &mut self.0 {
+            AnyQdisc::Percentile(q) => q.set_deadline(d.core()),
             _ => Ok(()),
         }
     }
     pub fn reset_counters(&mut self) {
-        if let Scheduler::Percentile(q) = self {
+        if let AnyQdisc::Percentile(q) = &mut self.0 {
             q.reset_counters();
         }
     }
-    /// Per-class status from the discipline (Percentile: n, s, fail, p, priority...).
-    pub fn class_status(&self) -> Vec<ClassStatus> {
-        match self {
-            Scheduler::Percentile(q) => q.class_status(),
-            Scheduler::Strict(q) => q.class_status(),
-            Scheduler::Fifo(_) => Vec::new(),
+    /// Per class: (the thesis's priority for Percentile, queued requests). Cheap for
+    /// Percentile (no allocation per class).
+    pub fn class_brief(&self, classes: usize) -> Vec<(Option<f64>, u64)> {
+        match &self.0 {
+            AnyQdisc::Percentile(q) => (0..classes)
+                .map(|i| {
+                    q.class_brief(i)
+                        .map(|(p, len)| (p.map(|p| p as f64), len as u64))
+                        .unwrap_or((None, 0))
+                })
+                .collect(),
+            AnyQdisc::Fifo(_) => vec![(None, 0); classes],
+            q => {
+                let rows = q.class_status();
+                (0..classes)
+                    .map(|i| {
+                        let len = rows
+                            .iter()
+                            .find(|r| r.class == i)
+                            .map(|r| r.queued_packets)
+                            .unwrap_or(0);
+                        (None, len)
+                    })
+                    .collect()
+            }
         }
     }
-}
 
-fn deadline_config(d: &Deadline) -> PercentileDeadline {
-    match *d {
-        Deadline::Fixed(ns) => PercentileDeadline::Ns(ns.max(1)),
-        Deadline::Auto { .. } => PercentileDeadline::Auto,
-        Deadline::AutoQuantile { .. } => PercentileDeadline::AutoQuantile,
+    /// Per-class status from the discipline (Percentile: n, s, fail, p, priority...); none
+    /// for FIFO (one queue, no classes).
+    pub fn class_status(&self) -> Vec<ClassStatus> {
+        match &self.0 {
+            AnyQdisc::Fifo(_) => Vec::new(),
+            q => q.class_status(),
+        }
     }
 }

@@ -25,15 +25,16 @@ impl AddressTable {
     }
 
     /// Insert or replace a prefix; refused (clear error) when the table is full.
+    /// O(1): add, and undo when that made the table exceed its bound.
     pub fn insert(&mut self, cidr: Cidr, class: usize) -> Result<()> {
-        let present = self.table.entries().iter().any(|(c, _)| *c == cidr);
-        if !present && self.table.len() >= self.max_entries {
+        let replaced = self.table.add(cidr, class).is_some();
+        if !replaced && self.table.len() > self.max_entries {
+            self.table.remove(&cidr);
             bail!(
                 "address table full ({} entries, max_table_entries); delete one first",
                 self.max_entries
             );
         }
-        self.table.add(cidr, class);
         Ok(())
     }
 

@@ -204,6 +204,10 @@ pub struct ExperimentOutput {
     pub notes: Vec<String>,
 }
 
+pub mod aggregate;
 pub mod csv;
+pub mod figure;
 pub mod markdown;
+pub mod read;
+pub mod stats;
 pub mod svg;

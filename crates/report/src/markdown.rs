@@ -1,6 +1,7 @@
 //! Markdown reports: one `report.md` per experiment (rendered from an [`ExperimentOutput`]) and
 //! a combined index linking several experiments.
 
+use crate::aggregate::{fmt_interval, fmt_num, Aggregate, Rule};
 use crate::{Check, ExperimentOutput};
 use std::fmt::Write as _;
 
@@ -84,6 +85,183 @@ pub fn render(out: &ExperimentOutput, title: &str, paper: &str) -> String {
         s,
         "## Parameters\n\n```json\n{}\n```\n\nRaw numbers: [`results.json`](results.json).",
         serde_json::to_string_pretty(&r.params).unwrap_or_default()
+    );
+    s
+}
+
+/// The rule by which an aggregate decides its checks, as a paragraph for reports (the same text
+/// as the header of [`crate::aggregate`], stated once here for readers of `report.md`).
+pub fn aggregate_rule(noun: &str) -> String {
+    format!(
+        "**How checks are decided over {noun}s.** A check stated as `value op threshold` is \
+         decided on its margin in each {noun} (value − threshold for ≥ and >, threshold − value \
+         for ≤ and <): it passes when the mean margin over the {noun}s satisfies the comparison \
+         (≥ 0, or > 0 for the strict ones) — the mean value against the mean threshold — and it \
+         is *robust* when the whole 95% Student-t interval of the margin does. A yes/no check \
+         passes only if it passed in every {noun}. \"{noun}s passed\" counts the {noun}s that \
+         passed it on their own. Figures are mean ± half-width of the 95% interval \
+         (t(0.975, n−1)·s/√n)."
+    )
+}
+
+/// Render the `report.md` of several runs of one experiment (see [`crate::aggregate`]).
+pub fn render_aggregate(a: &Aggregate, title: &str, paper: &str) -> String {
+    let noun = a.over.noun();
+    let n = a.members.len();
+    let mut s = String::new();
+    let _ = writeln!(s, "# {title}\n");
+    let _ = writeln!(s, "**Paper:** {paper}  ");
+    let mut seeds: Vec<String> = a.members.iter().map(|m| m.seed.to_string()).collect();
+    seeds.dedup(); // repeats share one seed
+    let _ = writeln!(
+        s,
+        "**Mode:** {} · **{n} {noun}(s)** (seed {}) · **netsched** {} (commit `{}`)\n",
+        a.mode,
+        if seeds.is_empty() {
+            "—".to_string()
+        } else {
+            seeds.join(", ")
+        },
+        a.netsched_version,
+        a.git_commit
+    );
+    if !a.failed.is_empty() {
+        let _ = writeln!(s, "**{} {noun}(s) did not run:**\n", a.failed.len());
+        for f in &a.failed {
+            let _ = writeln!(s, "- {} (`{}/`): {}", f.label, f.folder, cell(&f.error));
+        }
+        s.push('\n');
+    }
+    let passed = a.checks.iter().filter(|c| c.passed).count();
+    let _ = writeln!(
+        s,
+        "## Checks ({passed}/{} passed over {n} {noun}s)\n",
+        a.checks.len()
+    );
+    let _ = writeln!(s, "{}\n", aggregate_rule(noun));
+    if a.checks.is_empty() {
+        s.push_str("(none)\n");
+    } else {
+        let _ = writeln!(
+            s,
+            "| | claim | value (mean ± 95%) | op | threshold | robust | {noun}s passed |\n|---|---|---|---|---|---|---|"
+        );
+        for c in &a.checks {
+            let (value, op, threshold) = match &c.evidence {
+                Some(ev) => (
+                    fmt_interval(&ev.value),
+                    ev.op.symbol().to_string(),
+                    fmt_interval(&ev.threshold),
+                ),
+                None => ("yes/no".into(), "—".into(), format!("every {noun}")),
+            };
+            let robust = match (c.rule, c.robust) {
+                (Rule::MeanMargin, Some(true)) => "✓ robust",
+                (Rule::MeanMargin, Some(false)) => "✗ within noise",
+                _ => "—",
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {value} | {op} | {threshold} | {robust} | {}/{} |",
+                mark(c.passed),
+                cell(&c.claim),
+                c.runs_passed,
+                c.runs
+            );
+        }
+    }
+    s.push('\n');
+    if !a.comparisons.is_empty() {
+        let _ = writeln!(
+            s,
+            "## Paper | this run\n\nThis run: mean ± 95% half-width over {n} {noun}(s); every {noun}'s own figure in the last column.\n\n| quantity | paper | this run | per {noun} |\n|---|---|---|---|"
+        );
+        for c in &a.comparisons {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} |",
+                cell(&c.quantity),
+                cell(&c.paper),
+                cell(&c.ours),
+                cell(&c.per_run.join(" · "))
+            );
+        }
+        s.push('\n');
+    }
+    let _ = writeln!(
+        s,
+        "## The {noun}s\n\n| {noun} | checks passed | report |\n|---|---|---|"
+    );
+    for m in &a.members {
+        let _ = writeln!(
+            s,
+            "| {} | {} {}/{} | [{}/report.md]({}/report.md) |",
+            m.label,
+            mark(m.checks_passed == m.checks),
+            m.checks_passed,
+            m.checks,
+            m.folder,
+            m.folder
+        );
+    }
+    s.push('\n');
+    if !a.runs.is_empty() {
+        let _ = writeln!(
+            s,
+            "## Metrics\n\nSpread: (max − min) / |mean| over the {noun}s.\n\n| run | metric | n | mean | ± 95% | sd | min | max | spread |\n|---|---|---|---|---|---|---|---|---|"
+        );
+        for r in &a.runs {
+            let config = match &r.config {
+                serde_json::Value::Object(m) => m
+                    .iter()
+                    .map(|(k, v)| match v {
+                        serde_json::Value::String(s) => format!("{k}={s}"),
+                        other => format!("{k}={other}"),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                serde_json::Value::Null => String::new(),
+                other => other.to_string(),
+            };
+            for (name, i) in &r.metrics {
+                let spread = if i.mean != 0.0 {
+                    format!("{:.1}%", 100.0 * (i.max - i.min) / i.mean.abs())
+                } else {
+                    "—".to_string()
+                };
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {spread} |",
+                    cell(&config),
+                    cell(name),
+                    i.n,
+                    fmt_num(i.mean),
+                    i.half_width.map(fmt_num).unwrap_or_else(|| "—".into()),
+                    fmt_num(i.sd),
+                    fmt_num(i.min),
+                    fmt_num(i.max)
+                );
+            }
+        }
+        s.push('\n');
+    }
+    if !a.figures.is_empty() {
+        let first = a.members.first().map(|m| m.label.as_str()).unwrap_or("");
+        let _ = writeln!(s, "## Figures ({first})\n");
+        for f in &a.figures {
+            let _ = writeln!(s, "### {}\n\n![{}]({})\n", f.title, cell(&f.title), f.file);
+        }
+    }
+    if !a.notes.is_empty() {
+        s.push_str("## Notes\n\n");
+        for note in &a.notes {
+            let _ = writeln!(s, "{}\n", note.trim_end());
+        }
+    }
+    let _ = writeln!(
+        s,
+        "## Parameters\n\n```json\n{}\n```\n\nRaw numbers: [`results.json`](results.json) (this aggregate) and each {noun}'s folder.",
+        serde_json::to_string_pretty(&a.params).unwrap_or_default()
     );
     s
 }
@@ -184,6 +362,60 @@ mod tests {
         assert!(md.contains("![Rates](rates.svg)"));
         assert!(md.contains("A note."));
         assert!(md.contains("\"a\": 1"));
+    }
+
+    #[test]
+    fn aggregate_report_shows_intervals_rule_and_counts() {
+        use crate::aggregate::{aggregate, Member, Over};
+        use crate::{Cmp, Run};
+        let members: Vec<Member> = [0.78, 0.83, 0.85]
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let mut o = output();
+                o.results.seed = i as u64 + 1;
+                o.results.runs.push(Run {
+                    config: serde_json::json!({"policy": "rr"}),
+                    metrics: serde_json::json!({"share": v}),
+                });
+                o.comparisons[0].ours = format!("{:.2} kbit/s", v);
+                o.checks
+                    .push(Check::measured("share ≥ 0.8", *v, Cmp::Ge, 0.8, "x"));
+                Member {
+                    label: format!("seed {}", i + 1),
+                    folder: format!("seed-{}", i + 1),
+                    output: o,
+                }
+            })
+            .collect();
+        let a = aggregate(Over::Seeds, &members, vec![]);
+        let md = render_aggregate(&a, "X", "P9");
+        assert!(md.contains("**3 seed(s)** (seed 1, 2, 3)"), "{md}");
+        assert!(md.contains("## Checks (2/3 passed over 3 seeds)"), "{md}");
+        assert!(md.contains("How checks are decided over seeds"), "{md}");
+        // mean 0.82, sd 0.0361, hw 4.3027·0.0361/√3 = 0.0896
+        assert!(
+            md.contains("| ✓ | share ≥ 0.8 | 0.82 ± 0.08957 | ≥ | 0.8 | ✗ within noise | 2/3 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| ✓ | up ≥ 80% | yes/no | — | every seed | — | 3/3 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| ✗ | down ok | yes/no | — | every seed | — | 0/3 |"),
+            "{md}"
+        );
+        assert!(md.contains("| rate \\| up | 750 | 0.82 ± 0.09 kbit/s | 0.78 kbit/s · 0.83 kbit/s · 0.85 kbit/s |"), "{md}");
+        assert!(md.contains("[seed-2/report.md](seed-2/report.md)"), "{md}");
+        // spread (0.85 − 0.78) / 0.82 = 8.5%
+        assert!(
+            md.contains(
+                "| policy=rr | share | 3 | 0.82 | 0.08957 | 0.03606 | 0.78 | 0.85 | 8.5% |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("![Rates](seed-1/rates.svg)"), "{md}");
     }
 
     #[test]

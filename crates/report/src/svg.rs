@@ -13,6 +13,9 @@
 //!   the empirical CDF of each sample set (y axis: fraction 0–1)
 //! - [`bar_chart`]`(title, y_label, categories, series, path)` — one group of bars per
 //!   category, one bar per series in each group (like the papers' grouped bar charts)
+//! - [`bar_chart_with`] / [`line_chart_with`]: the same with [`ChartOptions`] — a logarithmic
+//!   y axis (for values that span orders of magnitude) and reference [`Mark`]s (a paper's own
+//!   figures drawn as dashed black ticks over the bars, or dashed lines across a line chart)
 //!
 //! Cost: O(total points) time and output size.
 
@@ -124,6 +127,8 @@ struct Frame {
     x1: f64,
     y0: f64,
     y1: f64,
+    /// `y0`/`y1` are values, the scale between them is logarithmic (both > 0).
+    log_y: bool,
 }
 
 impl Frame {
@@ -133,7 +138,12 @@ impl Frame {
     }
     fn py(&self, y: f64) -> f64 {
         let h = HEIGHT - MARGIN_TOP - MARGIN_BOTTOM;
-        HEIGHT - MARGIN_BOTTOM - (y - self.y0) / (self.y1 - self.y0) * h
+        let frac = if self.log_y {
+            (y.max(self.y0).log10() - self.y0.log10()) / (self.y1.log10() - self.y0.log10())
+        } else {
+            (y - self.y0) / (self.y1 - self.y0)
+        };
+        HEIGHT - MARGIN_BOTTOM - frac * h
     }
 }
 
@@ -178,15 +188,15 @@ fn axes(
     svg: &mut String,
     f: &Frame,
     x_ticks: Option<(&[f64], f64)>,
-    y_ticks: (&[f64], f64),
+    y_ticks: &[(f64, String)],
     x_label: &str,
     y_label: &str,
 ) {
     let (left, right) = (MARGIN_LEFT, WIDTH - MARGIN_RIGHT);
     let (top, bottom) = (MARGIN_TOP, HEIGHT - MARGIN_BOTTOM);
     svg.push_str("<g class=\"axes\">\n");
-    for &t in y_ticks.0 {
-        let y = f.py(t);
+    for (t, label) in y_ticks {
+        let y = f.py(*t);
         let _ = writeln!(
             svg,
             r##"<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#dddddd"/>"##,
@@ -200,7 +210,7 @@ fn axes(
             r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
             n(left - 6.0),
             n(y + 4.0),
-            escape(&format_tick(t, y_ticks.1))
+            escape(label)
         );
     }
     if let Some((ticks, step)) = x_ticks {
@@ -351,11 +361,19 @@ pub fn line_chart_svg<S: AsRef<str>>(
         x1: *xt.last().unwrap(),
         y0: yt[0],
         y1: *yt.last().unwrap(),
+        log_y: false,
     };
     let mut svg = String::new();
     let names: Vec<&str> = series.iter().map(|(s, _)| s.as_ref()).collect();
     header(&mut svg, title, total_width(&names));
-    axes(&mut svg, &f, Some((&xt, xs)), (&yt, ys), x_label, y_label);
+    axes(
+        &mut svg,
+        &f,
+        Some((&xt, xs)),
+        &labelled(&yt, ys),
+        x_label,
+        y_label,
+    );
     polylines(&mut svg, &f, series, false);
     legend(&mut svg, &names);
     footer(&mut svg);
@@ -399,6 +417,7 @@ pub fn cdf_chart_svg<S: AsRef<str>>(
         x1: *xt.last().unwrap(),
         y0: 0.0,
         y1: 1.0,
+        log_y: false,
     };
     let mut svg = String::new();
     let names: Vec<&str> = series.iter().map(|(s, _)| *s).collect();
@@ -407,7 +426,7 @@ pub fn cdf_chart_svg<S: AsRef<str>>(
         &mut svg,
         &f,
         Some((&xt, xs)),
-        (&yt, ys),
+        &labelled(&yt, ys),
         x_label,
         "fraction ≤ x (CDF)",
     );
@@ -425,38 +444,208 @@ pub fn bar_chart_svg<C: AsRef<str>, S: AsRef<str>>(
     categories: &[C],
     series: &[(S, Vec<f64>)],
 ) -> String {
-    let mut lo: f64 = 0.0;
-    let mut hi: f64 = 0.0;
-    for (_, vals) in series {
-        for v in vals.iter().filter(|v| v.is_finite()) {
-            lo = lo.min(*v);
-            hi = hi.max(*v);
+    bar_chart_svg_with(title, y_label, categories, series, &ChartOptions::default())
+}
+
+/// A reference value drawn over a chart, e.g. the figure a paper printed for the same quantity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mark {
+    /// Shown as the mark's tooltip, e.g. "P0 Table 14: 11.85 ms".
+    pub label: String,
+    pub value: f64,
+    /// Bar charts: the category (group) the mark belongs to; `None` draws it across the chart.
+    pub category: Option<usize>,
+    /// Bar charts: the series (bar) within the group; `None` spans the whole group.
+    pub series: Option<usize>,
+}
+
+impl Mark {
+    /// A mark over bar `series` of group `category`.
+    pub fn bar(label: impl Into<String>, value: f64, category: usize, series: usize) -> Self {
+        Self {
+            label: label.into(),
+            value,
+            category: Some(category),
+            series: Some(series),
         }
     }
-    if hi == lo {
+
+    /// A horizontal reference line across the whole chart.
+    pub fn line(label: impl Into<String>, value: f64) -> Self {
+        Self {
+            label: label.into(),
+            value,
+            category: None,
+            series: None,
+        }
+    }
+}
+
+/// How to draw a chart beyond its data.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChartOptions {
+    /// Logarithmic y axis (decades, with 2 and 5 between them over short ranges). Values ≤ 0
+    /// cannot be drawn on it and are skipped like non-finite ones.
+    pub log_y: bool,
+    /// Reference marks, drawn as dashed black lines.
+    pub marks: Vec<Mark>,
+    /// Legend entry for the marks (e.g. "paper (P0 Table 14)"); `None`: "reference".
+    pub marks_legend: Option<String>,
+}
+
+/// Ticks of a logarithmic axis covering `[lo, hi]` (both > 0): powers of ten, plus 2× and 5×
+/// when the range spans at most three decades. The first tick is ≤ lo and the last ≥ hi.
+pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let lo = if lo.is_finite() && lo > 0.0 { lo } else { 1.0 };
+    let hi = if hi.is_finite() && hi > lo {
+        hi
+    } else {
+        lo * 10.0
+    };
+    let d0 = lo.log10().floor() as i32;
+    let d1 = hi.log10().ceil().max(d0 as f64 + 1.0) as i32;
+    let fine = d1 - d0 <= 3;
+    let mut ticks = Vec::new();
+    for d in d0..=d1 {
+        let base = 10f64.powi(d);
+        for m in [1.0, 2.0, 5.0] {
+            if m != 1.0 && !fine {
+                continue;
+            }
+            ticks.push(m * base);
+        }
+    }
+    // Trim ticks beyond the ones that bracket the data.
+    let first = ticks
+        .iter()
+        .rposition(|t| *t <= lo * (1.0 + 1e-12))
+        .unwrap_or(0);
+    let last = ticks
+        .iter()
+        .position(|t| *t >= hi * (1.0 - 1e-12))
+        .unwrap_or(ticks.len() - 1);
+    ticks[first..=last].to_vec()
+}
+
+/// A tick label of a logarithmic axis: plain decimals from 0.0001 to 10^6, else exponent form.
+pub fn format_log_tick(v: f64) -> String {
+    if !(1e-4..1e6).contains(&v.abs()) {
+        return format!("{v:.0e}");
+    }
+    let decimals = (-v.abs().log10().floor()).max(0.0) as usize;
+    format!("{v:.decimals$}")
+}
+
+fn labelled(ticks: &[f64], step: f64) -> Vec<(f64, String)> {
+    ticks.iter().map(|t| (*t, format_tick(*t, step))).collect()
+}
+
+/// The y frame and labelled ticks for values in `[lo, hi]`.
+fn y_axis(lo: f64, hi: f64, log_y: bool) -> (f64, f64, Vec<(f64, String)>, f64) {
+    if log_y {
+        let t = log_ticks(lo, hi);
+        let labels = t.iter().map(|v| (*v, format_log_tick(*v))).collect();
+        (t[0], *t.last().unwrap(), labels, 0.0)
+    } else {
+        let (t, step) = nice_ticks(lo, hi, 6);
+        (t[0], *t.last().unwrap(), labelled(&t, step), step)
+    }
+}
+
+fn mark_legend(svg: &mut String, row: usize, label: &str) {
+    let x = WIDTH - MARGIN_RIGHT + 14.0;
+    let y = MARGIN_TOP + 10.0 + 20.0 * row as f64;
+    let _ = writeln!(
+        svg,
+        r#"<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="black" stroke-width="2" stroke-dasharray="4 2"/>"#,
+        n(x),
+        n(y - 4.0),
+        n(x + 14.0),
+        n(y - 4.0)
+    );
+    let _ = writeln!(
+        svg,
+        r#"<text x="{}" y="{}">{}</text>"#,
+        n(x + 20.0),
+        n(y),
+        escape(label)
+    );
+}
+
+fn mark_line(svg: &mut String, f: &Frame, x0: f64, x1: f64, m: &Mark) {
+    let y = f.py(m.value);
+    let _ = writeln!(
+        svg,
+        r#"<line class="mark" x1="{}" y1="{}" x2="{}" y2="{}" stroke="black" stroke-width="2" stroke-dasharray="4 2"><title>{}</title></line>"#,
+        n(x0),
+        n(y),
+        n(x1),
+        n(y),
+        escape(&m.label)
+    );
+}
+
+/// [`bar_chart_svg`] with [`ChartOptions`] (log axis, reference marks).
+pub fn bar_chart_svg_with<C: AsRef<str>, S: AsRef<str>>(
+    title: &str,
+    y_label: &str,
+    categories: &[C],
+    series: &[(S, Vec<f64>)],
+    opts: &ChartOptions,
+) -> String {
+    let drawable = |v: &f64| v.is_finite() && (!opts.log_y || *v > 0.0);
+    let values = series
+        .iter()
+        .flat_map(|(_, vals)| vals.iter())
+        .chain(opts.marks.iter().map(|m| &m.value))
+        .filter(|v| drawable(v));
+    let (mut lo, mut hi): (f64, f64) = if opts.log_y {
+        (f64::INFINITY, f64::NEG_INFINITY)
+    } else {
+        (0.0, 0.0)
+    };
+    for v in values {
+        lo = lo.min(*v);
+        hi = hi.max(*v);
+    }
+    if !opts.log_y && hi == lo {
         hi = lo + 1.0;
     }
-    let (yt, ys) = nice_ticks(lo, hi, 6);
+    let (y0, y1, yt, ys) = y_axis(lo, hi, opts.log_y);
     let f = Frame {
         x0: 0.0,
         x1: categories.len().max(1) as f64,
-        y0: yt[0],
-        y1: *yt.last().unwrap(),
+        y0,
+        y1,
+        log_y: opts.log_y,
     };
     let mut svg = String::new();
-    let names: Vec<&str> = series.iter().map(|(s, _)| s.as_ref()).collect();
+    let mut names: Vec<&str> = series.iter().map(|(s, _)| s.as_ref()).collect();
+    let marks_legend = opts.marks_legend.as_deref().unwrap_or("reference");
+    if !opts.marks.is_empty() {
+        names.push(marks_legend);
+    }
     header(&mut svg, title, total_width(&names));
-    axes(&mut svg, &f, None, (&yt, ys), "", y_label);
+    axes(&mut svg, &f, None, &yt, "", y_label);
     let nseries = series.len().max(1) as f64;
     let group_w = f.px(1.0) - f.px(0.0);
     let bar_w = group_w * 0.8 / nseries;
+    // The bars' base: zero on a linear axis, the bottom of a log axis.
+    let base = if opts.log_y { y0 } else { 0.0 };
     for (j, cat) in categories.iter().enumerate() {
         let gx = f.px(j as f64) + group_w * 0.1;
         for (i, (name, vals)) in series.iter().enumerate() {
-            let Some(v) = vals.get(j).copied().filter(|v| v.is_finite()) else {
+            let Some(v) = vals.get(j).copied().filter(drawable) else {
                 continue;
             };
-            let (ya, yb) = (f.py(v.max(0.0)), f.py(v.min(0.0)));
+            let (ya, yb) = (f.py(v.max(base)), f.py(v.min(base)));
+            let tip = if opts.log_y {
+                // Four significant digits: the axis spans decades, one step means nothing.
+                let decimals = (3.0 - v.abs().log10().floor()).clamp(0.0, 9.0) as usize;
+                format!("{v:.decimals$}")
+            } else {
+                format_tick(v, ys / 100.0)
+            };
             let _ = writeln!(
                 svg,
                 r#"<rect class="bar" x="{}" y="{}" width="{}" height="{}" fill="{}"><title>{}: {}</title></rect>"#,
@@ -466,7 +655,7 @@ pub fn bar_chart_svg<C: AsRef<str>, S: AsRef<str>>(
                 n((yb - ya).max(0.0)),
                 colour(i),
                 escape(&format!("{} / {}", name.as_ref(), cat.as_ref())),
-                escape(&format_tick(v, ys / 100.0))
+                escape(&tip)
             );
         }
         let _ = writeln!(
@@ -477,7 +666,96 @@ pub fn bar_chart_svg<C: AsRef<str>, S: AsRef<str>>(
             escape(cat.as_ref())
         );
     }
-    legend(&mut svg, &names);
+    for m in opts.marks.iter().filter(|m| drawable(&m.value)) {
+        let (x0, x1) = match (m.category, m.series) {
+            (Some(j), Some(i)) => {
+                let x = f.px(j as f64) + group_w * 0.1 + bar_w * i as f64;
+                (x - bar_w * 0.1, x + bar_w * 1.02)
+            }
+            (Some(j), None) => (f.px(j as f64) + group_w * 0.05, f.px(j as f64 + 0.95)),
+            _ => (MARGIN_LEFT, WIDTH - MARGIN_RIGHT),
+        };
+        mark_line(&mut svg, &f, x0, x1, m);
+    }
+    legend(&mut svg, &names[..series.len()]);
+    if !opts.marks.is_empty() {
+        mark_legend(&mut svg, series.len(), marks_legend);
+    }
+    footer(&mut svg);
+    svg
+}
+
+/// [`line_chart_svg`] with [`ChartOptions`]: a log y axis (points with y ≤ 0 are skipped) and
+/// marks drawn as horizontal dashed lines across the plot.
+pub fn line_chart_svg_with<S: AsRef<str>>(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[(S, Vec<(f64, f64)>)],
+    opts: &ChartOptions,
+) -> String {
+    if !opts.log_y && opts.marks.is_empty() {
+        return line_chart_svg(title, x_label, y_label, series);
+    }
+    let kept: Vec<(&str, Vec<(f64, f64)>)> = series
+        .iter()
+        .map(|(name, pts)| {
+            (
+                name.as_ref(),
+                pts.iter()
+                    .map(|&(x, y)| {
+                        if opts.log_y && y <= 0.0 {
+                            (x, f64::NAN)
+                        } else {
+                            (x, y)
+                        }
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    let (x0, x1, mut lo, mut hi) =
+        bounds(kept.iter().map(|(_, p)| p.as_slice())).unwrap_or((0.0, 1.0, 1.0, 10.0));
+    for m in opts
+        .marks
+        .iter()
+        .filter(|m| m.value.is_finite() && (!opts.log_y || m.value > 0.0))
+    {
+        lo = lo.min(m.value);
+        hi = hi.max(m.value);
+    }
+    if !opts.log_y && lo > 0.0 {
+        lo = 0.0;
+    }
+    let (xt, xs) = nice_ticks(x0, x1, 8);
+    let (y0, y1, yt, _) = y_axis(lo, hi, opts.log_y);
+    let f = Frame {
+        x0: xt[0],
+        x1: *xt.last().unwrap(),
+        y0,
+        y1,
+        log_y: opts.log_y,
+    };
+    let mut svg = String::new();
+    let mut names: Vec<&str> = kept.iter().map(|(s, _)| *s).collect();
+    let marks_legend = opts.marks_legend.as_deref().unwrap_or("reference");
+    if !opts.marks.is_empty() {
+        names.push(marks_legend);
+    }
+    header(&mut svg, title, total_width(&names));
+    axes(&mut svg, &f, Some((&xt, xs)), &yt, x_label, y_label);
+    polylines(&mut svg, &f, &kept, false);
+    for m in opts
+        .marks
+        .iter()
+        .filter(|m| m.value.is_finite() && (!opts.log_y || m.value > 0.0))
+    {
+        mark_line(&mut svg, &f, MARGIN_LEFT, WIDTH - MARGIN_RIGHT, m);
+    }
+    legend(&mut svg, &names[..kept.len()]);
+    if !opts.marks.is_empty() {
+        mark_legend(&mut svg, kept.len(), marks_legend);
+    }
     footer(&mut svg);
     svg
 }
@@ -499,6 +777,36 @@ pub fn line_chart<S: AsRef<str>>(
     path: &Path,
 ) -> anyhow::Result<()> {
     write(path, &line_chart_svg(title, x_label, y_label, series))
+}
+
+/// Write a line chart with [`ChartOptions`] to `path` (see [`line_chart_svg_with`]).
+pub fn line_chart_with<S: AsRef<str>>(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[(S, Vec<(f64, f64)>)],
+    opts: &ChartOptions,
+    path: &Path,
+) -> anyhow::Result<()> {
+    write(
+        path,
+        &line_chart_svg_with(title, x_label, y_label, series, opts),
+    )
+}
+
+/// Write a grouped bar chart with [`ChartOptions`] to `path` (see [`bar_chart_svg_with`]).
+pub fn bar_chart_with<C: AsRef<str>, S: AsRef<str>>(
+    title: &str,
+    y_label: &str,
+    categories: &[C],
+    series: &[(S, Vec<f64>)],
+    opts: &ChartOptions,
+    path: &Path,
+) -> anyhow::Result<()> {
+    write(
+        path,
+        &bar_chart_svg_with(title, y_label, categories, series, opts),
+    )
 }
 
 /// Write the empirical CDF of each named sample set to `path`.
@@ -617,6 +925,83 @@ mod tests {
         let tags = check_balanced(&svg);
         assert_eq!(svg.matches("class=\"bar\"").count(), 3);
         assert!(tags.contains(&"text".to_string()));
+    }
+
+    #[test]
+    fn log_ticks_bracket_the_data_in_decades() {
+        assert_eq!(
+            log_ticks(3.0, 200.0),
+            vec![2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0]
+        );
+        assert_eq!(
+            log_ticks(3.0, 2000.0),
+            vec![1.0, 10.0, 100.0, 1000.0, 10_000.0]
+        );
+        let t = log_ticks(0.004, 1900.0);
+        assert_eq!(t.first(), Some(&0.001));
+        assert_eq!(t.last(), Some(&10_000.0));
+        assert_eq!(t.len(), 8, "{t:?}");
+        assert_eq!(format_log_tick(0.01), "0.01");
+        assert_eq!(format_log_tick(2000.0), "2000");
+        assert_eq!(format_log_tick(1e7), "1e7");
+    }
+
+    #[test]
+    fn log_bar_chart_shows_small_bars_next_to_a_large_one() {
+        // 5 ms beside 1900 ms: on a linear axis the small bar is under 1 px tall.
+        let cats = ["C0", "C1"];
+        let series = [("fifo", vec![5.0, 9.0]), ("prio", vec![3.0, 1900.0])];
+        let heights = |svg: &str| -> Vec<f64> {
+            svg.lines()
+                .filter(|l| l.contains("class=\"bar\""))
+                .map(|l| {
+                    let h = l.split("height=\"").nth(1).unwrap();
+                    h[..h.find('"').unwrap()].parse().unwrap()
+                })
+                .collect()
+        };
+        let lin = heights(&bar_chart_svg("t", "ms", &cats, &series));
+        let log = heights(&bar_chart_svg_with(
+            "t",
+            "ms",
+            &cats,
+            &series,
+            &ChartOptions {
+                log_y: true,
+                ..Default::default()
+            },
+        ));
+        assert!(lin[0] < 2.0, "{lin:?}");
+        assert!(log[0] > 50.0, "{log:?}");
+        assert!(log.windows(1).all(|h| h[0] > 0.0));
+    }
+
+    #[test]
+    fn marks_are_drawn_once_each_with_a_legend_entry() {
+        let opts = ChartOptions {
+            log_y: false,
+            marks: vec![
+                Mark::bar("paper: 750", 750.0, 0, 0),
+                Mark::line("link", 800.0),
+            ],
+            marks_legend: Some("paper (P3)".into()),
+        };
+        let svg = bar_chart_svg_with("t", "kbit/s", &["alone"], &[("up", vec![790.0])], &opts);
+        check_balanced(&svg);
+        assert_eq!(svg.matches("class=\"mark\"").count(), 2);
+        assert!(svg.contains("paper (P3)") && svg.contains("paper: 750"));
+        let line = line_chart_svg_with(
+            "t",
+            "s",
+            "ms",
+            &[("a", vec![(0.0, 1.0), (1.0, 100.0)])],
+            &ChartOptions {
+                log_y: true,
+                ..opts
+            },
+        );
+        check_balanced(&line);
+        assert_eq!(line.matches("class=\"mark\"").count(), 2);
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub mod delay;
 pub mod drr;
 pub mod edf;
 pub mod fifo;
+pub mod latency_quantile;
 pub mod percentile;
 pub mod prio;
 pub mod wf2q;

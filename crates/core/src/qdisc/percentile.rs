@@ -80,6 +80,8 @@ use crate::Nanos;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
+pub use super::latency_quantile::LatencyQuantile;
+
 /// Most classes a Percentile queue takes (one bit each in the non-empty mask).
 pub const PERCENTILE_MAX_CLASSES: usize = 64;
 /// Counters are halved together when `N` reaches this (keeps the u128 products small).
@@ -171,15 +173,6 @@ pub fn thesis_priority(n: u64, s: u64, p: u32) -> Option<u64> {
     Some((1_000_000 / pr) as u64)
 }
 
-/// Sub-buckets per power of two in [`LatencyQuantile`] (2^6 = 64: bucket width ≤ 1/64 of
-/// its lower edge, i.e. ≤ 1.6% relative resolution).
-const LQ_SUB_BITS: u32 = 6;
-const LQ_SUB: u64 = 1 << LQ_SUB_BITS;
-/// Latencies are clamped to 2^40 ns (≈ 18 min) — far beyond any response time that matters.
-const LQ_MAX_EXP: u32 = 40;
-/// Values below `LQ_SUB` ns have one bucket each; then 64 buckets per power of two.
-const LQ_BUCKETS: usize = ((LQ_MAX_EXP - LQ_SUB_BITS + 1) as usize) * LQ_SUB as usize;
-
 /// The quantile `AutoQuantile` judges against, as `(num, den)`: the request-weighted mean
 /// target `Σ N_i·P_i / (100·Σ N_i)` over `(N_i, N_i·P_i, P_i in percent)`, or the plain mean
 /// of the targets while every `N` is 0. It runs on every completion, so the common case is
@@ -199,114 +192,180 @@ pub fn auto_quantile_q(classes: impl Iterator<Item = (u64, u64, u32)> + Clone) -
     (ps, 100 * k.max(1))
 }
 
-/// Running quantile of response times in bounded memory: a log-bucket histogram (exact below
-/// 64 ns, then 64 buckets per power of two: ≤ 1.6% relative error, 2240 `u64` buckets =
-/// 17.5 KiB whatever the number of samples) with a cursor at the last quantile's bucket.
-/// `record` is O(1); `quantile` moves the cursor from where it was, so while the asked
-/// quantile drifts slowly (the usual case: one sample at a time) it costs O(1) amortised.
-/// Inside a bucket the value is interpolated linearly by rank. Counts are cumulative (like
-/// the thesis's counters) and all halved together when the total reaches 2^40. No clock.
+/// A class as [`PercentileJudge`] counts it, since start or the last reset: requests (`N`),
+/// answered within the deadline (`S`), failures (late, aborted, timed out).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JudgeCounts {
+    pub n: u64,
+    pub s: u64,
+    pub fail: u64,
+}
+
+/// P0's per-class judging, in one place for every engine: the cumulative `N`, `S`, `fail` of
+/// each class (`per_input_skb`, `per_fail_check`, P0 §3.2.3) and the deadline a completion
+/// is judged against, in every [`PercentileDeadline`] mode — fixed; `Auto`, the running mean
+/// of every response time since start/reset (this completion included); `AutoQuantile`, the
+/// running `q`-quantile of them in a [`LatencyQuantile`] (allocated only in that mode), `q`
+/// from [`auto_quantile_q`]. The Percentile discipline judges its feedback with it (and keeps
+/// its own memory-weighted decision counters beside it); the NFQUEUE daemon judges every
+/// request with it whatever its discipline. No clock; O(1) per event plus the quantile
+/// cursor's move and, in `AutoQuantile`, one pass over the classes for `q`.
 #[derive(Debug, Clone)]
-pub struct LatencyQuantile {
-    counts: Vec<u64>,
-    total: u64,
-    /// Cursor: bucket of the last quantile and the number of samples in buckets below it.
-    idx: usize,
-    below: u64,
+pub struct PercentileJudge {
+    mode: PercentileDeadline,
+    percentiles: Vec<u32>,
+    counts: Vec<JudgeCounts>,
+    latency_sum: u128,
+    latency_count: u64,
+    quantile: Option<Box<LatencyQuantile>>,
+    /// The deadline the last completion was judged against (`AutoQuantile`).
+    last_deadline: Option<Nanos>,
 }
 
-impl Default for LatencyQuantile {
-    fn default() -> Self {
-        Self::new()
+impl PercentileJudge {
+    /// One class per entry of `percentiles` (percent). `Err` names a wrong deadline.
+    pub fn new(percentiles: &[u32], mode: PercentileDeadline) -> Result<Self, String> {
+        mode.validate()?;
+        Ok(PercentileJudge {
+            mode,
+            percentiles: percentiles.to_vec(),
+            counts: vec![JudgeCounts::default(); percentiles.len()],
+            latency_sum: 0,
+            latency_count: 0,
+            quantile: (mode == PercentileDeadline::AutoQuantile)
+                .then(|| Box::new(LatencyQuantile::new())),
+            last_deadline: None,
+        })
     }
-}
 
-impl LatencyQuantile {
-    pub fn new() -> Self {
-        LatencyQuantile {
-            counts: vec![0; LQ_BUCKETS],
-            total: 0,
-            idx: 0,
-            below: 0,
+    pub fn mode(&self) -> PercentileDeadline {
+        self.mode
+    }
+
+    /// Counters of every class.
+    pub fn counts(&self) -> &[JudgeCounts] {
+        &self.counts
+    }
+
+    /// A request of `class` arrived (N += 1). Unknown classes are ignored.
+    pub fn arrival(&mut self, class: ClassId) {
+        if let Some(c) = self.counts.get_mut(class) {
+            c.n += 1;
         }
     }
 
-    fn bucket(v: Nanos) -> usize {
-        let v = v.min((1u64 << LQ_MAX_EXP) - 1);
-        if v < LQ_SUB {
-            return v as usize;
-        }
-        let e = 63 - v.leading_zeros();
-        let m = (v >> (e - LQ_SUB_BITS)) & (LQ_SUB - 1);
-        ((e - LQ_SUB_BITS + 1) as u64 * LQ_SUB + m) as usize
+    /// `q` of `AutoQuantile` over this judge's own counters.
+    pub fn quantile_weights(&self) -> (u128, u128) {
+        auto_quantile_q(
+            self.counts
+                .iter()
+                .zip(&self.percentiles)
+                .map(|(c, &p)| (c.n, c.n.saturating_mul(p as u64), p)),
+        )
     }
 
-    /// Lowest value of bucket `i` and its width.
-    fn bounds(i: usize) -> (Nanos, Nanos) {
-        let i = i as u64;
-        if i < LQ_SUB {
-            return (i, 1);
-        }
-        let e = (i / LQ_SUB) as u32 + LQ_SUB_BITS - 1;
-        let m = i % LQ_SUB;
-        ((LQ_SUB + m) << (e - LQ_SUB_BITS), 1 << (e - LQ_SUB_BITS))
-    }
-
-    /// Samples recorded (after halvings).
-    pub fn len(&self) -> u64 {
-        self.total
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.total == 0
-    }
-
-    pub fn clear(&mut self) {
-        self.counts.iter_mut().for_each(|c| *c = 0);
-        self.total = 0;
-        self.idx = 0;
-        self.below = 0;
-    }
-
-    pub fn record(&mut self, latency: Nanos) {
-        let i = Self::bucket(latency);
-        self.counts[i] += 1;
-        self.total += 1;
-        if i < self.idx {
-            self.below += 1;
-        }
-        if self.total >= COUNTER_CAP {
-            self.counts.iter_mut().for_each(|c| *c /= 2);
-            self.total = self.counts.iter().sum();
-            self.idx = 0;
-            self.below = 0;
+    /// The deadline now: fixed; `Auto`: the running mean (`None` before the first
+    /// completion); `AutoQuantile`: the one the last completion was judged against.
+    pub fn deadline(&self) -> Option<Nanos> {
+        match self.mode {
+            PercentileDeadline::AutoQuantile => self.last_deadline,
+            PercentileDeadline::Auto => (self.latency_count > 0)
+                .then(|| (self.latency_sum / self.latency_count as u128) as Nanos),
+            d => d.fixed_ns(),
         }
     }
 
-    /// The `num/den`-quantile (0 < num/den ≤ 1): the smallest recorded value such that at
-    /// least `⌈total·num/den⌉` samples are at or below it, interpolated inside its bucket.
-    /// `None` without samples.
-    pub fn quantile(&mut self, num: u128, den: u128) -> Option<Nanos> {
-        if self.total == 0 || den == 0 {
-            return None;
+    /// Record a response time into the running figures; the deadline it is judged against.
+    /// `q` is asked for only in `AutoQuantile` (it costs a pass over the classes).
+    fn record(&mut self, latency: Nanos, q: impl FnOnce(&Self) -> (u128, u128)) -> Nanos {
+        self.latency_sum += latency as u128;
+        self.latency_count += 1;
+        match self.mode {
+            PercentileDeadline::Auto => (self.latency_sum / self.latency_count as u128) as Nanos,
+            PercentileDeadline::AutoQuantile => {
+                let (num, den) = q(self);
+                let h = self
+                    .quantile
+                    .get_or_insert_with(|| Box::new(LatencyQuantile::new()));
+                h.record(latency);
+                let d = h.quantile(num, den).unwrap_or(latency);
+                self.last_deadline = Some(d);
+                d
+            }
+            d => d.fixed_ns().unwrap_or(Nanos::MAX),
         }
-        let total = self.total as u128;
-        let rank = (total * num).div_ceil(den).clamp(1, total) as u64;
-        loop {
-            let here = self.counts[self.idx];
-            if self.below + here < rank {
-                self.below += here;
-                self.idx += 1;
-            } else if self.below >= rank {
-                self.idx -= 1;
-                self.below -= self.counts[self.idx];
+    }
+
+    /// A completion of `class` after `latency`: judged (`true` = within the deadline) and
+    /// counted; `q` of `AutoQuantile` from this judge's counters.
+    pub fn complete(&mut self, class: ClassId, latency: Nanos) -> bool {
+        self.complete_with_q(class, latency, || None)
+    }
+
+    /// As [`complete`](Self::complete), with `AutoQuantile`'s `q` from the caller when `q`
+    /// returns one (the discipline's memory-weighted decision counters); called only in that
+    /// mode.
+    pub fn complete_with_q(
+        &mut self,
+        class: ClassId,
+        latency: Nanos,
+        q: impl FnOnce() -> Option<(u128, u128)>,
+    ) -> bool {
+        let at = self.record(latency, |j| q().unwrap_or_else(|| j.quantile_weights()));
+        let success = latency <= at;
+        if let Some(c) = self.counts.get_mut(class) {
+            if success {
+                c.s += 1;
             } else {
-                break;
+                c.fail += 1;
             }
         }
-        let (lo, width) = Self::bounds(self.idx);
-        let (k, c) = (rank - self.below, self.counts[self.idx]);
-        Some(lo + ((width - 1) as u128 * k as u128 / c as u128) as Nanos)
+        success
+    }
+
+    /// A request of `class` that failed whatever the deadline (aborted, timed out): `age`
+    /// goes into the running figures, the class counts a failure.
+    pub fn complete_as_miss(&mut self, class: ClassId, age: Nanos) {
+        self.record(age, Self::quantile_weights);
+        if let Some(c) = self.counts.get_mut(class) {
+            c.fail += 1;
+        }
+    }
+
+    pub fn set_percentile(&mut self, class: ClassId, p: u32) {
+        if let Some(x) = self.percentiles.get_mut(class) {
+            *x = p;
+        }
+    }
+
+    /// Change the mode. Switching to `AutoQuantile` starts its histogram empty (the next
+    /// completion is judged against itself); `Auto` keeps the mean of everything so far.
+    pub fn set_mode(&mut self, mode: PercentileDeadline) -> Result<(), String> {
+        mode.validate()?;
+        if mode == PercentileDeadline::AutoQuantile {
+            if self.mode != PercentileDeadline::AutoQuantile || self.quantile.is_none() {
+                self.quantile = Some(Box::new(LatencyQuantile::new()));
+                self.last_deadline = None;
+            }
+        } else {
+            self.quantile = None;
+            self.last_deadline = None;
+        }
+        self.mode = mode;
+        Ok(())
+    }
+
+    /// `perReset`: counters, running mean and histogram cleared.
+    pub fn reset(&mut self) {
+        self.counts
+            .iter_mut()
+            .for_each(|c| *c = JudgeCounts::default());
+        self.latency_sum = 0;
+        self.latency_count = 0;
+        if let Some(h) = &mut self.quantile {
+            h.clear();
+        }
+        self.last_deadline = None;
     }
 }
 
@@ -337,10 +396,6 @@ struct PercentileClass<T> {
     np: u64,
     last_event: Nanos,
     window: Option<OutcomeWindow>,
-    /// Cumulative, never forgotten (status only).
-    total_n: u64,
-    total_s: u64,
-    total_fail: u64,
     dequeued: u64,
     dropped: u64,
 }
@@ -360,15 +415,10 @@ pub struct PercentileQueue<T> {
     /// Cached result of the selection scan (`None`: unknown, rescan).
     best: Option<usize>,
     limit_packets: usize,
-    deadline: PercentileDeadline,
+    /// Cumulative N, S, fail and the deadline in every mode (status and the success test).
+    judge: PercentileJudge,
     memory: PercentileMemory,
     half_life_ns: f64,
-    latency_sum: u128,
-    latency_count: u64,
-    /// Response-time histogram of `AutoQuantile` (allocated only in that mode).
-    quantile: Option<Box<LatencyQuantile>>,
-    /// The deadline the last completion was judged against (`AutoQuantile`).
-    last_deadline: Option<Nanos>,
     feedback_unknown_class: u64,
     stats: QdiscStats,
 }
@@ -417,9 +467,6 @@ impl<T: Packet> PercentileQueue<T> {
                 np: 0,
                 last_event: 0,
                 window: matches!(memory, PercentileMemory::Window(_)).then(OutcomeWindow::default),
-                total_n: 0,
-                total_s: 0,
-                total_fail: 0,
                 dequeued: 0,
                 dropped: 0,
             })
@@ -429,14 +476,9 @@ impl<T: Packet> PercentileQueue<T> {
             nonempty: 0,
             best: None,
             limit_packets,
-            deadline,
+            judge: PercentileJudge::new(percentiles, deadline)?,
             memory,
             half_life_ns,
-            latency_sum: 0,
-            latency_count: 0,
-            quantile: (deadline == PercentileDeadline::AutoQuantile)
-                .then(|| Box::new(LatencyQuantile::new())),
-            last_deadline: None,
             feedback_unknown_class: 0,
             stats: QdiscStats::default(),
         })
@@ -457,6 +499,7 @@ impl<T: Packet> PercentileQueue<T> {
             .ok_or_else(|| format!("class: {class} is not configured"))?;
         c.p = p;
         c.refresh_np();
+        self.judge.set_percentile(class, p);
         self.percentile_note_change(class, true);
         Ok(())
     }
@@ -464,18 +507,7 @@ impl<T: Packet> PercentileQueue<T> {
     /// `perSetNvalue(deadline)`: change the success criterion. Switching to `AutoQuantile`
     /// starts its histogram empty (the next completion is judged against itself).
     pub fn set_deadline(&mut self, deadline: PercentileDeadline) -> Result<(), String> {
-        deadline.validate()?;
-        if deadline == PercentileDeadline::AutoQuantile {
-            if self.deadline != PercentileDeadline::AutoQuantile || self.quantile.is_none() {
-                self.quantile = Some(Box::new(LatencyQuantile::new()));
-                self.last_deadline = None;
-            }
-        } else {
-            self.quantile = None;
-            self.last_deadline = None;
-        }
-        self.deadline = deadline;
-        Ok(())
+        self.judge.set_mode(deadline)
     }
 
     /// `perReset`: clear N, S, fail (also the cumulative ones) and the auto-deadline mean.
@@ -486,38 +518,30 @@ impl<T: Packet> PercentileQueue<T> {
             c.s = 0;
             c.fail = 0;
             c.np = 0;
-            c.total_n = 0;
-            c.total_s = 0;
-            c.total_fail = 0;
             if let Some(w) = &mut c.window {
                 *w = OutcomeWindow::default();
             }
         }
-        self.latency_sum = 0;
-        self.latency_count = 0;
-        if let Some(h) = &mut self.quantile {
-            h.clear();
-        }
-        self.last_deadline = None;
+        self.judge.reset();
         self.best = None;
     }
 
     /// The deadline a completion is judged against now (`None`: auto with no sample yet).
     /// `AutoQuantile`: the one the last completion was judged against.
     pub fn current_deadline(&self) -> Option<Nanos> {
-        match self.deadline {
-            PercentileDeadline::AutoQuantile => self.last_deadline,
-            PercentileDeadline::Auto => (self.latency_count > 0)
-                .then(|| (self.latency_sum / self.latency_count as u128) as Nanos),
-            d => d.fixed_ns(),
-        }
+        self.judge.deadline()
+    }
+
+    /// The judge: cumulative N, S, fail per class and the deadline.
+    pub fn judge(&self) -> &PercentileJudge {
+        &self.judge
     }
 
     /// `AutoQuantile`'s `q` as a fraction: the request-weighted mean target
     /// `Σ N_i·P_i / (100·Σ N_i)` over the decision counters (the plain mean of the targets
     /// while no class has counted a request). `None` in the other modes.
     pub fn deadline_quantile(&self) -> Option<f64> {
-        (self.deadline == PercentileDeadline::AutoQuantile).then(|| {
+        (self.judge.mode() == PercentileDeadline::AutoQuantile).then(|| {
             let (num, den) = self.quantile_weights();
             num as f64 / den as f64
         })
@@ -645,11 +669,11 @@ impl<T: Packet> PercentileQueue<T> {
             _ => 0,
         };
         let decayed = self.half_life_ns > 0.0;
+        self.judge.arrival(i);
         let c = &mut self.classes[i];
         // An arrival only lowers an attainment (N grows; a window drops its oldest slot),
         // except from N = 0 (key "attainment 0"), by decay rounding, or by the cap.
         let was_zero = c.np == 0;
-        c.total_n += 1;
         if let Some(w) = &mut c.window {
             if w.slots.len() == limit {
                 match w.slots.pop_front() {
@@ -679,11 +703,6 @@ impl<T: Packet> PercentileQueue<T> {
         let unit = self.percentile_unit();
         let decayed = self.half_life_ns > 0.0;
         let c = &mut self.classes[i];
-        if success {
-            c.total_s += 1;
-        } else {
-            c.total_fail += 1;
-        }
         if let Some(w) = &mut c.window {
             if w.skip_feedback > 0 {
                 w.skip_feedback -= 1;
@@ -704,22 +723,32 @@ impl<T: Packet> PercentileQueue<T> {
         self.percentile_note_change(i, success || decayed || capped);
     }
 
+    /// Class `i`'s thesis priority (from the decision counters; `None` when undefined) and
+    /// queue length, without the allocations of [`class_status`](Self::class_status).
+    pub fn class_brief(&self, i: ClassId) -> Option<(Option<u64>, usize)> {
+        self.classes
+            .get(i)
+            .map(|c| (thesis_priority(c.n, c.s, c.p), c.queue.len()))
+    }
+
     /// Per-class snapshot: queue figures plus n, s, fail (as used for the decision, in
     /// requests), n_total, s_total, fail_total, p, priority (the thesis's integer, absent when
     /// undefined), attainment (`S/(N·P/100)`, 1.0 = target met) and queue_len.
     pub fn class_status(&self) -> Vec<ClassStatus> {
         let unit = self.percentile_unit() as f64;
+        let totals = self.judge.counts();
         self.classes
             .iter()
             .enumerate()
             .map(|(i, c)| {
+                let t = totals[i];
                 let mut extra = vec![
                     ("n".to_string(), c.n as f64 / unit),
                     ("s".to_string(), c.s as f64 / unit),
                     ("fail".to_string(), c.fail as f64 / unit),
-                    ("n_total".to_string(), c.total_n as f64),
-                    ("s_total".to_string(), c.total_s as f64),
-                    ("fail_total".to_string(), c.total_fail as f64),
+                    ("n_total".to_string(), t.n as f64),
+                    ("s_total".to_string(), t.s as f64),
+                    ("fail_total".to_string(), t.fail as f64),
                     ("p".to_string(), c.p as f64),
                 ];
                 if let Some(pr) = thesis_priority(c.n, c.s, c.p) {
@@ -824,27 +853,11 @@ impl<T: Packet> Qdisc<T> for PercentileQueue<T> {
             self.feedback_unknown_class += 1;
             return;
         }
-        let deadline = match self.deadline {
-            PercentileDeadline::Auto => {
-                // Auto: the running mean response time, this completion included.
-                self.latency_sum += latency as u128;
-                self.latency_count += 1;
-                (self.latency_sum / self.latency_count as u128) as Nanos
-            }
-            PercentileDeadline::AutoQuantile => {
-                // The q-quantile of all response times, this completion included.
-                let (num, den) = self.quantile_weights();
-                let h = self
-                    .quantile
-                    .get_or_insert_with(|| Box::new(LatencyQuantile::new()));
-                h.record(latency);
-                let d = h.quantile(num, den).unwrap_or(latency);
-                self.last_deadline = Some(d);
-                d
-            }
-            d => d.fixed_ns().unwrap_or(Nanos::MAX),
-        };
-        self.percentile_count_outcome(class, latency <= deadline, now);
+        let classes = &self.classes;
+        let success = self.judge.complete_with_q(class, latency, || {
+            Some(auto_quantile_q(classes.iter().map(|c| (c.n, c.np, c.p))))
+        });
+        self.percentile_count_outcome(class, success, now);
     }
 }
 
@@ -982,6 +995,58 @@ mod tests {
         assert_eq!(t.dequeue(0).unwrap().id, 10);
     }
 
+    /// The judge alone, in each mode: N / S / fail counted per class; `auto` judges against
+    /// the mean with the completion included; a forced miss counts as a failure whatever the
+    /// deadline and still moves the running figures; `reset` and `set_mode` as documented.
+    #[test]
+    fn judge_counts_and_deadlines_in_every_mode() {
+        let mut j = PercentileJudge::new(&[90, 50], PercentileDeadline::Ns(4 * MS)).unwrap();
+        j.arrival(0);
+        j.arrival(1);
+        j.arrival(7); // unknown class: ignored
+        assert!(j.complete(0, 4 * MS));
+        assert!(!j.complete(1, 4 * MS + 1));
+        assert_eq!(
+            j.counts(),
+            &[
+                JudgeCounts {
+                    n: 1,
+                    s: 1,
+                    fail: 0
+                },
+                JudgeCounts {
+                    n: 1,
+                    s: 0,
+                    fail: 1
+                }
+            ]
+        );
+        assert_eq!(j.deadline(), Some(4 * MS));
+        // Auto keeps the mean of everything so far: (4 + 4.000001) / 2 ms.
+        j.set_mode(PercentileDeadline::Auto).unwrap();
+        assert_eq!(j.deadline(), Some(4 * MS));
+        // 6 ms with itself included: mean (4+4+6)/3 = 4.67 ms -> late.
+        assert!(!j.complete(0, 6 * MS));
+        // 2 ms: mean 4 ms -> on time.
+        assert!(j.complete(0, 2 * MS));
+        j.complete_as_miss(1, MS);
+        assert_eq!(
+            j.counts()[1].fail,
+            2,
+            "a forced miss even below the deadline"
+        );
+        // AutoQuantile starts empty: the first completion is judged against itself.
+        j.set_mode(PercentileDeadline::AutoQuantile).unwrap();
+        assert_eq!(j.deadline(), None);
+        assert!(j.complete(0, 9 * MS));
+        let d = j.deadline().unwrap() as f64;
+        assert!((d / (9 * MS) as f64 - 1.0).abs() <= 1.0 / 64.0, "{d}");
+        assert!(j.set_mode(PercentileDeadline::Ns(0)).is_err());
+        j.reset();
+        assert_eq!(j.counts(), &[JudgeCounts::default(); 2]);
+        assert_eq!(j.deadline(), None);
+    }
+
     /// `auto` deadline: success iff latency ≤ mean response time so far (P0 §3.2.2).
     #[test]
     fn auto_deadline_is_running_mean() {
@@ -997,64 +1062,6 @@ mod tests {
         assert_eq!(extra(&st[0], "s"), Some(3.0));
         assert_eq!(extra(&st[0], "fail"), Some(1.0));
         assert_eq!(q.current_deadline(), Some(4 * MS));
-    }
-
-    /// The histogram's quantile against the exact order statistic: exact below 64 ns, within
-    /// its 1/64 bucket resolution above; the cursor gives the same answer whichever way the
-    /// asked quantile moves; halving at the cap keeps the shape.
-    #[test]
-    fn latency_quantile_is_exact_small_and_within_resolution_large() {
-        let mut h = LatencyQuantile::new();
-        assert_eq!(h.quantile(1, 2), None);
-        for v in 1..=50u64 {
-            h.record(v);
-        }
-        assert_eq!(h.quantile(1, 2), Some(25));
-        assert_eq!(h.quantile(9, 10), Some(45));
-        assert_eq!(h.quantile(1, 1), Some(50));
-        assert_eq!(h.quantile(1, 1000), Some(1));
-        let mut rng = crate::rng::SplitMix64::new(7);
-        let mut h = LatencyQuantile::new();
-        let mut all = Vec::new();
-        for _ in 0..20_000 {
-            // log-uniform over 10 µs .. 10 s, the range of response times that matter
-            let v = (1e4 * 1e6f64.powf(rng.unit())) as Nanos;
-            h.record(v);
-            all.push(v);
-        }
-        all.sort_unstable();
-        for (num, den) in [
-            (1u128, 2u128),
-            (7, 10),
-            (703, 1000),
-            (9, 10),
-            (99, 100),
-            (1, 10),
-        ] {
-            let exact = all[((all.len() as u128 * num).div_ceil(den) - 1) as usize] as f64;
-            // forwards and backwards from wherever the cursor is
-            for _ in 0..2 {
-                let got = h.quantile(num, den).unwrap() as f64;
-                assert!(
-                    (got / exact - 1.0).abs() <= 1.0 / 64.0,
-                    "q {num}/{den}: {got} vs {exact}"
-                );
-            }
-        }
-        // Clamped far above any response time; halving at the cap keeps the median's bucket.
-        h.record(u64::MAX);
-        assert!(h.quantile(1, 1).unwrap() < 1 << LQ_MAX_EXP);
-        let median = h.quantile(1, 2).unwrap();
-        h.total = COUNTER_CAP - 1;
-        h.record(1);
-        assert!(h.len() < 20_002);
-        let after = h.quantile(1, 2).unwrap() as f64;
-        assert!(
-            (after / median as f64 - 1.0).abs() <= 1.0 / 32.0,
-            "{after} vs {median}"
-        );
-        h.clear();
-        assert!(h.is_empty());
     }
 
     /// `AutoQuantile`'s q is the request-weighted mean target Σ N_i·P_i / Σ N_i: with P0

@@ -14,7 +14,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Run the percentile scheduling daemon (= `netsched nfq`).
-    Nfq(Box<netsched_nfq::daemon::NfqArgs>),
+    Nfq(Box<netsched_nfq::cli::NfqArgs>),
     /// Control a running daemon (= `netsched ctl`).
     Ctl(netsched_nfq::ctl::CtlArgs),
     /// Run the percentile-web experiment on real Linux (= `netsched lab run percentile-web
@@ -36,7 +36,7 @@ enum Cmd {
 
 fn main() {
     let r = match Cli::parse().cmd {
-        Cmd::Nfq(a) => netsched_nfq::daemon::run(*a),
+        Cmd::Nfq(a) => netsched_nfq::cli::run(*a),
         Cmd::Ctl(a) => netsched_nfq::ctl::run(a),
         Cmd::Experiment {
             out,

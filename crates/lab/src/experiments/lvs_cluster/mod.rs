@@ -148,7 +148,7 @@ pub struct Setup {
 impl Setup {
     /// The scenario `params` (JSON of the TOML), typed and checked against [`bounds`].
     pub fn from_params(params: &Value) -> anyhow::Result<Setup> {
-        let p: Params = crate::params::typed(params, "lvs-cluster")?;
+        let p: Params = crate::scenario::typed(params, "lvs-cluster")?;
         Self::from_typed(&p)
     }
 

@@ -125,7 +125,7 @@ impl RealParams {
     pub fn from_json(real: Option<&Value>, s: &Setup, quick: bool) -> Result<RealParams> {
         let given: RealParamsToml = match real {
             None => RealParamsToml::default(),
-            Some(v) => crate::params::typed(v, "lvs-cluster [real]")?,
+            Some(v) => crate::scenario::typed(v, "lvs-cluster [real]")?,
         };
         let d = Self::defaults(s, quick);
         let hosts = given.hosts.or(d.hosts).unwrap_or_default();
