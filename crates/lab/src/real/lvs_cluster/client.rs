@@ -134,7 +134,7 @@ pub fn run(ns: &str, spec: &ClientSpec) -> Result<ClientResult> {
             .name(format!("client-{i}"))
             .spawn(move || -> Result<ClientResult> {
                 netsched_testbed::enter_netns(&ns)?;
-                let cpu0 = super::rig::this_thread_cpu_ns();
+                let cpu0 = super::cpu::this_thread_cpu_ns();
                 let mut r = ClientResult::default();
                 let mut buf = vec![0u8; 64 * 1024];
                 loop {
@@ -165,7 +165,7 @@ pub fn run(ns: &str, spec: &ClientSpec) -> Result<ClientResult> {
                         Outcome::Cut => r.cut_at_end += 1,
                     }
                 }
-                r.cpu_ns = super::rig::this_thread_cpu_ns().saturating_sub(cpu0);
+                r.cpu_ns = super::cpu::this_thread_cpu_ns().saturating_sub(cpu0);
                 Ok(r)
             })
             .map_err(|e| anyhow!("spawning client thread: {e}"))?;

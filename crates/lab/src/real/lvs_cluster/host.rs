@@ -119,7 +119,7 @@ impl Host {
             let handle = std::thread::Builder::new()
                 .name(format!("host-{}-{i}", addr.ip()))
                 .spawn(move || {
-                    if let Some(tid) = super::rig::thread_id() {
+                    if let Some(tid) = super::cpu::thread_id() {
                         t.lock().unwrap().push(tid);
                     }
                     worker(l, q, b, s, w)
@@ -168,7 +168,7 @@ impl Host {
             .lock()
             .unwrap()
             .iter()
-            .map(|t| super::rig::thread_cpu_ns(*t))
+            .map(|t| super::cpu::thread_cpu_ns(*t))
             .sum()
     }
 

@@ -2,7 +2,8 @@
 //! 10, 15 proxy hosts, one ApacheBench client; P4 §3, Tables 3 and 4) on real Linux
 //! namespaces and real TCP. Method, figures and pass counts: `docs/lvs-real.md`.
 //!
-//! - `rig.rs`: the namespaces (client, director, n hosts), CPU accounting;
+//! - `rig.rs`: the namespaces (client, director, n hosts);
+//! - `cpu.rs`: CPU accounting (procfs);
 //! - `host.rs`: a host with the capacity of one of P4's machines (virtual FIFO server);
 //! - `client.rs`: the ab-like closed loop, every request accounted;
 //! - `director.rs`: the director, `netsched balance` or HAProxy behind one abstraction;
@@ -13,6 +14,7 @@
 //! plus an optional `[real]` table ([`RealParams`], every key optional).
 
 pub mod client;
+pub mod cpu;
 pub mod director;
 pub mod host;
 mod report;
@@ -327,16 +329,16 @@ pub fn measure_cell(
     }
     let t0 = std::time::Instant::now();
     let dpid = rig.director_pid().unwrap_or(0);
-    let d0 = rig::process_cpu_ns(dpid);
+    let d0 = cpu::process_cpu_ns(dpid);
     let h0: u64 = rig.hosts.iter().map(|h| h.cpu_ns()).sum();
-    let m0 = rig::machine_jiffies();
+    let m0 = cpu::machine_jiffies();
     let result = client
         .join()
         .map_err(|_| anyhow!("the client thread panicked"))?;
     let window = t0.elapsed().as_secs_f64().max(1e-9);
-    let d1 = rig::process_cpu_ns(dpid);
+    let d1 = cpu::process_cpu_ns(dpid);
     let h1: u64 = rig.hosts.iter().map(|h| h.cpu_ns()).sum();
-    let m1 = rig::machine_jiffies();
+    let m1 = cpu::machine_jiffies();
     let stats: Vec<_> = rig.hosts.iter().map(|h| h.stats()).collect();
     rig.stop_director();
     waited?;
