@@ -137,6 +137,42 @@ fn namespaces_and_processes_are_gone_afterwards_also_after_a_failure() {
     assert_eq!(live_host_threads(), 0, "host threads leaked");
 }
 
+fn our_namespaces() -> std::collections::BTreeSet<String> {
+    namespaces_with("nslvsr").into_iter().collect()
+}
+
+#[test]
+fn sigterm_mid_run_stops_promptly_and_removes_everything() {
+    if !privileged_test_allowed("sigterm_mid_run_stops_promptly_and_removes_everything") {
+        return;
+    }
+    let _l = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = our_namespaces();
+    let dir = TempDir::new("lvs-real-sigterm").unwrap();
+    let mut params = scenario();
+    params["real"] = json!({"director": "haproxy", "duration": "20s"});
+    // SIGTERM to this very process 4 s in (the rig is built and a cell is running). The run's
+    // SignalGuard turns it into a flag; without the guard the test process would die.
+    let pid = std::process::id().to_string();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(4));
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+    });
+    let t = std::time::Instant::now();
+    let r = real::run_real(&params, 3, dir.path(), true);
+    killer.join().unwrap();
+    let e = r.expect_err("an interrupted run is an error").to_string();
+    assert!(e.contains("interrupted"), "{e}");
+    // Stopped within the cell, not after the 4 × 20 s grid.
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    let leaked: Vec<_> = our_namespaces().difference(&before).cloned().collect();
+    assert!(leaked.is_empty(), "namespaces leaked: {leaked:?}");
+    assert_eq!(live_host_threads(), 0, "host threads leaked");
+}
+
 #[test]
 fn bad_real_parameters_name_the_key() {
     let s = Setup::from_params(&scenario()).unwrap();

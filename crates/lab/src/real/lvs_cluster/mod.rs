@@ -342,6 +342,8 @@ pub fn measure_cell(
     let stats: Vec<_> = rig.hosts.iter().map(|h| h.stats()).collect();
     rig.stop_director();
     waited?;
+    // A cell cut short by SIGINT/SIGTERM is not a measurement.
+    netsched_testbed::check_interrupted()?;
     let client = result.with_context(|| format!("client, {alg}, {} hosts", rig.hosts.len()))?;
     let whole = p.duration.as_secs_f64();
     let cpu = CpuUse {
