@@ -195,7 +195,8 @@ pub fn build(
     )?;
     let checks = checks(s, m);
     let figures = figures(s, p, m, sim, out)?;
-    let notes = notes(s, p, m);
+    let mut notes = notes(s, p, m);
+    notes.extend(agreement(s, m, sim));
     Ok(ExperimentOutput {
         results,
         comparisons,
@@ -398,4 +399,50 @@ fn notes(s: &Setup, p: &RealParams, m: &Measured) -> Vec<String> {
         100.0 * max(&|c| c.cpu.machine_busy),
     ));
     notes
+}
+
+/// The ratios behind P4's findings (RR vs LC and DH on identical hosts; LC vs RR with per-host
+/// sizes) at the largest cluster run, paper | sim | real, so the report says where they agree.
+fn agreement(s: &Setup, m: &Measured, sim: &ExperimentOutput) -> Option<String> {
+    let n = m.cells.iter().map(|c| c.hosts).max()?;
+    let real = |case: Case, a: &str| {
+        find(m, case, a, n)
+            .map(|c| c.client.rate())
+            .unwrap_or(f64::NAN)
+    };
+    let pap = |case: Case, a: &str| paper(sim, s, case, a, n).parse::<f64>().unwrap_or(f64::NAN);
+    let simr = |case: Case, a: &str| sim_rate(sim, s, case, a, n);
+    let f = |x: f64| {
+        if x.is_finite() {
+            format!("{x:.2}")
+        } else {
+            "—".into()
+        }
+    };
+    let mut rows = Vec::new();
+    let mut cases: Vec<Case> = (0..s.sizes.len()).map(Case::Same).collect();
+    cases.push(Case::PerHost);
+    for case in cases {
+        for (num, den) in [("rr", "lc"), ("dh", "rr"), ("lc", "rr")] {
+            let r = real(case, num) / real(case, den);
+            if !r.is_finite() {
+                continue;
+            }
+            rows.push(format!(
+                "| {} | {num}/{den} | {} | {} | {} |",
+                case_name(s, case),
+                f(pap(case, num) / pap(case, den)),
+                f(simr(case, num) / simr(case, den)),
+                f(r)
+            ));
+        }
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "Where paper, simulation and real cluster agree, at {n} hosts (ratios of requests/s):\n\n\
+         | objects | ratio | P4 | sim | real |\n|---|---|---|---|---|\n{}",
+        rows.join("\n")
+    ))
 }
