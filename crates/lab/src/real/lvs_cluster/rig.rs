@@ -62,6 +62,15 @@ impl Rig {
             (&client_ns, &ic, "10.88.0.2/24"),
             (&director_ns, &id, "10.88.0.1/24"),
         )?;
+        // Every request is a new connection to one address (client → VIP) or to one host
+        // (director → host k); at P4's 4.3k req/s the default 28k ports in 60 s TIME_WAIT run
+        // out within seconds and connect() then burns the client's CPU searching for a free
+        // port. The client and the director may reuse a TIME_WAIT port (timestamps make it
+        // safe, tcp(7) tcp_tw_reuse) from the whole unprivileged range, in these namespaces.
+        for ns in [&client_ns, &director_ns] {
+            tb.sysctl(ns, "net.ipv4.ip_local_port_range=1024 65535")?;
+            tb.sysctl(ns, "net.ipv4.tcp_tw_reuse=1")?;
+        }
         let mut rig = Rig {
             hosts: Vec::new(),
             director: None,
