@@ -211,6 +211,8 @@ fn worker(
 ) {
     while !stop.load(Ordering::SeqCst) {
         let Ok((conn, _)) = listener.accept() else {
+            // EMFILE and the like: back off instead of spinning.
+            std::thread::sleep(Duration::from_millis(10));
             continue;
         };
         if stop.load(Ordering::SeqCst) {
