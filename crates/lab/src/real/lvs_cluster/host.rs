@@ -127,6 +127,11 @@ impl Host {
                 .context("spawning a host worker")?;
             h.workers.push(handle);
         }
+        // Wait until every worker runs (named, its id known for CPU accounting), bounded.
+        let until = Instant::now() + Duration::from_secs(5);
+        while h.tids.lock().unwrap().len() < workers && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         Ok(h)
     }
 
