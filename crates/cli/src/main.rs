@@ -3,8 +3,12 @@
 
 use clap::{Parser, Subcommand};
 
+mod config;
+#[cfg(test)]
+mod props;
 mod replay;
 mod replay_balance;
+mod replay_qdisc;
 mod trace;
 
 /// netsched decides who goes first when network work contends for a link, a server or a core,

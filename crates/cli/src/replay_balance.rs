@@ -1,23 +1,72 @@
 //! `netsched replay balance`: connection open/close events through one load balancer, with the
 //! connection accounting an IPVS director keeps (active on open, released on close).
 
-use crate::replay::{read_toml, BalanceReplay};
-use crate::trace::Trace;
+use crate::config::read_toml;
+use crate::trace::TraceReader;
 use anyhow::{anyhow, bail, Result};
-use netsched_core::balance::{Balancer, BalancerConfig, FlowKey, ServerId, ServerTable};
+use clap::Args;
+use netsched_core::balance::{
+    AnyBalancer, Balancer, BalancerConfig, BalancerKind, FlowKey, ServerId, ServerTable,
+};
 use netsched_core::rng::SplitMix64;
 use serde::Deserialize;
 use serde_json::json;
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+/// The most servers a configuration may list.
+pub const MAX_SERVERS: usize = 4096;
+/// The most connections open at once (each is remembered until its close).
+pub const MAX_OPEN_CONNS: usize = 1 << 22;
+
+/// The long help, listing the balancer kinds from the one list core keeps.
+pub fn help() -> String {
+    format!(
+        "\
+CONFIG (TOML): the balancer and its servers.
+
+    [balancer]
+    kind = \"wlc\"              # {}
+
+    [[servers]]
+    addr = \"10.0.0.1\"
+    weight = 3
+
+TRACE (CSV or JSON lines), in time order: a connection opens (a server is picked) or closes.
+
+    time,event,conn,client,dest
+    0ms,open,1,192.0.2.10:40000,198.51.100.1:80
+    5ms,close,1,,
+
+`time` needs a unit (only 0 may go without). At most {MAX_OPEN_CONNS} connections may be
+open at once.
+
+OUTPUT events: pick (conn, server index and address) or reject (no server available), close.
+
+EXAMPLE:
+    netsched replay balance --config examples/replay/wlc.toml --trace examples/replay/conns.csv",
+        BalancerKind::names(" ")
+    )
+}
+
+#[derive(Debug, Args)]
+pub struct BalanceReplay {
+    /// Balancer and servers (TOML).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Connection open/close events (CSV or JSON lines).
+    #[arg(long, value_name = "FILE")]
+    trace: PathBuf,
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct BalanceReplayConfig {
+pub(crate) struct BalanceReplayConfig {
     balancer: BalancerConfig,
     servers: Vec<ServerConfig>,
-    /// Seed for balancers that draw random numbers (twos, least-request p2c).
+    /// Seed for balancers that draw random numbers (twos, least_request).
     #[serde(default)]
     seed: u64,
 }
@@ -36,44 +85,75 @@ fn one() -> u32 {
     1
 }
 
-pub(crate) fn replay_balance(a: &BalanceReplay, out: &mut impl Write) -> Result<()> {
-    let cfg: BalanceReplayConfig = read_toml(&a.config)?;
-    let cname = a.config.display();
+/// The balancer and server table a configuration describes; `name` is the file, for errors.
+pub(crate) fn setup(name: &str, cfg: &BalanceReplayConfig) -> Result<(AnyBalancer, ServerTable)> {
     if cfg.servers.is_empty() {
-        bail!("{cname}: [[servers]] lists no server");
+        bail!("{name}: [[servers]] lists no server");
+    }
+    if cfg.servers.len() > MAX_SERVERS {
+        bail!(
+            "{name}: [[servers]] lists {} servers, at most {MAX_SERVERS} are allowed",
+            cfg.servers.len()
+        );
     }
     let mut table = ServerTable::new();
     for (i, s) in cfg.servers.iter().enumerate() {
         table
             .add_server(i as u32, s.addr, s.port, s.weight)
-            .map_err(|e| anyhow!("{cname}: servers[{i}]: {e}"))?;
+            .map_err(|e| anyhow!("{name}: servers[{i}]: {e}"))?;
     }
     let mut rng = SplitMix64::new(cfg.seed);
-    let mut balancer = cfg
+    let balancer = cfg
         .balancer
         .build(&mut rng)
-        .map_err(|e| anyhow!("{cname}: [balancer] {e}"))?;
+        .map_err(|e| anyhow!("{name}: [balancer] {e}"))?;
+    Ok((balancer, table))
+}
 
-    let tr = Trace::read(&a.trace)?;
+pub fn run(a: &BalanceReplay, out: &mut impl Write) -> Result<()> {
+    let cfg: BalanceReplayConfig = read_toml(&a.config)?;
+    let (balancer, table) = setup(&a.config.display().to_string(), &cfg)?;
+    let mut trace = TraceReader::open(&a.trace)?;
+    replay(&cfg, balancer, table, &mut trace, out)
+}
+
+/// Run the open/close events of `trace` through `balancer`.
+pub(crate) fn replay<R: BufRead, W: Write>(
+    cfg: &BalanceReplayConfig,
+    mut balancer: AnyBalancer,
+    mut table: ServerTable,
+    trace: &mut TraceReader<R>,
+    out: &mut W,
+) -> Result<()> {
     let mut open: HashMap<u64, ServerId> = HashMap::new();
     let (mut picks, mut rejects) = (0u64, 0u64);
     let mut per_server = vec![0u64; cfg.servers.len()];
     let mut last_t = 0;
-    for r in &tr.records {
-        let at = |field: &str| format!("{}:{}: field `{field}`", tr.path, r.line);
-        let t = r.time_ns(&tr.path, "time")?;
+    let file = trace.path.clone();
+    while let Some(r) = trace.next_record()? {
+        let at = |field: &str| format!("{file}:{}: field `{field}`", r.line);
+        let t = r.time_ns(&file, "time")?;
         if t < last_t {
-            bail!("{}: events must be in time order", at("time"));
+            bail!(
+                "{}: events must be in time order ({t} ns is before {last_t} ns)",
+                at("time")
+            );
         }
         last_t = t;
-        let conn = r.u64(&tr.path, "conn")?;
-        match r.text(&tr.path, "event")? {
+        let conn = r.u64(&file, "conn")?;
+        match r.text(&file, "event")? {
             "open" => {
                 if open.contains_key(&conn) {
                     bail!("{}: connection {conn} is already open", at("conn"));
                 }
+                if open.len() >= MAX_OPEN_CONNS {
+                    bail!(
+                        "{}: more than {MAX_OPEN_CONNS} connections open at once",
+                        at("event")
+                    );
+                }
                 let sock = |field: &str| -> Result<SocketAddr> {
-                    let v = r.text(&tr.path, field)?;
+                    let v = r.text(&file, field)?;
                     v.parse()
                         .map_err(|_| anyhow!("{}: `{v}` is not an address:port", at(field)))
                 };

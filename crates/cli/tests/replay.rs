@@ -26,6 +26,31 @@ fn replay(args: &[&str]) -> (bool, Vec<Value>, String) {
     )
 }
 
+/// A private folder for one test's files, removed when the test ends.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(label: &str) -> Scratch {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("netsched-replay-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn file(&self, name: &str, text: &str) -> String {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn ids(events: &[Value], kind: &str) -> Vec<u64> {
     events
         .iter()
@@ -206,4 +231,176 @@ fn edf_expired_items_are_reported() {
         .filter(|e| e["event"] == "evict")
         .all(|e| e["reason"] == "deadline_expired" && e["t"] == 20_000_000));
     assert_eq!(ev.last().unwrap()["dropped"], 2);
+}
+
+/// `per_item` beyond the largest duration is refused where it enters (it used to wrap, and
+/// completion times ran backwards).
+#[test]
+fn huge_per_item_is_an_error() {
+    let d = Scratch::new("per-item");
+    let cfg = d.file(
+        "huge.toml",
+        "[qdisc]\nkind = \"fifo\"\n[service]\nper_item = \"99999999999999s\"\n",
+    );
+    let (ok, ev, err) = replay(&[
+        "qdisc",
+        "--config",
+        &cfg,
+        "--trace",
+        "examples/replay/burst.csv",
+    ]);
+    assert!(!ok, "{ev:?}");
+    assert!(
+        err.contains("huge.toml")
+            && err.contains("service.per_item")
+            && err.contains("99999999999999s"),
+        "{err}"
+    );
+}
+
+/// A 4294967295-byte item at 800 kbit/s takes 4294967295 × 8 / 800000 s = 42949672950000 ns
+/// (the product used to overflow 64 bits and give a wrong latency).
+#[test]
+fn largest_item_gets_the_exact_latency() {
+    let d = Scratch::new("big-item");
+    let cfg = d.file(
+        "c.toml",
+        "[qdisc]\nkind = \"fifo\"\n[service]\nrate = \"800kbit\"\n",
+    );
+    let trace = d.file("t.csv", "time,class,size,id\n0,0,4294967295,1\n");
+    let (ok, ev, err) = replay(&["qdisc", "--config", &cfg, "--trace", &trace]);
+    assert!(ok, "{err}");
+    let done = ev.iter().find(|e| e["event"] == "complete").unwrap();
+    assert_eq!(done["latency_ns"], 42_949_672_950_000u64);
+    assert_eq!(done["t"], 42_949_672_950_000u64);
+}
+
+/// A size beyond u32::MAX bytes, and a service time beyond u64 ns (1 bit/s), are errors
+/// naming the line, never a wrapped time.
+#[test]
+fn oversize_items_and_overflowing_service_are_errors() {
+    let d = Scratch::new("oversize");
+    let cfg = d.file(
+        "c.toml",
+        "[qdisc]\nkind = \"fifo\"\n[service]\nrate = \"1bit\"\n",
+    );
+    let trace = d.file("t.csv", "time,class,size,id\n0,0,4294967296,1\n");
+    let (ok, _, err) = replay(&["qdisc", "--config", &cfg, "--trace", &trace]);
+    assert!(!ok);
+    assert!(err.contains("t.csv:2") && err.contains("`size`"), "{err}");
+    let trace = d.file("t.csv", "time,class,size,id\n0,0,4294967295,1\n");
+    let (ok, _, err) = replay(&["qdisc", "--config", &cfg, "--trace", &trace]);
+    assert!(!ok);
+    assert!(err.contains("t.csv:2") && err.contains("item 1"), "{err}");
+}
+
+/// A trace time of u64::MAX ns is refused with file, line and field (it used to complete
+/// before it was enqueued).
+#[test]
+fn trace_time_beyond_the_bound_is_an_error() {
+    let d = Scratch::new("max-time");
+    for (name, line, text) in [
+        ("t.csv", 3, "time,class,size,id\n0,0,100,1\n18446744073709551615ns,0,100,2\n"),
+        (
+            "t.jsonl",
+            2,
+            "{\"time\":0,\"class\":0,\"size\":100,\"id\":1}\n{\"time\":\"18446744073709551615ns\",\"class\":0,\"size\":100,\"id\":2}\n",
+        ),
+    ] {
+        let trace = d.file(name, text);
+        let (ok, _, err) = replay(&["qdisc", "--config", "examples/replay/fifo.toml", "--trace", &trace]);
+        assert!(!ok);
+        assert!(
+            err.contains(&format!("{name}:{line}:")) && err.contains("`time`") && err.contains("18446744073709551615ns"),
+            "{err}"
+        );
+    }
+}
+
+/// Units follow tc(8): `1000bps` is 1000 BYTES/s, so a 1000-byte item takes 1 s; a bare
+/// number is not a time.
+#[test]
+fn rates_and_times_follow_tc_units() {
+    let d = Scratch::new("units");
+    let cfg = d.file(
+        "c.toml",
+        "[qdisc]\nkind = \"fifo\"\n[service]\nrate = \"1000bps\"\n",
+    );
+    let trace = d.file("t.csv", "time,class,size,id\n0,0,1000,1\n");
+    let (ok, ev, err) = replay(&["qdisc", "--config", &cfg, "--trace", &trace]);
+    assert!(ok, "{err}");
+    let done = ev.iter().find(|e| e["event"] == "complete").unwrap();
+    assert_eq!(done["latency_ns"], 1_000_000_000u64);
+    let trace = d.file("t.csv", "time,class,size,id\n0,0,1000,1\n1.5,0,1000,2\n");
+    let (ok, _, err) = replay(&["qdisc", "--config", &cfg, "--trace", &trace]);
+    assert!(!ok);
+    assert!(
+        err.contains("t.csv:3") && err.contains("needs a unit"),
+        "{err}"
+    );
+    let cfg = d.file(
+        "c.toml",
+        "[qdisc]\nkind = \"fifo\"\n[service]\nrate = \"0.1bit\"\n",
+    );
+    let (ok, _, err) = replay(&["qdisc", "--config", &cfg, "--trace", &trace]);
+    assert!(!ok);
+    assert!(
+        err.contains("service.rate") && err.contains("0.1bit"),
+        "{err}"
+    );
+}
+
+/// An id may come back once its item has left; an id still queued or in service is refused.
+#[test]
+fn ids_are_unique_among_items_in_flight() {
+    let d = Scratch::new("ids");
+    let trace = d.file(
+        "t.csv",
+        "time,class,size,id\n0ms,0,1500,1\n100ms,0,1500,1\n100ms,0,1500,1\n",
+    );
+    let (ok, ev, err) = replay(&[
+        "qdisc",
+        "--config",
+        "examples/replay/fifo.toml",
+        "--trace",
+        &trace,
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("t.csv:4") && err.contains("`id`") && err.contains("line 3"),
+        "{err}"
+    );
+    assert_eq!(ids(&ev, "complete"), vec![1]);
+}
+
+/// Every kind `replay balance --help` lists is one the config accepts, and `p2c` is neither.
+#[test]
+fn balance_help_lists_exactly_the_accepted_kinds() {
+    let out = Command::new(env!("CARGO_BIN_EXE_netsched"))
+        .args(["replay", "balance", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let line = help
+        .lines()
+        .find(|l| l.contains("kind = \"wlc\""))
+        .expect("kind line in help");
+    let kinds: Vec<&str> = line.split('#').nth(1).unwrap().split_whitespace().collect();
+    assert!(kinds.len() >= 15, "{line}");
+    assert!(!kinds.contains(&"p2c"), "{line}");
+    let d = Scratch::new("kinds");
+    for kind in kinds {
+        let cfg = d.file(
+            "c.toml",
+            &format!("[balancer]\nkind = \"{kind}\"\n[[servers]]\naddr = \"10.0.0.1\"\n"),
+        );
+        let (ok, _, err) = replay(&[
+            "balance",
+            "--config",
+            &cfg,
+            "--trace",
+            "examples/replay/conns.csv",
+        ]);
+        assert!(ok, "{kind}: {err}");
+    }
 }

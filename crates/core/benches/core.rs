@@ -22,8 +22,9 @@
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{black_box, BenchmarkId, Criterion, Throughput};
 use netsched_core::balance::{Balancer, BalancerConfig, FlowKey, ServerId, ServerTable};
+use netsched_core::dispatch::{BlockKind, Dispatch, DispatchConfig, DispatchKind, WorkerView};
 use netsched_core::qdisc::fifo::TestItem;
-use netsched_core::qdisc::{AnyQdisc, Feedback, Qdisc, QdiscConfig};
+use netsched_core::qdisc::{AnyQdisc, Feedback, Qdisc, QdiscConfig, QdiscKind};
 use netsched_core::rng::SplitMix64;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
@@ -31,65 +32,74 @@ use std::time::Duration;
 
 const CLASS_COUNTS: [usize; 3] = [2, 8, 64];
 const SERVER_COUNTS: [usize; 3] = [4, 64, 1000];
+/// The benchmarked variants of every kind, by bench name. An exhaustive `match`, so a new
+/// kind fails to compile here until it is benchmarked (and `qdisc_json` gives its config).
 /// `percentile_feedback` is Percentile with a `Feedback::Completed` reported for every
 /// dequeued item (the full per-request cost of P0's learning loop); `percentile_quantile`
-/// the same with the `auto_quantile` deadline (a histogram update per completion); the rest
-/// are `kind`s.
-const QDISC_KINDS: [&str; 10] = [
-    "fifo",
-    "strict_priority",
-    "drr",
-    "wf2q_plus",
-    "edf",
-    "ack_separation",
-    "percentile",
-    "percentile_feedback",
-    "percentile_quantile",
-    "delay_constrained",
-];
+/// the same with the `auto_quantile` deadline (a histogram update per completion).
+fn variants(kind: QdiscKind) -> &'static [&'static str] {
+    match kind {
+        QdiscKind::Fifo => &["fifo"],
+        QdiscKind::StrictPriority => &["strict_priority"],
+        QdiscKind::Drr => &["drr"],
+        QdiscKind::Wf2qPlus => &["wf2q_plus"],
+        QdiscKind::Edf => &["edf"],
+        QdiscKind::AckSeparation => &["ack_separation"],
+        QdiscKind::Percentile => &["percentile", "percentile_feedback", "percentile_quantile"],
+        QdiscKind::DelayConstrained => &["delay_constrained"],
+    }
+}
+
+/// Every (kind, bench name) pair, in kind order.
+fn qdisc_variants() -> Vec<(QdiscKind, &'static str)> {
+    QdiscKind::ALL
+        .iter()
+        .flat_map(|&k| variants(k).iter().map(move |&v| (k, v)))
+        .collect()
+}
 
 fn repeat(n: usize, f: impl Fn(usize) -> String) -> String {
     (0..n).map(f).collect::<Vec<_>>().join(",")
 }
 
-/// The JSON config of `kind` with `n` classes, or None if the kind has a fixed class count
-/// other than `n` (ACK separation: 2).
-fn qdisc_json(kind: &str, n: usize) -> Option<String> {
+/// The JSON config of `kind` (bench variant `variant`) with `n` classes, or None if the kind
+/// has a fixed class count other than `n` (ACK separation: 2).
+fn qdisc_json(kind: QdiscKind, variant: &str, n: usize) -> Option<String> {
     let lim = r#""limit_packets": 100000"#;
     Some(match kind {
-        "fifo" => format!(r#"{{"kind": "fifo", {lim}}}"#),
-        "strict_priority" => format!(
+        QdiscKind::Fifo => format!(r#"{{"kind": "fifo", {lim}}}"#),
+        QdiscKind::StrictPriority => format!(
             r#"{{"kind": "strict_priority", "bands": [{}]}}"#,
             repeat(n, |_| format!("{{{lim}}}"))
         ),
-        "drr" => format!(
+        QdiscKind::Drr => format!(
             r#"{{"kind": "drr", "classes": [{}]}}"#,
             repeat(n, |_| format!(r#"{{"quantum": 1500, {lim}}}"#))
         ),
-        "wf2q_plus" => format!(
+        QdiscKind::Wf2qPlus => format!(
             r#"{{"kind": "wf2q_plus", "classes": [{}]}}"#,
             repeat(n, |i| format!(r#"{{"weight": {}, {lim}}}"#, 1 + i % 4))
         ),
-        "edf" => format!(
+        QdiscKind::Edf => format!(
             r#"{{"kind": "edf", "classes": [{}]}}"#,
             repeat(n, |i| format!(
                 r#"{{"deadline_us": {}, {lim}}}"#,
                 1000 * (i + 1)
             ))
         ),
-        "ack_separation" if n == 2 => {
+        QdiscKind::AckSeparation if n == 2 => {
             format!(r#"{{"kind": "ack_separation", "ack": {{{lim}}}, "other": {{{lim}}}}}"#)
         }
-        "ack_separation" => return None,
-        "percentile" | "percentile_feedback" => format!(
+        QdiscKind::AckSeparation => return None,
+        QdiscKind::Percentile if variant != "percentile_quantile" => format!(
             r#"{{"kind": "percentile", {lim}, "percentiles": [{}]}}"#,
             repeat(n, |i| format!("{}", 99 - (i * 49) / n.max(2)))
         ),
-        "percentile_quantile" => format!(
+        QdiscKind::Percentile => format!(
             r#"{{"kind": "percentile", {lim}, "deadline": "auto_quantile", "percentiles": [{}]}}"#,
             repeat(n, |i| format!("{}", 99 - (i * 49) / n.max(2)))
         ),
-        "delay_constrained" => format!(
+        QdiscKind::DelayConstrained => format!(
             r#"{{"kind": "delay_constrained", "interfaces": [{}]}}"#,
             repeat(n, |i| format!(
                 r#"{{"priority": {}, "bitmap_len": {}, {lim}}}"#,
@@ -97,23 +107,22 @@ fn qdisc_json(kind: &str, n: usize) -> Option<String> {
                 [3, 6, 10][i % 3]
             ))
         ),
-        _ => return None,
     })
 }
 
-fn build_qdisc(kind: &str, n: usize) -> Option<AnyQdisc<TestItem>> {
-    let json = qdisc_json(kind, n)?;
+fn build_qdisc(kind: QdiscKind, variant: &str, n: usize) -> Option<AnyQdisc<TestItem>> {
+    let json = qdisc_json(kind, variant, n)?;
     let cfg: QdiscConfig = match serde_json::from_str(&json) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("skip {kind}/{n}: config does not parse ({e}): {json}");
+            eprintln!("skip {variant}/{n}: config does not parse ({e}): {json}");
             return None;
         }
     };
     match cfg.build() {
         Ok(q) => Some(q),
         Err(e) => {
-            eprintln!("skip {kind}/{n}: {e}");
+            eprintln!("skip {variant}/{n}: {e}");
             None
         }
     }
@@ -137,8 +146,8 @@ fn prefill(q: &mut AnyQdisc<TestItem>, n: usize) -> u64 {
 
 /// Steady-state check outside the measurement: each dequeue after an enqueue returns an
 /// item (else the bench would measure a growing queue or the drop path).
-fn steady_state_ok(kind: &str, n: usize) -> bool {
-    let Some(mut q) = build_qdisc(kind, n) else {
+fn steady_state_ok(kind: QdiscKind, variant: &str, n: usize) -> bool {
+    let Some(mut q) = build_qdisc(kind, variant, n) else {
         return false;
     };
     let first = prefill(&mut q, n);
@@ -147,28 +156,28 @@ fn steady_state_ok(kind: &str, n: usize) -> bool {
         let now = (id - first + 1) * 1000;
         let v = q.enqueue(id as usize % n, item(id), now);
         if !v.is_queued() || q.dequeue(now).is_none() {
-            eprintln!("note {kind}/{n}: not steady (drop or held item); measured anyway");
+            eprintln!("note {variant}/{n}: not steady (drop or held item); measured anyway");
             return true;
         }
     }
-    assert_eq!(q.len(), start, "{kind}/{n}: queue length drifted");
+    assert_eq!(q.len(), start, "{variant}/{n}: queue length drifted");
     true
 }
 
 fn bench_qdiscs<M: Measurement>(c: &mut Criterion<M>) {
     let mut g = c.benchmark_group("qdisc_enq_deq");
     for &n in &CLASS_COUNTS {
-        for kind in QDISC_KINDS {
-            if qdisc_json(kind, n).is_none() || !steady_state_ok(kind, n) {
+        for (kind, variant) in qdisc_variants() {
+            if qdisc_json(kind, variant, n).is_none() || !steady_state_ok(kind, variant, n) {
                 continue;
             }
-            let Some(mut q) = build_qdisc(kind, n) else {
+            let Some(mut q) = build_qdisc(kind, variant, n) else {
                 continue;
             };
             let mut id = prefill(&mut q, n);
             let mut now = 0u64;
-            let feedback = matches!(kind, "percentile_feedback" | "percentile_quantile");
-            g.bench_function(BenchmarkId::new(kind, n), |b| {
+            let feedback = matches!(variant, "percentile_feedback" | "percentile_quantile");
+            g.bench_function(BenchmarkId::new(variant, n), |b| {
                 b.iter(|| {
                     now += 1000;
                     id += 1;
@@ -247,6 +256,36 @@ fn bench_balancers<M: Measurement>(c: &mut Criterion<M>) {
     g.finish();
 }
 
+/// One `assign` per block on the IXP1200's 6 × 4 workers, a quarter of them busy, for every
+/// dispatch kind (`DispatchKind::ALL`; `DispatchConfig::of_kind` is an exhaustive `match`).
+fn bench_dispatch<M: Measurement>(c: &mut Criterion<M>) {
+    let mut g = c.benchmark_group("dispatch_assign");
+    let mut workers = WorkerView::uniform(6, 4);
+    for (i, w) in workers.iter_mut().enumerate() {
+        w.busy = i % 4 == 0;
+        w.idle_since = i as u64;
+    }
+    let blocks = [
+        BlockKind::Sop,
+        BlockKind::Middle,
+        BlockKind::Eop,
+        BlockKind::Single,
+    ];
+    for &kind in DispatchKind::ALL {
+        let mut p = DispatchConfig::of_kind(kind)
+            .build()
+            .expect("dispatch configs have no options that can be wrong");
+        let mut i = 0usize;
+        g.bench_function(BenchmarkId::new(kind.name(), workers.len()), |b| {
+            b.iter(|| {
+                i = (i + 1) & 3;
+                black_box(p.assign(blocks[i], &WorkerView::new(&workers), i as u64))
+            })
+        });
+    }
+    g.finish();
+}
+
 fn bench_maglev_build<M: Measurement>(c: &mut Criterion<M>) {
     let mut g = c.benchmark_group("maglev_build");
     g.sample_size(20);
@@ -295,11 +334,11 @@ fn median_ns(group: &str, name: &str, param: usize) -> Option<f64> {
 fn print_ratios() {
     println!("\n== qdisc enqueue+dequeue, median ns (ratio to fifo at the same class count)");
     println!("{:<20} {:>16} {:>16} {:>16}", "kind", "2", "8", "64");
-    for kind in QDISC_KINDS {
-        let mut row = format!("{kind:<20}");
+    for (_, variant) in qdisc_variants() {
+        let mut row = format!("{variant:<20}");
         for &n in &CLASS_COUNTS {
             let cell = match (
-                median_ns("qdisc_enq_deq", kind, n),
+                median_ns("qdisc_enq_deq", variant, n),
                 median_ns("qdisc_enq_deq", "fifo", n),
             ) {
                 (Some(x), Some(f)) => format!("{x:.1} ({:.2}x)", x / f),
@@ -421,6 +460,7 @@ fn run_all<M: Measurement>(mut c: Criterion<M>) {
     bench_qdiscs(&mut c);
     bench_balancers(&mut c);
     bench_maglev_build(&mut c);
+    bench_dispatch(&mut c);
     c.final_summary();
 }
 

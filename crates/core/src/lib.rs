@@ -22,6 +22,7 @@
 pub mod balance;
 pub mod classify;
 pub mod dispatch;
+mod kinds;
 pub mod qdisc;
 pub mod rng;
 pub mod units;

@@ -228,11 +228,16 @@ fn docs_toml_snippets_build() {
         let outcome = if b.contains("[qdisc]") {
             toml::from_str::<QdiscScenario>(b)
                 .map_err(|e| e.to_string())
-                .and_then(|s| s.qdisc.build::<TestItem>().map(|_| ()))
+                .and_then(|s| {
+                    s.qdisc
+                        .build::<TestItem>()
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
+                })
         } else {
             toml::from_str::<DispatchScenario>(b)
                 .map_err(|e| e.to_string())
-                .and_then(|s| s.dispatch.build().map(|_| ()))
+                .and_then(|s| s.dispatch.build().map(|_| ()).map_err(|e| e.to_string()))
         };
         assert!(outcome.is_ok(), "{outcome:?} in snippet:\n{b}");
     }

@@ -9,69 +9,99 @@
 //! - `peek(now)` shows what `dequeue(now)` then returns;
 //! - work-conserving disciplines never return `None` from `dequeue` while `len() > 0`.
 //!
-//! To cover a new discipline, add a config to `all_configs` (JSON, the same form as scenario
-//! files), its per-class limits to `class_limits` if it has any, and its `kind` to
-//! `NON_WORK_CONSERVING` if `dequeue` may hold items back.
+//! Every discipline is covered by construction: `configs_for`, `class_limits` and
+//! `work_conserving` are exhaustive `match`es over [`QdiscKind`], so a new kind fails to
+//! compile here until it has configs (JSON, the same form as scenario files), its per-class
+//! limits, and says whether `dequeue` may hold items back.
 
 mod common;
 
-use netsched_core::qdisc::{AnyQdisc, DropReason, Packet, Qdisc, QdiscConfig, QdiscStats, Verdict};
+use netsched_core::qdisc::{
+    AnyQdisc, DropReason, Packet, Qdisc, QdiscConfig, QdiscConfigError, QdiscKind, QdiscStats,
+    Verdict,
+};
 use netsched_core::rng::SplitMix64;
 use netsched_core::wire::AckInfo;
 use netsched_core::{Nanos, MS};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
-/// Every discipline under test, with small limits so drops and evictions happen.
-fn all_configs() -> Vec<QdiscConfig> {
-    [
-        r#"{"kind": "fifo", "limit_packets": 8, "limit_bytes": 6000}"#,
-        r#"{"kind": "strict_priority", "bands": [
-            {"limit_packets": 4}, {"limit_packets": 6, "limit_bytes": 5000}, {"limit_packets": 3}]}"#,
-        r#"{"kind": "drr", "classes": [
+/// The configurations of `kind` under test, with small limits so drops and evictions happen.
+fn configs_for(kind: QdiscKind) -> Vec<QdiscConfig> {
+    let jsons: &[&str] = match kind {
+        QdiscKind::Fifo => &[r#"{"kind": "fifo", "limit_packets": 8, "limit_bytes": 6000}"#],
+        QdiscKind::StrictPriority => &[r#"{"kind": "strict_priority", "bands": [
+            {"limit_packets": 4}, {"limit_packets": 6, "limit_bytes": 5000}, {"limit_packets": 3}]}"#],
+        QdiscKind::Drr => &[r#"{"kind": "drr", "classes": [
             {"quantum": 300, "limit_packets": 5}, {"quantum": 1500, "limit_packets": 8, "limit_bytes": 4000},
-            {"quantum": 700, "limit_packets": 4}]}"#,
-        r#"{"kind": "wf2q_plus", "classes": [
+            {"quantum": 700, "limit_packets": 4}]}"#],
+        QdiscKind::Wf2qPlus => &[r#"{"kind": "wf2q_plus", "classes": [
             {"weight": 1, "limit_packets": 5}, {"weight": 3, "limit_packets": 6, "limit_bytes": 5000},
-            {"weight": 5, "limit_packets": 4}]}"#,
-        r#"{"kind": "edf", "drop_expired": false, "classes": [
+            {"weight": 5, "limit_packets": 4}]}"#],
+        QdiscKind::Edf => &[
+            r#"{"kind": "edf", "drop_expired": false, "classes": [
             {"deadline_us": 1000, "limit_packets": 5}, {"deadline_us": 5000, "limit_packets": 6},
             {"deadline_us": 20000, "limit_packets": 4, "limit_bytes": 3000}]}"#,
-        r#"{"kind": "edf", "drop_expired": true, "classes": [
+            r#"{"kind": "edf", "drop_expired": true, "classes": [
             {"deadline_us": 500, "limit_packets": 5}, {"deadline_us": 3000, "limit_packets": 6},
             {"deadline_us": 8000, "limit_packets": 4}]}"#,
-        r#"{"kind": "ack_separation"}"#,
-        r#"{"kind": "ack_separation", "ack": {"limit_packets": 6, "limit_bytes": 2000},
+        ],
+        QdiscKind::AckSeparation => &[
+            r#"{"kind": "ack_separation"}"#,
+            r#"{"kind": "ack_separation", "ack": {"limit_packets": 6, "limit_bytes": 2000},
             "other": {"limit_packets": 5}, "ack_filter": true, "ack_share_max": 0.3}"#,
-        r#"{"kind": "percentile", "percentiles": [90, 70, 50], "limit_packets": 5}"#,
-        r#"{"kind": "percentile", "percentiles": [90, 50], "limit_packets": 4,
+        ],
+        QdiscKind::Percentile => &[
+            r#"{"kind": "percentile", "percentiles": [90, 70, 50], "limit_packets": 5}"#,
+            r#"{"kind": "percentile", "percentiles": [90, 50], "limit_packets": 4,
             "deadline": {"ms": 2.0}, "memory": {"half_life_ms": 5.0}}"#,
-        r#"{"kind": "percentile", "percentiles": [80, 60, 40], "limit_packets": 6,
+            r#"{"kind": "percentile", "percentiles": [80, 60, 40], "limit_packets": 6,
             "memory": {"window": 7}}"#,
-        r#"{"kind": "delay_constrained", "batch": 2, "interfaces": [
+        ],
+        QdiscKind::DelayConstrained => &[
+            r#"{"kind": "delay_constrained", "batch": 2, "interfaces": [
             {"priority": 1, "bitmap_len": 2, "limit_packets": 5},
             {"priority": 2, "bitmap_len": 3, "limit_packets": 4},
             {"priority": 3, "bitmap_len": 5, "limit_packets": 6}]}"#,
-        r#"{"kind": "delay_constrained", "batch": 3, "wall_clock": true, "interfaces": [
+            r#"{"kind": "delay_constrained", "batch": 3, "wall_clock": true, "interfaces": [
             {"priority": 1, "bitmap_len": 2, "bound_ns": 1000000, "limit_packets": 5},
             {"priority": 2, "bitmap_len": 6, "bound_ns": 4000000, "limit_packets": 4}]}"#,
-    ]
-    .iter()
-    .map(|json| serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}")))
-    .collect()
+        ],
+    };
+    jsons
+        .iter()
+        .map(|json| serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}")))
+        .collect()
 }
 
-/// `kind`s whose `dequeue` may return `None` with items queued (they use `next_timer`).
-const NON_WORK_CONSERVING: &[&str] = &[];
-
-fn kind_of(cfg: &QdiscConfig) -> String {
-    serde_json::to_value(cfg).unwrap()["kind"]
-        .as_str()
-        .unwrap()
-        .to_string()
+/// Every discipline under test: the configs of every kind.
+fn all_configs() -> Vec<QdiscConfig> {
+    QdiscKind::ALL
+        .iter()
+        .flat_map(|&k| configs_for(k))
+        .collect()
 }
 
-/// Per-class (packets, bytes) limits, in class order; `None` if not checked here.
+/// Whether `dequeue` always releases an item while one is queued (else the discipline
+/// waits for `next_timer`).
+fn work_conserving(kind: QdiscKind) -> bool {
+    match kind {
+        QdiscKind::Fifo
+        | QdiscKind::StrictPriority
+        | QdiscKind::Drr
+        | QdiscKind::Wf2qPlus
+        | QdiscKind::Edf
+        | QdiscKind::AckSeparation
+        | QdiscKind::Percentile
+        | QdiscKind::DelayConstrained => true,
+    }
+}
+
+fn kind_of(cfg: &QdiscConfig) -> QdiscKind {
+    cfg.kind()
+}
+
+/// Per-class (packets, bytes) limits, in class order.
 fn class_limits(cfg: &QdiscConfig) -> Option<Vec<(u64, u64)>> {
     let v = serde_json::to_value(cfg).unwrap();
     let lim = |c: &serde_json::Value| {
@@ -80,17 +110,18 @@ fn class_limits(cfg: &QdiscConfig) -> Option<Vec<(u64, u64)>> {
             c["limit_bytes"].as_u64().unwrap_or(u64::MAX),
         )
     };
-    match v["kind"].as_str().unwrap() {
-        "fifo" => Some(vec![lim(&v)]),
-        "strict_priority" => Some(v["bands"].as_array()?.iter().map(lim).collect()),
-        "drr" | "wf2q_plus" | "edf" => Some(v["classes"].as_array()?.iter().map(lim).collect()),
-        "ack_separation" => Some(vec![lim(&v["ack"]), lim(&v["other"])]),
-        "percentile" => Some(vec![
+    match cfg.kind() {
+        QdiscKind::Fifo => Some(vec![lim(&v)]),
+        QdiscKind::StrictPriority => Some(v["bands"].as_array()?.iter().map(lim).collect()),
+        QdiscKind::Drr | QdiscKind::Wf2qPlus | QdiscKind::Edf => {
+            Some(v["classes"].as_array()?.iter().map(lim).collect())
+        }
+        QdiscKind::AckSeparation => Some(vec![lim(&v["ack"]), lim(&v["other"])]),
+        QdiscKind::Percentile => Some(vec![
             (v["limit_packets"].as_u64()?, u64::MAX);
             v["percentiles"].as_array()?.len()
         ]),
-        "delay_constrained" => Some(v["interfaces"].as_array()?.iter().map(lim).collect()),
-        _ => None,
+        QdiscKind::DelayConstrained => Some(v["interfaces"].as_array()?.iter().map(lim).collect()),
     }
 }
 
@@ -207,9 +238,11 @@ fn check_state(
 
 /// Run `ops`; returns the stats as they were before the final `reset`.
 fn run(cfg: &QdiscConfig, ops: &[Op]) -> Result<QdiscStats, TestCaseError> {
-    let mut q: AnyQdisc<Item> = cfg.build().map_err(TestCaseError::fail)?;
+    let mut q: AnyQdisc<Item> = cfg
+        .build()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
     let limits = class_limits(cfg);
-    let work_conserving = !NON_WORK_CONSERVING.contains(&kind_of(cfg).as_str());
+    let work_conserving = work_conserving(kind_of(cfg));
     let mut model = Model {
         queued: BTreeMap::new(),
         handed_back: 0,
@@ -314,52 +347,66 @@ proptest! {
     }
 }
 
-/// The config list itself: every entry builds, and each `kind` listed here is covered.
+/// The config list itself: every entry builds and has the kind it is listed under.
 #[test]
 fn all_configs_build_and_cover_every_kind() {
-    let kinds: Vec<String> = all_configs().iter().map(kind_of).collect();
-    for cfg in all_configs() {
-        assert!(cfg.build::<Item>().is_ok(), "{cfg:?}");
+    for &kind in QdiscKind::ALL {
+        let cfgs = configs_for(kind);
+        assert!(!cfgs.is_empty(), "{kind}: no config");
+        for cfg in cfgs {
+            assert_eq!(cfg.kind(), kind);
+            assert!(cfg.build::<Item>().is_ok(), "{cfg:?}");
+        }
     }
-    for k in [
-        "fifo",
-        "strict_priority",
-        "drr",
-        "wf2q_plus",
-        "edf",
-        "ack_separation",
-    ] {
-        assert!(kinds.iter().any(|x| x == k), "{k} missing from all_configs");
-    }
+    assert_eq!(QdiscKind::ALL.len(), 8);
 }
 
 /// Bad configs fail with the field named, never a panic.
 #[test]
 fn bad_configs_name_the_field() {
+    let too_small = |field: &str| QdiscConfigError::TooSmall {
+        field: field.into(),
+        min: 1,
+    };
+    let out_of_range = |field: &str, value: &str, accepted: String| QdiscConfigError::OutOfRange {
+        field: field.into(),
+        value: value.into(),
+        accepted,
+    };
     for (json, want) in [
         (
             r#"{"kind": "drr", "classes": []}"#,
-            "classes: at least one class is required",
+            QdiscConfigError::NoClasses {
+                field: "classes".into(),
+            },
         ),
         (
             r#"{"kind": "drr", "classes": [{"quantum": 0}]}"#,
-            "classes[0].quantum: must be at least 1 byte",
+            too_small("classes[0].quantum"),
         ),
         (
             r#"{"kind": "wf2q_plus", "classes": [{"weight": 0}]}"#,
-            "classes[0].weight: must be at least 1",
+            too_small("classes[0].weight"),
         ),
         (
             r#"{"kind": "strict_priority", "bands": [{"limit_packets": 0}]}"#,
-            "bands[0].limit_packets: must be at least 1",
+            too_small("bands[0].limit_packets"),
         ),
         (
             r#"{"kind": "ack_separation", "ack_share_max": 2.0}"#,
-            "ack_share_max: 2 is not a share in (0, 1]",
+            out_of_range("ack_share_max", "2", "(0, 1]".into()),
         ),
         (
             r#"{"kind": "edf", "classes": [{"deadline_us": 18446744073709551615}]}"#,
-            "classes[0].deadline_us: 18446744073709551615 is too large",
+            out_of_range(
+                "classes[0].deadline_us",
+                "18446744073709551615",
+                format!("0..={}", u64::MAX / 1000),
+            ),
+        ),
+        (
+            r#"{"kind": "fifo", "limit_packets": 0}"#,
+            too_small("limit_packets"),
         ),
     ] {
         let cfg: QdiscConfig = serde_json::from_str(json).unwrap();
@@ -415,7 +462,7 @@ fn seeded_long_run_reaches_every_drop_path() {
             );
         }
         assert!(s.dequeued > 1000, "{kind}: {s:?}");
-        if kind != "fifo" {
+        if kind != QdiscKind::Fifo {
             assert!(s.drops_for(DropReason::UnknownClass) > 0, "{kind}: {s:?}");
         }
     }
@@ -458,15 +505,20 @@ fn docs_toml_snippets_build() {
         let outcome = if b.contains("[qdisc]") {
             toml::from_str::<Scenario>(b)
                 .map_err(|e| e.to_string())
-                .and_then(|s| s.qdisc.build::<Item>().map(|_| ()))
+                .and_then(|s| {
+                    s.qdisc
+                        .build::<Item>()
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
+                })
         } else if b.contains("entries") {
             toml::from_str::<CidrTableConfig>(b)
                 .map_err(|e| e.to_string())
-                .and_then(|c| c.build().map(|_| ()))
+                .and_then(|c| c.build().map(|_| ()).map_err(|e| e.to_string()))
         } else {
             toml::from_str::<RuleClassifierConfig>(b)
                 .map_err(|e| e.to_string())
-                .and_then(|c| c.build().map(|_| ()))
+                .and_then(|c| c.build().map(|_| ()).map_err(|e| e.to_string()))
         };
         assert!(outcome.is_ok(), "{outcome:?} in snippet:\n{b}");
     }

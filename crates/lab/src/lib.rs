@@ -11,7 +11,7 @@
 //! | [`limits`] | every bound on counts and input sizes |
 //! | [`outdir`] | output folders removed again when the run that created them fails |
 //! | [`experiments`] | the five experiments and their registry |
-//! | [`real`] | experiments on real Linux namespaces (lvs-cluster) |
+//! | [`real`] | the experiments on real Linux (`--real`): namespaces, data planes, checks |
 //!
 //! Dependencies between the modules go one way: `cli` → `repeat`, `sweep` → `runner` →
 //! `scenario`, `outdir`, `limits` (no module imports `cli`).

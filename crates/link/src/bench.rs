@@ -17,8 +17,10 @@
 //! the engine − p50 RTT through the kernel (each RTT crosses the forwarder twice).
 
 use crate::engine::{parse_qdisc, spawn_in_netns, DirConfig, EngineConfig};
-use anyhow::{anyhow, bail, Context, Result};
-use netsched_testbed::Testbed;
+use anyhow::{anyhow, bail, Result};
+use netsched_testbed::{
+    allowed_cpus, check_interrupted, enter_netns, interrupted, pin_to_cpu, SignalGuard, Testbed,
+};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -77,25 +79,7 @@ pub struct BenchResult {
     pub load_average: String,
 }
 
-/// Set by SIGINT/SIGTERM: the bench stops its traffic and returns an error, so the testbeds
-/// are dropped (namespaces removed) instead of the process dying with them in place.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-fn check_interrupted() -> Result<()> {
-    if INTERRUPTED.load(Ordering::Relaxed) {
-        bail!("interrupted; namespaces removed");
-    }
-    Ok(())
-}
-
 pub fn run(a: BenchArgs) -> Result<()> {
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic (async-signal-safe).
-        unsafe {
-            signal_hook::low_level::register(sig, || INTERRUPTED.store(true, Ordering::Relaxed))
-        }
-        .context("installing a signal handler")?;
-    }
     if a.secs == 0 || a.secs > 60 {
         bail!("--secs {}: must be between 1 and 60", a.secs);
     }
@@ -199,27 +183,14 @@ fn udp_frame(
     f
 }
 
-fn pin_to_cpu(cpu: usize) {
-    // SAFETY: cpu_set_t is plain data; pid 0 = this thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
 /// Send `frame` from `dev` in namespace `ns` as fast as possible for `secs`; returns frames sent.
 fn generate(ns: &str, dev: &str, frame: Vec<u8>, secs: u32, stop: Arc<AtomicBool>) -> Result<u64> {
-    let path = format!("/var/run/netns/{ns}");
+    let ns = ns.to_string();
     let dev = dev.to_string();
     let t = std::thread::spawn(move || -> Result<u64> {
-        let f = std::fs::File::open(&path).with_context(|| path.clone())?;
-        use std::os::fd::AsRawFd;
-        // SAFETY: setns affects this thread only.
-        if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } < 0 {
-            bail!("setns {path}: {}", std::io::Error::last_os_error());
-        }
-        pin_to_cpu(0);
+        enter_netns(&ns)?;
+        // Best effort: on a one-CPU machine the generator just runs unpinned.
+        let _ = pin_to_cpu(0);
         let cname = std::ffi::CString::new(dev.clone())?;
         // SAFETY: valid C string.
         let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
@@ -262,10 +233,7 @@ fn generate(ns: &str, dev: &str, frame: Vec<u8>, secs: u32, stop: Arc<AtomicBool
         }
         let end = Instant::now() + Duration::from_secs(secs as u64);
         let mut sent = 0u64;
-        while Instant::now() < end
-            && !stop.load(Ordering::Relaxed)
-            && !INTERRUPTED.load(Ordering::Relaxed)
-        {
+        while Instant::now() < end && !stop.load(Ordering::Relaxed) && !interrupted() {
             // SAFETY: B initialised headers pointing at `frame`.
             let n = unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), B as u32, 0) };
             if n > 0 {
@@ -400,8 +368,10 @@ fn measure_pps(
     Ok(((after - before) as f64 / el, sent as f64 / el))
 }
 
-/// Run the whole benchmark (root).
+/// Run the whole benchmark (root). SIGINT/SIGTERM stop the traffic and return an error; the
+/// namespaces are removed either way.
 pub fn bench(secs: u32, pings: u32) -> Result<BenchResult> {
+    let _signals = SignalGuard::install()?;
     // Kernel forwarding.
     let kernel = {
         let c = chain("bk", true)?;
@@ -503,19 +473,13 @@ fn spawn_in_netns_pinned(ns: &str, cfg: EngineConfig) -> Result<crate::engine::E
     // The engine thread inherits the affinity of the thread that creates it.
     let ns = ns.to_string();
     std::thread::spawn(move || {
-        if num_cpus() > 1 {
-            pin_to_cpu(1);
+        if allowed_cpus().contains(&1) {
+            pin_to_cpu(1)?;
         }
         spawn_in_netns(&ns, cfg)
     })
     .join()
     .map_err(|_| anyhow!("engine start thread panicked"))?
-}
-
-fn num_cpus() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
 }
 
 #[cfg(test)]

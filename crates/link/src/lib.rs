@@ -10,14 +10,16 @@
 //!   - [`ackcfg`]: the discipline spec (`fifo:N`, `ack-sep...`, JSON) and its classifier,
 //!   - [`port`]: an AF_PACKET port (socket, frame pool, batched rx/tx, offloads),
 //!   - [`sys`]: every system call behind a safe wrapper;
-//! - [`experiment`]: `netsched lab run adsl-ack --real`; [`bench`]: `netsched link bench`.
+//! - [`bench`]: `netsched link bench`.
+//!
+//! The adsl-ack experiment on real Linux (`netsched lab run adsl-ack --real`) lives in the lab
+//! (`netsched_lab::real::adsl_ack`) and drives these.
 
 pub mod ackcfg;
 pub mod bench;
 pub mod cli;
 pub mod emulation;
 pub mod engine;
-pub mod experiment;
 pub mod port;
 pub mod shape;
 pub mod sys;

@@ -13,11 +13,17 @@
 //!
 //! The daemon runs pinned to one CPU (`--cpu`, default 1); clients and echo server on the
 //! other (`--load-cpu`, default 0).
+//!
+//! Ctrl-C / SIGTERM stop the bench within ≈ 50 ms of the current step: the daemon removes its
+//! rules, the namespaces and the private folder (control socket) are removed, and the command
+//! exits with an error.
 
 use crate::config::{parse_cidr, ClassSpec, Config, Deadline, DisciplineKind};
-use crate::loadgen::enter_netns;
 use anyhow::{anyhow, bail, Context, Result};
-use netsched_testbed::Testbed;
+use netsched_testbed::{
+    check_interrupted, enter_netns, interrupted, pin_to_cpu, sleep_unless_interrupted, SignalGuard,
+    TempDir, Testbed,
+};
 use serde::Serialize;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
@@ -93,11 +99,11 @@ fn quantile(v: &mut [f64], q: f64) -> f64 {
 
 fn echo_server(ns: String, cpu: usize, stop: Arc<AtomicBool>) -> Result<()> {
     enter_netns(&ns)?;
-    let _ = netsched_testbed::pin_to_cpu(cpu);
+    let _ = pin_to_cpu(cpu);
     let s = UdpSocket::bind(("10.78.0.2", PORT)).context("echo bind")?;
     s.set_read_timeout(Some(Duration::from_millis(50)))?;
     let mut buf = [0u8; 2048];
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.load(Ordering::Relaxed) && !interrupted() {
         if let Ok((n, from)) = s.recv_from(&mut buf) {
             let _ = s.send_to(&buf[..n], from);
         }
@@ -110,7 +116,7 @@ fn latency(ns: &str, cpu: usize, samples: usize) -> Result<Vec<f64>> {
     let ns = ns.to_string();
     std::thread::spawn(move || -> Result<Vec<f64>> {
         enter_netns(&ns)?;
-        let _ = netsched_testbed::pin_to_cpu(cpu);
+        let _ = pin_to_cpu(cpu);
         let s = UdpSocket::bind("10.78.0.1:0")?;
         s.connect(("10.78.0.2", PORT))?;
         s.set_read_timeout(Some(Duration::from_millis(500)))?;
@@ -118,6 +124,7 @@ fn latency(ns: &str, cpu: usize, samples: usize) -> Result<Vec<f64>> {
         let mut buf = [0u8; 64];
         let mut lost = 0;
         for i in 0..samples + 200 {
+            check_interrupted()?;
             let t0 = Instant::now();
             s.send(&[7u8; 32])?;
             match s.recv(&mut buf) {
@@ -148,7 +155,7 @@ fn throughput(ns: &str, cpu: usize, flows: usize, secs: f64) -> Result<u64> {
     let ns = ns.to_string();
     std::thread::spawn(move || -> Result<u64> {
         enter_netns(&ns)?;
-        let _ = netsched_testbed::pin_to_cpu(cpu);
+        let _ = pin_to_cpu(cpu);
         let socks: Vec<UdpSocket> = (0..flows)
             .map(|_| -> Result<UdpSocket> {
                 let s = UdpSocket::bind("10.78.0.1:0")?;
@@ -173,7 +180,7 @@ fn throughput(ns: &str, cpu: usize, flows: usize, secs: f64) -> Result<u64> {
         let end = Instant::now() + Duration::from_secs_f64(secs);
         let mut done = 0u64;
         let mut buf = [0u8; 64];
-        while Instant::now() < end {
+        while Instant::now() < end && !interrupted() {
             // SAFETY: fds is a live array of pollfd.
             unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 10) };
             for (i, f) in fds.iter_mut().enumerate() {
@@ -191,6 +198,7 @@ fn throughput(ns: &str, cpu: usize, flows: usize, secs: f64) -> Result<u64> {
                 }
             }
         }
+        check_interrupted()?;
         Ok(done)
     })
     .join()
@@ -200,12 +208,12 @@ fn throughput(ns: &str, cpu: usize, flows: usize, secs: f64) -> Result<u64> {
 /// Drain FLOOD_PORT in namespace `ns` until `stop`.
 fn sink(ns: String, cpu: usize, stop: Arc<AtomicBool>) -> Result<u64> {
     enter_netns(&ns)?;
-    let _ = netsched_testbed::pin_to_cpu(cpu);
+    let _ = pin_to_cpu(cpu);
     let s = UdpSocket::bind(("10.78.0.2", FLOOD_PORT))?;
     s.set_read_timeout(Some(Duration::from_millis(50)))?;
     let mut buf = [0u8; 2048];
     let mut n = 0u64;
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.load(Ordering::Relaxed) && !interrupted() {
         if s.recv(&mut buf).is_ok() {
             n += 1;
         }
@@ -218,7 +226,7 @@ fn flood(ns: &str, cpu: usize, secs: f64) -> Result<u64> {
     let ns = ns.to_string();
     std::thread::spawn(move || -> Result<u64> {
         enter_netns(&ns)?;
-        let _ = netsched_testbed::pin_to_cpu(cpu);
+        let _ = pin_to_cpu(cpu);
         let socks: Vec<UdpSocket> = (0..64)
             .map(|_| -> Result<UdpSocket> {
                 let s = UdpSocket::bind("10.78.0.1:0")?;
@@ -243,7 +251,7 @@ fn flood(ns: &str, cpu: usize, secs: f64) -> Result<u64> {
         let end = Instant::now() + Duration::from_secs_f64(secs);
         let mut sent = 0u64;
         let mut i = 0usize;
-        while Instant::now() < end {
+        while Instant::now() < end && !interrupted() {
             // SAFETY: msgs, iov and payload outlive the call.
             let n = unsafe { libc::sendmmsg(socks[i % 64].as_raw_fd(), msgs.as_mut_ptr(), 32, 0) };
             if n > 0 {
@@ -251,6 +259,7 @@ fn flood(ns: &str, cpu: usize, secs: f64) -> Result<u64> {
             }
             i += 1;
         }
+        check_interrupted()?;
         Ok(sent)
     })
     .join()
@@ -279,7 +288,10 @@ fn daemon_config(socket: std::path::PathBuf) -> Result<Config> {
     Ok(c)
 }
 
+/// Run the bench. SIGINT/SIGTERM stop it (see the module notes); everything it created is
+/// removed before it returns, whatever the outcome.
 pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
+    let _signals = SignalGuard::install()?;
     let mut tb = Testbed::new("nfqb")?;
     let na = tb.add_ns("a")?;
     let nb = tb.add_ns("b")?;
@@ -290,15 +302,14 @@ pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
         let (nb, stop, cpu) = (nb.clone(), Arc::clone(&stop_echo), a.load_cpu);
         std::thread::spawn(move || echo_server(nb, cpu, stop))
     };
-    std::thread::sleep(Duration::from_millis(200));
     let result = (|| -> Result<BenchResult> {
+        sleep_unless_interrupted(Duration::from_millis(200))?;
         let mut without = latency(&na, a.load_cpu, a.samples)?;
         let t0 = Instant::now();
         let base_done = throughput(&na, a.load_cpu, a.flows, a.seconds.min(3.0))?;
         let base_rps = base_done as f64 / t0.elapsed().as_secs_f64();
-        let dir = std::env::temp_dir().join(format!("netsched-{}", tb.tag()));
-        std::fs::create_dir_all(&dir)?;
-        let socket = dir.join("ctl.sock");
+        let dir = TempDir::new(tb.tag())?;
+        let socket = dir.path().join("ctl.sock");
         let cfg = daemon_config(socket.clone())?;
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = std::sync::mpsc::channel();
@@ -306,7 +317,7 @@ pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
             let (nb, stop, cpu) = (nb.clone(), Arc::clone(&stop), a.cpu);
             std::thread::spawn(move || -> Result<crate::daemon::Summary> {
                 enter_netns(&nb)?;
-                netsched_testbed::pin_to_cpu(cpu)?;
+                pin_to_cpu(cpu)?;
                 // SAFETY: gettid has no preconditions.
                 let tid = unsafe { libc::gettid() };
                 crate::daemon::run_daemon(cfg, &stop, |_| {
@@ -343,12 +354,12 @@ pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
                 let (nb, stop, cpu) = (nb.clone(), Arc::clone(&stop_sink), a.load_cpu);
                 std::thread::spawn(move || sink(nb, cpu, stop))
             };
-            std::thread::sleep(Duration::from_millis(100));
+            sleep_unless_interrupted(Duration::from_millis(100))?;
             let f0 = status(&socket)?;
             let t0 = Instant::now();
             let fsent = flood(&na, a.load_cpu, a.seconds.min(3.0))?;
             // let the daemon drain what is queued before reading its counters
-            std::thread::sleep(Duration::from_millis(300));
+            sleep_unless_interrupted(Duration::from_millis(300))?;
             let fsecs = t0.elapsed().as_secs_f64() - 0.3;
             let f1 = status(&socket)?;
             stop_sink.store(true, Ordering::Relaxed);
@@ -362,7 +373,7 @@ pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
         let r = run();
         stop.store(true, Ordering::Relaxed);
         let summary = daemon.join().map_err(|_| anyhow!("daemon panicked"))??;
-        let _ = std::fs::remove_dir_all(&dir);
+        drop(dir);
         let (mut with, pk, bypass, secs, cpu_s, flood_r) = r?;
         let cpu_per_pkt = cpu_s / pk.max(1) as f64;
         let (p50o, p99o) = (quantile(&mut without, 0.5), quantile(&mut without, 0.99));

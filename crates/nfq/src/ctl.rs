@@ -75,6 +75,11 @@ impl CtlCmd {
 }
 
 pub fn run(args: CtlArgs) -> Result<()> {
+    // What can be checked here is checked before connecting, so a typo gets its own error
+    // (naming the value) even when the daemon is down. The daemon checks again.
+    if let CtlCmd::SetDeadline { deadline } = &args.cmd {
+        crate::config::parse_deadline(deadline)?;
+    }
     let resp = request(&args.socket, &args.cmd.to_request())?;
     if !resp.ok {
         bail!("{}", resp.error.unwrap_or_else(|| "request failed".into()));

@@ -2,7 +2,9 @@
 //!
 //! - [`daemon`]: `netsched nfq`, the percentile scheduler on the NFQUEUE packet path
 //! - [`ctl`]: `netsched ctl`, the thesis's control API over a local socket
-//! - [`experiment`]: `netsched lab run percentile-web --real`
+//! - [`web`] + [`loadgen`]: nginx behind the daemon in namespaces, and the thesis's closed-loop
+//!   HTTP load — the rig `netsched lab run percentile-web --real` (`netsched_lab::real`) and
+//!   this crate's own daemon tests drive
 //!
 //! Inside: [`engine`] decides (no I/O, unit-tested), [`netlink`] talks nfnetlink_queue,
 //! [`control`] is the control protocol, [`iptables`] installs and removes the rules,
@@ -15,7 +17,6 @@ pub mod control;
 pub mod ctl;
 pub mod daemon;
 pub mod engine;
-pub mod experiment;
 pub mod iptables;
 pub mod loadgen;
 pub mod netlink;

@@ -5,26 +5,15 @@
 //! Every request counted as sent is either answered (counted as received, with its response
 //! time) or recorded as an error with its reason — nothing disappears from the counts. A
 //! thread sends no new request after the end time but waits (up to the read timeout) for the
-//! one in flight.
+//! one in flight. An interrupted run (SIGINT/SIGTERM) stops the same way.
 
 use anyhow::{anyhow, bail, Context, Result};
+use netsched_testbed::{enter_netns, interrupted, pin_to_cpu};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Move the calling thread into network namespace `name` (`ip netns` names, /run/netns).
-pub fn enter_netns(name: &str) -> Result<()> {
-    let path = format!("/run/netns/{name}");
-    let f = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
-    // SAFETY: setns on a namespace fd we opened; affects only this thread.
-    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        bail!("setns({path}): {}", std::io::Error::last_os_error());
-    }
-    Ok(())
-}
 
 /// One client machine: its namespace, the server address it talks to, its class.
 #[derive(Debug, Clone)]
@@ -71,7 +60,9 @@ pub struct LoadResult {
     pub elapsed: Duration,
 }
 
-/// Run the load; returns when every thread is done. `stop` ends it early.
+/// Run the load; returns when every thread is done. `stop` ends it early, and so does SIGINT
+/// or SIGTERM while a [`netsched_testbed::SignalGuard`] is installed (each thread finishes the
+/// request in flight, then stops).
 pub fn run_load(spec: &LoadSpec, stop: &AtomicBool) -> Result<LoadResult> {
     let classes = spec.clients.iter().map(|c| c.class).max().unwrap_or(0) + 1;
     let out = Arc::new(Mutex::new(LoadResult {
@@ -144,7 +135,7 @@ fn client_thread(
     enter_netns(&c.netns)?;
     if let Some(cpu) = spec.cpu {
         // Best effort: a machine with fewer CPUs just runs unpinned.
-        let _ = netsched_testbed::pin_to_cpu(cpu);
+        let _ = pin_to_cpu(cpu);
     }
     let req = format!(
         "GET {} HTTP/1.1\r\nHost: server\r\nAccept-Encoding: gzip\r\nUser-Agent: netsched-loadgen\r\n\r\n",
@@ -156,6 +147,7 @@ fn client_thread(
     let mut n = 0u64;
     while Instant::now() < end
         && !stops.iter().any(|s| s.load(Ordering::Relaxed))
+        && !interrupted()
         && n < spec.max_requests_per_thread
     {
         if conn.is_none() {

@@ -49,13 +49,13 @@ impl Scheduler {
                 deadline.core(),
                 PercentileMemory::Forever,
             )?),
-            DisciplineKind::Strict => AnyQdisc::StrictPriority(StrictPriority::new(&vec![
-                BandConfig::with_limits(
-                    limit,
-                    u64::MAX
-                );
-                percentiles.len()
-            ])?),
+            DisciplineKind::Strict => AnyQdisc::StrictPriority(
+                StrictPriority::new(&vec![
+                    BandConfig::with_limits(limit, u64::MAX);
+                    percentiles.len()
+                ])
+                .map_err(|e| e.to_string())?,
+            ),
         }))
     }
 

@@ -9,12 +9,17 @@
 //! level 9 on every request (`gzip_comp_level 9`, clients send `Accept-Encoding: gzip`).
 //! Clients and the daemon are pinned to the other CPU.
 //!
-//! Everything is owned by a [`Testbed`]: dropping the [`WebBed`] (end, error or panic) kills
-//! nginx by id and deletes the namespaces (their veths and iptables rules go with them); the
-//! temp dir is removed too.
+//! nginx runs unprivileged, as `nobody` (`setpriv`), from a private folder ([`TempDir`]:
+//! `mkdtemp`, mode 0700, files created with `O_EXCL`, handed to `nobody` only where nginx
+//! writes); port 80 is allowed to it by the server namespace's own
+//! `net.ipv4.ip_unprivileged_port_start = 0`, which changes nothing outside that namespace.
+//!
+//! Everything is owned by a [`Testbed`]: dropping the [`WebBed`] (end, error, panic, or a run
+//! interrupted by SIGINT/SIGTERM) stops nginx by id together with its process group, deletes
+//! the namespaces (their veths and iptables rules go with them) and removes the folder.
 
-use anyhow::{bail, Context, Result};
-use netsched_testbed::Testbed;
+use anyhow::{bail, Result};
+use netsched_testbed::{check_interrupted, sleep_unless_interrupted, TempDir, Testbed};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -23,9 +28,12 @@ pub struct WebBed {
     pub tb: Testbed,
     pub server_ns: String,
     pub client_ns: Vec<String>,
+    /// The run's private folder (nginx's config, page, logs; control sockets).
     pub dir: PathBuf,
     pub nginx_pid: u32,
     pub port: u16,
+    /// Removes `dir` when the bed is dropped (after nginx and the namespaces are gone).
+    _tmp: TempDir,
 }
 
 pub fn server_addr(k: usize) -> Ipv4Addr {
@@ -96,18 +104,23 @@ impl WebBed {
             )?;
             client_ns.push(ns);
         }
-        let dir = std::env::temp_dir().join(format!("netsched-{}", tb.tag()));
-        let www = dir.join("www");
-        std::fs::create_dir_all(&www).with_context(|| format!("creating {}", www.display()))?;
-        std::fs::create_dir_all(dir.join("tmp"))?;
-        std::fs::write(www.join("index.html"), page(page_kb, seed))?;
+        check_interrupted()?;
+        // The tag in the folder's name lets a leak check find it (and nginx, by its -c path).
+        let tmp = TempDir::new(tb.tag())?;
+        let dir = tmp.path().to_path_buf();
+        tmp.create_dir("www")?;
+        tmp.create_dir("tmp")?;
+        tmp.create_file("www/index.html", page(page_kb, seed).as_bytes())?;
+        let (uid, gid) = netsched_testbed::nobody()?;
+        // nginx (as nobody) writes its pid, error log and temp files; it only reads the rest.
+        tmp.hand_to(uid, gid, &["tmp"])?;
+        tb.sysctl(&server_ns, "net.ipv4.ip_unprivileged_port_start=0")?;
         let port = 80;
         let conf = format!(
             "# netsched percentile-web: one nginx process, pinned by taskset, gzip -9 per request
 master_process off;
 daemon off;
 worker_processes 1;
-user root root;
 pid {d}/nginx.pid;
 error_log {d}/error.log warn;
 events {{ worker_connections 4096; }}
@@ -136,8 +149,7 @@ http {{
 ",
             d = dir.display()
         );
-        let conf_path = dir.join("nginx.conf");
-        std::fs::write(&conf_path, conf)?;
+        let conf_path = tmp.create_file("nginx.conf", conf.as_bytes())?;
         let mut bed = WebBed {
             nginx_pid: 0,
             tb,
@@ -145,13 +157,27 @@ http {{
             client_ns,
             dir,
             port,
+            _tmp: tmp,
         };
         let cpu = server_cpu.to_string();
         let conf_s = conf_path.display().to_string();
+        let (uid_s, gid_s) = (format!("--reuid={uid}"), format!("--regid={gid}"));
         bed.nginx_pid = bed.tb.spawn(
             &bed.server_ns.clone(),
-            "taskset",
-            &["-c", &cpu, "nginx", "-c", &conf_s, "-e", "stderr"],
+            "setpriv",
+            &[
+                &uid_s,
+                &gid_s,
+                "--clear-groups",
+                "taskset",
+                "-c",
+                &cpu,
+                "nginx",
+                "-c",
+                &conf_s,
+                "-e",
+                "stderr",
+            ],
             "nginx",
         )?;
         bed.wait_ready()?;
@@ -180,7 +206,7 @@ http {{
             {
                 return Ok(());
             }
-            std::thread::sleep(Duration::from_millis(100));
+            sleep_unless_interrupted(Duration::from_millis(100))?;
         }
         let log = std::fs::read_to_string(self.dir.join("error.log")).unwrap_or_default();
         bail!("nginx did not answer within 10 s (is Debian's nginx-light installed?): {log}")
@@ -211,7 +237,6 @@ http {{
 impl Drop for WebBed {
     fn drop(&mut self) {
         let _ = self.tb.stop(self.nginx_pid, Duration::from_millis(500));
-        let _ = std::fs::remove_dir_all(&self.dir);
-        // self.tb drops after this: remaining processes killed, namespaces deleted.
+        // Then the fields: `tb` (remaining processes, namespaces), `_tmp` (the folder).
     }
 }

@@ -658,13 +658,25 @@ pub fn bar_chart_svg_with<C: AsRef<str>, S: AsRef<str>>(
                 escape(&tip)
             );
         }
-        let _ = writeln!(
+        // A label wider than its group wraps at spaces onto lines of their own.
+        let cx = n(f.px(j as f64 + 0.5));
+        let _ = write!(
             svg,
-            r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
-            n(f.px(j as f64 + 0.5)),
-            n(HEIGHT - MARGIN_BOTTOM + 16.0),
-            escape(cat.as_ref())
+            r#"<text x="{}" y="{}" text-anchor="middle">"#,
+            cx,
+            n(HEIGHT - MARGIN_BOTTOM + 16.0)
         );
+        for (k, line) in wrap_label(cat.as_ref(), group_w * 0.95).iter().enumerate() {
+            let dy = if k == 0 { 0.0 } else { 14.0 };
+            let _ = write!(
+                svg,
+                r#"<tspan x="{}" dy="{}">{}</tspan>"#,
+                cx,
+                n(dy),
+                escape(line)
+            );
+        }
+        let _ = writeln!(svg, "</text>");
     }
     for m in opts.marks.iter().filter(|m| drawable(&m.value)) {
         let (x0, x1) = match (m.category, m.series) {
@@ -830,8 +842,41 @@ pub fn bar_chart<C: AsRef<str>, S: AsRef<str>>(
     write(path, &bar_chart_svg(title, y_label, categories, series))
 }
 
+/// Split `label` at spaces into lines no wider than `width` pixels (12 px sans-serif is about
+/// 6.5 px per character); a single word longer than that stays on its own line.
+fn wrap_label(label: &str, width: f64) -> Vec<String> {
+    let max_chars = ((width / 6.5).floor() as usize).max(4);
+    let mut lines: Vec<String> = Vec::new();
+    for word in label.split(' ') {
+        match lines.last_mut() {
+            Some(l) if l.chars().count() + 1 + word.chars().count() <= max_chars => {
+                l.push(' ');
+                l.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn long_category_labels_wrap_instead_of_overlapping() {
+        assert_eq!(wrap_label("alone", 100.0), vec!["alone"]);
+        assert_eq!(
+            wrap_label("both ACK-sep + filter", 80.0),
+            vec!["both ACK-sep", "+ filter"]
+        );
+        let svg = bar_chart_svg(
+            "t",
+            "y",
+            &["both ACK-sep + filter"; 6],
+            &[("a", vec![1.0; 6])],
+        );
+        assert!(svg.contains("<tspan"), "{svg}");
+    }
+
     use super::*;
 
     /// Check that tags balance: every `<x ...>` is closed by `</x>` in order, `<x/>` closes

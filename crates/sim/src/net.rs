@@ -1,7 +1,7 @@
 //! The engine: nodes, links, routing and the event loop that drives TCP connections, probes,
 //! servers and clients.
 //!
-//! A link is unidirectional: an egress discipline (`AnyQdisc`, fed by a [`Classifier`]), a
+//! A link is unidirectional: an egress discipline (`AnyQdisc`, fed by a [`LinkClassRule`]), a
 //! serialiser at `rate_bps`, then `delay` of propagation. When the serialiser is idle it asks
 //! the discipline for the next packet (`dequeue(now)`); a non-work-conserving discipline that
 //! returns nothing is asked again at its `next_timer`. Each hop costs two events (end of
@@ -27,9 +27,11 @@ use netsched_core::rng::SplitMix64;
 use netsched_core::{Nanos, SEC};
 use std::collections::VecDeque;
 
-/// Decides the class of a packet offered to a link's (or input stage's) discipline.
+/// The rule that picks the class of a packet offered to a link's (or input stage's)
+/// discipline: a closed set of simulator rules, not core's [`netsched_core::classify::Classifier`]
+/// trait (which reads packet bytes).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Classifier {
+pub enum LinkClassRule {
     /// Everything in one class.
     Single(ClassId),
     /// TCP pure ACKs to `ack`, everything else to `other` (P3's tc filter).
@@ -38,19 +40,19 @@ pub enum Classifier {
     PacketClass,
 }
 
-impl Classifier {
+impl LinkClassRule {
     #[inline]
     pub fn classify(&self, p: &SimPacket) -> ClassId {
         match *self {
-            Classifier::Single(c) => c,
-            Classifier::TcpAck { ack, other } => {
+            LinkClassRule::Single(c) => c,
+            LinkClassRule::TcpAck { ack, other } => {
                 if p.is_pure_ack() {
                     ack
                 } else {
                     other
                 }
             }
-            Classifier::PacketClass => p.class as ClassId,
+            LinkClassRule::PacketClass => p.class as ClassId,
         }
     }
 }
@@ -81,7 +83,7 @@ pub struct Link {
     pub rate_bps: u64,
     pub delay: Nanos,
     pub qdisc: AnyQdisc<SimPacket>,
-    pub classifier: Classifier,
+    pub classifier: LinkClassRule,
     busy: bool,
     wake_at: Option<Nanos>,
     pub stats: LinkStats,
@@ -222,7 +224,7 @@ impl Sim {
         rate_bps: u64,
         delay: Nanos,
         qdisc: &QdiscConfig,
-        classifier: Classifier,
+        classifier: LinkClassRule,
     ) -> Result<LinkId, String> {
         if from as usize >= self.nodes.len() || to as usize >= self.nodes.len() {
             return Err(format!("link {from}→{to}: unknown node"));

@@ -3,7 +3,7 @@
 //! [`adsl_gateway`]: P3's home network (P3 §2, Fig. 1): local host — 10 Mbit/s LAN —
 //! gateway — asymmetric ADSL link (800 kbit/s up, 2.1 Mbit/s down) — remote host.
 
-use crate::net::{Classifier, Sim};
+use crate::net::{LinkClassRule, Sim};
 use crate::packet::{LinkId, NodeId};
 use netsched_core::qdisc::{ClassId, QdiscConfig};
 use netsched_core::{Nanos, MS};
@@ -19,7 +19,7 @@ pub struct AdslParams {
     pub wan_delay: Nanos,
     /// Egress discipline of the gateway's uplink (the paper's FIFO 100 or ACK separation).
     pub uplink_qdisc: QdiscConfig,
-    pub uplink_classifier: Classifier,
+    pub uplink_classifier: LinkClassRule,
     /// Egress discipline of the other links ("large": a FIFO of 1000).
     pub other_qdisc: QdiscConfig,
     /// Gateway input processing: per-interface input queues (class 0 = from the LAN, class 1
@@ -39,7 +39,7 @@ impl Default for AdslParams {
                 limit_packets: 100,
                 limit_bytes: u64::MAX,
             },
-            uplink_classifier: Classifier::Single(0),
+            uplink_classifier: LinkClassRule::Single(0),
             other_qdisc: QdiscConfig::Fifo {
                 limit_packets: 1000,
                 limit_bytes: u64::MAX,
@@ -65,7 +65,7 @@ pub fn adsl_gateway(sim: &mut Sim, p: &AdslParams) -> Result<Adsl, String> {
     let local = sim.add_node("local");
     let gateway = sim.add_node("gateway");
     let remote = sim.add_node("remote");
-    let one = Classifier::Single(0);
+    let one = LinkClassRule::Single(0);
     let lan_up = sim.add_link(
         local,
         gateway,

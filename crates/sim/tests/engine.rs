@@ -3,7 +3,7 @@
 use netsched_core::qdisc::QdiscConfig;
 use netsched_core::{MS, SEC};
 use netsched_sim::app::{ClientConfig, ClientMode, Dist, ServerConfig};
-use netsched_sim::net::{Classifier, Sim};
+use netsched_sim::net::{LinkClassRule, Sim};
 use netsched_sim::tcp::TcpConfig;
 use netsched_sim::topo::{adsl_gateway, AdslParams};
 
@@ -20,9 +20,9 @@ fn ping_rtt_is_serialisation_plus_propagation() {
     let mut sim = Sim::new(1, SEC);
     let a = sim.add_node("a");
     let b = sim.add_node("b");
-    sim.add_link(a, b, 8_000_000, 5 * MS, &fifo(10), Classifier::Single(0))
+    sim.add_link(a, b, 8_000_000, 5 * MS, &fifo(10), LinkClassRule::Single(0))
         .unwrap();
-    sim.add_link(b, a, 8_000_000, 5 * MS, &fifo(10), Classifier::Single(0))
+    sim.add_link(b, a, 8_000_000, 5 * MS, &fifo(10), LinkClassRule::Single(0))
         .unwrap();
     let p = sim.add_pinger(a, b, 1000, 100 * MS, 5, 0);
     sim.run_until(SEC);
@@ -39,7 +39,7 @@ fn udp_loss_only_above_capacity() {
         let a = sim.add_node("a");
         let b = sim.add_node("b");
         let l = sim
-            .add_link(a, b, 1_000_000, MS, &fifo(20), Classifier::Single(0))
+            .add_link(a, b, 1_000_000, MS, &fifo(20), LinkClassRule::Single(0))
             .unwrap();
         let f = sim.add_udp_cbr(a, b, rate, 1000, 0, 5 * SEC);
         sim.run_until(10 * SEC);
@@ -57,9 +57,9 @@ fn closed_loop_server_obeys_littles_law() {
     let mut sim = Sim::new(1, SEC);
     let c = sim.add_node("client");
     let s = sim.add_node("server");
-    sim.add_link(c, s, 1_000_000_000, 0, &fifo(100), Classifier::Single(0))
+    sim.add_link(c, s, 1_000_000_000, 0, &fifo(100), LinkClassRule::Single(0))
         .unwrap();
-    sim.add_link(s, c, 1_000_000_000, 0, &fifo(100), Classifier::Single(0))
+    sim.add_link(s, c, 1_000_000_000, 0, &fifo(100), LinkClassRule::Single(0))
         .unwrap();
     let srv = sim
         .add_server(
@@ -146,10 +146,24 @@ fn open_loop_server_matches_md1() {
     let mut sim = Sim::new(11, SEC);
     let c = sim.add_node("client");
     let s = sim.add_node("server");
-    sim.add_link(c, s, 100_000_000_000, 0, &fifo(1000), Classifier::Single(0))
-        .unwrap();
-    sim.add_link(s, c, 100_000_000_000, 0, &fifo(1000), Classifier::Single(0))
-        .unwrap();
+    sim.add_link(
+        c,
+        s,
+        100_000_000_000,
+        0,
+        &fifo(1000),
+        LinkClassRule::Single(0),
+    )
+    .unwrap();
+    sim.add_link(
+        s,
+        c,
+        100_000_000_000,
+        0,
+        &fifo(1000),
+        LinkClassRule::Single(0),
+    )
+    .unwrap();
     sim.add_server(
         s,
         ServerConfig {

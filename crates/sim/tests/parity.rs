@@ -6,7 +6,7 @@
 use netsched_core::qdisc::{Qdisc, QdiscConfig, Verdict};
 use netsched_core::rng::SplitMix64;
 use netsched_core::Nanos;
-use netsched_sim::net::{Classifier, LinkLogEvent, Sim};
+use netsched_sim::net::{LinkClassRule, LinkLogEvent, Sim};
 use netsched_sim::packet::{Kind, SimPacket};
 
 const RATE: u64 = 10_000_000;
@@ -58,7 +58,7 @@ fn through_sim(cfg: &QdiscConfig, tr: &[(Nanos, SimPacket)]) -> Log {
     let a = sim.add_node("a");
     let b = sim.add_node("b");
     let link = sim
-        .add_link(a, b, RATE, 0, cfg, Classifier::PacketClass)
+        .add_link(a, b, RATE, 0, cfg, LinkClassRule::PacketClass)
         .unwrap();
     sim.enable_link_log(link);
     for &(t, p) in tr {

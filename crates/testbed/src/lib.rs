@@ -7,28 +7,25 @@
 //! rules with them. Traffic stays inside these namespaces.
 //!
 //! The crate also owns what every real run needs around its namespaces: entering one from a
-//! thread and pinning to a CPU ([`sys`]), Ctrl-C/SIGTERM handling ([`signal`]), and private
-//! temporary folders ([`tempdir`]). Data planes and experiments call these; none keeps a copy.
+//! thread and pinning to a CPU ([`sys`]), Ctrl-C/SIGTERM handling ([`signal`]), child
+//! processes stopped with their whole process group ([`process`]), and private temporary
+//! folders ([`tempdir`]). Data planes and experiments call these; none keeps a copy.
 
+pub mod process;
 pub mod signal;
 pub mod sys;
 pub mod tempdir;
 
+pub use process::{children_of, netns_of_tree, processes_with, Process};
 pub use signal::{check_interrupted, interrupted, sleep_unless_interrupted, SignalGuard};
-pub use sys::{allowed_cpus, enter_netns, pin_to_cpu};
+pub use sys::{allowed_cpus, enter_netns, is_root, nobody, pin_to_cpu};
 pub use tempdir::TempDir;
 
 use anyhow::{anyhow, bail, Context, Result};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-/// True when running as root (needed for namespaces, tc, iptables).
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// For privileged tests: `true` if the test may run. Without root it prints why it skips —
 /// unless `CI=true`, where a privileged test must run, so it panics instead.
@@ -66,7 +63,7 @@ pub fn run(cmd: &str, args: &[&str]) -> Result<String> {
 pub struct Testbed {
     tag: String,
     namespaces: Vec<String>,
-    children: Vec<(String, Child)>,
+    children: Vec<Process>,
 }
 
 impl Testbed {
@@ -167,7 +164,8 @@ impl Testbed {
         self.spawn_with(ns, cmd, args, label, Stdio::null(), Stdio::null())
     }
 
-    /// Like [`Testbed::spawn`], with the given stdout/stderr.
+    /// Like [`Testbed::spawn`], with the given stdout/stderr. The process leads its own
+    /// process group; stopping it stops whatever it forked.
     pub fn spawn_with(
         &mut self,
         ns: &str,
@@ -177,33 +175,28 @@ impl Testbed {
         stdout: Stdio,
         stderr: Stdio,
     ) -> Result<u32> {
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns, cmd])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(stderr)
-            .spawn()
-            .with_context(|| format!("cannot start {label} (`{cmd}`) in {ns}"))?;
-        let id = child.id();
-        self.children.push((label.to_string(), child));
+        let mut argv = vec![cmd];
+        argv.extend_from_slice(args);
+        let p = Process::start_in(ns, &argv, label, stdout, stderr)?;
+        let id = p.id();
+        self.children.push(p);
         Ok(id)
     }
 
-    /// Take ownership of a child started elsewhere, so it is reaped with the testbed.
-    pub fn adopt(&mut self, label: &str, child: Child) {
-        self.children.push((label.to_string(), child));
+    /// Take ownership of a process started elsewhere, so it is stopped with the testbed.
+    pub fn adopt(&mut self, p: Process) {
+        self.children.push(p);
     }
 
-    /// Stop one process this testbed started: SIGTERM, wait up to `grace`, then SIGKILL.
+    /// Stop one process this testbed started: SIGTERM to its group, wait up to `grace`, then
+    /// SIGKILL to the group.
     pub fn stop(&mut self, pid: u32, grace: std::time::Duration) -> Result<()> {
         let idx = self
             .children
             .iter()
-            .position(|(_, c)| c.id() == pid)
+            .position(|c| c.id() == pid)
             .ok_or_else(|| anyhow!("process {pid} was not started by this testbed"))?;
-        let (_, mut child) = self.children.remove(idx);
-        terminate(&mut child, grace);
+        self.children.remove(idx).stop(grace);
         Ok(())
     }
 
@@ -213,29 +206,10 @@ impl Testbed {
     }
 }
 
-fn terminate(child: &mut Child, grace: std::time::Duration) {
-    if let Ok(Some(_)) = child.try_wait() {
-        return;
-    }
-    // SAFETY: kill on a pid we own (our child, not yet reaped, so the id is not reused).
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
-    let until = std::time::Instant::now() + grace;
-    while std::time::Instant::now() < until {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
 impl Drop for Testbed {
     fn drop(&mut self) {
-        for (_, child) in self.children.iter_mut().rev() {
-            terminate(child, std::time::Duration::from_millis(500));
+        while let Some(p) = self.children.pop() {
+            p.stop(process::DEFAULT_GRACE);
         }
         for ns in self.namespaces.iter().rev() {
             if let Err(e) = run("ip", &["netns", "del", ns]) {
@@ -278,6 +252,9 @@ mod tests {
                 .unwrap();
             let pid = tb.spawn(&a, "sleep", &["30"], "sleeper").unwrap();
             assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+            // The sleeper is our child, in namespace a: the leak checks can find it.
+            assert!(children_of(std::process::id()).contains(&pid));
+            assert!(netns_of_tree(std::process::id()).contains(&a));
             assert_eq!(namespaces_with(&tag).len(), 2);
         }
         assert!(namespaces_with(&tag).is_empty(), "namespaces leaked");

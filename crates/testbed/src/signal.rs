@@ -3,7 +3,7 @@
 //! processes, temp dirs removed) and the process exits with an error instead of dying with its
 //! namespaces in place. Dropping the guard restores the previous handlers.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -37,6 +37,10 @@ pub fn sleep_unless_interrupted(d: std::time::Duration) -> Result<()> {
     }
 }
 
+fn on_signal() {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
 /// SIGINT/SIGTERM handlers that set the [`interrupted`] flag, for as long as the guard lives.
 /// Guards nest; the flag is cleared when the first one is installed.
 pub struct SignalGuard(Vec<signal_hook::SigId>);
@@ -48,12 +52,15 @@ impl SignalGuard {
         }
         let mut ids = Vec::new();
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-            let id = unsafe {
-                signal_hook::low_level::register(sig, || INTERRUPTED.store(true, Ordering::Relaxed))
+            // The handler only stores to an atomic, which is async-signal-safe.
+            match crate::sys::register_signal(sig, on_signal) {
+                Ok(id) => ids.push(id),
+                Err(e) => {
+                    // `Drop` of the partial guard unregisters what was installed.
+                    drop(Self(ids));
+                    return Err(e.context("installing a SIGINT/SIGTERM handler"));
+                }
             }
-            .context("installing a SIGINT/SIGTERM handler")?;
-            ids.push(id);
         }
         Ok(Self(ids))
     }

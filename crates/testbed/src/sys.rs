@@ -1,5 +1,6 @@
 //! The testbed's system calls, each behind a safe function: entering a network namespace,
-//! pinning a thread to a CPU. Every `unsafe` block of the crate lives here.
+//! pinning a thread to a CPU, signalling a process group, `mkdtemp`, signal handlers. Every
+//! `unsafe` block of the crate lives here.
 
 use anyhow::{bail, Context, Result};
 use std::os::fd::AsRawFd;
@@ -55,6 +56,80 @@ pub fn pin_to_cpu(cpu: usize) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// True when running as root (needed for namespaces, tc, iptables).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Send `sig` to every process of process group `pgid` (a group this run created by starting
+/// a child as its leader). Returns false when the group no longer exists.
+pub(crate) fn signal_group(pgid: u32, sig: i32) -> bool {
+    if pgid <= 1 || pgid > i32::MAX as u32 {
+        return false; // never the whole system (−1) or our own group (0)
+    }
+    // SAFETY: kill(2) with a negative id signals one process group; no memory is passed.
+    unsafe { libc::kill(-(pgid as i32), sig) == 0 }
+}
+
+/// Send `sig` to one process (our own unreaped child, so its id is not reused).
+pub(crate) fn signal_pid(pid: u32, sig: i32) -> bool {
+    if pid <= 1 || pid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: kill(2) on one process id; no memory is passed.
+    unsafe { libc::kill(pid as i32, sig) == 0 }
+}
+
+/// `mkdtemp(3)`: create a new folder from `template` (ending in `XXXXXX`), mode 0700, failing
+/// if anything exists under the chosen name. Returns the created path.
+pub(crate) fn mkdtemp(template: &std::path::Path) -> Result<std::path::PathBuf> {
+    let mut bytes = template
+        .to_str()
+        .context("temporary folder path is not UTF-8")?
+        .as_bytes()
+        .to_vec();
+    if bytes.contains(&0) || !bytes.ends_with(b"XXXXXX") {
+        bail!(
+            "temporary folder template {}: must end in XXXXXX and contain no NUL",
+            template.display()
+        );
+    }
+    bytes.push(0);
+    // SAFETY: `bytes` is a NUL-terminated, writable template ending in XXXXXX; mkdtemp
+    // replaces the Xs in place and creates the folder with mode 0700, failing if it exists.
+    let r = unsafe { libc::mkdtemp(bytes.as_mut_ptr() as *mut libc::c_char) };
+    if r.is_null() {
+        bail!(
+            "cannot create a temporary folder from {}: {}",
+            template.display(),
+            std::io::Error::last_os_error()
+        );
+    }
+    bytes.pop();
+    Ok(std::path::PathBuf::from(
+        String::from_utf8(bytes).context("mkdtemp returned non-UTF-8")?,
+    ))
+}
+
+/// Register `handler` for signal `sig`. The handler must be async-signal-safe.
+pub(crate) fn register_signal(sig: i32, handler: fn()) -> Result<signal_hook::SigId> {
+    // SAFETY: the caller passes a handler that is async-signal-safe (stores to atomics only).
+    unsafe { signal_hook::low_level::register(sig, handler) }.context("installing a signal handler")
+}
+
+/// The uid and gid of the unprivileged account `nobody` (for servers a run starts that need no
+/// privilege), looked up with `id`.
+pub fn nobody() -> Result<(u32, u32)> {
+    let id = |flag: &str| -> Result<u32> {
+        let out = crate::run("id", &[flag, "nobody"])?;
+        out.trim()
+            .parse()
+            .with_context(|| format!("`id {flag} nobody` printed {:?}", out.trim()))
+    };
+    Ok((id("-u")?, id("-g")?))
 }
 
 fn fmt_cpus(cpus: &[usize]) -> String {

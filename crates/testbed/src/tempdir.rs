@@ -26,27 +26,7 @@ impl TempDir {
             .take(32)
             .collect();
         let template = parent.join(format!("netsched-{label}-XXXXXX"));
-        let mut bytes = template
-            .to_str()
-            .context("temporary folder path is not UTF-8")?
-            .as_bytes()
-            .to_vec();
-        if bytes.contains(&0) {
-            bail!("temporary folder path contains a NUL byte");
-        }
-        bytes.push(0);
-        // SAFETY: `bytes` is a NUL-terminated, writable template ending in XXXXXX; mkdtemp
-        // replaces the Xs in place and creates the folder with mode 0700, failing if it exists.
-        let r = unsafe { libc::mkdtemp(bytes.as_mut_ptr() as *mut libc::c_char) };
-        if r.is_null() {
-            bail!(
-                "cannot create a temporary folder under {}: {}",
-                parent.display(),
-                std::io::Error::last_os_error()
-            );
-        }
-        bytes.pop();
-        let path = PathBuf::from(String::from_utf8(bytes).context("mkdtemp returned non-UTF-8")?);
+        let path = crate::sys::mkdtemp(&template)?;
         Ok(Self { path })
     }
 
@@ -54,14 +34,12 @@ impl TempDir {
         &self.path
     }
 
-    /// Create a new file inside the folder, refusing to follow or replace anything already
-    /// there (`O_CREAT | O_EXCL`, so a planted symlink is an error, not a redirect).
+    /// Create a new file inside the folder (`name` may go through sub-folders made with
+    /// [`TempDir::create_dir`]), refusing to follow or replace anything already there
+    /// (`O_CREAT | O_EXCL`, so a planted symlink is an error, not a redirect).
     pub fn create_file(&self, name: &str, contents: &[u8]) -> Result<PathBuf> {
         use std::io::Write;
-        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-            bail!("temporary file name {name:?}: must be a plain file name");
-        }
-        let p = self.path.join(name);
+        let p = self.inside(name)?;
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -70,6 +48,44 @@ impl TempDir {
         f.write_all(contents)
             .with_context(|| format!("writing {}", p.display()))?;
         Ok(p)
+    }
+
+    /// Create a new sub-folder; an existing file, folder or symlink of that name is an error.
+    pub fn create_dir(&self, name: &str) -> Result<PathBuf> {
+        let p = self.inside(name)?;
+        std::fs::create_dir(&p).with_context(|| format!("creating {}", p.display()))?;
+        Ok(p)
+    }
+
+    /// Give the folder itself and the listed entries (relative names) to `uid:gid`, e.g. so
+    /// that a server run as an unprivileged user may write its logs there. Symlinks are never
+    /// followed (`lchown`).
+    pub fn hand_to(&self, uid: u32, gid: u32, entries: &[&str]) -> Result<()> {
+        let mut paths = vec![self.path.clone()];
+        for e in entries {
+            paths.push(self.inside(e)?);
+        }
+        for p in paths {
+            std::os::unix::fs::lchown(&p, Some(uid), Some(gid))
+                .with_context(|| format!("chown {uid}:{gid} {}", p.display()))?;
+        }
+        Ok(())
+    }
+
+    /// `name` as a path inside the folder: plain components only (no `..`, `.`, absolute
+    /// paths or empty parts), at most 8 deep and 255 bytes.
+    fn inside(&self, name: &str) -> Result<PathBuf> {
+        let parts: Vec<&str> = name.split('/').collect();
+        if name.is_empty()
+            || name.len() > 255
+            || parts.len() > 8
+            || parts
+                .iter()
+                .any(|c| c.is_empty() || *c == "." || *c == "..")
+        {
+            bail!("temporary file name {name:?}: must be a plain relative name");
+        }
+        Ok(self.path.join(name))
     }
 }
 
@@ -110,6 +126,19 @@ mod tests {
             std::os::unix::fs::symlink("/etc/passwd", a.path().join("link")).unwrap();
             assert!(a.create_file("link", b"y").is_err());
             assert!(a.create_file("../escape", b"y").is_err());
+            assert!(a.create_file("/etc/escape", b"y").is_err());
+            let www = a.create_dir("www").unwrap();
+            assert!(
+                a.create_dir("www").is_err(),
+                "an existing folder is refused"
+            );
+            assert!(
+                a.create_dir("link").is_err(),
+                "a planted symlink is refused"
+            );
+            a.create_file("www/index.html", b"<html>").unwrap();
+            assert!(www.join("index.html").exists());
+            assert!(a.create_file("www/../../x", b"y").is_err());
         }
         assert!(!p.exists());
     }

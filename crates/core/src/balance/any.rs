@@ -11,7 +11,7 @@ use super::locality::{
 use super::maglev::{Maglev, DEFAULT_TABLE_SIZE};
 use super::random::{LeastRequestP2c, TwoChoices};
 use super::rr::{RoundRobin, WeightedRoundRobin};
-use super::{Balancer, FlowKey, ServerId, ServerTable};
+use super::{Balancer, BalancerConfigError, FlowKey, ServerId, ServerTable};
 use crate::rng::SplitMix64;
 use crate::{Nanos, MS};
 use serde::{Deserialize, Serialize};
@@ -85,37 +85,72 @@ pub enum BalancerConfig {
     LeastRequest {},
 }
 
+crate::kinds::kinds! {
+    /// Every balancer kind, named as `kind = "..."` reads it. Adding a [`BalancerConfig`]
+    /// variant fails to compile until it has a kind here, and a kind fails to compile until
+    /// the property tests and benches (exhaustive matches over `BalancerKind`) cover it.
+    pub enum BalancerKind {
+        Rr => "rr",
+        Wrr => "wrr",
+        Lc => "lc",
+        Wlc => "wlc",
+        Sed => "sed",
+        Nq => "nq",
+        Fo => "fo",
+        Ovf => "ovf",
+        Lblc => "lblc",
+        Lblcr => "lblcr",
+        Dh => "dh",
+        Sh => "sh",
+        Mh => "mh",
+        Twos => "twos",
+        LeastRequest => "least_request",
+    }
+}
+
 impl BalancerConfig {
+    /// Which kind this is.
+    pub fn kind(&self) -> BalancerKind {
+        match self {
+            BalancerConfig::Rr {} => BalancerKind::Rr,
+            BalancerConfig::Wrr {} => BalancerKind::Wrr,
+            BalancerConfig::Lc {} => BalancerKind::Lc,
+            BalancerConfig::Wlc {} => BalancerKind::Wlc,
+            BalancerConfig::Sed {} => BalancerKind::Sed,
+            BalancerConfig::Nq {} => BalancerKind::Nq,
+            BalancerConfig::Fo {} => BalancerKind::Fo,
+            BalancerConfig::Ovf {} => BalancerKind::Ovf,
+            BalancerConfig::Lblc { .. } => BalancerKind::Lblc,
+            BalancerConfig::Lblcr { .. } => BalancerKind::Lblcr,
+            BalancerConfig::Dh { .. } => BalancerKind::Dh,
+            BalancerConfig::Sh { .. } => BalancerKind::Sh,
+            BalancerConfig::Mh { .. } => BalancerKind::Mh,
+            BalancerConfig::Twos {} => BalancerKind::Twos,
+            BalancerConfig::LeastRequest {} => BalancerKind::LeastRequest,
+        }
+    }
+
     /// The scheduler name (`kind`).
     pub fn name(&self) -> &'static str {
-        match self {
-            BalancerConfig::Rr {} => "rr",
-            BalancerConfig::Wrr {} => "wrr",
-            BalancerConfig::Lc {} => "lc",
-            BalancerConfig::Wlc {} => "wlc",
-            BalancerConfig::Sed {} => "sed",
-            BalancerConfig::Nq {} => "nq",
-            BalancerConfig::Fo {} => "fo",
-            BalancerConfig::Ovf {} => "ovf",
-            BalancerConfig::Lblc { .. } => "lblc",
-            BalancerConfig::Lblcr { .. } => "lblcr",
-            BalancerConfig::Dh { .. } => "dh",
-            BalancerConfig::Sh { .. } => "sh",
-            BalancerConfig::Mh { .. } => "mh",
-            BalancerConfig::Twos {} => "twos",
-            BalancerConfig::LeastRequest {} => "least_request",
-        }
+        self.kind().name()
     }
 
     /// Build the balancer. Randomised balancers take an independent stream split from `rng`
     /// (the others leave it untouched). `Err` names the field that is wrong.
-    pub fn build(&self, rng: &mut SplitMix64) -> Result<AnyBalancer, String> {
-        let expiration = |ms: u64| -> Result<Nanos, String> {
+    pub fn build(&self, rng: &mut SplitMix64) -> Result<AnyBalancer, BalancerConfigError> {
+        let expiration = |ms: u64| -> Result<Nanos, BalancerConfigError> {
             if ms == 0 {
-                return Err("expiration_ms: must be at least 1".into());
+                return Err(BalancerConfigError::TooSmall {
+                    field: "expiration_ms",
+                    min: 1,
+                });
             }
-            ms.checked_mul(MS)
-                .ok_or_else(|| format!("expiration_ms: {ms} is too large"))
+            ms.checked_mul(MS).ok_or(BalancerConfigError::OutOfRange {
+                field: "expiration_ms",
+                value: ms,
+                min: 1,
+                max: u64::MAX / MS,
+            })
         };
         Ok(match self {
             BalancerConfig::Rr {} => AnyBalancer::Rr(RoundRobin::new()),
@@ -132,7 +167,10 @@ impl BalancerConfig {
                 active_weight,
             } => {
                 if *active_weight == 0 {
-                    return Err("active_weight: 0 is not ≥ 1".to_string());
+                    return Err(BalancerConfigError::TooSmall {
+                        field: "active_weight",
+                        min: 1,
+                    });
                 }
                 AnyBalancer::Lblc(
                     LocalityLeastConn::new(expiration(*expiration_ms)?, *max_entries)
@@ -166,42 +204,51 @@ impl BalancerConfig {
         })
     }
 
-    /// One default configuration of every kind (benches, docs, tests).
-    pub fn all_defaults() -> Vec<BalancerConfig> {
-        vec![
-            BalancerConfig::Rr {},
-            BalancerConfig::Wrr {},
-            BalancerConfig::Lc {},
-            BalancerConfig::Wlc {},
-            BalancerConfig::Sed {},
-            BalancerConfig::Nq {},
-            BalancerConfig::Fo {},
-            BalancerConfig::Ovf {},
-            BalancerConfig::Lblc {
+    /// The default configuration of `kind` (exhaustive: a new kind needs one).
+    pub fn default_of(kind: BalancerKind) -> BalancerConfig {
+        match kind {
+            BalancerKind::Rr => BalancerConfig::Rr {},
+            BalancerKind::Wrr => BalancerConfig::Wrr {},
+            BalancerKind::Lc => BalancerConfig::Lc {},
+            BalancerKind::Wlc => BalancerConfig::Wlc {},
+            BalancerKind::Sed => BalancerConfig::Sed {},
+            BalancerKind::Nq => BalancerConfig::Nq {},
+            BalancerKind::Fo => BalancerConfig::Fo {},
+            BalancerKind::Ovf => BalancerConfig::Ovf {},
+            BalancerKind::Lblc => BalancerConfig::Lblc {
                 expiration_ms: default_expiration_ms(),
                 max_entries: DEFAULT_MAX_ENTRIES,
                 active_weight: default_active_weight(),
             },
-            BalancerConfig::Lblcr {
+            BalancerKind::Lblcr => BalancerConfig::Lblcr {
                 expiration_ms: default_expiration_ms(),
                 max_entries: DEFAULT_MAX_ENTRIES,
             },
-            BalancerConfig::Dh {
+            BalancerKind::Dh => BalancerConfig::Dh {
                 table_bits: DEFAULT_TABLE_BITS,
             },
-            BalancerConfig::Sh {
+            BalancerKind::Sh => BalancerConfig::Sh {
                 table_bits: DEFAULT_TABLE_BITS,
                 fallback: false,
                 use_port: false,
             },
-            BalancerConfig::Mh {
+            BalancerKind::Mh => BalancerConfig::Mh {
                 table_size: DEFAULT_TABLE_SIZE,
                 fallback: false,
                 use_port: false,
             },
-            BalancerConfig::Twos {},
-            BalancerConfig::LeastRequest {},
-        ]
+            BalancerKind::Twos => BalancerConfig::Twos {},
+            BalancerKind::LeastRequest => BalancerConfig::LeastRequest {},
+        }
+    }
+
+    /// One default configuration of every kind, in [`BalancerKind::ALL`] order (benches,
+    /// docs, property tests), so they cover every kind by construction.
+    pub fn all_defaults() -> Vec<BalancerConfig> {
+        BalancerKind::ALL
+            .iter()
+            .map(|&k| BalancerConfig::default_of(k))
+            .collect()
     }
 }
 
@@ -271,6 +318,24 @@ mod tests {
         assert_eq!(c.name(), "least_request");
     }
 
+    /// The one list of kinds agrees with the serde names: every kind's name parses to a
+    /// config of that kind, and every default config's kind is listed once.
+    #[test]
+    fn kinds_match_serde_names() {
+        for &k in BalancerKind::ALL {
+            let c: BalancerConfig =
+                serde_json::from_str(&format!(r#"{{"kind":"{}"}}"#, k.name())).unwrap();
+            assert_eq!(c.kind(), k);
+            assert_eq!(BalancerKind::from_name(k.name()), Some(k));
+        }
+        let kinds: Vec<BalancerKind> = BalancerConfig::all_defaults()
+            .iter()
+            .map(|c| c.kind())
+            .collect();
+        assert_eq!(kinds, BalancerKind::ALL);
+        assert_eq!(BalancerKind::from_name("p2c"), None);
+    }
+
     #[test]
     fn config_errors_name_the_problem() {
         let e = serde_json::from_str::<BalancerConfig>(r#"{"kind":"wlc","weight":3}"#)
@@ -289,7 +354,13 @@ mod tests {
         }
         .build(&mut r)
         .unwrap_err();
-        assert!(e.contains("table_size"), "{e}");
+        assert_eq!(
+            e,
+            BalancerConfigError::NotPrime {
+                field: "table_size",
+                value: 1000
+            }
+        );
         let e = BalancerConfig::Lblc {
             expiration_ms: 1,
             max_entries: 1,
@@ -297,7 +368,13 @@ mod tests {
         }
         .build(&mut r)
         .unwrap_err();
-        assert!(e.contains("active_weight"), "{e}");
+        assert_eq!(
+            e,
+            BalancerConfigError::TooSmall {
+                field: "active_weight",
+                min: 1
+            }
+        );
         let e = BalancerConfig::Lblc {
             expiration_ms: 0,
             max_entries: 1,
@@ -305,7 +382,18 @@ mod tests {
         }
         .build(&mut r)
         .unwrap_err();
-        assert!(e.contains("expiration_ms"), "{e}");
+        assert_eq!(e.field(), "expiration_ms");
+        assert!(matches!(e, BalancerConfigError::TooSmall { min: 1, .. }));
+        let e = BalancerConfig::Lblcr {
+            expiration_ms: u64::MAX,
+            max_entries: 1,
+        }
+        .build(&mut r)
+        .unwrap_err();
+        assert!(
+            matches!(e, BalancerConfigError::OutOfRange { field: "expiration_ms", value, .. } if value == u64::MAX),
+            "{e:?}"
+        );
     }
 
     /// Every kind builds, round-trips through JSON, picks an available server, never a

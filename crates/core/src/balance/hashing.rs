@@ -28,7 +28,7 @@
 //! Cost: O(1) per pick (one multiply, one load); O(2^bits + n) rebuild when the table
 //! layout changes. Memory: 2^bits × 4 bytes.
 
-use super::{fold_addr, hash_32, Balancer, FlowKey, ServerId, ServerTable};
+use super::{fold_addr, hash_32, Balancer, BalancerConfigError, FlowKey, ServerId, ServerTable};
 use crate::Nanos;
 
 /// Allowed table sizes (`CONFIG_IP_VS_SH_TAB_BITS` range in `net/netfilter/ipvs/Kconfig`).
@@ -105,11 +105,14 @@ impl BucketTable {
     }
 }
 
-fn check_bits(bits: u32) -> Result<(), String> {
+fn check_bits(bits: u32) -> Result<(), BalancerConfigError> {
     if !(MIN_TABLE_BITS..=MAX_TABLE_BITS).contains(&bits) {
-        return Err(format!(
-            "table_bits: {bits} is outside {MIN_TABLE_BITS}..={MAX_TABLE_BITS}"
-        ));
+        return Err(BalancerConfigError::OutOfRange {
+            field: "table_bits",
+            value: bits.into(),
+            min: MIN_TABLE_BITS.into(),
+            max: MAX_TABLE_BITS.into(),
+        });
     }
     Ok(())
 }
@@ -128,7 +131,7 @@ pub struct DestinationHash {
 
 impl DestinationHash {
     /// A table of 2^`table_bits` buckets; `Err` outside 4..=20.
-    pub fn new(table_bits: u32) -> Result<Self, String> {
+    pub fn new(table_bits: u32) -> Result<Self, BalancerConfigError> {
         check_bits(table_bits)?;
         Ok(Self {
             table: BucketTable::new(table_bits),
@@ -163,7 +166,11 @@ pub struct SourceHash {
 impl SourceHash {
     /// `fallback`: when the hashed server is unavailable, take the next available bucket.
     /// `use_port`: hash the source port too.
-    pub fn new(table_bits: u32, fallback: bool, use_port: bool) -> Result<Self, String> {
+    pub fn new(
+        table_bits: u32,
+        fallback: bool,
+        use_port: bool,
+    ) -> Result<Self, BalancerConfigError> {
         check_bits(table_bits)?;
         Ok(Self {
             table: BucketTable::new(table_bits),
@@ -332,9 +339,15 @@ mod tests {
 
     #[test]
     fn bad_table_bits_is_an_error() {
-        assert!(DestinationHash::new(3)
-            .unwrap_err()
-            .contains("table_bits: 3"));
+        assert_eq!(
+            DestinationHash::new(3).unwrap_err(),
+            BalancerConfigError::OutOfRange {
+                field: "table_bits",
+                value: 3,
+                min: MIN_TABLE_BITS.into(),
+                max: MAX_TABLE_BITS.into(),
+            }
+        );
         assert!(SourceHash::new(21, false, false).is_err());
     }
 

@@ -24,7 +24,9 @@
 //! of the paper, §3.4) — a few ms for M = 65521 and 1000 servers (see docs/bench-core.md).
 //! Memory: 4·M bytes for the table, 16 bytes per server during the build.
 
-use super::{fold_addr, mix64, Balancer, FlowKey, Server, ServerId, ServerTable};
+use super::{
+    fold_addr, mix64, Balancer, BalancerConfigError, FlowKey, Server, ServerId, ServerTable,
+};
 use crate::Nanos;
 use std::net::IpAddr;
 
@@ -32,6 +34,9 @@ use std::net::IpAddr;
 /// (`primes[]` in ip_vs_mh.c: 251, 509, 1021, 2039, 4093, 8191, 16381, 32749, 65521, 131071).
 /// The paper advises M ≫ N (M ≥ 100·N for ≤ 1% imbalance, §3.4).
 pub const DEFAULT_TABLE_SIZE: u32 = 65521;
+/// The largest table accepted: 2^20 entries, the bound of the dh/sh tables too (the kernel's
+/// largest Maglev table is 131071, the last prime of `primes[]` in Linux `ip_vs_mh.c`).
+pub const MAX_TABLE_SIZE: u32 = 1 << 20;
 /// `IP_VS_MH_TAB_BITS` = 12 / 2 (ip_vs_mh.c): turns are shifted below 2^6.
 const TAB_BITS: u32 = 6;
 const EMPTY: u32 = u32::MAX;
@@ -86,9 +91,24 @@ pub struct Maglev {
 
 impl Maglev {
     /// `table_size` must be a prime (any prime ≥ 2, not only the kernel's list).
-    pub fn new(table_size: u32, fallback: bool, use_port: bool) -> Result<Self, String> {
+    pub fn new(
+        table_size: u32,
+        fallback: bool,
+        use_port: bool,
+    ) -> Result<Self, BalancerConfigError> {
+        if !(2..=MAX_TABLE_SIZE).contains(&table_size) {
+            return Err(BalancerConfigError::OutOfRange {
+                field: "table_size",
+                value: table_size.into(),
+                min: 2,
+                max: MAX_TABLE_SIZE.into(),
+            });
+        }
         if !is_prime(table_size) {
-            return Err(format!("table_size: {table_size} is not a prime number"));
+            return Err(BalancerConfigError::NotPrime {
+                field: "table_size",
+                value: table_size.into(),
+            });
         }
         Ok(Self {
             m: table_size,
@@ -241,8 +261,25 @@ mod tests {
         assert!(Maglev::new(65521, false, false).is_ok());
         assert!(Maglev::new(4093, false, false).is_ok());
         let e = Maglev::new(65536, false, false).unwrap_err();
-        assert!(e.contains("table_size: 65536"), "{e}");
-        assert!(Maglev::new(1, false, false).is_err());
+        assert_eq!(
+            e,
+            BalancerConfigError::NotPrime {
+                field: "table_size",
+                value: 65536
+            }
+        );
+        assert!(matches!(
+            Maglev::new(1, false, false),
+            Err(BalancerConfigError::OutOfRange { value: 1, .. })
+        ));
+        // A prime above the bound is refused before any table is allocated.
+        assert!(matches!(
+            Maglev::new(4_294_967_291, false, false),
+            Err(BalancerConfigError::OutOfRange {
+                field: "table_size",
+                ..
+            })
+        ));
     }
 
     /// Equal weights: slots are dealt in turns, so each server owns ⌊M/N⌋ or ⌈M/N⌉ slots.

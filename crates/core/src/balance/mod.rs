@@ -34,6 +34,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 
 mod any;
+mod error;
 pub mod hashing;
 pub mod leastconn;
 pub mod locality;
@@ -41,7 +42,8 @@ pub mod maglev;
 pub mod random;
 pub mod rr;
 
-pub use any::{AnyBalancer, BalancerConfig};
+pub use any::{AnyBalancer, BalancerConfig, BalancerKind};
+pub use error::{BalancerConfigError, TableError};
 
 /// Identity of a real server, chosen by the engine (stable across table changes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -182,9 +184,9 @@ impl ServerTable {
     }
 
     /// Add a server. `Err` if the id is already present.
-    pub fn add(&mut self, server: Server) -> Result<(), String> {
+    pub fn add(&mut self, server: Server) -> Result<(), TableError> {
         if self.index.contains_key(&server.id) {
-            return Err(format!("server {}: id already in the table", server.id.0));
+            return Err(TableError::DuplicateServer(server.id));
         }
         self.index.insert(server.id, self.servers.len());
         self.servers.push(server);
@@ -199,12 +201,12 @@ impl ServerTable {
         addr: IpAddr,
         port: u16,
         weight: u32,
-    ) -> Result<(), String> {
+    ) -> Result<(), TableError> {
         self.add(Server::new(ServerId(id), addr, port, weight))
     }
 
     /// Remove a server; its connection counts go with it. `Err` if unknown.
-    pub fn remove(&mut self, id: ServerId) -> Result<Server, String> {
+    pub fn remove(&mut self, id: ServerId) -> Result<Server, TableError> {
         let pos = self.position(id)?;
         let server = self.servers.remove(pos);
         self.index.clear();
@@ -216,7 +218,7 @@ impl ServerTable {
     }
 
     /// Change a weight (0 drains). Remembers the last non-zero weight.
-    pub fn set_weight(&mut self, id: ServerId, weight: u32) -> Result<(), String> {
+    pub fn set_weight(&mut self, id: ServerId, weight: u32) -> Result<(), TableError> {
         let s = self.get_mut(id)?;
         s.weight = weight;
         if weight > 0 {
@@ -227,7 +229,7 @@ impl ServerTable {
     }
 
     /// Set or clear the overloaded flag by hand (health checks, operator).
-    pub fn set_overloaded(&mut self, id: ServerId, overloaded: bool) -> Result<(), String> {
+    pub fn set_overloaded(&mut self, id: ServerId, overloaded: bool) -> Result<(), TableError> {
         let s = self.get_mut(id)?;
         if s.overloaded != overloaded {
             s.overloaded = overloaded;
@@ -237,12 +239,18 @@ impl ServerTable {
     }
 
     /// Set the IPVS connection thresholds (0 = none). `Err` if lower > upper.
-    pub fn set_thresholds(&mut self, id: ServerId, lower: u32, upper: u32) -> Result<(), String> {
+    pub fn set_thresholds(
+        &mut self,
+        id: ServerId,
+        lower: u32,
+        upper: u32,
+    ) -> Result<(), TableError> {
         if upper != 0 && lower > upper {
-            return Err(format!(
-                "server {}: lower_threshold {lower} > upper_threshold {upper}",
-                id.0
-            ));
+            return Err(TableError::ThresholdsInverted {
+                server: id,
+                lower,
+                upper,
+            });
         }
         let s = self.get_mut(id)?;
         s.lower_threshold = lower;
@@ -253,7 +261,7 @@ impl ServerTable {
 
     /// A new connection was bound to `id` (IPVS `ip_vs_bind_dest`): active += 1, and the
     /// server is flagged overloaded when its total reaches `upper_threshold`.
-    pub fn on_open(&mut self, id: ServerId) -> Result<(), String> {
+    pub fn on_open(&mut self, id: ServerId) -> Result<(), TableError> {
         let s = self.get_mut(id)?;
         s.active += 1;
         self.update_overload(id);
@@ -262,13 +270,14 @@ impl ServerTable {
 
     /// An active connection of `id` left the established state (FIN, or a non-TCP flow went
     /// idle): active -= 1, inactive += 1 (IPVS state transition accounting).
-    pub fn on_inactive(&mut self, id: ServerId) -> Result<(), String> {
+    pub fn on_inactive(&mut self, id: ServerId) -> Result<(), TableError> {
         let s = self.get_mut(id)?;
         if s.active == 0 {
-            return Err(format!(
-                "server {}: on_inactive with no active connection",
-                id.0
-            ));
+            return Err(TableError::NoConnection {
+                server: id,
+                event: "on_inactive",
+                state: "active",
+            });
         }
         s.active -= 1;
         s.inactive += 1;
@@ -276,13 +285,14 @@ impl ServerTable {
     }
 
     /// An active connection of `id` ended (IPVS `ip_vs_unbind_dest`).
-    pub fn on_close(&mut self, id: ServerId) -> Result<(), String> {
+    pub fn on_close(&mut self, id: ServerId) -> Result<(), TableError> {
         let s = self.get_mut(id)?;
         if s.active == 0 {
-            return Err(format!(
-                "server {}: on_close with no active connection",
-                id.0
-            ));
+            return Err(TableError::NoConnection {
+                server: id,
+                event: "on_close",
+                state: "active",
+            });
         }
         s.active -= 1;
         self.update_overload(id);
@@ -290,13 +300,14 @@ impl ServerTable {
     }
 
     /// An inactive connection of `id` ended.
-    pub fn on_inactive_close(&mut self, id: ServerId) -> Result<(), String> {
+    pub fn on_inactive_close(&mut self, id: ServerId) -> Result<(), TableError> {
         let s = self.get_mut(id)?;
         if s.inactive == 0 {
-            return Err(format!(
-                "server {}: on_inactive_close with no inactive connection",
-                id.0
-            ));
+            return Err(TableError::NoConnection {
+                server: id,
+                event: "on_inactive_close",
+                state: "inactive",
+            });
         }
         s.inactive -= 1;
         self.update_overload(id);
@@ -304,7 +315,12 @@ impl ServerTable {
     }
 
     /// Set the counts directly (tests, or an engine that reads them from the kernel).
-    pub fn set_conns(&mut self, id: ServerId, active: u32, inactive: u32) -> Result<(), String> {
+    pub fn set_conns(
+        &mut self,
+        id: ServerId,
+        active: u32,
+        inactive: u32,
+    ) -> Result<(), TableError> {
         let s = self.get_mut(id)?;
         s.active = active;
         s.inactive = inactive;
@@ -342,14 +358,14 @@ impl ServerTable {
         self.availability_generation += 1;
     }
 
-    fn position(&self, id: ServerId) -> Result<usize, String> {
+    fn position(&self, id: ServerId) -> Result<usize, TableError> {
         self.index
             .get(&id)
             .copied()
-            .ok_or_else(|| format!("server {}: not in the table", id.0))
+            .ok_or(TableError::UnknownServer(id))
     }
 
-    fn get_mut(&mut self, id: ServerId) -> Result<&mut Server, String> {
+    fn get_mut(&mut self, id: ServerId) -> Result<&mut Server, TableError> {
         let pos = self.position(id)?;
         Ok(&mut self.servers[pos])
     }
@@ -506,17 +522,27 @@ mod tests {
     #[test]
     fn table_counts_and_errors() {
         let mut t = table(&[1, 2]);
-        assert!(t.add_server(0, v4(1, 1, 1, 1), 80, 1).is_err());
+        assert_eq!(
+            t.add_server(0, v4(1, 1, 1, 1), 80, 1),
+            Err(TableError::DuplicateServer(ServerId(0)))
+        );
         t.on_open(ServerId(1)).unwrap();
         t.on_open(ServerId(1)).unwrap();
         t.on_inactive(ServerId(1)).unwrap();
         let s = t.get(ServerId(1)).unwrap();
         assert_eq!((s.active, s.inactive, s.overhead()), (1, 1, 257));
-        assert!(t.on_close(ServerId(0)).unwrap_err().contains("server 0"));
-        assert!(t
-            .on_open(ServerId(9))
-            .unwrap_err()
-            .contains("not in the table"));
+        assert_eq!(
+            t.on_close(ServerId(0)),
+            Err(TableError::NoConnection {
+                server: ServerId(0),
+                event: "on_close",
+                state: "active"
+            })
+        );
+        assert_eq!(
+            t.on_open(ServerId(9)),
+            Err(TableError::UnknownServer(ServerId(9)))
+        );
         let g = t.layout_generation();
         t.remove(ServerId(0)).unwrap();
         assert!(t.layout_generation() > g);

@@ -11,7 +11,7 @@
 //! with host bits set beyond its length (`"10.1.0.1/16"`) is refused with a message giving
 //! the network it probably meant — silently normalising would hide a typo in a config file.
 
-use super::{ClassId, Classifier};
+use super::{CidrError, ClassId, Classifier, ClassifierConfigError};
 use crate::wire::parse_ip;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -45,7 +45,7 @@ fn mask_v6(len: u8) -> u128 {
 
 impl Cidr {
     /// `Err` if `prefix_len` is too long for the family or host bits are set.
-    pub fn new(addr: IpAddr, prefix_len: u8) -> Result<Self, String> {
+    pub fn new(addr: IpAddr, prefix_len: u8) -> Result<Self, CidrError> {
         let (max, network) = match addr {
             IpAddr::V4(a) => (
                 32,
@@ -57,12 +57,18 @@ impl Cidr {
             ),
         };
         if prefix_len > max {
-            return Err(format!("prefix length {prefix_len} is longer than {max}"));
+            return Err(CidrError::PrefixTooLong {
+                text: format!("{addr}/{prefix_len}"),
+                prefix_len,
+                max,
+            });
         }
         if network != addr {
-            return Err(format!(
-                "host bits set beyond /{prefix_len} (the network is {network}/{prefix_len})"
-            ));
+            return Err(CidrError::HostBitsSet {
+                text: format!("{addr}/{prefix_len}"),
+                network,
+                prefix_len,
+            });
         }
         Ok(Self {
             network: addr,
@@ -89,26 +95,47 @@ impl Cidr {
 }
 
 impl FromStr for Cidr {
-    type Err = String;
+    type Err = CidrError;
     /// Errors read `bad CIDR '<text>': <why>`.
-    fn from_str(text: &str) -> Result<Self, String> {
-        let bad = |why: String| format!("bad CIDR '{text}': {why}");
+    fn from_str(text: &str) -> Result<Self, CidrError> {
         let t = text.trim();
         let (addr_text, len_text) = match t.split_once('/') {
             Some((a, l)) => (a, Some(l)),
             None => (t, None),
         };
-        let addr: IpAddr = addr_text
-            .parse()
-            .map_err(|_| bad(format!("'{addr_text}' is not an IPv4 or IPv6 address")))?;
+        let addr: IpAddr = addr_text.parse().map_err(|_| CidrError::NotAnAddress {
+            text: text.to_string(),
+            addr: addr_text.to_string(),
+        })?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let prefix_len = match len_text {
             None => max,
-            Some(l) => l
-                .parse::<u8>()
-                .map_err(|_| bad(format!("prefix length '{l}' is not a number 0..={max}")))?,
+            Some(l) => l.parse::<u8>().map_err(|_| CidrError::BadPrefixLength {
+                text: text.to_string(),
+                len: l.to_string(),
+                max,
+            })?,
         };
-        Cidr::new(addr, prefix_len).map_err(bad)
+        // Errors of `new` name the text as written, not as re-formatted.
+        Cidr::new(addr, prefix_len).map_err(|e| match e {
+            CidrError::PrefixTooLong {
+                prefix_len, max, ..
+            } => CidrError::PrefixTooLong {
+                text: text.to_string(),
+                prefix_len,
+                max,
+            },
+            CidrError::HostBitsSet {
+                network,
+                prefix_len,
+                ..
+            } => CidrError::HostBitsSet {
+                text: text.to_string(),
+                network,
+                prefix_len,
+            },
+            other => other,
+        })
     }
 }
 
@@ -221,7 +248,7 @@ impl CidrTable {
     }
 
     /// Parse `text` (see [`Cidr`]) and add it.
-    pub fn add_str(&mut self, text: &str, class: ClassId) -> Result<Option<ClassId>, String> {
+    pub fn add_str(&mut self, text: &str, class: ClassId) -> Result<Option<ClassId>, CidrError> {
         Ok(self.add(text.parse()?, class))
     }
 
@@ -374,15 +401,22 @@ pub struct CidrTableConfig {
 
 impl CidrTableConfig {
     /// Build the table; `Err` names the entry and field (`entries[2].cidr: bad CIDR ...`).
-    pub fn build(&self) -> Result<CidrTable, String> {
+    pub fn build(&self) -> Result<CidrTable, ClassifierConfigError> {
         let mut t = CidrTable::new(self.default_class).with_match_on(self.match_on);
         for (i, e) in self.entries.iter().enumerate() {
+            let field = || format!("entries[{i}].cidr");
             let cidr: Cidr = e
                 .cidr
                 .parse()
-                .map_err(|m| format!("entries[{i}].cidr: {m}"))?;
+                .map_err(|error| ClassifierConfigError::Cidr {
+                    field: field(),
+                    error,
+                })?;
             if t.add(cidr, e.class).is_some() {
-                return Err(format!("entries[{i}].cidr: {cidr} is listed twice"));
+                return Err(ClassifierConfigError::DuplicateCidr {
+                    field: field(),
+                    cidr,
+                });
             }
         }
         Ok(t)
@@ -417,24 +451,48 @@ mod tests {
     #[test]
     fn cidr_errors_name_the_bad_text() {
         let e = |s: &str| s.parse::<Cidr>().unwrap_err();
+        let text = |s: &str| s.to_string();
         assert_eq!(
             e("10.1.0.1/16"),
-            "bad CIDR '10.1.0.1/16': host bits set beyond /16 (the network is 10.1.0.0/16)"
+            CidrError::HostBitsSet {
+                text: text("10.1.0.1/16"),
+                network: ip("10.1.0.0"),
+                prefix_len: 16
+            }
         );
         assert_eq!(
             e("10.0.0.0/33"),
-            "bad CIDR '10.0.0.0/33': prefix length 33 is longer than 32"
+            CidrError::PrefixTooLong {
+                text: text("10.0.0.0/33"),
+                prefix_len: 33,
+                max: 32
+            }
         );
         assert_eq!(
             e("10.0.0/8"),
-            "bad CIDR '10.0.0/8': '10.0.0' is not an IPv4 or IPv6 address"
+            CidrError::NotAnAddress {
+                text: text("10.0.0/8"),
+                addr: text("10.0.0")
+            }
         );
         assert_eq!(
             e("10.0.0.0/x"),
-            "bad CIDR '10.0.0.0/x': prefix length 'x' is not a number 0..=32"
+            CidrError::BadPrefixLength {
+                text: text("10.0.0.0/x"),
+                len: text("x"),
+                max: 32
+            }
         );
-        assert!(e("2001:db8::1/32").contains("the network is 2001:db8::/32"));
-        assert!(e("").starts_with("bad CIDR '':"));
+        assert!(matches!(
+            e("2001:db8::1/32"),
+            CidrError::HostBitsSet { network, prefix_len: 32, .. } if network == ip("2001:db8::")
+        ));
+        assert!(matches!(e(""), CidrError::NotAnAddress { text, .. } if text.is_empty()));
+        // The message names the text as written and what was probably meant.
+        assert_eq!(
+            e("10.1.0.1/16").to_string(),
+            "bad CIDR '10.1.0.1/16': host bits set beyond /16 (the network is 10.1.0.0/16)"
+        );
     }
 
     /// P0's IP table (paper 000, "Mechanism"): 220.x → A, 192.x → B, 210.x → C, else D.
@@ -538,7 +596,10 @@ mod tests {
         };
         assert_eq!(
             bad.build().unwrap_err(),
-            "entries[1].cidr: 10.0.0.0/8 is listed twice"
+            ClassifierConfigError::DuplicateCidr {
+                field: "entries[1].cidr".into(),
+                cidr: "10.0.0.0/8".parse().unwrap()
+            }
         );
         let e = serde_json::from_str::<CidrTableConfig>(r#"{"default_class": 0, "entry": []}"#)
             .unwrap_err();

@@ -11,9 +11,11 @@
 //!   pure ACK), first match wins, like a `tc filter` list or an iptables chain.
 
 mod cidr;
+mod error;
 mod rules;
 
 pub use cidr::{AddressField, Cidr, CidrEntryConfig, CidrTable, CidrTableConfig};
+pub use error::{CidrError, ClassifierConfigError, PortRangeError};
 pub use rules::{
     PortRange, PureAckClassifier, Rule, RuleClassifier, RuleClassifierConfig, RuleConfig,
 };
@@ -24,3 +26,6 @@ pub use crate::qdisc::ClassId;
 pub trait Classifier<T: ?Sized> {
     fn classify(&self, item: &T) -> ClassId;
 }
+
+#[cfg(test)]
+mod props;

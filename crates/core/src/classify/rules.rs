@@ -9,7 +9,7 @@
 //! then each rule is a few comparisons.
 
 use super::cidr::Cidr;
-use super::{ClassId, Classifier};
+use super::{ClassId, Classifier, ClassifierConfigError, PortRangeError};
 use crate::qdisc::ack::{ACK_CLASS, OTHER_CLASS};
 use crate::wire::{ack_info, parse_ip, ports, PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP};
 use serde::{Deserialize, Serialize};
@@ -39,8 +39,10 @@ pub struct PortRange {
 
 impl PortRange {
     /// `"80"` or `"1024-65535"`.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let bad = || format!("'{text}' is not a port or a port range low-high with low <= high");
+    pub fn parse(text: &str) -> Result<Self, PortRangeError> {
+        let bad = || PortRangeError {
+            text: text.to_string(),
+        };
         let t = text.trim();
         let (lo, hi) = match t.split_once('-') {
             Some((a, b)) => (a.trim(), b.trim()),
@@ -159,39 +161,55 @@ pub struct RuleClassifierConfig {
     pub rules: Vec<RuleConfig>,
 }
 
-fn parse_protocol(text: &str) -> Result<u8, String> {
+/// A protocol name or number; `None` if it is neither.
+fn parse_protocol(text: &str) -> Option<u8> {
     match text.trim().to_ascii_lowercase().as_str() {
-        "tcp" => Ok(PROTO_TCP),
-        "udp" => Ok(PROTO_UDP),
-        "icmp" => Ok(PROTO_ICMP),
-        "icmpv6" => Ok(PROTO_ICMPV6),
-        other => other.parse::<u8>().map_err(|_| {
-            format!("'{text}' is not tcp, udp, icmp, icmpv6 or a protocol number 0-255")
-        }),
+        "tcp" => Some(PROTO_TCP),
+        "udp" => Some(PROTO_UDP),
+        "icmp" => Some(PROTO_ICMP),
+        "icmpv6" => Some(PROTO_ICMPV6),
+        other => other.parse::<u8>().ok(),
     }
 }
 
 impl RuleClassifierConfig {
     /// Build; `Err` names the rule and field, e.g. `rules[1].dst_port: '90-80' is not ...`.
-    pub fn build(&self) -> Result<RuleClassifier, String> {
+    pub fn build(&self) -> Result<RuleClassifier, ClassifierConfigError> {
+        type Built<T> = Result<Option<T>, ClassifierConfigError>;
         let mut rules = Vec::with_capacity(self.rules.len());
         for (i, r) in self.rules.iter().enumerate() {
-            let field = |name: &str, m: String| format!("rules[{i}].{name}: {m}");
-            let cidr = |name: &str, t: &Option<String>| -> Result<Option<Cidr>, String> {
+            let field = |name: &str| format!("rules[{i}].{name}");
+            let cidr = |name: &str, t: &Option<String>| -> Built<Cidr> {
                 t.as_deref()
-                    .map(|s| s.parse::<Cidr>().map_err(|m| field(name, m)))
+                    .map(|s| {
+                        s.parse::<Cidr>()
+                            .map_err(|error| ClassifierConfigError::Cidr {
+                                field: field(name),
+                                error,
+                            })
+                    })
                     .transpose()
             };
-            let range = |name: &str, t: &Option<String>| -> Result<Option<PortRange>, String> {
+            let range = |name: &str, t: &Option<String>| -> Built<PortRange> {
                 t.as_deref()
-                    .map(|s| PortRange::parse(s).map_err(|m| field(name, m)))
+                    .map(|s| {
+                        PortRange::parse(s).map_err(|error| ClassifierConfigError::PortRange {
+                            field: field(name),
+                            error,
+                        })
+                    })
                     .transpose()
             };
             rules.push(Rule {
                 protocol: r
                     .protocol
                     .as_deref()
-                    .map(|p| parse_protocol(p).map_err(|m| field("protocol", m)))
+                    .map(|p| {
+                        parse_protocol(p).ok_or_else(|| ClassifierConfigError::Protocol {
+                            field: field("protocol"),
+                            text: p.to_string(),
+                        })
+                    })
                     .transpose()?,
                 src: cidr("src", &r.src)?,
                 dst: cidr("dst", &r.dst)?,
@@ -334,28 +352,42 @@ mod tests {
     fn rule_config_errors_name_rule_and_field() {
         let build = |json: &str| {
             serde_json::from_str::<RuleClassifierConfig>(json)
-                .map_err(|e| e.to_string())
-                .and_then(|c| c.build())
+                .unwrap()
+                .build()
                 .unwrap_err()
         };
         assert_eq!(
             build(r#"{"default_class":0,"rules":[{"class":1},{"dst_port":"90-80","class":1}]}"#),
-            "rules[1].dst_port: '90-80' is not a port or a port range low-high with low <= high"
+            ClassifierConfigError::PortRange {
+                field: "rules[1].dst_port".into(),
+                error: PortRangeError {
+                    text: "90-80".into()
+                }
+            }
         );
-        assert_eq!(
-            build(r#"{"default_class":0,"rules":[{"src":"10.0.0.1/8","class":1}]}"#),
-            "rules[0].src: bad CIDR '10.0.0.1/8': host bits set beyond /8 (the network is 10.0.0.0/8)"
+        let e = build(r#"{"default_class":0,"rules":[{"src":"10.0.0.1/8","class":1}]}"#);
+        assert!(
+            matches!(&e, ClassifierConfigError::Cidr { field, error: crate::classify::CidrError::HostBitsSet { prefix_len: 8, .. } } if field == "rules[0].src"),
+            "{e:?}"
         );
         assert_eq!(
             build(r#"{"default_class":0,"rules":[{"protocol":"sctpx","class":1}]}"#),
-            "rules[0].protocol: 'sctpx' is not tcp, udp, icmp, icmpv6 or a protocol number 0-255"
+            ClassifierConfigError::Protocol {
+                field: "rules[0].protocol".into(),
+                text: "sctpx".into()
+            }
         );
+        let serde_err = |json: &str| {
+            serde_json::from_str::<RuleClassifierConfig>(json)
+                .unwrap_err()
+                .to_string()
+        };
         assert!(
-            build(r#"{"default_class":0,"rules":[{"port":"80","class":1}]}"#)
+            serde_err(r#"{"default_class":0,"rules":[{"port":"80","class":1}]}"#)
                 .contains("unknown field `port`")
         );
         assert!(
-            build(r#"{"default_class":0,"rules":[{"dst":"10.0.0.0/8"}]}"#)
+            serde_err(r#"{"default_class":0,"rules":[{"dst":"10.0.0.0/8"}]}"#)
                 .contains("missing field `class`")
         );
     }

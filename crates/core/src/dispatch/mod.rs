@@ -196,10 +196,44 @@ pub enum DispatchConfig {
     WorkStealing {},
 }
 
+crate::kinds::kinds! {
+    /// Every dispatch policy kind, named as `kind = "..."` reads it; see
+    /// [`crate::qdisc::QdiscKind`] for how it forces coverage.
+    pub enum DispatchKind {
+        StaticRr => "static_rr",
+        ModifiedRr => "modified_rr",
+        Fcfs => "fcfs",
+        ModifiedFcfs => "modified_fcfs",
+        WorkStealing => "work_stealing",
+    }
+}
+
 impl DispatchConfig {
+    /// Which kind this is.
+    pub fn kind(&self) -> DispatchKind {
+        match self {
+            DispatchConfig::StaticRr {} => DispatchKind::StaticRr,
+            DispatchConfig::ModifiedRr {} => DispatchKind::ModifiedRr,
+            DispatchConfig::Fcfs {} => DispatchKind::Fcfs,
+            DispatchConfig::ModifiedFcfs {} => DispatchKind::ModifiedFcfs,
+            DispatchConfig::WorkStealing {} => DispatchKind::WorkStealing,
+        }
+    }
+
+    /// The configuration of `kind` (every kind has one, with no options today).
+    pub fn of_kind(kind: DispatchKind) -> DispatchConfig {
+        match kind {
+            DispatchKind::StaticRr => DispatchConfig::StaticRr {},
+            DispatchKind::ModifiedRr => DispatchConfig::ModifiedRr {},
+            DispatchKind::Fcfs => DispatchConfig::Fcfs {},
+            DispatchKind::ModifiedFcfs => DispatchConfig::ModifiedFcfs {},
+            DispatchKind::WorkStealing => DispatchConfig::WorkStealing {},
+        }
+    }
+
     /// Build the policy. (No field can be wrong today; `Result` keeps the shape of the
     /// other `build`s.)
-    pub fn build(&self) -> Result<AnyDispatch, String> {
+    pub fn build(&self) -> Result<AnyDispatch, DispatchConfigError> {
         Ok(match self {
             DispatchConfig::StaticRr {} => AnyDispatch::StaticRr(StaticRoundRobin::new()),
             DispatchConfig::ModifiedRr {} => AnyDispatch::ModifiedRr(ModifiedRoundRobin::new()),
@@ -209,6 +243,19 @@ impl DispatchConfig {
         })
     }
 }
+
+/// Why a dispatch policy refuses its configuration. No policy has an option that can be
+/// wrong today, so there is no variant: `build` cannot fail, and the compiler knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DispatchConfigError {}
+
+impl core::fmt::Display for DispatchConfigError {
+    fn fmt(&self, _: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {}
+    }
+}
+
+impl std::error::Error for DispatchConfigError {}
 
 /// Every policy, statically dispatched.
 #[derive(Debug, Clone)]
@@ -222,12 +269,17 @@ pub enum AnyDispatch {
 
 impl AnyDispatch {
     pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+
+    /// Which kind this is.
+    pub fn kind(&self) -> DispatchKind {
         match self {
-            AnyDispatch::StaticRr(_) => "static_rr",
-            AnyDispatch::ModifiedRr(_) => "modified_rr",
-            AnyDispatch::Fcfs(_) => "fcfs",
-            AnyDispatch::ModifiedFcfs(_) => "modified_fcfs",
-            AnyDispatch::WorkStealing(_) => "work_stealing",
+            AnyDispatch::StaticRr(_) => DispatchKind::StaticRr,
+            AnyDispatch::ModifiedRr(_) => DispatchKind::ModifiedRr,
+            AnyDispatch::Fcfs(_) => DispatchKind::Fcfs,
+            AnyDispatch::ModifiedFcfs(_) => DispatchKind::ModifiedFcfs,
+            AnyDispatch::WorkStealing(_) => DispatchKind::WorkStealing,
         }
     }
 }
@@ -274,16 +326,22 @@ mod tests {
 
     #[test]
     fn config_round_trip_and_profiles() {
-        for (kind, cost, late) in [
-            ("static_rr", DecisionCost::Static, false),
-            ("modified_rr", DecisionCost::SkipBusy, false),
-            ("fcfs", DecisionCost::ScanIdle, false),
-            ("modified_fcfs", DecisionCost::ScanIdleAndCounters, true),
-            ("work_stealing", DecisionCost::ScanIdle, false),
-        ] {
+        for &k in DispatchKind::ALL {
+            // Exhaustive: a new policy fails to compile until its profile is stated here.
+            let (cost, late) = match k {
+                DispatchKind::StaticRr => (DecisionCost::Static, false),
+                DispatchKind::ModifiedRr => (DecisionCost::SkipBusy, false),
+                DispatchKind::Fcfs => (DecisionCost::ScanIdle, false),
+                DispatchKind::ModifiedFcfs => (DecisionCost::ScanIdleAndCounters, true),
+                DispatchKind::WorkStealing => (DecisionCost::ScanIdle, false),
+            };
+            let kind = k.name();
             let cfg: DispatchConfig =
                 serde_json::from_str(&format!(r#"{{"kind":"{kind}"}}"#)).unwrap();
+            assert_eq!(cfg, DispatchConfig::of_kind(k));
+            assert_eq!(cfg.kind(), k);
             let p = cfg.build().unwrap();
+            assert_eq!(p.kind(), k);
             assert_eq!(p.name(), kind);
             assert_eq!(p.profile().decision_cost, cost, "{kind}");
             assert_eq!(p.profile().needs_next_is_sop, late, "{kind}");
@@ -303,16 +361,8 @@ mod tests {
     #[test]
     fn assignments_are_valid_workers() {
         let mut rng = crate::rng::SplitMix64::new(3);
-        for kind in [
-            "static_rr",
-            "modified_rr",
-            "fcfs",
-            "modified_fcfs",
-            "work_stealing",
-        ] {
-            let cfg: DispatchConfig =
-                serde_json::from_str(&format!(r#"{{"kind":"{kind}"}}"#)).unwrap();
-            let mut p = cfg.build().unwrap();
+        for &kind in DispatchKind::ALL {
+            let mut p = DispatchConfig::of_kind(kind).build().unwrap();
             let mut w = WorkerView::uniform(6, 4);
             for step in 0..2000u64 {
                 for s in w.iter_mut() {

@@ -26,7 +26,9 @@ use super::fifo::Fifo;
 use super::prio::{
     band_dequeue, band_enqueue, band_status, bands_reset, drop_unknown_class, BandConfig,
 };
-use super::{ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscStats, Verdict};
+use super::{
+    ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict,
+};
 use crate::Nanos;
 
 /// Class of pure TCP ACKs.
@@ -62,7 +64,7 @@ impl<T: Packet> AckSeparation<T> {
         other: &BandConfig,
         ack_filter: bool,
         ack_share_max: Option<f64>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, QdiscConfigError> {
         ack.check("ack")?;
         other.check("other")?;
         let ack_share_ppm = match ack_share_max {
@@ -70,11 +72,15 @@ impl<T: Packet> AckSeparation<T> {
             Some(s) if s.is_finite() && s > 0.0 && s <= 1.0 => {
                 let ppm = (s * PPM as f64).round() as i64;
                 if ppm == 0 {
-                    return Err(format!("ack_share_max: {s} is too small (resolution 1e-6)"));
+                    return Err(QdiscConfigError::out_of_range(
+                        "ack_share_max",
+                        s,
+                        "[1e-6, 1] (resolution 1e-6)",
+                    ));
                 }
                 Some(ppm)
             }
-            Some(s) => return Err(format!("ack_share_max: {s} is not a share in (0, 1]")),
+            Some(s) => return Err(QdiscConfigError::out_of_range("ack_share_max", s, "(0, 1]")),
         };
         Ok(Self {
             queues: Box::new([ack.fifo(), other.fifo()]),
@@ -502,11 +508,12 @@ mod tests {
         for bad in [0.0, 1.5, f64::NAN, -0.1] {
             let e =
                 AckSeparation::<Seg>::new(&p3_band(), &p3_band(), false, Some(bad)).unwrap_err();
-            assert!(e.starts_with("ack_share_max:"), "{e}");
+            assert_eq!(e.field(), Some("ack_share_max"), "{e}");
+            assert!(matches!(e, QdiscConfigError::OutOfRange { .. }), "{e:?}");
         }
         let e = AckSeparation::<Seg>::new(&p3_band(), &BandConfig::with_limits(0, 1), false, None)
             .unwrap_err();
-        assert_eq!(e, "other.limit_packets: must be at least 1");
+        assert_eq!(e, QdiscConfigError::too_small("other.limit_packets", 1));
         let mut q: AckSeparation<Seg> = AckSeparation::p3();
         assert!(matches!(
             q.enqueue(2, data(1), 0),

@@ -9,7 +9,7 @@ use super::fifo::Fifo;
 use super::percentile::{PercentileDeadline, PercentileMemory, PercentileQueue};
 use super::prio::{BandConfig, StrictPriority};
 use super::wf2q::{Wf2qClassConfig, Wf2qPlus};
-use super::{ClassId, Feedback, Packet, Qdisc, QdiscStats, Verdict};
+use super::{ClassId, Feedback, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict};
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 
@@ -90,16 +90,47 @@ fn default_batch() -> usize {
     238
 }
 
+crate::kinds::kinds! {
+    /// Every discipline kind, named as `kind = "..."` reads it. Adding a [`QdiscConfig`]
+    /// variant fails to compile until it has a kind here ([`QdiscConfig::kind`]), and a kind
+    /// fails to compile until the property tests (`tests/qdisc_props.rs`) and the benches
+    /// (`benches/core.rs`) map it to a configuration by exhaustive `match`.
+    pub enum QdiscKind {
+        Fifo => "fifo",
+        StrictPriority => "strict_priority",
+        Drr => "drr",
+        Wf2qPlus => "wf2q_plus",
+        Edf => "edf",
+        AckSeparation => "ack_separation",
+        Percentile => "percentile",
+        DelayConstrained => "delay_constrained",
+    }
+}
+
 impl QdiscConfig {
+    /// Which kind this is.
+    pub fn kind(&self) -> QdiscKind {
+        match self {
+            QdiscConfig::Fifo { .. } => QdiscKind::Fifo,
+            QdiscConfig::StrictPriority { .. } => QdiscKind::StrictPriority,
+            QdiscConfig::Drr { .. } => QdiscKind::Drr,
+            QdiscConfig::Wf2qPlus { .. } => QdiscKind::Wf2qPlus,
+            QdiscConfig::Edf { .. } => QdiscKind::Edf,
+            QdiscConfig::AckSeparation { .. } => QdiscKind::AckSeparation,
+            QdiscConfig::Percentile { .. } => QdiscKind::Percentile,
+            QdiscConfig::DelayConstrained { .. } => QdiscKind::DelayConstrained,
+        }
+    }
+
     /// Build the discipline. `Err` names the field that is wrong.
-    pub fn build<T: Packet>(&self) -> Result<AnyQdisc<T>, String> {
+    pub fn build<T: Packet>(&self) -> Result<AnyQdisc<T>, QdiscConfigError> {
         Ok(match self {
             QdiscConfig::Fifo {
                 limit_packets,
                 limit_bytes,
             } => {
                 if *limit_packets == 0 {
-                    return Err("limit_packets: must be at least 1".into());
+                    return Err(QdiscConfigError::too_small("limit_packets", 1));
                 }
                 AnyQdisc::Fifo(Fifo::new(*limit_packets, *limit_bytes))
             }
@@ -128,12 +159,10 @@ impl QdiscConfig {
                 limit_packets,
                 deadline,
                 memory,
-            } => AnyQdisc::Percentile(PercentileQueue::new(
-                percentiles,
-                *limit_packets,
-                *deadline,
-                *memory,
-            )?),
+            } => AnyQdisc::Percentile(
+                PercentileQueue::new(percentiles, *limit_packets, *deadline, *memory)
+                    .map_err(QdiscConfigError::Percentile)?,
+            ),
             QdiscConfig::DelayConstrained {
                 interfaces,
                 batch,

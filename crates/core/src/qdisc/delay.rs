@@ -71,7 +71,9 @@
 //! `dequeue` calls of the round are O(1). Enqueue O(1). Memory: the queued packets with their
 //! arrival times, one `u64` bitmap and a few counters per interface.
 
-use super::{ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscStats, Verdict};
+use super::{
+    ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict,
+};
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -89,11 +91,12 @@ impl DelayBitmap {
     pub const MAX_LEN: u32 = 62;
 
     /// A cleared bitmap with `len` delay positions (2..=62).
-    pub fn new(len: u32) -> Result<Self, String> {
+    pub fn new(len: u32) -> Result<Self, QdiscConfigError> {
         if !(2..=Self::MAX_LEN).contains(&len) {
-            return Err(format!(
-                "bitmap_len: must be in 2..={}, got {len}",
-                Self::MAX_LEN
+            return Err(QdiscConfigError::out_of_range(
+                "bitmap_len",
+                len,
+                format!("2..={}", Self::MAX_LEN),
             ));
         }
         Ok(Self { bits: 0, len })
@@ -193,24 +196,30 @@ impl<T: Packet> DelayConstrained<T> {
         interfaces: &[DelayInterfaceConfig],
         batch: usize,
         wall_clock: bool,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, QdiscConfigError> {
         if interfaces.is_empty() {
-            return Err("interfaces: at least one interface is needed".into());
+            return Err(QdiscConfigError::NoClasses {
+                field: "interfaces".into(),
+            });
         }
         if batch == 0 {
-            return Err("batch: must be at least 1".into());
+            return Err(QdiscConfigError::too_small("batch", 1));
         }
         let mut ifaces = Vec::with_capacity(interfaces.len());
         for (i, c) in interfaces.iter().enumerate() {
-            let bitmap =
-                DelayBitmap::new(c.bitmap_len).map_err(|e| format!("interfaces[{i}].{e}"))?;
+            let bitmap = DelayBitmap::new(c.bitmap_len)
+                .map_err(|e| e.within(&format!("interfaces[{i}]")))?;
             if c.limit_packets == 0 {
-                return Err(format!("interfaces[{i}].limit_packets: must be at least 1"));
+                return Err(QdiscConfigError::too_small(
+                    format!("interfaces[{i}].limit_packets"),
+                    1,
+                ));
             }
             if wall_clock && c.bound_ns.is_none_or(|b| b == 0) {
-                return Err(format!(
-                    "interfaces[{i}].bound_ns: a positive bound is required with wall_clock = true"
-                ));
+                return Err(QdiscConfigError::Required {
+                    field: format!("interfaces[{i}].bound_ns"),
+                    because: "(a positive bound) with wall_clock = true",
+                });
             }
             ifaces.push(DelayInterface {
                 queue: VecDeque::new(),
@@ -728,7 +737,7 @@ mod tests {
         assert!(b.is_active());
         b.clear();
         assert_eq!(b.raw(), 0);
-        assert!(DelayBitmap::new(1).unwrap_err().contains("bitmap_len"));
+        assert_eq!(DelayBitmap::new(1).unwrap_err().field(), Some("bitmap_len"));
         assert!(DelayBitmap::new(63).is_err());
     }
 
@@ -749,14 +758,19 @@ mod tests {
         assert_eq!(q.stats().drops_for(DropReason::UnknownClass), 1);
         assert_eq!(q.stats().drops_for(DropReason::QueueFullPackets), 1);
         let bad = [iface(1, 1)];
-        assert!(DelayConstrained::<TestItem>::new(&bad, 2, false)
-            .unwrap_err()
-            .contains("interfaces[0].bitmap_len"));
-        assert!(DelayConstrained::<TestItem>::new(&cfg, 0, false)
-            .unwrap_err()
-            .contains("batch"));
-        assert!(DelayConstrained::<TestItem>::new(&cfg, 2, true)
-            .unwrap_err()
-            .contains("interfaces[0].bound_ns"));
+        let e = DelayConstrained::<TestItem>::new(&bad, 2, false).unwrap_err();
+        assert!(
+            matches!(&e, QdiscConfigError::OutOfRange { field, .. } if field == "interfaces[0].bitmap_len"),
+            "{e:?}"
+        );
+        assert_eq!(
+            DelayConstrained::<TestItem>::new(&cfg, 0, false).unwrap_err(),
+            QdiscConfigError::too_small("batch", 1)
+        );
+        let e = DelayConstrained::<TestItem>::new(&cfg, 2, true).unwrap_err();
+        assert!(
+            matches!(&e, QdiscConfigError::Required { field, .. } if field == "interfaces[0].bound_ns"),
+            "{e:?}"
+        );
     }
 }

@@ -18,7 +18,7 @@ use super::prio::{
     band_dequeue, band_enqueue, band_status, bands_reset, check_class_count, drop_unknown_class,
     BandConfig,
 };
-use super::{ClassId, ClassStatus, Packet, Qdisc, QdiscStats, Verdict};
+use super::{ClassId, ClassStatus, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict};
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -74,12 +74,15 @@ pub struct Drr<T> {
 }
 
 impl<T: Packet> Drr<T> {
-    pub fn new(classes: &[DrrClassConfig]) -> Result<Self, String> {
+    pub fn new(classes: &[DrrClassConfig]) -> Result<Self, QdiscConfigError> {
         check_class_count("classes", classes.len())?;
         let mut built = Vec::with_capacity(classes.len());
         for (i, c) in classes.iter().enumerate() {
             if c.quantum == 0 {
-                return Err(format!("classes[{i}].quantum: must be at least 1 byte"));
+                return Err(QdiscConfigError::too_small(
+                    format!("classes[{i}].quantum"),
+                    1,
+                ));
             }
             BandConfig::with_limits(c.limit_packets, c.limit_bytes)
                 .check(&format!("classes[{i}]"))?;
@@ -367,6 +370,6 @@ mod tests {
     #[test]
     fn drr_config_errors_name_the_field() {
         let e = Drr::<TestItem>::new(&[DrrClassConfig::new(0, 1, 1)]).unwrap_err();
-        assert_eq!(e, "classes[0].quantum: must be at least 1 byte");
+        assert_eq!(e, QdiscConfigError::too_small("classes[0].quantum", 1));
     }
 }

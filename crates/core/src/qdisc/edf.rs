@@ -14,7 +14,9 @@
 //! O(log n). Memory: the per-class limits, plus expired items not yet collected.
 
 use super::prio::{check_class_count, BandConfig};
-use super::{ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscStats, Verdict};
+use super::{
+    ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict,
+};
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
@@ -97,12 +99,16 @@ pub struct Edf<T> {
 }
 
 impl<T: Packet> Edf<T> {
-    pub fn new(classes: &[EdfClassConfig], drop_expired: bool) -> Result<Self, String> {
+    pub fn new(classes: &[EdfClassConfig], drop_expired: bool) -> Result<Self, QdiscConfigError> {
         check_class_count("classes", classes.len())?;
         let mut built = Vec::with_capacity(classes.len());
         for (i, c) in classes.iter().enumerate() {
             let deadline = c.deadline_us.checked_mul(1_000).ok_or_else(|| {
-                format!("classes[{i}].deadline_us: {} is too large", c.deadline_us)
+                QdiscConfigError::out_of_range(
+                    format!("classes[{i}].deadline_us"),
+                    c.deadline_us,
+                    format!("0..={}", u64::MAX / 1_000),
+                )
             })?;
             BandConfig::with_limits(c.limit_packets, c.limit_bytes)
                 .check(&format!("classes[{i}]"))?;
@@ -321,6 +327,9 @@ mod tests {
         assert_eq!(rest, vec![10, 0, 1, 2]);
         q.stats().check_identities().unwrap();
         let e = Edf::<TestItem>::new(&[EdfClassConfig::new(u64::MAX, 1, 1)], false).unwrap_err();
-        assert!(e.starts_with("classes[0].deadline_us:"), "{e}");
+        assert!(
+            matches!(&e, QdiscConfigError::OutOfRange { field, .. } if field == "classes[0].deadline_us"),
+            "{e:?}"
+        );
     }
 }

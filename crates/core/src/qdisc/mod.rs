@@ -24,12 +24,14 @@ mod any;
 pub mod delay;
 pub mod drr;
 pub mod edf;
+mod error;
 pub mod fifo;
 pub mod latency_quantile;
 pub mod percentile;
 pub mod prio;
 pub mod wf2q;
-pub use any::{AnyQdisc, QdiscConfig};
+pub use any::{AnyQdisc, QdiscConfig, QdiscKind};
+pub use error::{IdentityError, QdiscConfigError};
 
 /// Index of a class (band, interface, client class) inside a discipline. Class 0 is the
 /// first configured class; disciplines document whether lower means more important.
@@ -162,23 +164,21 @@ impl QdiscStats {
         self.queued_bytes -= bytes as u64;
     }
     /// The identities above; `Err` names the one that fails.
-    pub fn check_identities(&self) -> Result<(), String> {
+    pub fn check_identities(&self) -> Result<(), IdentityError> {
         if self.received != self.enqueued + self.dropped_on_arrival() {
-            return Err(format!(
-                "received {} != enqueued {} + dropped_on_arrival {}",
-                self.received,
-                self.enqueued,
-                self.dropped_on_arrival()
-            ));
+            return Err(IdentityError::Arrivals {
+                received: self.received,
+                enqueued: self.enqueued,
+                dropped_on_arrival: self.dropped_on_arrival(),
+            });
         }
         if self.enqueued != self.dequeued + self.evicted() + self.queued_packets {
-            return Err(format!(
-                "enqueued {} != dequeued {} + evicted {} + queued {}",
-                self.enqueued,
-                self.dequeued,
-                self.evicted(),
-                self.queued_packets
-            ));
+            return Err(IdentityError::Departures {
+                enqueued: self.enqueued,
+                dequeued: self.dequeued,
+                evicted: self.evicted(),
+                queued: self.queued_packets,
+            });
         }
         Ok(())
     }

@@ -1519,6 +1519,7 @@ mod tests {
         assert!(cfg
             .build::<TestItem>()
             .unwrap_err()
+            .to_string()
             .contains("percentiles[1]"));
         let cfg: QdiscConfig = serde_json::from_str(
             r#"{"kind":"percentile","percentiles":[90],"memory":{"half_life_ms":-1}}"#,
@@ -1527,6 +1528,7 @@ mod tests {
         assert!(cfg
             .build::<TestItem>()
             .unwrap_err()
+            .to_string()
             .contains("memory.half_life_ms"));
     }
 }

@@ -12,7 +12,9 @@
 //! Memory: the sum of the band limits.
 
 use super::fifo::Fifo;
-use super::{ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscStats, Verdict};
+use super::{
+    ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict,
+};
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 
@@ -50,12 +52,18 @@ impl BandConfig {
         }
     }
     /// `path` names the band in errors, e.g. `bands[2]`.
-    pub fn check(&self, path: &str) -> Result<(), String> {
+    pub fn check(&self, path: &str) -> Result<(), QdiscConfigError> {
         if self.limit_packets == 0 {
-            return Err(format!("{path}.limit_packets: must be at least 1"));
+            return Err(QdiscConfigError::too_small(
+                format!("{path}.limit_packets"),
+                1,
+            ));
         }
         if self.limit_bytes == 0 {
-            return Err(format!("{path}.limit_bytes: must be at least 1"));
+            return Err(QdiscConfigError::too_small(
+                format!("{path}.limit_bytes"),
+                1,
+            ));
         }
         Ok(())
     }
@@ -65,14 +73,18 @@ impl BandConfig {
 }
 
 /// Check a class list: not empty, at most `MAX_CLASSES`.
-pub(super) fn check_class_count(field: &str, n: usize) -> Result<(), String> {
+pub(super) fn check_class_count(field: &str, n: usize) -> Result<(), QdiscConfigError> {
     if n == 0 {
-        return Err(format!("{field}: at least one class is required"));
+        return Err(QdiscConfigError::NoClasses {
+            field: field.into(),
+        });
     }
     if n > MAX_CLASSES {
-        return Err(format!(
-            "{field}: {n} classes, at most {MAX_CLASSES} allowed"
-        ));
+        return Err(QdiscConfigError::TooManyClasses {
+            field: field.into(),
+            count: n,
+            max: MAX_CLASSES,
+        });
     }
     Ok(())
 }
@@ -157,7 +169,7 @@ pub struct StrictPriority<T> {
 
 impl<T: Packet> StrictPriority<T> {
     /// One band per entry of `bands`, in priority order (index 0 first).
-    pub fn new(bands: &[BandConfig]) -> Result<Self, String> {
+    pub fn new(bands: &[BandConfig]) -> Result<Self, QdiscConfigError> {
         check_class_count("bands", bands.len())?;
         for (i, b) in bands.iter().enumerate() {
             b.check(&format!("bands[{i}]"))?;
@@ -284,12 +296,17 @@ mod tests {
     #[test]
     fn prio_config_errors_name_the_field() {
         let e = StrictPriority::<TestItem>::new(&[]).unwrap_err();
-        assert!(e.starts_with("bands:"), "{e}");
+        assert_eq!(
+            e,
+            QdiscConfigError::NoClasses {
+                field: "bands".into()
+            }
+        );
         let e = StrictPriority::<TestItem>::new(&[
             BandConfig::default(),
             BandConfig::with_limits(0, 1),
         ])
         .unwrap_err();
-        assert_eq!(e, "bands[1].limit_packets: must be at least 1");
+        assert_eq!(e, QdiscConfigError::too_small("bands[1].limit_packets", 1));
     }
 }

@@ -40,7 +40,7 @@ use super::prio::{
     band_dequeue, band_enqueue, band_status, bands_reset, check_class_count, drop_unknown_class,
     BandConfig,
 };
-use super::{ClassId, ClassStatus, Packet, Qdisc, QdiscStats, Verdict};
+use super::{ClassId, ClassStatus, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict};
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
@@ -115,12 +115,15 @@ pub struct Wf2qPlus<T> {
 }
 
 impl<T: Packet> Wf2qPlus<T> {
-    pub fn new(classes: &[Wf2qClassConfig]) -> Result<Self, String> {
+    pub fn new(classes: &[Wf2qClassConfig]) -> Result<Self, QdiscConfigError> {
         check_class_count("classes", classes.len())?;
         let mut built = Vec::with_capacity(classes.len());
         for (i, c) in classes.iter().enumerate() {
             if c.weight == 0 {
-                return Err(format!("classes[{i}].weight: must be at least 1"));
+                return Err(QdiscConfigError::too_small(
+                    format!("classes[{i}].weight"),
+                    1,
+                ));
             }
             BandConfig::with_limits(c.limit_packets, c.limit_bytes)
                 .check(&format!("classes[{i}]"))?;
@@ -416,7 +419,7 @@ mod tests {
     }
 
     impl<T: Packet> Wf2qScan<T> {
-        fn new(classes: &[Wf2qClassConfig]) -> Result<Self, String> {
+        fn new(classes: &[Wf2qClassConfig]) -> Result<Self, QdiscConfigError> {
             let q = Wf2qPlus::<T>::new(classes)?;
             Ok(Self {
                 classes: q.classes,
@@ -631,7 +634,7 @@ mod tests {
             Wf2qClassConfig::new(0, 1, 1),
         ])
         .unwrap_err();
-        assert_eq!(e, "classes[1].weight: must be at least 1");
+        assert_eq!(e, QdiscConfigError::too_small("classes[1].weight", 1));
         let mut q = build(&[1]);
         assert!(!q.enqueue(1, item(1, 1), 0).is_queued());
         assert!(q.enqueue(0, item(2, 1), 0).is_queued());

@@ -41,7 +41,7 @@ pub static ALL: &[Experiment] = &[
         title: "percentile-web — percentile scheduling of web requests by customer class",
         summary: "5 client classes with percentile targets 90..50 share one web server; FIFO vs Percentile",
         run: percentile_web::run,
-        run_real: Some(netsched_nfq::experiment::run_real),
+        run_real: Some(crate::real::percentile_web::run_real),
     },
     Experiment {
         name: "np-dispatch",
@@ -65,7 +65,7 @@ pub static ALL: &[Experiment] = &[
         title: "adsl-ack — ACK separation on an asymmetric ADSL uplink",
         summary: "upload + download over 800k/2.1M ADSL; FIFO-100 vs ACK-priority queue",
         run: adsl_ack::run,
-        run_real: Some(netsched_link::experiment::run_real),
+        run_real: Some(crate::real::adsl_ack::run_real),
     },
     Experiment {
         name: "lvs-cluster",

@@ -4,7 +4,7 @@
 use netsched_core::qdisc::{Qdisc, QdiscConfig};
 use netsched_core::rng::SplitMix64;
 use netsched_core::{Nanos, MS, SEC};
-use netsched_sim::net::{Classifier, Sim};
+use netsched_sim::net::{LinkClassRule, Sim};
 use netsched_sim::tcp::TcpConfig;
 use netsched_sim::topo::{adsl_gateway, Adsl, AdslParams};
 use serde::{Deserialize, Serialize};
@@ -339,7 +339,7 @@ fn build(p: &Params, setup: Setup, seed: u64) -> anyhow::Result<(Sim, Adsl, Spli
         down_bps: kbps(t.down_kbps),
         wan_delay: (t.wan_delay_ms * MS as f64) as Nanos,
         uplink_qdisc: fifo(t.uplink_fifo_packets),
-        uplink_classifier: Classifier::Single(0),
+        uplink_classifier: LinkClassRule::Single(0),
         other_qdisc: fifo(t.large_queue_packets),
         gateway_input: None,
     };
@@ -347,7 +347,7 @@ fn build(p: &Params, setup: Setup, seed: u64) -> anyhow::Result<(Sim, Adsl, Spli
         Setup::Fifo => {}
         Setup::AckSep => {
             ap.uplink_qdisc = p.ack_separation.clone();
-            ap.uplink_classifier = Classifier::TcpAck { ack: 0, other: 1 };
+            ap.uplink_classifier = LinkClassRule::TcpAck { ack: 0, other: 1 };
         }
         Setup::AckSepFilter { cap } => {
             let mut q = p.ack_separation.clone();
@@ -361,7 +361,7 @@ fn build(p: &Params, setup: Setup, seed: u64) -> anyhow::Result<(Sim, Adsl, Spli
                 *ack_share_max = cap.or(*ack_share_max);
             }
             ap.uplink_qdisc = q;
-            ap.uplink_classifier = Classifier::TcpAck { ack: 0, other: 1 };
+            ap.uplink_classifier = LinkClassRule::TcpAck { ack: 0, other: 1 };
         }
         Setup::InputDrr => {
             let per_packet = (p.input_queues.per_packet_us * 1000.0) as Nanos;

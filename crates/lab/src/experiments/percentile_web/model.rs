@@ -4,7 +4,7 @@ use netsched_core::qdisc::percentile::{PercentileDeadline, PercentileMemory};
 use netsched_core::qdisc::{prio::BandConfig, QdiscConfig};
 use netsched_core::{Nanos, MS, SEC};
 use netsched_sim::app::{ClientConfig, ClientMode, Dist, ServerConfig};
-use netsched_sim::net::{Classifier, Sim};
+use netsched_sim::net::{LinkClassRule, Sim};
 use serde::{Deserialize, Serialize};
 
 /// Bounds on the scenario's counts and sizes (each far above the thesis's setup: 5 classes ×
@@ -316,9 +316,9 @@ pub fn simulate(p: &Params, run: &str, seed: u64) -> anyhow::Result<RunResult> {
     };
     let switch = sim.add_node("switch");
     let server = sim.add_node("server");
-    sim.add_link(switch, server, rate, delay, &big, Classifier::Single(0))
+    sim.add_link(switch, server, rate, delay, &big, LinkClassRule::Single(0))
         .map_err(err)?;
-    sim.add_link(server, switch, rate, delay, &big, Classifier::Single(0))
+    sim.add_link(server, switch, rate, delay, &big, LinkClassRule::Single(0))
         .map_err(err)?;
     let srv = sim
         .add_server(
@@ -336,9 +336,9 @@ pub fn simulate(p: &Params, run: &str, seed: u64) -> anyhow::Result<RunResult> {
     let mut groups = Vec::new();
     for c in 0..classes {
         let host = sim.add_node(&format!("client{c}"));
-        sim.add_link(host, switch, rate, delay, &big, Classifier::Single(0))
+        sim.add_link(host, switch, rate, delay, &big, LinkClassRule::Single(0))
             .map_err(err)?;
-        sim.add_link(switch, host, rate, delay, &big, Classifier::Single(0))
+        sim.add_link(switch, host, rate, delay, &big, LinkClassRule::Single(0))
             .map_err(err)?;
         groups.push(
             sim.add_clients(ClientConfig {

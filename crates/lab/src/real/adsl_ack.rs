@@ -20,20 +20,24 @@
 //! asymmetry" set (1 Mbit/s up, 50 Mbit/s down) adds: strict ACK priority by tc, strict by the
 //! link engine, and the link engine with the RFC 3449 ACK filter and an ACK-share cap.
 //!
-//! Every run builds its own [`Testbed`]; processes (iperf3, ping) are killed by id and the
-//! engine thread is stopped when the run ends, also on error or panic.
+//! Every run builds its own [`Testbed`]; processes (iperf3, ping) are stopped by id with
+//! their process group and the engine thread is stopped when the run ends, also on error,
+//! panic or Ctrl-C/SIGTERM (a [`SignalGuard`] for the whole experiment: the current run
+//! stops within ≈ 50 ms, everything it created is removed, and the experiment returns an
+//! error).
 
-use crate::engine::{parse_qdisc, spawn_in_netns, DirConfig, EngineConfig, EngineStats};
-use crate::shape::{self, ShapePlan, Target, TreePlan};
 use anyhow::{anyhow, bail, Context, Result};
 use netsched_core::{Nanos, MS};
-use netsched_report::{Check, Comparison, ExperimentOutput, Figure, Results, Run};
-use netsched_testbed::Testbed;
+use netsched_link::engine::{parse_qdisc, spawn_in_netns, DirConfig, EngineConfig, EngineStats};
+use netsched_link::shape::{self, ShapePlan, Target, TreePlan};
+use netsched_report::{Check, Cmp, Comparison, ExperimentOutput, Figure, Results, Run};
+use netsched_testbed::{
+    check_interrupted, sleep_unless_interrupted, Process, SignalGuard, Testbed,
+};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// TCP segment payload on a 1500-byte MTU with timestamps (1500 − 20 − 20 − 12).
@@ -154,126 +158,13 @@ pub struct RunOutcome {
     pub shape: Option<shape::ShapeState>,
     /// Congestion control actually in force in the sender namespaces.
     pub cc_in_force: String,
+    /// The unique tag of the run's testbed (in every namespace name it created).
+    pub testbed_tag: String,
 }
 
-/// Set by SIGINT/SIGTERM while `run_real` runs: the current run stops, its testbed is dropped
-/// (namespaces, processes, engine thread gone), and `run_real` returns an error.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-fn check_interrupted() -> Result<()> {
-    if INTERRUPTED.load(Ordering::Relaxed) {
-        bail!("interrupted (SIGINT/SIGTERM); the run's namespaces and processes were removed");
-    }
-    Ok(())
-}
-
-/// Signal handlers installed for the duration of `run_real`, removed when dropped (so the
-/// caller's process gets its default Ctrl-C behaviour back).
-struct SignalGuard(Vec<signal_hook::SigId>);
-
-impl SignalGuard {
-    fn install() -> Result<Self> {
-        INTERRUPTED.store(false, Ordering::Relaxed);
-        let mut ids = Vec::new();
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            // SAFETY: the handler only stores to an atomic (async-signal-safe).
-            let id = unsafe {
-                signal_hook::low_level::register(sig, || INTERRUPTED.store(true, Ordering::Relaxed))
-            }
-            .context("installing a signal handler")?;
-            ids.push(id);
-        }
-        Ok(Self(ids))
-    }
-}
-
-impl Drop for SignalGuard {
-    fn drop(&mut self) {
-        for id in self.0.drain(..) {
-            signal_hook::low_level::unregister(id);
-        }
-    }
-}
-
-/// A child process killed (by id) and reaped when dropped.
-struct Proc {
-    child: Option<Child>,
-    label: String,
-}
-
-impl Proc {
-    fn spawn(ns: &str, args: &[&str], label: &str) -> Result<Self> {
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("cannot start {label} (`{}`)", args[0]))?;
-        Ok(Self {
-            child: Some(child),
-            label: label.into(),
-        })
-    }
-
-    /// Wait up to `limit` for the process to end; kill it after that. Returns stdout.
-    fn finish(mut self, limit: Duration) -> Result<String> {
-        let mut child = self.child.take().expect("present until finished");
-        let until = Instant::now() + limit;
-        // Read output on threads so a full pipe never blocks the child.
-        let mut so = child.stdout.take().expect("piped");
-        let mut se = child.stderr.take().expect("piped");
-        let t_out = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = std::io::Read::read_to_string(&mut so, &mut s);
-            s
-        });
-        let t_err = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = std::io::Read::read_to_string(&mut se, &mut s);
-            s
-        });
-        let mut timed_out = false;
-        loop {
-            if let Some(_st) = child.try_wait()? {
-                break;
-            }
-            if INTERRUPTED.load(Ordering::Relaxed) || Instant::now() >= until {
-                timed_out = true;
-                let _ = child.kill();
-                let _ = child.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let out = t_out.join().unwrap_or_default();
-        let err = t_err.join().unwrap_or_default();
-        check_interrupted()?;
-        if timed_out && out.trim().is_empty() {
-            bail!(
-                "{} did not finish within {:?}: {}",
-                self.label,
-                limit,
-                err.trim()
-            );
-        }
-        Ok(out)
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            if let Ok(None) = c.try_wait() {
-                // SAFETY: signal to our own unreaped child.
-                unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-                std::thread::sleep(Duration::from_millis(100));
-                let _ = c.kill();
-            }
-            let _ = c.wait();
-        }
-    }
+/// Start `args` in namespace `ns` with its output captured (read by [`Process::finish`]).
+fn start(ns: &str, args: &[&str], label: &str) -> Result<Process> {
+    Process::start_in(ns, args, label, Stdio::piped(), Stdio::piped())
 }
 
 /// Clears a `netsched shape` installation when dropped.
@@ -364,7 +255,7 @@ fn wait_listening(tb: &Testbed, ns: &str, port: &str) -> Result<()> {
         if out.contains(&format!(":{port} ")) {
             return Ok(());
         }
-        std::thread::sleep(Duration::from_millis(50));
+        sleep_unless_interrupted(Duration::from_millis(50))?;
     }
     bail!("iperf3 server on port {port} in {ns} did not start listening within 5 s")
 }
@@ -504,7 +395,7 @@ pub fn run_one(spec: &RunSpec) -> Result<RunOutcome> {
     if spec.upload {
         servers.push((
             "up",
-            Proc::spawn(
+            start(
                 &net.remote,
                 &["iperf3", "-s", "-1", "-J", "-p", PORT_UP],
                 "iperf3 upload server",
@@ -515,7 +406,7 @@ pub fn run_one(spec: &RunSpec) -> Result<RunOutcome> {
     if spec.download {
         servers.push((
             "down",
-            Proc::spawn(
+            start(
                 &net.local,
                 &["iperf3", "-s", "-1", "-J", "-p", PORT_DOWN],
                 "iperf3 download server",
@@ -524,7 +415,7 @@ pub fn run_one(spec: &RunSpec) -> Result<RunOutcome> {
         wait_listening(&net.tb, &net.local, PORT_DOWN)?;
     }
     let ping_count = (spec.secs * 5).saturating_sub(5).max(1);
-    let ping = Proc::spawn(
+    let ping = start(
         &net.local,
         &[
             "ping",
@@ -543,7 +434,7 @@ pub fn run_one(spec: &RunSpec) -> Result<RunOutcome> {
     if spec.upload {
         let args = client_args(REMOTE, PORT_UP, window_of(spec.variant.window_packets));
         let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-        clients.push(Proc::spawn(&net.local, &args, "iperf3 upload client")?);
+        clients.push(start(&net.local, &args, "iperf3 upload client")?);
     }
     if spec.download {
         let args = client_args(
@@ -552,7 +443,7 @@ pub fn run_one(spec: &RunSpec) -> Result<RunOutcome> {
             window_of(spec.variant.down_window_packets),
         );
         let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-        clients.push(Proc::spawn(&net.remote, &args, "iperf3 download client")?);
+        clients.push(start(&net.remote, &args, "iperf3 download client")?);
     }
     let limit = Duration::from_secs(spec.secs as u64 + 20);
     for c in clients {
@@ -560,6 +451,7 @@ pub fn run_one(spec: &RunSpec) -> Result<RunOutcome> {
     }
     let mut out = RunOutcome {
         cc_in_force,
+        testbed_tag: net.tb.tag().to_string(),
         ping_sent: ping_count,
         ..Default::default()
     };
@@ -898,6 +790,7 @@ fn assemble(
                 "uplink_qdisc": link_qdisc_up(&m.spec),
                 "access": m.spec.access,
                 "duration_s": m.spec.secs,
+                "testbed": o.testbed_tag,
             }),
             metrics: json!({
                 "upload_kbit": o.up_kbit,
@@ -986,24 +879,39 @@ fn assemble(
                 fmt_pct(ru),
                 fmt_pct(rd)
             );
+            let nan = f64::NAN;
             match sep {
-                Separation::Fifo => checks.push(Check {
-                    claim: format!(
-                        "[{vn}] FIFO, both directions busy: at least one direction < 80% of its rate alone"
+                Separation::Fifo => checks.push(Check::measured(
+                    format!(
+                        "[{vn}] FIFO, both directions busy: at least one direction < 80% of its rate alone (the smaller share)"
                     ),
-                    passed: ru.is_some_and(|r| r < 0.8) || rd.is_some_and(|r| r < 0.8),
+                    ru.unwrap_or(nan).min(rd.unwrap_or(nan)),
+                    Cmp::Lt,
+                    0.8,
                     detail,
-                    evidence: None,
-                }),
-                _ => checks.push(Check {
-                    claim: format!(
-                        "[{vn}] {}: upload ≥ 80% and download ≥ 90% of their rates alone",
-                        sep.label()
-                    ),
-                    passed: ru.is_some_and(|r| r >= 0.8) && rd.is_some_and(|r| r >= 0.9),
-                    detail,
-                    evidence: None,
-                }),
+                )),
+                _ => {
+                    checks.push(Check::measured(
+                        format!(
+                            "[{vn}] {}: upload ≥ 80% of its rate alone",
+                            sep.label()
+                        ),
+                        ru.unwrap_or(nan),
+                        Cmp::Ge,
+                        0.8,
+                        detail.clone(),
+                    ));
+                    checks.push(Check::measured(
+                        format!(
+                            "[{vn}] {}: download ≥ 90% of its rate alone",
+                            sep.label()
+                        ),
+                        rd.unwrap_or(nan),
+                        Cmp::Ge,
+                        0.9,
+                        detail,
+                    ));
+                }
             }
         }
         // Throughput over time of the "both" runs.
@@ -1070,26 +978,41 @@ fn assemble(
                 fmt_k(d),
                 fmt_pct(rd)
             );
-            checks.push(match sep {
-                Separation::LinkFiltered => Check {
-                    claim: format!(
-                        "[strong] ACK filter + ACK share ≤ {} (link): upload keeps ≥ 30% of its rate alone, download ≥ 50%",
-                        rp.ack_share_max
-                    ),
-                    passed: ru.is_some_and(|r| r >= 0.3) && rd.is_some_and(|r| r >= 0.5),
-                    detail,
-                    evidence: None,
-                },
-                _ => Check {
-                    claim: format!(
+            let nan = f64::NAN;
+            match sep {
+                Separation::LinkFiltered => {
+                    checks.push(Check::measured(
+                        format!(
+                            "[strong] ACK filter + ACK share ≤ {} (link): upload keeps ≥ 30% of its rate alone",
+                            rp.ack_share_max
+                        ),
+                        ru.unwrap_or(nan),
+                        Cmp::Ge,
+                        0.3,
+                        detail.clone(),
+                    ));
+                    checks.push(Check::measured(
+                        format!(
+                            "[strong] ACK filter + ACK share ≤ {} (link): download keeps ≥ 50% of its rate alone",
+                            rp.ack_share_max
+                        ),
+                        rd.unwrap_or(nan),
+                        Cmp::Ge,
+                        0.5,
+                        detail,
+                    ));
+                }
+                _ => checks.push(Check::measured(
+                    format!(
                         "[strong] strict ACK priority ({}): the download's ACKs starve the upload (< 20% of its rate alone)",
                         sep.label()
                     ),
-                    passed: ru.is_some_and(|r| r < 0.2),
+                    ru.unwrap_or(nan),
+                    Cmp::Lt,
+                    0.2,
                     detail,
-                    evidence: None,
-                },
-            });
+                )),
+            }
         }
         if !series.is_empty() {
             let file = "throughput-strong-upload.svg".to_string();

@@ -5,7 +5,10 @@
 //!
 //! Budget: 10 runs of 12 s plus set-up ≈ 2.5 minutes.
 
-use netsched_link::experiment::{run_one, run_real, Access, RunSpec, Separation, Variant};
+#[path = "common_lab.rs"]
+mod common_lab;
+use common_lab::print_checks;
+use netsched_lab::real::adsl_ack::{run_one, run_real, Access, RunSpec, Separation, Variant};
 use netsched_testbed::{namespaces_with, privileged_test_allowed};
 
 /// The tests check that nothing of theirs is left, so they must not overlap.
@@ -28,15 +31,29 @@ fn our_children() -> Vec<String> {
     out
 }
 
-/// `netsched shape` state files (one per installed tree).
-fn shape_state_files() -> std::collections::BTreeSet<String> {
+/// `netsched shape` state files (one per installed tree, named after its namespace) of the
+/// testbed tagged `tag`. Other runs on the machine (other worktrees' tests) have other tags.
+fn shape_state_files(tag: &str) -> Vec<String> {
     std::fs::read_dir("/run/netsched/shape")
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains(tag))
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Nothing of the testbed tagged `tag` is left: namespaces, shape state files.
+fn assert_nothing_left(tag: &str) {
+    assert!(
+        namespaces_with(tag).is_empty(),
+        "namespaces of {tag} left behind"
+    );
+    assert!(
+        shape_state_files(tag).is_empty(),
+        "shape state files of {tag} left behind"
+    );
 }
 
 #[test]
@@ -45,7 +62,6 @@ fn adsl_ack_real_fifo_vs_ack_separation_and_strong_asymmetry() {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let state_before = shape_state_files();
     let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("netsched-adsl-real-{}", std::process::id()));
     let params = serde_json::json!({
@@ -54,14 +70,7 @@ fn adsl_ack_real_fifo_vs_ack_separation_and_strong_asymmetry() {
         "real_strong": true,
     });
     let r = run_real(&params, 7, &out, true).expect("adsl-ack --real runs");
-    for c in &r.checks {
-        eprintln!(
-            "[{}] {} — {}",
-            if c.passed { "PASS" } else { "FAIL" },
-            c.claim,
-            c.detail
-        );
-    }
+    print_checks(&r);
     assert_eq!(r.results.mode, "real");
     assert_eq!(r.results.runs.len(), 10);
     assert!(out.join("throughput.csv").exists());
@@ -81,20 +90,18 @@ fn adsl_ack_real_fifo_vs_ack_separation_and_strong_asymmetry() {
         .filter(|c| !(c.claim.starts_with("[strong] strict") && c.claim.contains("(tc)")))
         .collect();
     assert!(failed.is_empty(), "failed checks: {failed:#?}");
-    assert_eq!(r.checks.len(), 6);
-    assert!(
-        namespaces_with("adslr").is_empty(),
-        "namespaces left behind"
-    );
+    assert_eq!(r.checks.len(), 9);
+    // Leak checks by each run's own tag: other worktrees may run these tests at the same time.
+    for run in &r.results.runs {
+        let tag = run.config["testbed"]
+            .as_str()
+            .expect("each run names its testbed");
+        assert_nothing_left(tag);
+    }
     assert!(
         our_children().is_empty(),
         "processes left: {:?}",
         our_children()
-    );
-    assert_eq!(
-        shape_state_files(),
-        state_before,
-        "shape state files left behind"
     );
     let _ = std::fs::remove_dir_all(&out);
 }
@@ -129,10 +136,13 @@ fn a_failing_run_leaves_nothing_behind() {
     };
     let e = format!("{:#}", run_one(&spec).unwrap_err());
     assert!(e.contains("nosuchcc"), "{e}");
-    assert!(
-        namespaces_with("adslr").is_empty(),
-        "namespaces left behind"
-    );
+    // The failing command names its namespace, `ns<tag>-local`.
+    let ns = e
+        .split_whitespace()
+        .find(|w| w.starts_with("nsadslr"))
+        .unwrap_or_else(|| panic!("no namespace named in {e}"));
+    let tag = ns.trim_start_matches("ns").split('-').next().unwrap();
+    assert_nothing_left(tag);
     assert!(
         our_children().is_empty(),
         "processes left: {:?}",

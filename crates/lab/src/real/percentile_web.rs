@@ -19,12 +19,12 @@
 //! thesis Figs. 16–19), `real-<mode>-throughput.csv|svg` (responses per class per second),
 //! `real-<mode>-status.txt` (the daemon's final status, Table 14's layout).
 
-use crate::config::{ClassSpec, Config, DisciplineKind};
-use crate::engine::Status;
-use crate::loadgen::{run_load, LoadResult, LoadSpec};
-use crate::web::{client_cidr, WebBed};
 use anyhow::{anyhow, bail, Context, Result};
-use netsched_report::{Check, Comparison, ExperimentOutput, Figure, Results, Run};
+use netsched_nfq::config::{ClassSpec, Config, DisciplineKind};
+use netsched_nfq::engine::Status;
+use netsched_nfq::loadgen::{run_load, LoadResult, LoadSpec};
+use netsched_nfq::web::{client_cidr, WebBed};
+use netsched_report::{Check, Cmp, Comparison, ExperimentOutput, Figure, Results, Run};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,6 +57,9 @@ pub struct RealParams {
     /// The daemon's `max_hold` for this experiment: the floor that keeps the lowest class
     /// answered while higher classes are ahead of it (beyond the thesis; docs/nfq.md).
     pub max_hold: Duration,
+    /// Runs of the Percentile mode at most, until one ran on a steady server (see
+    /// [`steadiness`]; default 3).
+    pub attempts: usize,
 }
 
 impl RealParams {
@@ -91,7 +94,7 @@ impl RealParams {
                 .map(|x| {
                     x.as_i64()
                         .ok_or_else(|| anyhow!("params.percentiles: {x} is not an integer"))
-                        .and_then(crate::config::validate_percentile)
+                        .and_then(netsched_nfq::config::validate_percentile)
                 })
                 .collect::<Result<Vec<_>>>()?,
         };
@@ -138,7 +141,7 @@ impl RealParams {
             ),
         };
         if deadline != "fifo_server_mean" {
-            crate::config::parse_deadline(&deadline).context("params.deadline")?;
+            netsched_nfq::config::parse_deadline(&deadline).context("params.deadline")?;
         }
         Ok(RealParams {
             percentiles,
@@ -157,6 +160,13 @@ impl RealParams {
                     bail!("params.max_hold_ms: must be in (0, 60000], got {ms}");
                 }
                 Duration::from_secs_f64(ms / 1000.0)
+            },
+            attempts: {
+                let a = num("attempts", 3.0)?;
+                if !(1.0..=10.0).contains(&a) {
+                    bail!("params.attempts: 1..=10, got {a}");
+                }
+                a as usize
             },
             early_miss: match get("early_miss") {
                 None => false,
@@ -179,6 +189,10 @@ pub struct ModeRun {
     pub p99_ms: Vec<f64>,
     pub completed: Vec<u64>,
     pub released_at_exit: usize,
+    /// The unique tag of the testbed the mode ran on (in every namespace name it created).
+    pub testbed_tag: String,
+    /// Which run of this mode this is (1 unless earlier ones ran on an unsteady server).
+    pub attempt: usize,
 }
 
 fn percentile_of(sorted: &[f64], q: f64) -> f64 {
@@ -199,7 +213,7 @@ pub fn daemon_config(p: &RealParams, mode: DisciplineKind, socket: &Path) -> Res
     let mut c = Config {
         discipline: mode,
         budget: Some(p.budget),
-        deadline: crate::config::parse_deadline(deadline)?,
+        deadline: netsched_nfq::config::parse_deadline(deadline)?,
         control_socket: socket.to_path_buf(),
         early_miss: p.early_miss,
         ..Config::default()
@@ -211,7 +225,7 @@ pub fn daemon_config(p: &RealParams, mode: DisciplineKind, socket: &Path) -> Res
             percentile: pc,
         });
         c.table
-            .push((crate::config::parse_cidr(&client_cidr(k))?, k));
+            .push((netsched_nfq::config::parse_cidr(&client_cidr(k))?, k));
     }
     c.default_class = p.percentiles.len() - 1;
     c.validate()?;
@@ -228,10 +242,10 @@ pub fn run_mode(bed: &WebBed, p: &RealParams, mode: DisciplineKind) -> Result<Mo
     let server_ns = bed.server_ns.clone();
     let cpu = p.client_cpu;
     let stop2 = Arc::clone(&stop);
-    let daemon = std::thread::spawn(move || -> Result<crate::daemon::Summary> {
-        crate::loadgen::enter_netns(&server_ns)?;
+    let daemon = std::thread::spawn(move || -> Result<netsched_nfq::daemon::Summary> {
+        netsched_testbed::enter_netns(&server_ns)?;
         let _ = netsched_testbed::pin_to_cpu(cpu);
-        crate::daemon::run_daemon(cfg, &stop2, |_| {
+        netsched_nfq::daemon::run_daemon(cfg, &stop2, |_| {
             let _ = ready_tx.send(());
         })
     });
@@ -255,14 +269,17 @@ pub fn run_mode(bed: &WebBed, p: &RealParams, mode: DisciplineKind) -> Result<Mo
         stop_when_a_class_finishes: true,
     };
     let no_stop = AtomicBool::new(false);
+    // Ends early on SIGINT/SIGTERM (the run's SignalGuard); checked below once the daemon
+    // has stopped and released what it held.
     let load = run_load(&spec, &no_stop);
-    let status = crate::control::request(&socket, &crate::control::Request::Status)
+    let status = netsched_nfq::control::request(&socket, &netsched_nfq::control::Request::Status)
         .ok()
         .and_then(|r| r.status.map(|s| *s));
     stop.store(true, Ordering::Relaxed);
     let summary = daemon
         .join()
         .map_err(|_| anyhow!("the daemon thread panicked"))??;
+    netsched_testbed::check_interrupted()?;
     let load = load?;
     let status = status.unwrap_or(summary.status.clone());
     let n = p.percentiles.len();
@@ -284,6 +301,8 @@ pub fn run_mode(bed: &WebBed, p: &RealParams, mode: DisciplineKind) -> Result<Mo
         load,
         status,
         released_at_exit: summary.released_at_exit,
+        testbed_tag: bed.tb.tag().to_string(),
+        attempt: 1,
     })
 }
 
@@ -352,17 +371,127 @@ pub fn longest_gap_s(run: &ModeRun) -> Vec<f64> {
         .collect()
 }
 
-/// Every mode's checks (P0's claims, measured).
-pub fn checks(runs: &[ModeRun]) -> Vec<Check> {
+/// Per class, per second of the load: the mean response time (ms) of the responses completed
+/// in that second, `None` for a second without one.
+pub fn per_second_means(run: &ModeRun) -> Vec<Vec<Option<f64>>> {
+    let n = run.completed.len();
+    let secs = (run.load.elapsed.as_secs_f64().ceil() as usize).clamp(1, 100_000);
+    let mut sum = vec![vec![0f64; secs]; n];
+    let mut cnt = vec![vec![0u64; secs]; n];
+    for s in &run.load.samples {
+        let b = ((s.done_ns / 1_000_000_000) as usize).min(secs - 1);
+        sum[s.class][b] += s.latency_ns as f64 / 1e6;
+        cnt[s.class][b] += 1;
+    }
+    (0..n)
+        .map(|k| {
+            (0..secs)
+                .map(|b| (cnt[k][b] > 0).then(|| sum[k][b] / cnt[k][b] as f64))
+                .collect()
+        })
+        .collect()
+}
+
+/// Is class `b` slower than class `a` beyond noise? The paired t statistic of the per-second
+/// differences `mean_b − mean_a` over the seconds in which both answered (pairing by second
+/// removes what the machine's changing load does to both). Positive: `b` slower. `None` with
+/// fewer than 5 such seconds.
+pub fn paired_t(per_second: &[Vec<Option<f64>>], a: usize, b: usize) -> Option<f64> {
+    let d: Vec<f64> = per_second[a]
+        .iter()
+        .zip(&per_second[b])
+        .filter_map(|(x, y)| Some((*y)? - (*x)?))
+        .collect();
+    if d.len() < 5 {
+        return None;
+    }
+    let n = d.len() as f64;
+    let mean = d.iter().sum::<f64>() / n;
+    let var = d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    if var <= 0.0 {
+        return Some(if mean > 0.0 {
+            f64::INFINITY
+        } else if mean < 0.0 {
+            f64::NEG_INFINITY
+        } else {
+            0.0
+        });
+    }
+    Some(mean / (var / n).sqrt())
+}
+
+/// Claim of the check that no adjacent pair of classes is reversed beyond noise.
+pub const CLAIM_NO_PAIR_REVERSED: &str =
+    "Percentile: no class is slower than the class below it beyond noise";
+
+/// |t| beyond which a per-second paired difference counts as decided (≈ 0.3% two-sided for
+/// independent seconds; seconds of one run are not quite independent, hence 3 rather than 2).
+pub const DECIDED_T: f64 = 3.0;
+
+/// Claim of the per-run mean ordering check (a single run decides it only when the classes'
+/// means are far apart; see [`checks`]).
+pub const CLAIM_MEANS_ORDERED: &str =
+    "Percentile orders mean response time by class: C0 < C1 < C2 < C3 < C4 (P0 Table 14)";
+
+/// The floor `max_hold` puts under every class (responses), and its parts: each of the
+/// class's `threads` connections has one request at a time, held at most `max_hold` (+ one
+/// 10 ms tick of the daemon), then served (the run's mean time inside the server), so in
+/// `elapsed` it completes at least `elapsed / (max_hold + tick + server time)` on average.
+pub fn max_hold_floor(run: &ModeRun, threads: usize, max_hold: Duration) -> f64 {
+    let cycle_s = max_hold.as_secs_f64() + 0.010 + run.status.mean_server_ms.max(0.0) / 1e3;
+    threads as f64 * run.load.elapsed.as_secs_f64() / cycle_s
+}
+
+/// The server's steadiness during a mode: the total responses of the slowest 5 s window
+/// divided by the fastest's (whole windows only; 1 for a run shorter than two windows). A
+/// server whose speed the shared machine changed by 2× shows < 0.5.
+pub fn steadiness(run: &ModeRun) -> f64 {
+    const W: u64 = 5_000_000_000;
+    let whole = (run.load.elapsed.as_nanos() as u64 / W) as usize;
+    if whole < 2 {
+        return 1.0;
+    }
+    let mut count = vec![0u64; whole];
+    for s in &run.load.samples {
+        if let Some(c) = count.get_mut((s.done_ns / W) as usize) {
+            *c += 1;
+        }
+    }
+    let max = count.iter().copied().max().unwrap_or(0);
+    let min = count.iter().copied().min().unwrap_or(0);
+    if max == 0 {
+        0.0
+    } else {
+        min as f64 / max as f64
+    }
+}
+
+/// Below this [`steadiness`] a Percentile run is repeated (up to `attempts`).
+pub const MIN_STEADINESS: f64 = 0.5;
+
+/// Every mode's checks (P0's claims, measured). Each numeric claim is a `value op threshold`
+/// ([`Check::measured`]) so repeated runs decide it on the interval of `value`.
+///
+/// What one run can decide, and what it cannot: the FIFO spread, the attainment spread, the
+/// `max_hold` floor, the longest gap and "C0 faster than C4" hold with a wide
+/// margin on a loaded 2-core machine (docs/testing.md). Whether two *adjacent* classes' means
+/// are ordered is not something the P0 rule enforces — it equalises attainment, which orders
+/// each class's share of answers within the deadline (`S/N = a·P`), not its mean — and one
+/// run cannot decide it: adjacent means have come within 3%, and the rule can freeze a class
+/// whose attainment is ahead for 10+ s (only `max_hold` answers it, at ≈ 440 ms each), which
+/// reverses that class's mean against the next one's beyond any noise (measured: C1 75.9 ms
+/// vs C2 44.3 ms, t = −5.2, attainments still within 2.2%). So the ordering is reported per
+/// run — the per-run claim [`CLAIM_MEANS_ORDERED`] and [`CLAIM_NO_PAIR_REVERSED`] with
+/// per-second paired t statistics ([`paired_t`]) — and decided over repeated runs.
+pub fn checks(runs: &[ModeRun], p: &RealParams) -> Vec<Check> {
     let mut out = Vec::new();
     let all_answered = runs
         .iter()
         .all(|r| r.load.sent == r.load.received && r.load.errors.is_empty());
-    out.push(Check {
-        claim: "every request sent got its full response, in every mode".into(),
-        passed: all_answered && !runs.is_empty(),
-        detail: runs
-            .iter()
+    out.push(Check::new(
+        "every request sent got its full response, in every mode",
+        all_answered && !runs.is_empty(),
+        runs.iter()
             .map(|r| {
                 format!(
                     "{}: sent {} received {} errors {}",
@@ -374,70 +503,147 @@ pub fn checks(runs: &[ModeRun]) -> Vec<Check> {
             })
             .collect::<Vec<_>>()
             .join("; "),
-        evidence: None,
-    });
+    ));
     if let Some(f) = runs.iter().find(|r| r.mode == DisciplineKind::Fifo) {
         let s = spread(&f.mean_ms);
-        out.push(Check {
-            claim: "FIFO favours no class: mean response times within 15% of each other".into(),
-            passed: s <= 0.15,
-            detail: format!(
+        out.push(Check::measured(
+            "FIFO favours no class: mean response times within 15% of each other (max/min − 1)",
+            s,
+            Cmp::Le,
+            0.15,
+            format!(
                 "means (ms) {}; max/min − 1 = {:.1}%",
                 fmt_list(&f.mean_ms, 2),
                 s * 100.0
             ),
-            evidence: None,
-        });
+        ));
     }
-    if let Some(p) = runs.iter().find(|r| r.mode == DisciplineKind::Percentile) {
-        let ordered = p.mean_ms.windows(2).all(|w| w[0] < w[1]);
-        out.push(Check {
-            claim: "Percentile orders mean response time by class: C0 < C1 < C2 < C3 < C4 (P0 Table 14)".into(),
-            passed: ordered,
-            detail: format!("means (ms) {}", fmt_list(&p.mean_ms, 3)),
-            evidence: None,
-        });
-        let att: Vec<f64> = p.status.classes.iter().map(|c| c.attainment).collect();
+    if let Some(pr) = runs.iter().find(|r| r.mode == DisciplineKind::Percentile) {
+        let n = pr.mean_ms.len();
+        out.push(Check::measured(
+            "the server kept its speed during the Percentile run, so the run measures the rule rather than the shared machine (slowest 5 s window / fastest)",
+            steadiness(pr),
+            Cmp::Ge,
+            MIN_STEADINESS,
+            format!(
+                "slowest 5 s window / fastest = {:.2} in run {} of at most {} (a run below {MIN_STEADINESS} is repeated)",
+                steadiness(pr),
+                pr.attempt,
+                p.attempts
+            ),
+        ));
+        let ratios: Vec<f64> = pr.mean_ms.windows(2).map(|w| w[1] / w[0]).collect();
+        let min_ratio = ratios.iter().cloned().fold(f64::INFINITY, f64::min);
+        out.push(Check::measured(
+            CLAIM_MEANS_ORDERED.to_string() + " — smallest ratio of adjacent means",
+            min_ratio,
+            Cmp::Gt,
+            1.0,
+            format!(
+                "means (ms) {}; adjacent ratios {}",
+                fmt_list(&pr.mean_ms, 3),
+                fmt_list(&ratios, 3)
+            ),
+        ));
+        let per_sec = per_second_means(pr);
+        let ts: Vec<f64> = (0..n.saturating_sub(1))
+            .map(|k| paired_t(&per_sec, k, k + 1).unwrap_or(f64::NAN))
+            .collect();
+        let min_t = ts.iter().cloned().fold(f64::INFINITY, f64::min);
+        out.push(Check::measured(
+            format!(
+                "{CLAIM_NO_PAIR_REVERSED} (smallest per-second paired t of adjacent classes > −{DECIDED_T})"
+            ),
+            if ts.iter().any(|t| t.is_nan()) { f64::NAN } else { min_t },
+            Cmp::Gt,
+            -DECIDED_T,
+            format!("t (C(k+1) − Ck) {}", fmt_list(&ts, 1)),
+        ));
+        if n >= 2 {
+            // With attainments equal at level a, a fraction 0.9·a of C0's answers and only
+            // 0.5·a of C4's fall within the deadline: C4's median sits near C0's 90th
+            // percentile, so its mean is well above C0's (measured 1.9–5.4×). A per-second t
+            // is no good here: C4's per-second means swing with a few max_hold releases
+            // (t = 2.1 at a 3.7× ratio was measured).
+            out.push(Check::measured(
+                format!(
+                    "Percentile serves the top class faster than the lowest: mean C{} / mean C0",
+                    n - 1
+                ),
+                pr.mean_ms[n - 1] / pr.mean_ms[0],
+                Cmp::Gt,
+                1.0,
+                format!(
+                    "means C0 {:.3} ms, C{} {:.3} ms; t {:.1}",
+                    pr.mean_ms[0],
+                    n - 1,
+                    pr.mean_ms[n - 1],
+                    paired_t(&per_sec, 0, n - 1).unwrap_or(f64::NAN)
+                ),
+            ));
+        }
+        let att: Vec<f64> = pr.status.classes.iter().map(|c| c.attainment).collect();
         let s = spread(&att);
-        out.push(Check {
-            claim: "Percentile leaves no class behind the others: final attainments S/(N·P) within 10% of each other (P0 Table 14: 0.755–0.761)".into(),
-            passed: s <= 0.10,
-            detail: format!(
+        out.push(Check::measured(
+            "Percentile leaves no class behind the others: final attainments S/(N·P) within 10% of each other, max/min − 1 (P0 Table 14: 0.755–0.761)",
+            s,
+            Cmp::Le,
+            0.10,
+            format!(
                 "S/(N·P) {}; max/min − 1 = {:.1}%; deadline {}{}",
                 fmt_list(&att, 3),
                 s * 100.0,
-                p.status.deadline_mode,
-                p.status
+                pr.status.deadline_mode,
+                pr.status
                     .deadline_quantile
                     .map(|q| format!(" (q = {q:.3})"))
                     .unwrap_or_default()
             ),
-            evidence: None,
-        });
-        let total: u64 = p.completed.iter().sum();
-        let fair = total as f64 / p.completed.len().max(1) as f64;
-        let min = p.completed.iter().copied().min().unwrap_or(0);
-        let gaps = longest_gap_s(p);
-        let max_gap = gaps.iter().cloned().fold(0.0, f64::max);
-        out.push(Check {
-            claim: "Percentile starves no class: every class completes ≥ 10% of an equal share and never goes 3 s without a response".into(),
-            passed: (min as f64) >= 0.10 * fair && total > 0 && max_gap <= 3.0,
-            detail: format!(
-                "responses per class {}; longest gap (s) {}; requests released by max_hold {}",
-                p.completed.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" / "),
-                fmt_list(&gaps, 2),
-                p.status.counters.max_hold_releases
+        ));
+        let floor = max_hold_floor(pr, p.threads_per_client, p.max_hold);
+        let total: u64 = pr.completed.iter().sum();
+        let fair = total as f64 / n.max(1) as f64;
+        let min = pr.completed.iter().copied().min().unwrap_or(0);
+        out.push(Check::measured(
+            format!(
+                "Percentile starves no class: max_hold ({}) bounds every wait, so every class completes at least half of {} connections × run time / (max_hold + 10 ms tick + mean server time) — fewest responses / that floor",
+                netsched_core::units::format_duration(p.max_hold.as_nanos() as u64),
+                p.threads_per_client
             ),
-            evidence: None,
-        });
+            min as f64 / floor.max(1e-9),
+            Cmp::Ge,
+            0.5,
+            format!(
+                "responses per class {} (fewest = {:.0}% of an equal share); floor {:.0} (mean server time {:.1} ms, {:.1} s); requests released by max_hold {}",
+                pr.completed.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" / "),
+                100.0 * min as f64 / fair.max(1e-9),
+                floor,
+                pr.status.mean_server_ms,
+                pr.load.elapsed.as_secs_f64(),
+                pr.status.counters.max_hold_releases
+            ),
+        ));
+        let gaps = longest_gap_s(pr);
+        let max_gap = gaps.iter().cloned().fold(0.0, f64::max);
+        out.push(Check::measured(
+            "Percentile starves no class: no class goes 3 s without a response (longest gap, s)",
+            max_gap,
+            Cmp::Le,
+            3.0,
+            format!("longest gap per class (s) {}", fmt_list(&gaps, 2)),
+        ));
     }
     if let Some(s) = runs.iter().find(|r| r.mode == DisciplineKind::Strict) {
-        let ok = s.mean_ms.first() < s.mean_ms.last();
-        out.push(Check {
-            claim: "strict priority serves C0 fastest and C4 slowest (the starvation P0 avoids)"
-                .into(),
-            passed: ok,
-            detail: format!(
+        let (first, last) = (
+            s.mean_ms.first().copied().unwrap_or(f64::NAN),
+            s.mean_ms.last().copied().unwrap_or(f64::NAN),
+        );
+        out.push(Check::measured(
+            "strict priority serves C0 fastest and C4 slowest (the starvation P0 avoids): mean C4 / mean C0",
+            last / first,
+            Cmp::Gt,
+            1.0,
+            format!(
                 "means (ms) {}; responses {}",
                 fmt_list(&s.mean_ms, 3),
                 s.completed
@@ -446,8 +652,7 @@ pub fn checks(runs: &[ModeRun]) -> Vec<Check> {
                     .collect::<Vec<_>>()
                     .join(" / ")
             ),
-            evidence: None,
-        });
+        ));
     }
     out
 }
@@ -461,6 +666,10 @@ pub fn run_experiment(
 ) -> Result<(ExperimentOutput, Vec<ModeRun>)> {
     let p = RealParams::from_json(params, quick)?;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    // Ctrl-C / SIGTERM: the current mode stops within about one response time, the daemon
+    // removes its rules and releases what it holds, the bed is dropped (nginx and its process
+    // group, namespaces, private folder) and the run returns an error.
+    let _signals = netsched_testbed::SignalGuard::install()?;
     let bed = WebBed::new(p.percentiles.len(), p.page_kb, p.server_cpu, seed)?;
     let mut runs = Vec::new();
     let mut p = p;
@@ -470,8 +679,29 @@ pub fn run_experiment(
         // FIFO first: its mean response time becomes the fixed deadline of the other runs.
         modes.sort_by_key(|m| *m != DisciplineKind::Fifo);
     }
+    let mut unsteady = Vec::new();
     for mode in modes {
-        let run = run_mode(&bed, &p, mode).with_context(|| format!("mode {}", mode.as_str()))?;
+        netsched_testbed::check_interrupted()?;
+        let mut run =
+            run_mode(&bed, &p, mode).with_context(|| format!("mode {}", mode.as_str()))?;
+        // The Percentile claims are about where the rule converges on one server; a run in
+        // which the shared machine changed the server's speed by more than 2× measured the
+        // machine instead. Such a run is repeated (the criterion is the server's throughput,
+        // never the claims' outcome), up to `attempts` runs in all.
+        let mut attempt = 1;
+        while mode == DisciplineKind::Percentile
+            && steadiness(&run) < MIN_STEADINESS
+            && attempt < p.attempts
+        {
+            unsteady.push(format!(
+                "{} attempt {attempt}: slowest 5 s window {:.0}% of the fastest — repeated",
+                mode.as_str(),
+                100.0 * steadiness(&run)
+            ));
+            attempt += 1;
+            run = run_mode(&bed, &p, mode).with_context(|| format!("mode {}", mode.as_str()))?;
+            run.attempt = attempt;
+        }
         if asked == "fifo_server_mean" && mode == DisciplineKind::Fifo {
             // P0 §4: the deadline is the mean *processing* time, a constant set before the
             // scheduled run (≈ 0.004 s there, while responses took 12–15 ms): here the mean
@@ -530,7 +760,7 @@ pub fn run_experiment(
         });
         std::fs::write(
             out.join(format!("real-{m}-status.txt")),
-            crate::ctl::format_status(&r.status),
+            netsched_nfq::ctl::format_status(&r.status),
         )?;
         results.runs.push(Run {
             config: json!({
@@ -539,7 +769,7 @@ pub fn run_experiment(
                 "deadline": if r.status.deadline_auto {
                     r.status.deadline_mode.clone()
                 } else {
-                    crate::config::fmt_duration(r.status.deadline_ns)
+                    netsched_nfq::config::fmt_duration(r.status.deadline_ns)
                 },
                 "connections": n * p.threads_per_client,
                 "duration_s": p.duration.as_secs_f64(),
@@ -597,8 +827,20 @@ pub fn run_experiment(
             }
         }
     }
-    let checks = checks(&runs);
+    let checks = checks(&runs, &p);
     let mut notes = vec![
+        format!(
+            "Server steadiness (slowest 5 s window of total throughput / the fastest): {}.{}",
+            runs.iter()
+                .map(|r| format!("{} {:.2}", r.mode.as_str(), steadiness(r)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if unsteady.is_empty() {
+                String::new()
+            } else {
+                format!(" Repeated: {}.", unsteady.join("; "))
+            }
+        ),
         format!(
             "Testbed: nginx (Debian nginx-light) as one process pinned to CPU {} in a server namespace; {} client namespaces (10.77.k.2 → class k), each with {} persistent HTTP/1.1 connections in a closed loop ({} in total) for {:.0} s per mode. The server is the bottleneck by construction: every request gzip-compresses a {} KiB page at level 9 on the server's single core; clients and the daemon run on CPU {}.",
             p.server_cpu, n, p.threads_per_client, n * p.threads_per_client, p.duration.as_secs_f64(), p.page_kb, p.client_cpu
@@ -613,7 +855,7 @@ pub fn run_experiment(
         notes.push(format!(
             "Final daemon status, {}:\n\n```\n{}```",
             r.mode.as_str(),
-            crate::ctl::format_status(&r.status)
+            netsched_nfq::ctl::format_status(&r.status)
         ));
     }
     Ok((

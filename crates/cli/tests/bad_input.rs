@@ -1,0 +1,590 @@
+//! The bad-input suite: every command-line and file surface of `netsched`, fed malformed, huge,
+//! empty, binary and overflowing input. Each case must end with a clear one-line error and a
+//! nonzero exit — never a panic (exit 101), an abort (out of memory under the address-space
+//! limit below) or a hang — in bounded time and memory.
+//!
+//! Bounds every case runs under: 60 s of wall time and a 4 GiB address space (`RLIMIT_AS`), so
+//! an unbounded allocation shows up as an abort here instead of swapping a CI machine.
+//!
+//! Cases that need a network namespace (the nfq daemon) run inside a scratch namespace of their
+//! own and are skipped, with a printed reason, without root.
+
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const ADDRESS_SPACE: u64 = 4 << 30;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_netsched")
+}
+
+/// A scratch folder for one case's files (removed on drop).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Self {
+        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let p = base.join(format!("bad-input-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+    fn file(&self, name: &str, contents: &[u8]) -> String {
+        let p = self.0.join(name);
+        std::fs::File::create(&p)
+            .unwrap()
+            .write_all(contents)
+            .unwrap();
+        p.to_str().unwrap().to_string()
+    }
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Outcome {
+    code: Option<i32>,
+    stderr: String,
+    elapsed: Duration,
+}
+
+/// Run `netsched ARGS` (inside namespace `ns` if given) under the time and memory bounds.
+fn run_in(ns: Option<&str>, args: &[&str]) -> Outcome {
+    let mut cmd = match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, bin()]);
+            c
+        }
+        None => Command::new(bin()),
+    };
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: setrlimit is async-signal-safe and touches only the child being set up.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: ADDRESS_SPACE,
+                rlim_max: ADDRESS_SPACE,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let start = Instant::now();
+    let mut child = cmd.spawn().expect("start netsched");
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stderr, &mut s);
+        s
+    });
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if start.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let elapsed = start.elapsed();
+    let stderr = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
+    match status {
+        None => panic!(
+            "netsched {}: still running after {:?} (a hang is not an error message)\n{stderr}",
+            args.join(" "),
+            TIMEOUT
+        ),
+        Some(st) => Outcome {
+            code: st.code(),
+            stderr,
+            elapsed,
+        },
+    }
+}
+
+/// The case must fail cleanly: exit 1 or 2 (clap's usage error), a message naming one of
+/// `mentions` (case-insensitive), no panic text, no backtrace.
+fn assert_clean_error(args: &[&str], out: &Outcome, mentions: &[&str]) {
+    let line = format!("netsched {}", args.join(" "));
+    assert!(
+        matches!(out.code, Some(1) | Some(2)),
+        "{line}: expected a clean error exit (1 or 2), got {:?} after {:?}\n{}",
+        out.code,
+        out.elapsed,
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("panicked") && !out.stderr.contains("RUST_BACKTRACE"),
+        "{line}: panicked\n{}",
+        out.stderr
+    );
+    let low = out.stderr.to_lowercase();
+    assert!(
+        mentions.iter().any(|m| low.contains(&m.to_lowercase())),
+        "{line}: the error should name one of {mentions:?}\n{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.len() < 8192,
+        "{line}: an error is a message, not {} bytes",
+        out.stderr.len()
+    );
+}
+
+fn bad(args: &[&str], mentions: &[&str]) {
+    let out = run_in(None, args);
+    assert_clean_error(args, &out, mentions);
+}
+
+fn binary_junk() -> Vec<u8> {
+    // Deterministic bytes covering every value, NULs and invalid UTF-8 included.
+    (0..4096u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect()
+}
+
+// ---------------------------------------------------------------- lab
+
+#[test]
+fn lab_rejects_unknown_names_keys_and_values() {
+    let s = Scratch::new("lab");
+    let out = s.path("out");
+    bad(
+        &["lab", "run", "no-such-experiment", "--out", &out],
+        &["no-such-experiment"],
+    );
+    bad(
+        &[
+            "lab",
+            "run",
+            "adsl-ack",
+            "--set",
+            "no.such.key=1",
+            "--out",
+            &out,
+        ],
+        &["no.such.key"],
+    );
+    bad(
+        &[
+            "lab",
+            "run",
+            "adsl-ack",
+            "--set",
+            "tcp.max_window_segments=abc",
+            "--out",
+            &out,
+        ],
+        &["max_window_segments"],
+    );
+    bad(
+        &[
+            "lab",
+            "run",
+            "adsl-ack",
+            "--set",
+            "tcp.max_window_segments=-5",
+            "--out",
+            &out,
+        ],
+        &["max_window_segments"],
+    );
+    bad(
+        &[
+            "lab",
+            "run",
+            "adsl-ack",
+            "--set",
+            "tcp.max_window_segments=1e300",
+            "--out",
+            &out,
+        ],
+        &["max_window_segments"],
+    );
+    bad(
+        &["lab", "run", "adsl-ack", "--seed=-1", "--out", &out],
+        &["seed"],
+    );
+    // A failed validation leaves no output folder behind.
+    assert!(
+        !Path::new(&out).exists(),
+        "a run that failed validation created {out}"
+    );
+}
+
+#[test]
+fn lab_bounds_counts_that_would_exhaust_memory() {
+    let s = Scratch::new("labcount");
+    let out = s.path("out");
+    bad(
+        &[
+            "lab",
+            "run",
+            "np-dispatch",
+            "--set",
+            "processor.threads_per_engine=100000000",
+            "--out",
+            &out,
+        ],
+        &["threads_per_engine"],
+    );
+    bad(
+        &[
+            "lab",
+            "sweep",
+            "np-dispatch",
+            "--grid",
+            "processor.threads_per_engine=4",
+            "--seeds",
+            "100000000",
+            "--out",
+            &out,
+        ],
+        &["seeds"],
+    );
+}
+
+#[test]
+fn lab_scenario_files_are_bounded_and_checked() {
+    let s = Scratch::new("labscen");
+    let out = s.path("out");
+    let empty = s.file("empty.toml", b"");
+    let junk = s.file("junk.toml", &binary_junk());
+    let not_toml = s.file("bad.toml", b"[tcp\nmax_window_segments = = 3\n");
+    for name in [
+        "adsl-ack",
+        "percentile-web",
+        "np-dispatch",
+        "vm-delay",
+        "lvs-cluster",
+    ] {
+        bad(
+            &["lab", "run", name, "--scenario", "/dev/zero", "--out", &out],
+            &["/dev/zero"],
+        );
+        bad(
+            &["lab", "run", name, "--scenario", &empty, "--out", &out],
+            &["empty.toml"],
+        );
+        bad(
+            &["lab", "run", name, "--scenario", &junk, "--out", &out],
+            &["junk.toml"],
+        );
+        bad(
+            &["lab", "run", name, "--scenario", &not_toml, "--out", &out],
+            &["bad.toml"],
+        );
+    }
+    bad(
+        &[
+            "lab",
+            "run",
+            "adsl-ack",
+            "--scenario",
+            &s.path("missing.toml"),
+            "--out",
+            &out,
+        ],
+        &["missing.toml"],
+    );
+}
+
+// ---------------------------------------------------------------- replay
+
+#[test]
+fn replay_rejects_malformed_configs_and_traces() {
+    let s = Scratch::new("replay");
+    let good_cfg = s.file(
+        "fifo.toml",
+        b"[qdisc]\nkind = \"fifo\"\nlimit_packets = 10\n\n[service]\nrate = \"800kbit\"\n",
+    );
+    let good_trace = s.file("t.csv", b"time,class,size,id\n0,0,1500,1\n");
+    let junk = s.file("junk.bin", &binary_junk());
+    let empty = s.file("empty.toml", b"");
+    bad(
+        &["replay", "qdisc", "--config", &junk, "--trace", &good_trace],
+        &["junk.bin"],
+    );
+    bad(
+        &[
+            "replay",
+            "qdisc",
+            "--config",
+            &empty,
+            "--trace",
+            &good_trace,
+        ],
+        &["empty.toml", "qdisc"],
+    );
+    bad(
+        &["replay", "qdisc", "--config", &good_cfg, "--trace", &junk],
+        &["junk.bin"],
+    );
+    bad(
+        &[
+            "replay",
+            "qdisc",
+            "--config",
+            "/dev/zero",
+            "--trace",
+            &good_trace,
+        ],
+        &["/dev/zero"],
+    );
+    let unknown_kind = s.file(
+        "k.toml",
+        b"[qdisc]\nkind = \"warp-drive\"\n[service]\nrate = \"1mbit\"\n",
+    );
+    bad(
+        &[
+            "replay",
+            "qdisc",
+            "--config",
+            &unknown_kind,
+            "--trace",
+            &good_trace,
+        ],
+        &["warp-drive"],
+    );
+    let huge_item = s.file(
+        "h.toml",
+        b"[qdisc]\nkind = \"fifo\"\nlimit_packets = 10\n[service]\nper_item = \"99999999999999s\"\n",
+    );
+    bad(
+        &[
+            "replay",
+            "qdisc",
+            "--config",
+            &huge_item,
+            "--trace",
+            &good_trace,
+        ],
+        &["99999999999999s"],
+    );
+    let bad_rate = s.file(
+        "r.toml",
+        b"[qdisc]\nkind = \"fifo\"\nlimit_packets = 10\n[service]\nrate = \"1e300bit\"\n",
+    );
+    bad(
+        &[
+            "replay",
+            "qdisc",
+            "--config",
+            &bad_rate,
+            "--trace",
+            &good_trace,
+        ],
+        &["1e300bit"],
+    );
+    let max_time = s.file(
+        "max.csv",
+        format!("time,class,size,id\n{},0,1500,1\n", u64::MAX).as_bytes(),
+    );
+    bad(
+        &[
+            "replay", "qdisc", "--config", &good_cfg, "--trace", &max_time,
+        ],
+        &["max.csv"],
+    );
+    let fields = s.file("f.csv", b"time,class,size,id\n0,0\n");
+    bad(
+        &["replay", "qdisc", "--config", &good_cfg, "--trace", &fields],
+        &["f.csv:2"],
+    );
+    let negative = s.file("n.csv", b"time,class,size,id\n0,0,-1,1\n");
+    bad(
+        &[
+            "replay", "qdisc", "--config", &good_cfg, "--trace", &negative,
+        ],
+        &["n.csv:2"],
+    );
+}
+
+// ---------------------------------------------------------------- shape, link
+
+#[test]
+fn shape_and_link_reject_bad_rates_and_durations() {
+    for up in ["abc", "0bit", "1e300bit", "5furlongs", "-1mbit", ""] {
+        bad(
+            &[
+                "shape",
+                "apply",
+                "--dev",
+                "lo",
+                &format!("--up={up}"),
+                "--dry-run",
+            ],
+            &["rate", up],
+        );
+    }
+    bad(
+        &[
+            "shape",
+            "apply",
+            "--dev",
+            "lo",
+            "--up",
+            "1mbit",
+            "--headroom",
+            "99",
+            "--dry-run",
+        ],
+        &["headroom"],
+    );
+    bad(
+        &["link", "--dev-a", "lo", "--dev-b", "lo", "--stats", "0s"],
+        &["stats"],
+    );
+    bad(
+        &[
+            "link", "--dev-a", "lo", "--dev-b", "lo", "--delay", "1e300s",
+        ],
+        &["1e300s", "delay"],
+    );
+    bad(
+        &[
+            "link",
+            "--dev-a",
+            "lo",
+            "--dev-b",
+            "lo",
+            "--ab-qdisc",
+            "{\"kind\":",
+        ],
+        &["qdisc"],
+    );
+}
+
+// ---------------------------------------------------------------- nfq, ctl
+
+/// A scratch namespace for the nfq cases (the daemon touches iptables before it serves).
+struct Netns(String);
+
+impl Netns {
+    fn new(tag: &str) -> Option<Self> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            if std::env::var("CI").as_deref() == Ok("true") {
+                panic!("{tag}: needs root, and CI=true requires privileged tests to run");
+            }
+            eprintln!("SKIP {tag}: needs root (a scratch network namespace)");
+            return None;
+        }
+        let name = format!("nsbad{}-{tag}", std::process::id());
+        let ok = Command::new("ip")
+            .args(["netns", "add", &name])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "ip netns add {name} failed");
+        Some(Netns(name))
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+#[test]
+fn nfq_rejects_bad_flags_before_touching_the_system() {
+    let Some(ns) = Netns::new("nfq") else { return };
+    let s = Scratch::new("nfq");
+    let sock = s.path("ctl.sock");
+    let run = |args: &[&str], mentions: &[&str]| {
+        let out = run_in(Some(&ns.0), args);
+        assert_clean_error(args, &out, mentions);
+    };
+    run(
+        &[
+            "nfq", "--port", "8080", "--class", "a=90", "--cpu", "100000", "--socket", &sock,
+        ],
+        &["cpu"],
+    );
+    run(
+        &[
+            "nfq",
+            "--port",
+            "8080",
+            "--class",
+            "a=90",
+            "--deadline",
+            "1e300s",
+            "--socket",
+            &sock,
+        ],
+        &["1e300s", "deadline"],
+    );
+    run(
+        &[
+            "nfq", "--port", "8080", "--class", "a=900", "--socket", &sock,
+        ],
+        &["900", "percentile"],
+    );
+    let junk = s.file("junk.toml", &binary_junk());
+    run(
+        &["nfq", "--config", &junk, "--socket", &sock],
+        &["junk.toml"],
+    );
+    run(
+        &["nfq", "--config", "/dev/zero", "--socket", &sock],
+        &["/dev/zero"],
+    );
+}
+
+#[test]
+fn nfq_cleanup_never_deletes_a_file_that_is_not_a_socket() {
+    let Some(ns) = Netns::new("clean") else {
+        return;
+    };
+    let s = Scratch::new("clean");
+    let f = s.file("precious", b"data\n");
+    let args = ["nfq", "cleanup", "--socket", f.as_str(), "--queue", "4321"];
+    let out = run_in(Some(&ns.0), &args);
+    assert_ne!(out.code, Some(101), "panicked: {}", out.stderr);
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    assert_eq!(
+        std::fs::read(&f).ok().as_deref(),
+        Some(&b"data\n"[..]),
+        "nfq cleanup removed or changed a regular file at the socket path"
+    );
+}
+
+#[test]
+fn ctl_reports_a_missing_or_silent_daemon_clearly() {
+    let s = Scratch::new("ctl");
+    let missing = s.path("none.sock");
+    bad(&["ctl", "--socket", &missing, "status"], &["none.sock"]);
+    // A listener that accepts nothing and never answers: a timeout, not EAGAIN.
+    let silent = s.path("silent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&silent).unwrap();
+    let out = run_in(None, &["ctl", "--socket", &silent, "status"]);
+    assert_clean_error(
+        &["ctl", "--socket", &silent, "status"],
+        &out,
+        &["timed out", "timeout", "no answer"],
+    );
+    bad(
+        &["ctl", "--socket", &missing, "set-deadline", "1e300s"],
+        &["1e300s", "deadline"],
+    );
+}

@@ -1,0 +1,150 @@
+//! Typed errors of the queue disciplines: [`QdiscConfigError`] (a configuration a discipline
+//! refuses; every variant names the field, as a path like `classes[2].quantum`) and
+//! [`IdentityError`] (the accounting identities of [`super::QdiscStats`] do not hold).
+
+use core::fmt;
+
+/// Why a discipline refuses its configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QdiscConfigError {
+    /// `field` must be at least `min` (limits, quanta, weights, batch sizes).
+    TooSmall { field: String, min: u64 },
+    /// `field` lists no class (band, interface); at least one is needed.
+    NoClasses { field: String },
+    /// `field` lists `count` classes, more than `max`.
+    TooManyClasses {
+        field: String,
+        count: usize,
+        max: usize,
+    },
+    /// `field` holds `value`, outside `accepted` (a range or a description).
+    OutOfRange {
+        field: String,
+        value: String,
+        accepted: String,
+    },
+    /// `field` must be given when `because` holds.
+    Required {
+        field: String,
+        because: &'static str,
+    },
+    /// The Percentile discipline's own checks (its module reports text).
+    Percentile(String),
+}
+
+impl QdiscConfigError {
+    /// The field the error is about (`None` for [`QdiscConfigError::Percentile`]).
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            QdiscConfigError::TooSmall { field, .. }
+            | QdiscConfigError::NoClasses { field }
+            | QdiscConfigError::TooManyClasses { field, .. }
+            | QdiscConfigError::OutOfRange { field, .. }
+            | QdiscConfigError::Required { field, .. } => Some(field),
+            QdiscConfigError::Percentile(_) => None,
+        }
+    }
+
+    /// The same error about `prefix.field` (a field inside a list entry).
+    pub(crate) fn within(mut self, prefix: &str) -> Self {
+        match &mut self {
+            QdiscConfigError::TooSmall { field, .. }
+            | QdiscConfigError::NoClasses { field }
+            | QdiscConfigError::TooManyClasses { field, .. }
+            | QdiscConfigError::OutOfRange { field, .. }
+            | QdiscConfigError::Required { field, .. } => *field = format!("{prefix}.{field}"),
+            QdiscConfigError::Percentile(_) => {}
+        }
+        self
+    }
+
+    pub(crate) fn too_small(field: impl Into<String>, min: u64) -> Self {
+        QdiscConfigError::TooSmall {
+            field: field.into(),
+            min,
+        }
+    }
+
+    pub(crate) fn out_of_range(
+        field: impl Into<String>,
+        value: impl fmt::Display,
+        accepted: impl Into<String>,
+    ) -> Self {
+        QdiscConfigError::OutOfRange {
+            field: field.into(),
+            value: value.to_string(),
+            accepted: accepted.into(),
+        }
+    }
+}
+
+impl fmt::Display for QdiscConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QdiscConfigError::TooSmall { field, min } => {
+                write!(f, "{field}: must be at least {min}")
+            }
+            QdiscConfigError::NoClasses { field } => {
+                write!(f, "{field}: at least one class is required")
+            }
+            QdiscConfigError::TooManyClasses { field, count, max } => {
+                write!(f, "{field}: {count} classes, at most {max} allowed")
+            }
+            QdiscConfigError::OutOfRange {
+                field,
+                value,
+                accepted,
+            } => write!(f, "{field}: {value} is outside {accepted}"),
+            QdiscConfigError::Required { field, because } => {
+                write!(f, "{field}: required {because}")
+            }
+            QdiscConfigError::Percentile(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for QdiscConfigError {}
+
+/// Which accounting identity of [`super::QdiscStats`] failed, with the counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdentityError {
+    /// `received != enqueued + dropped_on_arrival`.
+    Arrivals {
+        received: u64,
+        enqueued: u64,
+        dropped_on_arrival: u64,
+    },
+    /// `enqueued != dequeued + evicted + queued`.
+    Departures {
+        enqueued: u64,
+        dequeued: u64,
+        evicted: u64,
+        queued: u64,
+    },
+}
+
+impl fmt::Display for IdentityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IdentityError::Arrivals {
+                received,
+                enqueued,
+                dropped_on_arrival,
+            } => write!(
+                f,
+                "received {received} != enqueued {enqueued} + dropped_on_arrival {dropped_on_arrival}"
+            ),
+            IdentityError::Departures {
+                enqueued,
+                dequeued,
+                evicted,
+                queued,
+            } => write!(
+                f,
+                "enqueued {enqueued} != dequeued {dequeued} + evicted {evicted} + queued {queued}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for IdentityError {}
