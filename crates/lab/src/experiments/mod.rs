@@ -73,7 +73,7 @@ pub static ALL: &[Experiment] = &[
         title: "lvs-cluster — LVS-NAT scheduling for a proxy/distiller cluster",
         summary: "LVS-NAT director + 1..15 hosts, closed-loop client; rr, lc, lblc, dh (+ extras), same vs per-host object sizes",
         run: lvs_cluster::run,
-        run_real: None,
+        run_real: Some(crate::real::lvs_cluster::run_real),
     },
 ];
 
