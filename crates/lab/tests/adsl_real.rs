@@ -92,11 +92,15 @@ fn adsl_ack_real_fifo_vs_ack_separation_and_strong_asymmetry() {
     // Every check's report line still carries the paper's own threshold.
     let margin = |c: &netsched_report::Check| -> Option<(f64, netsched_report::Cmp, f64)> {
         let e = c.evidence?;
-        if c.claim.contains("FIFO") || (c.claim.starts_with("[strong] strict") && c.claim.contains("(tc)")) {
+        if c.claim.contains("FIFO")
+            || (c.claim.starts_with("[strong] strict") && c.claim.contains("(tc)"))
+        {
             return None;
         }
         let t = match e.op {
-            netsched_report::Cmp::Ge | netsched_report::Cmp::Gt if !c.claim.starts_with("[strong]") => {
+            netsched_report::Cmp::Ge | netsched_report::Cmp::Gt
+                if !c.claim.starts_with("[strong]") =>
+            {
                 e.threshold - 0.10
             }
             netsched_report::Cmp::Lt | netsched_report::Cmp::Le => e.threshold + 0.10,
@@ -114,8 +118,14 @@ fn adsl_ack_real_fifo_vs_ack_separation_and_strong_asymmetry() {
             }
         }
     }
-    assert!(failed.is_empty(), "failed with the test's margin: {failed:#?}");
-    assert_eq!(asserted, 7, "ACK separation (tc, link) × 2 + strong (link strict, filter+cap × 2)");
+    assert!(
+        failed.is_empty(),
+        "failed with the test's margin: {failed:#?}"
+    );
+    assert_eq!(
+        asserted, 7,
+        "ACK separation (tc, link) × 2 + strong (link strict, filter+cap × 2)"
+    );
     assert_eq!(r.checks.len(), 9);
     // Leak checks by each run's own tag: other worktrees may run these tests at the same time.
     for run in &r.results.runs {

@@ -159,7 +159,10 @@ fn percentile_web_rejects_bad_input_by_name() {
     let err = percentile_web::run(&params, 1, &tempdir("pweb-type"))
         .unwrap_err()
         .to_string();
-    assert!(err.contains("clients.threads:") && err.contains("\"many\""), "{err}");
+    assert!(
+        err.contains("clients.threads:") && err.contains("\"many\""),
+        "{err}"
+    );
 }
 
 /// Calibration sweep (not a check): `cargo test --release -p netsched-lab --test
