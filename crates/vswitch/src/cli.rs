@@ -1,6 +1,8 @@
 //! `netsched vswitch`: the arguments and the entry point the binary calls.
 
 use crate::config::SwitchConfig;
+use crate::control::{self, ControlServer, CtlArgs};
+use crate::metrics::{Budget, SwitchMetrics};
 use crate::switch::{StatsOutlet, Switch};
 use anyhow::{Context, Result};
 use netsched_core::units;
@@ -11,6 +13,8 @@ const MAX_INTERVAL: netsched_core::Nanos = units::MAX_DURATION;
 
 #[derive(Debug, clap::Args)]
 #[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
     about = "Host switch: schedule N guest interfaces (veth/TAP) onto one uplink with a core discipline",
     after_help = "Example:
   netsched vswitch --config host.toml --stats 1s
@@ -19,12 +23,28 @@ The file names the uplink, the discipline (strict_priority, delay_constrained,
 delay_wall_clock, drr, wf2q, edf), the forwarding budget (packet_rate = N packets/s, or
 rate = \"100mbit\") and one [[port]] per guest (dev, tier, weight, bound). See docs/vswitch.md.
 Turn offloads off on every port (ethtool -K IF gro off gso off tso off).
-Ctrl-C / SIGTERM stops it and prints the final counters as one JSON line."
+Ctrl-C / SIGTERM stops it and prints the final counters as one JSON line.
+Runtime control: netsched vswitch ctl [--socket S] show-ports [--json] | set-tier PORT TIER |
+set-weight PORT W. Metrics: --metrics 127.0.0.1:9102 serves GET /metrics."
 )]
 pub struct VswitchArgs {
     /// The switch's TOML configuration.
+    #[arg(long, required = true)]
+    pub config: Option<PathBuf>,
+    /// Control socket (mode 0660): `netsched vswitch ctl` talks to it.
+    #[arg(long, default_value = control::DEFAULT_SOCKET)]
+    pub control: PathBuf,
+    /// Group (name or gid) whose members may use the control socket besides root and us.
     #[arg(long)]
-    pub config: PathBuf,
+    pub control_group: Option<String>,
+    /// No control socket.
+    #[arg(long, conflicts_with_all = ["control_group"])]
+    pub no_control: bool,
+    /// Serve Prometheus `GET /metrics` on this address (e.g. `127.0.0.1:9102`).
+    #[arg(long)]
+    pub metrics: Option<String>,
+    #[command(subcommand)]
+    pub cmd: Option<VswitchCmd>,
     /// Print counters as JSON lines this often (at least 100ms), e.g. `1s`.
     #[arg(long)]
     pub stats: Option<String>,
@@ -36,8 +56,29 @@ pub struct VswitchArgs {
     pub netns: Option<String>,
 }
 
+#[derive(Debug, clap::Subcommand)]
+pub enum VswitchCmd {
+    /// Talk to a running switch over its control socket.
+    Ctl(CtlArgs),
+}
+
 pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
-    let cfg = SwitchConfig::load(&args.config)?;
+    if let Some(VswitchCmd::Ctl(c)) = &args.cmd {
+        return control::run_ctl(c);
+    }
+    let Some(config) = &args.config else {
+        anyhow::bail!("--config FILE is needed to run the switch (or use `netsched vswitch ctl`)");
+    };
+    let cfg = SwitchConfig::load(config)?;
+    let metrics_addr = args
+        .metrics
+        .as_deref()
+        .map(|a| {
+            a.parse::<std::net::SocketAddr>().map_err(|e| {
+                anyhow::anyhow!("--metrics {a:?}: not an address:port like 127.0.0.1:9102 ({e})")
+            })
+        })
+        .transpose()?;
     let stats = args
         .stats
         .as_deref()
@@ -72,6 +113,41 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
         cfg.uplink,
         cfg.discipline.as_str()
     );
+    // Control and metrics are bound after the switch opened its ports (in its namespace),
+    // and dropped (socket file removed, listener stopped) when this function returns.
+    let _control = if args.no_control {
+        None
+    } else {
+        let (outbox, inbox) = control::channel();
+        let server = ControlServer::start(&args.control, args.control_group.as_deref(), outbox)?;
+        sw.attach_control(inbox);
+        eprintln!(
+            "netsched vswitch: control socket {}",
+            args.control.display()
+        );
+        Some(server)
+    };
+    let _metrics = match metrics_addr {
+        None => None,
+        Some(addr) => {
+            let mut reg = prometheus_client::registry::Registry::default();
+            let names: Vec<String> = cfg.ports.iter().map(|p| p.dev.clone()).collect();
+            let budget = Budget {
+                packet_rate: cfg.packet_rate,
+                bit_rate: cfg.rate,
+                busy: cfg.budget_busy,
+            };
+            sw.attach_metrics(SwitchMetrics::register(&mut reg, &names, budget));
+            let server =
+                netsched_metrics::serve(addr, std::sync::Arc::new(std::sync::Mutex::new(reg)))
+                    .map_err(|e| anyhow::anyhow!("--metrics {addr}: {e}"))?;
+            eprintln!(
+                "netsched vswitch: metrics on http://{}/metrics",
+                server.addr()
+            );
+            Some(server)
+        }
+    };
     // The printer has its own thread: a reader that stops reading blocks it, never the packet
     // thread (which hands over at most STATS_QUEUE snapshots, then counts drops).
     let (outlet, rx) = StatsOutlet::new();

@@ -21,10 +21,18 @@
 //! `received = forwarded + dropped (per reason) + queued` ([`PortStats::identity_holds`]).
 //! A port whose interface disappears (checked every [`LIVENESS_EVERY`]) is closed with a log
 //! line; its queued frames are dropped as `removed`; the others keep being served.
+//!
+//! Runtime control ([`crate::control`]) reaches the loop only through a bounded channel it
+//! drains with `try_recv` once per turn; a tier or weight change rebuilds the discipline at
+//! the next round start ([`Switch::rebuild`]) without losing a queued frame. Metrics
+//! ([`crate::metrics`]) are published as atomic stores every
+//! [`crate::metrics::PUBLISH_EVERY`].
 
 use crate::config::{Discipline, SwitchConfig};
+use crate::control::{Answer, Command, Envelope, Inbox, COMMAND_QUEUE};
 pub use crate::frame::Frame;
 use crate::macs::MacTable;
+use crate::metrics::{SwitchMetrics, PUBLISH_EVERY};
 use anyhow::{bail, Context, Result};
 use netsched_core::qdisc::{AnyQdisc, Qdisc, Verdict};
 use netsched_core::{Nanos, MS, SEC};
@@ -54,6 +62,8 @@ pub const STATS_QUEUE: usize = 16;
 pub struct PortStats {
     pub dev: String,
     pub tier: u32,
+    /// DRR quantum multiplier, WF2Q+ weight.
+    pub weight: u32,
     /// Frames read from the guest (valid or not).
     pub received: u64,
     /// Sent on the uplink.
@@ -134,6 +144,8 @@ pub struct SwitchStats {
     pub discipline: String,
     /// Round starts (delay_constrained); dequeues otherwise.
     pub rounds: u64,
+    /// Times the discipline was rebuilt for a runtime tier or weight change.
+    pub rebuilds: u64,
     pub mac_learned: u64,
     /// New source addresses not learned because the table was full.
     pub mac_table_full: u64,
@@ -209,6 +221,13 @@ pub struct Switch {
     rounds: u64,
     pollfds: Vec<libc::pollfd>,
     stats_interval: Option<Nanos>,
+    /// The configuration as changed at runtime (tiers, weights): what a rebuild builds.
+    cfg: SwitchConfig,
+    /// A tier or weight changed: rebuild the discipline at the next round start.
+    rebuild_pending: bool,
+    rebuilds: u64,
+    control: Option<Inbox>,
+    metrics: Option<SwitchMetrics>,
 }
 
 impl Switch {
@@ -238,6 +257,7 @@ impl Switch {
                 stats: PortStats {
                     dev: p.dev.clone(),
                     tier: p.tier,
+                    weight: p.weight,
                     ..PortStats::default()
                 },
                 passed: 0,
@@ -285,7 +305,168 @@ impl Switch {
             t0: 0,
             rounds: 0,
             stats_interval,
+            cfg: cfg.clone(),
+            rebuild_pending: false,
+            rebuilds: 0,
+            control: None,
+            metrics: None,
         })
+    }
+
+    /// Take runtime commands from `inbox` (the packet thread's end of
+    /// [`crate::control::channel`]); at most [`COMMAND_QUEUE`] per loop turn, never waiting.
+    pub fn attach_control(&mut self, inbox: Inbox) {
+        self.control = Some(inbox);
+    }
+
+    /// Publish counters to `metrics` every [`PUBLISH_EVERY`] (atomic stores only).
+    pub fn attach_metrics(&mut self, metrics: SwitchMetrics) {
+        self.metrics = Some(metrics);
+    }
+
+    /// Carry out the waiting control commands (at most [`COMMAND_QUEUE`]); never blocks.
+    fn serve_control(&mut self) {
+        for _ in 0..COMMAND_QUEUE {
+            let Some(env) = self.control.as_ref().and_then(Inbox::take) else {
+                return;
+            };
+            self.carry_out(env);
+        }
+    }
+
+    fn carry_out(&mut self, env: Envelope) {
+        let answer = match &env.command {
+            Command::Show => Answer::Stats(Box::new(self.stats(self.t0))),
+            Command::SetTier { port, tier } => self.set_param(port, *tier, true),
+            Command::SetWeight { port, weight } => self.set_param(port, *weight, false),
+        };
+        env.answer(answer);
+    }
+
+    /// Record a new tier (`tier = true`) or weight for `port`; the discipline is rebuilt at
+    /// the next round start. Refused, with the reason, when the discipline does not use it.
+    fn set_param(&mut self, port: &str, value: u32, tier: bool) -> Answer {
+        let what = if tier { "tier" } else { "weight" };
+        let Some(gi) = self.guests.iter().position(|g| g.stats.dev == port) else {
+            let names: Vec<&str> = self.guests.iter().map(|g| g.stats.dev.as_str()).collect();
+            return Answer::Refused(format!(
+                "set-{what}: no guest port {port:?} (ports: {})",
+                names.join(", ")
+            ));
+        };
+        if self.guests[gi].port.is_none() {
+            return Answer::Refused(format!(
+                "set-{what} {port}: the port was removed (its interface disappeared)"
+            ));
+        }
+        if !(1..=1000).contains(&value) {
+            return Answer::Refused(format!(
+                "set-{what} {port} {value}: must be between 1 and 1000"
+            ));
+        }
+        let d = self.discipline;
+        let uses = if tier {
+            matches!(
+                d,
+                Discipline::StrictPriority
+                    | Discipline::DelayConstrained
+                    | Discipline::DelayWallClock
+            )
+        } else {
+            matches!(d, Discipline::Drr | Discipline::Wf2q)
+        };
+        if !uses {
+            let what_it_uses = match d {
+                Discipline::Drr | Discipline::Wf2q => "the ports' weights (use set-weight)",
+                Discipline::Edf => "each port's bound as its deadline (neither tier nor weight)",
+                _ => "the ports' tiers (use set-tier)",
+            };
+            return Answer::Refused(format!(
+                "set-{what} {port} {value}: discipline {} does not use a {what}; it orders by \
+                 {what_it_uses}",
+                d.as_str()
+            ));
+        }
+        let (old, new_stats) = {
+            let p = &mut self.cfg.ports[gi];
+            let slot = if tier { &mut p.tier } else { &mut p.weight };
+            let old = *slot;
+            *slot = value;
+            (old, value)
+        };
+        let s = &mut self.guests[gi].stats;
+        if tier {
+            s.tier = new_stats;
+        } else {
+            s.weight = new_stats;
+        }
+        if old == value {
+            return Answer::Done(format!("{port}: {what} already {value}; unchanged"));
+        }
+        self.rebuild_pending = true;
+        Answer::Done(format!(
+            "{port}: {what} {old} -> {value} (applies at the next round start)"
+        ))
+    }
+
+    /// A rebuild waits for the open round of delay_constrained to close (a netback batch is
+    /// not interrupted), unless nothing is queued.
+    fn may_rebuild(&self) -> bool {
+        match &self.qdisc {
+            AnyQdisc::DelayConstrained(d) => {
+                !d.round_open() || self.qdisc.stats().queued_packets == 0
+            }
+            _ => true,
+        }
+    }
+
+    /// Build the discipline anew from the changed configuration and move every queued frame
+    /// into it, per port in arrival order and with its arrival time (so the wall-clock
+    /// variant still sees its age): no frame is lost or reordered within its port. What a
+    /// discipline keeps besides its queues starts afresh: delay bitmaps and promotions,
+    /// DRR deficits, WF2Q+ virtual time. So the pass-over measure restarts too
+    /// (`max_rounds_passed` keeps the longest run seen).
+    fn rebuild(&mut self) {
+        self.rebuild_pending = false;
+        let fresh: AnyQdisc<Frame> = match self.cfg.qdisc().build() {
+            Ok(q) => q,
+            Err(e) => {
+                // Cannot happen (values are checked before they are recorded); keep serving.
+                eprintln!("vswitch: rebuilding the discipline failed ({e}); keeping the old one");
+                return;
+            }
+        };
+        let held = std::mem::replace(&mut self.qdisc, fresh).reset();
+        let class_of = self.cfg.class_of();
+        for (gi, g) in self.guests.iter_mut().enumerate() {
+            g.class = class_of[gi];
+            self.port_of_class[class_of[gi]] = gi;
+            g.passed = 0;
+            g.backlogged = false;
+        }
+        if let AnyQdisc::DelayConstrained(d) = &self.qdisc {
+            if self.discipline == Discipline::DelayConstrained {
+                for g in self.guests.iter_mut() {
+                    g.stats.bound_rounds = d.wait_bound_rounds(g.class);
+                }
+            }
+        }
+        for f in held {
+            let class = self.guests[f.port as usize].class;
+            let lost = match self.qdisc.enqueue(class, f, f.arrived) {
+                Verdict::Queued => None,
+                Verdict::Dropped { item, .. } => Some(item),
+                Verdict::QueuedEvicting { evicted, .. } => Some(evicted),
+            };
+            // Not possible with the same queue limits; accounted anyway.
+            if let Some(x) = lost {
+                let s = &mut self.guests[x.port as usize].stats;
+                s.queued -= 1;
+                s.dropped_discipline += 1;
+                self.pool.release(x.slot);
+            }
+        }
+        self.rebuilds += 1;
     }
 
     /// The open ports (for offload warnings): guests first, then the uplink.
@@ -309,6 +490,7 @@ impl Switch {
             cpu_s: sys::thread_cpu_ns() as f64 / 1e9,
             discipline: self.discipline.as_str().to_string(),
             rounds: self.rounds,
+            rebuilds: self.rebuilds,
             mac_learned: self.macs.len() as u64,
             mac_table_full: self.macs.refused(),
             stats_dropped: 0,
@@ -386,6 +568,9 @@ impl Switch {
             }
         }
         while self.pending.len() < BATCH && self.free_at <= now {
+            if self.rebuild_pending && self.may_rebuild() {
+                self.rebuild();
+            }
             let round_start = match &self.qdisc {
                 AnyQdisc::DelayConstrained(d) if !d.round_open() => {
                     for g in self.guests.iter_mut() {
@@ -604,7 +789,15 @@ impl Switch {
             t0,
         );
         self.shutdown();
-        result.map(|()| self.stats(t0))
+        let last = self.stats(t0);
+        if let Some(m) = &self.metrics {
+            m.publish(&last);
+        }
+        // Commands that arrived meanwhile are answered, not left to time out.
+        while let Some(env) = self.control.as_ref().and_then(Inbox::take) {
+            env.answer(Answer::Refused("the switch is stopping".into()));
+        }
+        result.map(|()| last)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -618,10 +811,17 @@ impl Switch {
         outlet: Option<&StatsOutlet>,
         t0: Nanos,
     ) -> Result<()> {
+        let mut next_publish = t0;
         while !stop() {
             let now = sys::now_ns();
             if end.is_some_and(|e| now >= e) {
                 break;
+            }
+            if self.control.is_some() {
+                self.serve_control();
+                if self.rebuild_pending && self.may_rebuild() {
+                    self.rebuild();
+                }
             }
             for gi in 0..self.guests.len() {
                 self.recv_guest(gi, now);
@@ -646,6 +846,13 @@ impl Switch {
                     *next_stats = Some(ns + iv);
                 }
             }
+            if self.metrics.is_some() && now >= next_publish {
+                let s = self.stats(t0);
+                if let Some(m) = &self.metrics {
+                    m.publish(&s);
+                }
+                next_publish = now + PUBLISH_EVERY;
+            }
             // Sleep until input, the next budget credit (if something waits) or a timer.
             let now = sys::now_ns();
             let backlog = self.qdisc.stats().queued_packets > 0 || !self.pending.is_empty();
@@ -659,7 +866,8 @@ impl Switch {
             if let Some(t) = self.qdisc.next_timer(now) {
                 wake = wake.min(t);
             }
-            for t in [*next_stats, end, Some(*next_liveness)]
+            let publish = self.metrics.is_some().then_some(next_publish);
+            for t in [*next_stats, end, Some(*next_liveness), publish]
                 .into_iter()
                 .flatten()
             {
