@@ -135,3 +135,66 @@ pub fn assert_gone(tag: &str) {
     let left = netsched_testbed::namespaces_with(tag);
     assert!(left.is_empty(), "namespaces left behind: {left:?}");
 }
+
+/// A switch on its own thread in namespace `ns`, with `attach` called on it once its ports are
+/// open (control inbox, metrics). Stopping (or dropping) joins it.
+pub struct Running {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Result<netsched_vswitch::SwitchStats>>>,
+}
+
+impl Running {
+    pub fn stop(mut self) -> Result<netsched_vswitch::SwitchStats> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .take()
+            .expect("running")
+            .join()
+            .map_err(|_| anyhow::anyhow!("the switch thread panicked"))?
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+pub fn spawn_switch(
+    ns: &str,
+    cfg: SwitchConfig,
+    attach: impl FnOnce(&mut netsched_vswitch::Switch) + Send + 'static,
+) -> Result<Running> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = Arc::clone(&stop);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<std::result::Result<(), String>>();
+    let ns = ns.to_string();
+    let thread = std::thread::spawn(move || {
+        let opened = netsched_testbed::enter_netns(&ns)
+            .and_then(|()| netsched_vswitch::Switch::open(&cfg, None));
+        let mut sw = match opened {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = ready_tx.send(Err(format!("{e:#}")));
+                return Err(e);
+            }
+        };
+        attach(&mut sw);
+        let _ = ready_tx.send(Ok(()));
+        sw.run(&|| stop2.load(Ordering::Relaxed), None, None)
+    });
+    let running = Running {
+        stop,
+        thread: Some(thread),
+    };
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(running),
+        Ok(Err(e)) => Err(anyhow::anyhow!(e)),
+        Err(_) => Err(anyhow::anyhow!(
+            "the switch thread ended before it was ready"
+        )),
+    }
+}
