@@ -330,8 +330,10 @@ mod tests {
                 busy: 0.5,
             },
         );
-        let mut s = SwitchStats::default();
-        s.rounds = 9;
+        let mut s = SwitchStats {
+            rounds: 9,
+            ..SwitchStats::default()
+        };
         s.ports = vec![
             PortStats {
                 dev: "vg0".into(),

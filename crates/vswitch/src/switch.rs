@@ -387,19 +387,15 @@ impl Switch {
                 d.as_str()
             ));
         }
-        let (old, new_stats) = {
-            let p = &mut self.cfg.ports[gi];
-            let slot = if tier { &mut p.tier } else { &mut p.weight };
-            let old = *slot;
-            *slot = value;
-            (old, value)
-        };
+        let p = &mut self.cfg.ports[gi];
         let s = &mut self.guests[gi].stats;
-        if tier {
-            s.tier = new_stats;
+        let (cfg_slot, shown) = if tier {
+            (&mut p.tier, &mut s.tier)
         } else {
-            s.weight = new_stats;
-        }
+            (&mut p.weight, &mut s.weight)
+        };
+        let old = std::mem::replace(cfg_slot, value);
+        *shown = value;
         if old == value {
             return Answer::Done(format!("{port}: {what} already {value}; unchanged"));
         }
