@@ -6,9 +6,10 @@
 //! atomic): publishing is a handful of relaxed atomic stores, no lock. The scrape takes only
 //! the registry's and the families' locks, which the packet thread never touches. The packet
 //! thread publishes its counters every [`PUBLISH_EVERY`] (and at the end of the run), so a
-//! scrape sees values at most that old plus one loop turn; between two publications the
-//! counters of one port are from the same instant, so `received = forwarded + dropped +
-//! queued` holds in every scrape.
+//! scrape sees values at most that old plus one loop turn. The scrape reads the series one
+//! by one, so one that falls on a publication may mix two consecutive publications; the exact
+//! `received = forwarded + dropped + queued` is `show-ports --json` (one instant), and holds
+//! in a scrape after the run ended (the last publication is final).
 
 use crate::switch::{SwitchStats, UplinkStats};
 use netsched_core::{Nanos, MS};

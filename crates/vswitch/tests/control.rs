@@ -337,6 +337,7 @@ fn metrics_move_with_traffic_while_scrapers_hammer_them() {
             .collect();
         let t0 = Instant::now();
         let mut samples = Vec::new();
+        let mut last_rx = 0;
         while t0.elapsed() < Duration::from_secs(3) {
             let m = scrape(addr).unwrap();
             let fwd: u64 = names
@@ -348,24 +349,18 @@ fn metrics_move_with_traffic_while_scrapers_hammer_them() {
                     )
                 })
                 .sum();
-            // Every port's identity in every scrape (one publication = one instant).
-            for p in &names {
-                let v = |f: &str| value(&m, &format!("netsched_vswitch_{f}{{port=\"{p}\"}}"));
-                let dropped: u64 = netsched_vswitch::metrics::PORT_DROP_REASONS
-                    .iter()
-                    .map(|r| {
-                        value(
-                            &m,
-                            &format!("netsched_vswitch_port_dropped_total{{port=\"{p}\",reason=\"{r}\"}}"),
-                        )
-                    })
-                    .sum();
-                assert_eq!(
-                    v("port_received_total"),
-                    v("port_forwarded_total") + dropped + v("port_queued"),
-                    "{p}: identity in a scrape"
-                );
-            }
+            // Counters never go back from one scrape to the next.
+            let rx: u64 = names
+                .iter()
+                .map(|p| {
+                    value(
+                        &m,
+                        &format!("netsched_vswitch_port_received_total{{port=\"{p}\"}}"),
+                    )
+                })
+                .sum();
+            assert!(rx >= last_rx, "received went back: {last_rx} -> {rx}");
+            last_rx = rx;
             samples.push((t0.elapsed(), fwd));
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -380,8 +375,35 @@ fn metrics_move_with_traffic_while_scrapers_hammer_them() {
             stop.store(true, Ordering::Relaxed);
             t.join().unwrap();
         }
-        let last = scrape(addr).unwrap();
         let st = sw.stop().unwrap();
+        // After the stop the last publication is final: the scrape is one instant, and every
+        // port's identity holds in it exactly (queued is 0: held frames were counted).
+        let last = scrape(addr).unwrap();
+        for p in &names {
+            let v = |f: &str| value(&last, &format!("netsched_vswitch_{f}{{port=\"{p}\"}}"));
+            let dropped: u64 = netsched_vswitch::metrics::PORT_DROP_REASONS
+                .iter()
+                .map(|r| {
+                    value(
+                        &last,
+                        &format!(
+                            "netsched_vswitch_port_dropped_total{{port=\"{p}\",reason=\"{r}\"}}"
+                        ),
+                    )
+                })
+                .sum();
+            assert_eq!(
+                v("port_received_total"),
+                v("port_forwarded_total") + dropped + v("port_queued"),
+                "{p}: identity in the final scrape"
+            );
+            let sp = st.ports.iter().find(|x| &x.dev == p).unwrap();
+            assert_eq!(
+                v("port_received_total"),
+                sp.received,
+                "{p}: scrape = final stats"
+            );
+        }
         // Forwarding went on in every second of the hammering (3000/s offered; 100 is 30×
         // below that).
         for s in 0..3 {
