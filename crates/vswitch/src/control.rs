@@ -25,7 +25,7 @@
 //! mode 0660 (group `--control-group` when given); each connection's `SO_PEERCRED` must be
 //! root, our own uid, or a member of that group.
 
-use crate::switch::SwitchStats;
+use crate::stats::SwitchStats;
 use netsched_testbed::access;
 use std::io::{Read, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};

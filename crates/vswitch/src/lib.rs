@@ -15,6 +15,7 @@
 //! - [`control`]: the control socket (`--control`) and `netsched vswitch ctl`;
 //! - [`metrics`]: the Prometheus families (`--metrics`);
 //! - [`macs`]: the bounded MAC learning table of the return path;
+//! - [`stats`]: what is counted, per port and for the uplink;
 //! - [`frame`]: what the disciplines queue (a pool slot and its port);
 //! - [`sys`]: TAP devices (the AF_PACKET ports themselves are `netsched_link::port`).
 
@@ -24,6 +25,7 @@ pub mod control;
 pub mod frame;
 pub mod macs;
 pub mod metrics;
+pub mod stats;
 pub mod switch;
 pub mod sys;
 

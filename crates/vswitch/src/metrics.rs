@@ -11,7 +11,7 @@
 //! `received = forwarded + dropped + queued` is `show-ports --json` (one instant), and holds
 //! in a scrape after the run ended (the last publication is final).
 
-use crate::switch::{SwitchStats, UplinkStats};
+use crate::stats::{SwitchStats, UplinkStats};
 use netsched_core::{Nanos, MS};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -317,7 +317,7 @@ impl SwitchMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::switch::PortStats;
+    use crate::stats::PortStats;
 
     #[test]
     fn published_counters_appear_in_the_exposition_with_every_drop_reason() {
