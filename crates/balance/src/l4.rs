@@ -65,6 +65,12 @@ impl PipePool {
 
 pub async fn serve(listener: TcpListener, svc: Arc<Service>, conns: Arc<Semaphore>, mode: Relay) {
     let pipes = Arc::new(PipePool::default());
+    // A listener bound to one address: every connection's local address is that one, so
+    // no getsockname per connection.
+    let bound = listener
+        .local_addr()
+        .ok()
+        .filter(|a| !a.ip().is_unspecified());
     loop {
         let Ok((client, peer)) = listener.accept().await else {
             // EMFILE and friends: back off instead of spinning.
@@ -79,7 +85,7 @@ pub async fn serve(listener: TcpListener, svc: Arc<Service>, conns: Arc<Semaphor
         let pipes = pipes.clone();
         tokio::spawn(async move {
             svc.metrics.client_connections.inc();
-            let local = client.local_addr().unwrap_or(peer);
+            let local = bound.or_else(|| client.local_addr().ok()).unwrap_or(peer);
             let key = FlowKey::new(peer.ip(), peer.port(), local.ip(), local.port());
             handle(client, key, &svc, mode, &pipes).await;
             svc.metrics.client_connections.dec();
