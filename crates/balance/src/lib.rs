@@ -11,7 +11,7 @@
 //! | `control.rs` | the Unix control socket and `netsched balance ctl` |
 //! | `metrics.rs` | Prometheus families (served by `netsched-metrics`) |
 //! | `daemon.rs` | wiring, SIGHUP reload, shutdown |
-//! | `sys.rs` | libc behind safe wrappers: `SO_PEERCRED`, splice pipes, `shutdown`, `RLIMIT_NOFILE` |
+//! | `sys.rs` | libc behind safe wrappers: splice pipes, `shutdown(SHUT_WR)`, `RLIMIT_NOFILE` |
 
 pub mod config;
 pub mod control;
