@@ -430,9 +430,15 @@ maxconn = 10
         assert!(e.contains("max_connections = 0"), "{e}");
         let e = bad("name = \"s1\"", "name = \"s 1\"");
         assert!(e.contains("server[0].name"), "{e}");
-        let e = bad("max_connections = 100", "max_connections = 100\nrelay = \"zerocopy\"");
+        let e = bad(
+            "max_connections = 100",
+            "max_connections = 100\nrelay = \"zerocopy\"",
+        );
         assert!(e.contains("relay") && e.contains("zerocopy"), "{e}");
-        let e = bad("max_connections = 100", "max_connections = 100\nthreads = 5000");
+        let e = bad(
+            "max_connections = 100",
+            "max_connections = 100\nthreads = 5000",
+        );
         assert!(e.contains("threads = 5000"), "{e}");
         let e = bad("mode = \"l7\"", "mode = \"l4\"");
         assert!(e.contains("hash_key"), "{e}");

@@ -128,9 +128,7 @@ pub async fn serve(
                 let svc = svc2.clone();
                 let pool = pool.clone();
                 let xff = xff.clone();
-                async move {
-                    Ok::<_, Infallible>(forward(req, peer, xff, &svc, &pool, hash_key).await)
-                }
+                async move { Ok::<_, Infallible>(forward(req, peer, xff, &svc, &pool, hash_key).await) }
             });
             let mut b = hyper::server::conn::http1::Builder::new();
             b.timer(TokioTimer::new())

@@ -66,7 +66,11 @@ async fn relay_and_count(relay: &str) {
         .collect();
     let back = echo(&mut c, &(big.clone() + "\n")).await;
     assert_eq!(back.trim_end(), big, "{relay}");
-    assert_eq!((row(&r, "a").active, row(&r, "a").inactive), (1, 0), "{relay}");
+    assert_eq!(
+        (row(&r, "a").active, row(&r, "a").inactive),
+        (1, 0),
+        "{relay}"
+    );
     // Client FIN: the backend holds its side open -> the connection is inactive (half-closed).
     c.get_mut().shutdown().await.unwrap();
     assert!(
@@ -143,7 +147,11 @@ async fn server_first_half_close_keeps_the_other_direction() {
         c.write_all(&payload).await.unwrap();
         c.shutdown().await.unwrap();
         let got = tokio::time::timeout(PATIENCE, rx).await.unwrap().unwrap();
-        assert!(got == payload, "{relay}: {} of {AFTER} bytes, or corrupted", got.len());
+        assert!(
+            got == payload,
+            "{relay}: {} of {AFTER} bytes, or corrupted",
+            got.len()
+        );
         assert!(
             eventually(|| {
                 let s = row(&r, "h");

@@ -426,7 +426,10 @@ async fn out_of_descriptors_the_daemon_keeps_serving_what_it_can_and_recovers() 
         }
         eprintln!("{relay}: 40 connections at a 64-descriptor limit: {served} served, {closed} closed, {waiting} waiting");
         assert!(served > 0 && served < 40, "{relay}: {served} served");
-        assert!(d.0.try_wait().unwrap().is_none(), "{relay}: the daemon exited");
+        assert!(
+            d.0.try_wait().unwrap().is_none(),
+            "{relay}: the daemon exited"
+        );
         drop(conns);
         release.notify_waiters();
         // Descriptors free again: new connections are served.
@@ -437,7 +440,8 @@ async fn out_of_descriptors_the_daemon_keeps_serving_what_it_can_and_recovers() 
             if let Ok(s) = TcpStream::connect(listen).await {
                 let mut r = BufReader::new(s);
                 let mut name = String::new();
-                let got = tokio::time::timeout(Duration::from_secs(2), r.read_line(&mut name)).await;
+                let got =
+                    tokio::time::timeout(Duration::from_secs(2), r.read_line(&mut name)).await;
                 if matches!(got, Ok(Ok(2))) && name == "t\n" {
                     ok = echo(&mut r, "again\n").await == "again\n";
                     break;
@@ -446,7 +450,10 @@ async fn out_of_descriptors_the_daemon_keeps_serving_what_it_can_and_recovers() 
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         assert!(ok, "{relay}: not serving after the clients left");
-        assert!(d.0.try_wait().unwrap().is_none(), "{relay}: the daemon exited");
+        assert!(
+            d.0.try_wait().unwrap().is_none(),
+            "{relay}: the daemon exited"
+        );
         let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
         assert!(!log.contains("panicked"), "{relay}: {log}");
     }
