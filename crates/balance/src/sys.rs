@@ -83,8 +83,8 @@ pub fn raise_nofile_limit() -> std::io::Result<u64> {
         };
         // SAFETY: `want` is a valid rlimit that does not exceed the hard limit.
         if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
-            return Ok(want.rlim_cur as u64);
+            return Ok(want.rlim_cur);
         }
     }
-    Ok(l.rlim_cur as u64)
+    Ok(l.rlim_cur)
 }
