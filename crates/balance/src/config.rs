@@ -16,6 +16,8 @@ pub const MAX_SERVERS: usize = 4096;
 pub const MAX_LISTEN: usize = 64;
 /// Largest `max_connections`.
 pub const MAX_CONNECTIONS: usize = 1_000_000;
+/// Most data-path threads.
+pub const MAX_THREADS: usize = 1024;
 /// Largest `queue_limit`.
 pub const MAX_QUEUE: usize = 1_000_000;
 /// Largest weight (IPVS takes an int; we keep a margin for slow-start arithmetic).
@@ -28,6 +30,17 @@ pub enum Mode {
     L4,
     /// Per HTTP/1.1 request, with keep-alive pools to the backends (HAProxy `mode http`).
     L7,
+}
+
+/// How L4 mode moves bytes between the two sockets of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Relay {
+    /// `splice(2)` through a pipe pair per connection: the bytes never enter user space.
+    #[default]
+    Splice,
+    /// `read`/`write` through a 16 KiB user-space buffer per direction.
+    Copy,
 }
 
 /// What a hashing balancer hashes in L7 mode (HAProxy `balance source|hdr(host)|uri`).
@@ -190,6 +203,13 @@ pub struct Config {
     pub admin: Option<SocketAddr>,
     #[serde(default = "d_maxconns")]
     pub max_connections: usize,
+    /// Threads of the data path; 0 (default) = one per CPU this process may run on. 1 runs
+    /// everything on one thread (a current-thread runtime, like HAProxy's `nbthread 1`).
+    #[serde(default)]
+    pub threads: usize,
+    /// L4 relay: `"splice"` (default) or `"copy"`.
+    #[serde(default)]
+    pub relay: Relay,
     #[serde(default)]
     pub timeouts: Timeouts,
     #[serde(default)]
@@ -260,6 +280,12 @@ impl Config {
             return Err(format!(
                 "max_connections = {}: must be 1..={MAX_CONNECTIONS}",
                 self.max_connections
+            ));
+        }
+        if self.threads > MAX_THREADS {
+            return Err(format!(
+                "threads = {}: at most {MAX_THREADS} (0 = one per CPU)",
+                self.threads
             ));
         }
         if self.defaults.queue_limit > MAX_QUEUE {
@@ -374,6 +400,7 @@ maxconn = 10
         let c = Config::parse(GOOD).unwrap();
         assert_eq!(c.mode, Mode::L7);
         assert_eq!(c.hash_key, HashKey::Host);
+        assert_eq!((c.threads, c.relay), (0, Relay::Splice));
         assert_eq!(c.timeouts.queue, 250 * MS);
         assert_eq!(c.timeouts.server, 30 * SEC);
         assert_eq!(c.defaults.maxconn, 4);
@@ -403,6 +430,16 @@ maxconn = 10
         assert!(e.contains("max_connections = 0"), "{e}");
         let e = bad("name = \"s1\"", "name = \"s 1\"");
         assert!(e.contains("server[0].name"), "{e}");
+        let e = bad(
+            "max_connections = 100",
+            "max_connections = 100\nrelay = \"zerocopy\"",
+        );
+        assert!(e.contains("relay") && e.contains("zerocopy"), "{e}");
+        let e = bad(
+            "max_connections = 100",
+            "max_connections = 100\nthreads = 5000",
+        );
+        assert!(e.contains("threads = 5000"), "{e}");
         let e = bad("mode = \"l7\"", "mode = \"l4\"");
         assert!(e.contains("hash_key"), "{e}");
     }

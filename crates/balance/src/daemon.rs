@@ -1,7 +1,7 @@
 //! Wiring: bind listeners, the control socket and `/metrics`, start the data path, health
 //! checks and control tasks; reload on SIGHUP; shut down cleanly on SIGINT/SIGTERM.
 
-use crate::config::{Config, Mode};
+use crate::config::{Config, Mode, Relay};
 use crate::control::{self, ControlSocket, CtlArgs};
 use crate::metrics::Metrics;
 use crate::service::Service;
@@ -44,6 +44,8 @@ pub struct Running {
     config_path: PathBuf,
     mode: Mode,
     listen_cfg: Vec<SocketAddr>,
+    relay: Relay,
+    threads: usize,
     tasks: Vec<JoinHandle<()>>,
     _control: Arc<ControlSocket>,
     _metrics: Option<netsched_metrics::MetricsServer>,
@@ -62,8 +64,15 @@ impl Running {
     pub fn reload(&self) -> Result<Vec<String>, String> {
         let cfg = Config::load(&self.config_path).map_err(|e| e.to_string())?;
         let mut notes = Vec::new();
-        if cfg.mode != self.mode || cfg.listen != self.listen_cfg {
-            notes.push("mode and listen changes need a restart; kept the old ones".to_string());
+        if cfg.mode != self.mode
+            || cfg.listen != self.listen_cfg
+            || cfg.relay != self.relay
+            || cfg.threads != self.threads
+        {
+            notes.push(
+                "mode, listen, relay and threads changes need a restart; kept the old ones"
+                    .to_string(),
+            );
         }
         notes.extend(
             self.service
@@ -106,7 +115,7 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
     let pool = l7::pool(Duration::from_nanos(cfg.timeouts.connect));
     for l in listeners {
         tasks.push(match cfg.mode {
-            Mode::L4 => tokio::spawn(l4::serve(l, service.clone(), conns.clone())),
+            Mode::L4 => tokio::spawn(l4::serve(l, service.clone(), conns.clone(), cfg.relay)),
             Mode::L7 => tokio::spawn(l7::serve(
                 l,
                 service.clone(),
@@ -138,6 +147,8 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
         config_path: config_path.to_path_buf(),
         mode: cfg.mode,
         listen_cfg: cfg.listen.clone(),
+        relay: cfg.relay,
+        threads: cfg.threads,
         tasks,
         _control: control,
         _metrics: metrics_server,
@@ -164,10 +175,35 @@ pub fn run(args: BalanceArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    // Two sockets per connection, plus pipes while bytes are in flight (splice relay); when
+    // descriptors run out, accept waits (the backlog holds clients), a backend connect fails
+    // with 502 / a closed connection counted `errors{reason="connect"}`, and splice copies.
+    let nofile = crate::sys::raise_nofile_limit().unwrap_or(0);
+    let need = cfg.max_connections as u64 * 2 + 64;
+    if nofile < need {
+        eprintln!(
+            "netsched balance: warning: the open-file limit ({nofile}) is below the {need} \
+             descriptors max_connections = {} may need (two sockets per connection)",
+            cfg.max_connections
+        );
+    }
+    let threads = match cfg.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    // One thread: a current-thread runtime (no work stealing, no cross-thread wake-ups), the
+    // fair match for HAProxy's `nbthread 1` on a pinned core. `available_parallelism` follows
+    // the affinity mask, so `taskset -c 0 netsched balance` gets this by default.
+    let rt = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()?
+    };
     rt.block_on(async move {
         use tokio::signal::unix::{signal, SignalKind};
         let mut hup = signal(SignalKind::hangup())?;

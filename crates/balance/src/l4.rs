@@ -5,22 +5,72 @@
 //! inactive at the first FIN (half-close), as `ip_vs_proto_tcp.c` moves a connection out of
 //! ESTABLISHED; it leaves the table when both directions are done.
 //!
-//! Relay: `tokio::io` reads into one [`RELAY_BUFFER`]-byte buffer per direction, allocated when
-//! the connection is relayed; `splice(2)` is not used (see docs/balance.md: not measured yet).
+//! Relay (`relay` in the configuration):
+//! - `splice` (default): when a socket is readable, a pipe is taken from a shared pool, the
+//!   bytes are `splice(2)`d from the socket into it and from it into the other socket, and the
+//!   empty pipe goes back to the pool. The bytes never enter user space, and a pipe is held
+//!   only while bytes are in flight: an idle connection holds none, so its cost is the two
+//!   sockets, as with `copy`. If no pipe can be made (out of descriptors), that chunk is
+//!   copied instead and counted `errors_total{reason="splice_fallback"}`.
+//! - `copy`: `tokio::io` reads into one [`RELAY_BUFFER`]-byte buffer per direction, allocated
+//!   when the connection is relayed.
+//!
+//! Both end a direction the same way: end of stream from one side → `shutdown(SHUT_WR)` on the
+//! other (the FIN is passed on), which is the IPVS active → inactive step.
 
+use crate::config::Relay;
 use crate::service::{Lease, Service};
+use crate::sys::{self, Pipe};
 use netsched_core::balance::FlowKey;
+use std::future::Future;
+use std::io::ErrorKind;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
-/// Bytes buffered per direction per connection.
+/// Bytes buffered per direction per connection (copy relay; splice fallback chunk).
 pub const RELAY_BUFFER: usize = 16 * 1024;
+/// Largest splice per call: the default pipe capacity (16 pages, pipe(7)).
+pub const SPLICE_CHUNK: usize = 64 * 1024;
+/// Empty pipes kept for reuse; more are closed when they come back.
+pub const PIPE_POOL: usize = 256;
 
-pub async fn serve(listener: TcpListener, svc: Arc<Service>, conns: Arc<Semaphore>) {
+/// Empty pipes shared by every connection of a listener. A pipe goes back only when empty
+/// (a relay that stops with bytes still in its pipe drops it, which closes it).
+#[derive(Default)]
+pub struct PipePool(Mutex<Vec<Pipe>>);
+
+impl PipePool {
+    fn take(&self) -> std::io::Result<Pipe> {
+        let idle = self.0.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        match idle {
+            Some(p) => Ok(p),
+            None => Pipe::new(),
+        }
+    }
+    fn give(&self, p: Pipe) {
+        let mut idle = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < PIPE_POOL {
+            idle.push(p);
+        }
+    }
+    /// Pipes waiting for reuse.
+    pub fn idle(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+pub async fn serve(listener: TcpListener, svc: Arc<Service>, conns: Arc<Semaphore>, mode: Relay) {
+    let pipes = Arc::new(PipePool::default());
+    // A listener bound to one address: every connection's local address is that one, so
+    // no getsockname per connection.
+    let bound = listener
+        .local_addr()
+        .ok()
+        .filter(|a| !a.ip().is_unspecified());
     loop {
         let Ok((client, peer)) = listener.accept().await else {
             // EMFILE and friends: back off instead of spinning.
@@ -32,18 +82,25 @@ pub async fn serve(listener: TcpListener, svc: Arc<Service>, conns: Arc<Semaphor
             continue; // dropping `client` closes it
         };
         let svc = svc.clone();
+        let pipes = pipes.clone();
         tokio::spawn(async move {
             svc.metrics.client_connections.inc();
-            let local = client.local_addr().unwrap_or(peer);
+            let local = bound.or_else(|| client.local_addr().ok()).unwrap_or(peer);
             let key = FlowKey::new(peer.ip(), peer.port(), local.ip(), local.port());
-            handle(client, key, &svc).await;
+            handle(client, key, &svc, mode, &pipes).await;
             svc.metrics.client_connections.dec();
             drop(permit);
         });
     }
 }
 
-async fn handle(client: TcpStream, key: FlowKey, svc: &Arc<Service>) {
+async fn handle(
+    client: TcpStream,
+    key: FlowKey,
+    svc: &Arc<Service>,
+    mode: Relay,
+    pipes: &PipePool,
+) {
     let rt = svc.runtime();
     let lease = match svc.acquire(key).await {
         Ok(l) => l,
@@ -71,15 +128,44 @@ async fn handle(client: TcpStream, key: FlowKey, svc: &Arc<Service>) {
         .observe(started.elapsed().as_secs_f64());
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    relay(
-        client,
-        server,
-        lease,
-        Duration::from_nanos(rt.timeouts.client),
-        Duration::from_nanos(rt.timeouts.server),
-        svc,
-    )
-    .await;
+    let idle = Idle {
+        client: Duration::from_nanos(rt.timeouts.client),
+        server: Duration::from_nanos(rt.timeouts.server),
+        epoch: Instant::now(),
+        last: AtomicU64::new(0),
+        fallbacks: AtomicU64::new(0),
+    };
+    match mode {
+        Relay::Copy => relay_copy(client, server, lease, &idle, svc).await,
+        Relay::Splice => {
+            let up = splice_pump(&client, &server, pipes, idle.client, &idle);
+            let down = splice_pump(&server, &client, pipes, idle.server, &idle);
+            finish(up, down, lease, &idle, svc).await
+        }
+    }
+}
+
+/// The idle rule shared by both directions: a direction gives up waiting only when *neither*
+/// direction has moved a byte for its timeout (`last` is in ms since `epoch`), so a long
+/// one-way transfer is not cut while the other side is silent.
+struct Idle {
+    client: Duration,
+    server: Duration,
+    epoch: Instant,
+    last: AtomicU64,
+    /// Chunks the splice relay copied because no pipe could be made.
+    fallbacks: AtomicU64,
+}
+
+impl Idle {
+    fn moved(&self) {
+        self.last
+            .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+    fn quiet(&self) -> Duration {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        Duration::from_millis(now.saturating_sub(self.last.load(Ordering::Relaxed)))
+    }
 }
 
 #[derive(Debug)]
@@ -89,22 +175,16 @@ enum PumpEnd {
     Error,
 }
 
-/// Copy until EOF, then shut down the write side (propagating the FIN). `idle` ends the copy
-/// only when *neither* direction has moved a byte for that long (`last` is shared, in ms
-/// since `epoch`), so a long one-way transfer is not cut while the other side is silent.
-async fn pump<R, W>(mut r: R, mut w: W, idle: Duration, epoch: Instant, last: &AtomicU64) -> PumpEnd
+/// Copy until EOF, then shut down the write side (propagating the FIN).
+async fn pump<R, W>(mut r: R, mut w: W, idle: Duration, shared: &Idle) -> PumpEnd
 where
     R: tokio::io::AsyncRead + Unpin,
     W: tokio::io::AsyncWrite + Unpin,
 {
     let mut buf = vec![0u8; RELAY_BUFFER];
-    let quiet = || {
-        let now = epoch.elapsed().as_millis() as u64;
-        Duration::from_millis(now.saturating_sub(last.load(Ordering::Relaxed)))
-    };
     loop {
         let n = match tokio::time::timeout(idle, r.read(&mut buf)).await {
-            Err(_) if quiet() < idle => continue,
+            Err(_) if shared.quiet() < idle => continue,
             Err(_) => return PumpEnd::Idle,
             Ok(Err(_)) => return PumpEnd::Error,
             Ok(Ok(0)) => {
@@ -113,7 +193,7 @@ where
             }
             Ok(Ok(n)) => n,
         };
-        last.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+        shared.moved();
         match tokio::time::timeout(idle, w.write_all(&buf[..n])).await {
             Ok(Ok(())) => {}
             Err(_) => return PumpEnd::Idle,
@@ -122,20 +202,112 @@ where
     }
 }
 
-async fn relay(
+/// Splice until EOF, then shut down the write side (propagating the FIN). A pipe is taken from
+/// `pipes` once `r` is readable and given back empty after its bytes reached `w`.
+async fn splice_pump(
+    r: &TcpStream,
+    w: &TcpStream,
+    pipes: &PipePool,
+    idle: Duration,
+    shared: &Idle,
+) -> PumpEnd {
+    loop {
+        match tokio::time::timeout(idle, r.readable()).await {
+            Err(_) if shared.quiet() < idle => continue,
+            Err(_) => return PumpEnd::Idle,
+            Ok(Err(_)) => return PumpEnd::Error,
+            Ok(Ok(())) => {}
+        }
+        let pipe = match pipes.take() {
+            Ok(p) => p,
+            Err(_) => {
+                shared.fallbacks.fetch_add(1, Ordering::Relaxed);
+                match copy_chunk(r, w, idle).await {
+                    Some(PumpEnd::Eof) => {
+                        let _ = sys::shutdown_write(w);
+                        return PumpEnd::Eof;
+                    }
+                    Some(end) => return end,
+                    None => {
+                        shared.moved();
+                        continue;
+                    }
+                }
+            }
+        };
+        let n = match r.try_io(Interest::READABLE, || pipe.fill_from(r, SPLICE_CHUNK)) {
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                pipes.give(pipe);
+                continue;
+            }
+            Err(_) => return PumpEnd::Error,
+            Ok(0) => {
+                pipes.give(pipe);
+                let _ = sys::shutdown_write(w);
+                return PumpEnd::Eof;
+            }
+            Ok(n) => n,
+        };
+        shared.moved();
+        let mut left = n;
+        while left > 0 {
+            let out = w.async_io(Interest::WRITABLE, || pipe.drain_to(w, left));
+            match tokio::time::timeout(idle, out).await {
+                Ok(Ok(m)) if m > 0 => left -= m,
+                // A pipe with bytes left in it is dropped (closed), never reused.
+                Ok(_) => return PumpEnd::Error,
+                Err(_) => return PumpEnd::Idle,
+            }
+        }
+        pipes.give(pipe);
+    }
+}
+
+/// Copy one chunk `r` → `w` through a user-space buffer (the splice relay's fallback when no
+/// pipe can be made). `None`: moved some bytes, go on.
+async fn copy_chunk(r: &TcpStream, w: &TcpStream, idle: Duration) -> Option<PumpEnd> {
+    let mut buf = vec![0u8; RELAY_BUFFER];
+    let n = match r.try_read(&mut buf) {
+        Ok(0) => return Some(PumpEnd::Eof),
+        Ok(n) => n,
+        Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
+        Err(_) => return Some(PumpEnd::Error),
+    };
+    let mut sent = 0;
+    while sent < n {
+        let out = w.async_io(Interest::WRITABLE, || w.try_write(&buf[sent..n]));
+        match tokio::time::timeout(idle, out).await {
+            Ok(Ok(m)) if m > 0 => sent += m,
+            Ok(_) => return Some(PumpEnd::Error),
+            Err(_) => return Some(PumpEnd::Idle),
+        }
+    }
+    None
+}
+
+async fn relay_copy(
     mut client: TcpStream,
     mut server: TcpStream,
-    mut lease: Lease,
-    client_idle: Duration,
-    server_idle: Duration,
+    lease: Lease,
+    idle: &Idle,
     svc: &Service,
 ) {
     let (cr, cw) = client.split();
     let (sr, sw) = server.split();
-    let epoch = Instant::now();
-    let last = AtomicU64::new(0);
-    let up = pump(cr, sw, client_idle, epoch, &last);
-    let down = pump(sr, cw, server_idle, epoch, &last);
+    let up = pump(cr, sw, idle.client, idle);
+    let down = pump(sr, cw, idle.server, idle);
+    finish(up, down, lease, idle, svc).await
+}
+
+/// Run both directions; the lease turns inactive at the first FIN (IPVS) and is released
+/// (dropped) when both directions are done or one fails.
+async fn finish(
+    up: impl Future<Output = PumpEnd>,
+    down: impl Future<Output = PumpEnd>,
+    mut lease: Lease,
+    idle: &Idle,
+    svc: &Service,
+) {
     tokio::pin!(up, down);
     let (first, up_done) = tokio::select! {
         e = &mut up => (e, true),
@@ -158,5 +330,9 @@ async fn relay(
                 "server_reset"
             },
         ),
+    }
+    // Once per connection, not per chunk: a metric label lookup is not free.
+    if idle.fallbacks.load(Ordering::Relaxed) > 0 {
+        svc.metrics.error(&lease.name, "splice_fallback");
     }
 }

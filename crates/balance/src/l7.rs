@@ -122,10 +122,13 @@ pub async fn serve(
             svc.metrics.client_connections.inc();
             let rt = svc.runtime();
             let svc2 = svc.clone();
+            // Once per connection, not per request.
+            let xff = HeaderValue::from_str(&peer.ip().to_string()).ok();
             let service = hyper::service::service_fn(move |req| {
                 let svc = svc2.clone();
                 let pool = pool.clone();
-                async move { Ok::<_, Infallible>(forward(req, peer, &svc, &pool, hash_key).await) }
+                let xff = xff.clone();
+                async move { Ok::<_, Infallible>(forward(req, peer, xff, &svc, &pool, hash_key).await) }
             });
             let mut b = hyper::server::conn::http1::Builder::new();
             b.timer(TokioTimer::new())
@@ -179,19 +182,20 @@ fn key_addr(req: &Request<Incoming>, peer: SocketAddr, hash_key: HashKey) -> IpA
 }
 
 /// Hop-by-hop headers (RFC 9110 §7.6.1) are not forwarded.
-const HOP: [&str; 7] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "upgrade",
-    "proxy-authorization",
+static HOP: [HeaderName; 7] = [
+    hyper::header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    hyper::header::TE,
+    hyper::header::TRAILER,
+    hyper::header::UPGRADE,
+    hyper::header::PROXY_AUTHORIZATION,
 ];
 
 async fn forward(
     mut req: Request<Incoming>,
     peer: SocketAddr,
+    xff: Option<HeaderValue>,
     svc: &Arc<Service>,
     pool: &Pool,
     hash_key: HashKey,
@@ -206,12 +210,17 @@ async fn forward(
         }
     };
     let rt = svc.runtime();
-    let pq = req
-        .uri()
-        .path_and_query()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "/".into());
-    let uri = match format!("http://{}{}", lease.addr, pq).parse() {
+    // http://BACKEND/path?query: the path is shared (`PathAndQuery` is reference-counted).
+    let mut parts = hyper::http::uri::Parts::default();
+    parts.scheme = Some(hyper::http::uri::Scheme::HTTP);
+    parts.authority = hyper::http::uri::Authority::try_from(lease.addr.to_string()).ok();
+    parts.path_and_query = Some(
+        req.uri()
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| hyper::http::uri::PathAndQuery::from_static("/")),
+    );
+    let uri = match hyper::Uri::from_parts(parts) {
         Ok(u) => u,
         Err(_) => return local(StatusCode::BAD_REQUEST, "bad request target"),
     };
@@ -228,10 +237,10 @@ async fn forward(
     for n in named {
         h.remove(n);
     }
-    for n in HOP {
+    for n in &HOP {
         h.remove(n);
     }
-    if let Ok(v) = HeaderValue::from_str(&peer.ip().to_string()) {
+    if let Some(v) = xff {
         h.append("x-forwarded-for", v);
     }
     let started = Instant::now();
@@ -243,7 +252,7 @@ async fn forward(
                 .get_or_create(&Metrics::backend(&lease.name))
                 .observe(started.elapsed().as_secs_f64());
             let (mut parts, body) = resp.into_parts();
-            for n in HOP {
+            for n in &HOP {
                 parts.headers.remove(n);
             }
             Response::from_parts(parts, ProxyBody::Backend(body, Some(lease)))

@@ -11,6 +11,7 @@
 //! | `control.rs` | the Unix control socket and `netsched balance ctl` |
 //! | `metrics.rs` | Prometheus families (served by `netsched-metrics`) |
 //! | `daemon.rs` | wiring, SIGHUP reload, shutdown |
+//! | `sys.rs` | libc behind safe wrappers: splice pipes, `shutdown(SHUT_WR)`, `RLIMIT_NOFILE` |
 
 pub mod config;
 pub mod control;
@@ -20,5 +21,6 @@ pub mod l4;
 pub mod l7;
 pub mod metrics;
 pub mod service;
+mod sys;
 
 pub use daemon::{run, start, BalanceArgs, Running};

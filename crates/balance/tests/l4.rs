@@ -32,13 +32,29 @@ async fn echo(r: &mut BufReader<TcpStream>, text: &str) -> String {
     line
 }
 
+/// Both relays (`relay = "splice"`, the default, and `"copy"`) must pass the same tests.
+const RELAYS: [&str; 2] = ["splice", "copy"];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relays_both_ways_and_counts_active_then_inactive_then_gone() {
+    for relay in RELAYS {
+        relay_and_count(relay).await;
+    }
+}
+
+async fn relay_and_count(relay: &str) {
     let release = Arc::new(Notify::new());
     let a = tcp_backend("a", release.clone()).await;
     let dir = TempDir::new("bal-l4").unwrap();
     let r = start(
-        &config_text("l4", "{ kind = \"wlc\" }", "", "", &[&a], &dir),
+        &config_text(
+            "l4",
+            "{ kind = \"wlc\" }",
+            &format!("relay = \"{relay}\""),
+            "",
+            &[&a],
+            &dir,
+        ),
         &dir,
     )
     .await;
@@ -49,8 +65,12 @@ async fn relays_both_ways_and_counts_active_then_inactive_then_gone() {
         .map(|i| (b'a' + (i % 26) as u8) as char)
         .collect();
     let back = echo(&mut c, &(big.clone() + "\n")).await;
-    assert_eq!(back.trim_end(), big);
-    assert_eq!((row(&r, "a").active, row(&r, "a").inactive), (1, 0));
+    assert_eq!(back.trim_end(), big, "{relay}");
+    assert_eq!(
+        (row(&r, "a").active, row(&r, "a").inactive),
+        (1, 0),
+        "{relay}"
+    );
     // Client FIN: the backend holds its side open -> the connection is inactive (half-closed).
     c.get_mut().shutdown().await.unwrap();
     assert!(
@@ -59,7 +79,7 @@ async fn relays_both_ways_and_counts_active_then_inactive_then_gone() {
             (s.active, s.inactive) == (0, 1)
         })
         .await,
-        "{:?}",
+        "{relay}: {:?}",
         row(&r, "a")
     );
     release.notify_waiters();
@@ -74,9 +94,75 @@ async fn relays_both_ways_and_counts_active_then_inactive_then_gone() {
             (s.active, s.inactive) == (0, 0)
         })
         .await,
-        "{:?}",
+        "{relay}: {:?}",
         row(&r, "a")
     );
+}
+
+/// The server closes first (it sends its FIN, then keeps reading): the client sees the data
+/// and the end of stream, the connection turns inactive, and every byte the client sends after
+/// the server's FIN still arrives (half-close passed on, not a full close).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_first_half_close_keeps_the_other_direction() {
+    const AFTER: usize = 3 << 20;
+    for relay in RELAYS {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let srv = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            s.write_all(b"bye\n").await.unwrap();
+            s.shutdown().await.unwrap();
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).await.unwrap();
+            let _ = tx.send(got);
+        });
+        let dir = TempDir::new("bal-l4half").unwrap();
+        let text = config_text(
+            "l4",
+            "{ kind = \"rr\" }",
+            &format!("relay = \"{relay}\""),
+            "",
+            &[],
+            &dir,
+        ) + &format!("[[server]]\nname = \"h\"\naddr = \"{addr}\"\n");
+        let r = start(&text, &dir).await;
+        let mut c = TcpStream::connect(r.listen[0]).await.unwrap();
+        let mut first = Vec::new();
+        tokio::time::timeout(PATIENCE, c.read_to_end(&mut first))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(first, b"bye\n", "{relay}");
+        assert!(
+            eventually(|| {
+                let s = row(&r, "h");
+                (s.active, s.inactive) == (0, 1)
+            })
+            .await,
+            "{relay}: {:?}",
+            row(&r, "h")
+        );
+        let payload: Vec<u8> = (0..AFTER).map(|i| (i * 7 % 251) as u8).collect();
+        c.write_all(&payload).await.unwrap();
+        c.shutdown().await.unwrap();
+        let got = tokio::time::timeout(PATIENCE, rx).await.unwrap().unwrap();
+        assert!(
+            got == payload,
+            "{relay}: {} of {AFTER} bytes, or corrupted",
+            got.len()
+        );
+        assert!(
+            eventually(|| {
+                let s = row(&r, "h");
+                (s.active, s.inactive) == (0, 0)
+            })
+            .await,
+            "{relay}: {:?}",
+            row(&r, "h")
+        );
+        srv.await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -187,6 +273,12 @@ async fn drained_server_gets_no_new_connections_while_established_ones_finish() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_timeout_counts_both_directions() {
+    for relay in RELAYS {
+        idle_timeout(relay).await;
+    }
+}
+
+async fn idle_timeout(relay: &str) {
     // A backend that sends one byte every 100 ms, twelve times, to a client that never speaks:
     // with 300 ms timeouts the connection lives on because the server side is active.
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -214,7 +306,7 @@ async fn idle_timeout_counts_both_directions() {
     let text = config_text(
         "l4",
         "{ kind = \"rr\" }",
-        "admin = \"127.0.0.1:0\"",
+        &format!("admin = \"127.0.0.1:0\"\nrelay = \"{relay}\""),
         "[timeouts]\nclient = \"300ms\"\nserver = \"300ms\"",
         &[],
         &dir,
@@ -227,7 +319,7 @@ async fn idle_timeout_counts_both_directions() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(got.len(), 12, "trickle cut short: {got:?}");
+    assert_eq!(got.len(), 12, "{relay}: trickle cut short: {got:?}");
     // Both sides silent: closed by the idle timeout and counted.
     let mut c = TcpStream::connect(r.listen[0]).await.unwrap();
     c.write_all(b"s").await.unwrap();
@@ -249,7 +341,7 @@ async fn idle_timeout_counts_both_directions() {
             "netsched_balance_errors_total{backend=\"t\",reason=\"idle_timeout\"}"
         ),
         1.0,
-        "{m}"
+        "{relay}: {m}"
     );
     srv.abort();
 }

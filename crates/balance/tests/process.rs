@@ -295,13 +295,15 @@ fn cpu_seconds(pid: u32) -> f64 {
 }
 
 /// Benchmark, not a test (needs a quiet machine; run by hand with `--ignored --nocapture`):
-/// how much CPU the L4 relay's userspace copy costs per gigabyte, to decide whether `splice`
-/// is needed. Numbers in docs/balance.md.
+/// how much CPU the L4 relay costs per gigabyte, `relay = "copy"` against `relay = "splice"`,
+/// in the same run (alternating, `ROUNDS` times each, so load from elsewhere hits both).
+/// Numbers in docs/balance.md.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
 async fn bench_l4_relay_cpu_per_gigabyte() {
     use tokio::io::AsyncReadExt;
     const BYTES: u64 = 2 << 30;
+    const ROUNDS: usize = 3;
     let sink = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let sink_addr = sink.local_addr().unwrap();
     tokio::spawn(async move {
@@ -316,30 +318,143 @@ async fn bench_l4_relay_cpu_per_gigabyte() {
             });
         }
     });
-    let dir = TempDir::new("bal-bench").unwrap();
-    let listen = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let text = format!(
-        "mode = \"l4\"\nlisten = [\"{listen}\"]\nalgorithm = {{ kind = \"rr\" }}\ncontrol_socket = \"{}\"\n[[server]]\nname = \"sink\"\naddr = \"{sink_addr}\"\n",
-        dir.path().join("ctl.sock").display()
-    );
-    let d = spawn(&dir, &text, listen).await;
-    let chunk = vec![7u8; 256 * 1024];
-    for (label, target) in [("direct", sink_addr), ("through balance", listen)] {
-        let cpu0 = cpu_seconds(d.0.id());
-        let t = std::time::Instant::now();
-        let mut s = TcpStream::connect(target).await.unwrap();
-        let mut sent = 0;
-        while sent < BYTES {
-            s.write_all(&chunk).await.unwrap();
-            sent += chunk.len() as u64;
-        }
-        s.shutdown().await.unwrap();
-        let secs = t.elapsed().as_secs_f64();
-        let cpu = cpu_seconds(d.0.id()) - cpu0;
-        eprintln!(
-            "{label}: {:.2} Gbit/s, balancer CPU {:.2} s per GiB",
-            sent as f64 * 8.0 / secs / 1e9,
-            cpu / (sent as f64 / (1u64 << 30) as f64)
+    let mut daemons = Vec::new();
+    for relay in ["copy", "splice"] {
+        let dir = TempDir::new("bal-bench").unwrap();
+        let listen = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let text = format!(
+            "mode = \"l4\"\nlisten = [\"{listen}\"]\nalgorithm = {{ kind = \"rr\" }}\nrelay = \"{relay}\"\nthreads = 1\ncontrol_socket = \"{}\"\n[[server]]\nname = \"sink\"\naddr = \"{sink_addr}\"\n",
+            dir.path().join("ctl.sock").display()
         );
+        let d = spawn(&dir, &text, listen).await;
+        daemons.push((relay, listen, d, dir));
+    }
+    let chunk = vec![7u8; 256 * 1024];
+    let mut targets = vec![("direct", sink_addr, None)];
+    for (relay, listen, d, _) in &daemons {
+        targets.push((*relay, *listen, Some(d.0.id())));
+    }
+    for round in 1..=ROUNDS {
+        for (label, target, pid) in &targets {
+            let cpu0 = pid.map_or(0.0, cpu_seconds);
+            let t = std::time::Instant::now();
+            let mut s = TcpStream::connect(target).await.unwrap();
+            let mut sent = 0;
+            while sent < BYTES {
+                s.write_all(&chunk).await.unwrap();
+                sent += chunk.len() as u64;
+            }
+            s.shutdown().await.unwrap();
+            let secs = t.elapsed().as_secs_f64();
+            let gib = sent as f64 / (1u64 << 30) as f64;
+            match pid {
+                Some(p) => eprintln!(
+                    "round {round} {label}: {:.2} Gbit/s, balancer CPU {:.3} s per GiB",
+                    sent as f64 * 8.0 / secs / 1e9,
+                    (cpu_seconds(*p) - cpu0) / gib
+                ),
+                None => eprintln!(
+                    "round {round} {label}: {:.2} Gbit/s",
+                    sent as f64 * 8.0 / secs / 1e9
+                ),
+            }
+        }
+    }
+}
+
+/// Out of file descriptors: the daemon (open-file limit 64, soft and hard, so it cannot raise
+/// it) neither panics nor exits; connections it cannot serve wait in the backlog or are closed,
+/// those it serves relay correctly (splice falls back to copying without pipes), and once the
+/// clients are gone it serves again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_descriptors_the_daemon_keeps_serving_what_it_can_and_recovers() {
+    use std::os::unix::process::CommandExt;
+    let release = Arc::new(Notify::new());
+    let t = tcp_backend("t", release.clone()).await;
+    for relay in ["splice", "copy"] {
+        let dir = TempDir::new("bal-nofile").unwrap();
+        let listen = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        // A top-level key must come before the first table: put `relay` first.
+        let text = format!("relay = \"{relay}\"\n")
+            + &text_with_listen("l4", "{ kind = \"rr\" }", listen, &[&t], &dir);
+        let path = dir.path().join("balance.toml");
+        std::fs::write(&path, &text).unwrap();
+        let log = std::fs::File::create(dir.path().join("log")).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_netsched-balanced"));
+        cmd.arg("--config")
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(log);
+        // SAFETY: setrlimit is async-signal-safe; the closure touches no shared state.
+        unsafe {
+            cmd.pre_exec(|| {
+                let l = libc::rlimit {
+                    rlim_cur: 64,
+                    rlim_max: 64,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &l) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut d = Daemon(cmd.spawn().unwrap());
+        let sock = dir.path().join("ctl.sock");
+        assert!(
+            eventually(|| sock.exists() && std::net::TcpStream::connect(listen).is_ok()).await,
+            "daemon did not start: {}",
+            std::fs::read_to_string(dir.path().join("log")).unwrap_or_default()
+        );
+        // 40 connections need 80 descriptors: more than 64.
+        let mut conns = Vec::new();
+        for _ in 0..40 {
+            conns.push(BufReader::new(TcpStream::connect(listen).await.unwrap()));
+        }
+        let (mut served, mut closed, mut waiting) = (0, 0, 0);
+        for (i, r) in conns.iter_mut().enumerate() {
+            let mut name = String::new();
+            match tokio::time::timeout(Duration::from_millis(200), r.read_line(&mut name)).await {
+                Err(_) => waiting += 1,
+                Ok(Ok(0)) | Ok(Err(_)) => closed += 1,
+                Ok(Ok(_)) => {
+                    assert_eq!(name, "t\n", "{relay}");
+                    let msg = format!("conn {i}\n");
+                    assert_eq!(echo(r, &msg).await, msg, "{relay}");
+                    served += 1;
+                }
+            }
+        }
+        eprintln!("{relay}: 40 connections at a 64-descriptor limit: {served} served, {closed} closed, {waiting} waiting");
+        assert!(served > 0 && served < 40, "{relay}: {served} served");
+        assert!(
+            d.0.try_wait().unwrap().is_none(),
+            "{relay}: the daemon exited"
+        );
+        drop(conns);
+        release.notify_waiters();
+        // Descriptors free again: new connections are served.
+        let mut ok = false;
+        for _ in 0..40 {
+            // Clients that waited in the backlog are relayed now; let their backends close.
+            release.notify_waiters();
+            if let Ok(s) = TcpStream::connect(listen).await {
+                let mut r = BufReader::new(s);
+                let mut name = String::new();
+                let got =
+                    tokio::time::timeout(Duration::from_secs(2), r.read_line(&mut name)).await;
+                if matches!(got, Ok(Ok(2))) && name == "t\n" {
+                    ok = echo(&mut r, "again\n").await == "again\n";
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(ok, "{relay}: not serving after the clients left");
+        assert!(
+            d.0.try_wait().unwrap().is_none(),
+            "{relay}: the daemon exited"
+        );
+        let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
+        assert!(!log.contains("panicked"), "{relay}: {log}");
     }
 }
