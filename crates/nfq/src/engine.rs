@@ -280,7 +280,7 @@ impl Engine {
     /// `None` before the first response. Kept across `reset` (it describes the server, not
     /// the counters the thesis's `perReset` clears).
     pub fn recent_server_time(&self) -> Option<Nanos> {
-        (self.server_time_recent > 0.0).then(|| self.server_time_recent as Nanos)
+        (self.server_time_recent > 0.0).then_some(self.server_time_recent as Nanos)
     }
 
     /// The `max_hold` bound in force now. Fixed: `[limits] max_hold`. With `max_hold_factor`
