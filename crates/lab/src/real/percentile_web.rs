@@ -662,8 +662,8 @@ pub fn checks(runs: &[ModeRun], p: &RealParams) -> Vec<Check> {
                 "Percentile starves no class: max_hold ({}) bounds every wait, so every class completes at least half of {} connections × run time / (max_hold + 10 ms tick + mean server time) — fewest responses / that floor",
                 match p.max_hold_factor {
                     Some(k) => format!(
-                        "{k} × the server time ≈ {}",
-                        netsched_core::units::format_duration(max_hold.as_nanos() as u64)
+                        "{k} × the server time ≈ {:.0} ms",
+                        max_hold.as_secs_f64() * 1e3
                     ),
                     None => netsched_core::units::format_duration(max_hold.as_nanos() as u64),
                 },
