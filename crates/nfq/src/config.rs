@@ -117,8 +117,23 @@ impl Deadline {
 pub const DEADLINE_RANGE: (Nanos, Nanos) = (crate::MS / 1000, 3600 * crate::SEC);
 /// The range of the `[limits]` durations (`max_hold`, `request_timeout`): 1 ms to 1 hour.
 pub const LIMIT_RANGE: (Nanos, Nanos) = (crate::MS, 3600 * crate::SEC);
+/// The range of `[limits] max_hold_factor`: a bound under half a server time would release
+/// nearly every request unscheduled; one over 100 server times bounds nothing the rule does.
+pub const MAX_HOLD_FACTOR_RANGE: (f64, f64) = (0.5, 100.0);
+/// The shortest `max_hold` a factor may give: two of the daemon's 10 ms ticks (the bound is
+/// checked once per tick, so a shorter one would be quantised to the tick anyway).
+pub const MAX_HOLD_AUTO_MIN: Nanos = 20 * crate::MS;
 /// The range of `flow_idle_timeout`: 1 s to 1 day.
 pub const IDLE_RANGE: (Nanos, Nanos) = (crate::SEC, 24 * 3600 * crate::SEC);
+
+/// `max_hold_factor` within [`MAX_HOLD_FACTOR_RANGE`]; the error names the key and the value.
+pub fn validate_max_hold_factor(k: f64) -> Result<f64> {
+    let (lo, hi) = MAX_HOLD_FACTOR_RANGE;
+    if !(lo..=hi).contains(&k) {
+        bail!("max_hold_factor = {k}: must be a number of server times in {lo}..={hi}");
+    }
+    Ok(k)
+}
 
 /// A duration in the core's grammar (`netsched_core::units`: "4ms", "250us", "1.5s"; bare
 /// numbers refused), within `range`. The error names the text, the bound and the forms.
@@ -223,6 +238,7 @@ struct FileLimits {
     flow_idle_timeout: Option<String>,
     request_timeout: Option<String>,
     max_hold: Option<String>,
+    max_hold_factor: Option<f64>,
     rcvbuf_bytes: Option<usize>,
     kernel_queue_maxlen: Option<u32>,
 }
@@ -249,6 +265,10 @@ pub struct Limits {
     /// A request held longer than this is released whatever the discipline says (bounds the
     /// wait of every class; the P0 rule alone can starve one under strong holding).
     pub max_hold: Nanos,
+    /// When set, the bound follows the server: `max_hold = factor × recent mean time a request
+    /// spends inside the server`, clamped to [`MAX_HOLD_AUTO_MIN`, `max_hold`] (so `max_hold`
+    /// becomes the ceiling; it is also the bound until the first response). docs/nfq.md.
+    pub max_hold_factor: Option<f64>,
     /// A released request with no response after this long is counted as failed and frees
     /// its budget slot (response lost, bypassed, connection reset...).
     pub request_timeout: Nanos,
@@ -266,6 +286,7 @@ impl Default for Limits {
             flow_idle_timeout: 120 * crate::SEC,
             request_timeout: 5 * crate::SEC,
             max_hold: crate::SEC,
+            max_hold_factor: None,
             rcvbuf_bytes: 16 << 20,
             kernel_queue_maxlen: 65_536,
         }
@@ -478,6 +499,9 @@ impl Config {
             if let Some(v) = &l.max_hold {
                 d.max_hold = parse_duration(v, LIMIT_RANGE).context("[limits] max_hold")?;
             }
+            if let Some(k) = l.max_hold_factor {
+                d.max_hold_factor = Some(validate_max_hold_factor(k).context("[limits]")?);
+            }
             if let Some(v) = l.rcvbuf_bytes {
                 d.rcvbuf_bytes = v;
             }
@@ -527,6 +551,9 @@ impl Config {
         }
         if l.request_timeout == 0 || l.flow_idle_timeout == 0 || l.max_hold == 0 {
             bail!("[limits]: timeouts must be greater than zero");
+        }
+        if let Some(k) = l.max_hold_factor {
+            validate_max_hold_factor(k).context("[limits]")?;
         }
         Ok(())
     }
@@ -609,6 +636,32 @@ request_timeout = "2s"
         let e = format!("{:#}", Config::from_toml("bogus = 1").unwrap_err());
         assert!(e.contains("bogus"), "{e}");
         assert!(Config::default().validate().is_err());
+    }
+
+    #[test]
+    fn config_max_hold_factor_is_read_and_bounded() {
+        let c = Config::from_toml("[limits]\nmax_hold_factor = 3.0\nmax_hold = \"2s\"").unwrap();
+        assert_eq!(c.limits.max_hold_factor, Some(3.0));
+        assert_eq!(c.limits.max_hold, 2 * crate::SEC);
+        assert_eq!(Config::default().limits.max_hold_factor, None);
+        for bad in ["0.1", "1000.0", "-3.0", "nan"] {
+            let e = format!(
+                "{:#}",
+                Config::from_toml(&format!("[limits]\nmax_hold_factor = {bad}")).unwrap_err()
+            );
+            assert!(
+                e.contains("max_hold_factor") && e.contains("limits"),
+                "{bad}: {e}"
+            );
+        }
+        let mut c = Config::default();
+        c.limits.max_hold_factor = Some(f64::INFINITY);
+        c.classes.push(ClassSpec {
+            name: "a".into(),
+            percentile: 90,
+        });
+        let e = format!("{:#}", c.validate().unwrap_err());
+        assert!(e.contains("max_hold_factor") && e.contains("inf"), "{e}");
     }
 
     #[test]

@@ -168,6 +168,13 @@ pub struct Status {
     /// the thesis's "mean processing time" (P0 §4).
     #[serde(default)]
     pub mean_server_ms: f64,
+    /// The `max_hold` bound in force now, ns: `[limits] max_hold`, or with `max_hold_factor`
+    /// that many recent server times, clamped (docs/nfq.md).
+    #[serde(default)]
+    pub max_hold_ns: u64,
+    /// `[limits] max_hold_factor`, when the bound follows the server.
+    #[serde(default)]
+    pub max_hold_factor: Option<f64>,
     pub held_packets: usize,
     pub flows: usize,
     pub default_class: String,
@@ -212,8 +219,16 @@ pub struct Engine {
     judge: PercentileJudge,
     server_time_sum: u128,
     server_time_count: u64,
+    /// Recent mean time inside the server (release → first response), ns, an exponentially
+    /// weighted mean with weight [`SERVER_TIME_EWMA_WEIGHT`] per response; 0 before the first.
+    server_time_recent: f64,
     pub counters: Counters,
 }
+
+/// Weight of one response in [`Engine::recent_server_time`]: 1/64, so the estimate follows
+/// the server within ≈ 64 responses (tens of ms to a fraction of a second at 300–1500
+/// responses/s) and one slow response moves it by under 2%.
+pub const SERVER_TIME_EWMA_WEIGHT: f64 = 1.0 / 64.0;
 
 impl Engine {
     pub fn new(cfg: Config) -> anyhow::Result<Self> {
@@ -245,6 +260,7 @@ impl Engine {
                 .map_err(|e| anyhow::anyhow!("deadline: {e}"))?,
             server_time_sum: 0,
             server_time_count: 0,
+            server_time_recent: 0.0,
             counters: Counters::default(),
             cfg,
         })
@@ -258,6 +274,27 @@ impl Engine {
     }
     pub fn deadline(&self) -> Nanos {
         self.deadline
+    }
+
+    /// Recent mean time a request spends inside the server (release → first response), ns;
+    /// `None` before the first response. Kept across `reset` (it describes the server, not
+    /// the counters the thesis's `perReset` clears).
+    pub fn recent_server_time(&self) -> Option<Nanos> {
+        (self.server_time_recent > 0.0).then_some(self.server_time_recent as Nanos)
+    }
+
+    /// The `max_hold` bound in force now. Fixed: `[limits] max_hold`. With `max_hold_factor`
+    /// k: `k ×` [`Self::recent_server_time`], clamped to `[MAX_HOLD_AUTO_MIN, max_hold]`
+    /// (`max_hold` itself until the first response).
+    pub fn max_hold(&self) -> Nanos {
+        let ceiling = self.cfg.limits.max_hold;
+        match (self.cfg.limits.max_hold_factor, self.recent_server_time()) {
+            (Some(k), Some(t)) => {
+                let floor = crate::config::MAX_HOLD_AUTO_MIN.min(ceiling);
+                ((k * t as f64) as Nanos).clamp(floor, ceiling)
+            }
+            _ => ceiling,
+        }
     }
     pub fn is_running(&self) -> bool {
         self.running
@@ -472,8 +509,15 @@ impl Engine {
             Outcome::Responded => {
                 c.latency_sum_ns += latency as u128;
                 c.responded += 1;
-                self.server_time_sum += now.saturating_sub(released) as u128;
+                let t = now.saturating_sub(released);
+                self.server_time_sum += t as u128;
                 self.server_time_count += 1;
+                self.server_time_recent = if self.server_time_recent > 0.0 {
+                    self.server_time_recent
+                        + SERVER_TIME_EWMA_WEIGHT * (t as f64 - self.server_time_recent)
+                } else {
+                    (t as f64).max(1.0)
+                };
                 if !missed {
                     self.report(class, latency, now);
                 }
@@ -625,7 +669,7 @@ impl Engine {
     /// no class waits without bound — the P0 rule alone can freeze a class whose attainment
     /// sits above what the others reach (see `closed_loop_strong_holding_freezes_a_class_ratio`).
     fn release_over_max_hold(&mut self, now: Nanos, accept: &mut Vec<u32>) {
-        let max_hold = self.cfg.limits.max_hold;
+        let max_hold = self.max_hold();
         for f in self.flows.values_mut() {
             if let FlowState::Held {
                 class,
@@ -771,6 +815,8 @@ impl Engine {
             in_server: self.in_server,
             server_time_sum: self.server_time_sum,
             server_time_count: self.server_time_count,
+            max_hold_ns: self.max_hold(),
+            max_hold_factor: self.cfg.limits.max_hold_factor,
             held_packets: self.held_packets,
             flows: self.flows.len(),
             default_class: self.cfg.default_class,
@@ -885,6 +931,8 @@ pub struct Snapshot {
     pub in_server: usize,
     pub server_time_sum: u128,
     pub server_time_count: u64,
+    pub max_hold_ns: Nanos,
+    pub max_hold_factor: Option<f64>,
     pub held_packets: usize,
     pub flows: usize,
     pub default_class: usize,
@@ -959,6 +1007,8 @@ impl Snapshot {
             } else {
                 0.0
             },
+            max_hold_ns: self.max_hold_ns,
+            max_hold_factor: self.max_hold_factor,
             held_packets: self.held_packets,
             flows: self.flows,
             default_class: name(self.default_class),
@@ -1206,6 +1256,95 @@ mod tests {
             &mut acc,
         );
         assert_eq!(e.status().classes[1].fail, 1);
+    }
+
+    /// `max_hold_factor`: the bound is k × the recent server time, so the same wait that a
+    /// fixed 1 s bound leaves held is released after 3 server times; clamped both ways.
+    #[test]
+    fn engine_max_hold_factor_follows_the_server_time() {
+        let run = |factor: Option<f64>| {
+            let mut c = cfg(DisciplineKind::Strict, Some(1));
+            c.limits.max_hold = crate::SEC;
+            c.limits.max_hold_factor = factor;
+            c.limits.request_timeout = 10 * crate::SEC;
+            let mut e = Engine::new(c).unwrap();
+            let mut acc = Vec::new();
+            assert_eq!(e.max_hold(), crate::SEC, "the ceiling until a response");
+            e.on_packet(1, NF_INET_LOCAL_IN, &req(client(0, 1), 1), 0, &mut acc);
+            e.on_packet(
+                2,
+                NF_INET_LOCAL_OUT,
+                &resp(client(0, 1), 1),
+                20 * MS,
+                &mut acc,
+            );
+            assert_eq!(e.recent_server_time(), Some(20 * MS));
+            e.on_packet(
+                3,
+                NF_INET_LOCAL_IN,
+                &req(client(0, 1), 3),
+                21 * MS,
+                &mut acc,
+            );
+            e.on_packet(
+                4,
+                NF_INET_LOCAL_IN,
+                &req(client(1, 1), 4),
+                22 * MS,
+                &mut acc,
+            );
+            e.tick(77 * MS, &mut acc);
+            let early = e.counters.max_hold_releases;
+            e.tick(83 * MS, &mut acc);
+            (
+                e.max_hold(),
+                early,
+                e.counters.max_hold_releases,
+                e.status(),
+            )
+        };
+        let (bound, early, late, st) = run(Some(3.0));
+        assert_eq!(bound, 60 * MS);
+        assert_eq!((early, late), (0, 1), "held 55 ms: kept; 61 ms: released");
+        assert_eq!(st.max_hold_ns, 60 * MS);
+        assert_eq!(st.max_hold_factor, Some(3.0));
+        let (bound, early, late, st) = run(None);
+        assert_eq!(bound, crate::SEC);
+        assert_eq!((early, late), (0, 0));
+        assert_eq!(st.max_hold_factor, None);
+        // Clamped to [MAX_HOLD_AUTO_MIN, max_hold]; the estimate follows new responses.
+        let mut c = cfg(DisciplineKind::Fifo, None);
+        c.limits.max_hold = 400 * MS;
+        c.limits.max_hold_factor = Some(3.0);
+        let mut e = Engine::new(c).unwrap();
+        let mut acc = Vec::new();
+        e.on_packet(1, NF_INET_LOCAL_IN, &req(client(0, 1), 1), 0, &mut acc);
+        e.on_packet(2, NF_INET_LOCAL_OUT, &resp(client(0, 1), 1), MS, &mut acc);
+        assert_eq!(e.max_hold(), crate::config::MAX_HOLD_AUTO_MIN);
+        let mut t = MS;
+        for i in 0..400u32 {
+            let port = 10 + (i % 1000) as u16;
+            e.on_packet(
+                10 + 2 * i,
+                NF_INET_LOCAL_IN,
+                &req(client(0, 2), port),
+                t,
+                &mut acc,
+            );
+            t += 500 * MS;
+            e.on_packet(
+                11 + 2 * i,
+                NF_INET_LOCAL_OUT,
+                &resp(client(0, 2), port),
+                t,
+                &mut acc,
+            );
+        }
+        assert!(e.recent_server_time().unwrap() > 490 * MS);
+        assert_eq!(e.max_hold(), 400 * MS, "the ceiling");
+        // Kept across reset (it describes the server, not the thesis's counters).
+        e.reset();
+        assert_eq!(e.max_hold(), 400 * MS);
     }
 
     #[test]
