@@ -65,6 +65,9 @@ pub struct VmConfig {
     pub vif_queue: usize,
     pub cpu_busy: f64,
     pub slice_ms: f64,
+    /// On/off period lengths are drawn uniformly in `mean · [1 − spread, 1 + spread]`
+    /// (0 = strictly alternating periods of their means, as the real switch's budget does).
+    pub slice_spread: f64,
     pub duration: Nanos,
     pub threshold_ms: f64,
 }
@@ -292,7 +295,10 @@ pub fn simulate(cfg: &VmConfig, seed: u64) -> anyhow::Result<Vec<TierResult>> {
     let slice = cfg.slice_ms * MS as f64;
     let on_mean = slice * (1.0 - cfg.cpu_busy) / 0.5;
     let off_mean = slice * cfg.cpu_busy / 0.5;
-    let draw = |rng: &mut SplitMix64, mean: f64| -> Nanos { (mean * (0.5 + rng.unit())) as Nanos };
+    let spread = cfg.slice_spread;
+    let draw = |rng: &mut SplitMix64, mean: f64| -> Nanos {
+        (mean * (1.0 + spread * (2.0 * rng.unit() - 1.0))) as Nanos
+    };
     let mut cpu_on = true;
     if cfg.cpu_busy > 0.0 {
         let d = draw(&mut rng, on_mean);
@@ -525,6 +531,7 @@ mod tests {
             vif_queue: 8,
             cpu_busy: 0.5,
             slice_ms: 10.0,
+            slice_spread: 0.5,
             duration: 5 * SEC,
             threshold_ms: 60.0,
         }
