@@ -47,24 +47,31 @@ pub struct RealRun {
     /// millisecond spent late beyond that millisecond: the budget time the switch thread, which
     /// keeps at most 1 ms of credit after a late wake-up, loses to a busy host.
     pub host_late_pct: f64,
+    /// The longest of those late wake-ups, ms (a stall that long fills a vif queue of a port
+    /// that sends faster than queue / stall).
+    pub host_max_late_ms: f64,
 }
 
 /// How late a thread of this process wakes, while `stop` is false: returns the share of the
 /// elapsed time (%) spent more than [`LATE_SLACK`] past a requested 1 ms sleep. The switch's
 /// budget keeps at most 1 ms of credit after a late wake-up (`netsched vswitch`, docs/vswitch.md),
 /// so this is the share of its budget a busy host takes away while the switch is backlogged.
-fn watch_lateness(stop: Arc<AtomicBool>) -> std::thread::JoinHandle<f64> {
+fn watch_lateness(stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(f64, f64)> {
     std::thread::spawn(move || {
         let _ = netsched_link::sys::set_timer_slack(1000);
         let now = netsched_link::sys::now_ns;
-        let (t0, mut lost) = (now(), 0u64);
+        let (t0, mut lost, mut worst) = (now(), 0u64, 0u64);
         while !stop.load(Ordering::Relaxed) {
             let t = now();
             std::thread::sleep(std::time::Duration::from_millis(1));
             let late = now().saturating_sub(t + MS);
             lost += late.saturating_sub(LATE_SLACK);
+            worst = worst.max(late);
         }
-        100.0 * lost as f64 / now().saturating_sub(t0).max(1) as f64
+        (
+            100.0 * lost as f64 / now().saturating_sub(t0).max(1) as f64,
+            worst as f64 / MS as f64,
+        )
     })
 }
 
@@ -274,7 +281,7 @@ fn run_one(bed: &mut Bed, cfg: &VmConfig, pps: u64, dur: Nanos, seed: u64) -> Re
     let watch = watch_lateness(Arc::clone(&stop));
     let sent = bulk_traffic(bed, cfg, seed, dur);
     stop.store(true, Ordering::Relaxed);
-    let host_late_pct = watch.join().unwrap_or(f64::NAN);
+    let (host_late_pct, host_max_late_ms) = watch.join().unwrap_or((f64::NAN, f64::NAN));
     let sent = sent?;
     // Let the pings reach their deadline and print their summaries.
     let deadline = std::time::Duration::from_secs(dur / SEC + PING_GRACE_S)
@@ -309,6 +316,7 @@ fn run_one(bed: &mut Bed, cfg: &VmConfig, pps: u64, dur: Nanos, seed: u64) -> Re
         tiers,
         stats,
         host_late_pct,
+        host_max_late_ms,
     })
 }
 
@@ -419,7 +427,7 @@ fn output(
                     "{} {} guests, {} tier: probe p99 ms / share > {thr} ms % / loss %",
                     r.scheduler, r.domains, names[ti]
                 ),
-                paper: paper_says(&r.scheduler, r.domains, nmax_all, ti),
+                paper: paper_says(&r.scheduler, r.domains, nmax_all, ti, names.len()),
                 ours: format!(
                     "sim {:.1} / {:.1} / {:.2}; real {:.1} / {:.1} / {:.2}",
                     s.quantile_ms(0.99),
@@ -435,7 +443,7 @@ fn output(
                 r.scheduler,
                 r.domains,
                 names[ti],
-                paper_says(&r.scheduler, r.domains, nmax_all, ti),
+                paper_says(&r.scheduler, r.domains, nmax_all, ti, names.len()),
                 s.quantile_ms(0.99),
                 s.share_above_pct(thr),
                 s.loss_pct(),
@@ -457,7 +465,7 @@ fn output(
                     "loss_pct": t.loss_pct(), "max_rounds_passed": t.max_rounds_passed,
                     "bound_rounds": t.bound_rounds,
                 })).collect::<Vec<_>>(),
-                "host_late_pct": r.host_late_pct,
+                "host_late_pct": r.host_late_pct, "host_max_late_ms": r.host_max_late_ms,
                 "switch": r.stats,
             }),
         });
@@ -607,7 +615,10 @@ fn output(
         format!(
             "per run {}; offered load {load_max:.3} leaves {headroom:.1}% headroom",
             runs.iter()
-                .map(|r| format!("{} {}: {:.2}%", r.scheduler, r.domains, r.host_late_pct))
+                .map(|r| format!(
+                    "{} {}: {:.2}% (longest {:.0} ms)",
+                    r.scheduler, r.domains, r.host_late_pct, r.host_max_late_ms
+                ))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
