@@ -17,8 +17,10 @@
 //! - the backend takes packets from the discipline one at a time (`dequeue`), each costing
 //!   `per_packet_ms` of dom0 CPU; the discipline forms its batch rounds itself;
 //! - dom0 has the CPU only part of the time: a background load keeps it `cpu_busy` busy, in
-//!   alternating on/off slices of random length around `slice_ms` (a packet being moved when
-//!   the CPU is taken away finishes when it comes back).
+//!   alternating on/off slices of random length around `slice_ms`, uniform in
+//!   `mean · [1 − slice_spread, 1 + slice_spread]` (0: strictly alternating, as the real
+//!   switch's budget; a packet being moved when the CPU is taken away finishes when it comes
+//!   back).
 //!
 //! Measured per (scheduler, domain count, tier): probe latency (departure − arrival: mean,
 //! p95, p99, max, share above 60 ms); sent / delivered / lost / still held, separately for
