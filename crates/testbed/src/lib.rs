@@ -8,9 +8,11 @@
 //!
 //! The crate also owns what every real run needs around its namespaces: entering one from a
 //! thread and pinning to a CPU ([`sys`]), Ctrl-C/SIGTERM handling ([`signal`]), child
-//! processes stopped with their whole process group ([`process`]), and private temporary
-//! folders ([`tempdir`]). Data planes and experiments call these; none keeps a copy.
+//! processes stopped with their whole process group ([`process`]), private temporary
+//! folders ([`tempdir`]), and who may use a daemon's control socket ([`access`]). Data planes
+//! and experiments call these; none keeps a copy.
 
+pub mod access;
 pub mod process;
 pub mod signal;
 pub mod sys;
@@ -18,7 +20,7 @@ pub mod tempdir;
 
 pub use process::{children_of, netns_of_tree, processes_with, Process};
 pub use signal::{check_interrupted, interrupted, sleep_unless_interrupted, SignalGuard};
-pub use sys::{allowed_cpus, enter_netns, is_root, nobody, pin_to_cpu};
+pub use sys::{allowed_cpus, enter_netns, euid, is_root, nobody, peer_cred, pin_to_cpu, PeerCred};
 pub use tempdir::TempDir;
 
 use anyhow::{anyhow, bail, Context, Result};
