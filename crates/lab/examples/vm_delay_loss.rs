@@ -3,8 +3,8 @@
 //! domains over seeds 1..=10, as configured and with one model assumption changed at a time.
 //! `cargo run --release -p netsched-lab --example vm_delay_loss [seconds]`
 
-use netsched_lab::experiments::vm_delay::{simulate, summary, Setup, TierResult, VmConfig};
 use netsched_core::SEC;
+use netsched_lab::experiments::vm_delay::{simulate, summary, Setup, TierResult, VmConfig};
 
 fn scenario() -> serde_json::Value {
     let text = include_str!("../../../scenarios/vm-delay.toml");

@@ -50,6 +50,8 @@ pub struct RealRun {
     /// The longest of those late wake-ups, ms (a stall that long fills a vif queue of a port
     /// that sends faster than queue / stall).
     pub host_max_late_ms: f64,
+    /// The tag of the testbed it ran in (its namespaces' names contain it).
+    pub testbed: String,
 }
 
 /// How late a thread of this process wakes, while `stop` is false: returns the share of the
@@ -317,6 +319,7 @@ fn run_one(bed: &mut Bed, cfg: &VmConfig, pps: u64, dur: Nanos, seed: u64) -> Re
         stats,
         host_late_pct,
         host_max_late_ms,
+        testbed: bed.tb.tag().to_string(),
     })
 }
 
@@ -454,7 +457,8 @@ fn output(
         }
         results.runs.push(Run {
             config: json!({ "scheduler": r.scheduler, "domains": r.domains,
-                            "duration_s": dur / SEC, "packet_rate": pps }),
+                            "duration_s": dur / SEC, "packet_rate": pps,
+                            "testbed": r.testbed }),
             metrics: json!({
                 "tiers": r.tiers.iter().enumerate().map(|(i, t)| json!({
                     "tier": names[i],
@@ -693,7 +697,10 @@ fn output(
             .collect();
         let file = format!("real-cdf-{}-{}.svg", r.scheduler, r.domains);
         latency_cdf_chart(
-            &format!("Probe RTT per tier (real) — {}, {} guests", r.scheduler, r.domains),
+            &format!(
+                "Probe RTT per tier (real) — {}, {} guests",
+                r.scheduler, r.domains
+            ),
             &samples,
             thr,
             &out.join(&file),
@@ -711,8 +718,9 @@ fn output(
         comparisons,
         checks,
         figures,
-        notes: vec![format!(
-            "Real run through `netsched vswitch`: {} s per configuration, forwarding budget \
+        notes: vec![
+            format!(
+                "Real run through `netsched vswitch`: {} s per configuration, forwarding budget \
              {pps} packets/s = 1 / per_packet while on, off a `cpu_busy` share of the time in \
              periods around `slice` (strictly alternating at their means). \
              Probes are real ICMP echoes (`ping`), RTT = switch wait + return path; bulk frames \
@@ -723,8 +731,29 @@ fn output(
              `host_late_pct`: the share of the traffic time a 1 ms sleeper in this process woke \
              more than 1 ms late, the budget the switch loses to a busy host. The machine is \
              shared (2 cores), so figures vary between runs.",
-            dur / SEC
-        ),
-        table],
+                dur / SEC
+            ),
+            table,
+        ],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ping_output_gives_rtts_and_the_summary_counts() {
+        let text = "PING 10.78.0.254 (10.78.0.254) 56(84) bytes of data.\n\
+            64 bytes from 10.78.0.254: icmp_seq=1 ttl=64 time=0.081 ms\n\
+            64 bytes from 10.78.0.254: icmp_seq=3 ttl=64 time=12.5 ms\n\n\
+            --- 10.78.0.254 ping statistics ---\n\
+            3 packets transmitted, 2 received, 33.3333% packet loss, time 2003ms\n";
+        let (rtts, tx, rx) = parse_ping(text);
+        assert_eq!(rtts, vec![0.081, 12.5]);
+        assert_eq!((tx, rx), (3, 2));
+        // A ping killed before its summary: replies but no counts (why pings now have `-w`).
+        let (rtts, tx, rx) = parse_ping(text.split("\n\n").next().unwrap());
+        assert_eq!((rtts.len(), tx, rx), (2, 0, 0));
+    }
 }

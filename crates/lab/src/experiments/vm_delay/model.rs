@@ -542,10 +542,11 @@ mod tests {
     #[test]
     fn packets_are_conserved() {
         for sch in ["strict_priority", "delay_constrained", "delay_wall_clock"] {
-            for (queue, busy) in [(32, 0.5), (2, 0.7)] {
+            for (queue, busy, spread) in [(32, 0.5, 0.5), (2, 0.7, 0.5), (32, 0.5, 0.0)] {
                 let mut c = cfg(sch, 9);
                 c.vif_queue = queue;
                 c.cpu_busy = busy;
+                c.slice_spread = spread;
                 let r = simulate(&c, 3).unwrap();
                 for t in &r {
                     for k in [t.probe, t.data, t.stream] {

@@ -658,3 +658,55 @@ fn sensitivity_table(v: &View, n: usize, rows: &[SensRow], out: &Path) -> anyhow
     )?;
     Ok(table)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantile_points_are_monotone_and_keep_the_tail() {
+        // 10 000 latencies 0.01 .. 100 ms: thinned, but the top 2% is kept whole.
+        let v: Vec<f64> = (1..=10_000).rev().map(|i| i as f64 / 100.0).collect();
+        let p = quantile_points(&v);
+        assert!(p.len() < 800, "{}", p.len());
+        assert!(p.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+        assert_eq!(p.last().copied(), Some((1.0, 100.0)));
+        let tail = p.iter().filter(|(f, _)| *f > 0.98).count();
+        assert_eq!(tail, 200);
+        // Zero and non-finite latencies cannot be drawn on a log axis: skipped.
+        assert_eq!(quantile_points(&[0.0, f64::NAN, 2.0]), vec![(1.0, 2.0)]);
+    }
+
+    #[test]
+    fn the_cdf_chart_has_a_log_latency_axis_and_the_threshold_mark() {
+        let dir = netsched_testbed::TempDir::new("vmdlycdf").unwrap();
+        let path = dir.path().join("cdf.svg");
+        let low: Vec<f64> = (1..=1000).map(|i| i as f64 / 2.0).collect();
+        let high: Vec<f64> = (1..=1000).map(|i| i as f64 / 100.0).collect();
+        latency_cdf_chart(
+            "t",
+            &[("High".into(), &high[..]), ("Low".into(), &low[..])],
+            60.0,
+            &path,
+        )
+        .unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        // Decade ticks in ms, not log10 values.
+        for tick in [">0.01<", ">1<", ">100<", ">1000<"] {
+            assert!(svg.contains(tick), "no tick {tick}");
+        }
+        assert!(svg.contains("class=\"mark\"") && svg.contains("60 ms (P2 Fig. 9)"));
+        assert!(svg.contains("data-name=\"High\"") && svg.contains("data-name=\"Low\""));
+    }
+
+    #[test]
+    fn the_paper_column_uses_p2s_words_per_tier() {
+        let s = |sch, n, t| paper_says(sch, n, 18, t, 3);
+        assert!(s("strict_priority", 18, 1).contains("High and Mid"));
+        assert!(s("strict_priority", 18, 2).contains("Low responds much slower"));
+        assert!(s("strict_priority", 9, 2).contains("Fig. 6"));
+        assert!(s("delay_constrained", 18, 2).contains("40% lower"));
+        assert!(s("delay_constrained", 18, 0).contains("High slower"));
+        assert!(s("delay_wall_clock", 18, 0).contains("not in P2"));
+    }
+}
