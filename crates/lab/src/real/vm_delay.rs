@@ -217,23 +217,38 @@ fn bulk_traffic(bed: &Bed, cfg: &VmConfig, seed: u64, dur: Nanos) -> Result<Vec<
         .map_err(|_| anyhow::anyhow!("the traffic thread panicked"))?
 }
 
-/// Per-reply RTTs (ms) and (transmitted, received) from one `ping` output.
-fn parse_ping(text: &str) -> (Vec<f64>, u64, u64) {
-    let rtts = text
-        .lines()
-        .filter_map(|l| l.split("time=").nth(1))
-        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
-        .collect();
-    let (mut tx, mut rx) = (0, 0);
-    if let Some(l) = text.lines().find(|l| l.contains("packets transmitted")) {
-        let n: Vec<u64> = l
-            .split(',')
-            .filter_map(|p| p.split_whitespace().next()?.parse().ok())
-            .collect();
-        if n.len() >= 2 {
-            (tx, rx) = (n[0], n[1]);
+/// Per-reply RTTs (ms) and (transmitted, received) of the first `count` probes of one `ping`
+/// output. With a deadline (`-w`) a ping that lost probes keeps sending until `count` replies
+/// came back or the deadline passed; those extra probes fall after the traffic, so only
+/// sequence numbers 1..=`count` are counted. Without the summary line (a ping that was
+/// killed) nothing is known to be transmitted: (rtts, 0, 0).
+fn parse_ping(text: &str, count: u64) -> (Vec<f64>, u64, u64) {
+    let mut rtts = Vec::new();
+    for l in text.lines() {
+        let seq: Option<u64> = l
+            .split("icmp_seq=")
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next()?.parse().ok());
+        let rtt: Option<f64> = l
+            .split("time=")
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next()?.parse().ok());
+        if let (Some(seq), Some(rtt)) = (seq, rtt) {
+            if seq <= count {
+                rtts.push(rtt);
+            }
         }
     }
+    let mut tx = 0;
+    if let Some(l) = text.lines().find(|l| l.contains("packets transmitted")) {
+        tx = l
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+            .min(count);
+    }
+    let rx = if tx == 0 { 0 } else { rtts.len() as u64 };
     (rtts, tx, rx)
 }
 
@@ -248,6 +263,7 @@ fn run_one(bed: &mut Bed, cfg: &VmConfig, pps: u64, dur: Nanos, seed: u64) -> Re
     let per_tier = cfg.domains / cfg.tiers.len();
     let tmp = netsched_testbed::TempDir::new("vmdly")?;
     let mut pings = Vec::new();
+    let mut counts = Vec::new();
     for (i, (ns, _, _)) in bed.guests.iter().enumerate() {
         let period = cfg.tiers[i / per_tier].period_ms;
         let count = ((dur as f64 / MS as f64) / period).floor().max(1.0) as u64;
@@ -277,6 +293,7 @@ fn run_one(bed: &mut Bed, cfg: &VmConfig, pps: u64, dur: Nanos, seed: u64) -> Re
             Stdio::null(),
         )?;
         pings.push((pid, path));
+        counts.push(count);
     }
     let started = std::time::Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
@@ -296,7 +313,7 @@ fn run_one(bed: &mut Bed, cfg: &VmConfig, pps: u64, dur: Nanos, seed: u64) -> Re
     let mut tiers = vec![TierResult::default(); cfg.tiers.len()];
     for (i, (_, path)) in pings.iter().enumerate() {
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        let (rtts, tx, rx) = parse_ping(&text);
+        let (rtts, tx, rx) = parse_ping(&text, counts[i]);
         let t = &mut tiers[i / per_tier];
         t.probe.sent += tx;
         t.probe.delivered += rx;
@@ -746,14 +763,18 @@ mod tests {
     fn ping_output_gives_rtts_and_the_summary_counts() {
         let text = "PING 10.78.0.254 (10.78.0.254) 56(84) bytes of data.\n\
             64 bytes from 10.78.0.254: icmp_seq=1 ttl=64 time=0.081 ms\n\
-            64 bytes from 10.78.0.254: icmp_seq=3 ttl=64 time=12.5 ms\n\n\
+            64 bytes from 10.78.0.254: icmp_seq=3 ttl=64 time=12.5 ms\n\
+            64 bytes from 10.78.0.254: icmp_seq=4 ttl=64 time=0.07 ms\n\n\
             --- 10.78.0.254 ping statistics ---\n\
-            3 packets transmitted, 2 received, 33.3333% packet loss, time 2003ms\n";
-        let (rtts, tx, rx) = parse_ping(text);
+            4 packets transmitted, 3 received, 25% packet loss, time 3003ms\n";
+        // Asked for 3 probes: the 4th, sent after a loss until the deadline, is not counted.
+        let (rtts, tx, rx) = parse_ping(text, 3);
         assert_eq!(rtts, vec![0.081, 12.5]);
         assert_eq!((tx, rx), (3, 2));
-        // A ping killed before its summary: replies but no counts (why pings now have `-w`).
-        let (rtts, tx, rx) = parse_ping(text.split("\n\n").next().unwrap());
+        let (rtts, tx, rx) = parse_ping(text, 10);
+        assert_eq!((rtts.len(), tx, rx), (3, 4, 3));
+        // A ping killed before its summary: nothing known to be transmitted.
+        let (rtts, tx, rx) = parse_ping(text.split("\n\n").next().unwrap(), 3);
         assert_eq!((rtts.len(), tx, rx), (2, 0, 0));
     }
 }
