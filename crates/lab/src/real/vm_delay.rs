@@ -382,13 +382,23 @@ pub fn run_real(params: &Value, seed: u64, out: &Path, quick: bool) -> Result<Ex
                 ..setup.base.clone()
             };
             eprintln!("vm-delay --real: {sch} with {n} guests, {}s", dur / SEC);
-            runs.push(run_one(&mut bed, &cfg, pps, dur, run_seed)?);
+            let real = run_one(&mut bed, &cfg, pps, dur, run_seed)?;
             // The sim column models the switch's backend: on/off periods that alternate at
-            // their means (`slice_spread` 0), as `budget_busy`/`budget_slice` do.
-            let sim_cfg = VmConfig {
+            // their means (`slice_spread` 0), as `budget_busy`/`budget_slice` do; and the
+            // probes ping really sent (a ping on a busy host falls behind its interval: the
+            // High pings sent 461-580 of their 600/s in one run, which lowers the load).
+            let mut sim_cfg = VmConfig {
                 slice_spread: 0.0,
                 ..cfg.clone()
             };
+            let per_tier = (n / cfg.tiers.len().max(1)) as f64;
+            for (t, rt) in sim_cfg.tiers.iter_mut().zip(&real.tiers) {
+                if rt.probe.sent > 0 {
+                    let ms = dur as f64 / MS as f64;
+                    t.period_ms = t.period_ms.max(ms * per_tier / rt.probe.sent as f64);
+                }
+            }
+            runs.push(real);
             sims.push(simulate(&sim_cfg, run_seed)?);
         }
         let tag = bed.tb.tag().to_string();
