@@ -12,6 +12,7 @@ mod model;
 mod report;
 
 pub use model::{simulate, summary, Counts, Kind, Summary, Tier, TierResult, VmConfig};
+pub(crate) use report::{latency_cdf_chart, paper_says};
 
 use anyhow::{anyhow, bail};
 use netsched_core::rng::SplitMix64;
@@ -246,6 +247,7 @@ impl Setup {
             vif_queue: p.backend.vif_queue_packets,
             cpu_busy: p.load.cpu_busy,
             slice_ms: ms("load.slice", &p.load.slice, 1_000, 10 * SEC)?,
+            slice_spread: 0.5,
             duration: units::parse_duration_in(&p.run.duration, MS, 3600 * SEC)
                 .map_err(|e| anyhow!("run.duration: {e}"))?,
             threshold_ms: ms("run.threshold", &p.run.threshold, 1_000, 100 * SEC)?,

@@ -17,8 +17,10 @@
 //! - the backend takes packets from the discipline one at a time (`dequeue`), each costing
 //!   `per_packet_ms` of dom0 CPU; the discipline forms its batch rounds itself;
 //! - dom0 has the CPU only part of the time: a background load keeps it `cpu_busy` busy, in
-//!   alternating on/off slices of random length around `slice_ms` (a packet being moved when
-//!   the CPU is taken away finishes when it comes back).
+//!   alternating on/off slices of random length around `slice_ms`, uniform in
+//!   `mean · [1 − slice_spread, 1 + slice_spread]` (0: strictly alternating, as the real
+//!   switch's budget; a packet being moved when the CPU is taken away finishes when it comes
+//!   back).
 //!
 //! Measured per (scheduler, domain count, tier): probe latency (departure − arrival: mean,
 //! p95, p99, max, share above 60 ms); sent / delivered / lost / still held, separately for
@@ -65,6 +67,9 @@ pub struct VmConfig {
     pub vif_queue: usize,
     pub cpu_busy: f64,
     pub slice_ms: f64,
+    /// On/off period lengths are drawn uniformly in `mean · [1 − spread, 1 + spread]`
+    /// (0 = strictly alternating periods of their means, as the real switch's budget does).
+    pub slice_spread: f64,
     pub duration: Nanos,
     pub threshold_ms: f64,
 }
@@ -292,7 +297,10 @@ pub fn simulate(cfg: &VmConfig, seed: u64) -> anyhow::Result<Vec<TierResult>> {
     let slice = cfg.slice_ms * MS as f64;
     let on_mean = slice * (1.0 - cfg.cpu_busy) / 0.5;
     let off_mean = slice * cfg.cpu_busy / 0.5;
-    let draw = |rng: &mut SplitMix64, mean: f64| -> Nanos { (mean * (0.5 + rng.unit())) as Nanos };
+    let spread = cfg.slice_spread;
+    let draw = |rng: &mut SplitMix64, mean: f64| -> Nanos {
+        (mean * (1.0 + spread * (2.0 * rng.unit() - 1.0))) as Nanos
+    };
     let mut cpu_on = true;
     if cfg.cpu_busy > 0.0 {
         let d = draw(&mut rng, on_mean);
@@ -525,6 +533,7 @@ mod tests {
             vif_queue: 8,
             cpu_busy: 0.5,
             slice_ms: 10.0,
+            slice_spread: 0.5,
             duration: 5 * SEC,
             threshold_ms: 60.0,
         }
@@ -533,10 +542,11 @@ mod tests {
     #[test]
     fn packets_are_conserved() {
         for sch in ["strict_priority", "delay_constrained", "delay_wall_clock"] {
-            for (queue, busy) in [(32, 0.5), (2, 0.7)] {
+            for (queue, busy, spread) in [(32, 0.5, 0.5), (2, 0.7, 0.5), (32, 0.5, 0.0)] {
                 let mut c = cfg(sch, 9);
                 c.vif_queue = queue;
                 c.cpu_busy = busy;
+                c.slice_spread = spread;
                 let r = simulate(&c, 3).unwrap();
                 for t in &r {
                     for k in [t.probe, t.data, t.stream] {
