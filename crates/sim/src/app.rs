@@ -42,7 +42,7 @@ impl Dist {
         }
     }
     /// `Err` names where the distribution is used and its value.
-    pub fn validate(&self, what: &str) -> Result<(), crate::error::DistError> {
+    pub fn validate(&self, what: &str) -> Result<(), DistError> {
         let ok = |v: f64| v.is_finite() && v >= 0.0;
         let good = match *self {
             Dist::Fixed { ms } => ok(ms),
@@ -52,7 +52,7 @@ impl Dist {
         if good {
             Ok(())
         } else {
-            Err(crate::error::DistError {
+            Err(DistError {
                 what: what.to_string(),
                 dist: self.clone(),
             })
@@ -176,3 +176,23 @@ pub struct Pinger {
     /// (send time, round-trip time) of every reply.
     pub rtts: Vec<(Nanos, Nanos)>,
 }
+
+/// A time distribution whose parameters are not finite, negative, or out of order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DistError {
+    /// Where the distribution is used (`server service time`, `clients.think`, …).
+    pub what: String,
+    pub dist: Dist,
+}
+
+impl std::fmt::Display for DistError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: bad distribution {:?} (times must be finite and ≥ 0)",
+            self.what, self.dist
+        )
+    }
+}
+
+impl std::error::Error for DistError {}

@@ -3,7 +3,7 @@
 
 use netsched_core::qdisc::QdiscConfigError;
 
-use crate::app::Dist;
+pub use crate::app::DistError;
 use crate::packet::{LinkId, NodeId};
 
 /// A [`crate::tcp::TcpConfig`] field out of range. The message starts with the field's name, so
@@ -46,26 +46,6 @@ impl std::fmt::Display for TcpConfigError {
 }
 
 impl std::error::Error for TcpConfigError {}
-
-/// A time distribution whose parameters are not finite, negative, or out of order.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DistError {
-    /// Where the distribution is used (`server service time`, `clients.think`, …).
-    pub what: String,
-    pub dist: Dist,
-}
-
-impl std::fmt::Display for DistError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: bad distribution {:?} (times must be finite and ≥ 0)",
-            self.what, self.dist
-        )
-    }
-}
-
-impl std::error::Error for DistError {}
 
 /// Why a [`crate::net::Sim`] builder refused an element.
 #[derive(Debug, Clone, PartialEq)]
