@@ -5,8 +5,8 @@
 mod common_lab;
 use common_lab::print_checks;
 use netsched_lab::real::percentile_web::{
-    checks, run_experiment, RealParams, CLAIM_MEANS_ORDERED, CLAIM_NO_PAIR_REVERSED, CLAIM_TABLE14,
-    DEFAULT_MAX_HOLD_FACTOR,
+    checks, run_experiment, steadiness, RealParams, CLAIM_MEANS_ORDERED, CLAIM_NO_PAIR_REVERSED,
+    CLAIM_TABLE14, DEFAULT_MAX_HOLD_FACTOR, MIN_STEADINESS,
 };
 use netsched_nfq::config::DisciplineKind;
 use netsched_testbed::{namespaces_with, privileged_test_allowed, processes_with};
@@ -80,11 +80,34 @@ fn percentile_web_real_fifo_percentile_strict() {
             .count(),
         4
     );
+    // The Percentile claims are about where the rule converges on one server. When the
+    // shared machine changed the server's speed by more than 2× in every attempt (steadiness
+    // below MIN_STEADINESS after `attempts` runs; the criterion is the server's throughput,
+    // never a claim's outcome), the run measured the machine: those claims are printed, not
+    // asserted, and the reason is printed. The FIFO, strict-priority and accounting claims
+    // are asserted always. (10-round series at load 12–27: 3 of 10 runs ended unsteady.)
+    let steady = steadiness(pct) >= MIN_STEADINESS;
+    let always = |claim: &str| {
+        claim.starts_with("every request sent")
+            || claim.starts_with("FIFO favours")
+            || claim.starts_with("strict priority serves")
+    };
+    if !steady {
+        eprintln!(
+            "INCONCLUSIVE (not asserted): the server was unsteady in all {} Percentile runs \
+             (last: slowest 5 s window {:.0}% of the fastest, needs {:.0}%); the Percentile \
+             claims are printed above, the FIFO, strict and accounting claims are asserted",
+            pct.attempt,
+            100.0 * steadiness(pct),
+            100.0 * MIN_STEADINESS
+        );
+    }
     let failed: Vec<_> = output
         .checks
         .iter()
         .filter(|c| {
             !c.passed
+                && (steady || always(&c.claim))
                 && !c.claim.starts_with(CLAIM_MEANS_ORDERED)
                 && !c.claim.starts_with(CLAIM_NO_PAIR_REVERSED)
                 && !c.claim.starts_with(CLAIM_TABLE14)
