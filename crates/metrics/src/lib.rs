@@ -10,6 +10,16 @@
 //! [`MAX_REQUEST_BYTES`], read and write deadlines of [`IO_DEADLINE`]; anything else gets 404,
 //! 405 or 400 and the connection is closed. Encoding takes the registry lock briefly; metric
 //! updates themselves are atomics and never wait for the scraper.
+//!
+//! Daemons whose counters live in a single packet thread (no atomics there) publish a copy
+//! instead: [`Latest`] is a one-value slot the packet thread fills with `try_lock` (it never
+//! waits: when a scrape is copying the slot out, that publication is skipped and counted), and
+//! [`register_snapshot`] turns the latest copy into families at scrape time through a
+//! [`Writer`]. [`parse_addr`] reads a `--metrics ADDR` flag the same way for every daemon.
+
+mod snapshot;
+
+pub use snapshot::{parse_addr, register_snapshot, AddrError, Latest, Writer};
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
