@@ -173,9 +173,11 @@ impl Engine {
     }
 
     /// Make [`Engine::run`] publish its counters into `latest` every
-    /// [`crate::metrics::PUBLISH_INTERVAL`] (and once at start and at stop).
+    /// [`crate::metrics::PUBLISH_INTERVAL`] (and once at start and at stop). Publishes the
+    /// counters as they are now at once, so a scrape before `run` sees every family.
     pub fn publish_metrics_to(&mut self, latest: Arc<netsched_metrics::Latest<EngineStats>>) {
         self.metrics = Some(latest);
+        self.publish(sys::now_ns());
     }
 
     /// The two ports (for offload warnings).

@@ -17,12 +17,15 @@
 //! instead: [`Latest`] is a one-value slot the packet thread fills with `try_lock` (it never
 //! waits: when a scrape is copying the slot out, that publication is skipped and counted), and
 //! [`register_snapshot`] turns the latest copy into families at scrape time through a
-//! [`Writer`]. [`parse_addr`] reads a `--metrics ADDR` flag the same way for every daemon.
+//! [`Writer`]. [`parse_addr`] reads a `--metrics ADDR` flag the same way for every daemon;
+//! [`scrape`] and [`parse_exposition`] are the scraping side, for tests and tools.
 
+mod client;
 mod snapshot;
 
 /// The crate the registries and families come from, for daemons that only need its types.
 pub use prometheus_client;
+pub use client::{parse_exposition, scrape, Sample, MAX_SCRAPE_BYTES};
 pub use snapshot::{parse_addr, register_snapshot, AddrError, Latest, Writer};
 
 use prometheus_client::encoding::text::encode;
