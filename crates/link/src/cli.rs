@@ -204,10 +204,7 @@ pub fn run_link(args: LinkArgs) -> Result<()> {
     let _metrics = match metrics_addr {
         Some(addr) => {
             let server = crate::metrics::serve(addr, &cfg, &mut engine)?;
-            eprintln!(
-                "netsched link: metrics on http://{}/metrics",
-                server.addr()
-            );
+            eprintln!("netsched link: metrics on http://{}/metrics", server.addr());
             Some(server)
         }
         None => None,
@@ -276,7 +273,12 @@ impl RunArgs {
         self.metrics
             .as_deref()
             .map(|m| {
-                netsched_metrics::parse_addr("--metrics", m, self.metrics_public, "--metrics-public")
+                netsched_metrics::parse_addr(
+                    "--metrics",
+                    m,
+                    self.metrics_public,
+                    "--metrics-public",
+                )
             })
             .transpose()
             .map_err(Into::into)
@@ -492,7 +494,10 @@ mod tests {
         let mut a = run_args();
         assert_eq!(a.metrics_addr().unwrap(), None);
         a.metrics = Some("9101".into());
-        assert_eq!(a.metrics_addr().unwrap().unwrap().to_string(), "127.0.0.1:9101");
+        assert_eq!(
+            a.metrics_addr().unwrap().unwrap().to_string(),
+            "127.0.0.1:9101"
+        );
         for bad in ["0.0.0.0:9101", "localhost:9101", "99999"] {
             a.metrics = Some(bad.into());
             let e = format!("{:#}", a.metrics_addr().unwrap_err());
@@ -500,7 +505,10 @@ mod tests {
         }
         a.metrics = Some("0.0.0.0:9101".into());
         a.metrics_public = true;
-        assert_eq!(a.metrics_addr().unwrap().unwrap().to_string(), "0.0.0.0:9101");
+        assert_eq!(
+            a.metrics_addr().unwrap().unwrap().to_string(),
+            "0.0.0.0:9101"
+        );
     }
 
     #[test]

@@ -11,12 +11,12 @@
 //! exactly per direction.
 
 use crate::ackcfg::ClassMode;
-use crate::engine::{Engine, EngineConfig, EngineStats};
 use crate::emulation::DirStats;
+use crate::engine::{Engine, EngineConfig, EngineStats};
 use anyhow::{Context, Result};
 use netsched_core::{Nanos, MS};
-use netsched_metrics::{Latest, MetricsServer, Writer};
 use netsched_metrics::prometheus_client::registry::Registry;
+use netsched_metrics::{Latest, MetricsServer, Writer};
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -135,9 +135,5 @@ fn write(shape: &Shape, s: &EngineStats, w: &mut Writer<'_>) -> fmt::Result {
         "Seconds since the engine started forwarding",
         s.t,
     )?;
-    w.gauge(
-        "cpu_seconds",
-        "CPU seconds the packet thread used",
-        s.cpu_s,
-    )
+    w.gauge("cpu_seconds", "CPU seconds the packet thread used", s.cpu_s)
 }

@@ -71,8 +71,9 @@ fn parsed(ns: &str, addr: SocketAddr) -> Vec<Sample> {
 
 #[test]
 fn link_metrics_stay_consistent_and_frames_flow_while_scrapers_hammer() {
-    if !privileged_test_allowed("link_metrics_stay_consistent_and_frames_flow_while_scrapers_hammer")
-    {
+    if !privileged_test_allowed(
+        "link_metrics_stay_consistent_and_frames_flow_while_scrapers_hammer",
+    ) {
         return;
     }
     let tag;
@@ -232,7 +233,13 @@ fn link_metrics_stay_consistent_and_frames_flow_while_scrapers_hammer() {
                                 }
                             }
                             // Over the connection limit: 503 or a reset before it.
-                            _ => refused += 1,
+                            _ => {
+                                // Over the connection limit (503 or a reset before it): try
+                                // again shortly, so 50 scrapers contend for the listener
+                                // without turning into 50 busy loops on a 2-core machine.
+                                refused += 1;
+                                std::thread::sleep(Duration::from_millis(5));
+                            }
                         }
                     }
                     (ok, refused, bad)
@@ -284,10 +291,19 @@ fn link_metrics_stay_consistent_and_frames_flow_while_scrapers_hammer() {
         assert!(sum(&end, "netsched_link_rx_frames_total", "ab").unwrap() > rx0 + 1000.0);
         assert!(sum(&drained, "netsched_link_drops_total", "ab").unwrap_or(0.0) > 0.0);
         check_identity(&drained).unwrap();
-        assert_eq!(sum(&drained, "netsched_link_queued_frames", "ab"), Some(0.0));
-        assert_eq!(sum(&drained, "netsched_link_in_flight_frames", "ab"), Some(0.0));
+        assert_eq!(
+            sum(&drained, "netsched_link_queued_frames", "ab"),
+            Some(0.0)
+        );
+        assert_eq!(
+            sum(&drained, "netsched_link_in_flight_frames", "ab"),
+            Some(0.0)
+        );
         // The final counters are never behind the last scrape.
-        assert!(fin.ab.rx_frames as f64 >= sum(&drained, "netsched_link_rx_frames_total", "ab").unwrap());
+        assert!(
+            fin.ab.rx_frames as f64
+                >= sum(&drained, "netsched_link_rx_frames_total", "ab").unwrap()
+        );
         fin.ab.check_accounting().unwrap();
     }
     assert!(namespaces_with(&tag).is_empty(), "namespaces leaked");

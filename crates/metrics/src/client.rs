@@ -65,7 +65,10 @@ pub fn parse_exposition(text: &str) -> Result<Vec<Sample>, String> {
             None => (series.to_string(), Vec::new()),
             Some((name, rest)) => {
                 let inner = rest.strip_suffix('}').ok_or_else(|| bad("unclosed {"))?;
-                (name.to_string(), parse_labels(inner).ok_or_else(|| bad("labels"))?)
+                (
+                    name.to_string(),
+                    parse_labels(inner).ok_or_else(|| bad("labels"))?,
+                )
             }
         };
         out.push(Sample {

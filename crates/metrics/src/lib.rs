@@ -23,9 +23,9 @@
 mod client;
 mod snapshot;
 
+pub use client::{parse_exposition, scrape, Sample, MAX_SCRAPE_BYTES};
 /// The crate the registries and families come from, for daemons that only need its types.
 pub use prometheus_client;
-pub use client::{parse_exposition, scrape, Sample, MAX_SCRAPE_BYTES};
 pub use snapshot::{parse_addr, register_snapshot, AddrError, Latest, Writer};
 
 use prometheus_client::encoding::text::encode;
@@ -302,7 +302,10 @@ mod tests {
             if text.starts_with("HTTP/1.1 503") || text.is_empty() {
                 break;
             }
-            assert!(t0.elapsed() < Duration::from_secs(30), "never refused: {text}");
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "never refused: {text}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         // The stuck ones are closed after the read deadline; then scrapes are served again.
@@ -317,7 +320,10 @@ mod tests {
             if text.starts_with("HTTP/1.1 200") {
                 break;
             }
-            assert!(t0.elapsed() < Duration::from_secs(30), "not served again: {text}");
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "not served again: {text}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }

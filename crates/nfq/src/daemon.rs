@@ -131,10 +131,7 @@ pub fn run_daemon(
             snap.socket = socket_counters(&q);
             latest.publish(snap);
             let server = crate::metrics::serve(addr, &cfg, Arc::clone(&latest))?;
-            eprintln!(
-                "netsched nfq: metrics on http://{}/metrics",
-                server.addr()
-            );
+            eprintln!("netsched nfq: metrics on http://{}/metrics", server.addr());
             Some((latest, server))
         }
         None => None,

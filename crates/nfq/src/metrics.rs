@@ -52,7 +52,11 @@ fn events(c: &Counters) -> [(&'static str, u64); 8] {
 
 /// Bind `addr` and serve the families of `latest` on a new thread (in the calling thread's
 /// network namespace). Errors name the flag and the address.
-pub fn serve(addr: std::net::SocketAddr, cfg: &Config, latest: Arc<Latest<Snapshot>>) -> Result<MetricsServer> {
+pub fn serve(
+    addr: std::net::SocketAddr,
+    cfg: &Config,
+    latest: Arc<Latest<Snapshot>>,
+) -> Result<MetricsServer> {
     let mut registry = Registry::default();
     register(&mut registry, cfg, latest);
     netsched_metrics::serve(addr, Arc::new(Mutex::new(registry)))
@@ -95,10 +99,14 @@ pub fn register(registry: &mut Registry, cfg: &Config, latest: Arc<Latest<Snapsh
 fn write(names: &[String], snap: &Snapshot, w: &mut Writer<'_>) -> fmt::Result {
     let st = snap.to_status(names);
     let class = |f: fn(&crate::engine::ClassRow) -> u64| {
-        st.classes.iter().map(move |c| ([("class", c.name.as_str())], f(c)))
+        st.classes
+            .iter()
+            .map(move |c| ([("class", c.name.as_str())], f(c)))
     };
     let class_g = |f: fn(&crate::engine::ClassRow) -> f64| {
-        st.classes.iter().map(move |c| ([("class", c.name.as_str())], f(c)))
+        st.classes
+            .iter()
+            .map(move |c| ([("class", c.name.as_str())], f(c)))
     };
     w.counters(
         "class_requests",
@@ -169,14 +177,22 @@ fn write(names: &[String], snap: &Snapshot, w: &mut Writer<'_>) -> fmt::Result {
             q,
         )?;
     }
-    w.gauge("running", "1 when scheduling, 0 when stopped", st.running as u8 as f64)?;
+    w.gauge(
+        "running",
+        "1 when scheduling, 0 when stopped",
+        st.running as u8 as f64,
+    )?;
     w.gauge(
         "in_server",
         "Requests released into the server and not yet answered",
         st.in_server as f64,
     )?;
     if let Some(b) = st.budget {
-        w.gauge("budget", "Requests allowed inside the server at once", b as f64)?;
+        w.gauge(
+            "budget",
+            "Requests allowed inside the server at once",
+            b as f64,
+        )?;
     }
     w.gauge("held_packets", "Packets held now", st.held_packets as f64)?;
     w.gauge("flows", "Flows tracked now", st.flows as f64)?;
@@ -186,7 +202,11 @@ fn write(names: &[String], snap: &Snapshot, w: &mut Writer<'_>) -> fmt::Result {
         st.mean_server_ms / 1e3,
     )?;
     w.counter("packets", "Packets the engine decided", st.counters.packets)?;
-    w.counter("requests", "Requests seen (all classes)", st.counters.requests)?;
+    w.counter(
+        "requests",
+        "Requests seen (all classes)",
+        st.counters.requests,
+    )?;
     w.counters(
         "decisions",
         "Per-packet decisions by kind (every verdict is ACCEPT; held packets are accepted later)",
@@ -249,11 +269,23 @@ mod tests {
                 .find(|s| s.name == name && s.label(key) == Some(v))
                 .map(|s| s.value)
         };
-        assert_eq!(get("netsched_nfq_class_percentile_target", "class", "gold"), Some(90.0));
-        assert_eq!(get("netsched_nfq_class_requests_total", "class", "bronze"), Some(0.0));
-        assert_eq!(get("netsched_nfq_decisions_total", "decision", "other"), Some(1.0));
+        assert_eq!(
+            get("netsched_nfq_class_percentile_target", "class", "gold"),
+            Some(90.0)
+        );
+        assert_eq!(
+            get("netsched_nfq_class_requests_total", "class", "bronze"),
+            Some(0.0)
+        );
+        assert_eq!(
+            get("netsched_nfq_decisions_total", "decision", "other"),
+            Some(1.0)
+        );
         assert!(text.contains("netsched_nfq_packets_total 1"), "{text}");
-        assert!(text.contains("netsched_nfq_deadline_seconds 0.01"), "{text}");
+        assert!(
+            text.contains("netsched_nfq_deadline_seconds 0.01"),
+            "{text}"
+        );
         assert!(text.contains("netsched_nfq_uptime_seconds"), "{text}");
     }
 }

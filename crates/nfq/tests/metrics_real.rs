@@ -106,8 +106,12 @@ fn value(samples: &[Sample], name: &str, label: Option<(&str, &str)>) -> Option<
 /// The two identities every copy keeps (see the header).
 fn check_identity(samples: &[Sample]) -> Result<(), String> {
     let d = |k: &str| {
-        value(samples, "netsched_nfq_decisions_total", Some(("decision", k)))
-            .ok_or(format!("no decision {k}"))
+        value(
+            samples,
+            "netsched_nfq_decisions_total",
+            Some(("decision", k)),
+        )
+        .ok_or(format!("no decision {k}"))
     };
     let packets = value(samples, "netsched_nfq_packets_total", None).ok_or("no packets")?;
     let (at_once, held, other, over, stopped, released) = (
@@ -147,8 +151,9 @@ fn scrape_in(ns: &str, addr: SocketAddr) -> Vec<Sample> {
 
 #[test]
 fn nfq_metrics_stay_consistent_and_traffic_flows_while_scrapers_hammer() {
-    if !privileged_test_allowed("nfq_metrics_stay_consistent_and_traffic_flows_while_scrapers_hammer")
-    {
+    if !privileged_test_allowed(
+        "nfq_metrics_stay_consistent_and_traffic_flows_while_scrapers_hammer",
+    ) {
         return;
     }
     let mut tb = Testbed::new("nfqmet").unwrap();
@@ -202,11 +207,19 @@ fn nfq_metrics_stay_consistent_and_traffic_flows_while_scrapers_hammer() {
         "netsched_nfq_uptime_seconds",
         "netsched_nfq_snapshots_published_total",
     ] {
-        assert!(before.iter().any(|s| s.name == fam), "{fam} missing: {before:?}");
+        assert!(
+            before.iter().any(|s| s.name == fam),
+            "{fam} missing: {before:?}"
+        );
     }
     check_identity(&before).unwrap();
     let gold_n = |s: &[Sample]| {
-        value(s, "netsched_nfq_class_requests_total", Some(("class", "gold"))).unwrap()
+        value(
+            s,
+            "netsched_nfq_class_requests_total",
+            Some(("class", "gold")),
+        )
+        .unwrap()
     };
     let n0 = gold_n(&before);
 
@@ -252,7 +265,13 @@ fn nfq_metrics_stay_consistent_and_traffic_flows_while_scrapers_hammer() {
                                 bad.push(e);
                             }
                         }
-                        _ => refused += 1,
+                        _ => {
+                            // Over the connection limit (503 or a reset before it): try
+                            // again shortly, so 50 scrapers contend for the listener
+                            // without turning into 50 busy loops on a 2-core machine.
+                            refused += 1;
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
                     }
                 }
                 (ok, refused, bad)
