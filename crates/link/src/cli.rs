@@ -415,7 +415,7 @@ mod tests {
     #[derive(Debug, clap::Subcommand)]
     enum Cmd {
         Shape(ShapeArgs),
-        Link(LinkArgs),
+        Link(Box<LinkArgs>),
     }
 
     #[test]

@@ -241,17 +241,19 @@ mod tests {
 
     #[test]
     fn families_come_from_the_published_snapshot() {
-        let mut cfg = Config::default();
-        cfg.classes = vec![
-            ClassSpec {
-                name: "gold".into(),
-                percentile: 90,
-            },
-            ClassSpec {
-                name: "bronze".into(),
-                percentile: 50,
-            },
-        ];
+        let cfg = Config {
+            classes: vec![
+                ClassSpec {
+                    name: "gold".into(),
+                    percentile: 90,
+                },
+                ClassSpec {
+                    name: "bronze".into(),
+                    percentile: 50,
+                },
+            ],
+            ..Config::default()
+        };
         let mut engine = crate::engine::Engine::new(cfg.clone()).unwrap();
         let latest = Arc::new(Latest::new());
         let mut reg = Registry::default();
