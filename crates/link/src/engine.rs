@@ -19,7 +19,7 @@
 //! Counters leave the packet thread through a bounded hand-off ([`StatsOutlet`]): the loop
 //! never blocks on a slow reader (a stdout pipe nobody reads); a snapshot that does not fit is
 //! dropped and counted. With `--metrics` the loop also publishes a copy every
-//! [`crate::metrics::PUBLISH_INTERVAL`] into a slot it fills without ever waiting
+//! [`METRICS_INTERVAL`] into a slot it fills without ever waiting
 //! ([`netsched_metrics::Latest`]); scrapes read the copy, never the loop's state.
 
 use crate::emulation::LinkEmulator;
@@ -44,6 +44,8 @@ pub const STATS_QUEUE: usize = 16;
 /// Batches read per port per loop turn before output gets its turn (so a flood on input
 /// cannot starve output).
 const RX_ROUNDS: usize = 4;
+/// How often [`Engine::run`] publishes its counters for `/metrics` ([`crate::metrics`]).
+pub const METRICS_INTERVAL: Nanos = 100 * MS;
 /// The loop wakes at least this often to notice `stop`.
 const MAX_SLEEP: Nanos = 100 * MS;
 
@@ -147,7 +149,7 @@ pub struct Engine {
     ba: LinkEmulator,
     stats_interval: Option<Nanos>,
     busy_poll: bool,
-    /// Where [`Engine::run`] publishes its counters for `/metrics` (see [`crate::metrics`]).
+    /// Where [`Engine::run`] publishes its counters for `/metrics`.
     metrics: Option<Arc<netsched_metrics::Latest<EngineStats>>>,
 }
 
@@ -173,7 +175,7 @@ impl Engine {
     }
 
     /// Make [`Engine::run`] publish its counters into `latest` every
-    /// [`crate::metrics::PUBLISH_INTERVAL`] (and once at start and at stop). Publishes the
+    /// [`METRICS_INTERVAL`] (and once at start and at stop). Publishes the
     /// counters as they are now at once, so a scrape before `run` sees every family.
     pub fn publish_metrics_to(&mut self, latest: Arc<netsched_metrics::Latest<EngineStats>>) {
         self.metrics = Some(latest);
@@ -268,7 +270,7 @@ impl Engine {
             }
             if next_publish.is_some_and(|p| now >= p) {
                 self.publish(t0);
-                next_publish = Some(now + crate::metrics::PUBLISH_INTERVAL);
+                next_publish = Some(now + METRICS_INTERVAL);
             }
             // Sleep until input or the next departure.
             let now = sys::now_ns();

@@ -14,7 +14,7 @@ use crate::ackcfg::ClassMode;
 use crate::emulation::DirStats;
 use crate::engine::{Engine, EngineConfig, EngineStats};
 use anyhow::{Context, Result};
-use netsched_core::{Nanos, MS};
+use netsched_core::Nanos;
 use netsched_metrics::prometheus_client::registry::Registry;
 use netsched_metrics::{Latest, MetricsServer, Writer};
 use std::fmt;
@@ -22,7 +22,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 /// How often the packet thread publishes its counters for scrapes.
-pub const PUBLISH_INTERVAL: Nanos = 100 * MS;
+pub const PUBLISH_INTERVAL: Nanos = crate::engine::METRICS_INTERVAL;
 
 /// What the scrape needs besides the counters: which interface each direction reads and
 /// writes, and whether it separates pure ACKs.

@@ -26,7 +26,7 @@ use crate::config::Config;
 use crate::control::{self, ControlServer};
 use crate::engine::{Applied, Engine, SocketCounters, Status};
 use crate::iptables::{self, Rules};
-use crate::netlink::{NfQueue, PacketMsg};
+use crate::netlink::{kernel_queue_counters, NfQueue, PacketMsg};
 use anyhow::{bail, Context, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -39,23 +39,6 @@ pub struct Summary {
     pub status: Status,
     /// Packets accepted during shut-down (held + still in the socket).
     pub released_at_exit: usize,
-}
-
-/// The kernel's per-queue counters from /proc/net/netfilter/nfnetlink_queue (this netns):
-/// (waiting now, dropped for a full queue, dropped for a full socket).
-pub(crate) fn kernel_queue_counters(queue: u16) -> Option<(u64, u64, u64)> {
-    let text = std::fs::read_to_string("/proc/thread-self/net/netfilter/nfnetlink_queue").ok()?;
-    for line in text.lines() {
-        let f: Vec<u64> = line
-            .split_whitespace()
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        // queue_number portid queue_total copy_mode copy_range queue_dropped user_dropped id_seq 1
-        if f.len() >= 7 && f[0] == queue as u64 {
-            return Some((f[2], f[5], f[6]));
-        }
-    }
-    None
 }
 
 /// The control thread's additions to a status answer: the iptables rule counters (cached

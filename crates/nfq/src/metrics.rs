@@ -75,7 +75,7 @@ pub fn register(registry: &mut Registry, cfg: &Config, latest: Arc<Latest<Snapsh
             "Seconds since the daemon started",
             started.elapsed().as_secs_f64(),
         )?;
-        if let Some((total, dropped, user)) = crate::daemon::kernel_queue_counters(queue) {
+        if let Some((total, dropped, user)) = crate::netlink::kernel_queue_counters(queue) {
             w.gauge(
                 "kernel_queue_length",
                 "Packets waiting in the kernel's queue now (/proc/net/netfilter/nfnetlink_queue)",
