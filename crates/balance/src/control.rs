@@ -7,12 +7,12 @@
 //!
 //! Access, as `netsched ctl` for nfq: the socket file is mode 0660 (group = `control_group`
 //! when set); each connection's `SO_PEERCRED` must be root, our own uid, or a member of the
-//! group (primary or supplementary, from `/proc/<pid>/status`).
+//! group (the one rule of `netsched_testbed::access`).
 
 use crate::config::ServerConf;
 use crate::service::{Admin, Service};
-use crate::sys;
 use clap::{Args, Subcommand};
+use netsched_testbed::access;
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -42,20 +42,6 @@ impl Drop for ControlSocket {
     }
 }
 
-fn group_gid(name: &str) -> Result<u32, String> {
-    if let Ok(g) = name.parse::<u32>() {
-        return Ok(g);
-    }
-    let text =
-        std::fs::read_to_string("/etc/group").map_err(|e| format!("reading /etc/group: {e}"))?;
-    text.lines()
-        .find_map(|l| {
-            let mut it = l.split(':');
-            (it.next() == Some(name)).then(|| it.nth(1).and_then(|g| g.parse().ok()))?
-        })
-        .ok_or_else(|| format!("control_group {name:?}: no such group in /etc/group"))
-}
-
 impl ControlSocket {
     /// Bind `path`. A stale socket (nobody answers) is replaced; a live one is an error; a
     /// path that is not a socket is never removed.
@@ -75,7 +61,10 @@ impl ControlSocket {
             }
             std::fs::remove_file(path).map_err(|e| format!("removing stale {shown}: {e}"))?;
         }
-        let gid = group.map(group_gid).transpose()?;
+        let gid = group
+            .map(access::group_gid)
+            .transpose()
+            .map_err(|e| e.to_string())?;
         let listener =
             UnixListener::bind(path).map_err(|e| format!("control_socket {shown}: {e}"))?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
@@ -94,35 +83,6 @@ impl ControlSocket {
     }
 }
 
-fn supplementary_groups(pid: i32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("Groups:"))
-        .map(|g| {
-            g.split_whitespace()
-                .filter_map(|x| x.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn allowed(stream: &UnixStream, gid: Option<u32>) -> Result<(), String> {
-    let c = sys::peer_cred(stream).map_err(|e| format!("SO_PEERCRED: {e}"))?;
-    if c.uid == 0 || c.uid == sys::euid() {
-        return Ok(());
-    }
-    if let Some(g) = gid {
-        if c.gid == g || supplementary_groups(c.pid).contains(&g) {
-            return Ok(());
-        }
-    }
-    Err(format!(
-        "uid {} is neither root nor in the control group",
-        c.uid
-    ))
-}
-
 pub async fn serve(sock: Arc<ControlSocket>, svc: Arc<Service>) {
     loop {
         let Ok((stream, _)) = sock.listener.accept().await else {
@@ -138,9 +98,9 @@ pub async fn serve(sock: Arc<ControlSocket>, svc: Arc<Service>) {
 }
 
 async fn one(mut stream: UnixStream, gid: Option<u32>, svc: &Service) -> std::io::Result<()> {
-    let answer = match allowed(&stream, gid) {
+    let answer = match access::check_peer(&stream, gid) {
         Err(e) => format!("error: permission denied: {e}\n"),
-        Ok(()) => {
+        Ok(_) => {
             let mut line = String::new();
             let mut r = BufReader::new((&mut stream).take(MAX_REQUEST));
             r.read_line(&mut line).await?;

@@ -11,7 +11,6 @@
 //! | `control.rs` | the Unix control socket and `netsched balance ctl` |
 //! | `metrics.rs` | Prometheus families (served by `netsched-metrics`) |
 //! | `daemon.rs` | wiring, SIGHUP reload, shutdown |
-//! | `sys.rs` | `SO_PEERCRED` behind a safe wrapper |
 
 pub mod config;
 pub mod control;
@@ -21,6 +20,5 @@ pub mod l4;
 pub mod l7;
 pub mod metrics;
 pub mod service;
-mod sys;
 
 pub use daemon::{run, start, BalanceArgs, Running};

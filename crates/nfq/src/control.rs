@@ -8,7 +8,8 @@
 //!
 //! Access: the socket file is mode 0660, owned by root and by the configured group; on each
 //! connection the peer's credentials (`SO_PEERCRED`) are checked again: root, the daemon's own
-//! user, or a member (primary or supplementary, from `/proc/<pid>/status`) of the group.
+//! user, or a member (primary or supplementary) of the group — the one rule of
+//! `netsched_testbed::access`, shared by every daemon.
 //!
 //! ## Off the packet path
 //! The daemon serves the socket from its own control thread ([`ControlServer::run`]): it
@@ -337,22 +338,6 @@ pub struct ControlServer {
     group_gid: Option<u32>,
 }
 
-fn group_gid(name: &str) -> Result<u32> {
-    if let Ok(g) = name.parse::<u32>() {
-        return Ok(g);
-    }
-    let text = std::fs::read_to_string("/etc/group").context("reading /etc/group")?;
-    for line in text.lines() {
-        let mut it = line.split(':');
-        if it.next() == Some(name) {
-            if let Some(gid) = it.nth(1).and_then(|g| g.parse().ok()) {
-                return Ok(gid);
-            }
-        }
-    }
-    bail!("control_group {name:?}: no such group in /etc/group")
-}
-
 /// Remove `path` only if it is a Unix socket nobody listens on (what a killed daemon leaves).
 /// `Ok(false)`: nothing there. A regular file, a directory, a symlink (even to a socket), or
 /// a socket something answers on is an error naming it, and is left alone.
@@ -412,7 +397,7 @@ impl ControlServer {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
         let gid = match group {
             Some(g) => {
-                let gid = group_gid(g)?;
+                let gid = netsched_testbed::access::group_gid(g)?;
                 std::os::unix::fs::chown(path, None, Some(gid))
                     .with_context(|| format!("chown {} to group {g}", path.display()))?;
                 Some(gid)
@@ -507,26 +492,8 @@ impl ControlServer {
     }
 
     fn allowed(&self, stream: &UnixStream) -> Result<()> {
-        let cred = peer_cred(stream)?;
-        // SAFETY: geteuid has no preconditions.
-        let me = unsafe { libc::geteuid() };
-        if cred.uid == 0 || cred.uid == me {
-            return Ok(());
-        }
-        if let Some(g) = self.group_gid {
-            if cred.gid == g || supplementary_groups(cred.pid).contains(&g) {
-                return Ok(());
-            }
-        }
-        bail!(
-            "uid {} is neither root nor in the control group{}",
-            cred.uid,
-            if self.group_gid.is_none() {
-                " (none configured)"
-            } else {
-                ""
-            }
-        )
+        netsched_testbed::access::check_peer(stream, self.group_gid)?;
+        Ok(())
     }
 }
 
@@ -619,47 +586,6 @@ impl Conn {
             }
         }
     }
-}
-
-fn peer_cred(stream: &UnixStream) -> Result<libc::ucred> {
-    use std::os::fd::AsRawFd;
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: u32::MAX,
-        gid: u32::MAX,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: pointer and length describe a live ucred.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            &mut cred as *mut libc::ucred as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    if rc < 0 {
-        bail!("SO_PEERCRED: {}", std::io::Error::last_os_error());
-    }
-    Ok(cred)
-}
-
-fn supplementary_groups(pid: i32) -> Vec<u32> {
-    let Ok(f) = std::fs::File::open(format!("/proc/{pid}/status")) else {
-        return Vec::new();
-    };
-    let mut text = String::new();
-    // Bounded: the status file is a few KiB.
-    let _ = f.take(64 * 1024).read_to_string(&mut text);
-    text.lines()
-        .find_map(|l| l.strip_prefix("Groups:"))
-        .map(|g| {
-            g.split_whitespace()
-                .filter_map(|x| x.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Client side: send one request, wait (at most `timeout`) for the answer.

@@ -8,9 +8,11 @@
 //!
 //! The crate also owns what every real run needs around its namespaces: entering one from a
 //! thread and pinning to a CPU ([`sys`]), Ctrl-C/SIGTERM handling ([`signal`]), child
-//! processes stopped with their whole process group ([`process`]), and private temporary
-//! folders ([`tempdir`]). Data planes and experiments call these; none keeps a copy.
+//! processes stopped with their whole process group ([`process`]), private temporary
+//! folders ([`tempdir`]), and who may use a daemon's control socket ([`access`]). Data planes
+//! and experiments call these; none keeps a copy.
 
+pub mod access;
 pub mod process;
 pub mod signal;
 pub mod sys;
@@ -18,7 +20,7 @@ pub mod tempdir;
 
 pub use process::{children_of, netns_of_tree, processes_with, Process};
 pub use signal::{check_interrupted, interrupted, sleep_unless_interrupted, SignalGuard};
-pub use sys::{allowed_cpus, enter_netns, is_root, nobody, pin_to_cpu};
+pub use sys::{allowed_cpus, enter_netns, euid, is_root, nobody, peer_cred, pin_to_cpu, PeerCred};
 pub use tempdir::TempDir;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -254,7 +256,16 @@ mod tests {
             assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
             // The sleeper is our child, in namespace a: the leak checks can find it.
             assert!(children_of(std::process::id()).contains(&pid));
-            assert!(netns_of_tree(std::process::id()).contains(&a));
+            // `spawn` runs `ip netns exec`: the child enters the namespace a moment after the
+            // fork, so a loaded machine can show it still outside. Wait for it (bounded).
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !netns_of_tree(std::process::id()).contains(&a) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the sleeper never showed up in namespace {a}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
             assert_eq!(namespaces_with(&tag).len(), 2);
         }
         assert!(namespaces_with(&tag).is_empty(), "namespaces leaked");

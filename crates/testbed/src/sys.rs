@@ -1,6 +1,6 @@
 //! The testbed's system calls, each behind a safe function: entering a network namespace,
-//! pinning a thread to a CPU, signalling a process group, `mkdtemp`, signal handlers. Every
-//! `unsafe` block of the crate lives here.
+//! pinning a thread to a CPU, signalling a process group, `mkdtemp`, signal handlers, the
+//! peer credentials of a Unix socket. Every `unsafe` block of the crate lives here.
 
 use anyhow::{bail, Context, Result};
 use std::os::fd::AsRawFd;
@@ -60,8 +60,52 @@ pub fn pin_to_cpu(cpu: usize) -> Result<()> {
 
 /// True when running as root (needed for namespaces, tc, iptables).
 pub fn is_root() -> bool {
+    euid() == 0
+}
+
+/// The effective uid of this process.
+pub fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    unsafe { libc::geteuid() }
+}
+
+/// Credentials of the process at the other end of a connected Unix socket, as the kernel
+/// recorded them when it connected (`SO_PEERCRED`, unix(7)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerCred {
+    pub pid: i32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// `SO_PEERCRED` of a connected Unix stream socket (std's or tokio's `UnixStream`, anything
+/// with a raw fd). A socket that is not a connected Unix socket is the kernel's error.
+pub fn peer_cred(socket: &impl AsRawFd) -> std::io::Result<PeerCred> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: u32::MAX,
+        gid: u32::MAX,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: the pointer and length describe a live, writable ucred; the fd is borrowed from
+    // an open socket for the duration of the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            &mut cred as *mut libc::ucred as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(PeerCred {
+        pid: cred.pid,
+        uid: cred.uid,
+        gid: cred.gid,
+    })
 }
 
 /// Send `sig` to every process of process group `pgid` (a group this run created by starting
@@ -149,6 +193,20 @@ mod tests {
         let e = pin_to_cpu(100_000).unwrap_err().to_string();
         assert!(e.contains("CPU 100000") && e.contains("allowed"), "{e}");
         assert!(pin_to_cpu(usize::MAX).is_err());
+    }
+
+    #[test]
+    fn peer_cred_of_a_socket_pair_is_this_process() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let c = peer_cred(&a).unwrap();
+        assert_eq!(c.pid as u32, std::process::id());
+        assert_eq!(c.uid, euid());
+    }
+
+    #[test]
+    fn peer_cred_of_a_non_socket_is_an_error() {
+        let f = std::fs::File::open("/proc/self/status").unwrap();
+        assert!(peer_cred(&f).is_err());
     }
 
     #[test]
