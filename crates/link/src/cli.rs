@@ -98,6 +98,13 @@ pub struct RunArgs {
     /// Stop after this long (e.g. 30s); default: until SIGINT/SIGTERM.
     #[arg(long)]
     pub duration: Option<String>,
+    /// Serve Prometheus metrics on GET /metrics at ADDR: PORT (= 127.0.0.1:PORT), IP:PORT or
+    /// [IPv6]:PORT; port 0 picks a free port (printed). Loopback only unless --metrics-public.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+    /// Allow --metrics on an address that is not loopback.
+    #[arg(long, requires = "metrics")]
+    pub metrics_public: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -191,8 +198,17 @@ pub fn run_link(args: LinkArgs) -> Result<()> {
         .map(|d| units::parse_duration_in(d, 1, units::MAX_DURATION))
         .transpose()
         .context("--duration")?;
+    let metrics_addr = args.run.metrics_addr()?;
     let _signals = netsched_testbed::SignalGuard::install()?;
     let mut engine = Engine::open(&cfg)?;
+    let _metrics = match metrics_addr {
+        Some(addr) => {
+            let server = crate::metrics::serve(addr, &cfg, &mut engine)?;
+            eprintln!("netsched link: metrics on http://{}/metrics", server.addr());
+            Some(server)
+        }
+        None => None,
+    };
     for p in engine.ports() {
         let o = p.offloads();
         if o.any() {
@@ -252,6 +268,22 @@ fn parse_delay(text: &str) -> Result<Nanos> {
 }
 
 impl RunArgs {
+    /// The `--metrics` address, if given (loopback unless `--metrics-public`).
+    pub fn metrics_addr(&self) -> Result<Option<std::net::SocketAddr>> {
+        self.metrics
+            .as_deref()
+            .map(|m| {
+                netsched_metrics::parse_addr(
+                    "--metrics",
+                    m,
+                    self.metrics_public,
+                    "--metrics-public",
+                )
+            })
+            .transpose()
+            .map_err(Into::into)
+    }
+
     /// The engine configuration, every value checked; errors name the flag and the text.
     pub fn config(&self) -> Result<EngineConfig> {
         let dev_a = self
@@ -383,7 +415,7 @@ mod tests {
     #[derive(Debug, clap::Subcommand)]
     enum Cmd {
         Shape(ShapeArgs),
-        Link(LinkArgs),
+        Link(Box<LinkArgs>),
     }
 
     #[test]
@@ -452,7 +484,31 @@ mod tests {
             stats: None,
             busy_poll: false,
             duration: None,
+            metrics: None,
+            metrics_public: false,
         }
+    }
+
+    #[test]
+    fn metrics_address_is_loopback_unless_public_and_errors_name_the_flag() {
+        let mut a = run_args();
+        assert_eq!(a.metrics_addr().unwrap(), None);
+        a.metrics = Some("9101".into());
+        assert_eq!(
+            a.metrics_addr().unwrap().unwrap().to_string(),
+            "127.0.0.1:9101"
+        );
+        for bad in ["0.0.0.0:9101", "localhost:9101", "99999"] {
+            a.metrics = Some(bad.into());
+            let e = format!("{:#}", a.metrics_addr().unwrap_err());
+            assert!(e.contains("--metrics") && e.contains(bad), "{bad}: {e}");
+        }
+        a.metrics = Some("0.0.0.0:9101".into());
+        a.metrics_public = true;
+        assert_eq!(
+            a.metrics_addr().unwrap().unwrap().to_string(),
+            "0.0.0.0:9101"
+        );
     }
 
     #[test]

@@ -18,7 +18,9 @@
 //!
 //! Counters leave the packet thread through a bounded hand-off ([`StatsOutlet`]): the loop
 //! never blocks on a slow reader (a stdout pipe nobody reads); a snapshot that does not fit is
-//! dropped and counted.
+//! dropped and counted. With `--metrics` the loop also publishes a copy every
+//! [`METRICS_INTERVAL`] into a slot it fills without ever waiting
+//! ([`netsched_metrics::Latest`]); scrapes read the copy, never the loop's state.
 
 use crate::emulation::LinkEmulator;
 use crate::port::{Port, Rx, BATCH};
@@ -42,6 +44,8 @@ pub const STATS_QUEUE: usize = 16;
 /// Batches read per port per loop turn before output gets its turn (so a flood on input
 /// cannot starve output).
 const RX_ROUNDS: usize = 4;
+/// How often [`Engine::run`] publishes its counters for `/metrics` ([`crate::metrics`]).
+pub const METRICS_INTERVAL: Nanos = 100 * MS;
 /// The loop wakes at least this often to notice `stop`.
 const MAX_SLEEP: Nanos = 100 * MS;
 
@@ -145,6 +149,8 @@ pub struct Engine {
     ba: LinkEmulator,
     stats_interval: Option<Nanos>,
     busy_poll: bool,
+    /// Where [`Engine::run`] publishes its counters for `/metrics`.
+    metrics: Option<Arc<netsched_metrics::Latest<EngineStats>>>,
 }
 
 impl Engine {
@@ -164,7 +170,16 @@ impl Engine {
             ba,
             stats_interval: cfg.stats_interval,
             busy_poll: cfg.busy_poll,
+            metrics: None,
         })
+    }
+
+    /// Make [`Engine::run`] publish its counters into `latest` every
+    /// [`METRICS_INTERVAL`] (and once at start and at stop). Publishes the
+    /// counters as they are now at once, so a scrape before `run` sees every family.
+    pub fn publish_metrics_to(&mut self, latest: Arc<netsched_metrics::Latest<EngineStats>>) {
+        self.metrics = Some(latest);
+        self.publish(sys::now_ns());
     }
 
     /// The two ports (for offload warnings).
@@ -225,6 +240,7 @@ impl Engine {
         let end = duration.map(|d| t0 + d);
         let interval = outlet.and(self.stats_interval);
         let mut next_stats = interval.map(|i| t0 + i);
+        let mut next_publish = self.metrics.as_ref().map(|_| t0);
         // Drain stale kernel counters.
         let _ = (self.a.take_kernel_drops(), self.b.take_kernel_drops());
         while !stop() {
@@ -252,12 +268,17 @@ impl Engine {
                     next_stats = Some(ns + iv);
                 }
             }
+            if next_publish.is_some_and(|p| now >= p) {
+                self.publish(t0);
+                next_publish = Some(now + METRICS_INTERVAL);
+            }
             // Sleep until input or the next departure.
             let now = sys::now_ns();
             let wake = [
                 self.ab.next_wake(now),
                 self.ba.next_wake(now),
                 next_stats,
+                next_publish,
                 end,
             ]
             .into_iter()
@@ -279,7 +300,18 @@ impl Engine {
         }
         self.ab.shutdown();
         self.ba.shutdown();
+        self.publish(t0);
         Ok(self.stats(t0))
+    }
+
+    /// Hand a copy of the counters to the metrics slot, if any (never waits).
+    fn publish(&mut self, t0: Nanos) {
+        if self.metrics.is_some() {
+            let s = self.stats(t0);
+            if let Some(m) = &self.metrics {
+                m.publish(s);
+            }
+        }
     }
 }
 

@@ -10,6 +10,7 @@
 //!   - [`ackcfg`]: the discipline spec (`fifo:N`, `ack-sep...`, JSON) and its classifier,
 //!   - [`port`]: an AF_PACKET port (socket, frame pool, batched rx/tx, offloads),
 //!   - [`sys`]: every system call behind a safe wrapper;
+//! - [`metrics`]: `netsched link --metrics ADDR`, the engine's counters on `/metrics`;
 //! - [`bench`]: `netsched link bench`.
 //!
 //! The adsl-ack experiment on real Linux (`netsched lab run adsl-ack --real`) lives in the lab
@@ -20,6 +21,7 @@ pub mod bench;
 pub mod cli;
 pub mod emulation;
 pub mod engine;
+pub mod metrics;
 pub mod port;
 pub mod shape;
 pub mod sys;

@@ -6,24 +6,43 @@
 //! poll loops, can use it as well as the tokio balancer) answers `GET /metrics` with the text
 //! exposition format. The listener binds loopback unless the operator names another address.
 //!
-//! Bounds: one request at a time (scrapes are rare), a request head of at most
-//! [`MAX_REQUEST_BYTES`], read and write deadlines of [`IO_DEADLINE`]; anything else gets 404,
-//! 405 or 400 and the connection is closed. Encoding takes the registry lock briefly; metric
+//! Bounds: at most [`MAX_CONNECTIONS`] scrapes at once, each on its own short-lived thread (a
+//! connection beyond them gets 503 at once, so stuck or half-open clients cannot queue up the
+//! others), a request head of at most [`MAX_REQUEST_BYTES`], and [`IO_DEADLINE`] for reading the
+//! head and again for writing the answer (in total, not per system call); anything else gets
+//! 404, 405 or 400 and the connection is closed. Encoding takes the registry lock briefly; metric
 //! updates themselves are atomics and never wait for the scraper.
+//!
+//! Daemons whose counters live in a single packet thread (no atomics there) publish a copy
+//! instead: [`Latest`] is a one-value slot the packet thread fills with `try_lock` (it never
+//! waits: when a scrape is copying the slot out, that publication is skipped and counted), and
+//! [`register_snapshot`] turns the latest copy into families at scrape time through a
+//! [`Writer`]. [`parse_addr`] reads a `--metrics ADDR` flag the same way for every daemon;
+//! [`scrape`] and [`parse_exposition`] are the scraping side, for tests and tools.
+
+mod client;
+mod snapshot;
+
+pub use client::{parse_exposition, scrape, Sample, MAX_SCRAPE_BYTES};
+/// The crate the registries and families come from, for daemons that only need its types.
+pub use prometheus_client;
+pub use snapshot::{parse_addr, register_snapshot, AddrError, Latest, Writer};
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Longest request head read before answering 400.
 pub const MAX_REQUEST_BYTES: usize = 8 * 1024;
-/// Read and write deadline for one scrape connection.
+/// Read and write deadline for one scrape connection (each in total).
 pub const IO_DEADLINE: Duration = Duration::from_secs(2);
+/// Scrape connections served at once; one more gets 503 and is closed.
+pub const MAX_CONNECTIONS: usize = 8;
 /// The default admin address: loopback only.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:9100";
 
@@ -88,12 +107,26 @@ pub fn serve(addr: SocketAddr, registry: Shared) -> Result<MetricsServer, Metric
     let thread = std::thread::Builder::new()
         .name("metrics".into())
         .spawn(move || {
+            let active = Arc::new(AtomicUsize::new(0));
             for conn in listener.incoming() {
                 if stop2.load(Ordering::Relaxed) {
                     break;
                 }
-                if let Ok(stream) = conn {
-                    let _ = answer(stream, &registry);
+                let Ok(stream) = conn else { continue };
+                if active.load(Ordering::Acquire) >= MAX_CONNECTIONS {
+                    busy(stream);
+                    continue;
+                }
+                active.fetch_add(1, Ordering::AcqRel);
+                let (registry, done) = (Arc::clone(&registry), Arc::clone(&active));
+                let spawned = std::thread::Builder::new()
+                    .name("metrics-conn".into())
+                    .spawn(move || {
+                        let _ = answer(stream, &registry);
+                        done.fetch_sub(1, Ordering::AcqRel);
+                    });
+                if spawned.is_err() {
+                    active.fetch_sub(1, Ordering::AcqRel);
                 }
             }
         })
@@ -114,9 +147,33 @@ pub fn render(registry: &Shared) -> String {
     out
 }
 
+/// Over [`MAX_CONNECTIONS`]: answer 503 without waiting (a fresh socket's send buffer takes
+/// the few bytes) and close.
+fn busy(stream: TcpStream) {
+    let _ = stream.set_nonblocking(true);
+    let _ = (&stream).write_all(
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
+    // FIN after the answer; a request still unread may turn the close into a reset, which a
+    // scraper sees as a failed scrape all the same.
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let _ = (&stream).read(&mut [0u8; 1024]);
+}
+
+/// Time left until `deadline`, or a timeout error.
+fn left(deadline: Instant) -> std::io::Result<Duration> {
+    let d = deadline.saturating_duration_since(Instant::now());
+    if d.is_zero() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "scrape deadline",
+        ));
+    }
+    Ok(d)
+}
+
 fn answer(mut stream: TcpStream, registry: &Shared) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(IO_DEADLINE))?;
-    stream.set_write_timeout(Some(IO_DEADLINE))?;
+    let read_by = Instant::now() + IO_DEADLINE;
     let mut buf = vec![0u8; MAX_REQUEST_BYTES];
     let mut len = 0;
     let head_end = loop {
@@ -126,6 +183,7 @@ fn answer(mut stream: TcpStream, registry: &Shared) -> std::io::Result<()> {
         if len == buf.len() {
             break None;
         }
+        stream.set_read_timeout(Some(left(read_by)?))?;
         let n = stream.read(&mut buf[len..])?;
         if n == 0 {
             return Ok(());
@@ -157,8 +215,17 @@ fn answer(mut stream: TcpStream, registry: &Shared) -> std::io::Result<()> {
         "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(body.as_bytes())?;
+    let write_by = Instant::now() + IO_DEADLINE;
+    for mut part in [head.as_bytes(), body.as_bytes()] {
+        while !part.is_empty() {
+            stream.set_write_timeout(Some(left(write_by)?))?;
+            let n = stream.write(part)?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            part = &part[n..];
+        }
+    }
     Ok(())
 }
 
@@ -205,5 +272,59 @@ mod tests {
         let mut out = String::new();
         let _ = s.read_to_string(&mut out);
         assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+    }
+
+    #[test]
+    fn half_open_clients_get_no_more_than_their_slots_and_then_time_out() {
+        let shared: Shared = Arc::new(Mutex::new(Registry::default()));
+        let srv = serve("127.0.0.1:0".parse().unwrap(), shared).unwrap();
+        // MAX_CONNECTIONS clients that send half a request and wait.
+        let stuck: Vec<TcpStream> = (0..MAX_CONNECTIONS)
+            .map(|_| {
+                let mut s = TcpStream::connect(srv.addr()).unwrap();
+                s.write_all(b"GET /metr").unwrap();
+                s
+            })
+            .collect();
+        // Let the accept loop take them all (it is a separate thread).
+        // What a refused client reads: the 503, or a reset before it (nothing).
+        let try_get = |req: &str| {
+            let mut s = TcpStream::connect(srv.addr()).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let _ = s.write_all(req.as_bytes());
+            let mut out = Vec::new();
+            let _ = s.read_to_end(&mut out);
+            String::from_utf8_lossy(&out).into_owned()
+        };
+        let t0 = Instant::now();
+        loop {
+            let text = try_get("GET /metrics HTTP/1.1\r\n\r\n");
+            if text.starts_with("HTTP/1.1 503") || text.is_empty() {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "never refused: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The stuck ones are closed after the read deadline; then scrapes are served again.
+        for mut s in stuck {
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let mut out = Vec::new();
+            let _ = s.read_to_end(&mut out);
+        }
+        let t0 = Instant::now();
+        loop {
+            let text = try_get("GET /metrics HTTP/1.1\r\n\r\n");
+            if text.starts_with("HTTP/1.1 200") {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "not served again: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }

@@ -121,6 +121,13 @@ pub struct RunArgs {
     /// Pin the daemon to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
+    /// Serve Prometheus metrics on GET /metrics at ADDR: PORT (= 127.0.0.1:PORT), IP:PORT or
+    /// [IPv6]:PORT; port 0 picks a free port (printed). Loopback only unless --metrics-public.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+    /// Allow --metrics on an address that is not loopback.
+    #[arg(long, requires = "metrics")]
+    pub metrics_public: bool,
 }
 
 impl RunArgs {
@@ -199,6 +206,14 @@ impl RunArgs {
         if let Some(b) = &self.busy_poll {
             c.busy_poll =
                 config::parse_duration(b, config::BUSY_POLL_RANGE).context("--busy-poll")?;
+        }
+        if let Some(m) = &self.metrics {
+            c.metrics = Some(netsched_metrics::parse_addr(
+                "--metrics",
+                m,
+                self.metrics_public,
+                "--metrics-public",
+            )?);
         }
         c.validate()?;
         Ok(c)
@@ -287,7 +302,22 @@ mod tests {
         assert_eq!(parse(&["--busy-poll", "50us"]).unwrap().busy_poll, 50_000);
         assert_eq!(parse(&["--busy-poll", "0"]).unwrap().busy_poll, 0);
         assert_eq!(parse(&[]).unwrap().busy_poll, config::DEFAULT_BUSY_POLL);
+        assert_eq!(
+            parse(&["--metrics", "9101"]).unwrap().metrics,
+            Some("127.0.0.1:9101".parse().unwrap())
+        );
+        assert_eq!(parse(&[]).unwrap().metrics, None);
+        let e = format!("{:#}", parse(&["--metrics", "0.0.0.0:9101"]).unwrap_err());
+        assert!(e.contains("--metrics-public"), "{e}");
+        assert_eq!(
+            parse(&["--metrics", "0.0.0.0:9101", "--metrics-public"])
+                .unwrap()
+                .metrics,
+            Some("0.0.0.0:9101".parse().unwrap())
+        );
         for (flag, v) in [
+            ("--metrics", "localhost:9101"),
+            ("--metrics", "70000"),
             ("--busy-poll", "1s"),
             ("--busy-poll", "50"),
             ("--deadline", "1e300s"),

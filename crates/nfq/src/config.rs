@@ -323,6 +323,8 @@ pub struct Config {
     /// sleeping for this long, then blocks again (0: always block). A packet that arrives
     /// inside the window costs no wake-up; an idle daemon sleeps. See docs/bench-nfq.md.
     pub busy_poll: Nanos,
+    /// Serve Prometheus `/metrics` here (flag `--metrics`; not a file key). See docs/nfq.md.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Default of [`Config::busy_poll`] (measured: docs/bench-nfq.md).
@@ -355,6 +357,7 @@ impl Default for Config {
             limits: Limits::default(),
             early_miss: false,
             busy_poll: DEFAULT_BUSY_POLL,
+            metrics: None,
         }
     }
 }

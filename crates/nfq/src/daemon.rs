@@ -18,12 +18,15 @@
 //! loop polls with a zero timeout instead of sleeping, so the next packet of a conversation
 //! (the response to a request it just let through) costs no wake-up; after it, the loop
 //! blocks (10 ms timeout), so an idle daemon sleeps. Measured in docs/bench-nfq.md.
+//!
+//! With `--metrics ADDR` a third thread serves `/metrics` ([`crate::metrics`]); the packet loop
+//! only publishes a copy of its numbers every 100 ms into a slot it never waits on.
 
 use crate::config::Config;
 use crate::control::{self, ControlServer};
 use crate::engine::{Applied, Engine, SocketCounters, Status};
 use crate::iptables::{self, Rules};
-use crate::netlink::{NfQueue, PacketMsg};
+use crate::netlink::{kernel_queue_counters, NfQueue, PacketMsg};
 use anyhow::{bail, Context, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -36,22 +39,6 @@ pub struct Summary {
     pub status: Status,
     /// Packets accepted during shut-down (held + still in the socket).
     pub released_at_exit: usize,
-}
-
-/// The kernel's per-queue counters from /proc/net/netfilter/nfnetlink_queue (this netns).
-fn kernel_queue_counters(queue: u16) -> Option<(u64, u64, u64)> {
-    let text = std::fs::read_to_string("/proc/thread-self/net/netfilter/nfnetlink_queue").ok()?;
-    for line in text.lines() {
-        let f: Vec<u64> = line
-            .split_whitespace()
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        // queue_number portid queue_total copy_mode copy_range queue_dropped user_dropped id_seq 1
-        if f.len() >= 7 && f[0] == queue as u64 {
-            return Some((f[2], f[5], f[6]));
-        }
-    }
-    None
 }
 
 /// The control thread's additions to a status answer: the iptables rule counters (cached
@@ -119,6 +106,19 @@ pub fn run_daemon(
         cfg.limits.kernel_queue_maxlen,
         cfg.limits.rcvbuf_bytes,
     )?;
+    // Bound before the rules go in, so a bad address changes nothing.
+    let metrics = match cfg.metrics {
+        Some(addr) => {
+            let latest = Arc::new(netsched_metrics::Latest::new());
+            let mut snap = engine.snapshot_without_table();
+            snap.socket = socket_counters(&q);
+            latest.publish(snap);
+            let server = crate::metrics::serve(addr, &cfg, Arc::clone(&latest))?;
+            eprintln!("netsched nfq: metrics on http://{}/metrics", server.addr());
+            Some((latest, server))
+        }
+        None => None,
+    };
     let rules = Rules::install(&cfg.iptables, &cfg.service, queue_num)?;
     let t0 = Instant::now();
     let now = || t0.elapsed().as_nanos() as u64;
@@ -153,6 +153,7 @@ pub fn run_daemon(
     let mut batch: Vec<PacketMsg> = Vec::with_capacity(crate::netlink::RECV_BATCH);
     let mut accept: Vec<u32> = Vec::with_capacity(1024);
     let mut last_tick = 0u64;
+    let mut last_publish = 0u64;
     let busy_poll = cfg.busy_poll;
     let mut spin_until = 0u64;
     let result: Result<()> = (|| {
@@ -222,6 +223,15 @@ pub fn run_daemon(
                 }
                 q.flush()?;
             }
+            if let Some((latest, _)) = &metrics {
+                if t.saturating_sub(last_publish) >= crate::metrics::PUBLISH_INTERVAL {
+                    last_publish = t;
+                    let mut snap = engine.snapshot_without_table();
+                    snap.socket = socket_counters(&q);
+                    // Never waits: skipped (and counted) if a scrape holds the slot.
+                    latest.publish(snap);
+                }
+            }
         }
         Ok(())
     })();
@@ -254,6 +264,9 @@ pub fn run_daemon(
     let flushed = q.flush();
     let mut snap = engine.snapshot();
     snap.socket = socket_counters(&q);
+    if let Some((latest, _)) = &metrics {
+        latest.publish(snap.clone());
+    }
     let names: Vec<String> = cfg.classes.iter().map(|c| c.name.clone()).collect();
     let mut status = snap.to_status(&names);
     KernelFacts {

@@ -7,7 +7,8 @@
 //!   this crate's own daemon tests drive
 //!
 //! Inside: [`engine`] decides (no I/O, unit-tested), [`netlink`] talks nfnetlink_queue,
-//! [`control`] is the control protocol, [`iptables`] installs and removes the rules,
+//! [`control`] is the control protocol, [`metrics`] the `/metrics` families (`--metrics`),
+//! [`iptables`] installs and removes the rules,
 //! [`sched`] and [`table`] wrap the core's discipline and address table.
 
 pub mod bench;
@@ -19,6 +20,7 @@ pub mod daemon;
 pub mod engine;
 pub mod iptables;
 pub mod loadgen;
+pub mod metrics;
 pub mod netlink;
 pub mod packet;
 pub mod sched;

@@ -469,6 +469,23 @@ fn parse_packet(attrs: &[u8]) -> Option<PacketMsg> {
     id.map(|id| PacketMsg { id, hook, head })
 }
 
+/// The kernel's per-queue counters from /proc/net/netfilter/nfnetlink_queue (this netns):
+/// (waiting now, dropped for a full queue, dropped for a full socket).
+pub fn kernel_queue_counters(queue: u16) -> Option<(u64, u64, u64)> {
+    let text = std::fs::read_to_string("/proc/thread-self/net/netfilter/nfnetlink_queue").ok()?;
+    for line in text.lines() {
+        let f: Vec<u64> = line
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        // queue_number portid queue_total copy_mode copy_range queue_dropped user_dropped id_seq 1
+        if f.len() >= 7 && f[0] == queue as u64 {
+            return Some((f[2], f[5], f[6]));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

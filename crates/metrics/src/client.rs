@@ -1,0 +1,119 @@
+//! The scraping side, for tests and tools: fetch `/metrics` once and read the text exposition
+//! into samples. Only what our own listener writes is understood (no escapes beyond `\"` and
+//! `\\` in label values, no timestamps).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// Largest answer [`scrape`] reads.
+pub const MAX_SCRAPE_BYTES: u64 = 16 << 20;
+
+/// One sample line: `name{k="v",...} value`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub name: String,
+    pub labels: Vec<(String, String)>,
+    pub value: f64,
+}
+
+impl Sample {
+    /// The value of label `key`, if present.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// `GET /metrics` once: the status code and the body. `timeout` bounds connect, each read and
+/// each write.
+pub fn scrape(addr: SocketAddr, timeout: Duration) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, timeout)?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: netsched\r\n\r\n")?;
+    let mut out = String::new();
+    s.take(MAX_SCRAPE_BYTES).read_to_string(&mut out)?;
+    let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, "not an HTTP answer");
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(bad)?;
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .ok_or_else(bad)?;
+    Ok((status, body))
+}
+
+/// The samples of a text exposition; comment lines (`# TYPE`, `# HELP`, `# EOF`) are skipped.
+/// Errors name the line.
+pub fn parse_exposition(text: &str) -> Result<Vec<Sample>, String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = |what: &str| format!("line {}: {what}: {line:?}", i + 1);
+        let (series, value) = line.rsplit_once(' ').ok_or_else(|| bad("no value"))?;
+        let value: f64 = value.parse().map_err(|_| bad("value is not a number"))?;
+        let (name, labels) = match series.split_once('{') {
+            None => (series.to_string(), Vec::new()),
+            Some((name, rest)) => {
+                let inner = rest.strip_suffix('}').ok_or_else(|| bad("unclosed {"))?;
+                (
+                    name.to_string(),
+                    parse_labels(inner).ok_or_else(|| bad("labels"))?,
+                )
+            }
+        };
+        out.push(Sample {
+            name,
+            labels,
+            value,
+        });
+    }
+    Ok(out)
+}
+
+fn parse_labels(mut s: &str) -> Option<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    while !s.is_empty() {
+        let (key, rest) = s.split_once("=\"")?;
+        let mut value = String::new();
+        let mut chars = rest.char_indices();
+        let end = loop {
+            match chars.next()? {
+                (_, '\\') => value.push(chars.next()?.1),
+                (j, '"') => break j,
+                (_, c) => value.push(c),
+            }
+        };
+        out.push((key.trim_start_matches(',').to_string(), value));
+        s = &rest[end + 1..];
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_what_the_encoder_writes_and_names_a_bad_line() {
+        let text = "# TYPE a counter\na_total{dir=\"ab\",reason=\"x \\\"y\\\"\"} 3\nb 2.5\n# EOF\n";
+        let s = parse_exposition(text).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].name, "a_total");
+        assert_eq!(s[0].label("dir"), Some("ab"));
+        assert_eq!(s[0].label("reason"), Some("x \"y\""));
+        assert_eq!(s[0].value, 3.0);
+        assert_eq!((s[1].name.as_str(), s[1].value), ("b", 2.5));
+        let e = parse_exposition("ok 1\nbroken{x=\"1\" 2\n").unwrap_err();
+        assert!(e.contains("line 2"), "{e}");
+    }
+}
