@@ -233,8 +233,13 @@ impl Params {
             .service
             .validate("server.service")
             .and_then(|_| self.clients.think.validate("clients.think"))
-            .and_then(|_| self.percentile.deadline.validate())
-            .and_then(|_| self.percentile.memory.validate())
+            .and_then(|_| {
+                self.percentile
+                    .deadline
+                    .validate()
+                    .map_err(|e| e.to_string())
+            })
+            .and_then(|_| self.percentile.memory.validate().map_err(|e| e.to_string()))
             .map_err(|e| anyhow::anyhow!("percentile-web: {e}"))?;
         if let Some(ms) = self.percentile.extra_fixed_deadline_ms {
             PercentileDeadline::Ms(ms)
