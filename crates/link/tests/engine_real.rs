@@ -61,11 +61,19 @@ fn link_engine_forwards_with_delay_and_counts_everything() {
         assert!(rtts.len() >= 18, "pings lost: {rtts:?}");
         let mut sorted = rtts.clone();
         sorted.sort_by(|x, y| x.partial_cmp(y).unwrap());
-        let p50 = sorted[sorted.len() / 2];
-        assert!(
-            (15.0..19.0).contains(&p50),
-            "RTT p50 {p50} ms, expected ≈ 15 ms"
+        // The engine adds 10 ms one way and 5 ms the other: no echo can come back sooner than
+        // 15 ms (minus ping's 0.01 ms rounding). A late wake-up of the engine thread on a loaded
+        // machine only adds, so the lower bound is exact and the upper bounds are loose: the
+        // fastest of 20 echoes within 7 ms of 15 (a delay applied twice would give ≥ 25 ms),
+        // the median within 25 ms (measured 24.8 ms once at load ≈ 8 with the old 19 ms bound).
+        let (min, p50) = (sorted[0], sorted[sorted.len() / 2]);
+        eprintln!(
+            "RTT min {min} ms, p50 {p50} ms over {} echoes",
+            sorted.len()
         );
+        assert!(min >= 14.99, "RTT min {min} ms: a delay was not applied");
+        assert!(min < 22.0, "RTT min {min} ms, expected ≈ 15 ms");
+        assert!(p50 < 40.0, "RTT p50 {p50} ms, expected ≈ 15 ms");
         assert!(st.ab.tx_frames >= 20 && st.ba.tx_frames >= 20, "{st:?}");
         assert!(st.ab.rx_frames >= st.ab.tx_frames);
         assert_eq!(st.ab.queued_frames, 0);

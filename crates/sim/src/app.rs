@@ -41,8 +41,8 @@ impl Dist {
             Dist::Uniform { min_ms, max_ms } => (min_ms + max_ms) / 2.0,
         }
     }
-    /// `Err` names the bad value.
-    pub fn validate(&self, what: &str) -> Result<(), String> {
+    /// `Err` names where the distribution is used and its value.
+    pub fn validate(&self, what: &str) -> Result<(), crate::error::DistError> {
         let ok = |v: f64| v.is_finite() && v >= 0.0;
         let good = match *self {
             Dist::Fixed { ms } => ok(ms),
@@ -52,9 +52,10 @@ impl Dist {
         if good {
             Ok(())
         } else {
-            Err(format!(
-                "{what}: bad distribution {self:?} (times must be finite and ≥ 0)"
-            ))
+            Err(crate::error::DistError {
+                what: what.to_string(),
+                dist: self.clone(),
+            })
         }
     }
 }

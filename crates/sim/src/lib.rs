@@ -11,11 +11,13 @@
 //! | [`net`] | [`net::Sim`]: nodes, links with `AnyQdisc` egress, input stages, routing, the event loop |
 //! | [`tcp`] | [`tcp::TcpConn`]: NewReno / SACK / RFC 6298 RTO / delayed ACK, segment-granular |
 //! | [`app`] | servers (scheduler → listen queue → workers), clients (closed / open loop), UDP and ping probes |
+//! | [`error`] | typed errors of the builders ([`error::SimConfigError`], [`error::TcpConfigError`]) |
 //! | [`topo`] | ready-made topologies (the P3 ADSL gateway) shared by the lab and the benches |
 //!
 //! See `docs/simulator.md` for the model and its simplifications.
 
 pub mod app;
+pub mod error;
 pub mod event;
 pub mod net;
 pub mod packet;

@@ -19,6 +19,7 @@ use crate::app::{
     ClassStats, ClientConfig, ClientGroup, ClientMode, ClientThread, Pinger, Server, ServerConfig,
     UdpFlow,
 };
+use crate::error::SimConfigError;
 use crate::event::EventQueue;
 use crate::packet::{Kind, LinkId, NodeId, SimPacket};
 use crate::tcp::{TcpConfig, TcpConn, TcpOut};
@@ -225,16 +226,17 @@ impl Sim {
         delay: Nanos,
         qdisc: &QdiscConfig,
         classifier: LinkClassRule,
-    ) -> Result<LinkId, String> {
+    ) -> Result<LinkId, SimConfigError> {
         if from as usize >= self.nodes.len() || to as usize >= self.nodes.len() {
-            return Err(format!("link {from}→{to}: unknown node"));
+            return Err(SimConfigError::LinkNodes { from, to });
         }
         if rate_bps == 0 {
-            return Err(format!("link {from}→{to}: rate_bps must be positive"));
+            return Err(SimConfigError::LinkRate { from, to });
         }
-        let qdisc = qdisc
-            .build()
-            .map_err(|e| format!("link {from}→{to} qdisc: {e}"))?;
+        let qdisc =
+            qdisc
+                .build()
+                .map_err(|source| SimConfigError::LinkQdisc { from, to, source })?;
         self.links.push(Link {
             from,
             to,
@@ -260,20 +262,24 @@ impl Sim {
         qdisc: &QdiscConfig,
         classes: &[(LinkId, ClassId)],
         per_packet: Nanos,
-    ) -> Result<(), String> {
-        let qdisc = qdisc
-            .build()
-            .map_err(|e| format!("input stage of node {node}: {e}"))?;
+    ) -> Result<(), SimConfigError> {
+        let qdisc = qdisc.build().map_err(|source| SimConfigError::Qdisc {
+            what: "input stage",
+            source,
+        })?;
         let mut class_of_link = vec![0; self.links.len()];
-        for &(l, c) in classes {
+        for &(link, c) in classes {
             *class_of_link
-                .get_mut(l as usize)
-                .ok_or_else(|| format!("input stage of node {node}: unknown link {l}"))? = c;
+                .get_mut(link as usize)
+                .ok_or(SimConfigError::UnknownLink { node, link })? = c;
         }
         let n = self
             .nodes
             .get_mut(node as usize)
-            .ok_or_else(|| format!("input stage: unknown node {node}"))?;
+            .ok_or(SimConfigError::UnknownNode {
+                what: "input stage",
+                node,
+            })?;
         n.input = Some(InputStage {
             qdisc,
             class_of_link,
@@ -313,9 +319,9 @@ impl Sim {
         cfg: TcpConfig,
         start: Nanos,
         segments: Option<u64>,
-    ) -> Result<u32, String> {
+    ) -> Result<u32, SimConfigError> {
         cfg.validate()
-            .map_err(|e| format!("tcp {src}→{dst}: {e}"))?;
+            .map_err(|source| SimConfigError::Tcp { src, dst, source })?;
         let id = self.conns.len() as u32;
         self.conns.push(TcpConn::new(
             id,
@@ -379,19 +385,22 @@ impl Sim {
     }
 
     /// A server at `node`. Returns its index.
-    pub fn add_server(&mut self, node: NodeId, cfg: ServerConfig) -> Result<usize, String> {
+    pub fn add_server(&mut self, node: NodeId, cfg: ServerConfig) -> Result<usize, SimConfigError> {
         if cfg.workers == 0 {
-            return Err("server: workers must be at least 1".into());
+            return Err(SimConfigError::NoWorkers);
         }
         cfg.service.validate("server service time")?;
-        let sched = cfg
-            .sched
-            .build()
-            .map_err(|e| format!("server sched: {e}"))?;
+        let sched = cfg.sched.build().map_err(|source| SimConfigError::Qdisc {
+            what: "server sched",
+            source,
+        })?;
         let n = self
             .nodes
             .get_mut(node as usize)
-            .ok_or_else(|| format!("server: unknown node {node}"))?;
+            .ok_or(SimConfigError::UnknownNode {
+                what: "server",
+                node,
+            })?;
         let id = self.servers.len();
         n.server = Some(id);
         self.servers.push(Server {
@@ -421,17 +430,20 @@ impl Sim {
     }
 
     /// A group of client threads. Returns the group index.
-    pub fn add_clients(&mut self, cfg: ClientConfig) -> Result<usize, String> {
+    pub fn add_clients(&mut self, cfg: ClientConfig) -> Result<usize, SimConfigError> {
         if cfg.node as usize >= self.nodes.len() || cfg.server as usize >= self.nodes.len() {
-            return Err("clients: unknown node".into());
+            return Err(SimConfigError::ClientNodes {
+                node: cfg.node,
+                server: cfg.server,
+            });
         }
         match &cfg.mode {
             ClientMode::Closed { think } => think.validate("clients think time")?,
             ClientMode::Open { rate_per_s } => {
                 if !(rate_per_s.is_finite() && *rate_per_s > 0.0) {
-                    return Err(format!(
-                        "clients rate_per_s = {rate_per_s}: must be positive"
-                    ));
+                    return Err(SimConfigError::ClientRate {
+                        rate_per_s: *rate_per_s,
+                    });
                 }
             }
         }

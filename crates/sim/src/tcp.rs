@@ -22,6 +22,7 @@
 //! Cost: O(1) per segment and per ACK (bit operations on the maps); memory ~200 bytes per
 //! connection.
 
+use crate::error::TcpConfigError;
 use crate::packet::{Kind, NodeId, SimPacket};
 use netsched_core::{Nanos, MS, SEC};
 use serde::{Deserialize, Serialize};
@@ -75,26 +76,31 @@ impl Default for TcpConfig {
 
 impl TcpConfig {
     /// `Err` names the field that is out of range.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), TcpConfigError> {
         if self.max_window_segments == 0 || self.max_window_segments > MAX_WINDOW_LIMIT {
-            return Err(format!(
-                "max_window_segments = {}: must be in 1..={MAX_WINDOW_LIMIT}",
-                self.max_window_segments
-            ));
+            return Err(TcpConfigError::Window {
+                value: self.max_window_segments,
+                max: MAX_WINDOW_LIMIT,
+            });
         }
         if self.segment_bytes < 40 || self.ack_bytes < 40 {
-            return Err(
-                "segment_bytes and ack_bytes must be at least 40 (IP + TCP headers)".into(),
-            );
+            return Err(TcpConfigError::HeaderBytes {
+                segment_bytes: self.segment_bytes,
+                ack_bytes: self.ack_bytes,
+            });
         }
         if self.initial_cwnd == 0 {
-            return Err("initial_cwnd: must be at least 1".into());
+            return Err(TcpConfigError::Zero {
+                field: "initial_cwnd",
+            });
         }
         if self.ack_every == 0 {
-            return Err("ack_every: must be at least 1".into());
+            return Err(TcpConfigError::Zero { field: "ack_every" });
         }
         if self.dupthresh == 0 || self.dupthresh > 64 {
-            return Err(format!("dupthresh = {}: must be in 1..=64", self.dupthresh));
+            return Err(TcpConfigError::Dupthresh {
+                value: self.dupthresh,
+            });
         }
         for (name, v) in [
             ("min_rto_ms", self.min_rto_ms),
@@ -102,7 +108,10 @@ impl TcpConfig {
             ("delack_timeout_ms", self.delack_timeout_ms),
         ] {
             if !(v.is_finite() && v > 0.0) {
-                return Err(format!("{name} = {v}: must be a positive number"));
+                return Err(TcpConfigError::NotPositive {
+                    field: name,
+                    value: v,
+                });
             }
         }
         Ok(())
@@ -673,6 +682,8 @@ mod tests {
             max_window_segments: 500,
             ..TcpConfig::default()
         };
-        assert!(cfg.validate().unwrap_err().contains("max_window_segments"));
+        let e = cfg.validate().unwrap_err();
+        assert!(matches!(e, TcpConfigError::Window { .. }), "{e:?}");
+        assert!(e.to_string().starts_with("max_window_segments"), "{e}");
     }
 }

@@ -3,6 +3,7 @@
 //! [`adsl_gateway`]: P3's home network (P3 §2, Fig. 1): local host — 10 Mbit/s LAN —
 //! gateway — asymmetric ADSL link (800 kbit/s up, 2.1 Mbit/s down) — remote host.
 
+use crate::error::SimConfigError;
 use crate::net::{LinkClassRule, Sim};
 use crate::packet::{LinkId, NodeId};
 use netsched_core::qdisc::{ClassId, QdiscConfig};
@@ -61,7 +62,7 @@ pub struct Adsl {
     pub downlink: LinkId,
 }
 
-pub fn adsl_gateway(sim: &mut Sim, p: &AdslParams) -> Result<Adsl, String> {
+pub fn adsl_gateway(sim: &mut Sim, p: &AdslParams) -> Result<Adsl, SimConfigError> {
     let local = sim.add_node("local");
     let gateway = sim.add_node("gateway");
     let remote = sim.add_node("remote");

@@ -259,7 +259,16 @@ mod tests {
             assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
             // The sleeper is our child, in namespace a: the leak checks can find it.
             assert!(children_of(std::process::id()).contains(&pid));
-            assert!(netns_of_tree(std::process::id()).contains(&a));
+            // `spawn` runs `ip netns exec`: the child enters the namespace a moment after the
+            // fork, so a loaded machine can show it still outside. Wait for it (bounded).
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !netns_of_tree(std::process::id()).contains(&a) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the sleeper never showed up in namespace {a}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
             assert_eq!(namespaces_with(&tag).len(), 2);
         }
         assert!(namespaces_with(&tag).is_empty(), "namespaces leaked");

@@ -384,7 +384,7 @@ fn run_one(
     let (mut sim, t, mut rng) = build(p, setup, seed)?;
     let jitter = (p.start_jitter_ms * MS as f64) as u64;
     let mut start = || if jitter == 0 { 0 } else { rng.below(jitter) };
-    let err = |e: String| anyhow::anyhow!("adsl-ack: {e}");
+    let err = |e: netsched_sim::error::SimConfigError| anyhow::anyhow!("adsl-ack: {e}");
     let up = if upload {
         Some(
             sim.add_tcp(t.local, t.remote, tcp.clone(), start(), None)

@@ -229,18 +229,19 @@ impl Params {
                 return bad(&format!("{key} = {v}: must be in 1..={MAX_MESSAGE_BYTES}"));
             }
         }
+        fn context(e: impl std::fmt::Display) -> anyhow::Error {
+            anyhow::anyhow!("percentile-web: {e}")
+        }
         self.server
             .service
             .validate("server.service")
-            .and_then(|_| self.clients.think.validate("clients.think"))
-            .and_then(|_| {
-                self.percentile
-                    .deadline
-                    .validate()
-                    .map_err(|e| e.to_string())
-            })
-            .and_then(|_| self.percentile.memory.validate().map_err(|e| e.to_string()))
-            .map_err(|e| anyhow::anyhow!("percentile-web: {e}"))?;
+            .map_err(context)?;
+        self.clients
+            .think
+            .validate("clients.think")
+            .map_err(context)?;
+        self.percentile.deadline.validate().map_err(context)?;
+        self.percentile.memory.validate().map_err(context)?;
         if let Some(ms) = self.percentile.extra_fixed_deadline_ms {
             PercentileDeadline::Ms(ms)
                 .validate()
@@ -312,7 +313,8 @@ pub struct RunResult {
 pub fn simulate(p: &Params, run: &str, seed: u64) -> anyhow::Result<RunResult> {
     let bin = (p.bin_s * SEC as f64) as Nanos;
     let mut sim = Sim::new(seed, bin);
-    let err = |e: String| anyhow::anyhow!("percentile-web ({run}): {e}");
+    let err =
+        |e: netsched_sim::error::SimConfigError| anyhow::anyhow!("percentile-web ({run}): {e}");
     let rate = (p.network.link_mbps * 1e6) as u64;
     let delay = (p.network.link_delay_ms * MS as f64) as Nanos;
     let big = QdiscConfig::Fifo {
