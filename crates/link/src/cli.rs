@@ -210,15 +210,7 @@ pub fn run_link(args: LinkArgs) -> Result<()> {
         None => None,
     };
     for p in engine.ports() {
-        let o = p.offloads();
-        if o.any() {
-            eprintln!(
-                "netsched link: warning: offloads on {} ({o:?}): frames over 2 KiB are dropped \
-                 as oversize; turn them off: ethtool -K {} gro off gso off tso off",
-                p.name(),
-                p.name()
-            );
-        }
+        p.warn_if_offloads("netsched link");
     }
     eprintln!(
         "netsched link: forwarding {} <-> {} (Ctrl-C stops)",

@@ -28,7 +28,7 @@ use crate::sys;
 use anyhow::{bail, Context, Result};
 use netsched_core::{Nanos, MS};
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
@@ -325,72 +325,20 @@ fn recv_into(port: &Port, link: &mut LinkEmulator, now: Nanos) -> usize {
     read
 }
 
-/// An engine running on its own thread inside a named network namespace (`ip netns`).
-pub struct EngineHandle {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<Result<EngineStats>>>,
-}
-
-impl EngineHandle {
-    /// Stop the engine and return its final counters.
-    pub fn stop(mut self) -> Result<EngineStats> {
-        self.stop.store(true, Ordering::Relaxed);
-        match self.thread.take().map(|t| t.join()) {
-            Some(Ok(r)) => r,
-            Some(Err(_)) => bail!("the link engine thread panicked"),
-            None => bail!("the link engine was already stopped"),
-        }
-    }
-}
-
-impl Drop for EngineHandle {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
+/// An engine running on its own thread inside a named network namespace (`ip netns`);
+/// `stop()` returns its final counters.
+pub type EngineHandle = netsched_testbed::NetnsThread<EngineStats>;
 
 /// Start an engine on a new thread that has entered network namespace `netns` (an `ip netns`
 /// name); returns once both ports are open (or with their error).
 pub fn spawn_in_netns(netns: &str, cfg: EngineConfig) -> Result<EngineHandle> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = std::sync::mpsc::channel::<Result<()>>();
-    let stop2 = Arc::clone(&stop);
-    let ns = netns.to_string();
-    let thread = std::thread::Builder::new()
-        .name(format!("link-{netns}"))
-        .spawn(move || -> Result<EngineStats> {
-            let opened = netsched_testbed::enter_netns(&ns).and_then(|()| Engine::open(&cfg));
-            let mut engine = match opened {
-                Ok(e) => {
-                    let _ = tx.send(Ok(()));
-                    e
-                }
-                Err(e) => {
-                    let msg = format!("{e:#}");
-                    let _ = tx.send(Err(e));
-                    bail!("{msg}");
-                }
-            };
-            engine.run(&|| stop2.load(Ordering::Relaxed), None, None)
-        })
-        .context("starting the link engine thread")?;
-    match rx.recv() {
-        Ok(Ok(())) => Ok(EngineHandle {
-            stop,
-            thread: Some(thread),
-        }),
-        Ok(Err(e)) => {
-            let _ = thread.join();
-            Err(e)
-        }
-        Err(_) => {
-            let _ = thread.join();
-            bail!("the link engine thread ended before opening its sockets")
-        }
-    }
+    EngineHandle::spawn(
+        "link engine",
+        format!("link-{netns}"),
+        netns,
+        move || Engine::open(&cfg),
+        |mut engine, stop| engine.run(stop, None, None),
+    )
 }
 
 #[cfg(test)]

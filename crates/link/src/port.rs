@@ -11,8 +11,9 @@
 //!   `recvmmsg` rather than a `TPACKET_V3` ring, whose blocks are handed over only when full or
 //!   after their retire timeout (8 ms by default) — a latency floor;
 //! - **offloads**: a frame longer than a slot (GRO/TSO super-frames) is reported as
-//!   [`Rx::Oversize`] and its slot reused; [`Port::offloads`] says which offloads are on, so the
-//!   caller can warn that they should be off (`ethtool -K IF gro off gso off tso off`).
+//!   [`Rx::Oversize`] and its slot reused; [`Port::offloads`] says which offloads are on, and
+//!   [`Port::warn_if_offloads`] is the one warning every CLI prints that they should be off
+//!   (`ethtool -K IF gro off gso off tso off`).
 //!
 //! Cost per frame: two syscalls amortised over a batch, O(1) slot handling.
 
@@ -84,6 +85,18 @@ impl Offloads {
     pub fn any(&self) -> bool {
         self.gro || self.gso || self.tso
     }
+
+    /// The warning `tool` prints for interface `dev` when any offload is on (`None` when all
+    /// are off): which are on, what happens to the long frames, and the command that fixes it.
+    pub fn warning(&self, tool: &str, dev: &str) -> Option<String> {
+        self.any().then(|| {
+            format!(
+                "{tool}: warning: offloads on {dev} ({self:?}): frames over {} KiB are dropped \
+                 as oversize; turn them off: ethtool -K {dev} gro off gso off tso off",
+                SLOT / 1024
+            )
+        })
+    }
 }
 
 /// An open port on one interface.
@@ -129,6 +142,12 @@ impl Port {
     }
     pub fn offloads(&self) -> Offloads {
         self.offloads
+    }
+    /// Print [`Offloads::warning`] to stderr when offloads are on (for a CLI named `tool`).
+    pub fn warn_if_offloads(&self, tool: &str) {
+        if let Some(w) = self.offloads.warning(tool, &self.name) {
+            eprintln!("{w}");
+        }
     }
     /// For `poll`.
     pub fn raw_fd(&self) -> RawFd {
@@ -196,6 +215,35 @@ impl Port {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_offload_warning_names_the_tool_the_port_and_the_fix_only_when_one_is_on() {
+        assert_eq!(Offloads::default().warning("netsched link", "eth0"), None);
+        let gro = Offloads {
+            gro: true,
+            ..Offloads::default()
+        };
+        assert_eq!(
+            gro.warning("netsched vswitch", "veth1").as_deref(),
+            Some(
+                "netsched vswitch: warning: offloads on veth1 (Offloads { gro: true, gso: false, \
+                 tso: false }): frames over 2 KiB are dropped as oversize; turn them off: \
+                 ethtool -K veth1 gro off gso off tso off"
+            )
+        );
+        for o in [
+            Offloads {
+                gso: true,
+                ..Offloads::default()
+            },
+            Offloads {
+                tso: true,
+                ..Offloads::default()
+            },
+        ] {
+            assert!(o.warning("t", "d").is_some(), "{o:?}");
+        }
+    }
 
     #[test]
     fn pool_hands_out_every_slot_once() {

@@ -43,12 +43,15 @@ impl Scheduler {
     ) -> Result<Self, String> {
         Ok(Scheduler(match kind {
             DisciplineKind::Fifo => AnyQdisc::Fifo(Fifo::new(limit, u64::MAX)),
-            DisciplineKind::Percentile => AnyQdisc::Percentile(PercentileQueue::new(
-                percentiles,
-                limit,
-                deadline.core(),
-                PercentileMemory::Forever,
-            )?),
+            DisciplineKind::Percentile => AnyQdisc::Percentile(
+                PercentileQueue::new(
+                    percentiles,
+                    limit,
+                    deadline.core(),
+                    PercentileMemory::Forever,
+                )
+                .map_err(|e| e.to_string())?,
+            ),
             DisciplineKind::Strict => AnyQdisc::StrictPriority(
                 StrictPriority::new(&vec![
                     BandConfig::with_limits(limit, u64::MAX);
@@ -88,14 +91,14 @@ impl Scheduler {
     }
     pub fn set_percentile(&mut self, class: ClassId, p: u32) -> Result<(), String> {
         match &mut self.0 {
-            AnyQdisc::Percentile(q) => q.set_percentile(class, p),
+            AnyQdisc::Percentile(q) => q.set_percentile(class, p).map_err(|e| e.to_string()),
             _ => Ok(()),
         }
     }
     /// Auto modes: the discipline keeps the running mean / quantile itself.
     pub fn set_deadline(&mut self, d: &Deadline) -> Result<(), String> {
         match &mut self.0 {
-            AnyQdisc::Percentile(q) => q.set_deadline(d.core()),
+            AnyQdisc::Percentile(q) => q.set_deadline(d.core()).map_err(|e| e.to_string()),
             _ => Ok(()),
         }
     }

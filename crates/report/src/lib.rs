@@ -209,5 +209,6 @@ pub mod csv;
 pub mod figure;
 pub mod markdown;
 pub mod read;
+pub mod sensitivity;
 pub mod stats;
 pub mod svg;

@@ -7,17 +7,20 @@
 //! rules with them. Traffic stays inside these namespaces.
 //!
 //! The crate also owns what every real run needs around its namespaces: entering one from a
-//! thread and pinning to a CPU ([`sys`]), Ctrl-C/SIGTERM handling ([`signal`]), child
+//! thread and pinning to a CPU ([`sys`]), a loop on its own thread inside a namespace with a
+//! stop flag ([`netns_thread`]), Ctrl-C/SIGTERM handling ([`signal`]), child
 //! processes stopped with their whole process group ([`process`]), private temporary
 //! folders ([`tempdir`]), and who may use a daemon's control socket ([`access`]). Data planes
 //! and experiments call these; none keeps a copy.
 
 pub mod access;
+pub mod netns_thread;
 pub mod process;
 pub mod signal;
 pub mod sys;
 pub mod tempdir;
 
+pub use netns_thread::NetnsThread;
 pub use process::{children_of, netns_of_tree, processes_with, Process};
 pub use signal::{check_interrupted, interrupted, sleep_unless_interrupted, SignalGuard};
 pub use sys::{allowed_cpus, enter_netns, euid, is_root, nobody, peer_cred, pin_to_cpu, PeerCred};

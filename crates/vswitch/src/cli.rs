@@ -97,15 +97,7 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
     }
     let mut sw = Switch::open(&cfg, stats)?;
     for p in sw.ports() {
-        let o = p.offloads();
-        if o.any() {
-            eprintln!(
-                "netsched vswitch: warning: offloads on {} ({o:?}): frames over 2 KiB are dropped \
-                 as oversize; turn them off: ethtool -K {} gro off gso off tso off",
-                p.name(),
-                p.name()
-            );
-        }
+        p.warn_if_offloads("netsched vswitch");
     }
     eprintln!(
         "netsched vswitch: {} guest ports -> {} with {} (Ctrl-C stops)",

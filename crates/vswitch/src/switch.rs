@@ -39,7 +39,7 @@ use netsched_core::qdisc::{AnyQdisc, Qdisc, Verdict};
 use netsched_core::{Nanos, MS, SEC};
 use netsched_link::port::{FramePool, Port, Rx, BATCH, SLOT};
 use netsched_link::sys;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
@@ -803,72 +803,20 @@ impl Switch {
     }
 }
 
-/// A switch running on its own thread inside a named network namespace.
-pub struct SwitchHandle {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<Result<SwitchStats>>>,
-}
-
-impl SwitchHandle {
-    /// Stop the switch and return its final counters.
-    pub fn stop(mut self) -> Result<SwitchStats> {
-        self.stop.store(true, Ordering::Relaxed);
-        match self.thread.take().map(|t| t.join()) {
-            Some(Ok(r)) => r,
-            Some(Err(_)) => bail!("the switch thread panicked"),
-            None => bail!("the switch was already stopped"),
-        }
-    }
-}
-
-impl Drop for SwitchHandle {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
+/// A switch running on its own thread inside a named network namespace; `stop()` returns
+/// its final counters.
+pub type SwitchHandle = netsched_testbed::NetnsThread<SwitchStats>;
 
 /// Start a switch on a new thread that has entered network namespace `netns` (an `ip netns`
 /// name); returns once every port is open (or with the error).
 pub fn spawn_in_netns(netns: &str, cfg: SwitchConfig) -> Result<SwitchHandle> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = std::sync::mpsc::channel::<Result<()>>();
-    let stop2 = Arc::clone(&stop);
-    let ns = netns.to_string();
-    let thread = std::thread::Builder::new()
-        .name(format!("vswitch-{netns}"))
-        .spawn(move || -> Result<SwitchStats> {
-            let opened = netsched_testbed::enter_netns(&ns).and_then(|()| Switch::open(&cfg, None));
-            let mut sw = match opened {
-                Ok(s) => {
-                    let _ = tx.send(Ok(()));
-                    s
-                }
-                Err(e) => {
-                    let msg = format!("{e:#}");
-                    let _ = tx.send(Err(e));
-                    bail!("{msg}");
-                }
-            };
-            sw.run(&|| stop2.load(Ordering::Relaxed), None, None)
-        })
-        .context("starting the switch thread")?;
-    match rx.recv() {
-        Ok(Ok(())) => Ok(SwitchHandle {
-            stop,
-            thread: Some(thread),
-        }),
-        Ok(Err(e)) => {
-            let _ = thread.join();
-            Err(e)
-        }
-        Err(_) => {
-            let _ = thread.join();
-            bail!("the switch thread ended before opening its ports")
-        }
-    }
+    SwitchHandle::spawn(
+        "switch",
+        format!("vswitch-{netns}"),
+        netns,
+        move || Switch::open(&cfg, None),
+        |mut sw, stop| sw.run(stop, None, None),
+    )
 }
 
 /// Largest frame the switch keeps (one pool slot).

@@ -1,6 +1,8 @@
 //! Typed errors of the queue disciplines: [`QdiscConfigError`] (a configuration a discipline
-//! refuses; every variant names the field, as a path like `classes[2].quantum`) and
-//! [`IdentityError`] (the accounting identities of [`super::QdiscStats`] do not hold).
+//! refuses; every variant names the field, as a path like `classes[2].quantum`),
+//! [`PercentileConfigError`] (the Percentile discipline's own configuration and control
+//! requests) and [`IdentityError`] (the accounting identities of [`super::QdiscStats`] do not
+//! hold).
 
 use core::fmt;
 
@@ -28,12 +30,13 @@ pub enum QdiscConfigError {
         field: String,
         because: &'static str,
     },
-    /// The Percentile discipline's own checks (its module reports text).
-    Percentile(String),
+    /// The Percentile discipline's own checks.
+    Percentile(PercentileConfigError),
 }
 
 impl QdiscConfigError {
-    /// The field the error is about (`None` for [`QdiscConfigError::Percentile`]).
+    /// The field the error is about (`None` for [`QdiscConfigError::Percentile`]; its own
+    /// [`PercentileConfigError::field`] names it).
     pub fn field(&self) -> Option<&str> {
         match self {
             QdiscConfigError::TooSmall { field, .. }
@@ -98,12 +101,100 @@ impl fmt::Display for QdiscConfigError {
             QdiscConfigError::Required { field, because } => {
                 write!(f, "{field}: required {because}")
             }
-            QdiscConfigError::Percentile(why) => f.write_str(why),
+            QdiscConfigError::Percentile(e) => e.fmt(f),
         }
     }
 }
 
 impl std::error::Error for QdiscConfigError {}
+
+impl From<PercentileConfigError> for QdiscConfigError {
+    fn from(e: PercentileConfigError) -> Self {
+        QdiscConfigError::Percentile(e)
+    }
+}
+
+/// Why the Percentile discipline refuses a configuration or a control request
+/// (`perSetPvalue`, `perSetNvalue`); every variant carries the value it refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PercentileConfigError {
+    /// `deadline.ms` is not a positive, finite number.
+    DeadlineMs { ms: f64 },
+    /// `deadline.ns` is 0.
+    DeadlineNsZero,
+    /// `memory.window` is 0.
+    MemoryWindowZero,
+    /// `memory.window` is more than `max`.
+    MemoryWindowTooLarge { window: u64, max: u64 },
+    /// `memory.half_life_ms` is not a positive, finite number.
+    MemoryHalfLife { half_life_ms: f64 },
+    /// `percentiles` is empty.
+    NoClasses,
+    /// `percentiles` lists `count` classes, more than `max`.
+    TooManyClasses { count: usize, max: usize },
+    /// `percentiles[index]` (or, for a control request, `percentile`) is outside 1..=100.
+    PercentileOutOfRange { index: Option<usize>, percent: u32 },
+    /// `limit_packets` is 0.
+    LimitPacketsZero,
+    /// A control request names `class`, which is not configured.
+    UnknownClass { class: usize },
+}
+
+impl PercentileConfigError {
+    /// The field the error is about, as a path (`percentiles[1]`, `deadline.ms`, …).
+    pub fn field(&self) -> String {
+        match self {
+            PercentileConfigError::DeadlineMs { .. } => "deadline.ms".into(),
+            PercentileConfigError::DeadlineNsZero => "deadline.ns".into(),
+            PercentileConfigError::MemoryWindowZero
+            | PercentileConfigError::MemoryWindowTooLarge { .. } => "memory.window".into(),
+            PercentileConfigError::MemoryHalfLife { .. } => "memory.half_life_ms".into(),
+            PercentileConfigError::NoClasses | PercentileConfigError::TooManyClasses { .. } => {
+                "percentiles".into()
+            }
+            PercentileConfigError::PercentileOutOfRange { index: Some(i), .. } => {
+                format!("percentiles[{i}]")
+            }
+            PercentileConfigError::PercentileOutOfRange { index: None, .. } => "percentile".into(),
+            PercentileConfigError::LimitPacketsZero => "limit_packets".into(),
+            PercentileConfigError::UnknownClass { .. } => "class".into(),
+        }
+    }
+}
+
+impl fmt::Display for PercentileConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let field = self.field();
+        match self {
+            PercentileConfigError::DeadlineMs { ms } => {
+                write!(f, "{field}: must be a positive number, got {ms}")
+            }
+            PercentileConfigError::MemoryHalfLife { half_life_ms } => {
+                write!(f, "{field}: must be a positive number, got {half_life_ms}")
+            }
+            PercentileConfigError::DeadlineNsZero
+            | PercentileConfigError::MemoryWindowZero
+            | PercentileConfigError::LimitPacketsZero => write!(f, "{field}: must be at least 1"),
+            PercentileConfigError::MemoryWindowTooLarge { window, max } => {
+                write!(f, "{field}: at most {max}, got {window}")
+            }
+            PercentileConfigError::NoClasses => {
+                write!(f, "{field}: at least one class is needed")
+            }
+            PercentileConfigError::TooManyClasses { count, max } => {
+                write!(f, "{field}: at most {max} classes, got {count}")
+            }
+            PercentileConfigError::PercentileOutOfRange { percent, .. } => {
+                write!(f, "{field}: must be in 1..=100, got {percent}")
+            }
+            PercentileConfigError::UnknownClass { class } => {
+                write!(f, "{field}: {class} is not configured")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PercentileConfigError {}
 
 /// Which accounting identity of [`super::QdiscStats`] failed, with the counts.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -31,7 +31,7 @@ pub mod percentile;
 pub mod prio;
 pub mod wf2q;
 pub use any::{AnyQdisc, QdiscConfig, QdiscKind};
-pub use error::{IdentityError, QdiscConfigError};
+pub use error::{IdentityError, PercentileConfigError, QdiscConfigError};
 
 /// Index of a class (band, interface, client class) inside a discipline. Class 0 is the
 /// first configured class; disciplines document whether lower means more important.

@@ -75,7 +75,10 @@
 //! bucket increment and the quantile cursor's move — typically zero or one bucket — and two
 //! sums over the classes for `q`).
 
-use super::{ClassId, ClassStatus, DropReason, Feedback, Packet, Qdisc, QdiscStats, Verdict};
+use super::{
+    ClassId, ClassStatus, DropReason, Feedback, Packet, PercentileConfigError, Qdisc, QdiscStats,
+    Verdict,
+};
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -123,12 +126,12 @@ pub enum PercentileDeadline {
 
 impl PercentileDeadline {
     /// Check the value; `Err` names the field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), PercentileConfigError> {
         match *self {
             PercentileDeadline::Ms(ms) if !(ms.is_finite() && ms > 0.0) => {
-                Err(format!("deadline.ms: must be a positive number, got {ms}"))
+                Err(PercentileConfigError::DeadlineMs { ms })
             }
-            PercentileDeadline::Ns(0) => Err("deadline.ns: must be at least 1".into()),
+            PercentileDeadline::Ns(0) => Err(PercentileConfigError::DeadlineNsZero),
             _ => Ok(()),
         }
     }
@@ -143,15 +146,18 @@ impl PercentileDeadline {
 
 impl PercentileMemory {
     /// Check the value; `Err` names the field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), PercentileConfigError> {
         match *self {
-            PercentileMemory::Window(0) => Err("memory.window: must be at least 1".into()),
+            PercentileMemory::Window(0) => Err(PercentileConfigError::MemoryWindowZero),
             PercentileMemory::Window(n) if n > u32::MAX as u64 => {
-                Err(format!("memory.window: at most {}, got {n}", u32::MAX))
+                Err(PercentileConfigError::MemoryWindowTooLarge {
+                    window: n,
+                    max: u32::MAX as u64,
+                })
             }
-            PercentileMemory::HalfLifeMs(h) if !(h.is_finite() && h > 0.0) => Err(format!(
-                "memory.half_life_ms: must be a positive number, got {h}"
-            )),
+            PercentileMemory::HalfLifeMs(h) if !(h.is_finite() && h > 0.0) => {
+                Err(PercentileConfigError::MemoryHalfLife { half_life_ms: h })
+            }
             _ => Ok(()),
         }
     }
@@ -224,7 +230,10 @@ pub struct PercentileJudge {
 
 impl PercentileJudge {
     /// One class per entry of `percentiles` (percent). `Err` names a wrong deadline.
-    pub fn new(percentiles: &[u32], mode: PercentileDeadline) -> Result<Self, String> {
+    pub fn new(
+        percentiles: &[u32],
+        mode: PercentileDeadline,
+    ) -> Result<Self, PercentileConfigError> {
         mode.validate()?;
         Ok(PercentileJudge {
             mode,
@@ -340,7 +349,7 @@ impl PercentileJudge {
 
     /// Change the mode. Switching to `AutoQuantile` starts its histogram empty (the next
     /// completion is judged against itself); `Auto` keeps the mean of everything so far.
-    pub fn set_mode(&mut self, mode: PercentileDeadline) -> Result<(), String> {
+    pub fn set_mode(&mut self, mode: PercentileDeadline) -> Result<(), PercentileConfigError> {
         mode.validate()?;
         if mode == PercentileDeadline::AutoQuantile {
             if self.mode != PercentileDeadline::AutoQuantile || self.quantile.is_none() {
@@ -431,23 +440,26 @@ impl<T: Packet> PercentileQueue<T> {
         limit_packets: usize,
         deadline: PercentileDeadline,
         memory: PercentileMemory,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, PercentileConfigError> {
         if percentiles.is_empty() {
-            return Err("percentiles: at least one class is needed".into());
+            return Err(PercentileConfigError::NoClasses);
         }
         if percentiles.len() > PERCENTILE_MAX_CLASSES {
-            return Err(format!(
-                "percentiles: at most {PERCENTILE_MAX_CLASSES} classes, got {}",
-                percentiles.len()
-            ));
+            return Err(PercentileConfigError::TooManyClasses {
+                count: percentiles.len(),
+                max: PERCENTILE_MAX_CLASSES,
+            });
         }
         for (i, &p) in percentiles.iter().enumerate() {
             if !(1..=100).contains(&p) {
-                return Err(format!("percentiles[{i}]: must be in 1..=100, got {p}"));
+                return Err(PercentileConfigError::PercentileOutOfRange {
+                    index: Some(i),
+                    percent: p,
+                });
             }
         }
         if limit_packets == 0 {
-            return Err("limit_packets: must be at least 1".into());
+            return Err(PercentileConfigError::LimitPacketsZero);
         }
         deadline.validate()?;
         memory.validate()?;
@@ -489,14 +501,17 @@ impl<T: Packet> PercentileQueue<T> {
     }
 
     /// `perSetPvalue(class, P)`: change a class's target (percent, 1..=100).
-    pub fn set_percentile(&mut self, class: ClassId, p: u32) -> Result<(), String> {
+    pub fn set_percentile(&mut self, class: ClassId, p: u32) -> Result<(), PercentileConfigError> {
         if !(1..=100).contains(&p) {
-            return Err(format!("percentile: must be in 1..=100, got {p}"));
+            return Err(PercentileConfigError::PercentileOutOfRange {
+                index: None,
+                percent: p,
+            });
         }
         let c = self
             .classes
             .get_mut(class)
-            .ok_or_else(|| format!("class: {class} is not configured"))?;
+            .ok_or(PercentileConfigError::UnknownClass { class })?;
         c.p = p;
         c.refresh_np();
         self.judge.set_percentile(class, p);
@@ -506,7 +521,10 @@ impl<T: Packet> PercentileQueue<T> {
 
     /// `perSetNvalue(deadline)`: change the success criterion. Switching to `AutoQuantile`
     /// starts its histogram empty (the next completion is judged against itself).
-    pub fn set_deadline(&mut self, deadline: PercentileDeadline) -> Result<(), String> {
+    pub fn set_deadline(
+        &mut self,
+        deadline: PercentileDeadline,
+    ) -> Result<(), PercentileConfigError> {
         self.judge.set_mode(deadline)
     }
 
@@ -1226,12 +1244,21 @@ mod tests {
         assert_eq!(q.current_deadline(), Some(4 * MS));
         q.set_deadline(PercentileDeadline::Ns(7)).unwrap();
         assert_eq!(q.current_deadline(), Some(7));
-        assert!(q
-            .set_deadline(PercentileDeadline::Ms(-1.0))
-            .unwrap_err()
-            .contains("deadline.ms"));
-        assert!(q.set_percentile(5, 50).unwrap_err().contains("class"));
-        assert!(q.set_percentile(0, 0).unwrap_err().contains("percentile"));
+        assert_eq!(
+            q.set_deadline(PercentileDeadline::Ms(-1.0)).unwrap_err(),
+            PercentileConfigError::DeadlineMs { ms: -1.0 }
+        );
+        assert_eq!(
+            q.set_percentile(5, 50).unwrap_err(),
+            PercentileConfigError::UnknownClass { class: 5 }
+        );
+        assert_eq!(
+            q.set_percentile(0, 0).unwrap_err(),
+            PercentileConfigError::PercentileOutOfRange {
+                index: None,
+                percent: 0
+            }
+        );
         // Both classes at 1 of 2 succeeded; with P 90 vs 50 class 0 is further behind.
         for c in 0..2 {
             for latency in [1, 100] {
@@ -1255,27 +1282,51 @@ mod tests {
             Some(0),
             "all at N = 0: tie to class 0"
         );
-        assert!(
-            PercentileQueue::<TestItem>::new(&[], 10, Default::default(), Default::default())
-                .unwrap_err()
-                .contains("percentiles")
+        let refused = |p: &[u32], limit, deadline, memory| {
+            PercentileQueue::<TestItem>::new(p, limit, deadline, memory).unwrap_err()
+        };
+        let (auto, forever) = (PercentileDeadline::Auto, PercentileMemory::Forever);
+        assert_eq!(
+            refused(&[], 10, auto, forever),
+            PercentileConfigError::NoClasses
         );
-        assert!(PercentileQueue::<TestItem>::new(
-            &[90, 101],
-            10,
-            Default::default(),
-            Default::default()
-        )
-        .unwrap_err()
-        .contains("percentiles[1]"));
-        assert!(PercentileQueue::<TestItem>::new(
-            &[90],
-            10,
-            Default::default(),
-            PercentileMemory::Window(0)
-        )
-        .unwrap_err()
-        .contains("memory.window"));
+        assert_eq!(
+            refused(&[90; PERCENTILE_MAX_CLASSES + 1], 10, auto, forever),
+            PercentileConfigError::TooManyClasses {
+                count: PERCENTILE_MAX_CLASSES + 1,
+                max: PERCENTILE_MAX_CLASSES
+            }
+        );
+        assert_eq!(
+            refused(&[90, 101], 10, auto, forever),
+            PercentileConfigError::PercentileOutOfRange {
+                index: Some(1),
+                percent: 101
+            }
+        );
+        assert_eq!(
+            refused(&[90], 0, auto, forever),
+            PercentileConfigError::LimitPacketsZero
+        );
+        assert_eq!(
+            refused(&[90], 10, PercentileDeadline::Ns(0), forever),
+            PercentileConfigError::DeadlineNsZero
+        );
+        assert_eq!(
+            refused(&[90], 10, auto, PercentileMemory::Window(0)),
+            PercentileConfigError::MemoryWindowZero
+        );
+        assert_eq!(
+            refused(&[90], 10, auto, PercentileMemory::Window(1 << 40)),
+            PercentileConfigError::MemoryWindowTooLarge {
+                window: 1 << 40,
+                max: u32::MAX as u64
+            }
+        );
+        assert_eq!(
+            refused(&[90], 10, auto, PercentileMemory::HalfLifeMs(f64::NAN)).field(),
+            "memory.half_life_ms"
+        );
     }
 
     /// Per-class bound, unknown class, reset: every item handed back and counted.
@@ -1530,5 +1581,55 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("memory.half_life_ms"));
+    }
+
+    /// The typed errors print the messages users saw when they were text: field, rule, value.
+    #[test]
+    fn config_error_messages_name_field_rule_and_value() {
+        use PercentileConfigError as E;
+        let cases: [(E, &str); 11] = [
+            (
+                E::DeadlineMs { ms: -1.0 },
+                "deadline.ms: must be a positive number, got -1",
+            ),
+            (E::DeadlineNsZero, "deadline.ns: must be at least 1"),
+            (E::MemoryWindowZero, "memory.window: must be at least 1"),
+            (
+                E::MemoryWindowTooLarge {
+                    window: 5_000_000_000,
+                    max: u32::MAX as u64,
+                },
+                "memory.window: at most 4294967295, got 5000000000",
+            ),
+            (
+                E::MemoryHalfLife { half_life_ms: 0.0 },
+                "memory.half_life_ms: must be a positive number, got 0",
+            ),
+            (E::NoClasses, "percentiles: at least one class is needed"),
+            (
+                E::TooManyClasses { count: 65, max: 64 },
+                "percentiles: at most 64 classes, got 65",
+            ),
+            (
+                E::PercentileOutOfRange {
+                    index: Some(2),
+                    percent: 0,
+                },
+                "percentiles[2]: must be in 1..=100, got 0",
+            ),
+            (
+                E::PercentileOutOfRange {
+                    index: None,
+                    percent: 170,
+                },
+                "percentile: must be in 1..=100, got 170",
+            ),
+            (E::LimitPacketsZero, "limit_packets: must be at least 1"),
+            (E::UnknownClass { class: 9 }, "class: 9 is not configured"),
+        ];
+        for (e, text) in cases {
+            assert_eq!(e.to_string(), text);
+            assert_eq!(crate::qdisc::QdiscConfigError::from(e).to_string(), text);
+        }
     }
 }

@@ -4,6 +4,7 @@
 use super::model::Setup;
 use super::model::{Measured, Params};
 use super::{ack_load_share, Outcome, SensRow, ACK_CAP, CONFIGS, UPLOAD_SHARE};
+use netsched_report::sensitivity::SensitivityTable;
 use netsched_report::svg::{ChartOptions, Mark};
 use netsched_report::{csv, svg, Check, Cmp, Comparison, ExperimentOutput, Figure, Results, Run};
 use serde_json::json;
@@ -59,9 +60,13 @@ pub fn claims(
 }
 
 fn sensitivity_note(p: &Params, rows: &[SensRow], out: &Path) -> anyhow::Result<String> {
-    let mut t = format!(
-        "**Sensitivity** (same seed, {} sub-seeds per cell; shares of each direction's rate alone, upload / download). The ACK load is what the download's ACKs need, at the downlink's rate, as a share of the uplink; beyond {:.0}% strict ACK priority cannot leave the upload {:.0}% (outside P3's regime). \"+ filter\" adds the ACK filter, \"+ cap\" also caps ACKs at {:.0}% of the uplink bytes while data wait (both beyond P3):\n\n| variant | up / down kbit/s | ACK load | regime | FIFO | ACK separation | + filter | + filter + cap | P3 claims that fail |\n|---|---|---|---|---|---|---|---|---|\n",
-        p.sensitivity_seeds, 100.0 * ACK_CAP, 100.0 * UPLOAD_SHARE, 100.0 * ACK_CAP,
+    let mut t = SensitivityTable::new(
+        &format!(
+            "**Sensitivity** (same seed, {} sub-seeds per cell; shares of each direction's rate alone, upload / download). The ACK load is what the download's ACKs need, at the downlink's rate, as a share of the uplink; beyond {:.0}% strict ACK priority cannot leave the upload {:.0}% (outside P3's regime). \"+ filter\" adds the ACK filter, \"+ cap\" also caps ACKs at {:.0}% of the uplink bytes while data wait (both beyond P3):",
+            p.sensitivity_seeds, 100.0 * ACK_CAP, 100.0 * UPLOAD_SHARE, 100.0 * ACK_CAP,
+        ),
+        &["variant", "up / down kbit/s", "ACK load", "regime", "FIFO", "ACK separation", "+ filter", "+ filter + cap", "P3 claims that fail"],
+        "✓",
     );
     let mut rows_csv = Vec::new();
     let pair = |m: &Measured, r: &SensRow| {
@@ -74,28 +79,32 @@ fn sensitivity_note(p: &Params, rows: &[SensRow], out: &Path) -> anyhow::Result<
     for r in rows {
         let load = ack_load_share(&r.p);
         let inside = load <= ACK_CAP;
-        let failed: Vec<&str> = claims(&r.fifo, &r.sep, r.up_alone, r.down_alone)
+        let decided: Vec<(&str, bool)> = claims(&r.fifo, &r.sep, r.up_alone, r.down_alone)
             .into_iter()
-            .filter(|(_, c)| !c.passed)
-            .map(|(n, _)| n)
+            .map(|(n, c)| (n, c.passed))
             .collect();
-        t.push_str(&format!(
-            "| {} | {:.0} / {:.0} | {:.0}% | {} | {} | {} | {} | {} | {} |\n",
-            r.label,
-            r.p.topology.up_kbps,
-            r.p.topology.down_kbps,
-            100.0 * load,
-            if inside { "P3" } else { "**outside**" },
-            pair(&r.fifo, r),
-            pair(&r.sep, r),
-            pair(&r.filter, r),
-            pair(&r.filter_cap, r),
-            if failed.is_empty() {
-                "✓".to_string()
-            } else {
-                failed.join(", ")
-            },
-        ));
+        let failed: Vec<&str> = decided
+            .iter()
+            .filter(|(_, h)| !h)
+            .map(|(n, _)| *n)
+            .collect();
+        t.row(
+            &r.label,
+            inside,
+            &[
+                format!(
+                    "{:.0} / {:.0}",
+                    r.p.topology.up_kbps, r.p.topology.down_kbps
+                ),
+                format!("{:.0}%", 100.0 * load),
+                if inside { "P3" } else { "**outside**" }.to_string(),
+                pair(&r.fifo, r),
+                pair(&r.sep, r),
+                pair(&r.filter, r),
+                pair(&r.filter_cap, r),
+            ],
+            decided.iter().copied(),
+        );
         let sh = |m: &Measured| {
             [
                 csv::num(m.upload_kbps / r.up_alone),
@@ -115,19 +124,8 @@ fn sensitivity_note(p: &Params, rows: &[SensRow], out: &Path) -> anyhow::Result<
         row.push(failed.join("; "));
         rows_csv.push(row);
     }
-    let inside: Vec<&SensRow> = rows
-        .iter()
-        .filter(|r| ack_load_share(&r.p) <= ACK_CAP)
-        .collect();
-    let all_hold = |rs: &[&SensRow]| {
-        rs.iter()
-            .filter(|r| {
-                claims(&r.fifo, &r.sep, r.up_alone, r.down_alone)
-                    .iter()
-                    .all(|(_, c)| c.passed)
-            })
-            .count()
-    };
+    let all_hold = t.rows(true).filter(|r| r.failed().is_empty()).count();
+    let n_inside = t.rows(true).count();
     let outside: Vec<&SensRow> = rows
         .iter()
         .filter(|r| ack_load_share(&r.p) > ACK_CAP)
@@ -144,9 +142,9 @@ fn sensitivity_note(p: &Params, rows: &[SensRow], out: &Path) -> anyhow::Result<
         .iter()
         .filter(|r| r.sep.download_kbps / r.down_alone >= 0.9)
         .count();
-    t.push_str(&format!(
-        "\nReading: inside P3's regime all three claims hold in {} of {} variants; outside it ({} variants) ACK separation still keeps the download at ≥ 90% in {} and the upload claim fails as the arithmetic says it must, but the upload gets back to ≥ {:.0}% with the ACK filter in {} and with filter + cap in {}: while one {}-byte data packet is on the slow uplink, many ACKs arrive, and the filter sends only the newest. Where the ACKs need more than the whole uplink, the download alone is itself ACK-bound, so it can exceed 100% of that rate once the filter thins its ACKs.\n",
-        all_hold(&inside), inside.len(), outside.len(), sep_down, 100.0 * UPLOAD_SHARE, filter_up, cap_up, p.tcp.segment_bytes,
+    let t = t.finish(&format!(
+        "Reading: inside P3's regime all three claims hold in {} of {} variants; outside it ({} variants) ACK separation still keeps the download at ≥ 90% in {} and the upload claim fails as the arithmetic says it must, but the upload gets back to ≥ {:.0}% with the ACK filter in {} and with filter + cap in {}: while one {}-byte data packet is on the slow uplink, many ACKs arrive, and the filter sends only the newest. Where the ACKs need more than the whole uplink, the download alone is itself ACK-bound, so it can exceed 100% of that rate once the filter thins its ACKs.\n",
+        all_hold, n_inside, outside.len(), sep_down, 100.0 * UPLOAD_SHARE, filter_up, cap_up, p.tcp.segment_bytes,
     ));
     csv::write_table(
         &out.join("sensitivity.csv"),

@@ -3,6 +3,7 @@
 //! the runs (or from P4's tables), never typed in.
 
 use super::{Case, ClusterResult, Grid, Setup, Variant};
+use netsched_report::sensitivity::SensitivityTable;
 use netsched_report::{svg, Check, Cmp, Comparison, ExperimentOutput, Figure, Results, Run};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -658,15 +659,28 @@ fn sensitivity_table(
             String::new(),
         ));
     }
-    let mut md = format!(
-        "**Sensitivity** (the parameters P4 does not print, each varied alone; P4's four algorithms at {} and the per-host case; ✓/✗ = the claim's threshold). DH scaling = dh at N hosts / (N × dh at 1 host).\n\n| variant | hosts | size | regime | rr/lc (≥ {RR_OVER_LC_MIN}) | lblc / min(rr, lc, dh) (≤ {LBLC_OVER_OTHERS_MAX}) | dh/rr | DH scaling (≥ {DH_SCALING_MIN}) | per-host lc / max(rr, dh) (≥ {LC_LEAD_MIN}) | P4 claims that fail |\n|---|---|---|---|---|---|---|---|---|---|\n",
-        variants.first().map(|v| s.sizes[v.size].as_str()).unwrap_or("—")
+    let mut t = SensitivityTable::new(
+        &format!(
+            "**Sensitivity** (the parameters P4 does not print, each varied alone; P4's four algorithms at {} and the per-host case; ✓/✗ = the claim's threshold). DH scaling = dh at N hosts / (N × dh at 1 host).",
+            variants.first().map(|v| s.sizes[v.size].as_str()).unwrap_or("—")
+        ),
+        &[
+            "variant",
+            "hosts",
+            "size",
+            "regime",
+            &format!("rr/lc (≥ {RR_OVER_LC_MIN})"),
+            &format!("lblc / min(rr, lc, dh) (≤ {LBLC_OVER_OTHERS_MAX})"),
+            "dh/rr",
+            &format!("DH scaling (≥ {DH_SCALING_MIN})"),
+            &format!("per-host lc / max(rr, dh) (≥ {LC_LEAD_MIN})"),
+            "P4 claims that fail",
+        ],
+        "—",
     );
     let mut csv = Vec::new();
-    // How often each claim holds inside and outside P4's regime: [rr ≥ lc, lblc worst, DH
-    // scaling, LC lead].
+    // How often each claim holds inside and outside P4's regime.
     let names = ["RR ≥ LC", "LBLC worst", "DH scales", "Table 4 LC lead"];
-    let (mut inside, mut outside) = ((0usize, [0usize; 4]), (0usize, [0usize; 4]));
     for (label, n, size, c, regime) in &rows {
         let holds = [
             Cmp::Ge.holds(c.rr_over_lc, RR_OVER_LC_MIN),
@@ -674,36 +688,22 @@ fn sensitivity_table(
             Cmp::Ge.holds(c.dh_scaling, DH_SCALING_MIN),
             Cmp::Ge.holds(c.lc_lead, LC_LEAD_MIN),
         ];
-        let tally = if regime.is_empty() {
-            &mut inside
-        } else {
-            &mut outside
-        };
-        tally.0 += 1;
-        for (k, h) in holds.iter().enumerate() {
-            tally.1[k] += *h as usize;
-        }
-        let failing = names
-            .iter()
-            .zip(holds)
-            .filter(|(_, h)| !h)
-            .map(|(n, _)| *n)
-            .collect::<Vec<_>>()
-            .join(", ");
         let regime_cell = if regime.is_empty() { "P4" } else { regime };
-        md.push_str(&format!(
-            "| {label} | {n} | {size} | {regime_cell} | {} | {} | {:.2} | {} | {} | {} |\n",
-            mark(c.rr_over_lc, Cmp::Ge, RR_OVER_LC_MIN),
-            mark(c.lblc_over_others, Cmp::Le, LBLC_OVER_OTHERS_MAX),
-            c.dh_over_rr,
-            mark(c.dh_scaling, Cmp::Ge, DH_SCALING_MIN),
-            mark(c.lc_lead, Cmp::Ge, LC_LEAD_MIN),
-            if failing.is_empty() {
-                "—".to_string()
-            } else {
-                failing
-            },
-        ));
+        t.row(
+            label,
+            regime.is_empty(),
+            &[
+                n.to_string(),
+                size.clone(),
+                regime_cell.to_string(),
+                mark(c.rr_over_lc, Cmp::Ge, RR_OVER_LC_MIN),
+                mark(c.lblc_over_others, Cmp::Le, LBLC_OVER_OTHERS_MAX),
+                format!("{:.2}", c.dh_over_rr),
+                mark(c.dh_scaling, Cmp::Ge, DH_SCALING_MIN),
+                mark(c.lc_lead, Cmp::Ge, LC_LEAD_MIN),
+            ],
+            names.into_iter().zip(holds),
+        );
         csv.push(vec![
             label.clone(),
             n.to_string(),
@@ -717,19 +717,12 @@ fn sensitivity_table(
             regime.clone(),
         ]);
     }
-    let count = |t: &(usize, [usize; 4])| {
-        names
-            .iter()
-            .zip(t.1)
-            .map(|(n, k)| format!("{n} {k}/{}", t.0))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    md.push_str(&format!(
-        "\nReading: inside P4's regime the claims hold in — {}; outside it — {}. The two Table 3 claims fail throughout (the notes say why); Table 4's LC lead and DH's scaling are robust wherever requests name many origins.",
-        count(&inside),
-        if outside.0 == 0 { "no rows".to_string() } else { count(&outside) },
-    ));
+    let reading = format!(
+        "Reading: inside P4's regime the claims hold in — {}; outside it — {}. The two Table 3 claims fail throughout (the notes say why); Table 4's LC lead and DH's scaling are robust wherever requests name many origins.",
+        t.tally(&names, true),
+        if t.rows(false).count() == 0 { "no rows".to_string() } else { t.tally(&names, false) },
+    );
+    let md = t.finish(&reading);
     netsched_report::csv::write_table(
         &out.join("sensitivity.csv"),
         &[

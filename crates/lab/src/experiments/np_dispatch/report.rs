@@ -2,6 +2,7 @@
 
 use super::model::{Costs, NpResult, Params};
 use super::{Runs, SensRow};
+use netsched_report::sensitivity::SensitivityTable;
 use netsched_report::{svg, Check, Cmp, Comparison, ExperimentOutput, Figure, Results, Run};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -204,47 +205,39 @@ fn sensitivity_note(p: &Params, rows: &[SensRow], out: &Path) -> anyhow::Result<
         .first()
         .map(|r| r.claims.iter().map(|(n, _)| *n).collect())
         .unwrap_or_default();
-    let mut t = format!(
-        "**Sensitivity** (P1's four policies, {} packets per size, same seed; each cell is the claim's measured value, ✓ where it holds). P1 prints no cycle counts, so every cost is a modelling choice; the variants move each one; \"outside\" rows leave P1's hardware:\n\n| variant | regime | {} | P1 claims that fail |\n|---|---|{}---|\n",
-        rows.first().map_or(0, |r| r.packets),
-        names.join(" | "),
-        "---|".repeat(names.len())
+    let mut columns = vec!["variant", "regime"];
+    columns.extend(names.iter().copied());
+    columns.push("P1 claims that fail");
+    let mut t = SensitivityTable::new(
+        &format!(
+            "**Sensitivity** (P1's four policies, {} packets per size, same seed; each cell is the claim's measured value, ✓ where it holds). P1 prints no cycle counts, so every cost is a modelling choice; the variants move each one; \"outside\" rows leave P1's hardware:",
+            rows.first().map_or(0, |r| r.packets),
+        ),
+        &columns,
+        "✓",
     );
     let mut csv_rows = Vec::new();
     for r in rows {
-        let cells: Vec<String> = names
-            .iter()
-            .map(|n| {
-                r.claims
-                    .iter()
-                    .find(|(m, _)| m == n)
-                    .and_then(|(_, c)| {
-                        c.evidence.map(|e| {
-                            format!("{:.2}{}", e.value, if c.passed { " ✓" } else { " ✗" })
-                        })
-                    })
-                    .unwrap_or_else(|| "—".into())
-            })
-            .collect();
-        let failed: Vec<&str> = r
-            .claims
-            .iter()
-            .filter(|(_, c)| !c.passed)
-            .map(|(n, _)| *n)
-            .collect();
-        t.push_str(&format!(
-            "| {} | {} | {} | {} |\n",
-            r.label,
-            r.regime
-                .as_ref()
-                .map_or("P1".to_string(), |w| format!("**outside** ({w})")),
-            cells.join(" | "),
-            if failed.is_empty() {
-                "✓".to_string()
-            } else {
-                failed.join(", ")
-            }
-        ));
+        let mut cells = vec![r
+            .regime
+            .as_ref()
+            .map_or("P1".to_string(), |w| format!("**outside** ({w})"))];
+        cells.extend(names.iter().map(|n| {
+            r.claims
+                .iter()
+                .find(|(m, _)| m == n)
+                .and_then(|(_, c)| {
+                    c.evidence
+                        .map(|e| format!("{:.2}{}", e.value, if c.passed { " ✓" } else { " ✗" }))
+                })
+                .unwrap_or_else(|| "—".into())
+        }));
+        t.row(
+            &r.label,
+            r.regime.is_none(),
+            &cells,
+            r.claims.iter().map(|(n, c)| (*n, c.passed)),
+        );
         let mut row = vec![
             r.label.clone(),
             r.regime.is_none().to_string(),
@@ -257,45 +250,40 @@ fn sensitivity_note(p: &Params, rows: &[SensRow], out: &Path) -> anyhow::Result<
         );
         csv_rows.push(row);
     }
-    let inside: Vec<&SensRow> = rows.iter().filter(|r| r.regime.is_none()).collect();
     let robust: Vec<&str> = names
         .iter()
         .copied()
-        .filter(|n| {
-            inside
-                .iter()
-                .all(|r| r.claims.iter().any(|(m, c)| m == n && c.passed))
-        })
+        .filter(|n| t.rows(true).all(|r| r.holds(n)))
         .collect();
     let fragile: Vec<String> = names
         .iter()
         .filter(|n| !robust.contains(n))
         .map(|n| {
-            let fails: Vec<&str> = inside
-                .iter()
-                .filter(|r| r.claims.iter().any(|(m, c)| m == n && !c.passed))
+            let fails: Vec<&str> = t
+                .rows(true)
+                .filter(|r| r.fails(n))
                 .map(|r| r.label.as_str())
                 .collect();
             format!("{n} (fails at: {})", fails.join(", "))
         })
         .collect();
-    t.push_str(&format!(
-        "\nReading: inside P1's regime ({} of {} variants), robust in every one: {}; holding only near the defaults: {}. Outside it: {}. Units: idle-time margins in percentage points, the 1500 B claim as a rate ratio, the SOP claim as a count of sizes that disagree; {} engines × {} threads unless the variant says otherwise.\n",
-        inside.len(),
+    let reading = format!(
+        "Reading: inside P1's regime ({} of {} variants), robust in every one: {}; holding only near the defaults: {}. Outside it: {}. Units: idle-time margins in percentage points, the 1500 B claim as a rate ratio, the SOP claim as a count of sizes that disagree; {} engines × {} threads unless the variant says otherwise.\n",
+        t.rows(true).count(),
         rows.len(),
         if robust.is_empty() { "none".to_string() } else { robust.join(", ") },
         if fragile.is_empty() { "none".to_string() } else { fragile.join("; ") },
-        rows.iter()
-            .filter(|r| r.regime.is_some())
+        t.rows(false)
             .map(|r| {
-                let failed: Vec<&str> = r.claims.iter().filter(|(_, c)| !c.passed).map(|(n, _)| *n).collect();
+                let failed = r.failed();
                 format!("{} — {}", r.label, if failed.is_empty() { "all hold".to_string() } else { format!("fails: {}", failed.join(", ")) })
             })
             .collect::<Vec<_>>()
             .join("; "),
         p.processor.engines,
         p.processor.threads_per_engine,
-    ));
+    );
+    let t = t.finish(&reading);
     let mut header = vec!["variant", "in_p1_regime", "regime"];
     header.extend(names.iter().copied());
     netsched_report::csv::write_table(&out.join("sensitivity.csv"), &header, &csv_rows)?;

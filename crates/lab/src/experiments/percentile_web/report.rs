@@ -3,6 +3,7 @@
 
 use super::model::{ClassResult, Params, RunResult};
 use super::SensRow;
+use netsched_report::sensitivity::SensitivityTable;
 use netsched_report::svg::{ChartOptions, Mark};
 use netsched_report::{csv, svg, Check, Cmp, Comparison, ExperimentOutput, Figure, Results, Run};
 use serde_json::json;
@@ -124,9 +125,11 @@ fn run_json(p: &Params, name: &str, r: &RunResult) -> anyhow::Result<Run> {
 
 fn sensitivity_note(p: &Params, rows: &[SensRow], out: &Path) -> anyhow::Result<String> {
     let k = p.clients.percentiles.len();
-    let mut t = format!(
-        "**Sensitivity** (same seed; FIFO and Percentile at variants of what P0 does not fix; every claim above except strict priority's decided again by the same code; ✓ = all hold):\n\n| variant | regime | server busy | Percentile mean C0…C{} (ms) | attainment spread | lowest class vs FIFO | longest gap (s) | P0 claims that fail |\n|---|---|---|---|---|---|---|---|\n",
-        k - 1
+    let mean_column = format!("Percentile mean C0…C{} (ms)", k - 1);
+    let mut t = SensitivityTable::new(
+        "**Sensitivity** (same seed; FIFO and Percentile at variants of what P0 does not fix; every claim above except strict priority's decided again by the same code; ✓ = all hold):",
+        &["variant", "regime", "server busy", &mean_column, "attainment spread", "lowest class vs FIFO", "longest gap (s)", "P0 claims that fail"],
+        "✓",
     );
     let mut csv_rows = Vec::new();
     for r in rows {
@@ -148,22 +151,21 @@ fn sensitivity_note(p: &Params, rows: &[SensRow], out: &Path) -> anyhow::Result<
             .max()
             .unwrap_or(0) as f64
             * p.bin_s;
-        t.push_str(&format!(
-            "| {} | {} | {:.0}% | {} | {:.1}% | {:.0}% | {gap} | {} |\n",
-            r.label,
-            r.regime
-                .as_ref()
-                .map_or("P0".to_string(), |w| format!("**outside** ({w})")),
-            100.0 * r.pct.server_utilisation,
-            ms_list(&means(&r.pct)),
-            100.0 * spread(&att),
-            100.0 * low,
-            if failed.is_empty() {
-                "✓".to_string()
-            } else {
-                failed.join(", ")
-            },
-        ));
+        t.row(
+            &r.label,
+            r.regime.is_none(),
+            &[
+                r.regime
+                    .as_ref()
+                    .map_or("P0".to_string(), |w| format!("**outside** ({w})")),
+                format!("{:.0}%", 100.0 * r.pct.server_utilisation),
+                ms_list(&means(&r.pct)),
+                format!("{:.1}%", 100.0 * spread(&att)),
+                format!("{:.0}%", 100.0 * low),
+                format!("{gap}"),
+            ],
+            cl.iter().map(|(n, c)| (*n, c.passed)),
+        );
         csv_rows.push(vec![
             r.label.clone(),
             r.regime.is_none().to_string(),
@@ -180,46 +182,25 @@ fn sensitivity_note(p: &Params, rows: &[SensRow], out: &Path) -> anyhow::Result<
             failed.join("; "),
         ]);
     }
-    let tally = |inside: bool| -> String {
-        let rs: Vec<&SensRow> = rows
-            .iter()
-            .filter(|r| r.regime.is_none() == inside)
-            .collect();
-        let names = [
-            "ordered",
-            "attainment",
-            "served every second",
-            "no starvation",
-        ];
-        names
-            .iter()
-            .map(|name| {
-                let n = rs
-                    .iter()
-                    .filter(|r| {
-                        claims(p, &r.fifo, &r.pct)
-                            .iter()
-                            .any(|(m, c)| m == name && c.passed)
-                    })
-                    .count();
-                format!("{name} {n}/{}", rs.len())
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    t.push_str(&format!(
-        "\nReading: inside P0's regime (its deadline and counters; load, think time and threads varied) — {}; outside it (another deadline or a forgetting memory) — {}. Ordering and equal attainment are what the discipline enforces; service in every second and the low class's share depend on how many requests can meet the deadline. Rows where a claim fails at this seed: {}.\n",
-        tally(true),
-        tally(false),
-        {
-            let failing: Vec<&str> = rows
-                .iter()
-                .filter(|r| claims(p, &r.fifo, &r.pct).iter().any(|(_, c)| !c.passed))
-                .map(|r| r.label.as_str())
-                .collect();
-            if failing.is_empty() { "none".to_string() } else { failing.join(", ") }
-        },
-    ));
+    let names = [
+        "ordered",
+        "attainment",
+        "served every second",
+        "no starvation",
+    ];
+    let failing: Vec<&str> = t
+        .all_rows()
+        .iter()
+        .filter(|r| !r.failed().is_empty())
+        .map(|r| r.label.as_str())
+        .collect();
+    let reading = format!(
+        "Reading: inside P0's regime (its deadline and counters; load, think time and threads varied) — {}; outside it (another deadline or a forgetting memory) — {}. Ordering and equal attainment are what the discipline enforces; service in every second and the low class's share depend on how many requests can meet the deadline. Rows where a claim fails at this seed: {}.\n",
+        t.tally(&names, true),
+        t.tally(&names, false),
+        if failing.is_empty() { "none".to_string() } else { failing.join(", ") },
+    );
+    let t = t.finish(&reading);
     csv::write_table(
         &out.join("sensitivity.csv"),
         &[

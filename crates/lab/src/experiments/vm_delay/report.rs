@@ -2,6 +2,7 @@
 //! notes. Every number in the prose is computed here from the runs, never typed in.
 
 use super::{measured_tiers, summary, RunResult, SensRow, Setup, Summary, TierResult, VmConfig};
+use netsched_report::sensitivity::SensitivityTable;
 use netsched_report::{svg, Check, Cmp, Comparison, ExperimentOutput, Figure, Results, Run};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -561,11 +562,22 @@ fn arrow(a: f64, b: f64, digits: usize, claim_holds: bool) -> String {
 /// The sensitivity table (markdown) and `sensitivity.csv`.
 fn sensitivity_table(v: &View, n: usize, rows: &[SensRow], out: &Path) -> anyhow::Result<String> {
     let threshold = v.threshold;
-    let mut table = format!("**Sensitivity** ({n} domains, same seed; each variant keeps the offered load except the load and queue rows; strict priority → delay-constrained; ✓/✗ = the claim holds in that variant):\n\n| variant | load | regime | > {threshold} ms, measured tiers (claim: drops) | > {threshold} ms, all tiers | loss, all packets (claim: drops) | loss, probes (claim: drops) | P2 claims that fail |\n|---|---|---|---|---|---|---|---|\n");
+    let mut t = SensitivityTable::new(
+        &format!("**Sensitivity** ({n} domains, same seed; each variant keeps the offered load except the load and queue rows; strict priority → delay-constrained; ✓/✗ = the claim holds in that variant):"),
+        &[
+            "variant",
+            "load",
+            "regime",
+            &format!("> {threshold} ms, measured tiers (claim: drops)"),
+            &format!("> {threshold} ms, all tiers"),
+            "loss, all packets (claim: drops)",
+            "loss, probes (claim: drops)",
+            "P2 claims that fail",
+        ],
+        "—",
+    );
     let drops = |a: f64, b: f64| b < a;
     let names = ["tail share", "loss", "probe loss"];
-    // (rows, [claims holding]) inside and outside P2's regime.
-    let (mut inside, mut outside) = ((0usize, [0usize; 3]), (0usize, [0usize; 3]));
     for r in rows {
         let (sp, dc): (&(Summary, Summary), &(Summary, Summary)) = (&r.sp, &r.dc);
         let holds = [
@@ -573,52 +585,26 @@ fn sensitivity_table(v: &View, n: usize, rows: &[SensRow], out: &Path) -> anyhow
             drops(sp.1.loss_pct, dc.1.loss_pct),
             drops(sp.1.probe_loss_pct, dc.1.probe_loss_pct),
         ];
-        let tally = if r.regime.is_none() {
-            &mut inside
-        } else {
-            &mut outside
-        };
-        tally.0 += 1;
-        for (k, h) in holds.iter().enumerate() {
-            tally.1[k] += *h as usize;
-        }
-        let failing = names
-            .iter()
-            .zip(holds)
-            .filter(|(_, h)| !h)
-            .map(|(n, _)| *n)
-            .collect::<Vec<_>>()
-            .join(", ");
-        table.push_str(&format!(
-            "| {} | {:.2} | {} | {} | {:.2}% → {:.2}% | {} | {} | {} |\n",
-            r.label,
-            r.load,
-            r.regime.as_deref().unwrap_or("P2"),
-            arrow(sp.0.above_pct, dc.0.above_pct, 2, holds[0]),
-            sp.1.above_pct,
-            dc.1.above_pct,
-            arrow(sp.1.loss_pct, dc.1.loss_pct, 3, holds[1]),
-            arrow(sp.1.probe_loss_pct, dc.1.probe_loss_pct, 3, holds[2]),
-            if failing.is_empty() {
-                "—".to_string()
-            } else {
-                failing
-            },
-        ));
+        t.row(
+            &r.label,
+            r.regime.is_none(),
+            &[
+                format!("{:.2}", r.load),
+                r.regime.as_deref().unwrap_or("P2").to_string(),
+                arrow(sp.0.above_pct, dc.0.above_pct, 2, holds[0]),
+                format!("{:.2}% → {:.2}%", sp.1.above_pct, dc.1.above_pct),
+                arrow(sp.1.loss_pct, dc.1.loss_pct, 3, holds[1]),
+                arrow(sp.1.probe_loss_pct, dc.1.probe_loss_pct, 3, holds[2]),
+            ],
+            names.into_iter().zip(holds),
+        );
     }
-    let count = |t: &(usize, [usize; 3])| {
-        names
-            .iter()
-            .zip(t.1)
-            .map(|(n, k)| format!("{n} {k}/{}", t.0))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    table.push_str(&format!(
-        "\nReading: the claims hold inside P2's regime in — {}; outside it (the backend overloaded) — {}. The all-tier share is not a claim: it moves with the High tier, whose probes wait behind its own stream under delay-constrained scheduling (notes above).",
-        count(&inside),
-        if outside.0 == 0 { "no rows".to_string() } else { count(&outside) },
-    ));
+    let reading = format!(
+        "Reading: the claims hold inside P2's regime in — {}; outside it (the backend overloaded) — {}. The all-tier share is not a claim: it moves with the High tier, whose probes wait behind its own stream under delay-constrained scheduling (notes above).",
+        t.tally(&names, true),
+        if t.rows(false).count() == 0 { "no rows".to_string() } else { t.tally(&names, false) },
+    );
+    let table = t.finish(&reading);
     let csv: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
