@@ -117,3 +117,79 @@ mod tests {
         assert!(e.contains("line 2"), "{e}");
     }
 }
+
+/// What [`hammer`] saw: scrapes answered with 200, scrapes refused (503, or a reset before it),
+/// and the error of every answered scrape that failed `check`.
+#[derive(Debug, Default)]
+pub struct HammerOutcome {
+    pub answered: usize,
+    pub refused: usize,
+    pub inconsistent: Vec<String>,
+}
+
+/// The load the daemons' metrics tests put on a listener: `half_open` connections that send
+/// half a request line and hold their slot, and `scrapers` threads scraping in a loop for
+/// `duration`, each answered scrape parsed and passed to `check`. Every thread first runs
+/// `enter` (e.g. entering the daemon's network namespace). A refused scraper waits 5 ms before
+/// trying again, so the scrapers contend for the listener without becoming busy loops on a
+/// small machine. The half-open connections are closed when this returns.
+pub fn hammer(
+    addr: SocketAddr,
+    enter: std::sync::Arc<dyn Fn() + Send + Sync>,
+    scrapers: usize,
+    half_open: usize,
+    duration: Duration,
+    check: fn(&[Sample]) -> Result<(), String>,
+) -> std::io::Result<HammerOutcome> {
+    let held: Vec<TcpStream> = {
+        let enter = std::sync::Arc::clone(&enter);
+        std::thread::spawn(move || -> std::io::Result<Vec<TcpStream>> {
+            enter();
+            (0..half_open)
+                .map(|_| {
+                    let mut s = TcpStream::connect(addr)?;
+                    s.write_all(b"GET /metr")?;
+                    Ok(s)
+                })
+                .collect()
+        })
+        .join()
+        .map_err(|_| std::io::Error::other("half-open thread panicked"))??
+    };
+    let threads: Vec<_> = (0..scrapers)
+        .map(|_| {
+            let enter = std::sync::Arc::clone(&enter);
+            std::thread::spawn(move || {
+                enter();
+                let mut out = HammerOutcome::default();
+                let t0 = std::time::Instant::now();
+                while t0.elapsed() < duration {
+                    match scrape(addr, Duration::from_secs(10)) {
+                        Ok((200, body)) => {
+                            out.answered += 1;
+                            if let Err(e) = parse_exposition(&body).and_then(|s| check(&s)) {
+                                out.inconsistent.push(e);
+                            }
+                        }
+                        _ => {
+                            out.refused += 1;
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                    }
+                }
+                out
+            })
+        })
+        .collect();
+    let mut total = HammerOutcome::default();
+    for t in threads {
+        let o = t
+            .join()
+            .map_err(|_| std::io::Error::other("scraper thread panicked"))?;
+        total.answered += o.answered;
+        total.refused += o.refused;
+        total.inconsistent.extend(o.inconsistent);
+    }
+    drop(held);
+    Ok(total)
+}

@@ -23,7 +23,7 @@
 mod client;
 mod snapshot;
 
-pub use client::{parse_exposition, scrape, Sample, MAX_SCRAPE_BYTES};
+pub use client::{hammer, parse_exposition, scrape, HammerOutcome, Sample, MAX_SCRAPE_BYTES};
 /// The crate the registries and families come from, for daemons that only need its types.
 pub use prometheus_client;
 pub use snapshot::{parse_addr, register_snapshot, AddrError, Latest, Writer};

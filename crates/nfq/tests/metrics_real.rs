@@ -13,11 +13,10 @@
 //!   publishing;
 //! - the `--metrics` flag and `run_daemon` serve on the address given, in the daemon's netns.
 
-use netsched_metrics::{parse_exposition, scrape, Sample};
+use netsched_metrics::{hammer, parse_exposition, scrape, HammerOutcome, Sample};
 use netsched_nfq::config::{parse_cidr, ClassSpec, Config, Deadline, DisciplineKind};
 use netsched_testbed::{enter_netns, privileged_test_allowed, Testbed};
-use std::io::Write;
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -231,61 +230,25 @@ fn nfq_metrics_stay_consistent_and_traffic_flows_while_scrapers_hammer() {
     std::thread::sleep(Duration::from_millis(300));
     let start = scrape_in(&nb, addr);
 
-    // The hammer, from inside the daemon's namespace.
-    let half_open: Vec<TcpStream> = {
+    // The hammer: half-open clients holding slots, and 50 scrapers in a loop for 2 s, from
+    // inside the daemon's namespace.
+    let enter = {
         let ns = nb.clone();
-        std::thread::spawn(move || {
-            enter_netns(&ns).unwrap();
-            (0..HALF_OPEN)
-                .map(|_| {
-                    let mut s = TcpStream::connect(addr).unwrap();
-                    s.write_all(b"GET /metr").unwrap();
-                    s
-                })
-                .collect()
-        })
-        .join()
-        .unwrap()
+        Arc::new(move || enter_netns(&ns).unwrap()) as Arc<dyn Fn() + Send + Sync>
     };
-    let scrapers: Vec<_> = (0..SCRAPERS)
-        .map(|_| {
-            let ns = nb.clone();
-            std::thread::spawn(move || -> (usize, usize, Vec<String>) {
-                let _ = enter_netns(&ns);
-                let (mut ok, mut refused, mut bad) = (0, 0, Vec::new());
-                let t0 = Instant::now();
-                while t0.elapsed() < Duration::from_secs(2) {
-                    match scrape(addr, Duration::from_secs(10)) {
-                        Ok((200, body)) => {
-                            ok += 1;
-                            if let Err(e) = parse_exposition(&body)
-                                .map_err(|e| e.to_string())
-                                .and_then(|s| check_identity(&s))
-                            {
-                                bad.push(e);
-                            }
-                        }
-                        _ => {
-                            // Over the connection limit (503 or a reset before it): try
-                            // again shortly, so 50 scrapers contend for the listener
-                            // without turning into 50 busy loops on a 2-core machine.
-                            refused += 1;
-                            std::thread::sleep(Duration::from_millis(5));
-                        }
-                    }
-                }
-                (ok, refused, bad)
-            })
-        })
-        .collect();
-    let (mut ok, mut refused, mut bad) = (0, 0, Vec::new());
-    for s in scrapers {
-        let (o, r, b) = s.join().unwrap();
-        ok += o;
-        refused += r;
-        bad.extend(b);
-    }
-    drop(half_open);
+    let HammerOutcome {
+        answered: ok,
+        refused,
+        inconsistent: bad,
+    } = hammer(
+        addr,
+        enter,
+        SCRAPERS,
+        HALF_OPEN,
+        Duration::from_secs(2),
+        check_identity,
+    )
+    .unwrap();
     let end = scrape_in(&nb, addr);
     stop_probe.store(true, Ordering::Relaxed);
     let probe_r = probe_h.join().unwrap();
