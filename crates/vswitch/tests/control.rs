@@ -242,7 +242,21 @@ fn a_stranger_is_refused_by_the_file_mode_and_by_its_credentials() {
 }
 
 /// One scrape: (series → value), or why not.
+/// One scrape. The listener serves at most 8 scrapes at once and answers a 503 to the rest
+/// (crates/metrics); a 503 is tried again after 5 ms, for up to 5 s.
 fn scrape(addr: std::net::SocketAddr) -> Result<Vec<(String, f64)>, String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match scrape_once(addr) {
+            Err(e) if e.contains(" 503 ") && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            r => return r,
+        }
+    }
+}
+
+fn scrape_once(addr: std::net::SocketAddr) -> Result<Vec<(String, f64)>, String> {
     let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
         .map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok();
