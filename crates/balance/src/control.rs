@@ -13,7 +13,6 @@ use crate::config::ServerConf;
 use crate::service::{Admin, Service};
 use clap::{Args, Subcommand};
 use netsched_testbed::access;
-use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -286,30 +285,11 @@ impl CtlOp {
     }
 }
 
-/// Send one request line; return the answer (without the `ok` line) or the error.
+/// Send one request line; return the answer (without the `ok` line) or the error (the
+/// daemons' one client: [`netsched_testbed::access::request_line`]).
 pub fn request(socket: &Path, line: &str) -> Result<String, String> {
-    let mut s = std::os::unix::net::UnixStream::connect(socket).map_err(|e| {
-        format!(
-            "cannot connect to {}: {e} (is `netsched balance` running? root or the control group?)",
-            socket.display()
-        )
-    })?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    s.set_write_timeout(Some(Duration::from_secs(5))).ok();
-    s.write_all(format!("{line}\n").as_bytes())
-        .map_err(|e| format!("sending: {e}"))?;
-    let mut out = String::new();
-    s.take(16 << 20)
-        .read_to_string(&mut out)
-        .map_err(|e| format!("reading the answer: {e}"))?;
-    match out.split_once('\n') {
-        Some(("ok", rest)) => Ok(rest.to_string()),
-        _ => Err(out
-            .trim()
-            .strip_prefix("error: ")
-            .unwrap_or(out.trim())
-            .to_string()),
-    }
+    access::request_line(socket, line, Duration::from_secs(5), "netsched balance")
+        .map_err(|e| e.to_string())
 }
 
 pub fn run_ctl(a: &CtlArgs) -> anyhow::Result<()> {

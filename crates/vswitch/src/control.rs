@@ -420,33 +420,12 @@ fn read_line(stream: &mut UnixStream, deadline: Instant) -> Result<String, Strin
     }
 }
 
-/// Send one request line to `socket`; the answer without its `ok` line, or the error text.
+/// Send one request line to `socket`; the answer without its `ok` line, or the error text
+/// (the daemons' one client: [`netsched_testbed::access::request_line`]).
 pub fn request(socket: &Path, line: &str) -> Result<String, String> {
-    let mut s = UnixStream::connect(socket).map_err(|e| {
-        format!(
-            "cannot connect to {}: {e} (is `netsched vswitch --control {}` running? root or \
-             the control group?)",
-            socket.display(),
-            socket.display()
-        )
-    })?;
-    let wait = DEADLINE + Duration::from_secs(3);
-    s.set_read_timeout(Some(wait)).ok();
-    s.set_write_timeout(Some(wait)).ok();
-    s.write_all(format!("{line}\n").as_bytes())
-        .map_err(|e| format!("sending to {}: {e}", socket.display()))?;
-    let mut out = String::new();
-    s.take(16 << 20)
-        .read_to_string(&mut out)
-        .map_err(|e| format!("reading the answer from {}: {e}", socket.display()))?;
-    match out.split_once('\n') {
-        Some(("ok", rest)) => Ok(rest.to_string()),
-        _ => Err(out
-            .trim()
-            .strip_prefix("error: ")
-            .unwrap_or(out.trim())
-            .to_string()),
-    }
+    let hint = format!("netsched vswitch --control {}", socket.display());
+    netsched_testbed::access::request_line(socket, line, DEADLINE + Duration::from_secs(3), &hint)
+        .map_err(|e| e.to_string())
 }
 
 /// `netsched vswitch ctl`: talk to a running switch.
