@@ -247,14 +247,16 @@ impl Config {
             file: path.to_path_buf(),
             message,
         };
-        let meta = std::fs::metadata(path).map_err(|e| err(format!("cannot read: {e}")))?;
-        if meta.len() > MAX_CONFIG_BYTES {
-            return Err(err(format!(
-                "{} bytes, more than the {MAX_CONFIG_BYTES}-byte limit",
-                meta.len()
-            )));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        // Only a regular file, at most the bound (`/dev/zero` or a FIFO would never end).
+        let text = netsched_report::read::read_text(path, MAX_CONFIG_BYTES, "configuration")
+            .map_err(|e| {
+                let full = e.to_string();
+                // The reader names the file; ConfigError names it once more in front.
+                let named = format!("configuration {}", path.display());
+                err(full
+                    .replace(&format!(" {named}"), "")
+                    .replace(&format!("{named}: "), ""))
+            })?;
         Self::parse(&text).map_err(err)
     }
 

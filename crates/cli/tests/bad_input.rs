@@ -588,3 +588,71 @@ fn ctl_reports_a_missing_or_silent_daemon_clearly() {
         &["1e300s", "deadline"],
     );
 }
+
+// ------------------------------------------------- balance, vswitch, --metrics and --control
+
+#[test]
+fn daemon_flags_configs_and_ctl_clients_fail_clearly() {
+    let s = Scratch::new("daemons");
+    // --metrics: every daemon parses the address the same way, before touching the system.
+    for addr in ["notanaddr", "1.2.3.4:99999", "[::1", ""] {
+        bad(
+            &[
+                "link",
+                "--dev-a",
+                "nsbadx0",
+                "--dev-b",
+                "nsbadx1",
+                &format!("--metrics={addr}"),
+            ],
+            &["--metrics", "metrics"],
+        );
+    }
+    // balance: its configuration goes through the one bounded reader.
+    let junk = s.file("junk.toml", &binary_junk());
+    bad(&["balance", "--config", &junk], &["junk.toml"]);
+    bad(&["balance", "--config", "/dev/zero"], &["/dev/zero"]);
+    let big = s.file("big.toml", &vec![b'#'; 2 << 20]);
+    bad(&["balance", "--config", &big], &["big.toml", "limit"]);
+    let wrong = s.file("wrong.toml", b"mode = \"l9\"\n");
+    bad(&["balance", "--config", &wrong], &["l9"]);
+    // vswitch: the same for its host file.
+    bad(&["vswitch", "--config", "/dev/zero"], &["/dev/zero"]);
+    bad(&["vswitch", "--config", &junk], &["junk.toml"]);
+    let tier0 = s.file(
+        "host.toml",
+        b"uplink = \"up0\"\ndiscipline = \"strict_priority\"\npacket_rate = 5000\n\
+          [[port]]\ndev = \"vg0\"\ntier = 0\n",
+    );
+    bad(&["vswitch", "--config", &tier0], &["tier", "0"]);
+    bad(
+        &["vswitch", "--config", &tier0, "--metrics", "notanaddr"],
+        &["metrics", "tier"],
+    );
+    // The ctl clients: no daemon, and a daemon that never answers (bounded wait, not a hang).
+    let missing = s.path("none.sock");
+    bad(
+        &["balance", "ctl", "--socket", &missing, "show-servers"],
+        &["none.sock"],
+    );
+    bad(
+        &["vswitch", "ctl", "--socket", &missing, "show-ports"],
+        &["none.sock"],
+    );
+    let silent = s.path("silent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&silent).unwrap();
+    for args in [
+        [
+            "balance",
+            "ctl",
+            "--socket",
+            silent.as_str(),
+            "show-servers",
+        ],
+        ["vswitch", "ctl", "--socket", silent.as_str(), "show-ports"],
+    ] {
+        let out = run_in(None, &args);
+        assert_clean_error(&args, &out, &["timed out"]);
+    }
+    bad(&["vswitch", "ctl", "set-weight", "p1", "abc"], &["abc"]);
+}

@@ -286,6 +286,21 @@ impl std::fmt::Display for RequestError {
                 socket,
                 what,
                 source,
+            } if matches!(
+                source.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+            {
+                write!(
+                    f,
+                    "{what} {}: timed out (no answer in time)",
+                    socket.display()
+                )
+            }
+            RequestError::Io {
+                socket,
+                what,
+                source,
             } => write!(f, "{what} {}: {source}", socket.display()),
             RequestError::Refused(e) => f.write_str(e),
         }
