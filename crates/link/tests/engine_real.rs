@@ -1,6 +1,8 @@
 //! Privileged tests of `netsched link` and `netsched shape` on namespaces (root; CI runs them).
 
-use netsched_link::engine::{parse_qdisc, spawn_in_netns, DirConfig, EngineConfig};
+mod common;
+
+use netsched_link::engine::spawn_in_netns;
 use netsched_testbed::{namespaces_with, privileged_test_allowed, Testbed};
 
 fn rtt_ms(tb: &Testbed, ns: &str, dst: &str, count: u32) -> Vec<f64> {
@@ -24,39 +26,15 @@ fn link_engine_forwards_with_delay_and_counts_everything() {
     }
     let tag;
     {
-        let mut tb = Testbed::new("lnk").unwrap();
-        tag = tb.tag().to_string();
-        let a = tb.add_ns("a").unwrap();
-        let m = tb.add_ns("m").unwrap();
-        let b = tb.add_ns("b").unwrap();
-        let (ia, ma, mb, ib) = (
-            tb.ifname("a"),
-            tb.ifname("ma"),
-            tb.ifname("mb"),
-            tb.ifname("b"),
+        let line = common::line("lnk", 77);
+        tag = line.tb.tag().to_string();
+        let cfg = common::engine_config(
+            &line,
+            common::dir(Some(10_000_000), 10, "fifo:100"),
+            common::dir(None, 5, "fifo:100"),
         );
-        tb.veth((&a, &ia, "10.77.0.1/24"), (&m, &ma, "")).unwrap();
-        tb.veth((&m, &mb, ""), (&b, &ib, "10.77.0.2/24")).unwrap();
-        let cfg = EngineConfig {
-            dev_a: ma.clone(),
-            dev_b: mb.clone(),
-            ab: DirConfig {
-                rate_bps: Some(10_000_000),
-                delay: 10 * netsched_core::MS,
-                qdisc: parse_qdisc("fifo:100").unwrap(),
-            },
-            ba: DirConfig {
-                rate_bps: None,
-                delay: 5 * netsched_core::MS,
-                qdisc: parse_qdisc("fifo:100").unwrap(),
-            },
-            pool: 1024,
-            delay_line: 1024,
-            stats_interval: None,
-            busy_poll: false,
-        };
-        let h = spawn_in_netns(&m, cfg).unwrap();
-        let rtts = rtt_ms(&tb, &a, "10.77.0.2", 20);
+        let h = spawn_in_netns(&line.m, cfg).unwrap();
+        let rtts = rtt_ms(&line.tb, &line.a, "10.77.0.2", 20);
         let st = h.stop().unwrap();
         assert!(rtts.len() >= 18, "pings lost: {rtts:?}");
         let mut sorted = rtts.clone();

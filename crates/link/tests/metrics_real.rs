@@ -9,9 +9,11 @@
 //! - frames keep flowing and copies keep being published while the scrapers run;
 //! - the namespaces are gone afterwards.
 
-use netsched_link::engine::{parse_qdisc, DirConfig, Engine, EngineConfig};
+mod common;
+
+use netsched_link::engine::Engine;
 use netsched_metrics::{hammer, parse_exposition, scrape, HammerOutcome, Sample};
-use netsched_testbed::{enter_netns, namespaces_with, privileged_test_allowed, Testbed};
+use netsched_testbed::{enter_netns, namespaces_with, privileged_test_allowed};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -77,37 +79,14 @@ fn link_metrics_stay_consistent_and_frames_flow_while_scrapers_hammer() {
     }
     let tag;
     {
-        let mut tb = Testbed::new("lnkmet").unwrap();
-        tag = tb.tag().to_string();
-        let a = tb.add_ns("a").unwrap();
-        let m = tb.add_ns("m").unwrap();
-        let b = tb.add_ns("b").unwrap();
-        let (ia, ma, mb, ib) = (
-            tb.ifname("a"),
-            tb.ifname("ma"),
-            tb.ifname("mb"),
-            tb.ifname("b"),
+        let line = common::line("lnkmet", 79);
+        tag = line.tb.tag().to_string();
+        let (a, m) = (line.a.clone(), line.m.clone());
+        let cfg = common::engine_config(
+            &line,
+            common::dir(Some(20_000_000), 2, "ack-sep:50"),
+            common::dir(None, 2, "fifo:100"),
         );
-        tb.veth((&a, &ia, "10.79.0.1/24"), (&m, &ma, "")).unwrap();
-        tb.veth((&m, &mb, ""), (&b, &ib, "10.79.0.2/24")).unwrap();
-        let cfg = EngineConfig {
-            dev_a: ma.clone(),
-            dev_b: mb.clone(),
-            ab: DirConfig {
-                rate_bps: Some(20_000_000),
-                delay: 2 * netsched_core::MS,
-                qdisc: parse_qdisc("ack-sep:50").unwrap(),
-            },
-            ba: DirConfig {
-                rate_bps: None,
-                delay: 2 * netsched_core::MS,
-                qdisc: parse_qdisc("fifo:100").unwrap(),
-            },
-            pool: 1024,
-            delay_line: 1024,
-            stats_interval: None,
-            busy_poll: false,
-        };
 
         // The engine and its metrics listener on their own thread in namespace m.
         let stop = Arc::new(AtomicBool::new(false));

@@ -12,85 +12,19 @@
 //! times that and still six times below the smallest stall the old design showed (3 s).
 //! Budget: ~10 s.
 
-use netsched_nfq::config::{parse_cidr, ClassSpec, Config, Deadline, DisciplineKind};
+mod common;
+
 use netsched_nfq::control::{request, Request};
 use netsched_testbed::{enter_netns, privileged_test_allowed, Testbed};
 use std::io::{Read, Write};
-use std::net::UdpSocket;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const PORT: u16 = 9000;
+const NET: u8 = 1;
 const GAP_BOUND: Duration = Duration::from_millis(500);
-
-fn daemon_config(socket: PathBuf) -> Config {
-    let mut c = Config {
-        discipline: DisciplineKind::Percentile,
-        budget: Some(4),
-        deadline: Deadline::Auto {
-            initial: netsched_nfq::MS,
-        },
-        control_socket: socket,
-        ..Config::default()
-    };
-    c.service.protocol = netsched_nfq::packet::PROTO_UDP;
-    c.service.ports = vec![PORT];
-    for (name, p) in [("gold", 90), ("rest", 50)] {
-        c.classes.push(ClassSpec {
-            name: name.into(),
-            percentile: p,
-        });
-    }
-    c.table.push((parse_cidr("10.78.1.0/24").unwrap(), 0));
-    c.default_class = 1;
-    c
-}
-
-fn echo_server(ns: String, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
-    enter_netns(&ns)?;
-    let s = UdpSocket::bind(("10.78.1.2", PORT))?;
-    s.set_read_timeout(Some(Duration::from_millis(50)))?;
-    let mut buf = [0u8; 256];
-    while !stop.load(Ordering::Relaxed) {
-        if let Ok((n, from)) = s.recv_from(&mut buf) {
-            let _ = s.send_to(&buf[..n], from);
-        }
-    }
-    Ok(())
-}
-
-/// Round trips every 2 ms until `stop`; returns (answers, largest gap between two answers).
-fn probe(ns: String, stop: Arc<AtomicBool>) -> anyhow::Result<(u64, Duration)> {
-    enter_netns(&ns)?;
-    let s = UdpSocket::bind("10.78.1.1:0")?;
-    s.connect(("10.78.1.2", PORT))?;
-    s.set_read_timeout(Some(Duration::from_millis(100)))?;
-    let mut buf = [0u8; 64];
-    let mut last = Instant::now();
-    let mut gap = Duration::ZERO;
-    let mut answers = 0u64;
-    let mut n = 0u32;
-    while !stop.load(Ordering::Relaxed) {
-        n = n.wrapping_add(1);
-        s.send(&n.to_be_bytes())?;
-        // Answers to earlier (late) probes count as traffic flowing too.
-        while let Ok(len) = s.recv(&mut buf) {
-            let now = Instant::now();
-            gap = gap.max(now - last);
-            last = now;
-            answers += 1;
-            if len == 4 && buf[..4] == n.to_be_bytes() {
-                break;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    gap = gap.max(last.elapsed());
-    Ok((answers, gap))
-}
 
 fn slow_drip(path: &Path, until: Instant) {
     let Ok(mut s) = UnixStream::connect(path) else {
@@ -157,7 +91,7 @@ fn hostile_control_clients_do_not_stall_traffic() {
     let stop_echo = Arc::new(AtomicBool::new(false));
     let echo = {
         let (ns, stop) = (nb.clone(), Arc::clone(&stop_echo));
-        std::thread::spawn(move || echo_server(ns, stop))
+        std::thread::spawn(move || common::echo_server(ns, NET, stop))
     };
     let stop_daemon = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -165,7 +99,7 @@ fn hostile_control_clients_do_not_stall_traffic() {
         let (ns, stop, cfg) = (
             nb.clone(),
             Arc::clone(&stop_daemon),
-            daemon_config(socket.clone()),
+            common::daemon_config(socket.clone(), NET, 4),
         );
         std::thread::spawn(move || -> anyhow::Result<_> {
             enter_netns(&ns)?;
@@ -183,7 +117,7 @@ fn hostile_control_clients_do_not_stall_traffic() {
     let stop_probe = Arc::new(AtomicBool::new(false));
     let probe_h = {
         let (ns, stop) = (na.clone(), Arc::clone(&stop_probe));
-        std::thread::spawn(move || probe(ns, stop))
+        std::thread::spawn(move || common::probe(ns, NET, stop))
     };
     std::thread::sleep(Duration::from_millis(300));
     let until = Instant::now() + Duration::from_secs(6);

@@ -13,16 +13,18 @@
 //!   publishing;
 //! - the `--metrics` flag and `run_daemon` serve on the address given, in the daemon's netns.
 
+mod common;
+
 use netsched_metrics::{hammer, parse_exposition, scrape, HammerOutcome, Sample};
-use netsched_nfq::config::{parse_cidr, ClassSpec, Config, Deadline, DisciplineKind};
+use netsched_nfq::config::Config;
 use netsched_testbed::{enter_netns, privileged_test_allowed, Testbed};
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const PORT: u16 = 9000;
+const NET: u8 = 3;
 /// The daemon's namespace is ours alone, so a fixed port cannot collide.
 const METRICS: &str = "127.0.0.1:9109";
 const SCRAPERS: usize = 50;
@@ -30,69 +32,9 @@ const HALF_OPEN: usize = 4;
 const GAP_BOUND: Duration = Duration::from_millis(500);
 
 fn daemon_config(socket: PathBuf) -> Config {
-    let mut c = Config {
-        discipline: DisciplineKind::Percentile,
-        budget: Some(1),
-        deadline: Deadline::Auto {
-            initial: netsched_nfq::MS,
-        },
-        control_socket: socket,
-        metrics: Some(METRICS.parse().unwrap()),
-        ..Config::default()
-    };
-    c.service.protocol = netsched_nfq::packet::PROTO_UDP;
-    c.service.ports = vec![PORT];
-    for (name, p) in [("gold", 90), ("rest", 50)] {
-        c.classes.push(ClassSpec {
-            name: name.into(),
-            percentile: p,
-        });
-    }
-    c.table.push((parse_cidr("10.78.3.0/24").unwrap(), 0));
-    c.default_class = 1;
+    let mut c = common::daemon_config(socket, NET, 1);
+    c.metrics = Some(METRICS.parse().unwrap());
     c
-}
-
-fn echo_server(ns: String, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
-    enter_netns(&ns)?;
-    let s = UdpSocket::bind(("10.78.3.2", PORT))?;
-    s.set_read_timeout(Some(Duration::from_millis(50)))?;
-    let mut buf = [0u8; 256];
-    while !stop.load(Ordering::Relaxed) {
-        if let Ok((n, from)) = s.recv_from(&mut buf) {
-            let _ = s.send_to(&buf[..n], from);
-        }
-    }
-    Ok(())
-}
-
-/// Round trips every 2 ms until `stop`; returns (answers, largest gap between two answers).
-fn probe(ns: String, stop: Arc<AtomicBool>) -> anyhow::Result<(u64, Duration)> {
-    enter_netns(&ns)?;
-    let s = UdpSocket::bind("10.78.3.1:0")?;
-    s.connect(("10.78.3.2", PORT))?;
-    s.set_read_timeout(Some(Duration::from_millis(100)))?;
-    let mut buf = [0u8; 64];
-    let mut last = Instant::now();
-    let mut gap = Duration::ZERO;
-    let mut answers = 0u64;
-    let mut n = 0u32;
-    while !stop.load(Ordering::Relaxed) {
-        n = n.wrapping_add(1);
-        s.send(&n.to_be_bytes())?;
-        while let Ok(len) = s.recv(&mut buf) {
-            let now = Instant::now();
-            gap = gap.max(now - last);
-            last = now;
-            answers += 1;
-            if len == 4 && buf[..4] == n.to_be_bytes() {
-                break;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    gap = gap.max(last.elapsed());
-    Ok((answers, gap))
 }
 
 fn value(samples: &[Sample], name: &str, label: Option<(&str, &str)>) -> Option<f64> {
@@ -167,7 +109,7 @@ fn nfq_metrics_stay_consistent_and_traffic_flows_while_scrapers_hammer() {
     let stop_echo = Arc::new(AtomicBool::new(false));
     let echo = {
         let (ns, stop) = (nb.clone(), Arc::clone(&stop_echo));
-        std::thread::spawn(move || echo_server(ns, stop))
+        std::thread::spawn(move || common::echo_server(ns, NET, stop))
     };
     let stop_daemon = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -225,7 +167,7 @@ fn nfq_metrics_stay_consistent_and_traffic_flows_while_scrapers_hammer() {
     let stop_probe = Arc::new(AtomicBool::new(false));
     let probe_h = {
         let (ns, stop) = (na.clone(), Arc::clone(&stop_probe));
-        std::thread::spawn(move || probe(ns, stop))
+        std::thread::spawn(move || common::probe(ns, NET, stop))
     };
     std::thread::sleep(Duration::from_millis(300));
     let start = scrape_in(&nb, addr);

@@ -1,0 +1,57 @@
+//! Set-up shared by the link engine's root tests: a line of three namespaces,
+//! `a` (10.N.0.1) — `m` (the engine, two bare ports) — `b` (10.N.0.2, reached through `m`).
+
+use netsched_link::engine::{parse_qdisc, DirConfig, EngineConfig};
+use netsched_testbed::Testbed;
+
+/// The three namespaces and the engine's two ports, on a fresh [`Testbed`] tagged `prefix`.
+pub struct Line {
+    pub tb: Testbed,
+    pub a: String,
+    pub m: String,
+    /// The engine's port toward `a`, and toward `b` (both in `m`).
+    pub ma: String,
+    pub mb: String,
+}
+
+/// Build `a — m — b` with `a` = `10.{net}.0.1/24` and `b` = `10.{net}.0.2/24`.
+pub fn line(prefix: &str, net: u8) -> Line {
+    let mut tb = Testbed::new(prefix).unwrap();
+    let a = tb.add_ns("a").unwrap();
+    let m = tb.add_ns("m").unwrap();
+    let b = tb.add_ns("b").unwrap();
+    let (ia, ma, mb, ib) = (
+        tb.ifname("a"),
+        tb.ifname("ma"),
+        tb.ifname("mb"),
+        tb.ifname("b"),
+    );
+    tb.veth((&a, &ia, &format!("10.{net}.0.1/24")), (&m, &ma, ""))
+        .unwrap();
+    tb.veth((&m, &mb, ""), (&b, &ib, &format!("10.{net}.0.2/24")))
+        .unwrap();
+    Line { tb, a, m, ma, mb }
+}
+
+/// One direction: rate (bits/s, `None` = unshaped), one-way delay (ms), qdisc spec.
+pub fn dir(rate_bps: Option<u64>, delay_ms: u64, qdisc: &str) -> DirConfig {
+    DirConfig {
+        rate_bps,
+        delay: delay_ms * netsched_core::MS,
+        qdisc: parse_qdisc(qdisc).unwrap(),
+    }
+}
+
+/// The engine between `line`'s two ports, small pools, no stats, no busy poll.
+pub fn engine_config(line: &Line, ab: DirConfig, ba: DirConfig) -> EngineConfig {
+    EngineConfig {
+        dev_a: line.ma.clone(),
+        dev_b: line.mb.clone(),
+        ab,
+        ba,
+        pool: 1024,
+        delay_line: 1024,
+        stats_interval: None,
+        busy_poll: false,
+    }
+}
