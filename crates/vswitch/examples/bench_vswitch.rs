@@ -165,10 +165,18 @@ fn sched_cost(bed: &Bed) {
 }
 
 fn config(bed: &Bed, d: &str) -> SwitchConfig {
+    config_polling(bed, d, None)
+}
+
+/// `busy_poll`: the adaptive polling window (`None` = the default).
+fn config_polling(bed: &Bed, d: &str, busy_poll: Option<&str>) -> SwitchConfig {
     let mut t = format!(
         "uplink = \"{}\"\ndiscipline = \"{d}\"\nbatch = 8\n",
         bed.uplink
     );
+    if let Some(b) = busy_poll {
+        t += &format!("busy_poll = \"{b}\"\n");
+    }
     for (i, (_, p, _)) in bed.guests.iter().enumerate() {
         t += &format!(
             "[[port]]\ndev = \"{p}\"\ntier = {}\nbound = \"{}ms\"\n",
@@ -218,7 +226,15 @@ fn main() -> anyhow::Result<()> {
     let sw = spawn_in_netns(&bed.sw, config(&bed, "delay_constrained"))?;
     let _ = rtts(&bed.guests[0].0, 5);
     let v_sw = rtts(&bed.guests[0].0, 300);
-    drop(sw.stop()?);
+    let polled = sw.stop()?;
+    // The same with the adaptive polling window off: the switch sleeps in poll when idle.
+    let sw = spawn_in_netns(
+        &bed.sw,
+        config_polling(&bed, "delay_constrained", Some("0")),
+    )?;
+    let _ = rtts(&bed.guests[0].0, 5);
+    let v_sleep = rtts(&bed.guests[0].0, 300);
+    let slept = sw.stop()?;
     // The kernel bridge between the same namespaces.
     let br = bed.tb.ifname("br");
     bed.tb
@@ -257,6 +273,17 @@ fn main() -> anyhow::Result<()> {
         q(&v_br, 0.99),
         (q(&v_sw, 0.5) - q(&v_br, 0.5)) * 1000.0,
         (q(&v_sw, 0.99) - q(&v_br, 0.99)) * 1000.0
+    );
+    println!(
+        "latency busy_poll=0: vswitch p50={:.3} p99={:.3} ms; added p50={:.0} us p99={:.0} us",
+        q(&v_sleep, 0.5),
+        q(&v_sleep, 0.99),
+        (q(&v_sleep, 0.5) - q(&v_br, 0.5)) * 1000.0,
+        (q(&v_sleep, 0.99) - q(&v_br, 0.99)) * 1000.0
+    );
+    println!(
+        "switch thread CPU over the 300 pings (~3 s): busy_poll default {:.2} s, busy_poll=0 {:.2} s",
+        polled.cpu_s, slept.cpu_s
     );
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("loadavg after: {}", load.trim());

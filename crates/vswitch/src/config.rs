@@ -99,6 +99,11 @@ fn default_queue() -> usize {
 fn default_mac_table() -> usize {
     4096
 }
+/// Default of [`SwitchConfig::busy_poll`]: nfq's measured window (docs/nfq.md).
+pub const DEFAULT_BUSY_POLL: Nanos = MS / 5;
+fn default_busy_poll() -> Nanos {
+    DEFAULT_BUSY_POLL
+}
 
 /// One guest port.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -159,6 +164,11 @@ pub struct SwitchConfig {
     /// Most learned MAC addresses (return path); new addresses beyond it are not learned.
     #[serde(default = "default_mac_table")]
     pub mac_table: usize,
+    /// Adaptive polling: for this long after the last frame the switch looks for the next one
+    /// without sleeping (each wake-up from `poll` costs tens of µs of added latency per
+    /// crossing), then it blocks again. 0 = always sleep; at most 10 ms.
+    #[serde(default = "default_busy_poll", deserialize_with = "serde_duration")]
+    pub busy_poll: Nanos,
     #[serde(rename = "port")]
     pub ports: Vec<PortConfig>,
 }
@@ -218,6 +228,12 @@ impl SwitchConfig {
             bail!(
                 "budget_slice = {:?}: must be between 100us and 10s",
                 format_duration(self.budget_slice)
+            );
+        }
+        if self.busy_poll > 10 * MS {
+            bail!(
+                "busy_poll = {:?}: must be between 0 (off) and 10ms",
+                format_duration(self.busy_poll)
             );
         }
         if self.batch == 0 || self.batch > 1 << 20 {

@@ -109,6 +109,10 @@ pub struct Switch {
     pending: Vec<Frame>,
     /// Budget: the uplink is busy until then.
     free_at: Nanos,
+    /// Adaptive polling: look without sleeping until then ([`SwitchConfig::busy_poll`] after
+    /// the last frame read).
+    spin_until: Nanos,
+    busy_poll: Nanos,
     ns_per_packet: Option<Nanos>,
     bits_per_s: Option<u64>,
     /// (on, off) periods of the budget, and the time they are counted from.
@@ -195,6 +199,8 @@ impl Switch {
             macs: MacTable::new(cfg.mac_table),
             pending: Vec::with_capacity(BATCH),
             free_at: 0,
+            spin_until: 0,
+            busy_poll: cfg.busy_poll,
             ns_per_packet: cfg.packet_rate.map(|r| (SEC / r).max(1)),
             bits_per_s: cfg.rate,
             budget_periods: cfg.budget_periods(),
@@ -715,17 +721,23 @@ impl Switch {
                     self.rebuild();
                 }
             }
+            let mut read = 0;
             for gi in 0..self.guests.len() {
-                self.recv_guest(gi, now);
+                read += self.recv_guest(gi, now);
             }
             self.dequeue_budgeted(now);
             self.send_pending();
             // Up to a few return batches per turn, so a flood from the uplink cannot starve
             // the guests' direction.
             for _ in 0..4 {
-                if self.recv_uplink() < BATCH {
+                let n = self.recv_uplink();
+                read += n;
+                if n < BATCH {
                     break;
                 }
+            }
+            if read > 0 {
+                self.spin_until = now.saturating_add(self.busy_poll);
             }
             if now >= *next_liveness {
                 self.check_liveness()?;
@@ -782,7 +794,19 @@ impl Switch {
                 events: libc::POLLIN,
                 revents: 0,
             });
-            sys::poll_set(&mut self.pollfds, timeout).context("ppoll")?;
+            if now < self.spin_until {
+                // Inside the polling window: look without sleeping until input, the window's
+                // end or the next timer.
+                let until = self.spin_until.min(wake);
+                while sys::poll_set(&mut self.pollfds, 0).context("ppoll")? == 0
+                    && sys::now_ns() < until
+                    && !stop()
+                {
+                    std::hint::spin_loop();
+                }
+            } else {
+                sys::poll_set(&mut self.pollfds, timeout).context("ppoll")?;
+            }
         }
         Ok(())
     }

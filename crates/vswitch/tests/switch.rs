@@ -310,3 +310,34 @@ fn the_budget_bounds_forwarding_with_its_off_periods() {
     }
     assert_gone(&tag);
 }
+
+/// The adaptive polling window (`busy_poll`, default 200 µs) ends: after traffic stops the
+/// switch sleeps in `poll` again. A switch that kept spinning would use its whole share of a
+/// CPU — on a loaded 2-core machine at least a quarter of the 3 idle seconds (0.75 s); a
+/// sleeping one uses milliseconds. The bound, 0.3 s over the whole run, sits between.
+#[test]
+fn the_switch_sleeps_again_when_traffic_stops() {
+    if !privileged_test_allowed("the_switch_sleeps_again_when_traffic_stops") {
+        return;
+    }
+    let tag;
+    {
+        let net = build("vswidle", 1).unwrap();
+        tag = net.tb.tag().to_string();
+        let cfg = net.config("strict_priority", "busy_poll = \"1ms\"", &[(1, "30ms")]);
+        let sw = spawn_in_netns(&net.sw, cfg).unwrap();
+        // Traffic first (each frame opens a polling window), then 3 s with none.
+        let (_, rx) = ping(&net.guests[0].0, EXT_IP, 20, "0.01");
+        assert!(rx >= 15, "{rx}/20 replies");
+        std::thread::sleep(Duration::from_secs(3));
+        let st = sw.stop().unwrap();
+        eprintln!("switch thread CPU over the run: {:.3} s", st.cpu_s);
+        assert!(
+            st.cpu_s < 0.3,
+            "the switch used {:.3} s of CPU in a run that was idle for 3 s: it kept spinning",
+            st.cpu_s
+        );
+        assert!(st.identity_holds(), "{st:#?}");
+    }
+    assert_gone(&tag);
+}

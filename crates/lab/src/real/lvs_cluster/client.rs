@@ -85,6 +85,8 @@ pub struct ClientResult {
     /// Response times (s) of the requests answered inside the window (≤ [`MAX_SAMPLES`]).
     pub latencies_s: Vec<f64>,
     pub cpu_ns: u64,
+    /// When the last failed request ended (to bound how long failures last).
+    pub last_error: Option<Instant>,
 }
 
 impl ClientResult {
@@ -161,7 +163,10 @@ pub fn run(ns: &str, spec: &ClientSpec) -> Result<ClientResult> {
                                 }
                             }
                         }
-                        Outcome::Err(e) => *r.errors.entry(e.name()).or_default() += 1,
+                        Outcome::Err(e) => {
+                            *r.errors.entry(e.name()).or_default() += 1;
+                            r.last_error = Some(Instant::now());
+                        }
                         Outcome::Cut => r.cut_at_end += 1,
                     }
                 }
@@ -188,6 +193,7 @@ pub fn run(ns: &str, spec: &ClientSpec) -> Result<ClientResult> {
                     *total.errors.entry(k).or_default() += v;
                 }
                 total.latencies_s.extend(r.latencies_s);
+                total.last_error = total.last_error.max(r.last_error);
             }
             Ok(Err(e)) => {
                 stop.store(true, Ordering::Relaxed);

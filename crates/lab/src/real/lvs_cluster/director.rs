@@ -56,15 +56,28 @@ impl RunningDirector {
 
 static CONFIGS: AtomicU32 = AtomicU32::new(0);
 
-/// The `netsched` binary: `$NETSCHED_BIN`, else this executable if it is `netsched`, else
+/// The `netsched` binary: `$NETSCHED_BIN`; else this executable if it is `netsched`; else
+/// `netsched` in the target folder this executable was built into (a test binary lives in
+/// `<target>/<profile>/deps/`, and `cargo test --workspace` builds `<target>/<profile>/netsched`
+/// before running any test, because `crates/cli` has integration tests); else
 /// `target/release/netsched` of this workspace.
-fn netsched_binary() -> PathBuf {
+pub fn netsched_binary() -> PathBuf {
     if let Some(p) = std::env::var_os("NETSCHED_BIN") {
         return PathBuf::from(p);
     }
     if let Ok(exe) = std::env::current_exe() {
         if exe.file_name().is_some_and(|n| n == "netsched") {
             return exe;
+        }
+        if let Some(profile) = exe
+            .parent()
+            .filter(|d| d.file_name().is_some_and(|n| n == "deps"))
+            .and_then(Path::parent)
+        {
+            let beside = profile.join("netsched");
+            if beside.is_file() {
+                return beside;
+            }
         }
     }
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/netsched")

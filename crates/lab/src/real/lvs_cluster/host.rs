@@ -44,6 +44,10 @@ pub struct Service {
 /// Counters of one host (since the last [`Host::reset`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostStats {
+    /// Object requests (`GET /o/…`) whose head was read (each then gets its emulated service).
+    pub received: u64,
+    /// Health checks (any other path), answered at once and not counted in `received`.
+    pub health_checks: u64,
     pub served: u64,
     /// Seconds of emulated service (the host's busy time).
     pub busy_s: f64,
@@ -51,6 +55,14 @@ pub struct HostStats {
     pub bad_requests: u64,
     /// Answers that could not be written (peer gone).
     pub write_errors: u64,
+}
+
+impl HostStats {
+    /// Requests received and not yet answered (since the last reset).
+    pub fn in_flight(&self) -> u64 {
+        self.received
+            .saturating_sub(self.served + self.write_errors)
+    }
 }
 
 struct Queue {
@@ -71,6 +83,8 @@ pub struct Host {
     /// Kernel thread ids of the workers (for CPU accounting).
     tids: Arc<Mutex<Vec<u32>>>,
     wakeups: Arc<AtomicU64>,
+    /// The connection each worker serves now (a clone), so [`Host::kill`] can cut it.
+    serving: Arc<Mutex<Vec<Option<TcpStream>>>>,
 }
 
 impl Host {
@@ -106,6 +120,7 @@ impl Host {
             workers: Vec::new(),
             tids: Arc::new(Mutex::new(Vec::new())),
             wakeups: Arc::new(AtomicU64::new(0)),
+            serving: Arc::new(Mutex::new((0..workers).map(|_| None).collect())),
         };
         for i in 0..workers {
             let l = listener.try_clone().context("host listener clone")?;
@@ -116,13 +131,14 @@ impl Host {
                 h.tids.clone(),
             );
             let w = h.wakeups.clone();
+            let serving = h.serving.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("host-{}-{i}", addr.ip()))
                 .spawn(move || {
                     if let Some(tid) = super::cpu::thread_id() {
                         t.lock().unwrap().push(tid);
                     }
-                    worker(l, q, b, s, w)
+                    worker(i, l, q, b, s, w, serving)
                 })
                 .context("spawning a host worker")?;
             h.workers.push(handle);
@@ -177,7 +193,17 @@ impl Host {
             .sum()
     }
 
-    /// Stop the workers and wait for them.
+    /// A host that dies: every open connection is shut down at once (requests in flight
+    /// fail), then the workers stop and the listener closes (new connections are refused).
+    pub fn kill(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for c in self.serving.lock().unwrap().iter().flatten() {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+        self.stop();
+    }
+
+    /// Stop the workers (each finishes the request it serves) and wait for them.
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         // Each worker blocks in accept(): one connection per worker wakes it. The connect
@@ -208,11 +234,13 @@ impl Drop for Host {
 }
 
 fn worker(
+    index: usize,
     listener: TcpListener,
     queue: Arc<Mutex<Queue>>,
     body: Arc<Mutex<Arc<Vec<u8>>>>,
     stop: Arc<AtomicBool>,
     wakeups: Arc<AtomicU64>,
+    serving: Arc<Mutex<Vec<Option<TcpStream>>>>,
 ) {
     while !stop.load(Ordering::SeqCst) {
         let Ok((conn, _)) = listener.accept() else {
@@ -224,7 +252,13 @@ fn worker(
             wakeups.fetch_add(1, Ordering::Relaxed);
             break;
         }
+        serving.lock().unwrap()[index] = conn.try_clone().ok();
+        // A kill between accept and the line above: cut this connection too.
+        if stop.load(Ordering::SeqCst) {
+            let _ = conn.shutdown(std::net::Shutdown::Both);
+        }
         serve(conn, &queue, &body, &stop);
+        serving.lock().unwrap()[index] = None;
     }
 }
 
@@ -264,11 +298,27 @@ fn serve(mut conn: TcpStream, queue: &Mutex<Queue>, body: &Mutex<Arc<Vec<u8>>>, 
             );
             return;
         };
+        let object = head.split(' ').nth(1).is_some_and(|p| p.starts_with("/o/"));
         buf.copy_within(end..have, 0);
         have -= end;
+        if !object {
+            // A health check (`GET /`): answered at once, outside the emulated queue. P4's
+            // capacity is the cost of distilling an object; a check that waited behind 13 s
+            // of queued 100 KB objects would time out and take a busy host out of rotation.
+            queue.lock().unwrap().stats.health_checks += 1;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: {}\r\n\r\n",
+                if keep_alive { "keep-alive" } else { "close" }
+            );
+            if conn.write_all(head.as_bytes()).is_err() || !keep_alive {
+                return;
+            }
+            continue;
+        }
         // The emulated host's FIFO queue: reserve this request's completion time.
         let done = {
             let mut q = queue.lock().unwrap();
+            q.stats.received += 1;
             let now = Instant::now();
             let s = q.service;
             let service = s.mean_s * (1.0 - s.jitter_cv + s.jitter_cv * q.rng.exp(1.0));
