@@ -56,6 +56,10 @@ fn assert_nothing_left(tag: &str) {
     );
 }
 
+/// The test's margin under each rate claim (10 points): a run that lost more of its time to
+/// a busy machine cannot decide a rate claim.
+const LATE_MARGIN_PCT: f64 = 10.0;
+
 #[test]
 fn adsl_ack_real_fifo_vs_ack_separation_and_strong_asymmetry() {
     if !privileged_test_allowed("adsl_ack_real_fifo_vs_ack_separation_and_strong_asymmetry") {
@@ -108,6 +112,18 @@ fn adsl_ack_real_fifo_vs_ack_separation_and_strong_asymmetry() {
         };
         Some((e.value, e.op, t))
     };
+    // A measured precondition (docs/testing.md, "adsl_real"): the rate claims are decided
+    // only if the run got the machine. If a 1 ms sleeper of this process lost more than 10%
+    // of the traffic time to late wake-ups beyond what the link engine catches up — more than
+    // the test's 10-point margin — no rate ratio of the run can be decided; the accounting
+    // and leak checks below still are.
+    let late = r
+        .results
+        .runs
+        .iter()
+        .filter_map(|run| run.metrics["host_late_pct"].as_f64())
+        .fold(0.0f64, f64::max);
+    eprintln!("host lateness: worst run lost {late:.1}% of its time to late wake-ups");
     let mut asserted = 0;
     let mut failed = Vec::new();
     for c in &r.checks {
@@ -118,14 +134,21 @@ fn adsl_ack_real_fifo_vs_ack_separation_and_strong_asymmetry() {
             }
         }
     }
-    assert!(
-        failed.is_empty(),
-        "failed with the test's margin: {failed:#?}"
-    );
     assert_eq!(
         asserted, 7,
         "ACK separation (tc, link) × 2 + strong (link strict, filter+cap × 2)"
     );
+    if late > LATE_MARGIN_PCT {
+        eprintln!(
+            "INCONCLUSIVE rate claims: the machine took {late:.1}% of the run's time (> \
+             {LATE_MARGIN_PCT}%, the test's margin); not decided: {failed:#?}"
+        );
+    } else {
+        assert!(
+            failed.is_empty(),
+            "failed with the test's margin (host lateness {late:.1}%): {failed:#?}"
+        );
+    }
     assert_eq!(r.checks.len(), 9);
     // Leak checks by each run's own tag: other worktrees may run these tests at the same time.
     for run in &r.results.runs {

@@ -31,6 +31,23 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
+/// The tags of the testbeds this process made (at most [`MAX_TAGS_KEPT`], the latest kept), so
+/// a leak check can look at its own namespaces only while other processes run their own.
+static TAGS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+const MAX_TAGS_KEPT: usize = 4096;
+
+/// Namespaces of every testbed this process made that still exist (a leak check that does
+/// not see other processes' runs; call it when no testbed of this process should be alive —
+/// tests that run at the same time in one process see each other's).
+pub fn namespaces_left_by_this_process() -> Vec<String> {
+    let tags = TAGS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let list = run("ip", &["netns", "list"]).unwrap_or_default();
+    list.lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| tags.iter().any(|t| n.starts_with(&format!("ns{t}-"))))
+        .map(str::to_string)
+        .collect()
+}
 
 /// For privileged tests: `true` if the test may run. Without root it prints why it skips —
 /// unless `CI=true`, where a privileged test must run, so it panics instead.
@@ -92,8 +109,16 @@ impl Testbed {
             .filter(|c| c.is_ascii_alphanumeric())
             .take(6)
             .collect();
+        let tag = format!("{label}{:05x}", h & 0xf_ffff);
+        {
+            let mut tags = TAGS.lock().unwrap_or_else(|e| e.into_inner());
+            if tags.len() == MAX_TAGS_KEPT {
+                tags.remove(0);
+            }
+            tags.push(tag.clone());
+        }
         Ok(Self {
-            tag: format!("{label}{:05x}", h & 0xf_ffff),
+            tag,
             namespaces: Vec::new(),
             children: Vec::new(),
         })

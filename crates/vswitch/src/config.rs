@@ -99,8 +99,10 @@ fn default_queue() -> usize {
 fn default_mac_table() -> usize {
     4096
 }
-/// Default of [`SwitchConfig::busy_poll`]: nfq's measured window (docs/nfq.md).
-pub const DEFAULT_BUSY_POLL: Nanos = MS / 5;
+/// Default of [`SwitchConfig::busy_poll`]: off. A 200 µs window (nfq's default) did not
+/// measurably lower the switch's added latency, idle or loaded (docs/vswitch.md, "Added
+/// latency and busy polling"), and it costs CPU.
+pub const DEFAULT_BUSY_POLL: Nanos = 0;
 fn default_busy_poll() -> Nanos {
     DEFAULT_BUSY_POLL
 }

@@ -38,6 +38,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// TCP segment payload on a 1500-byte MTU with timestamps (1500 − 20 − 20 − 12).
@@ -160,6 +162,11 @@ pub struct RunOutcome {
     pub cc_in_force: String,
     /// The unique tag of the run's testbed (in every namespace name it created).
     pub testbed_tag: String,
+    /// Share of the traffic time (%) a 1 ms sleeper of this process woke later than the link
+    /// engine catches up ([`netsched_link::emulation::CATCH_UP`]), and its longest late
+    /// wake-up (ms): how much of the machine the run got ([`super::watch_lateness`]).
+    pub host_late_pct: f64,
+    pub host_max_late_ms: f64,
 }
 
 /// Start `args` in namespace `ns` with its output captured (read by [`Process::finish`]).
@@ -430,6 +437,8 @@ pub fn run_one(spec: &RunSpec) -> Result<RunOutcome> {
         ],
         "ping",
     )?;
+    let stop_watch = Arc::new(AtomicBool::new(false));
+    let watch = super::watch_lateness(Arc::clone(&stop_watch), netsched_link::emulation::CATCH_UP);
     let mut clients = Vec::new();
     if spec.upload {
         let args = client_args(REMOTE, PORT_UP, window_of(spec.variant.window_packets));
@@ -446,10 +455,13 @@ pub fn run_one(spec: &RunSpec) -> Result<RunOutcome> {
         clients.push(start(&net.remote, &args, "iperf3 download client")?);
     }
     let limit = Duration::from_secs(spec.secs as u64 + 20);
-    for c in clients {
-        c.finish(limit)?;
-    }
+    let finished: Result<Vec<_>> = clients.into_iter().map(|c| c.finish(limit)).collect();
+    stop_watch.store(true, Ordering::Relaxed);
+    let (host_late_pct, host_max_late_ms) = watch.join().unwrap_or((f64::NAN, f64::NAN));
+    finished?;
     let mut out = RunOutcome {
+        host_late_pct,
+        host_max_late_ms,
         cc_in_force,
         testbed_tag: net.tb.tag().to_string(),
         ping_sent: ping_count,
@@ -804,6 +816,8 @@ fn assemble(
                 "link_up": link.map(|l| &l.ab),
                 "link_down": link.map(|l| &l.ba),
                 "shape": o.shape,
+                "host_late_pct": o.host_late_pct,
+                "host_max_late_ms": o.host_max_late_ms,
             }),
         });
         for (dir, series) in [("upload", &o.up_series), ("download", &o.down_series)] {

@@ -15,3 +15,32 @@ pub mod adsl_ack;
 pub mod lvs_cluster;
 pub mod percentile_web;
 pub mod vm_delay;
+
+use netsched_core::{Nanos, MS};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// How late a thread of this process wakes while `stop` is false — how much of the machine a
+/// real run got. Returns (the share of the elapsed time, %, spent more than `slack` past a
+/// requested 1 ms sleep; the longest late wake-up, ms). A userspace data plane (the switch,
+/// the link engine) waits for a CPU as long as this thread does, so this is the share of its
+/// time a busy host took away. Used as a measured precondition: a claim whose margin is
+/// smaller than that share cannot be decided by the run.
+pub fn watch_lateness(stop: Arc<AtomicBool>, slack: Nanos) -> std::thread::JoinHandle<(f64, f64)> {
+    std::thread::spawn(move || {
+        let _ = netsched_link::sys::set_timer_slack(1000);
+        let now = netsched_link::sys::now_ns;
+        let (t0, mut lost, mut worst) = (now(), 0u64, 0u64);
+        while !stop.load(Ordering::Relaxed) {
+            let t = now();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            let late = now().saturating_sub(t + MS);
+            lost += late.saturating_sub(slack);
+            worst = worst.max(late);
+        }
+        (
+            100.0 * lost as f64 / now().saturating_sub(t0).max(1) as f64,
+            worst as f64 / MS as f64,
+        )
+    })
+}

@@ -54,30 +54,8 @@ pub struct RealRun {
     pub testbed: String,
 }
 
-/// How late a thread of this process wakes, while `stop` is false: returns the share of the
-/// elapsed time (%) spent more than [`LATE_SLACK`] past a requested 1 ms sleep. The switch's
-/// budget keeps at most 1 ms of credit after a late wake-up (`netsched vswitch`, docs/vswitch.md),
-/// so this is the share of its budget a busy host takes away while the switch is backlogged.
-fn watch_lateness(stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(f64, f64)> {
-    std::thread::spawn(move || {
-        let _ = netsched_link::sys::set_timer_slack(1000);
-        let now = netsched_link::sys::now_ns;
-        let (t0, mut lost, mut worst) = (now(), 0u64, 0u64);
-        while !stop.load(Ordering::Relaxed) {
-            let t = now();
-            std::thread::sleep(std::time::Duration::from_millis(1));
-            let late = now().saturating_sub(t + MS);
-            lost += late.saturating_sub(LATE_SLACK);
-            worst = worst.max(late);
-        }
-        (
-            100.0 * lost as f64 / now().saturating_sub(t0).max(1) as f64,
-            worst as f64 / MS as f64,
-        )
-    })
-}
-
-/// Lateness the switch's budget absorbs (its credit after a late wake-up).
+/// Lateness the switch's budget absorbs (its credit after a late wake-up): the share of time
+/// beyond it is the share of its budget a busy host takes while the switch is backlogged.
 const LATE_SLACK: Nanos = MS;
 
 struct Bed {
@@ -297,7 +275,7 @@ fn run_one(bed: &mut Bed, cfg: &VmConfig, pps: u64, dur: Nanos, seed: u64) -> Re
     }
     let started = std::time::Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
-    let watch = watch_lateness(Arc::clone(&stop));
+    let watch = super::watch_lateness(Arc::clone(&stop), LATE_SLACK);
     let sent = bulk_traffic(bed, cfg, seed, dur);
     stop.store(true, Ordering::Relaxed);
     let (host_late_pct, host_max_late_ms) = watch.join().unwrap_or((f64::NAN, f64::NAN));
