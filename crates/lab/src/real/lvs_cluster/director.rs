@@ -210,10 +210,14 @@ impl Director {
                 Ok(s)
             }
             DirectorKind::Netsched => {
-                // sh hashes the client's address (IPVS source hashing, the simulation's
-                // model: P4's one client lands on one host); the other hashing kinds key on
-                // the URI, P4's many destinations.
-                let key = if alg == "sh" { "source" } else { "uri" };
+                // sh and mh hash the client's address (IPVS ip_vs_sh.c and ip_vs_mh.c hash the
+                // source; so does the simulation: P4's one client lands on one host); the
+                // destination kinds (dh, lblc, lblcr) key on the URI, P4's many destinations.
+                let key = if matches!(alg, "sh" | "mh") {
+                    "source"
+                } else {
+                    "uri"
+                };
                 let mut s = format!(
                     "mode = \"l7\"\nlisten = [\"{vip}\"]\nalgorithm = {{ kind = \"{alg}\" }}\n\
                      hash_key = \"{key}\"\ncontrol_socket = \"CTL\"\nmax_connections = 20000\n\n\
@@ -316,7 +320,9 @@ mod tests {
         assert_eq!(t["server"][0]["addr"].as_str(), Some("10.88.1.2:80"));
         assert_eq!(t["timeouts"]["connect"].as_str(), Some("2s"));
         assert_eq!(t["health"]["fall"].as_integer(), Some(2));
-        let sh: toml::Table = toml::from_str(&d.config("sh", vip, &[s]).unwrap()).unwrap();
-        assert_eq!(sh["hash_key"].as_str(), Some("source"));
+        for alg in ["sh", "mh"] {
+            let t: toml::Table = toml::from_str(&d.config(alg, vip, &[s]).unwrap()).unwrap();
+            assert_eq!(t["hash_key"].as_str(), Some("source"), "{alg}");
+        }
     }
 }
