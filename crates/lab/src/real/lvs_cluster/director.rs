@@ -8,9 +8,14 @@
 //!   config's `hash_key = "uri"`). lblc, lblcr, sed, nq, mh … have no HAProxy equivalent and
 //!   are reported as not run.
 //!
-//! Both proxy at L7 and open one host connection per request (HAProxy `option
-//! http-server-close`), the closest a proxy gets to LVS-NAT's one scheduled connection per
-//! request: least-connection counts are then requests in flight at each host.
+//! In [`ProxyMode::L7`] (the default) both proxy HTTP and open one host connection per
+//! request (HAProxy `option http-server-close`): least-connection counts are then requests in
+//! flight at each host. In [`ProxyMode::L4`] (`[real] mode = "l4"`) both relay TCP and schedule
+//! each new client connection, as IPVS-NAT does (`ip_vs_conn.c`: one scheduling decision per
+//! connection); the client opens one connection per request, so that is still one decision per
+//! request. In L4 there is no URI to hash, and every connection has the same destination (the
+//! one virtual IP), so the destination-hashing kinds (dh, lblc, lblcr) would send everything to
+//! one host: they are reported as not run, with that reason.
 
 use anyhow::{anyhow, bail, Context, Result};
 use netsched_testbed::Testbed;
@@ -26,11 +31,42 @@ pub enum DirectorKind {
     Haproxy,
 }
 
+/// What the director schedules: HTTP requests (L7) or TCP connections (L4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProxyMode {
+    #[default]
+    L7,
+    L4,
+}
+
+impl ProxyMode {
+    /// `"l7"` or `"l4"`, as in `[real] mode` and `netsched balance`'s `mode`.
+    pub fn parse(text: &str) -> Result<ProxyMode> {
+        match text {
+            "l7" => Ok(ProxyMode::L7),
+            "l4" => Ok(ProxyMode::L4),
+            other => Err(anyhow!("real.mode = {other:?}: expected \"l7\" or \"l4\"")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ProxyMode::L7 => "l7",
+            ProxyMode::L4 => "l4",
+        }
+    }
+}
+
+/// Core kinds that hash the destination: with one virtual IP and no URI (L4), every
+/// connection has the same key.
+const DESTINATION_KINDS: [&str; 3] = ["dh", "lblc", "lblcr"];
+
 /// A director program that can be started.
 #[derive(Debug, Clone)]
 pub struct Director {
     pub kind: DirectorKind,
     pub binary: PathBuf,
+    pub mode: ProxyMode,
 }
 
 /// A started director: its process id (owned by the rig's testbed) and log file.
@@ -116,6 +152,7 @@ impl Director {
             Ok(Director {
                 kind: DirectorKind::Haproxy,
                 binary: PathBuf::from("haproxy"),
+                mode: ProxyMode::L7,
             })
         };
         match choice {
@@ -131,6 +168,7 @@ impl Director {
                 Ok(Director {
                     kind: DirectorKind::Netsched,
                     binary: bin,
+                    mode: ProxyMode::L7,
                 })
             }
             "auto" => {
@@ -139,6 +177,7 @@ impl Director {
                     Ok(Director {
                         kind: DirectorKind::Netsched,
                         binary: bin,
+                        mode: ProxyMode::L7,
                     })
                 } else {
                     haproxy()
@@ -162,6 +201,7 @@ impl Director {
         netsched_testbed::run(&self.binary.display().to_string(), &all)
     }
 
+    /// The program (its mode is [`Director::mode`]).
     pub fn name(&self) -> &'static str {
         match self.kind {
             DirectorKind::Netsched => "netsched balance",
@@ -180,7 +220,27 @@ impl Director {
         })
     }
 
-    /// Can this director run `alg`?
+    /// The same director in `mode`.
+    pub fn with_mode(mut self, mode: ProxyMode) -> Director {
+        self.mode = mode;
+        self
+    }
+
+    /// Why this director cannot run `alg`, if it cannot.
+    pub fn cannot_run(&self, alg: &str) -> Option<&'static str> {
+        if self.mode == ProxyMode::L4 && DESTINATION_KINDS.contains(&alg) {
+            return Some(
+                "hashes the destination, and in l4 every connection has the one virtual IP \
+                 as its destination (no URI to read)",
+            );
+        }
+        if !self.supports(alg) {
+            return Some("no equivalent balance method; it needs `netsched balance`");
+        }
+        None
+    }
+
+    /// Can this director program run `alg` at all?
     pub fn supports(&self, alg: &str) -> bool {
         match self.kind {
             DirectorKind::Netsched => netsched_core::balance::BalancerConfig::all_defaults()
@@ -196,11 +256,17 @@ impl Director {
             DirectorKind::Haproxy => {
                 let balance = Self::haproxy_balance(alg)
                     .ok_or_else(|| anyhow!("haproxy has no balance method for {alg:?}"))?;
+                let mode = match self.mode {
+                    ProxyMode::L7 => {
+                        "mode http\n    option http-server-close\n    timeout http-request 5s"
+                    }
+                    ProxyMode::L4 => "mode tcp",
+                };
                 let mut s = format!(
                     "global\n    maxconn 4096\n    nbthread 1\n\
-                     defaults\n    mode http\n    option http-server-close\n    retries 0\n    \
+                     defaults\n    {mode}\n    retries 0\n    \
                      timeout connect 2s\n    timeout client 120s\n    timeout server 120s\n    \
-                     timeout queue 120s\n    timeout http-request 5s\n\
+                     timeout queue 120s\n\
                      frontend fe\n    bind {vip}\n    default_backend be\n\
                      backend be\n    {balance}\n"
                 );
@@ -213,13 +279,14 @@ impl Director {
                 // sh and mh hash the client's address (IPVS ip_vs_sh.c and ip_vs_mh.c hash the
                 // source; so does the simulation: P4's one client lands on one host); the
                 // destination kinds (dh, lblc, lblcr) key on the URI, P4's many destinations.
-                let key = if matches!(alg, "sh" | "mh") {
+                let key = if matches!(alg, "sh" | "mh") || self.mode == ProxyMode::L4 {
                     "source"
                 } else {
                     "uri"
                 };
+                let mode = self.mode.name();
                 let mut s = format!(
-                    "mode = \"l7\"\nlisten = [\"{vip}\"]\nalgorithm = {{ kind = \"{alg}\" }}\n\
+                    "mode = \"{mode}\"\nlisten = [\"{vip}\"]\nalgorithm = {{ kind = \"{alg}\" }}\n\
                      hash_key = \"{key}\"\ncontrol_socket = \"CTL\"\nmax_connections = 20000\n\n\
                      [timeouts]\nconnect = \"2s\"\nclient = \"120s\"\nserver = \"120s\"\n\
                      queue = \"120s\"\nheader = \"5s\"\n\n\
@@ -289,6 +356,7 @@ mod tests {
         let d = Director {
             kind: DirectorKind::Haproxy,
             binary: "haproxy".into(),
+            mode: ProxyMode::L7,
         };
         for a in ["rr", "wrr", "lc", "wlc", "sh", "dh"] {
             assert!(d.supports(a), "{a}");
@@ -308,6 +376,7 @@ mod tests {
         let d = Director {
             kind: DirectorKind::Netsched,
             binary: "netsched".into(),
+            mode: ProxyMode::L7,
         };
         assert!(d.supports("lblc") && !d.supports("nope"));
         let vip: SocketAddr = "10.88.0.1:80".parse().unwrap();
@@ -324,5 +393,43 @@ mod tests {
             let t: toml::Table = toml::from_str(&d.config(alg, vip, &[s]).unwrap()).unwrap();
             assert_eq!(t["hash_key"].as_str(), Some("source"), "{alg}");
         }
+    }
+
+    #[test]
+    fn l4_relays_tcp_and_refuses_the_destination_kinds_with_the_reason() {
+        let vip: SocketAddr = "10.88.0.1:80".parse().unwrap();
+        let s: SocketAddr = "10.88.1.2:80".parse().unwrap();
+        let n = Director {
+            kind: DirectorKind::Netsched,
+            binary: "netsched".into(),
+            mode: ProxyMode::L7,
+        }
+        .with_mode(ProxyMode::L4);
+        for alg in ["rr", "lc", "wlc", "sed", "nq", "sh", "mh"] {
+            assert_eq!(n.cannot_run(alg), None, "{alg}");
+            let t: toml::Table = toml::from_str(&n.config(alg, vip, &[s]).unwrap()).unwrap();
+            assert_eq!(t["mode"].as_str(), Some("l4"), "{alg}");
+            assert_eq!(t["hash_key"].as_str(), Some("source"), "{alg}");
+        }
+        for alg in ["dh", "lblc", "lblcr"] {
+            let why = n.cannot_run(alg).unwrap();
+            assert!(why.contains("destination"), "{alg}: {why}");
+        }
+        let h = Director {
+            kind: DirectorKind::Haproxy,
+            binary: "haproxy".into(),
+            mode: ProxyMode::L4,
+        };
+        let c = h.config("lc", vip, &[s]).unwrap();
+        assert!(c.contains("mode tcp") && !c.contains("mode http"), "{c}");
+        assert!(
+            !c.contains("http-request") && !c.contains("http-server-close"),
+            "{c}"
+        );
+        assert!(h.cannot_run("dh").is_some() && h.cannot_run("mh").is_some());
+        assert_eq!(h.cannot_run("sh"), None);
+        assert_eq!(ProxyMode::parse("l4").unwrap(), ProxyMode::L4);
+        let e = ProxyMode::parse("tcp").unwrap_err().to_string();
+        assert!(e.contains("real.mode") && e.contains("\"tcp\""), "{e}");
     }
 }

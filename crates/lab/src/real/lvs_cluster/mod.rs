@@ -39,6 +39,9 @@ use std::time::Duration;
 #[serde(deny_unknown_fields)]
 pub struct RealParamsToml {
     pub director: Option<String>,
+    /// `"l7"` (default: HTTP, a decision per request) or `"l4"` (TCP, a decision per
+    /// connection, as IPVS-NAT).
+    pub mode: Option<String>,
     pub hosts: Option<Vec<usize>>,
     pub sizes: Option<Vec<String>>,
     pub algorithms: Option<Vec<String>>,
@@ -58,6 +61,7 @@ pub struct RealParamsToml {
 #[derive(Debug, Clone)]
 pub struct RealParams {
     pub director: String,
+    pub mode: director::ProxyMode,
     pub hosts: Vec<usize>,
     /// Indices into `Setup::sizes` (P4 Table 3).
     pub sizes: Vec<usize>,
@@ -110,6 +114,7 @@ impl RealParams {
         };
         RealParamsToml {
             director: Some("auto".into()),
+            mode: Some("l7".into()),
             hosts: Some(hosts),
             sizes: Some(sizes),
             algorithms: Some(algs),
@@ -216,8 +221,10 @@ impl RealParams {
                 bounds::MAX_REQUESTS_PER_CELL
             );
         }
+        let mode = director::ProxyMode::parse(&given.mode.or(d.mode).unwrap_or_default())?;
         Ok(RealParams {
             director: given.director.or(d.director).unwrap_or_default(),
+            mode,
             hosts,
             sizes,
             algorithms,
@@ -376,14 +383,14 @@ pub fn measure_cell(
 pub struct Measured {
     pub director: Director,
     pub cells: Vec<Cell>,
-    /// Algorithms asked for that the director cannot run.
-    pub not_run: Vec<String>,
+    /// Algorithms asked for that the director cannot run, each with the reason.
+    pub not_run: Vec<(String, &'static str)>,
 }
 
 /// Build the rigs and measure every cell of `p`.
 pub fn measure(s: &Setup, p: &RealParams, seed: u64) -> Result<Measured> {
-    let director = Director::detect(&p.director)?;
-    let mut not_run: Vec<String> = Vec::new();
+    let director = Director::detect(&p.director)?.with_mode(p.mode);
+    let mut not_run: Vec<(String, &'static str)> = Vec::new();
     let mut cells = Vec::new();
     let mut seeds = netsched_core::rng::SplitMix64::new(seed);
     let mut counts: Vec<usize> = p.hosts.iter().chain(&p.per_host_hosts).copied().collect();
@@ -407,9 +414,9 @@ pub fn measure(s: &Setup, p: &RealParams, seed: u64) -> Result<Measured> {
         let mut rig = Rig::build(n, p.workers_per_host, seeds.next_u64())?;
         for (case, alg) in todo {
             netsched_testbed::check_interrupted()?;
-            if !director.supports(alg) {
-                if !not_run.contains(alg) {
-                    not_run.push(alg.clone());
+            if let Some(why) = director.cannot_run(alg) {
+                if !not_run.iter().any(|(a, _)| a == alg) {
+                    not_run.push((alg.clone(), why));
                 }
                 continue;
             }

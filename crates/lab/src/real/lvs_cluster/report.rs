@@ -118,6 +118,7 @@ pub fn build(
             config: json!({
                 "case": kind(c.case), "size": case_name(s, c.case), "algorithm": c.alg,
                 "hosts": c.hosts, "director": m.director.name(),
+                "mode": m.director.mode.name(),
             }),
             metrics: json!({
                 "req_per_s": c.client.rate(),
@@ -360,7 +361,8 @@ fn figures(
 fn notes(s: &Setup, p: &RealParams, m: &Measured) -> Vec<String> {
     let mut notes = vec![format!(
         "Real cluster: one client namespace (ab-like closed loop, {} concurrent HTTP/1.0 requests, \
-         one connection each), a director namespace running **{}**, and 1–{} host namespaces. \
+         one connection each), a director namespace running **{}** in mode {} (l7 schedules \
+         each request; l4 each TCP connection, as IPVS-NAT), and 1–{} host namespaces. \
          Each host emulates one of P4's machines: a FIFO single server whose mean service time \
          is 1 / P4 Table 3's one-host RR rate for the size ({}), jitter cv {}; the URI names one \
          of {} origins per host (what dh/lblc hash). Cells run {:.0} s; the rate counts answers \
@@ -368,6 +370,7 @@ fn notes(s: &Setup, p: &RealParams, m: &Measured) -> Vec<String> {
          same scenario (folder `sim/`).",
         p.concurrency,
         m.director.name(),
+        m.director.mode.name(),
         p.hosts.iter().chain(&p.per_host_hosts).max().unwrap_or(&0),
         s.sizes
             .iter()
@@ -380,12 +383,8 @@ fn notes(s: &Setup, p: &RealParams, m: &Measured) -> Vec<String> {
         p.duration.as_secs_f64(),
         p.warmup.as_secs_f64(),
     )];
-    if !m.not_run.is_empty() {
-        notes.push(format!(
-            "Not run with {}: {} (no equivalent balance method; they need `netsched balance`).",
-            m.director.name(),
-            m.not_run.join(", ")
-        ));
+    for (alg, why) in &m.not_run {
+        notes.push(format!("Not run with {}: {alg}: {why}.", m.director.name()));
     }
     let max = |f: &dyn Fn(&Cell) -> f64| m.cells.iter().map(f).fold(0.0f64, f64::max);
     notes.push(format!(
