@@ -6,31 +6,9 @@ use common::*;
 use netsched_testbed::TempDir;
 use std::collections::HashMap;
 use std::sync::Arc;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
-
-/// Connect through the balancer; return the stream (reader) and the backend's name.
-async fn open(addr: std::net::SocketAddr) -> (BufReader<TcpStream>, String) {
-    let s = TcpStream::connect(addr).await.unwrap();
-    let mut r = BufReader::new(s);
-    let mut name = String::new();
-    tokio::time::timeout(PATIENCE, r.read_line(&mut name))
-        .await
-        .unwrap()
-        .unwrap();
-    (r, name.trim().to_string())
-}
-
-async fn echo(r: &mut BufReader<TcpStream>, text: &str) -> String {
-    r.get_mut().write_all(text.as_bytes()).await.unwrap();
-    let mut line = String::new();
-    tokio::time::timeout(PATIENCE, r.read_line(&mut line))
-        .await
-        .unwrap()
-        .unwrap();
-    line
-}
 
 /// Both relays (`relay = "splice"`, the default, and `"copy"`) must pass the same tests.
 const RELAYS: [&str; 2] = ["splice", "copy"];
@@ -173,23 +151,7 @@ async fn every_balancer_kind_schedules_real_connections() {
         tcp_backend("b", release.clone()).await,
         tcp_backend("c", release.clone()).await,
     ];
-    for kind in [
-        "rr",
-        "wrr",
-        "lc",
-        "wlc",
-        "sed",
-        "nq",
-        "fo",
-        "ovf",
-        "lblc",
-        "lblcr",
-        "dh",
-        "sh",
-        "mh",
-        "twos",
-        "least_request",
-    ] {
+    for kind in kinds() {
         let dir = TempDir::new("bal-l4kinds").unwrap();
         let refs: Vec<&Backend> = bs.iter().collect();
         let r = start(

@@ -8,23 +8,6 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const KINDS: [&str; 15] = [
-    "rr",
-    "wrr",
-    "lc",
-    "wlc",
-    "sed",
-    "nq",
-    "fo",
-    "ovf",
-    "lblc",
-    "lblcr",
-    "dh",
-    "sh",
-    "mh",
-    "twos",
-    "least_request",
-];
 /// Pure hashes spread distinct keys; lblc/lblcr send a new key to the least-loaded server
 /// (the first, when idle) and then keep it there.
 const HASHING: [&str; 3] = ["dh", "sh", "mh"];
@@ -37,7 +20,7 @@ async fn every_balancer_kind_schedules_real_requests() {
         http_backend("b").await,
         http_backend("c").await,
     ];
-    for kind in KINDS {
+    for kind in kinds() {
         let dir = TempDir::new("bal-kinds").unwrap();
         let refs: Vec<&Backend> = bs.iter().collect();
         let text = config_text(

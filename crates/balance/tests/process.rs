@@ -66,27 +66,6 @@ fn text_with_listen(
     config_text(mode, algo, "", "", backends, dir).replace("127.0.0.1:0", &listen.to_string())
 }
 
-async fn open(addr: std::net::SocketAddr) -> (BufReader<TcpStream>, String) {
-    let s = TcpStream::connect(addr).await.unwrap();
-    let mut r = BufReader::new(s);
-    let mut name = String::new();
-    tokio::time::timeout(PATIENCE, r.read_line(&mut name))
-        .await
-        .unwrap()
-        .unwrap();
-    (r, name.trim().to_string())
-}
-
-async fn echo(r: &mut BufReader<TcpStream>, text: &str) -> String {
-    r.get_mut().write_all(text.as_bytes()).await.unwrap();
-    let mut line = String::new();
-    tokio::time::timeout(PATIENCE, r.read_line(&mut line))
-        .await
-        .unwrap()
-        .unwrap();
-    line
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reload_keeps_established_connections_and_a_bad_file_keeps_the_old_config() {
     let release = Arc::new(Notify::new());

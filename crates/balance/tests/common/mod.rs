@@ -14,13 +14,45 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 /// Generous bound for anything that must happen "soon" on a loaded 2-core machine.
 pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Every core balancer kind, by its configuration name (the core's one list).
+pub fn kinds() -> Vec<&'static str> {
+    netsched_core::balance::BalancerConfig::all_defaults()
+        .iter()
+        .map(|c| c.name())
+        .collect()
+}
+
+/// L4: connect through the balancer; return the stream (reader) and the name the TCP backend
+/// greets with.
+pub async fn open(addr: SocketAddr) -> (BufReader<TcpStream>, String) {
+    let s = TcpStream::connect(addr).await.unwrap();
+    let mut r = BufReader::new(s);
+    let mut name = String::new();
+    tokio::time::timeout(PATIENCE, r.read_line(&mut name))
+        .await
+        .unwrap()
+        .unwrap();
+    (r, name.trim().to_string())
+}
+
+/// L4: send a line through an open connection and read the backend's echo.
+pub async fn echo(r: &mut BufReader<TcpStream>, text: &str) -> String {
+    r.get_mut().write_all(text.as_bytes()).await.unwrap();
+    let mut line = String::new();
+    tokio::time::timeout(PATIENCE, r.read_line(&mut line))
+        .await
+        .unwrap()
+        .unwrap();
+    line
+}
 
 pub struct Backend {
     pub name: String,
