@@ -112,17 +112,10 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
     };
     let conns = Arc::new(Semaphore::new(cfg.max_connections));
     let mut tasks = Vec::new();
-    let pool = l7::pool(Duration::from_nanos(cfg.timeouts.connect));
     for l in listeners {
         tasks.push(match cfg.mode {
             Mode::L4 => tokio::spawn(l4::serve(l, service.clone(), conns.clone(), cfg.relay)),
-            Mode::L7 => tokio::spawn(l7::serve(
-                l,
-                service.clone(),
-                conns.clone(),
-                pool.clone(),
-                cfg.hash_key,
-            )),
+            Mode::L7 => tokio::spawn(l7::serve(l, service.clone(), conns.clone(), cfg.hash_key)),
         });
     }
     tasks.push(tokio::spawn(health::run(service.clone())));
@@ -130,13 +123,15 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
         control.clone(),
         service.clone(),
     )));
-    // Slow-start ramps need a tick even when no work arrives (weights are exported).
+    // Slow-start ramps need a tick even when no work arrives (weights are exported); idle L7
+    // backend connections past their timeout are closed on the same tick.
     let s2 = service.clone();
     tasks.push(tokio::spawn(async move {
         let mut t = tokio::time::interval(Duration::from_millis(250));
         loop {
             t.tick().await;
             s2.refresh();
+            s2.sweep_idle();
         }
     }));
     Ok(Running {

@@ -65,6 +65,9 @@ impl PipePool {
 
 pub async fn serve(listener: TcpListener, svc: Arc<Service>, conns: Arc<Semaphore>, mode: Relay) {
     let pipes = Arc::new(PipePool::default());
+    // Accepted sockets inherit TCP_NODELAY from the listener (sys.rs); if it cannot be set
+    // there, it is set per connection.
+    let inherited = sys::set_nodelay(&listener).is_ok();
     // A listener bound to one address: every connection's local address is that one, so
     // no getsockname per connection.
     let bound = listener
@@ -87,6 +90,9 @@ pub async fn serve(listener: TcpListener, svc: Arc<Service>, conns: Arc<Semaphor
             svc.metrics.client_connections.inc();
             let local = bound.or_else(|| client.local_addr().ok()).unwrap_or(peer);
             let key = FlowKey::new(peer.ip(), peer.port(), local.ip(), local.port());
+            if !inherited {
+                let _ = client.set_nodelay(true);
+            }
             handle(client, key, &svc, mode, &pipes).await;
             svc.metrics.client_connections.dec();
             drop(permit);
@@ -101,7 +107,6 @@ async fn handle(
     mode: Relay,
     pipes: &PipePool,
 ) {
-    let rt = svc.runtime();
     let lease = match svc.acquire(key).await {
         Ok(l) => l,
         Err(r) => {
@@ -109,24 +114,24 @@ async fn handle(
             return;
         }
     };
+    let rt = lease.runtime.clone();
     let started = std::time::Instant::now();
     let connect = Duration::from_nanos(rt.timeouts.connect);
-    let server = match tokio::time::timeout(connect, TcpStream::connect(lease.addr)).await {
+    let server = match tokio::time::timeout(connect, TcpStream::connect(lease.backend.addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(_)) => {
-            svc.metrics.error(&lease.name, "connect");
+            svc.metrics.error(&lease.backend.name, "connect");
             return;
         }
         Err(_) => {
-            svc.metrics.error(&lease.name, "connect_timeout");
+            svc.metrics.error(&lease.backend.name, "connect_timeout");
             return;
         }
     };
-    svc.metrics
+    lease
+        .backend
         .response_seconds
-        .get_or_create(&crate::metrics::Metrics::backend(&lease.name))
         .observe(started.elapsed().as_secs_f64());
-    let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
     let idle = Idle {
         client: Duration::from_nanos(rt.timeouts.client),
@@ -318,12 +323,12 @@ async fn finish(
             lease.set_inactive();
             let second = if up_done { down.await } else { up.await };
             if let PumpEnd::Idle = second {
-                svc.metrics.error(&lease.name, "idle_timeout");
+                svc.metrics.error(&lease.backend.name, "idle_timeout");
             }
         }
-        PumpEnd::Idle => svc.metrics.error(&lease.name, "idle_timeout"),
+        PumpEnd::Idle => svc.metrics.error(&lease.backend.name, "idle_timeout"),
         PumpEnd::Error => svc.metrics.error(
-            &lease.name,
+            &lease.backend.name,
             if up_done {
                 "client_reset"
             } else {
@@ -333,6 +338,6 @@ async fn finish(
     }
     // Once per connection, not per chunk: a metric label lookup is not free.
     if idle.fallbacks.load(Ordering::Relaxed) > 0 {
-        svc.metrics.error(&lease.name, "splice_fallback");
+        svc.metrics.error(&lease.backend.name, "splice_fallback");
     }
 }

@@ -6,7 +6,8 @@
 //! | `config.rs` | the TOML contract, validation, errors naming file/key/value |
 //! | `service.rs` | ServerTable + AnyBalancer, leases (active/inactive), maxconn queue, admin state, slow start, reload |
 //! | `l4.rs` | per-connection scheduling and relay |
-//! | `l7.rs` | per-request HTTP/1.1 scheduling with keep-alive pools |
+//! | `l7.rs` | per-request HTTP/1.1 scheduling |
+//! | `pool.rs` | per-backend keep-alive connections (hyper's HTTP/1 client connection) |
 //! | `health.rs` | TCP / HTTP checks with rise/fall |
 //! | `control.rs` | the Unix control socket and `netsched balance ctl` |
 //! | `metrics.rs` | Prometheus families (served by `netsched-metrics`) |
@@ -20,6 +21,7 @@ pub mod health;
 pub mod l4;
 pub mod l7;
 pub mod metrics;
+pub mod pool;
 pub mod service;
 mod sys;
 

@@ -19,11 +19,15 @@
 
 use crate::config::{check_name, Config, Defaults, Health, ServerConf, Timeouts, MAX_SERVERS};
 use crate::metrics::Metrics;
+use crate::pool::ConnPool;
 use netsched_core::balance::{
     AnyBalancer, Balancer, BalancerConfig, FlowKey, ServerId, ServerTable,
 };
 use netsched_core::rng::SplitMix64;
 use netsched_core::Nanos;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -59,6 +63,41 @@ pub struct Backend {
     pub since: Option<Instant>,
     pub effective: u32,
     pub last_check: Option<String>,
+    /// What every lease of this server shares (made once per add).
+    pub shared: Arc<BackendRef>,
+}
+
+/// What the data path needs of a chosen backend, made once when the server is added and shared
+/// by its leases: its name and address, its metric series (a label look-up in a
+/// prometheus-client family hashes the label and takes a lock — once per server here, not
+/// several times per request), and its idle keep-alive connections (L7).
+#[derive(Debug)]
+pub struct BackendRef {
+    pub name: String,
+    pub addr: SocketAddr,
+    pub requests: Counter,
+    pub active: Gauge,
+    pub inactive: Gauge,
+    pub response_seconds: Histogram,
+    /// `Host` for a request that came without one (as hyper-util's client set it).
+    pub host: hyper::header::HeaderValue,
+    pub conns: ConnPool,
+}
+
+impl BackendRef {
+    fn new(name: &str, addr: SocketAddr, m: &Metrics) -> Self {
+        let l = Metrics::backend(name);
+        BackendRef {
+            name: name.to_string(),
+            addr,
+            requests: m.requests.get_or_create(&l).clone(),
+            active: m.active.get_or_create(&l).clone(),
+            inactive: m.inactive.get_or_create(&l).clone(),
+            response_seconds: m.response_seconds.get_or_create(&l).clone(),
+            host: host_header(addr),
+            conns: ConnPool::default(),
+        }
+    }
 }
 
 /// Settings the data path reads per connection; swapped whole on reload.
@@ -118,8 +157,9 @@ fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
 pub struct Lease {
     svc: Arc<Service>,
     pub id: ServerId,
-    pub name: String,
-    pub addr: SocketAddr,
+    pub backend: Arc<BackendRef>,
+    /// The settings in force when the backend was chosen.
+    pub runtime: Arc<Runtime>,
     inactive: bool,
 }
 
@@ -132,13 +172,13 @@ impl Lease {
         self.inactive = true;
         let mut g = lock(&self.svc.inner);
         let _ = g.table.on_inactive(self.id);
-        self.svc.sync_gauges(&g, self.id);
+        sync_gauges(&g, self.id, &self.backend);
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        {
+        let queued = {
             let mut g = lock(&self.svc.inner);
             // A server deleted while this lease lived is gone from the table: nothing to count.
             let _ = if self.inactive {
@@ -146,9 +186,15 @@ impl Drop for Lease {
             } else {
                 g.table.on_close(self.id)
             };
-            self.svc.sync_gauges(&g, self.id);
+            sync_gauges(&g, self.id, &self.backend);
+            g.queued
+        };
+        // Only queued work waits for a slot. No wake-up is lost: a waiter registers before it
+        // takes the lock to pick, and counts itself in `queued` under that lock when the pick
+        // fails, so either its pick sees this slot or this read sees it queued.
+        if queued > 0 {
+            self.svc.slot_freed.notify_waiters();
         }
-        self.svc.slot_freed.notify_waiters();
     }
 }
 
@@ -216,23 +262,20 @@ impl Service {
         lock(&self.inner).runtime.clone()
     }
 
-    fn sync_gauges(&self, g: &Inner, id: ServerId) {
-        let (Some(b), Some(s)) = (g.backends.get(&id), g.table.get(id)) else {
-            return;
-        };
-        let l = Metrics::backend(&b.name);
-        self.metrics.active.get_or_create(&l).set(s.active as i64);
-        self.metrics
-            .inactive
-            .get_or_create(&l)
-            .set(s.inactive as i64);
-    }
-
     /// Choose a backend for `key`, waiting in the bounded queue while every usable server is
     /// at maxconn.
     pub async fn acquire(self: &Arc<Self>, key: FlowKey) -> Result<Lease, Refusal> {
-        let rt = self.runtime();
-        let deadline = tokio::time::Instant::now() + Duration::from_nanos(rt.timeouts.queue);
+        // The common case: a server has a slot; no queue, no wake-up registration.
+        {
+            let mut g = lock(&self.inner);
+            match g.try_pick(&key, self.now_ns()) {
+                Ok(id) => return Ok(self.lease(&mut g, id)),
+                Err(Refusal::QueueFull) => {}
+                Err(other) => return Err(other),
+            }
+        }
+        let queue = Duration::from_nanos(self.runtime().timeouts.queue);
+        let deadline = tokio::time::Instant::now() + queue;
         let mut slot: Option<QueueSlot<'_>> = None;
         loop {
             let notified = self.slot_freed.notified();
@@ -242,23 +285,10 @@ impl Service {
                 let mut g = lock(&self.inner);
                 match g.try_pick(&key, self.now_ns()) {
                     Ok(id) => {
-                        let b = &g.backends[&id];
-                        let (name, addr) = (b.name.clone(), b.addr);
-                        let _ = g.table.on_open(id);
-                        self.sync_gauges(&g, id);
-                        self.metrics
-                            .requests
-                            .get_or_create(&Metrics::backend(&name))
-                            .inc();
+                        let lease = self.lease(&mut g, id);
                         drop(g);
                         drop(slot);
-                        return Ok(Lease {
-                            svc: self.clone(),
-                            id,
-                            name,
-                            addr,
-                            inactive: false,
-                        });
+                        return Ok(lease);
                     }
                     Err(Refusal::QueueFull) => {
                         if slot.is_none() {
@@ -276,6 +306,32 @@ impl Service {
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 return Err(Refusal::QueueTimeout);
             }
+        }
+    }
+
+    /// Count `id` open and hand out its lease (under the lock, after a successful pick).
+    fn lease(self: &Arc<Self>, g: &mut Inner, id: ServerId) -> Lease {
+        let backend = g.backends[&id].shared.clone();
+        let _ = g.table.on_open(id);
+        sync_gauges(g, id, &backend);
+        backend.requests.inc();
+        Lease {
+            svc: self.clone(),
+            id,
+            backend,
+            runtime: g.runtime.clone(),
+            inactive: false,
+        }
+    }
+
+    /// Close idle backend connections past their timeout (called by the daemon's tick).
+    pub fn sweep_idle(&self) {
+        let shared: Vec<Arc<BackendRef>> = {
+            let g = lock(&self.inner);
+            g.backends.values().map(|b| b.shared.clone()).collect()
+        };
+        for b in shared {
+            b.conns.sweep();
         }
     }
 
@@ -321,6 +377,7 @@ impl Service {
                     since: None,
                     effective: 0,
                     last_check: None,
+                    shared: Arc::new(BackendRef::new(&s.name, s.addr, &self.metrics)),
                 },
             );
             self.metrics
@@ -600,6 +657,25 @@ impl Inner {
     }
 }
 
+/// `ip[:port]`, the port left out when it is HTTP's default.
+fn host_header(addr: SocketAddr) -> hyper::header::HeaderValue {
+    let text = match (addr.port(), addr.ip()) {
+        (80, std::net::IpAddr::V4(ip)) => ip.to_string(),
+        (80, std::net::IpAddr::V6(ip)) => format!("[{ip}]"),
+        _ => addr.to_string(),
+    };
+    hyper::header::HeaderValue::from_str(&text).expect("an address is a valid header value")
+}
+
+/// Publish `id`'s active/inactive counts on its (cached) gauges. A server deleted while a lease
+/// lived is gone from the table: its series were removed, nothing to publish.
+fn sync_gauges(g: &Inner, id: ServerId, b: &BackendRef) {
+    if let Some(s) = g.table.get(id) {
+        b.active.set(s.active as i64);
+        b.inactive.set(s.inactive as i64);
+    }
+}
+
 /// Weight the balancer sees: 0 unless ready and up; during slow start the configured weight
 /// times the elapsed fraction, rounded up, at least 1 (HAProxy `slowstart`, configuration
 /// manual §5.2).
@@ -639,6 +715,11 @@ mod tests {
             since: since_ago.map(|d| Instant::now() - d),
             effective: 0,
             last_check: None,
+            shared: Arc::new(BackendRef::new(
+                "s",
+                "127.0.0.1:1".parse().unwrap(),
+                &Metrics::new(&mut Default::default()),
+            )),
         }
     }
 

@@ -1,5 +1,5 @@
 //! Every libc call this crate makes, behind safe wrappers: the splice relay's pipes,
-//! `shutdown(SHUT_WR)`, the open-file limit. (`SO_PEERCRED` lives in `netsched_testbed`.)
+//! `shutdown(SHUT_WR)`, `TCP_NODELAY` on a listener, the open-file limit. (`SO_PEERCRED` lives in `netsched_testbed`.)
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -65,6 +65,49 @@ pub fn shutdown_write(fd: &impl AsRawFd) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `TCP_NODELAY` on a listening socket. Linux copies it to every connection the socket
+/// accepts (the accepted socket is a clone of the listener's), which saves a `setsockopt` per
+/// connection.
+pub fn set_nodelay(fd: &impl AsRawFd) -> std::io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: setsockopt on a borrowed, open socket; the option value is a live c_int of the
+    // size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether TCP_NODELAY is on (for the test of the inheritance above).
+#[cfg(test)]
+fn nodelay(fd: &impl AsRawFd) -> std::io::Result<bool> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt on a borrowed, open socket into a live c_int of the size passed.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(v != 0)
+}
+
 /// Raise the soft open-file limit to the hard one (a balancer holds two sockets per connection,
 /// and up to two pipes while bytes are in flight). Returns the soft limit now in force.
 pub fn raise_nofile_limit() -> std::io::Result<u64> {
@@ -87,4 +130,23 @@ pub fn raise_nofile_limit() -> std::io::Result<u64> {
         }
     }
     Ok(l.rlim_cur)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The listeners rely on it: no per-connection `setsockopt` for the client side.
+    #[test]
+    fn accepted_sockets_inherit_nodelay_from_the_listener() {
+        for on in [true, false] {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            if on {
+                set_nodelay(&l).unwrap();
+            }
+            let _c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let (a, _) = l.accept().unwrap();
+            assert_eq!(nodelay(&a).unwrap(), on);
+        }
+    }
 }

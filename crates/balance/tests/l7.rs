@@ -503,3 +503,194 @@ async fn stuck_control_clients_do_not_stall_requests_or_control() {
         .unwrap_or(0);
     assert_eq!(n, 0, "{:?}", &buf[..n]);
 }
+
+/// A raw HTTP/1 backend that counts its connections and keeps every request head it reads. It
+/// answers `ok` (no body to HEAD) and keeps the connection unless the request says
+/// `Connection: close`, or is HTTP/1.0 without `Connection: keep-alive` (as nginx does).
+struct RawBackend {
+    addr: std::net::SocketAddr,
+    conns: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    heads: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RawBackend {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn head_end(b: &[u8]) -> Option<usize> {
+    b.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
+}
+
+async fn raw_backend() -> RawBackend {
+    use std::sync::atomic::Ordering;
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let conns = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (c, h) = (conns.clone(), heads.clone());
+    let task = tokio::spawn(async move {
+        let mut set = tokio::task::JoinSet::new();
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                continue;
+            };
+            c.fetch_add(1, Ordering::SeqCst);
+            let h = h.clone();
+            set.spawn(async move {
+                let mut buf = Vec::new();
+                loop {
+                    while head_end(&buf).is_none() {
+                        let mut chunk = [0u8; 4096];
+                        match s.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let end = head_end(&buf).unwrap();
+                    let head = String::from_utf8_lossy(&buf[..end]).to_string();
+                    buf.drain(..end);
+                    h.lock().unwrap().push(head.clone());
+                    let lower = head.to_ascii_lowercase();
+                    let http10 = head.lines().next().unwrap_or("").ends_with("HTTP/1.0");
+                    let close = lower.contains("\r\nconnection: close")
+                        || (http10 && !lower.contains("\r\nconnection: keep-alive"));
+                    let body = if head.starts_with("HEAD ") { "" } else { "ok" };
+                    let resp = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n{}\r\n{body}",
+                        if close { "Connection: close\r\n" } else { "" }
+                    );
+                    if s.write_all(resp.as_bytes()).await.is_err() || close {
+                        return;
+                    }
+                }
+            });
+            while set.try_join_next().is_some() {}
+        }
+    });
+    RawBackend {
+        addr,
+        conns,
+        heads,
+        task,
+    }
+}
+
+/// Send `req` on `s` and read one response: (status line, lower-case head, body).
+async fn exchange(s: &mut TcpStream, req: &str, no_body: bool) -> (String, String, String) {
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(end) = head_end(&buf) {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length: "))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            let want = if no_body { 0 } else { len };
+            if buf.len() >= end + want {
+                let status = head.lines().next().unwrap_or("").to_string();
+                let body = String::from_utf8_lossy(&buf[end..end + want]).to_string();
+                return (status, head, body);
+            }
+        }
+        let mut chunk = [0u8; 4096];
+        match tokio::time::timeout_at(deadline, s.read(&mut chunk)).await {
+            Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+            other => panic!(
+                "no complete response to {req:?}: {other:?}, got {:?}",
+                String::from_utf8_lossy(&buf)
+            ),
+        }
+    }
+}
+
+/// Requests reach the backend as HTTP/1.1 in origin form over one reused keep-alive connection,
+/// whatever the client spoke: HTTP/1.1 clients that close, an HTTP/1.0 keep-alive client (which
+/// used to reach the backend as HTTP/1.0 without keep-alive: a new backend connection per
+/// request), a HEAD (a response hyper never polls a body of), an absolute-form target. Hop-by-hop
+/// headers, and those the client's `Connection` names, are not forwarded; a missing Host is the
+/// backend's address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backend_connections_are_reused_whatever_the_client_speaks() {
+    use std::sync::atomic::Ordering;
+    let raw = raw_backend().await;
+    let dir = TempDir::new("bal-reuse").unwrap();
+    let mut text = config_text("l7", "{ kind = \"rr\" }", "", "", &[], &dir);
+    text += &format!("[[server]]\nname = \"raw\"\naddr = \"{}\"\n", raw.addr);
+    let r = start(&text, &dir).await;
+    let l = r.listen[0];
+    for i in 0..5 {
+        let mut s = TcpStream::connect(l).await.unwrap();
+        let req = format!("GET /close{i} HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n");
+        let (status, _, body) = exchange(&mut s, &req, false).await;
+        assert_eq!((status.as_str(), body.as_str()), ("http/1.1 200 ok", "ok"));
+    }
+    let mut s = TcpStream::connect(l).await.unwrap();
+    for i in 0..3 {
+        let req = format!(
+            "GET /ten{i} HTTP/1.0\r\nConnection: keep-alive, x-hop\r\nX-Hop: secret\r\n\
+             Keep-Alive: timeout=5\r\n\r\n"
+        );
+        let (status, head, body) = exchange(&mut s, &req, false).await;
+        assert!(status.ends_with(" 200 ok"), "{status}");
+        assert_eq!(body, "ok");
+        assert!(
+            head.contains("\r\nconnection: keep-alive"),
+            "an HTTP/1.0 keep-alive client is kept: {head}"
+        );
+    }
+    drop(s);
+    let mut s = TcpStream::connect(l).await.unwrap();
+    let (status, _, body) = exchange(
+        &mut s,
+        "HEAD /head HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n",
+        true,
+    )
+    .await;
+    assert_eq!((status.as_str(), body.as_str()), ("http/1.1 200 ok", ""));
+    let mut s = TcpStream::connect(l).await.unwrap();
+    let (status, _, body) = exchange(
+        &mut s,
+        "GET http://abs.test/abs?q=1 HTTP/1.1\r\nHost: abs.test\r\nConnection: close\r\n\r\n",
+        false,
+    )
+    .await;
+    assert_eq!((status.as_str(), body.as_str()), ("http/1.1 200 ok", "ok"));
+
+    let heads = raw.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 10, "{heads:?}");
+    assert_eq!(
+        raw.conns.load(Ordering::SeqCst),
+        1,
+        "every request on one backend connection: {heads:?}"
+    );
+    for h in &heads {
+        let lower = h.to_ascii_lowercase();
+        assert!(h.lines().next().unwrap().ends_with(" HTTP/1.1"), "{h}");
+        assert!(lower.contains("\r\nx-forwarded-for: 127.0.0.1\r\n"), "{h}");
+        for hop in ["x-hop", "keep-alive:", "connection:"] {
+            assert!(!lower.contains(hop), "{hop} forwarded: {h}");
+        }
+    }
+    let ten = heads.iter().find(|h| h.starts_with("GET /ten0 ")).unwrap();
+    assert!(
+        ten.to_ascii_lowercase()
+            .contains(&format!("\r\nhost: {}\r\n", raw.addr)),
+        "{ten}"
+    );
+    assert!(
+        heads
+            .iter()
+            .any(|h| h.starts_with("GET /abs?q=1 HTTP/1.1\r\n")
+                && h.to_ascii_lowercase().contains("\r\nhost: abs.test\r\n")),
+        "{heads:?}"
+    );
+    assert!(heads
+        .iter()
+        .any(|h| h.starts_with("HEAD /head HTTP/1.1\r\n")));
+}
