@@ -1,7 +1,7 @@
 //! Which part of the real traffic makes delay-constrained lose more Low-tier frames on the
 //! switch than in the simulator (docs/vswitch.md, "The Low frames delay-constrained lost"):
 //! replays a real run's recorded arrivals (a trace written by the real run with
-//! `NETSCHED_VM_DELAY_TRACE_DIR`, `trace-delay_constrained-18.csv`) through the model, whole
+//! `NETSCHED_VM_DELAY_TRACE_DIR`, `trace-SCHEDULER-GUESTS.csv`) through the model, whole
 //! and with one tier's arrivals swapped for the simulator's own (seeds 1..=10), and prints the
 //! Low tier's vif-queue drops in each case.
 //! `cargo run --release -p netsched-lab --example vm_delay_replay TRACE.csv [seconds]`
@@ -32,9 +32,16 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let setup = Setup::from_params(&scenario())?;
+    // The run's scheduler and guest count are in the file name the real run gives it.
+    let scheduler = if path.contains("strict_priority") {
+        "strict_priority"
+    } else {
+        "delay_constrained"
+    };
+    let domains = if path.ends_with("-9.csv") { 9 } else { 18 };
     let cfg = VmConfig {
-        scheduler: "delay_constrained".into(),
-        domains: 18,
+        scheduler: scheduler.into(),
+        domains,
         duration: (secs + 5) * SEC,
         slice_spread: 0.0,
         ..setup.base.clone()
@@ -54,7 +61,8 @@ fn main() -> anyhow::Result<()> {
     };
     let low_arrivals = real.iter().filter(|a| tier(a.1) == 2).count();
     println!(
-        "{path}: {} arrivals ({low_arrivals} Low); Low vif-queue drops when replayed:",
+        "{path}: {scheduler}, {domains} guests, {} arrivals ({low_arrivals} Low); Low \
+         vif-queue drops when replayed:",
         real.len()
     );
     println!("| arrivals | Low drops (seeds 1..=10: mean, min..max) |\n|---|---|");

@@ -90,8 +90,10 @@ fn trace_findings(trace: &Trace, cfg: &VmConfig, dur: Nanos) -> Result<TraceFind
     };
     let arrivals = trace.arrivals();
     let last = arrivals.last().map_or(0, |a| a.0);
+    // The switch's budget: on/off periods that alternate at their means.
     let rcfg = VmConfig {
         duration: last.max(dur) + SEC,
+        slice_spread: 0.0,
         ..cfg.clone()
     };
     let rep = replay(&rcfg, &arrivals)?;
