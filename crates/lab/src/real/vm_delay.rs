@@ -319,7 +319,7 @@ fn run_one(
     preload: u32,
 ) -> Result<RealRun> {
     if !(1..=3).contains(&preload) {
-        bail!("ping preload {preload}: must be 1..=3 (iputils allows more to root only)");
+        bail!("ping preload {preload}: must be 1..=3");
     }
     let preload = preload.to_string();
     let sw = spawn_in_netns_traced(&bed.sw, switch_config(bed, cfg, pps)?, trace_capacity(dur))?;
