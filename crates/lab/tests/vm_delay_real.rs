@@ -10,10 +10,14 @@
 //! up" checks passed (no loss at 9 guests; late wake-ups took less budget than the scenario's
 //! headroom at 18 guests); otherwise the test says why it skipped them.
 //! The loss claims do NOT hold with a margin in 8 s runs — not even in the simulator, where
-//! strict priority's Low-tier loss at 18 guests ranges 0.00..2.46% over seeds 1..=10: they
-//! are the ignored test below, so they stay visible.
+//! strict priority's Low-tier loss at 18 guests ranges 0.00..2.46% over seeds 1..=10 — so
+//! they have their own test with 20 s runs (`p2_on_real_traffic_strict_low_loss_grows`):
+//! strict priority's Low-tier loss grows from 9 to 18 guests, and delay-constrained lowers
+//! the Low tier's loss at 18 guests. The Mid tier's loss is reported, not asserted: strict
+//! priority loses no Mid packets in most runs of this scenario, so there is nothing to lower.
 
 use netsched_lab::experiments::vm_delay::Setup;
+use netsched_lab::real::vm_delay::{RealOptions, PING_PRELOAD};
 use netsched_report::ExperimentOutput;
 use netsched_testbed::privileged_test_allowed;
 
@@ -29,6 +33,20 @@ fn run() -> ExperimentOutput {
     let dir = netsched_testbed::TempDir::new("vmdlyt").unwrap();
     let out = netsched_lab::real::vm_delay::run_real(&p, 1, dir.path(), true).unwrap();
     assert!(dir.path().join("real.csv").exists());
+    no_namespace_left(&out, 2);
+    out
+}
+
+fn run_with(opts: &RealOptions) -> ExperimentOutput {
+    let p = scenario();
+    let dir = netsched_testbed::TempDir::new("vmdlyt").unwrap();
+    let out = netsched_lab::real::vm_delay::run_real_with(&p, 1, dir.path(), opts).unwrap();
+    let testbeds = Setup::from_params(&p).unwrap().counts.len();
+    no_namespace_left(&out, testbeds);
+    out
+}
+
+fn no_namespace_left(out: &ExperimentOutput, testbeds: usize) {
     // This run's namespaces are gone (by its testbeds' tags: other engineers' runs of the
     // same test may hold namespaces of their own meanwhile).
     let tags: std::collections::BTreeSet<&str> = out
@@ -37,12 +55,15 @@ fn run() -> ExperimentOutput {
         .iter()
         .filter_map(|r| r.config["testbed"].as_str())
         .collect();
-    assert_eq!(tags.len(), 2, "one testbed per guest count: {tags:?}");
+    assert_eq!(
+        tags.len(),
+        testbeds,
+        "one testbed per guest count: {tags:?}"
+    );
     for tag in tags {
         let left = netsched_testbed::namespaces_with(tag);
         assert!(left.is_empty(), "namespaces left: {left:?}");
     }
-    out
 }
 
 /// The evidence value of the check whose claim starts with `prefix`.
@@ -123,18 +144,99 @@ fn p2_on_real_traffic_tail_latency_identity_and_bitmap_bound() {
     );
 }
 
+/// Whether the run's own "host kept up" checks passed; prints them, and the reason when not.
+fn host_kept_up(out: &ExperimentOutput) -> bool {
+    let kept_up: Vec<_> = out
+        .checks
+        .iter()
+        .filter(|c| c.claim.starts_with("the host kept up"))
+        .collect();
+    assert_eq!(kept_up.len(), 2);
+    for c in &kept_up {
+        eprintln!("{} = {:?} ({})", c.claim, c.evidence, c.detail);
+    }
+    if let Some(c) = kept_up.iter().find(|c| !c.passed) {
+        eprintln!(
+            "SKIP the loss claims: {} = {:?} ({}); machine too loaded",
+            c.claim, c.evidence, c.detail
+        );
+        return false;
+    }
+    true
+}
+
+/// P2's loss claims on real traffic, 20 s per configuration: strict priority at 9 and 18
+/// guests, delay-constrained at 18. The run length and the margin were decided from the
+/// simulator with the switch's budget shape over seeds 1..=10 before any real run
+/// (`cargo run --release -p netsched-lab --example vm_delay_loss_claims 20`): strict
+/// priority's Low-tier loss grows by 0.44..2.03 points from 9 to 18 guests (asserted > 0.1).
 #[test]
-#[ignore = "does not hold with a margin in 8 s runs, not even in the simulator (docs/vswitch.md)"]
-fn p2_on_real_traffic_loss_claims() {
-    if !privileged_test_allowed("p2_on_real_traffic_loss_claims") {
+fn p2_on_real_traffic_strict_low_loss_grows() {
+    if !privileged_test_allowed("p2_on_real_traffic_strict_low_loss_grows") {
         return;
     }
-    let out = run();
-    for prefix in [
-        "strict priority: the Low tier's loss grows",
-        "18 guests: delay-constrained loses fewer packets over all tiers",
-        "18 guests: delay-constrained lowers the Mid tier's share",
-    ] {
-        assert!(value(&out, prefix) > 0.0, "{prefix}");
+    let out = run_with(&RealOptions {
+        duration: 20 * netsched_core::SEC,
+        schedulers: vec!["strict_priority".into(), "delay_constrained".into()],
+        skip: vec![(9, "delay_constrained".into())],
+        ping_preload: PING_PRELOAD,
+    });
+    assert_eq!(value(&out, "every port's accounting identity holds"), 0.0);
+    for c in out
+        .checks
+        .iter()
+        .filter(|c| c.claim.starts_with("bitmap bound"))
+    {
+        assert!(c.passed, "{} — {}", c.claim, c.detail);
+    }
+    // Reported, not asserted (docs/vswitch.md): strict priority loses no Mid packets in most
+    // runs of this scenario (simulator, 20 s, seeds 1..=10: 0.00..0.22%), so there is
+    // nothing for delay-constrained to lower.
+    value(
+        &out,
+        "18 guests: delay-constrained lowers the Mid tier's loss",
+    );
+    if !host_kept_up(&out) {
+        return;
+    }
+    let grow = value(&out, "strict priority: the Low tier's loss grows");
+    assert!(
+        grow > 0.1,
+        "strict priority's Low-tier loss grew only {grow:.3} points from 9 to 18 guests"
+    );
+    // Simulator, 20 s, seeds 1..=10: strict − delay-constrained Low loss 0.37..1.77 points;
+    // the margin by the same rule as above (about a quarter of the smallest, rounded down).
+    let lower = value(
+        &out,
+        "18 guests: delay-constrained lowers the Low tier's loss",
+    );
+    assert!(
+        lower > 0.1,
+        "delay-constrained lowered the Low tier's loss by only {lower:.3} points at 18 guests"
+    );
+}
+
+/// Diagnosis, not a claim (docs/vswitch.md, "The Low bulk frames delay-constrained lost"):
+/// delay-constrained at 18 guests, 20 s, with iputils' default ping (no preload) and then
+/// with `-l 3`; prints the trace findings (the switch's vif-queue drops against the model's
+/// with the same arrivals, clumps) and the probes each tier's pings sent.
+#[test]
+#[ignore = "a measurement for the docs (about 60 s), not a claim"]
+fn p2_on_real_traffic_ping_preload_diagnosis() {
+    if !privileged_test_allowed("p2_on_real_traffic_ping_preload_diagnosis") {
+        return;
+    }
+    for preload in [1, PING_PRELOAD] {
+        eprintln!("--- ping preload {preload}");
+        let out = run_with(&RealOptions {
+            duration: 20 * netsched_core::SEC,
+            schedulers: vec!["strict_priority".into(), "delay_constrained".into()],
+            skip: vec![
+                (9, "delay_constrained".into()),
+                (18, "strict_priority".into()),
+            ],
+            ping_preload: preload,
+        });
+        assert_eq!(value(&out, "every port's accounting identity holds"), 0.0);
     }
 }

@@ -16,6 +16,7 @@
 //! - [`metrics`]: the Prometheus families (`--metrics`);
 //! - [`macs`]: the bounded MAC learning table of the return path;
 //! - [`stats`]: what is counted, per port and for the uplink;
+//! - [`trace`]: an optional bounded trace of every guest frame's arrival and departure;
 //! - [`frame`]: what the disciplines queue (a pool slot and its port);
 //! - [`sys`]: TAP devices (the AF_PACKET ports themselves are `netsched_link::port`).
 
@@ -28,6 +29,11 @@ pub mod metrics;
 pub mod stats;
 pub mod switch;
 pub mod sys;
+pub mod trace;
 
 pub use config::{Discipline, PortConfig, SwitchConfig};
-pub use switch::{spawn_in_netns, PortStats, Switch, SwitchHandle, SwitchStats};
+pub use switch::{
+    spawn_in_netns, spawn_in_netns_traced, PortStats, Switch, SwitchHandle, SwitchStats,
+    TracedSwitchHandle,
+};
+pub use trace::{Trace, TraceEvent, TraceKind};

@@ -34,6 +34,7 @@ pub use crate::frame::Frame;
 use crate::macs::MacTable;
 use crate::metrics::{SwitchMetrics, PUBLISH_EVERY};
 pub use crate::stats::{PortStats, SwitchStats, UplinkStats};
+use crate::trace::{Trace, TraceKind};
 use anyhow::{bail, Context, Result};
 use netsched_core::qdisc::{AnyQdisc, Qdisc, Verdict};
 use netsched_core::{Nanos, MS, SEC};
@@ -128,6 +129,8 @@ pub struct Switch {
     rebuilds: u64,
     control: Option<Inbox>,
     metrics: Option<SwitchMetrics>,
+    /// Off unless [`Switch::enable_trace`].
+    trace: Option<Trace>,
 }
 
 impl Switch {
@@ -212,6 +215,7 @@ impl Switch {
             rebuilds: 0,
             control: None,
             metrics: None,
+            trace: None,
         })
     }
 
@@ -224,6 +228,17 @@ impl Switch {
     /// Publish counters to `metrics` every [`PUBLISH_EVERY`] (atomic stores only).
     pub fn attach_metrics(&mut self, metrics: SwitchMetrics) {
         self.metrics = Some(metrics);
+    }
+
+    /// Record every guest frame's arrival (queued or dropped) and departure, up to `capacity`
+    /// events ([`crate::trace`]); the entries are allocated now.
+    pub fn enable_trace(&mut self, capacity: usize) {
+        self.trace = Some(Trace::new(capacity));
+    }
+
+    /// The trace, if enabled (taken: recording stops).
+    pub fn take_trace(&mut self) -> Option<Trace> {
+        self.trace.take()
     }
 
     /// Carry out the waiting control commands (at most [`COMMAND_QUEUE`]); never blocks.
@@ -425,7 +440,15 @@ impl Switch {
                         port: gi as u32,
                         arrived: now,
                     };
-                    match self.qdisc.enqueue(class, frame, now) {
+                    let verdict = self.qdisc.enqueue(class, frame, now);
+                    if let Some(t) = &mut self.trace {
+                        let kind = match verdict {
+                            Verdict::Dropped { .. } => TraceKind::Dropped,
+                            _ => TraceKind::Queued,
+                        };
+                        t.record(now.saturating_sub(self.t0), gi as u32, kind);
+                    }
+                    match verdict {
                         Verdict::Queued => g.stats.queued += 1,
                         Verdict::Dropped { item, .. } => {
                             g.stats.dropped_queue_full += 1;
@@ -509,6 +532,9 @@ impl Switch {
                 continue;
             }
             self.free_at = self.free_at.max(now.saturating_sub(BUDGET_SLACK)) + self.cost(f.len);
+            if let Some(t) = &mut self.trace {
+                t.record(now.saturating_sub(self.t0), f.port, TraceKind::Sent);
+            }
             self.pending.push(f);
         }
     }
@@ -840,6 +866,32 @@ pub fn spawn_in_netns(netns: &str, cfg: SwitchConfig) -> Result<SwitchHandle> {
         netns,
         move || Switch::open(&cfg, None),
         |mut sw, stop| sw.run(stop, None, None),
+    )
+}
+
+/// A switch with a trace ([`crate::trace`]) on its own thread; `stop()` returns its final
+/// counters and the trace.
+pub type TracedSwitchHandle = netsched_testbed::NetnsThread<(SwitchStats, Trace)>;
+
+/// [`spawn_in_netns`] with a trace of at most `trace_capacity` events.
+pub fn spawn_in_netns_traced(
+    netns: &str,
+    cfg: SwitchConfig,
+    trace_capacity: usize,
+) -> Result<TracedSwitchHandle> {
+    TracedSwitchHandle::spawn(
+        "switch",
+        format!("vswitch-{netns}"),
+        netns,
+        move || {
+            let mut sw = Switch::open(&cfg, None)?;
+            sw.enable_trace(trace_capacity);
+            Ok(sw)
+        },
+        |mut sw, stop| {
+            let stats = sw.run(stop, None, None)?;
+            Ok((stats, sw.take_trace().unwrap_or_default()))
+        },
     )
 }
 

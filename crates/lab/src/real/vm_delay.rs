@@ -19,14 +19,15 @@
 //! same scenario runs in the simulator for the sim column; P2's own words are the paper column.
 
 use crate::experiments::vm_delay::{
-    latency_cdf_chart, measured_tiers, paper_says, simulate, summary, Setup, TierResult, VmConfig,
+    latency_cdf_chart, measured_tiers, paper_says, replay, simulate, summary, Setup, TierResult,
+    VmConfig,
 };
 use anyhow::{bail, Context, Result};
 use netsched_core::rng::SplitMix64;
 use netsched_core::{Nanos, MS, SEC};
 use netsched_report::{csv, svg, Check, Cmp, Comparison, ExperimentOutput, Results, Run};
 use netsched_testbed::Testbed;
-use netsched_vswitch::{spawn_in_netns, SwitchConfig, SwitchStats};
+use netsched_vswitch::{spawn_in_netns_traced, SwitchConfig, SwitchStats, Trace, TraceKind};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Stdio;
@@ -52,6 +53,85 @@ pub struct RealRun {
     pub host_max_late_ms: f64,
     /// The tag of the testbed it ran in (its namespaces' names contain it).
     pub testbed: String,
+    /// What the switch's trace says about this run ([`TraceFindings`]).
+    pub trace: TraceFindings,
+}
+
+/// Per tier, from the switch's trace of this run: the vif-queue drops the switch made, the
+/// drops the model makes with the same arrivals ([`replay`]), and how clumped the arrivals
+/// were (frames of one port read in one loop turn).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TraceFindings {
+    /// Events the bounded trace could not hold (0: the figures below cover the whole run).
+    pub overflow: u64,
+    /// Per tier: frames read, and dropped at a full vif queue, by the switch.
+    pub read: Vec<u64>,
+    pub switch_dropped: Vec<u64>,
+    /// Per tier: dropped by the model fed the same arrivals (same discipline, queue, budget).
+    pub replay_dropped: Vec<u64>,
+    /// Per tier: the largest number of one port's frames read in one loop turn.
+    pub max_clump: Vec<u64>,
+    /// Per tier: frames that arrived in clumps larger than the largest application burst
+    /// the traffic sends (2·mean − 1), i.e. bursts merged by a late sender or a late switch.
+    pub merged: Vec<u64>,
+}
+
+/// The findings of `trace` for a run of `cfg` (ports in tier order, `per_tier` per tier).
+fn trace_findings(trace: &Trace, cfg: &VmConfig, dur: Nanos) -> Result<TraceFindings> {
+    let per_tier = cfg.domains / cfg.tiers.len().max(1);
+    let nt = cfg.tiers.len();
+    let mut f = TraceFindings {
+        overflow: trace.overflow(),
+        read: vec![0; nt],
+        switch_dropped: vec![0; nt],
+        replay_dropped: vec![0; nt],
+        max_clump: vec![0; nt],
+        merged: vec![0; nt],
+    };
+    let arrivals = trace.arrivals();
+    let last = arrivals.last().map_or(0, |a| a.0);
+    // The switch's budget: on/off periods that alternate at their means.
+    let rcfg = VmConfig {
+        duration: last.max(dur) + SEC,
+        slice_spread: 0.0,
+        ..cfg.clone()
+    };
+    let rep = replay(&rcfg, &arrivals)?;
+    for (port, (read, dropped, _)) in trace.per_port(cfg.domains).into_iter().enumerate() {
+        let t = port / per_tier;
+        f.read[t] += read;
+        f.switch_dropped[t] += dropped;
+        f.replay_dropped[t] += rep[port].dropped;
+    }
+    // Clumps: consecutive arrivals of one port at one time (one recvmmsg of one turn).
+    let largest_burst = (2.0 * cfg.data_burst - 1.0).round().max(1.0) as u64;
+    let mut run: Vec<(Nanos, u64)> = vec![(u64::MAX, 0); cfg.domains];
+    let close = |f: &mut TraceFindings, port: usize, n: u64| {
+        let t = port / per_tier;
+        f.max_clump[t] = f.max_clump[t].max(n);
+        if n > largest_burst {
+            f.merged[t] += n;
+        }
+    };
+    for &(t, port) in &arrivals {
+        if run[port].0 == t {
+            run[port].1 += 1;
+        } else {
+            let n = run[port].1;
+            close(&mut f, port, n);
+            run[port] = (t, 1);
+        }
+    }
+    for (port, &(_, n)) in run.iter().enumerate() {
+        close(&mut f, port, n);
+    }
+    Ok(f)
+}
+
+/// Trace entries to hold for a run of `dur`: every frame read and sent at up to 20 000 frames/s
+/// (the scenario's 18 guests offer about 2 300/s; a flooding run is cut off, and says so).
+fn trace_capacity(dur: Nanos) -> usize {
+    ((dur / SEC + 5) * 20_000) as usize
 }
 
 /// Lateness the switch's budget absorbs (its credit after a late wake-up): the share of time
@@ -230,8 +310,19 @@ fn parse_ping(text: &str, count: u64) -> (Vec<f64>, u64, u64) {
     (rtts, tx, rx)
 }
 
-fn run_one(bed: &mut Bed, cfg: &VmConfig, pps: u64, dur: Nanos, seed: u64) -> Result<RealRun> {
-    let sw = spawn_in_netns(&bed.sw, switch_config(bed, cfg, pps)?)?;
+fn run_one(
+    bed: &mut Bed,
+    cfg: &VmConfig,
+    pps: u64,
+    dur: Nanos,
+    seed: u64,
+    preload: u32,
+) -> Result<RealRun> {
+    if !(1..=3).contains(&preload) {
+        bail!("ping preload {preload}: must be 1..=3");
+    }
+    let preload = preload.to_string();
+    let sw = spawn_in_netns_traced(&bed.sw, switch_config(bed, cfg, pps)?, trace_capacity(dur))?;
     // Warm up ARP (every guest learns the external host, the switch learns every guest).
     for (ns, _, _) in &bed.guests {
         let _ = bed
@@ -256,6 +347,13 @@ fn run_one(bed: &mut Bed, cfg: &VmConfig, pps: u64, dur: Nanos, seed: u64) -> Re
             "ping",
             &[
                 "-n",
+                // Preload 3: ping may catch up up to 3 periods it woke late for. Without it,
+                // iputils' ping drops the time it was late, and with a probe in flight and a
+                // period of 10 ms it waits up to 10 ms for the reply before sending the next,
+                // so its probe rate followed the discipline's delays (High pings sent 461/s
+                // under strict priority, 580/s under delay-constrained, of 600/s).
+                "-l",
+                &preload,
                 "-c",
                 &count.to_string(),
                 "-i",
@@ -287,7 +385,11 @@ fn run_one(bed: &mut Bed, cfg: &VmConfig, pps: u64, dur: Nanos, seed: u64) -> Re
     for (pid, _) in &pings {
         let _ = bed.tb.stop(*pid, std::time::Duration::from_millis(500));
     }
-    let stats = sw.stop()?;
+    let (stats, trace) = sw.stop()?;
+    let findings = trace_findings(&trace, cfg, dur)?;
+    if let Some(dir) = std::env::var_os("NETSCHED_VM_DELAY_TRACE_DIR") {
+        write_trace(Path::new(&dir), cfg, &trace)?;
+    }
     let mut tiers = vec![TierResult::default(); cfg.tiers.len()];
     for (i, (_, path)) in pings.iter().enumerate() {
         let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -315,16 +417,82 @@ fn run_one(bed: &mut Bed, cfg: &VmConfig, pps: u64, dur: Nanos, seed: u64) -> Re
         host_late_pct,
         host_max_late_ms,
         testbed: bed.tb.tag().to_string(),
+        trace: findings,
     })
+}
+
+/// The raw trace as CSV (`t_ns,port,kind`), for a closer look (`NETSCHED_VM_DELAY_TRACE_DIR`).
+fn write_trace(dir: &Path, cfg: &VmConfig, trace: &Trace) -> Result<()> {
+    use std::io::Write;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(format!("trace-{}-{}.csv", cfg.scheduler, cfg.domains));
+    let mut w = std::io::BufWriter::new(
+        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
+    );
+    writeln!(w, "t_ns,port,kind")?;
+    for e in trace.events() {
+        let k = match e.kind {
+            TraceKind::Queued => "q",
+            TraceKind::Dropped => "d",
+            TraceKind::Sent => "s",
+        };
+        writeln!(w, "{},{},{k}", e.t, e.port)?;
+    }
+    w.flush()?;
+    Ok(())
 }
 
 /// Seconds a ping may run past the traffic (its `-w` deadline is the traffic time plus this):
 /// long enough to send a probe schedule that slipped, and for the last replies.
 const PING_GRACE_S: u64 = 2;
 
+/// Which part of the real run to do.
+#[derive(Debug, Clone)]
+pub struct RealOptions {
+    /// Traffic time per configuration.
+    pub duration: Nanos,
+    /// Schedulers to run (of the scenario's; in the scenario's order); empty = all.
+    pub schedulers: Vec<String>,
+    /// Per domain count, the schedulers to skip there (e.g. delay-constrained at 9 guests when
+    /// only the 18-guest comparison is wanted).
+    pub skip: Vec<(usize, String)>,
+    /// `ping -l`: probes ping may send to catch up after waking late (iputils' default is 1;
+    /// the run uses [`PING_PRELOAD`]; 1 is kept for measuring what it changed).
+    pub ping_preload: u32,
+}
+
+/// `ping -l 3`: the most iputils lets anyone but root preload, and enough to catch up 20 ms
+/// of lateness at the High tier's 10 ms period.
+pub const PING_PRELOAD: u32 = 3;
+
 /// The real run (see the module header). `quick`: 8 s per configuration, strict priority and
 /// delay-constrained only.
 pub fn run_real(params: &Value, seed: u64, out: &Path, quick: bool) -> Result<ExperimentOutput> {
+    let setup = Setup::from_params(params)?;
+    let opts = RealOptions {
+        duration: if quick {
+            8 * SEC
+        } else {
+            setup.base.duration.min(30 * SEC)
+        },
+        schedulers: if quick {
+            vec!["strict_priority".into(), "delay_constrained".into()]
+        } else {
+            vec![]
+        },
+        skip: vec![],
+        ping_preload: PING_PRELOAD,
+    };
+    run_real_with(params, seed, out, &opts)
+}
+
+/// The real run with `opts` (the tests run parts of it for longer than `--quick`).
+pub fn run_real_with(
+    params: &Value,
+    seed: u64,
+    out: &Path,
+    opts: &RealOptions,
+) -> Result<ExperimentOutput> {
     if !netsched_testbed::is_root() {
         bail!(
             "vm-delay --real needs root (namespaces, raw sockets); run the simulated lab instead"
@@ -332,26 +500,38 @@ pub fn run_real(params: &Value, seed: u64, out: &Path, quick: bool) -> Result<Ex
     }
     let _signals = netsched_testbed::SignalGuard::install()?;
     let setup = Setup::from_params(params)?;
-    let dur = if quick {
-        8 * SEC
-    } else {
-        setup.base.duration.min(30 * SEC)
-    };
+    let dur = opts.duration;
+    if !(SEC..=600 * SEC).contains(&dur) {
+        bail!(
+            "vm-delay --real: traffic time {} s per configuration: must be 1..=600 s",
+            dur / SEC
+        );
+    }
     // Packets/s while the backend has the CPU; off periods come from `budget_busy`.
     let pps = (1000.0 / setup.base.per_packet_ms).round() as u64;
     let schedulers: Vec<String> = setup
         .schedulers
         .iter()
-        .filter(|s| !quick || s.as_str() != "delay_wall_clock")
+        .filter(|s| opts.schedulers.is_empty() || opts.schedulers.contains(s))
         .cloned()
         .collect();
+    if schedulers.is_empty() {
+        bail!(
+            "vm-delay --real: none of the schedulers {:?} is in the scenario ({:?})",
+            opts.schedulers,
+            setup.schedulers
+        );
+    }
     let mut runs = Vec::new();
     let mut sims = Vec::new();
     let mut rng = SplitMix64::new(seed);
     for &n in &setup.counts {
         let mut bed = build(n)?;
         let run_seed = rng.next_u64();
-        for sch in &schedulers {
+        for sch in schedulers
+            .iter()
+            .filter(|s| !opts.skip.iter().any(|(k, x)| *k == n && x == *s))
+        {
             netsched_testbed::check_interrupted()?;
             let cfg = VmConfig {
                 scheduler: sch.clone(),
@@ -360,7 +540,23 @@ pub fn run_real(params: &Value, seed: u64, out: &Path, quick: bool) -> Result<Ex
                 ..setup.base.clone()
             };
             eprintln!("vm-delay --real: {sch} with {n} guests, {}s", dur / SEC);
-            let real = run_one(&mut bed, &cfg, pps, dur, run_seed)?;
+            let real = run_one(&mut bed, &cfg, pps, dur, run_seed, opts.ping_preload)?;
+            let t = &real.trace;
+            eprintln!(
+                "vm-delay --real: {sch} {n}: per tier read {:?}, vif-queue drops: switch {:?}, \
+                 model with the same arrivals {:?}; largest clump {:?}, frames in merged \
+                 clumps {:?}; late wake-ups {:.2}% \
+                 (longest {:.0} ms); probes sent {:?}; trace overflow {}",
+                t.read,
+                t.switch_dropped,
+                t.replay_dropped,
+                t.max_clump,
+                t.merged,
+                real.host_late_pct,
+                real.host_max_late_ms,
+                real.tiers.iter().map(|x| x.probe.sent).collect::<Vec<_>>(),
+                t.overflow
+            );
             // The sim column models the switch's backend: on/off periods that alternate at
             // their means (`slice_spread` 0), as `budget_busy`/`budget_slice` do; and the
             // probes ping really sent (a ping on a busy host falls behind its interval: the
@@ -475,6 +671,7 @@ fn output(
                     "bound_rounds": t.bound_rounds,
                 })).collect::<Vec<_>>(),
                 "host_late_pct": r.host_late_pct, "host_max_late_ms": r.host_max_late_ms,
+                "trace": r.trace,
                 "switch": r.stats,
             }),
         });
@@ -558,6 +755,19 @@ fn output(
                 Cmp::Gt,
                 0.0,
                 format!("strict {s:.2}% vs delay-constrained {d:.2}%"),
+            ));
+        }
+        // Issue #13's reading of the loss claim: per tier, Mid and Low.
+        for (ti, name) in names.iter().enumerate().skip(1) {
+            let (s, d) = (sp.tiers[ti].loss_pct(), dc.tiers[ti].loss_pct());
+            checks.push(Check::measured(
+                format!(
+                    "{nmax} guests: delay-constrained lowers the {name} tier's loss (points lower)"
+                ),
+                s - d,
+                Cmp::Gt,
+                0.0,
+                format!("strict {s:.3}% vs delay-constrained {d:.3}%"),
             ));
         }
         // P2's loss claim in its own words (abstract, §5): "the amount of lost packets"

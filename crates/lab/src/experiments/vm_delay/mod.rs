@@ -11,7 +11,10 @@
 mod model;
 mod report;
 
-pub use model::{simulate, summary, Counts, Kind, Summary, Tier, TierResult, VmConfig};
+pub use model::{
+    generated_arrivals, replay, simulate, summary, Counts, Kind, Summary, Tier, TierResult,
+    VifReplay, VmConfig,
+};
 pub(crate) use report::{latency_cdf_chart, paper_says};
 
 use anyhow::{anyhow, bail};
