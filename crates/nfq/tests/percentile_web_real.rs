@@ -105,25 +105,31 @@ fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
         .tb
         .spawn(&server_ns, bin, &args, "netsched-nfqd-2")
         .expect("second daemon starts");
-    let until = Instant::now() + Duration::from_secs(10);
-    while !sock.exists() && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    // Ready when its control thread answers: the daemon starts that thread only after its
+    // rules are in (daemon.rs start-up order). The killed daemon's socket file is still
+    // there, so the file's existence says nothing; on a loaded machine the new daemon may
+    // be between removing the stale set and installing its own for a while.
+    let until = Instant::now() + Duration::from_secs(20);
+    let status = || {
+        bed.tb.exec(
+            &server_ns,
+            bin,
+            &["ctl", "--socket", &sock_s, "status", "--json"],
+        )
+    };
+    let st = loop {
+        match status() {
+            Ok(st) => break st,
+            Err(e) if Instant::now() >= until => panic!("the second daemon never answered: {e:#}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    };
+    assert!(st.contains("\"running\": true"), "{st}");
     assert_eq!(
         bed.leftover_rules("iptables").unwrap(),
         2,
         "one set, not two"
     );
-    let st = bed
-        .tb
-        .exec(
-            &server_ns,
-            bin,
-            &["ctl", "--socket", &sock_s, "status", "--json"],
-        )
-        .expect("ctl status");
-    assert!(st.contains("\"running\": true"), "{st}");
     // Every verb against the live daemon, taking effect without a restart.
     let ctl = |argv: &[&str]| -> Result<String, String> {
         let mut full = vec!["ctl", "--socket", &sock_s];
