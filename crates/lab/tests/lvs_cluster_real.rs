@@ -450,3 +450,81 @@ fn a_weight_change_takes_effect_without_a_restart() {
     );
     assert_eq!(server_row(&d, &rig, "s1")["weight"], 3);
 }
+
+/// GET `path` from `addr` inside namespace `ns` (HTTP/1.0, one connection); the answer's
+/// status line, or the error.
+fn get_in(ns: &str, addr: std::net::SocketAddr, path: &str) -> std::thread::JoinHandle<String> {
+    let (ns, path) = (ns.to_string(), path.to_string());
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        netsched_testbed::enter_netns(&ns).unwrap();
+        let go = || -> std::io::Result<String> {
+            let mut c = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+            c.set_read_timeout(Some(Duration::from_secs(20)))?;
+            c.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())?;
+            let mut out = Vec::new();
+            c.read_to_end(&mut out)?;
+            Ok(String::from_utf8_lossy(&out)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string())
+        };
+        go().unwrap_or_else(|e| format!("error: {e}"))
+    })
+}
+
+/// A new cell starts with every host worker free: requests of the previous cell still waiting
+/// for their emulated completion are abandoned by `configure`. Before this, a one-host cell of
+/// 100 KB objects left its workers asleep for up to 13 s into the next cell, whose health checks
+/// then found no free worker, and the balancer answered 503 (docs/lvs-real.md, session 7).
+#[test]
+fn a_new_cell_starts_with_every_host_worker_free() {
+    if !privileged_test_allowed("a_new_cell_starts_with_every_host_worker_free") {
+        return;
+    }
+    let _l = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const WORKERS: usize = 3;
+    let rig = Rig::build(1, WORKERS, 1).unwrap();
+    let host = real::rig::host_addr(0);
+    let slow = real::host::Service {
+        mean_s: 10.0,
+        jitter_cv: 0.0,
+        body_bytes: 10,
+    };
+    rig.configure(&[slow]).unwrap();
+    // The old cell: every worker takes a request that completes 10, 20 and 30 s from now.
+    let old: Vec<_> = (0..WORKERS)
+        .map(|_| get_in(&rig.director_ns, host, "/o/old"))
+        .collect();
+    assert!(
+        wait_until(Duration::from_secs(10), || rig.hosts[0].stats().received
+            == WORKERS as u64),
+        "the host did not take the old cell's requests: {:?}",
+        rig.hosts[0].stats()
+    );
+    // The next cell.
+    let fast = real::host::Service {
+        mean_s: 0.01,
+        ..slow
+    };
+    rig.configure(&[fast]).unwrap();
+    let t0 = Instant::now();
+    let new = get_in(&rig.director_ns, host, "/o/new").join().unwrap();
+    let took = t0.elapsed();
+    assert!(new.contains("200"), "the new cell's request got {new:?}");
+    // Abandoned requests are closed, not answered; they had 10–30 s to go.
+    for h in old {
+        let answer = h.join().unwrap();
+        assert!(
+            !answer.contains("200"),
+            "an old cell's request was answered: {answer:?}"
+        );
+    }
+    // Free worker: ~10 ms of service plus a loaded machine's scheduling. A busy one: ≥ 10 s.
+    assert!(
+        took < Duration::from_secs(5),
+        "the new cell's request waited {took:?} for a worker"
+    );
+    assert_eq!(rig.hosts[0].stats().served, 1);
+}

@@ -11,6 +11,14 @@
 //! simulated model: `mean × (1 − cv + cv × Exp(1))`, the mean calibrated from P4 Table 3's
 //! one-host column (scenario `service.rate_1host`).
 //!
+//! A new cell ([`Host::configure`]) starts with an empty queue *and* free workers: a worker still
+//! waiting for the completion time of a request of the previous cell (its client was cut when
+//! that cell ended) abandons it and closes the connection. Without that, 30 requests of 100 KB
+//! objects (435 ms each) cut at the end of a one-host cell kept 30 of the host's workers asleep
+//! for up to 13 s into the next cell, its health checks found no free worker, the balancer
+//! marked the only host down, and the next cells answered 503s (the first full grid through
+//! `netsched balance`, docs/lvs-real.md).
+//!
 //! Bounds: `workers` threads (each one connection at a time; more connections wait in the
 //! listen backlog), request head ≤ [`MAX_HEAD`] bytes, idle keep-alive ≤ [`IDLE`], body ≤
 //! [`MAX_BODY`] bytes (one shared buffer).
@@ -20,7 +28,7 @@ use netsched_core::rng::SplitMix64;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -67,6 +75,8 @@ impl HostStats {
 
 struct Queue {
     busy_until: Instant,
+    /// Bumped by [`Host::configure`]: requests of an older cell are abandoned.
+    generation: u64,
     rng: SplitMix64,
     service: Service,
     stats: HostStats,
@@ -75,6 +85,9 @@ struct Queue {
 /// A running host; [`Host::stop`] (or drop) ends its threads.
 pub struct Host {
     queue: Arc<Mutex<Queue>>,
+    /// Paired with `queue`: wakes the workers waiting for a completion time when a new cell
+    /// starts.
+    wake: Arc<Condvar>,
     body: Arc<Mutex<Arc<Vec<u8>>>>,
     stop: Arc<AtomicBool>,
     addr: SocketAddr,
@@ -103,6 +116,7 @@ impl Host {
         .map_err(|_| anyhow::anyhow!("host bind thread panicked"))??;
         let queue = Arc::new(Mutex::new(Queue {
             busy_until: Instant::now(),
+            generation: 0,
             rng: SplitMix64::new(seed),
             service: Service {
                 mean_s: 0.001,
@@ -113,6 +127,7 @@ impl Host {
         }));
         let mut h = Host {
             queue,
+            wake: Arc::new(Condvar::new()),
             body: Arc::new(Mutex::new(Arc::new(Vec::new()))),
             stop: Arc::new(AtomicBool::new(false)),
             addr,
@@ -124,8 +139,9 @@ impl Host {
         };
         for i in 0..workers {
             let l = listener.try_clone().context("host listener clone")?;
-            let (q, b, s, t) = (
+            let (q, c, b, s, t) = (
                 h.queue.clone(),
+                h.wake.clone(),
                 h.body.clone(),
                 h.stop.clone(),
                 h.tids.clone(),
@@ -138,7 +154,7 @@ impl Host {
                     if let Some(tid) = super::cpu::thread_id() {
                         t.lock().unwrap().push(tid);
                     }
-                    worker(i, l, q, b, s, w, serving)
+                    worker(i, l, (q, c), b, s, w, serving)
                 })
                 .context("spawning a host worker")?;
             h.workers.push(handle);
@@ -151,7 +167,8 @@ impl Host {
         Ok(h)
     }
 
-    /// Serve `service` from now on, and zero the counters.
+    /// Serve `service` from now on, with an empty queue and every worker free (requests of the
+    /// previous cell still waiting are abandoned), and zero the counters.
     pub fn configure(&self, service: Service) -> Result<()> {
         if !(service.mean_s > 0.0 && service.mean_s <= 60.0) {
             bail!("host service time {} s is outside (0, 60]", service.mean_s);
@@ -167,6 +184,9 @@ impl Host {
         q.service = service;
         q.stats = HostStats::default();
         q.busy_until = Instant::now();
+        q.generation += 1;
+        drop(q);
+        self.wake.notify_all();
         Ok(())
     }
 
@@ -236,7 +256,7 @@ impl Drop for Host {
 fn worker(
     index: usize,
     listener: TcpListener,
-    queue: Arc<Mutex<Queue>>,
+    (queue, wake): (Arc<Mutex<Queue>>, Arc<Condvar>),
     body: Arc<Mutex<Arc<Vec<u8>>>>,
     stop: Arc<AtomicBool>,
     wakeups: Arc<AtomicU64>,
@@ -257,13 +277,18 @@ fn worker(
         if stop.load(Ordering::SeqCst) {
             let _ = conn.shutdown(std::net::Shutdown::Both);
         }
-        serve(conn, &queue, &body, &stop);
+        serve(conn, (&queue, &wake), &body, &stop);
         serving.lock().unwrap()[index] = None;
     }
 }
 
 /// Serve requests on one connection until the peer closes, asks to close, idles or errs.
-fn serve(mut conn: TcpStream, queue: &Mutex<Queue>, body: &Mutex<Arc<Vec<u8>>>, stop: &AtomicBool) {
+fn serve(
+    mut conn: TcpStream,
+    (queue, wake): (&Mutex<Queue>, &Condvar),
+    body: &Mutex<Arc<Vec<u8>>>,
+    stop: &AtomicBool,
+) {
     let _ = conn.set_read_timeout(Some(IDLE));
     let _ = conn.set_write_timeout(Some(Duration::from_secs(10)));
     let _ = conn.set_nodelay(true);
@@ -315,8 +340,9 @@ fn serve(mut conn: TcpStream, queue: &Mutex<Queue>, body: &Mutex<Arc<Vec<u8>>>, 
             }
             continue;
         }
-        // The emulated host's FIFO queue: reserve this request's completion time.
-        let done = {
+        // The emulated host's FIFO queue: reserve this request's completion time, then wait
+        // for it, unless a new cell starts first (then the request is abandoned).
+        let current = {
             let mut q = queue.lock().unwrap();
             q.stats.received += 1;
             let now = Instant::now();
@@ -326,11 +352,20 @@ fn serve(mut conn: TcpStream, queue: &Mutex<Queue>, body: &Mutex<Arc<Vec<u8>>>, 
             let done = start + Duration::from_secs_f64(service);
             q.busy_until = done;
             q.stats.busy_s += service;
-            done
+            let generation = q.generation;
+            loop {
+                if q.generation != generation {
+                    break false;
+                }
+                let now = Instant::now();
+                if now >= done {
+                    break true;
+                }
+                q = wake.wait_timeout(q, done - now).unwrap().0;
+            }
         };
-        let now = Instant::now();
-        if done > now {
-            std::thread::sleep(done - now);
+        if !current {
+            return;
         }
         let body = body.lock().unwrap().clone();
         let head = format!(
