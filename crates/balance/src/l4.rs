@@ -16,8 +16,7 @@
 //!   when the connection is relayed.
 //!
 //! Both end a direction the same way: end of stream from one side → `shutdown(SHUT_WR)` on the
-//! other (the FIN is passed on), which is the IPVS active → inactive step; when both sides'
-//! FINs are in together the sockets are simply closed, which sends both (see [`finish`]).
+//! other (the FIN is passed on), which is the IPVS active → inactive step.
 
 use crate::config::Relay;
 use crate::service::{Lease, Service};
@@ -25,11 +24,8 @@ use crate::sys::{self, Pipe};
 use netsched_core::balance::FlowKey;
 use std::future::Future;
 use std::io::ErrorKind;
-use std::os::fd::{AsRawFd, RawFd};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::{TcpListener, TcpStream};
@@ -149,11 +145,7 @@ async fn handle(
         Relay::Splice => {
             let up = splice_pump(&client, &server, pipes, idle.client, &idle);
             let down = splice_pump(&server, &client, pipes, idle.server, &idle);
-            let ends = Ends {
-                client: client.as_raw_fd(),
-                server: server.as_raw_fd(),
-            };
-            finish(up, down, ends, lease, &idle, svc).await
+            finish(up, down, lease, &idle, svc).await
         }
     }
 }
@@ -188,7 +180,7 @@ enum PumpEnd {
     Error,
 }
 
-/// Copy until EOF. The FIN is passed on by [`finish`], not here.
+/// Copy until EOF, then shut down the write side (propagating the FIN).
 async fn pump<R, W>(mut r: R, mut w: W, idle: Duration, shared: &Idle) -> PumpEnd
 where
     R: tokio::io::AsyncRead + Unpin,
@@ -200,7 +192,10 @@ where
             Err(_) if shared.quiet() < idle => continue,
             Err(_) => return PumpEnd::Idle,
             Ok(Err(_)) => return PumpEnd::Error,
-            Ok(Ok(0)) => return PumpEnd::Eof,
+            Ok(Ok(0)) => {
+                let _ = w.shutdown().await;
+                return PumpEnd::Eof;
+            }
             Ok(Ok(n)) => n,
         };
         shared.moved();
@@ -212,19 +207,8 @@ where
     }
 }
 
-/// Splice until EOF (the FIN is passed on by [`finish`], not here). A pipe is taken from
+/// Splice until EOF, then shut down the write side (propagating the FIN). A pipe is taken from
 /// `pipes` once `r` is readable and given back empty after its bytes reached `w`.
-///
-/// Two things keep the system calls and segments per connection at what a copying proxy
-/// needs (HAProxy 2.6 `mode tcp`, `strace -f` in docs/lvs-real.md "Session 7"):
-/// - a splice that returned less than it asked for drained the socket, so the readiness is
-///   cleared then, as tokio's own `read` does for a short read on epoll (tokio
-///   `io/poll_evented.rs`), instead of learning it from one more splice failing with EAGAIN;
-/// - when the peer's FIN has already arrived (EPOLLRDHUP) the end of stream is read before the
-///   last bytes are passed on, and they go with `SPLICE_F_MORE` (`MSG_MORE`, splice(2)), so the
-///   FIN that [`finish`] sends right after rides in the same segment as the data
-///   (`tcp_send_fin` adds it to an unsent tail segment), as HAProxy's `sendto(MSG_MORE)` and
-///   `shutdown` do.
 async fn splice_pump(
     r: &TcpStream,
     w: &TcpStream,
@@ -233,17 +217,21 @@ async fn splice_pump(
     shared: &Idle,
 ) -> PumpEnd {
     loop {
-        let closed = match tokio::time::timeout(idle, r.ready(Interest::READABLE)).await {
+        match tokio::time::timeout(idle, r.readable()).await {
             Err(_) if shared.quiet() < idle => continue,
             Err(_) => return PumpEnd::Idle,
             Ok(Err(_)) => return PumpEnd::Error,
-            Ok(Ok(ready)) => ready.is_read_closed(),
-        };
+            Ok(Ok(())) => {}
+        }
         let pipe = match pipes.take() {
             Ok(p) => p,
             Err(_) => {
                 shared.fallbacks.fetch_add(1, Ordering::Relaxed);
                 match copy_chunk(r, w, idle).await {
+                    Some(PumpEnd::Eof) => {
+                        let _ = sys::shutdown_write(w);
+                        return PumpEnd::Eof;
+                    }
                     Some(end) => return end,
                     None => {
                         shared.moved();
@@ -252,19 +240,7 @@ async fn splice_pump(
                 }
             }
         };
-        // A short splice while the peer has not closed: report WouldBlock to `try_io` so that
-        // it clears the readiness, and keep the count here.
-        let mut short = 0;
-        let filled = r.try_io(Interest::READABLE, || {
-            let n = pipe.fill_from(r, SPLICE_CHUNK)?;
-            if 0 < n && n < SPLICE_CHUNK && !closed {
-                short = n;
-                return Err(ErrorKind::WouldBlock.into());
-            }
-            Ok(n)
-        });
-        let n = match filled {
-            Err(e) if e.kind() == ErrorKind::WouldBlock && short > 0 => short,
+        let n = match r.try_io(Interest::READABLE, || pipe.fill_from(r, SPLICE_CHUNK)) {
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
                 pipes.give(pipe);
                 continue;
@@ -272,24 +248,15 @@ async fn splice_pump(
             Err(_) => return PumpEnd::Error,
             Ok(0) => {
                 pipes.give(pipe);
+                let _ = sys::shutdown_write(w);
                 return PumpEnd::Eof;
             }
             Ok(n) => n,
         };
         shared.moved();
-        // The peer has closed: if these were its last bytes, say so when passing them on.
-        let (mut n, mut last) = (n, false);
-        if closed && n < SPLICE_CHUNK {
-            match pipe.fill_from(r, SPLICE_CHUNK - n) {
-                Ok(0) => last = true,
-                Ok(m) => n += m,
-                // Pipe full, or an error the next splice reports.
-                Err(_) => {}
-            }
-        }
         let mut left = n;
         while left > 0 {
-            let out = w.async_io(Interest::WRITABLE, || pipe.drain_to(w, left, last));
+            let out = w.async_io(Interest::WRITABLE, || pipe.drain_to(w, left));
             match tokio::time::timeout(idle, out).await {
                 Ok(Ok(m)) if m > 0 => left -= m,
                 // A pipe with bytes left in it is dropped (closed), never reused.
@@ -298,9 +265,6 @@ async fn splice_pump(
             }
         }
         pipes.give(pipe);
-        if last {
-            return PumpEnd::Eof;
-        }
     }
 }
 
@@ -333,37 +297,18 @@ async fn relay_copy(
     idle: &Idle,
     svc: &Service,
 ) {
-    let ends = Ends {
-        client: client.as_raw_fd(),
-        server: server.as_raw_fd(),
-    };
     let (cr, cw) = client.split();
     let (sr, sw) = server.split();
     let up = pump(cr, sw, idle.client, idle);
     let down = pump(sr, cw, idle.server, idle);
-    finish(up, down, ends, lease, idle, svc).await
-}
-
-/// The two sockets of a relayed connection, for [`finish`] to pass a FIN on (`shutdown`).
-/// Borrowed: their owners outlive `finish`.
-struct Ends {
-    client: RawFd,
-    server: RawFd,
+    finish(up, down, lease, idle, svc).await
 }
 
 /// Run both directions; the lease turns inactive at the first FIN (IPVS) and is released
 /// (dropped) when both directions are done or one fails.
-///
-/// End of stream from one side is passed on as a FIN to the other side (`shutdown(SHUT_WR)`)
-/// unless the other direction turns out to be finished too when polled once right then (both
-/// FINs came in together, as with a client that closes once it has its answer): then the
-/// sockets are closed straight away and `close` sends both FINs, a `shutdown` per connection
-/// fewer, as HAProxy closes when it reads both ends of stream in one pass. The direction that
-/// ends second never needs a `shutdown`: `close` follows at once.
 async fn finish(
     up: impl Future<Output = PumpEnd>,
     down: impl Future<Output = PumpEnd>,
-    ends: Ends,
     mut lease: Lease,
     idle: &Idle,
     svc: &Service,
@@ -376,11 +321,7 @@ async fn finish(
     match first {
         PumpEnd::Eof => {
             lease.set_inactive();
-            let second = if up_done {
-                rest(down, ends.server).await
-            } else {
-                rest(up, ends.client).await
-            };
+            let second = if up_done { down.await } else { up.await };
             if let PumpEnd::Idle = second {
                 svc.metrics.error(&lease.backend.name, "idle_timeout");
             }
@@ -399,15 +340,4 @@ async fn finish(
     if idle.fallbacks.load(Ordering::Relaxed) > 0 {
         svc.metrics.error(&lease.backend.name, "splice_fallback");
     }
-}
-
-/// The other direction after one side's end of stream: if it is not finished when polled once,
-/// pass the FIN on to `fin_to` and wait for it.
-async fn rest<F: Future<Output = PumpEnd>>(mut other: Pin<&mut F>, fin_to: RawFd) -> PumpEnd {
-    let now = std::future::poll_fn(|cx| Poll::Ready(other.as_mut().poll(cx))).await;
-    if let Poll::Ready(end) = now {
-        return end;
-    }
-    let _ = sys::shutdown_write(&fin_to);
-    other.await
 }

@@ -27,20 +27,17 @@ impl Pipe {
     /// Move up to `len` bytes from the socket `from` into the pipe. `Ok(0)` is end of stream;
     /// `WouldBlock` means the socket has nothing to read (or the pipe is full).
     pub fn fill_from(&self, from: &impl AsRawFd, len: usize) -> std::io::Result<usize> {
-        splice(from.as_raw_fd(), self.write.as_raw_fd(), len, 0)
+        splice(from.as_raw_fd(), self.write.as_raw_fd(), len)
     }
 
     /// Move up to `len` bytes from the pipe into the socket `to`. `WouldBlock` means the
-    /// socket's send buffer is full (or the pipe is empty). `more`: `SPLICE_F_MORE`, which a
-    /// socket takes as `MSG_MORE` (splice(2)): a short tail waits for what comes next — the
-    /// caller's FIN, which then goes in the same segment.
-    pub fn drain_to(&self, to: &impl AsRawFd, len: usize, more: bool) -> std::io::Result<usize> {
-        let flags = if more { libc::SPLICE_F_MORE } else { 0 };
-        splice(self.read.as_raw_fd(), to.as_raw_fd(), len, flags)
+    /// socket's send buffer is full (or the pipe is empty).
+    pub fn drain_to(&self, to: &impl AsRawFd, len: usize) -> std::io::Result<usize> {
+        splice(self.read.as_raw_fd(), to.as_raw_fd(), len)
     }
 }
 
-fn splice(from: RawFd, to: RawFd, len: usize, flags: libc::c_uint) -> std::io::Result<usize> {
+fn splice(from: RawFd, to: RawFd, len: usize) -> std::io::Result<usize> {
     // SAFETY: null offsets are required for pipes and sockets; both descriptors are borrowed
     // from live owners for the duration of the call; the kernel reads no user memory.
     let n = unsafe {
@@ -50,7 +47,7 @@ fn splice(from: RawFd, to: RawFd, len: usize, flags: libc::c_uint) -> std::io::R
             to,
             std::ptr::null_mut(),
             len,
-            libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK | flags,
+            libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
         )
     };
     if n < 0 {
