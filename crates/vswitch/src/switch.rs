@@ -121,6 +121,11 @@ pub struct Switch {
     t0: Nanos,
     rounds: u64,
     pollfds: Vec<libc::pollfd>,
+    /// Per guest port, then the uplink: whether to read it this turn. After a `ppoll` only
+    /// the sockets it found readable are read (the others have nothing: a read would be an
+    /// empty syscall per port per wake-up); when the loop goes round without polling (budget
+    /// credit due now), every socket is read.
+    ready: Vec<bool>,
     stats_interval: Option<Nanos>,
     /// The configuration as changed at runtime (tiers, weights): what a rebuild builds.
     cfg: SwitchConfig,
@@ -188,6 +193,7 @@ impl Switch {
         let _ = sys::set_timer_slack(1000);
         Ok(Self {
             pollfds: Vec::with_capacity(guests.len() + 1),
+            ready: vec![true; guests.len() + 1],
             guests,
             port_of_class,
             uplink,
@@ -748,14 +754,23 @@ impl Switch {
                 }
             }
             let mut read = 0;
-            for gi in 0..self.guests.len() {
-                read += self.recv_guest(gi, now);
+            let n_guests = self.guests.len();
+            for gi in 0..n_guests {
+                if self.ready[gi] {
+                    read += self.recv_guest(gi, now);
+                }
             }
             self.dequeue_budgeted(now);
+            let sending = !self.pending.is_empty();
             self.send_pending();
             // Up to a few return batches per turn, so a flood from the uplink cannot starve
-            // the guests' direction.
+            // the guests' direction. Also read after sending: the reply to what was just sent
+            // often arrives during the send (the peer answers in the same softirq), and is
+            // then delivered in this turn instead of after another `ppoll`.
             for _ in 0..4 {
+                if !(self.ready[n_guests] || sending) {
+                    break;
+                }
                 let n = self.recv_uplink();
                 read += n;
                 if n < BATCH {
@@ -805,6 +820,7 @@ impl Switch {
             }
             let timeout = wake.saturating_sub(now);
             if timeout == 0 {
+                self.ready.fill(true);
                 continue;
             }
             self.pollfds.clear();
@@ -832,6 +848,9 @@ impl Switch {
                 }
             } else {
                 sys::poll_set(&mut self.pollfds, timeout).context("ppoll")?;
+            }
+            for (r, p) in self.ready.iter_mut().zip(&self.pollfds) {
+                *r = p.revents != 0;
             }
         }
         Ok(())
