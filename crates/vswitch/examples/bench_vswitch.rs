@@ -13,10 +13,11 @@
 //! ```text
 //! bench_vswitch                      throughput, discipline cost, latency (3 rounds, in-process)
 //! bench_vswitch latency [--rounds R] [--probes P] [--busy-poll 0,200us]
-//!                       [--switch NAME=PATH]...  [--ping-cpu C] [--switch-cpu C]
+//!                       [--switch NAME=PATH]...  [--ping-cpu C] [--switch-cpu C] [--same-cpu-too]
 //! ```
 //! `--switch NAME=PATH` runs that `netsched` binary (`netsched vswitch --netns …`) as a
 //! variant, so two builds can be compared in one run; without it the switch runs in-process.
+//! `--same-cpu-too` adds every switch variant once more, pinned to the ping's CPU.
 
 use netsched_core::qdisc::{AnyQdisc, Packet, Qdisc};
 use netsched_link::port::Port;
@@ -244,12 +245,19 @@ impl Variant {
     }
 }
 
+fn label((v, cpu): &(Variant, Option<usize>)) -> String {
+    match cpu {
+        Some(c) if !matches!(v, Variant::Bridge) => format!("{} @cpu{c}", v.label()),
+        _ => v.label(),
+    }
+}
+
 struct LatencyOpts {
     rounds: usize,
     probes: u32,
-    variants: Vec<Variant>,
+    /// Each with the CPU its switch is pinned to.
+    variants: Vec<(Variant, Option<usize>)>,
     ping_cpu: Option<usize>,
-    switch_cpu: Option<usize>,
 }
 
 impl LatencyOpts {
@@ -257,6 +265,7 @@ impl LatencyOpts {
         let (mut rounds, mut probes) = (10usize, 300u32);
         let mut polls = vec!["0".to_string(), "200us".to_string()];
         let mut bins: Vec<(String, PathBuf)> = Vec::new();
+        let mut same_cpu_too = false;
         let cpus = netsched_testbed::allowed_cpus();
         let (mut ping_cpu, mut switch_cpu) = (cpus.first().copied(), cpus.get(1).copied());
         let mut it = args.iter();
@@ -272,6 +281,7 @@ impl LatencyOpts {
                 "--busy-poll" => polls = val()?.split(',').map(str::to_string).collect(),
                 "--ping-cpu" => ping_cpu = Some(val()?.parse()?),
                 "--switch-cpu" => switch_cpu = Some(val()?.parse()?),
+                "--same-cpu-too" => same_cpu_too = true,
                 "--switch" => {
                     let v = val()?;
                     let (n, p) = v
@@ -286,27 +296,31 @@ impl LatencyOpts {
             (1..=1000).contains(&rounds) && (10..=100_000).contains(&probes),
             "--rounds 1..=1000, --probes 10..=100000"
         );
-        let mut variants = vec![Variant::Bridge];
+        let mut switches = Vec::new();
         for bp in &polls {
             if bins.is_empty() {
-                variants.push(Variant::InProcess {
+                switches.push(Variant::InProcess {
                     busy_poll: bp.clone(),
                 });
             }
             for (name, path) in &bins {
-                variants.push(Variant::Binary {
+                switches.push(Variant::Binary {
                     name: name.clone(),
                     path: path.clone(),
                     busy_poll: bp.clone(),
                 });
             }
         }
+        let mut variants = vec![(Variant::Bridge, None)];
+        variants.extend(switches.iter().map(|v| (v.clone(), switch_cpu)));
+        if same_cpu_too {
+            variants.extend(switches.into_iter().map(|v| (v, ping_cpu)));
+        }
         Ok(Self {
             rounds,
             probes,
             variants,
             ping_cpu,
-            switch_cpu,
         })
     }
 }
@@ -447,12 +461,11 @@ fn latency(bed: &Bed, o: &LatencyOpts) -> anyhow::Result<()> {
     bed.tb
         .exec(&bed.sw, "ip", &["link", "add", &br, "type", "bridge"])?;
     println!(
-        "latency: {} rounds x {:?}, {} pings at 100/s each, ping on CPU {:?}, switch on CPU {:?}",
+        "latency: {} rounds x {:?}, {} pings at 100/s each, ping on CPU {:?}",
         o.rounds,
-        o.variants.iter().map(Variant::label).collect::<Vec<_>>(),
+        o.variants.iter().map(label).collect::<Vec<_>>(),
         o.probes,
         o.ping_cpu,
-        o.switch_cpu
     );
     let k = o.variants.len();
     // Per variant: per round (p50, p99) in ms, and the switch's CPU seconds.
@@ -461,12 +474,12 @@ fn latency(bed: &Bed, o: &LatencyOpts) -> anyhow::Result<()> {
     for r in 0..o.rounds {
         for j in 0..k {
             let vi = (r + j) % k;
-            let v = &o.variants[vi];
+            let (v, cpu) = &o.variants[vi];
             if matches!(v, Variant::Bridge) {
                 bridge(bed, dir.path(), &br, true)?;
                 std::thread::sleep(Duration::from_millis(200));
             }
-            let run = Running::start(bed, dir.path(), v, o.switch_cpu)?;
+            let run = Running::start(bed, dir.path(), v, *cpu)?;
             let _ = rtts(g0, 5, o.ping_cpu);
             let x = rtts(g0, o.probes, o.ping_cpu);
             let cpu = match run {
@@ -479,7 +492,7 @@ fn latency(bed: &Bed, o: &LatencyOpts) -> anyhow::Result<()> {
             anyhow::ensure!(
                 x.len() as f64 >= 0.9 * o.probes as f64,
                 "{}: only {} of {} replies",
-                v.label(),
+                label(&o.variants[vi]),
                 x.len(),
                 o.probes
             );
@@ -491,7 +504,7 @@ fn latency(bed: &Bed, o: &LatencyOpts) -> anyhow::Result<()> {
                 let g = got[vi][r];
                 format!(
                     "{}: p50 {:.3} p99 {:.3} ms, added {:+.0} / {:+.0} us, cpu {:.3} s",
-                    o.variants[vi].label(),
+                    label(&o.variants[vi]),
                     g.0,
                     g.1,
                     (g.0 - br0.0) * 1e3,
@@ -530,7 +543,7 @@ fn latency(bed: &Bed, o: &LatencyOpts) -> anyhow::Result<()> {
             "{}: added p50 median {m50:.0} us (rounds {:.0}..{:.0}, quartiles {:.0}..{:.0}); \
              added p99 median {m99:.0} us (rounds {:.0}..{:.0}); switch CPU median {:.3} s; \
              target < 50 us p50: {}",
-            o.variants[vi].label(),
+            label(&o.variants[vi]),
             a50[0],
             a50[a50.len() - 1],
             q(&a50, 0.25),
@@ -550,8 +563,8 @@ fn latency(bed: &Bed, o: &LatencyOpts) -> anyhow::Result<()> {
             let m = median(&mut d);
             println!(
                 "{} minus {}: p50 median {m:+.0} us (rounds {:+.0}..{:+.0})",
-                o.variants[b].label(),
-                o.variants[a].label(),
+                label(&o.variants[b]),
+                label(&o.variants[a]),
                 d[0],
                 d[d.len() - 1]
             );
