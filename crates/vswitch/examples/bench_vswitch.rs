@@ -13,7 +13,7 @@
 //! ```text
 //! bench_vswitch                      throughput, discipline cost, latency (3 rounds, in-process)
 //! bench_vswitch latency [--rounds R] [--probes P] [--busy-poll 0,200us]
-//!                       [--switch NAME=PATH]...  [--ping-cpu C] [--switch-cpu C] [--same-cpu-too]
+//!                       [--switch NAME=PATH]...  [--ping-cpu C] [--switch-cpu C|none] [--same-cpu-too]
 //! ```
 //! `--switch NAME=PATH` runs that `netsched` binary (`netsched vswitch --netns …`) as a
 //! variant, so two builds can be compared in one run; without it the switch runs in-process.
@@ -280,7 +280,11 @@ impl LatencyOpts {
                 "--probes" => probes = val()?.parse()?,
                 "--busy-poll" => polls = val()?.split(',').map(str::to_string).collect(),
                 "--ping-cpu" => ping_cpu = Some(val()?.parse()?),
-                "--switch-cpu" => switch_cpu = Some(val()?.parse()?),
+                "--switch-cpu" => {
+                    let v = val()?;
+                    // `none`: not pinned (the scheduler places it).
+                    switch_cpu = if v == "none" { None } else { Some(v.parse()?) };
+                }
                 "--same-cpu-too" => same_cpu_too = true,
                 "--switch" => {
                     let v = val()?;
