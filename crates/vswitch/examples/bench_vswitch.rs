@@ -2,12 +2,29 @@
 //! kernel's bridge between the same namespaces — aggregate packets/s with 18 guest ports at
 //! 64 B and 1500 B, the discipline's cost per packet, and the latency the switch adds at light
 //! load. A benchmark, not a test: the numbers depend on the machine and its load (printed).
+//!
+//! The added latency is measured **interleaved**: R rounds, each running every variant once
+//! (the kernel bridge between the same namespaces, and the switch in each mode) in an order
+//! rotated from round to round, P pings at 100/s per variant. The pinging guest runs on one
+//! CPU (`taskset`), the switch on another (its packet thread pinned, or the whole process);
+//! per round, "added" = the variant's p50 (p99) minus the bridge's p50 (p99) of the same
+//! round, and the verdict is read on the medians over rounds.
+//!
+//! ```text
+//! bench_vswitch                      throughput, discipline cost, latency (3 rounds, in-process)
+//! bench_vswitch latency [--rounds R] [--probes P] [--busy-poll 0,200us]
+//!                       [--switch NAME=PATH]...  [--ping-cpu C] [--switch-cpu C|none] [--same-cpu-too]
+//! ```
+//! `--switch NAME=PATH` runs that `netsched` binary (`netsched vswitch --netns …`) as a
+//! variant, so two builds can be compared in one run; without it the switch runs in-process.
+//! `--same-cpu-too` adds every switch variant once more, pinned to the ping's CPU.
 
 use netsched_core::qdisc::{AnyQdisc, Packet, Qdisc};
 use netsched_link::port::Port;
 use netsched_testbed::Testbed;
 use netsched_vswitch::{spawn_in_netns, SwitchConfig};
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const GUESTS: usize = 18;
@@ -97,8 +114,18 @@ fn blast(bed: &Bed, len: usize, dur: Duration) -> u64 {
     .unwrap()
 }
 
-fn rtts(ns: &str, n: u32) -> Vec<f64> {
-    let out = Command::new("ip")
+/// `n` ping RTTs (ms, sorted) from namespace `ns` to the external host at 100/s, the ping
+/// pinned to `cpu` when given.
+fn rtts(ns: &str, n: u32, cpu: Option<usize>) -> Vec<f64> {
+    let mut cmd = match cpu {
+        Some(c) => {
+            let mut t = Command::new("taskset");
+            t.args(["-c", &c.to_string(), "ip"]);
+            t
+        }
+        None => Command::new("ip"),
+    };
+    let out = cmd
         .args([
             "netns",
             "exec",
@@ -170,6 +197,10 @@ fn config(bed: &Bed, d: &str) -> SwitchConfig {
 
 /// `busy_poll`: the adaptive polling window (`None` = the default).
 fn config_polling(bed: &Bed, d: &str, busy_poll: Option<&str>) -> SwitchConfig {
+    SwitchConfig::parse(&config_text(bed, d, busy_poll), "bench").unwrap()
+}
+
+fn config_text(bed: &Bed, d: &str, busy_poll: Option<&str>) -> String {
     let mut t = format!(
         "uplink = \"{}\"\ndiscipline = \"{d}\"\nbatch = 8\n",
         bed.uplink
@@ -184,7 +215,367 @@ fn config_polling(bed: &Bed, d: &str, busy_poll: Option<&str>) -> SwitchConfig {
             30 * (i / 6 + 1)
         );
     }
-    SwitchConfig::parse(&t, "bench").unwrap()
+    t
+}
+
+/// What the latency rounds compare.
+#[derive(Clone, Debug)]
+enum Variant {
+    /// The kernel bridge between the same namespaces (the baseline).
+    Bridge,
+    /// The switch on a thread of this process, packet thread pinned to the switch CPU.
+    InProcess { busy_poll: String },
+    /// `PATH vswitch --netns …` as a process pinned to the switch CPU (`name` labels it).
+    Binary {
+        name: String,
+        path: PathBuf,
+        busy_poll: String,
+    },
+}
+
+impl Variant {
+    fn label(&self) -> String {
+        match self {
+            Variant::Bridge => "bridge".into(),
+            Variant::InProcess { busy_poll } => format!("switch busy_poll={busy_poll}"),
+            Variant::Binary {
+                name, busy_poll, ..
+            } => format!("{name} busy_poll={busy_poll}"),
+        }
+    }
+}
+
+fn label((v, cpu): &(Variant, Option<usize>)) -> String {
+    match cpu {
+        Some(c) if !matches!(v, Variant::Bridge) => format!("{} @cpu{c}", v.label()),
+        _ => v.label(),
+    }
+}
+
+struct LatencyOpts {
+    rounds: usize,
+    probes: u32,
+    /// Each with the CPU its switch is pinned to.
+    variants: Vec<(Variant, Option<usize>)>,
+    ping_cpu: Option<usize>,
+}
+
+impl LatencyOpts {
+    fn parse(args: &[String]) -> anyhow::Result<Self> {
+        let (mut rounds, mut probes) = (10usize, 300u32);
+        let mut polls = vec!["0".to_string(), "200us".to_string()];
+        let mut bins: Vec<(String, PathBuf)> = Vec::new();
+        let mut same_cpu_too = false;
+        let cpus = netsched_testbed::allowed_cpus();
+        let (mut ping_cpu, mut switch_cpu) = (cpus.first().copied(), cpus.get(1).copied());
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let mut val = || {
+                it.next()
+                    .cloned()
+                    .ok_or_else(|| anyhow::anyhow!("{a}: a value is needed"))
+            };
+            match a.as_str() {
+                "--rounds" => rounds = val()?.parse()?,
+                "--probes" => probes = val()?.parse()?,
+                "--busy-poll" => polls = val()?.split(',').map(str::to_string).collect(),
+                "--ping-cpu" => ping_cpu = Some(val()?.parse()?),
+                "--switch-cpu" => {
+                    let v = val()?;
+                    // `none`: not pinned (the scheduler places it).
+                    switch_cpu = if v == "none" { None } else { Some(v.parse()?) };
+                }
+                "--same-cpu-too" => same_cpu_too = true,
+                "--switch" => {
+                    let v = val()?;
+                    let (n, p) = v
+                        .split_once('=')
+                        .ok_or_else(|| anyhow::anyhow!("--switch {v}: want NAME=PATH"))?;
+                    bins.push((n.to_string(), PathBuf::from(p)));
+                }
+                _ => anyhow::bail!("unknown argument {a:?}"),
+            }
+        }
+        anyhow::ensure!(
+            (1..=1000).contains(&rounds) && (10..=100_000).contains(&probes),
+            "--rounds 1..=1000, --probes 10..=100000"
+        );
+        let mut switches = Vec::new();
+        for bp in &polls {
+            if bins.is_empty() {
+                switches.push(Variant::InProcess {
+                    busy_poll: bp.clone(),
+                });
+            }
+            for (name, path) in &bins {
+                switches.push(Variant::Binary {
+                    name: name.clone(),
+                    path: path.clone(),
+                    busy_poll: bp.clone(),
+                });
+            }
+        }
+        let mut variants = vec![(Variant::Bridge, None)];
+        variants.extend(switches.iter().map(|v| (v.clone(), switch_cpu)));
+        if same_cpu_too {
+            variants.extend(switches.into_iter().map(|v| (v, ping_cpu)));
+        }
+        Ok(Self {
+            rounds,
+            probes,
+            variants,
+            ping_cpu,
+        })
+    }
+}
+
+/// Attach every guest port and the uplink to bridge `br` (created if needed) and bring it up,
+/// or (`on = false`) detach them and take it down: one `ip -batch` each way.
+fn bridge(bed: &Bed, dir: &Path, br: &str, on: bool) -> anyhow::Result<()> {
+    let mut cmds = String::new();
+    let devs: Vec<&String> = bed
+        .guests
+        .iter()
+        .map(|g| &g.1)
+        .chain(std::iter::once(&bed.uplink))
+        .collect();
+    if on {
+        for d in &devs {
+            cmds += &format!("link set dev {d} master {br}\n");
+        }
+        cmds += &format!("link set dev {br} up\n");
+    } else {
+        for d in &devs {
+            cmds += &format!("link set dev {d} nomaster\n");
+        }
+        cmds += &format!("link set dev {br} down\n");
+    }
+    let f = dir.join("bridge.batch");
+    std::fs::write(&f, cmds)?;
+    netsched_testbed::run(
+        "ip",
+        &["-netns", &bed.sw, "-batch", &f.display().to_string()],
+    )?;
+    Ok(())
+}
+
+/// A switch running for one variant: in-process (pinned thread) or a process (pinned).
+enum Running {
+    Thread(netsched_vswitch::SwitchHandle),
+    Proc(netsched_testbed::Process, PathBuf),
+}
+
+impl Running {
+    fn start(
+        bed: &Bed,
+        dir: &Path,
+        v: &Variant,
+        cpu: Option<usize>,
+    ) -> anyhow::Result<Option<Self>> {
+        match v {
+            Variant::Bridge => Ok(None),
+            Variant::InProcess { busy_poll } => {
+                let cfg = config_polling(bed, "delay_constrained", Some(busy_poll));
+                let h = netsched_vswitch::SwitchHandle::spawn(
+                    "switch",
+                    "vswitch-bench".into(),
+                    &bed.sw,
+                    move || {
+                        if let Some(c) = cpu {
+                            netsched_testbed::pin_to_cpu(c)?;
+                        }
+                        netsched_vswitch::Switch::open(&cfg, None)
+                    },
+                    |mut sw, stop| sw.run(stop, None, None),
+                )?;
+                Ok(Some(Running::Thread(h)))
+            }
+            Variant::Binary {
+                path, busy_poll, ..
+            } => {
+                let conf = dir.join("switch.toml");
+                std::fs::write(
+                    &conf,
+                    config_text(bed, "delay_constrained", Some(busy_poll)),
+                )?;
+                let (out, err) = (dir.join("switch.out"), dir.join("switch.err"));
+                let mut cmd = match cpu {
+                    Some(c) => {
+                        let mut t = Command::new("taskset");
+                        t.args(["-c", &c.to_string()]).arg(path);
+                        t
+                    }
+                    None => Command::new(path),
+                };
+                cmd.args(["vswitch", "--no-control", "--netns", &bed.sw, "--config"])
+                    .arg(&conf)
+                    .stdin(Stdio::null())
+                    .stdout(std::fs::File::create(&out)?)
+                    .stderr(std::fs::File::create(&err)?);
+                let p = netsched_testbed::Process::start(cmd, "netsched vswitch")?;
+                // Ready once it says which ports it serves (printed after they are open).
+                let until = Instant::now() + Duration::from_secs(10);
+                loop {
+                    let e = std::fs::read_to_string(&err).unwrap_or_default();
+                    if e.contains("guest ports ->") {
+                        break;
+                    }
+                    anyhow::ensure!(
+                        Instant::now() < until,
+                        "{} did not start: {e}",
+                        path.display()
+                    );
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Ok(Some(Running::Proc(p, out)))
+            }
+        }
+    }
+
+    /// Stop it; the packet thread's CPU seconds.
+    fn stop(self) -> anyhow::Result<f64> {
+        match self {
+            Running::Thread(h) => Ok(h.stop()?.cpu_s),
+            Running::Proc(p, out) => {
+                p.stop(Duration::from_secs(3));
+                let text = std::fs::read_to_string(&out)?;
+                let last = text
+                    .lines()
+                    .rev()
+                    .find(|l| l.starts_with("{\"final\""))
+                    .ok_or_else(|| anyhow::anyhow!("no final line from the switch"))?;
+                let v: serde_json::Value = serde_json::from_str(last)?;
+                Ok(v["final"]["cpu_s"].as_f64().unwrap_or(f64::NAN))
+            }
+        }
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    q(v, 0.5)
+}
+
+/// The interleaved latency rounds (see the module header); prints every round and the
+/// medians over rounds.
+#[allow(clippy::needless_range_loop)] // rounds index every variant's results alike
+fn latency(bed: &Bed, o: &LatencyOpts) -> anyhow::Result<()> {
+    let dir = netsched_testbed::TempDir::new("vswbl")?;
+    let br = bed.tb.ifname("br");
+    bed.tb
+        .exec(&bed.sw, "ip", &["link", "add", &br, "type", "bridge"])?;
+    println!(
+        "latency: {} rounds x {:?}, {} pings at 100/s each, ping on CPU {:?}",
+        o.rounds,
+        o.variants.iter().map(label).collect::<Vec<_>>(),
+        o.probes,
+        o.ping_cpu,
+    );
+    let k = o.variants.len();
+    // Per variant: per round (p50, p99) in ms, and the switch's CPU seconds.
+    let mut got = vec![vec![(f64::NAN, f64::NAN, 0.0); o.rounds]; k];
+    let g0 = &bed.guests[0].0;
+    for r in 0..o.rounds {
+        for j in 0..k {
+            let vi = (r + j) % k;
+            let (v, cpu) = &o.variants[vi];
+            if matches!(v, Variant::Bridge) {
+                bridge(bed, dir.path(), &br, true)?;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            let run = Running::start(bed, dir.path(), v, *cpu)?;
+            let _ = rtts(g0, 5, o.ping_cpu);
+            let x = rtts(g0, o.probes, o.ping_cpu);
+            let cpu = match run {
+                Some(run) => run.stop()?,
+                None => 0.0,
+            };
+            if matches!(v, Variant::Bridge) {
+                bridge(bed, dir.path(), &br, false)?;
+            }
+            anyhow::ensure!(
+                x.len() as f64 >= 0.9 * o.probes as f64,
+                "{}: only {} of {} replies",
+                label(&o.variants[vi]),
+                x.len(),
+                o.probes
+            );
+            got[vi][r] = (q(&x, 0.5), q(&x, 0.99), cpu);
+        }
+        let br0 = got[0][r];
+        let row: Vec<String> = (1..k)
+            .map(|vi| {
+                let g = got[vi][r];
+                format!(
+                    "{}: p50 {:.3} p99 {:.3} ms, added {:+.0} / {:+.0} us, cpu {:.3} s",
+                    label(&o.variants[vi]),
+                    g.0,
+                    g.1,
+                    (g.0 - br0.0) * 1e3,
+                    (g.1 - br0.1) * 1e3,
+                    g.2
+                )
+            })
+            .collect();
+        println!(
+            "round {:2}: bridge p50 {:.3} p99 {:.3} ms; {}",
+            r + 1,
+            br0.0,
+            br0.1,
+            row.join("; ")
+        );
+    }
+    let mut b50: Vec<f64> = got[0].iter().map(|g| g.0).collect();
+    let mut b99: Vec<f64> = got[0].iter().map(|g| g.1).collect();
+    println!(
+        "bridge: p50 median {:.3} ms (range {:.3}..{:.3}); p99 median {:.3} ms",
+        median(&mut b50),
+        b50[0],
+        b50[b50.len() - 1],
+        median(&mut b99)
+    );
+    for vi in 1..k {
+        let mut a50: Vec<f64> = (0..o.rounds)
+            .map(|r| (got[vi][r].0 - got[0][r].0) * 1e3)
+            .collect();
+        let mut a99: Vec<f64> = (0..o.rounds)
+            .map(|r| (got[vi][r].1 - got[0][r].1) * 1e3)
+            .collect();
+        let mut cpu: Vec<f64> = got[vi].iter().map(|g| g.2).collect();
+        let (m50, m99) = (median(&mut a50), median(&mut a99));
+        println!(
+            "{}: added p50 median {m50:.0} us (rounds {:.0}..{:.0}, quartiles {:.0}..{:.0}); \
+             added p99 median {m99:.0} us (rounds {:.0}..{:.0}); switch CPU median {:.3} s; \
+             target < 50 us p50: {}",
+            label(&o.variants[vi]),
+            a50[0],
+            a50[a50.len() - 1],
+            q(&a50, 0.25),
+            q(&a50, 0.75),
+            a99[0],
+            a99[a99.len() - 1],
+            median(&mut cpu),
+            if m50 < 50.0 { "met" } else { "NOT met" }
+        );
+    }
+    // Also the variants against each other, round by round (pairs of switch variants).
+    for a in 1..k {
+        for b in a + 1..k {
+            let mut d: Vec<f64> = (0..o.rounds)
+                .map(|r| (got[b][r].0 - got[a][r].0) * 1e3)
+                .collect();
+            let m = median(&mut d);
+            println!(
+                "{} minus {}: p50 median {m:+.0} us (rounds {:+.0}..{:+.0})",
+                label(&o.variants[b]),
+                label(&o.variants[a]),
+                d[0],
+                d[d.len() - 1]
+            );
+        }
+    }
+    bed.tb.exec(&bed.sw, "ip", &["link", "del", &br])?;
+    Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
@@ -192,6 +583,14 @@ fn main() -> anyhow::Result<()> {
         eprintln!("bench_vswitch needs root");
         return Ok(());
     }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let latency_only = args.first().map(String::as_str) == Some("latency");
+    let opts = if latency_only {
+        LatencyOpts::parse(&args[1..])?
+    } else {
+        anyhow::ensure!(args.is_empty(), "usage: bench_vswitch [latency [OPTIONS]]");
+        LatencyOpts::parse(&["--rounds".into(), "3".into()])?
+    };
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "machine: {} cpus, loadavg {}",
@@ -199,18 +598,29 @@ fn main() -> anyhow::Result<()> {
         load.trim()
     );
     let bed = build()?;
-    sched_cost(&bed);
+    if !latency_only {
+        throughput(&bed)?;
+    }
+    latency(&bed, &opts)?;
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("loadavg after: {}", load.trim());
+    Ok(())
+}
+
+/// Discipline cost, then packets/s through the switch and through the kernel bridge.
+fn throughput(bed: &Bed) -> anyhow::Result<()> {
+    sched_cost(bed);
     let dur = Duration::from_secs(3);
     // The switch (delay_constrained, no budget).
     for len in [64usize, 1500] {
-        let sw = spawn_in_netns(&bed.sw, config(&bed, "delay_constrained"))?;
-        let before = rx_packets(&bed);
+        let sw = spawn_in_netns(&bed.sw, config(bed, "delay_constrained"))?;
+        let before = rx_packets(bed);
         let t = Instant::now();
-        let sent = blast(&bed, len, dur);
+        let sent = blast(bed, len, dur);
         let secs = t.elapsed().as_secs_f64();
         std::thread::sleep(Duration::from_millis(200));
         let st = sw.stop()?;
-        let got = rx_packets(&bed) - before;
+        let got = rx_packets(bed) - before;
         let fwd: u64 = st.ports.iter().map(|p| p.forwarded).sum();
         println!(
             "vswitch len={len} offered_pps={:.0} forwarded_pps={:.0} ext_rx_pps={:.0} switch_cpu_s={:.2} pkt_per_cpu_s={:.0} kernel_drops={} queue_drops={}",
@@ -223,69 +633,27 @@ fn main() -> anyhow::Result<()> {
             st.ports.iter().map(|p| p.dropped_queue_full).sum::<u64>(),
         );
     }
-    let sw = spawn_in_netns(&bed.sw, config(&bed, "delay_constrained"))?;
-    let _ = rtts(&bed.guests[0].0, 5);
-    let v_sw = rtts(&bed.guests[0].0, 300);
-    let polled = sw.stop()?;
-    // The same with the adaptive polling window off: the switch sleeps in poll when idle.
-    let sw = spawn_in_netns(
-        &bed.sw,
-        config_polling(&bed, "delay_constrained", Some("0")),
-    )?;
-    let _ = rtts(&bed.guests[0].0, 5);
-    let v_sleep = rtts(&bed.guests[0].0, 300);
-    let slept = sw.stop()?;
     // The kernel bridge between the same namespaces.
-    let br = bed.tb.ifname("br");
+    let dir = netsched_testbed::TempDir::new("vswbt")?;
+    let br = bed.tb.ifname("bt");
     bed.tb
         .exec(&bed.sw, "ip", &["link", "add", &br, "type", "bridge"])?;
-    bed.tb.exec(&bed.sw, "ip", &["link", "set", &br, "up"])?;
-    for dev in bed
-        .guests
-        .iter()
-        .map(|g| &g.1)
-        .chain(std::iter::once(&bed.uplink))
-    {
-        bed.tb
-            .exec(&bed.sw, "ip", &["link", "set", dev, "master", &br])?;
-    }
+    bridge(bed, dir.path(), &br, true)?;
     std::thread::sleep(Duration::from_millis(300));
     for len in [64usize, 1500] {
-        let before = rx_packets(&bed);
+        let before = rx_packets(bed);
         let t = Instant::now();
-        let sent = blast(&bed, len, dur);
+        let sent = blast(bed, len, dur);
         let secs = t.elapsed().as_secs_f64();
         std::thread::sleep(Duration::from_millis(200));
-        let got = rx_packets(&bed) - before;
+        let got = rx_packets(bed) - before;
         println!(
             "bridge len={len} offered_pps={:.0} ext_rx_pps={:.0}",
             sent as f64 / secs,
             got as f64 / secs
         );
     }
-    let _ = rtts(&bed.guests[0].0, 5);
-    let v_br = rtts(&bed.guests[0].0, 300);
-    println!(
-        "latency ping 100/s: vswitch p50={:.3} p99={:.3} ms; bridge p50={:.3} p99={:.3} ms; added p50={:.0} us p99={:.0} us",
-        q(&v_sw, 0.5),
-        q(&v_sw, 0.99),
-        q(&v_br, 0.5),
-        q(&v_br, 0.99),
-        (q(&v_sw, 0.5) - q(&v_br, 0.5)) * 1000.0,
-        (q(&v_sw, 0.99) - q(&v_br, 0.99)) * 1000.0
-    );
-    println!(
-        "latency busy_poll=0: vswitch p50={:.3} p99={:.3} ms; added p50={:.0} us p99={:.0} us",
-        q(&v_sleep, 0.5),
-        q(&v_sleep, 0.99),
-        (q(&v_sleep, 0.5) - q(&v_br, 0.5)) * 1000.0,
-        (q(&v_sleep, 0.99) - q(&v_br, 0.99)) * 1000.0
-    );
-    println!(
-        "switch thread CPU over the 300 pings (~3 s): busy_poll default {:.2} s, busy_poll=0 {:.2} s",
-        polled.cpu_s, slept.cpu_s
-    );
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!("loadavg after: {}", load.trim());
+    bridge(bed, dir.path(), &br, false)?;
+    bed.tb.exec(&bed.sw, "ip", &["link", "del", &br])?;
     Ok(())
 }

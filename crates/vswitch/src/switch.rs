@@ -12,7 +12,7 @@
 //! 3. **uplink → guest**: read a batch from the uplink and deliver each frame by destination
 //!    MAC like a bridge: a learned unicast address goes to its port, broadcast, multicast and
 //!    unknown unicast to every guest port;
-//! 4. sleep in `ppoll` on all sockets until input, the next budget credit or 100 ms.
+//! 4. sleep in `epoll_pwait2` on all sockets until input, the next budget credit or 100 ms.
 //!
 //! The pool has one slot per vif-queue place plus room for the batches in flight, so it never
 //! runs dry and a port can never hold more than its queue: memory is fixed at start.
@@ -120,7 +120,14 @@ pub struct Switch {
     budget_periods: Option<(Nanos, Nanos)>,
     t0: Nanos,
     rounds: u64,
-    pollfds: Vec<libc::pollfd>,
+    /// Every open port's socket, token = guest index (the uplink: the number of guests).
+    epoll: sys::Epoll,
+    events: Vec<libc::epoll_event>,
+    /// Per guest port, then the uplink: whether to read it this turn. After a wait only
+    /// the sockets it found readable are read (the others have nothing: a read would be an
+    /// empty syscall per port per wake-up); when the loop goes round without polling (budget
+    /// credit due now), every socket is read.
+    ready: Vec<bool>,
     stats_interval: Option<Nanos>,
     /// The configuration as changed at runtime (tiers, weights): what a rebuild builds.
     cfg: SwitchConfig,
@@ -186,8 +193,19 @@ impl Switch {
             .sum::<usize>()
             + 3 * BATCH;
         let _ = sys::set_timer_slack(1000);
+        let epoll = sys::Epoll::new().context("epoll_create1")?;
+        for (gi, g) in guests.iter().enumerate() {
+            if let Some(p) = &g.port {
+                epoll.add(p.raw_fd(), gi as u64).context("epoll_ctl")?;
+            }
+        }
+        epoll
+            .add(uplink.raw_fd(), guests.len() as u64)
+            .context("epoll_ctl")?;
         Ok(Self {
-            pollfds: Vec::with_capacity(guests.len() + 1),
+            epoll,
+            events: vec![libc::epoll_event { events: 0, u64: 0 }; guests.len() + 1],
+            ready: vec![true; guests.len() + 1],
             guests,
             port_of_class,
             uplink,
@@ -656,6 +674,7 @@ impl Switch {
         for g in &mut self.guests {
             if g.port.is_some() && sys::ifindex(&g.stats.dev) != Some(g.ifindex) {
                 if let Some(p) = g.port.take() {
+                    let _ = self.epoll.remove(p.raw_fd());
                     g.stats.kernel_drops += p.take_kernel_drops();
                 }
                 g.stats.removed = true;
@@ -748,14 +767,23 @@ impl Switch {
                 }
             }
             let mut read = 0;
-            for gi in 0..self.guests.len() {
-                read += self.recv_guest(gi, now);
+            let n_guests = self.guests.len();
+            for gi in 0..n_guests {
+                if self.ready[gi] {
+                    read += self.recv_guest(gi, now);
+                }
             }
             self.dequeue_budgeted(now);
+            let sending = !self.pending.is_empty();
             self.send_pending();
             // Up to a few return batches per turn, so a flood from the uplink cannot starve
-            // the guests' direction.
+            // the guests' direction. Also read after sending: the reply to what was just sent
+            // often arrives during the send (the peer answers in the same softirq), and is
+            // then delivered in this turn instead of after another wait.
             for _ in 0..4 {
+                if !(self.ready[n_guests] || sending) {
+                    break;
+                }
                 let n = self.recv_uplink();
                 read += n;
                 if n < BATCH {
@@ -805,33 +833,33 @@ impl Switch {
             }
             let timeout = wake.saturating_sub(now);
             if timeout == 0 {
+                self.ready.fill(true);
                 continue;
             }
-            self.pollfds.clear();
-            for g in &self.guests {
-                self.pollfds.push(libc::pollfd {
-                    fd: g.port.as_ref().map_or(-1, Port::raw_fd),
-                    events: libc::POLLIN,
-                    revents: 0,
-                });
-            }
-            self.pollfds.push(libc::pollfd {
-                fd: self.uplink.raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
-            if now < self.spin_until {
+            let n = if now < self.spin_until {
                 // Inside the polling window: look without sleeping until input, the window's
                 // end or the next timer.
                 let until = self.spin_until.min(wake);
-                while sys::poll_set(&mut self.pollfds, 0).context("ppoll")? == 0
-                    && sys::now_ns() < until
-                    && !stop()
-                {
+                loop {
+                    let n = self
+                        .epoll
+                        .wait(&mut self.events, 0)
+                        .context("epoll_pwait2")?;
+                    if n > 0 || sys::now_ns() >= until || stop() {
+                        break n;
+                    }
                     std::hint::spin_loop();
                 }
             } else {
-                sys::poll_set(&mut self.pollfds, timeout).context("ppoll")?;
+                self.epoll
+                    .wait(&mut self.events, timeout)
+                    .context("epoll_pwait2")?
+            };
+            self.ready.fill(false);
+            for e in &self.events[..n] {
+                if let Some(r) = self.ready.get_mut(e.u64 as usize) {
+                    *r = true;
+                }
             }
         }
         Ok(())
