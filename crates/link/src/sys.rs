@@ -359,20 +359,10 @@ pub fn poll_in(fds: &[(RawFd, bool)], timeout: Nanos) -> io::Result<bool> {
         slot.fd = fd;
         slot.events = if want { libc::POLLIN } else { 0 };
     }
-    let ts = libc::timespec {
-        tv_sec: (timeout / SEC) as libc::time_t,
-        tv_nsec: (timeout % SEC) as libc::c_long,
-    };
+    let ts = timespec(timeout);
     // SAFETY: `n` valid pollfds, a valid timespec, no signal mask.
     let r = unsafe { libc::ppoll(p.as_mut_ptr(), n as libc::nfds_t, &ts, std::ptr::null()) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EINTR) {
-            return Ok(false);
-        }
-        return Err(e);
-    }
-    Ok(r > 0)
+    Ok(count_or_eintr(r)? > 0)
 }
 
 /// A level-triggered epoll set with read interest (epoll(7)), closed on drop. Each descriptor
@@ -431,10 +421,7 @@ impl Epoll {
     /// Wait up to `timeout` ns for input on any watched descriptor; fills `events` and returns
     /// how many (`Ok(0)` on timeout or `EINTR`).
     pub fn wait(&self, events: &mut [libc::epoll_event], timeout: Nanos) -> io::Result<usize> {
-        let ts = libc::timespec {
-            tv_sec: (timeout / SEC) as libc::time_t,
-            tv_nsec: (timeout % SEC) as libc::c_long,
-        };
+        let ts = timespec(timeout);
         let max = events.len().min(i32::MAX as usize) as libc::c_int;
         // SAFETY: `max` writable events borrowed for the call, a valid timespec, no mask.
         let r = unsafe {
@@ -446,44 +433,29 @@ impl Epoll {
                 std::ptr::null(),
             )
         };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EINTR) {
-                return Ok(0);
-            }
-            return Err(e);
-        }
-        Ok(r as usize)
+        count_or_eintr(r)
     }
 }
 
-/// Like [`poll_in`] over any number of descriptors, in an array the caller keeps between calls
-/// (no allocation per call; `events`/`fd` set by the caller, `fd = -1` is skipped by the
-/// kernel). Returns how many have events (`revents` says which, `POLLERR`/`POLLNVAL`
-/// included); `Ok(0)` on timeout or `EINTR`.
-pub fn poll_set(fds: &mut [libc::pollfd], timeout: Nanos) -> io::Result<usize> {
-    let ts = libc::timespec {
+/// `timeout` nanoseconds as a `timespec`.
+fn timespec(timeout: Nanos) -> libc::timespec {
+    libc::timespec {
         tv_sec: (timeout / SEC) as libc::time_t,
         tv_nsec: (timeout % SEC) as libc::c_long,
-    };
-    // SAFETY: `fds.len()` valid pollfds borrowed mutably for the call, a valid timespec, no
-    // signal mask.
-    let r = unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
-            &ts,
-            std::ptr::null(),
-        )
-    };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EINTR) {
-            return Ok(0);
-        }
-        return Err(e);
     }
-    Ok(r as usize)
+}
+
+/// A wait's result (`ppoll`, `epoll_pwait2`): how many descriptors are ready, `Ok(0)` when a
+/// signal interrupted it (`EINTR`), else the error.
+fn count_or_eintr(r: libc::c_int) -> io::Result<usize> {
+    if r >= 0 {
+        return Ok(r as usize);
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EINTR) {
+        return Ok(0);
+    }
+    Err(e)
 }
 
 #[cfg(test)]
