@@ -5,7 +5,8 @@
 //!
 //! The added latency is measured **interleaved**: R rounds, each running every variant once
 //! (the kernel bridge between the same namespaces, and the switch in each mode) in an order
-//! rotated from round to round, P pings at 100/s per variant. The pinging guest runs on one
+//! rotated from round to round, P pings per variant (`ping -i 0.01`; on the session-8 VM they
+//! left every 16 ms, not 10, seen in a kernel trace). The pinging guest runs on one
 //! CPU (`taskset`), the switch on another (its packet thread pinned, or the whole process);
 //! per round, "added" = the variant's p50 (p99) minus the bridge's p50 (p99) of the same
 //! round, and the verdict is read on the medians over rounds.
@@ -18,6 +19,8 @@
 //! `--switch NAME=PATH` runs that `netsched` binary (`netsched vswitch --netns …`) as a
 //! variant, so two builds can be compared in one run; without it the switch runs in-process.
 //! `--same-cpu-too` adds every switch variant once more, pinned to the ping's CPU.
+//! A `--busy-poll` window longer than the gap between pings (e.g. `50ms`) keeps the switch
+//! thread awake, which is the configuration for a core given to the switch.
 
 use netsched_core::qdisc::{AnyQdisc, Packet, Qdisc};
 use netsched_link::port::Port;
@@ -293,7 +296,7 @@ impl LatencyOpts {
                         .ok_or_else(|| anyhow::anyhow!("--switch {v}: want NAME=PATH"))?;
                     bins.push((n.to_string(), PathBuf::from(p)));
                 }
-                _ => anyhow::bail!("unknown argument {a:?}"),
+                _ => anyhow::bail!("unknown argument {a:?}\n{USAGE}"),
             }
         }
         anyhow::ensure!(
@@ -578,17 +581,36 @@ fn latency(bed: &Bed, o: &LatencyOpts) -> anyhow::Result<()> {
     Ok(())
 }
 
+const USAGE: &str = "\
+bench_vswitch                      throughput, discipline cost, latency (3 rounds, in-process)
+bench_vswitch latency [--rounds R] [--probes P] [--busy-poll 0,200us,50ms]
+                      [--switch NAME=PATH]... [--ping-cpu C] [--switch-cpu C|none] [--same-cpu-too]
+
+Root. The switch against the kernel bridge between the same namespaces. Latency rounds are
+interleaved (every variant once per round, order rotated); \"added\" = variant p50 (p99) minus
+the bridge's in the same round; the verdict is on the medians over rounds.
+  --busy-poll LIST   polling windows to compare; one longer than the gap between pings
+                     (e.g. 50ms) keeps the switch awake (a core given to the switch)
+  --switch NAME=PATH run that netsched binary as a variant (compare two builds in one run)
+  --same-cpu-too     also run every switch variant pinned to the ping's CPU
+Example:
+  bench_vswitch latency --rounds 6 --probes 300 --busy-poll 0,50ms --switch C=target/release/netsched";
+
 fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return Ok(());
+    }
     if !netsched_testbed::is_root() {
         eprintln!("bench_vswitch needs root");
         return Ok(());
     }
-    let args: Vec<String> = std::env::args().skip(1).collect();
     let latency_only = args.first().map(String::as_str) == Some("latency");
     let opts = if latency_only {
         LatencyOpts::parse(&args[1..])?
     } else {
-        anyhow::ensure!(args.is_empty(), "usage: bench_vswitch [latency [OPTIONS]]");
+        anyhow::ensure!(args.is_empty(), "unknown arguments {args:?}\n{USAGE}");
         LatencyOpts::parse(&["--rounds".into(), "3".into()])?
     };
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
