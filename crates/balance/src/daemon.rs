@@ -33,6 +33,8 @@ pub struct BalanceArgs {
 pub enum BalanceCmd {
     /// Talk to a running balancer over its control socket.
     Ctl(CtlArgs),
+    /// Open-loop HTTP/1.1 load at a fixed rate; latency from when each request was due.
+    Load(crate::load::LoadArgs),
 }
 
 /// A running balancer. Dropping it stops every task and removes the control socket.
@@ -151,8 +153,10 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
 }
 
 pub fn run(args: BalanceArgs) -> anyhow::Result<()> {
-    if let Some(BalanceCmd::Ctl(c)) = &args.cmd {
-        return control::run_ctl(c);
+    match &args.cmd {
+        Some(BalanceCmd::Ctl(c)) => return control::run_ctl(c),
+        Some(BalanceCmd::Load(l)) => return crate::load::run(l),
+        None => {}
     }
     let Some(path) = args.config.clone() else {
         anyhow::bail!(

@@ -12,6 +12,7 @@
 //! | `control.rs` | the Unix control socket and `netsched balance ctl` |
 //! | `metrics.rs` | Prometheus families (served by `netsched-metrics`) |
 //! | `daemon.rs` | wiring, SIGHUP reload, shutdown |
+//! | `load.rs` | `netsched balance load`: open-loop HTTP/1.1 generator, latency corrected for coordinated omission |
 //! | `sys.rs` | libc behind safe wrappers: splice pipes, `shutdown(SHUT_WR)`, `RLIMIT_NOFILE` |
 
 pub mod config;
@@ -20,6 +21,7 @@ pub mod daemon;
 pub mod health;
 pub mod l4;
 pub mod l7;
+pub mod load;
 pub mod metrics;
 pub mod pool;
 pub mod service;
