@@ -1,8 +1,9 @@
 //! `netsched balance load`: an open-loop HTTP/1.1 load generator that corrects for coordinated
 //! omission, for the added-latency benchmark of issue #12 (`scripts/bench-lb-vs-haproxy`).
 //!
-//! **Why our own.** oha (`-q R --latency-corrected`) keeps every result in one growing vector;
-//! each time it doubles (at 2^14, 2^15, 2^16 … results) the generator stalls for milliseconds,
+//! **Why our own.** oha (`-q R --latency-correction`) keeps every successful result in one
+//! growing `Vec` (`ResultData::success` in hatoo/oha's `src/result_data.rs`); at 2^14, 2^15,
+//! 2^16 … results, where such a vector reallocates, the generator stalled for milliseconds,
 //! and the requests scheduled meanwhile are counted late. At 9.4k req/s those stalls landed at
 //! 1.7, 3.5 and 7.0 s of every 10 s run, straight to nginx as through either director, and made
 //! up the largest clusters of slow requests — the p99 measured the generator
@@ -21,10 +22,14 @@
 //!   (counted by reason) or, if still unsent when the run's grace period ends, counted
 //!   `not_sent`.
 //!
-//! **Memory.** Fixed: per connection thread one 64 KiB response-head buffer and two
-//! log-linear histograms of [`BUCKETS`] counters (< 1 % relative error), merged at the end.
-//! Connections are bounded by [`MAX_CONNECTIONS`], the rate by [`MAX_RATE`], the run by
-//! [`MAX_DURATION`]; bodies are read and discarded, never stored.
+//! **One thread.** An `epoll_pwait2` loop (ns timeouts) sends what is due and reads what has
+//! arrived on every connection: a thread per connection cost the shared CPU a context switch
+//! per request, and at 11k req/s that CPU (generator and backends) was 85–90 % busy.
+//!
+//! **Memory.** Fixed: per connection one [`MAX_HEAD`] buffer (the incremental parser's; bodies
+//! stream through it and are discarded), and two log-linear histograms of [`BUCKETS`]
+//! counters (< 1 % relative error) for the run. Connections are bounded by
+//! [`MAX_CONNECTIONS`], the rate by [`MAX_RATE`], the run by [`MAX_DURATION`].
 //!
 //! The framing handled is what HTTP/1.1 servers send to a GET (RFC 9112 §6.3): a status
 //! without a body (1xx, 204, 304), `Content-Length`, `Transfer-Encoding: chunked`
@@ -35,9 +40,11 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use netsched_core::units::{format_duration, parse_duration_in};
 use netsched_core::Nanos;
+use netsched_link::sys::Epoll;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// Most connections (one thread each).
@@ -183,7 +190,7 @@ fn parse_url(url: &str) -> Result<(String, SocketAddr, String)> {
 }
 
 /// Why a request failed.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Failure {
     Connect,
     Timeout,
@@ -206,101 +213,158 @@ impl Failure {
     }
 }
 
-fn io_failure(e: std::io::Error) -> Failure {
-    match e.kind() {
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => Failure::Timeout,
-        _ => Failure::Closed,
-    }
+/// Where the parser is in one response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Head,
+    /// `Content-Length` bytes still to come.
+    Body(u64),
+    /// Waiting for a chunk-size line.
+    ChunkSize,
+    /// Chunk bytes still to come, then its CRLF.
+    ChunkData(u64),
+    ChunkEnd,
+    /// Trailer lines, up to the empty one.
+    Trailers,
 }
 
-/// One keep-alive connection and its read buffer.
-struct Conn {
-    s: TcpStream,
+/// What the parser found when a response ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Done {
+    status: u16,
+    keep_alive: bool,
+}
+
+/// An incremental HTTP/1.1 response parser over a fixed buffer of [`MAX_HEAD`] bytes: the
+/// head and each chunk-size or trailer line must fit in it; bodies stream through.
+struct Parser {
     buf: Vec<u8>,
-    /// Bytes of `buf` not yet consumed.
     start: usize,
     end: usize,
+    part: Part,
+    status: u16,
+    keep_alive: bool,
 }
 
-impl Conn {
-    fn open(addr: SocketAddr, timeout: Duration) -> Result<Conn, Failure> {
-        let s = TcpStream::connect_timeout(&addr, timeout).map_err(|_| Failure::Connect)?;
-        let _ = s.set_nodelay(true);
-        s.set_read_timeout(Some(timeout))
-            .map_err(|_| Failure::Connect)?;
-        s.set_write_timeout(Some(timeout))
-            .map_err(|_| Failure::Connect)?;
-        Ok(Conn {
-            s,
+impl Parser {
+    fn new() -> Self {
+        Self {
             buf: vec![0; MAX_HEAD],
             start: 0,
             end: 0,
-        })
+            part: Part::Head,
+            status: 0,
+            keep_alive: true,
+        }
     }
 
-    /// Read more bytes into the buffer (compacting it first if it is full).
-    fn fill(&mut self) -> Result<(), Failure> {
-        if self.end == self.buf.len() {
+    /// Room to read into (compacting first); `Err` when a head or line fills the buffer.
+    fn space(&mut self) -> Result<&mut [u8], Failure> {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.end == self.buf.len() {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
             if self.end == self.buf.len() {
-                return Err(Failure::Malformed); // a head or chunk line larger than the buffer
+                return Err(Failure::Malformed);
             }
         }
-        match self.s.read(&mut self.buf[self.end..]) {
-            Ok(0) => Err(Failure::Closed),
-            Ok(n) => {
-                self.end += n;
-                Ok(())
-            }
-            Err(e) => Err(io_failure(e)),
-        }
+        Ok(&mut self.buf[self.end..])
     }
 
-    /// Consume `n` body bytes.
-    fn skip(&mut self, mut n: u64) -> Result<(), Failure> {
+    fn line(&mut self) -> Option<std::ops::Range<usize>> {
+        let i = self.buf[self.start..self.end]
+            .windows(2)
+            .position(|w| w == b"\r\n")?;
+        let r = self.start..self.start + i;
+        self.start += i + 2;
+        Some(r)
+    }
+
+    /// Parse what has arrived. `Ok(Some)` when a whole response has been read (the bytes
+    /// after it stay for the next one), `Ok(None)` when more is needed.
+    fn advance(&mut self) -> Result<Option<Done>, Failure> {
         loop {
-            let have = (self.end - self.start) as u64;
-            if have >= n {
-                self.start += n as usize;
-                return Ok(());
+            let avail = (self.end - self.start) as u64;
+            match self.part {
+                Part::Head => {
+                    let Some(i) = self.buf[self.start..self.end]
+                        .windows(4)
+                        .position(|w| w == b"\r\n\r\n")
+                    else {
+                        return Ok(None);
+                    };
+                    let head_end = self.start + i + 4;
+                    self.part = self.head(head_end)?;
+                    self.start = head_end;
+                }
+                Part::Body(0) => return Ok(Some(self.finish())),
+                Part::Body(n) => {
+                    let take = n.min(avail);
+                    self.start += take as usize;
+                    self.part = Part::Body(n - take);
+                    if take == 0 {
+                        return Ok(None);
+                    }
+                }
+                Part::ChunkSize => {
+                    let Some(l) = self.line() else {
+                        return Ok(None);
+                    };
+                    let text = &self.buf[l];
+                    let size = text.split(|&b| b == b';').next().unwrap_or(&[]);
+                    let size = std::str::from_utf8(size)
+                        .ok()
+                        .and_then(|t| u64::from_str_radix(t.trim(), 16).ok())
+                        .ok_or(Failure::Malformed)?;
+                    self.part = if size == 0 {
+                        Part::Trailers
+                    } else {
+                        Part::ChunkData(size)
+                    };
+                }
+                Part::ChunkData(0) => self.part = Part::ChunkEnd,
+                Part::ChunkData(n) => {
+                    let take = n.min(avail);
+                    self.start += take as usize;
+                    self.part = Part::ChunkData(n - take);
+                    if take == 0 {
+                        return Ok(None);
+                    }
+                }
+                Part::ChunkEnd => {
+                    let Some(l) = self.line() else {
+                        return Ok(None);
+                    };
+                    if !l.is_empty() {
+                        return Err(Failure::Malformed);
+                    }
+                    self.part = Part::ChunkSize;
+                }
+                Part::Trailers => {
+                    let Some(l) = self.line() else {
+                        return Ok(None);
+                    };
+                    if l.is_empty() {
+                        return Ok(Some(self.finish()));
+                    }
+                }
             }
-            n -= have;
-            self.start = 0;
-            self.end = 0;
-            self.fill()?;
         }
     }
 
-    /// One CRLF-terminated line (without the CRLF).
-    fn line(&mut self) -> Result<Vec<u8>, Failure> {
-        loop {
-            if let Some(i) = self.buf[self.start..self.end]
-                .windows(2)
-                .position(|w| w == b"\r\n")
-            {
-                let l = self.buf[self.start..self.start + i].to_vec();
-                self.start += i + 2;
-                return Ok(l);
-            }
-            self.fill()?;
+    fn finish(&mut self) -> Done {
+        self.part = Part::Head;
+        Done {
+            status: self.status,
+            keep_alive: self.keep_alive,
         }
     }
 
-    /// Send one GET and read its whole response. Ok(keep the connection open).
-    fn exchange(&mut self, request: &[u8]) -> Result<bool, Failure> {
-        self.s.write_all(request).map_err(io_failure)?;
-        // The head.
-        let head_end = loop {
-            if let Some(i) = self.buf[self.start..self.end]
-                .windows(4)
-                .position(|w| w == b"\r\n\r\n")
-            {
-                break self.start + i + 4;
-            }
-            self.fill()?;
-        };
+    /// Parse the head in `buf[start..head_end]`; the body's framing (RFC 9112 §6.3).
+    fn head(&mut self, head_end: usize) -> Result<Part, Failure> {
         let mut headers = [httparse::EMPTY_HEADER; 64];
         let mut resp = httparse::Response::new(&mut headers);
         match resp.parse(&self.buf[self.start..head_end]) {
@@ -310,68 +374,65 @@ impl Conn {
         let status = resp.code.ok_or(Failure::Malformed)?;
         let mut length = None;
         let mut chunked = false;
-        let mut close = resp.version == Some(0);
+        let mut keep_alive = resp.version != Some(0);
         for h in resp.headers.iter() {
             if h.name.eq_ignore_ascii_case("content-length") {
-                let v = std::str::from_utf8(h.value).map_err(|_| Failure::Malformed)?;
-                length = Some(v.trim().parse::<u64>().map_err(|_| Failure::Malformed)?);
+                let v = std::str::from_utf8(h.value)
+                    .ok()
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .ok_or(Failure::Malformed)?;
+                length = Some(v);
             } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
                 chunked = h.value.eq_ignore_ascii_case(b"chunked");
             } else if h.name.eq_ignore_ascii_case("connection") {
                 let v = String::from_utf8_lossy(h.value).to_ascii_lowercase();
                 if v.split(',').any(|t| t.trim() == "close") {
-                    close = true;
-                }
-                if v.split(',').any(|t| t.trim() == "keep-alive") {
-                    close = false;
+                    keep_alive = false;
+                } else if v.split(',').any(|t| t.trim() == "keep-alive") {
+                    keep_alive = true;
                 }
             }
         }
-        self.start = head_end;
         if (100..200).contains(&status) {
             return Err(Failure::Framing); // interim responses are not expected for a GET
         }
-        if status == 204 || status == 304 {
-            // No body (RFC 9112 §6.3, rule 1).
+        self.status = status;
+        self.keep_alive = keep_alive;
+        Ok(if status == 204 || status == 304 {
+            Part::Body(0) // no body (rule 1)
         } else if chunked {
-            loop {
-                let l = self.line()?;
-                let size = l.split(|&b| b == b';').next().unwrap_or(&[]);
-                let size = std::str::from_utf8(size).map_err(|_| Failure::Malformed)?;
-                let size = u64::from_str_radix(size.trim(), 16).map_err(|_| Failure::Malformed)?;
-                if size == 0 {
-                    // Trailers, up to the empty line.
-                    while !self.line()?.is_empty() {}
-                    break;
-                }
-                self.skip(size)?;
-                if !self.line()?.is_empty() {
-                    return Err(Failure::Malformed);
-                }
-            }
+            Part::ChunkSize // rule 4
         } else if let Some(n) = length {
-            self.skip(n)?;
+            Part::Body(n) // rule 6
         } else {
-            return Err(Failure::Framing); // read-to-close bodies are not timed here
-        }
-        if !(200..400).contains(&status) {
-            return Err(Failure::Status(status));
-        }
-        Ok(!close)
+            return Err(Failure::Framing); // read to the close (rule 8): not timed here
+        })
     }
 }
 
-/// What one connection thread measured.
-#[derive(Default)]
-struct Tally {
-    latency: Histogram,
-    lateness: Histogram,
-    errors: BTreeMap<String, u64>,
-    not_sent: u64,
+/// One connection and the request in flight on it.
+struct Slot {
+    stream: Option<TcpStream>,
+    parser: Parser,
+    /// The next request this connection sends (its index in the whole run).
+    next: u64,
+    /// The request in flight: when it was due.
+    in_flight: Option<Instant>,
+}
+
+impl Slot {
+    fn close(&mut self, epoll: &Epoll) {
+        if let Some(s) = self.stream.take() {
+            let _ = epoll.remove(s.as_raw_fd());
+        }
+        self.parser = Parser::new();
+    }
 }
 
 /// The whole run's result.
 pub struct Report {
+    /// Connections the server closed (or wrote to) while nothing was asked on them.
+    pub idle_closes: u64,
     pub due: u64,
     pub answered: u64,
     pub errors: BTreeMap<String, u64>,
@@ -381,7 +442,23 @@ pub struct Report {
     pub elapsed: Duration,
 }
 
-/// Run the load (blocking). `t0` is a little after every connection is open.
+fn connect(
+    addr: SocketAddr,
+    timeout: Duration,
+    epoll: &Epoll,
+    token: u64,
+) -> Result<TcpStream, Failure> {
+    let s = TcpStream::connect_timeout(&addr, timeout).map_err(|_| Failure::Connect)?;
+    let _ = s.set_nodelay(true);
+    s.set_nonblocking(true).map_err(|_| Failure::Connect)?;
+    epoll
+        .add(s.as_raw_fd(), token)
+        .map_err(|_| Failure::Connect)?;
+    Ok(s)
+}
+
+/// Run the load on the calling thread (one `epoll` loop over every connection). Every
+/// connection is opened before the clock starts, so connection setup is not timed.
 pub fn run_load(
     url: &str,
     rate: f64,
@@ -400,117 +477,159 @@ pub fn run_load(
         format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: netsched-load\r\n\r\n")
             .into_bytes();
     let timeout_d = Duration::from_nanos(timeout);
-    // Open every connection before the clock starts, so connection setup is not timed.
-    let mut conns = Vec::with_capacity(connections);
+    let epoll = Epoll::new().context("epoll_create1")?;
+    let mut slots = Vec::with_capacity(connections);
     for i in 0..connections {
-        conns.push(
-            Conn::open(addr, timeout_d)
-                .map_err(|f| anyhow!("connection {i} to {addr}: {}", f.reason()))?,
-        );
+        let s = connect(addr, timeout_d, &epoll, i as u64)
+            .map_err(|f| anyhow!("connection {i} to {addr}: {}", f.reason()))?;
+        slots.push(Slot {
+            stream: Some(s),
+            parser: Parser::new(),
+            next: i as u64,
+            in_flight: None,
+        });
     }
-    let t0 = Instant::now() + Duration::from_millis(20);
     let period = 1e9 / rate;
     let total_due = (duration as f64 / period).floor() as u64;
+    let t0 = Instant::now() + Duration::from_millis(20);
     let grace = t0 + Duration::from_nanos(duration) + timeout_d;
-    let tallies: Vec<Tally> = std::thread::scope(|s| {
-        let handles: Vec<_> = conns
-            .into_iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let request = &request;
-                std::thread::Builder::new()
-                    .name(format!("load-{i}"))
-                    .stack_size(256 * 1024)
-                    .spawn_scoped(s, move || {
-                        connection_loop(
-                            c,
-                            i,
-                            connections,
-                            total_due,
-                            period,
-                            t0,
-                            grace,
-                            addr,
-                            timeout_d,
-                            request,
-                        )
-                    })
-                    .expect("spawn a load thread")
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
+    let due_at = |k: u64| t0 + Duration::from_nanos((k as f64 * period) as u64);
     let mut r = Report {
+        idle_closes: 0,
         due: total_due,
         answered: 0,
         errors: BTreeMap::new(),
         not_sent: 0,
         latency: Histogram::default(),
         lateness: Histogram::default(),
-        elapsed: t0.elapsed(),
+        elapsed: Duration::ZERO,
     };
-    for t in tallies {
-        r.latency.merge(&t.latency);
-        r.lateness.merge(&t.lateness);
-        for (k, v) in t.errors {
-            *r.errors.entry(k).or_default() += v;
+    // A request failed: count it, close its connection (reopened when the next one is due).
+    let fail = |r: &mut Report, slot: &mut Slot, f: Failure, epoll: &Epoll| {
+        *r.errors.entry(f.reason()).or_default() += 1;
+        slot.close(epoll);
+        slot.in_flight = None;
+        slot.next += connections as u64;
+    };
+    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; connections];
+    loop {
+        let now = Instant::now();
+        if now >= grace {
+            for slot in &mut slots {
+                if slot.in_flight.take().is_some() {
+                    *r.errors.entry(Failure::Timeout.reason()).or_default() += 1;
+                    slot.next += connections as u64;
+                }
+                if slot.next < total_due {
+                    r.not_sent += (total_due - slot.next).div_ceil(connections as u64);
+                }
+            }
+            break;
         }
-        r.not_sent += t.not_sent;
+        // Send what is due; time out what waited too long; find the next thing to wait for.
+        let mut wake = grace;
+        let mut busy = false;
+        for (i, slot) in slots.iter_mut().enumerate() {
+            if let Some(due) = slot.in_flight {
+                busy = true;
+                if now >= due + timeout_d {
+                    fail(&mut r, slot, Failure::Timeout, &epoll);
+                } else {
+                    wake = wake.min(due + timeout_d);
+                }
+                continue;
+            }
+            if slot.next >= total_due {
+                continue;
+            }
+            busy = true;
+            let due = due_at(slot.next);
+            if due > now {
+                wake = wake.min(due);
+                continue;
+            }
+            if slot.stream.is_none() {
+                match connect(addr, timeout_d, &epoll, i as u64) {
+                    Ok(s) => slot.stream = Some(s),
+                    Err(f) => {
+                        fail(&mut r, slot, f, &epoll);
+                        continue;
+                    }
+                }
+            }
+            r.lateness
+                .record(Instant::now().saturating_duration_since(due).as_nanos() as u64);
+            // One small request on a connection with nothing in flight: the socket buffer
+            // takes it whole.
+            let sent = slot.stream.as_mut().map(|s| s.write(&request));
+            match sent {
+                Some(Ok(n)) if n == request.len() => slot.in_flight = Some(due),
+                _ => fail(&mut r, slot, Failure::Closed, &epoll),
+            }
+            wake = now;
+        }
+        if !busy {
+            break;
+        }
+        let now = Instant::now();
+        let wait = wake.saturating_duration_since(now).as_nanos() as u64;
+        let n = epoll.wait(&mut events, wait).context("epoll_pwait2")?;
+        for e in &events[..n] {
+            let Some(slot) = slots.get_mut(e.u64 as usize) else {
+                continue;
+            };
+            let Some(due) = slot.in_flight else {
+                // Input with nothing asked: the server closed an idle connection (or sent
+                // what nobody asked for). No request is affected; the connection is reopened
+                // when its next request is due.
+                slot.close(&epoll);
+                r.idle_closes += 1;
+                continue;
+            };
+            let outcome = read_response(slot);
+            match outcome {
+                Ok(None) => {}
+                Ok(Some(d)) => {
+                    if (200..400).contains(&d.status) {
+                        r.latency.record(due.elapsed().as_nanos() as u64);
+                        slot.in_flight = None;
+                        slot.next += connections as u64;
+                        if !d.keep_alive {
+                            slot.close(&epoll);
+                        }
+                    } else {
+                        fail(&mut r, slot, Failure::Status(d.status), &epoll);
+                    }
+                }
+                Err(f) => fail(&mut r, slot, f, &epoll),
+            }
+        }
     }
+    r.elapsed = t0.elapsed();
     r.answered = r.latency.count();
     Ok(r)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn connection_loop(
-    first: Conn,
-    i: usize,
-    connections: usize,
-    total_due: u64,
-    period: f64,
-    t0: Instant,
-    grace: Instant,
-    addr: SocketAddr,
-    timeout: Duration,
-    request: &[u8],
-) -> Tally {
-    let mut t = Tally::default();
-    let mut conn = Some(first);
-    let mut k = i as u64;
-    while k < total_due {
-        let due = t0 + Duration::from_nanos((k as f64 * period) as u64);
-        let now = Instant::now();
-        if now >= grace {
-            // Still behind when the grace period ends: the rest is counted, not sent.
-            t.not_sent += (total_due - k).div_ceil(connections as u64);
-            break;
-        }
-        if due > now {
-            std::thread::sleep(due - now);
-        }
-        let sent = Instant::now();
-        t.lateness
-            .record(sent.saturating_duration_since(due).as_nanos() as u64);
-        let result = match conn.take() {
-            Some(c) => Ok(c),
-            None => Conn::open(addr, timeout),
-        }
-        .and_then(|mut c| c.exchange(request).map(|keep| (c, keep)));
-        match result {
-            Ok((c, keep)) => {
-                t.latency.record(due.elapsed().as_nanos() as u64);
-                if keep {
-                    conn = Some(c);
+/// Read what the socket has and parse it; `Ok(Some)` once the response is complete.
+fn read_response(slot: &mut Slot) -> Result<Option<Done>, Failure> {
+    let Some(s) = slot.stream.as_mut() else {
+        return Err(Failure::Closed);
+    };
+    loop {
+        let space = slot.parser.space()?;
+        match s.read(space) {
+            Ok(0) => return Err(Failure::Closed),
+            Ok(n) => {
+                slot.parser.end += n;
+                if let Some(d) = slot.parser.advance()? {
+                    return Ok(Some(d));
                 }
             }
-            Err(f) => *t.errors.entry(f.reason()).or_default() += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return Err(Failure::Closed),
         }
-        k += connections as u64;
     }
-    t
 }
 
 fn ms(ns: u64) -> f64 {
@@ -532,6 +651,7 @@ impl Report {
             "answered": self.answered,
             "errors": self.errors,
             "not_sent": self.not_sent,
+            "idle_closes": self.idle_closes,
             "elapsed_s": self.elapsed.as_secs_f64(),
             "latency_ms": q(&self.latency),
             "generator_lateness_ms": q(&self.lateness),
@@ -560,13 +680,14 @@ pub fn run(a: &LoadArgs) -> Result<()> {
     }
     let errors: u64 = r.errors.values().sum();
     println!(
-        "due {}  answered {}  errors {} {:?}  not sent {}  in {:.2} s",
+        "due {}  answered {}  errors {} {:?}  not sent {}  in {:.2} s ({} idle connections closed by the server)",
         r.due,
         r.answered,
         errors,
         r.errors,
         r.not_sent,
-        r.elapsed.as_secs_f64()
+        r.elapsed.as_secs_f64(),
+        r.idle_closes
     );
     for (name, h) in [
         ("latency (from due)", &r.latency),
@@ -633,32 +754,136 @@ mod tests {
         assert_eq!(parse_url("http://127.0.0.1").unwrap().1.port(), 80);
     }
 
+    /// Feed `bytes` to a parser in pieces of every size; the responses it completes.
+    fn parse_in_pieces(bytes: &[u8], piece: usize) -> Result<Vec<Done>, Failure> {
+        let mut p = Parser::new();
+        let mut done = Vec::new();
+        for c in bytes.chunks(piece) {
+            let space = p.space()?;
+            space[..c.len()].copy_from_slice(c);
+            p.end += c.len();
+            while let Some(d) = p.advance()? {
+                done.push(d);
+            }
+        }
+        Ok(done)
+    }
+
+    #[test]
+    fn the_parser_finds_every_response_end_however_the_bytes_arrive() {
+        let stream: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello\
+HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nX-T: 1\r\n\r\n\
+HTTP/1.1 304 Not Modified\r\nContent-Length: 99\r\n\r\n\
+HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n\
+HTTP/1.1 503 Busy\r\nConnection: close\r\nContent-Length: 2\r\n\r\nno";
+        let want = vec![
+            Done {
+                status: 200,
+                keep_alive: true,
+            },
+            Done {
+                status: 200,
+                keep_alive: true,
+            },
+            Done {
+                status: 304,
+                keep_alive: true,
+            },
+            Done {
+                status: 200,
+                keep_alive: false,
+            },
+            Done {
+                status: 503,
+                keep_alive: false,
+            },
+        ];
+        for piece in 1..=stream.len() {
+            assert_eq!(
+                parse_in_pieces(stream, piece).unwrap(),
+                want,
+                "pieces of {piece}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_parser_refuses_what_it_cannot_time() {
+        let cases: [(&[u8], Failure); 4] = [
+            (b"HTTP/1.1 200 OK\r\n\r\nto the close", Failure::Framing),
+            (b"HTTP/1.1 100 Continue\r\n\r\n", Failure::Framing),
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
+                Failure::Malformed,
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                Failure::Malformed,
+            ),
+        ];
+        for (bytes, want) in cases {
+            assert_eq!(
+                parse_in_pieces(bytes, 7),
+                Err(want),
+                "{:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        // A head that never ends fills the buffer and is refused, not grown.
+        let endless = vec![b'a'; MAX_HEAD + 10];
+        assert_eq!(parse_in_pieces(&endless, 4096), Err(Failure::Malformed));
+    }
+
     /// A tiny server on loopback that answers each request with `responses[i % n]`.
     fn server(responses: Vec<&'static [u8]>) -> SocketAddr {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
+        let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         std::thread::spawn(move || {
-            let mut i = 0;
             while let Ok((mut s, _)) = l.accept() {
-                let mut buf = [0u8; 4096];
-                let mut have = Vec::new();
-                loop {
-                    match s.read(&mut buf) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => have.extend_from_slice(&buf[..n]),
-                    }
-                    while let Some(p) = have.windows(4).position(|w| w == b"\r\n\r\n") {
-                        have.drain(..p + 4);
-                        let r = responses[i % responses.len()];
-                        i += 1;
-                        if s.write_all(r).is_err() {
-                            break;
+                let (responses, next) = (responses.clone(), next.clone());
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    let mut have = Vec::new();
+                    'conn: loop {
+                        match s.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => have.extend_from_slice(&buf[..n]),
+                        }
+                        while let Some(p) = have.windows(4).position(|w| w == b"\r\n\r\n") {
+                            have.drain(..p + 4);
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            let r = responses[i % responses.len()];
+                            if s.write_all(r).is_err()
+                                || r.windows(17).any(|w| w == b"Connection: close")
+                            {
+                                break 'conn;
+                            }
                         }
                     }
-                }
+                });
             }
         });
         addr
+    }
+
+    #[test]
+    fn connections_share_the_schedule_and_reopen_after_a_close() {
+        let addr = server(vec![
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+        ]);
+        let r = run_load(
+            &format!("http://{addr}/"),
+            500.0,
+            4,
+            100 * netsched_core::MS,
+            netsched_core::SEC,
+        )
+        .unwrap();
+        assert_eq!(r.due, 50);
+        assert_eq!(r.answered, 50, "{:?}", r.errors);
+        assert_eq!(r.lateness.count(), 50);
     }
 
     #[test]
