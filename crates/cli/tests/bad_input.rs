@@ -655,4 +655,25 @@ fn daemon_flags_configs_and_ctl_clients_fail_clearly() {
         assert_clean_error(&args, &out, &["timed out"]);
     }
     bad(&["vswitch", "ctl", "set-weight", "p1", "abc"], &["abc"]);
+    // balance load: the URL, the rate, the connections and the durations are checked before
+    // any connection is made (127.0.0.1:9 is the discard port; nothing there is needed).
+    let url = "http://127.0.0.1:9/";
+    bad(
+        &["balance", "load", "https://x/", "--rate", "10"],
+        &["https://x/", "http://"],
+    );
+    bad(&["balance", "load", url, "--rate", "0"], &["--rate", "0"]);
+    bad(&["balance", "load", url, "--rate", "1e9"], &["--rate"]);
+    bad(
+        &["balance", "load", url, "--rate", "10", "--connections", "0"],
+        &["--connections", "0"],
+    );
+    bad(
+        &["balance", "load", url, "--rate", "10", "--duration", "5"],
+        &["--duration", "5"],
+    );
+    bad(
+        &["balance", "load", url, "--rate", "10", "--duration", "99h"],
+        &["--duration", "99h"],
+    );
 }
