@@ -98,7 +98,12 @@ pub struct Conn {
 
 impl fmt::Debug for Conn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Conn({:?}, {} buffered)", self.stream.peer_addr(), self.buf.len())
+        write!(
+            f,
+            "Conn({:?}, {} buffered)",
+            self.stream.peer_addr(),
+            self.buf.len()
+        )
     }
 }
 
@@ -155,8 +160,16 @@ impl Conn {
         w.clear();
         w.extend_from_slice(parts.method.as_str().as_bytes());
         w.push(b' ');
-        let target = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-        w.extend_from_slice(if target.is_empty() { b"/" } else { target.as_bytes() });
+        let target = parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/");
+        w.extend_from_slice(if target.is_empty() {
+            b"/"
+        } else {
+            target.as_bytes()
+        });
         w.extend_from_slice(b" HTTP/1.1\r\n");
         for (n, v) in &parts.headers {
             if body == RequestBody::Chunked && n == CONTENT_LENGTH {
@@ -173,7 +186,11 @@ impl Conn {
 
     /// Send the request encoded by [`Conn::encode_head`] and its body. On a failure before the
     /// body was streamed past the write buffer, the buffer still holds the whole request.
-    pub async fn send_request(&mut self, body: &mut Incoming, kind: RequestBody) -> Result<(), Error> {
+    pub async fn send_request(
+        &mut self,
+        body: &mut Incoming,
+        kind: RequestBody,
+    ) -> Result<(), Error> {
         if kind != RequestBody::None && !self.whole {
             // Gather the body already at hand behind the head; poll once, do not wait.
             let mut ended = false;
@@ -336,7 +353,10 @@ fn has_token(v: &HeaderValue, token: &str) -> bool {
 
 /// Parse a response head from `buf`: `Ok(None)` if incomplete; `Ok(Some((used, None)))` for an
 /// interim 1xx response to skip; else the head and its framing (RFC 9112 §6.3).
-fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<(usize, Option<ResponseHead>)>, Error> {
+fn parse_head(
+    buf: &[u8],
+    head_request: bool,
+) -> Result<Option<(usize, Option<ResponseHead>)>, Error> {
     let mut fields = [httparse::EMPTY_HEADER; MAX_RESPONSE_HEADERS];
     let mut r = httparse::Response::new(&mut fields);
     let used = match r.parse(buf) {
@@ -365,13 +385,18 @@ fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<(usize, Option<Re
         headers.append(name, value);
     }
     let mut keep_alive = if http11 {
-        !headers.get_all(CONNECTION).iter().any(|v| has_token(v, "close"))
+        !headers
+            .get_all(CONNECTION)
+            .iter()
+            .any(|v| has_token(v, "close"))
     } else {
-        headers.get_all(CONNECTION).iter().any(|v| has_token(v, "keep-alive"))
+        headers
+            .get_all(CONNECTION)
+            .iter()
+            .any(|v| has_token(v, "keep-alive"))
     };
-    let no_body = head_request
-        || status == StatusCode::NO_CONTENT
-        || status == StatusCode::NOT_MODIFIED;
+    let no_body =
+        head_request || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED;
     let framing = if no_body {
         Framing::Length(0)
     } else if headers.contains_key(TRANSFER_ENCODING) {
@@ -379,7 +404,7 @@ fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<(usize, Option<Re
         let last = headers
             .get_all(TRANSFER_ENCODING)
             .iter()
-            .last()
+            .next_back()
             .and_then(|v| v.as_bytes().split(|&c| c == b',').next_back())
             .map(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked"))
             .unwrap_or(false);
@@ -612,5 +637,121 @@ impl Body for BackendBody {
             State::Length(n) => SizeHint::with_exact(n),
             _ => SizeHint::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(
+        text: &str,
+        head_request: bool,
+    ) -> Result<Option<(usize, Option<ResponseHead>)>, Error> {
+        parse_head(text.as_bytes(), head_request)
+    }
+
+    fn framing(text: &str) -> (Framing, bool) {
+        let (used, h) = head(text, false).unwrap().expect("complete");
+        assert_eq!(used, text.find("\r\n\r\n").unwrap() + 4);
+        let h = h.expect("final response");
+        (h.framing, h.keep_alive)
+    }
+
+    /// RFC 9112 §6.3, item by item.
+    #[test]
+    fn response_framing_follows_rfc_9112_section_6_3() {
+        use Framing::*;
+        // Item 1: HEAD, 204 and 304 have no body whatever their fields say.
+        let ok5 = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n";
+        let h = head(ok5, true).unwrap().unwrap().1.unwrap();
+        assert_eq!(h.framing, Length(0));
+        assert_eq!(h.parts.headers["content-length"], "5", "passed on for HEAD");
+        assert_eq!(
+            framing("HTTP/1.1 204 No Content\r\n\r\n"),
+            (Length(0), true)
+        );
+        assert_eq!(
+            framing("HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            (Length(0), true)
+        );
+        // Item 4: chunked last → decoded; another last coding → until close.
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, Chunked\r\n\r\n"),
+            (Chunked, true)
+        );
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n").0,
+            Close
+        );
+        // Item 3: Transfer-Encoding beats Content-Length, which is dropped; no reuse.
+        let (_, h) = head(
+            "HTTP/1.1 200 OK\r\nContent-Length: 9\r\nTransfer-Encoding: chunked\r\n\r\n",
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        let h = h.unwrap();
+        assert_eq!((h.framing, h.keep_alive), (Chunked, false));
+        assert!(!h.parts.headers.contains_key(CONTENT_LENGTH));
+        // Item 5: a list of identical values is one length; differing or bad values fail.
+        assert_eq!(framing(ok5), (Length(5), true));
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\nContent-Length: 7, 7\r\nContent-Length: 7\r\n\r\n"),
+            (Length(7), true)
+        );
+        for bad in ["7, 8", "-1", "0x10", "", "99999999999999999999", "1 2"] {
+            let t = format!("HTTP/1.1 200 OK\r\nContent-Length: {bad}\r\n\r\n");
+            assert_eq!(head(&t, false).err(), Some(Error::BadResponse), "{bad:?}");
+        }
+        // Item 8: no length → until close, never reused.
+        assert_eq!(framing("HTTP/1.1 200 OK\r\n\r\n"), (Close, true));
+    }
+
+    #[test]
+    fn keep_alive_follows_the_version_and_connection_tokens() {
+        let f = |t: &str| framing(t).1;
+        assert!(f("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
+        assert!(!f(
+            "HTTP/1.1 200 OK\r\nConnection: foo, Close\r\nContent-Length: 0\r\n\r\n"
+        ));
+        assert!(!f("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n"));
+        assert!(f(
+            "HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n"
+        ));
+    }
+
+    #[test]
+    fn interim_partial_malformed_and_upgrade_heads() {
+        // 1xx other than 101 is skipped: `used` covers it, no head.
+        let t = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n";
+        let (used, h) = head(t, false).unwrap().unwrap();
+        assert_eq!((used, h.is_none()), (25, true));
+        assert!(head("HTTP/1.1 200 OK\r\nContent-Le", false)
+            .unwrap()
+            .is_none());
+        for bad in [
+            "HTTP/1.1 2x0 OK\r\n\r\n",
+            "HTTP/2.0 200 OK\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n",
+            "garbage\r\n\r\n",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n",
+        ] {
+            assert_eq!(head(bad, false).err(), Some(Error::BadResponse), "{bad:?}");
+        }
+        let many: String = (0..=MAX_RESPONSE_HEADERS)
+            .map(|i| format!("X-{i}: v\r\n"))
+            .collect();
+        let t = format!("HTTP/1.1 200 OK\r\n{many}\r\n");
+        assert_eq!(head(&t, false).err(), Some(Error::BadResponse));
+    }
+
+    #[test]
+    fn field_values_share_one_copy_of_the_head() {
+        let t = "HTTP/1.1 200 OK\r\nServer: x\r\nX-A: one\r\nx-a: two\r\nContent-Length: 0\r\n\r\n";
+        let h = head(t, false).unwrap().unwrap().1.unwrap();
+        let a: Vec<_> = h.parts.headers.get_all("x-a").iter().collect();
+        assert_eq!(a, ["one", "two"]);
+        assert_eq!(h.parts.status, StatusCode::OK);
     }
 }
