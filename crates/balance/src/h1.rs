@@ -45,6 +45,8 @@ use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_LENG
 use hyper::header::{TRANSFER_ENCODING, UPGRADE};
 use hyper::http::{request, response};
 use hyper::{Response, StatusCode, Version};
+
+static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 use std::fmt;
 use std::future::poll_fn;
 use std::io::{self, ErrorKind};
@@ -344,13 +346,6 @@ enum Framing {
     Close,
 }
 
-/// Whether `v` (a comma-separated list) has `token` (ASCII case-insensitive).
-fn has_token(v: &HeaderValue, token: &str) -> bool {
-    v.as_bytes()
-        .split(|&c| c == b',')
-        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
-}
-
 /// Parse a response head from `buf`: `Ok(None)` if incomplete; `Ok(Some((used, None)))` for an
 /// interim 1xx response to skip; else the head and its framing (RFC 9112 §6.3).
 fn parse_head(
@@ -377,24 +372,36 @@ fn parse_head(
     let head = Bytes::copy_from_slice(&buf[..used]);
     let base = buf.as_ptr() as usize;
     let mut headers = HeaderMap::with_capacity(r.headers.len());
+    let (mut close, mut keep) = (false, false);
     for f in r.headers.iter() {
         let name = HeaderName::from_bytes(f.name.as_bytes()).map_err(|_| Error::BadResponse)?;
+        if name == CONNECTION {
+            // Only `close` / `keep-alive`: read here and not passed on (hop-by-hop, RFC 9110
+            // §7.6.1), which spares `l7.rs` a removal per response (nginx sends
+            // `Connection: keep-alive` on every one). Other names stay, for `l7.rs` to strip
+            // the fields they name.
+            let mut only_ours = true;
+            for t in f.value.split(|&c| c == b',').map(|t| t.trim_ascii()) {
+                if t.eq_ignore_ascii_case(b"close") {
+                    close = true;
+                } else if t.eq_ignore_ascii_case(b"keep-alive") {
+                    keep = true;
+                } else if !t.is_empty() {
+                    only_ours = false;
+                }
+            }
+            if only_ours {
+                continue;
+            }
+        } else if name == KEEP_ALIVE {
+            continue;
+        }
         let at = f.value.as_ptr() as usize - base;
         let value = HeaderValue::from_maybe_shared(head.slice(at..at + f.value.len()))
             .map_err(|_| Error::BadResponse)?;
         headers.append(name, value);
     }
-    let mut keep_alive = if http11 {
-        !headers
-            .get_all(CONNECTION)
-            .iter()
-            .any(|v| has_token(v, "close"))
-    } else {
-        headers
-            .get_all(CONNECTION)
-            .iter()
-            .any(|v| has_token(v, "keep-alive"))
-    };
+    let mut keep_alive = if http11 { !close } else { keep };
     let no_body =
         head_request || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED;
     let framing = if no_body {
