@@ -1,6 +1,7 @@
 //! L7 mode: HTTP/1.1 with keep-alive; every request is scheduled on its own (HAProxy
-//! `mode http`), forwarded over the chosen backend's own keep-alive pool (`pool.rs`: hyper's
-//! HTTP/1 client connections, idle ones kept per backend). Requests go to the backend as
+//! `mode http`), forwarded over the chosen backend's own keep-alive pool (`pool.rs`: idle
+//! connections kept per backend) by our HTTP/1.1 client (`h1.rs`), in the request's own task.
+//! The client side is hyper's server. Requests go to the backend as
 //! HTTP/1.1 in origin form whatever the client spoke (a proxy sends its own version, RFC 9110
 //! §6.2), so an HTTP/1.0 keep-alive client still reuses backend connections.
 //!
@@ -14,13 +15,14 @@
 //! `header_read_timeout`). Heads are at most [`MAX_HEAD_BYTES`].
 
 use crate::config::HashKey;
-use crate::pool::{self, ConnectError, Sender};
+use crate::h1::{self, BackendBody, Conn, RequestBody};
 use crate::service::{BackendRef, Lease, Service};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::header::{HeaderName, HeaderValue, CONNECTION, HOST};
-use hyper::{Request, Response, StatusCode, Uri, Version};
+use hyper::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+use hyper::http::{request, response};
+use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use netsched_core::balance::FlowKey;
 use std::convert::Infallible;
@@ -40,7 +42,7 @@ pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// connection until it ends.
 pub enum ProxyBody {
     Local(Full<Bytes>),
-    Backend(Incoming, InFlight),
+    Backend(BackendBody, InFlight),
 }
 
 /// A backend's lease and connection while its response body is forwarded. When the body has
@@ -49,18 +51,16 @@ pub enum ProxyBody {
 /// fails, or is dropped unfinished (the client left), closes the connection; the lease is
 /// released either way.
 pub struct InFlight {
-    tx: Option<Sender>,
     lease: Option<Lease>,
 }
 
 impl InFlight {
-    fn finish(&mut self, complete: bool) {
-        if let (Some(tx), Some(lease)) = (self.tx.take(), self.lease.as_ref()) {
-            if complete {
-                lease.backend.conns.give(tx);
+    fn finish(&mut self, body: &mut BackendBody) {
+        if let Some(lease) = self.lease.take() {
+            if let Some(conn) = body.take_reusable() {
+                lease.backend.conns.give(conn);
             }
         }
-        self.lease.take();
     }
 }
 
@@ -69,28 +69,27 @@ impl Drop for ProxyBody {
         // hyper stops polling a body once it says it has ended (and never polls one that is
         // empty: HEAD, 204, 304, Content-Length: 0), so the end is also decided here.
         if let ProxyBody::Backend(b, flight) = self {
-            let complete = b.is_end_stream();
-            flight.finish(complete);
+            flight.finish(b);
         }
     }
 }
 
 impl Body for ProxyBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = h1::BodyError;
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, h1::BodyError>>> {
         match self.get_mut() {
             ProxyBody::Local(f) => Pin::new(f).poll_frame(cx).map_err(|never| match never {}),
             ProxyBody::Backend(b, flight) => {
                 let r = Pin::new(&mut *b).poll_frame(cx);
                 match &r {
-                    // The request is done on the backend: reuse its connection, free its slot.
-                    Poll::Ready(None) => flight.finish(true),
-                    Poll::Ready(Some(Err(_))) => flight.finish(false),
-                    Poll::Ready(Some(Ok(_))) if b.is_end_stream() => flight.finish(true),
+                    // The request is done on the backend: reuse its connection (if it read
+                    // to its end and may be kept), free its slot.
+                    Poll::Ready(None) | Poll::Ready(Some(Err(_))) => flight.finish(b),
+                    Poll::Ready(Some(Ok(_))) if b.is_end_stream() => flight.finish(b),
                     _ => {}
                 }
                 r
@@ -242,41 +241,54 @@ fn strip_hop_by_hop(h: &mut hyper::HeaderMap) {
     }
 }
 
-/// Why a request could not be sent to its backend.
-enum SendError {
-    Connect,
-    Server,
-}
-
-/// Send `req` on an idle connection of `b`, or a new one. A reused connection the backend has
-/// closed meanwhile (keep-alive timeout) is dropped and the request tried on the next one, as
-/// long as hyper hands the request back unsent; a new connection's failure is final.
+/// Send the request to an idle connection of `b`, or a new one, and read the response head.
+/// A reused connection found closed by the backend (EOF or reset before any response byte) is
+/// replaced once by a new connection, if the whole request is still at hand to send again
+/// (no body, or all of it gathered into the first write); a new connection's failure is final.
 async fn send(
     b: &BackendRef,
-    mut req: Request<Incoming>,
+    parts: &request::Parts,
+    mut body: Incoming,
     connect: Duration,
-) -> Result<(Response<Incoming>, Sender), SendError> {
+) -> Result<(h1::ResponseHead, Conn), h1::Error> {
+    let kind = if body.is_end_stream() {
+        RequestBody::None
+    } else if parts.headers.contains_key(TRANSFER_ENCODING) {
+        RequestBody::Chunked
+    } else if parts.headers.contains_key(CONTENT_LENGTH) {
+        RequestBody::Length
+    } else {
+        // hyper's server gives a body only with one of the two (RFC 9112 §6.3 item 7).
+        RequestBody::Chunked
+    };
+    // A request with a body skips idle connections that show signs of having been closed:
+    // it may not be possible to send it again.
+    let idle = if kind == RequestBody::None {
+        b.conns.take()
+    } else {
+        b.conns.take_checked()
+    };
+    let (mut conn, mut reused) = match idle {
+        Some(c) => (c, true),
+        None => (Conn::connect(b.addr, connect).await?, false),
+    };
+    conn.encode_head(parts, kind);
+    let head_request = parts.method == Method::HEAD;
     loop {
-        let (mut tx, reused) = match b.conns.take() {
-            Some(tx) => (tx, true),
-            None => match pool::connect(b.addr, connect).await {
-                Ok(tx) => (tx, false),
-                Err(ConnectError::Failed | ConnectError::Timeout) => {
-                    return Err(SendError::Connect)
-                }
-            },
+        let r = match conn.send_request(&mut body, kind).await {
+            Ok(()) => conn.read_head(head_request).await,
+            Err(e) => Err(e),
         };
-        // A new connection takes its first request before its task has run; a reused one is
-        // ready once its task has read the previous response to the end (usually already).
-        if reused && !tx.is_ready() && tx.ready().await.is_err() {
-            continue;
-        }
-        match tx.try_send_request(req).await {
-            Ok(resp) => return Ok((resp, tx)),
-            Err(mut e) => match e.take_message() {
-                Some(r) if reused => req = r,
-                _ => return Err(SendError::Server),
-            },
+        match r {
+            Ok(head) => return Ok((head, conn)),
+            Err(h1::Error::Closed) if reused && conn.request_resendable() => {
+                let mut fresh = Conn::connect(b.addr, connect).await?;
+                conn.hand_request_to(&mut fresh);
+                conn = fresh;
+                reused = false;
+            }
+            Err(h1::Error::Closed) => return Err(h1::Error::Server),
+            Err(e) => return Err(e),
         }
     }
 }
@@ -310,7 +322,6 @@ async fn forward(
             Err(_) => return local(StatusCode::BAD_REQUEST, "bad request target"),
         };
     }
-    *req.version_mut() = Version::HTTP_11;
     let h = req.headers_mut();
     strip_hop_by_hop(h);
     if !h.contains_key(HOST) {
@@ -324,21 +335,26 @@ async fn forward(
     let rt = &lease.runtime;
     let server = Duration::from_nanos(rt.timeouts.server);
     let connect = Duration::from_nanos(rt.timeouts.connect);
-    match tokio::time::timeout(server, send(b, req, connect)).await {
-        Ok(Ok((resp, tx))) => {
+    // The request is written from its head as l7 prepared it (HTTP/1.1, origin form).
+    let (parts, body) = req.into_parts();
+    match tokio::time::timeout(server, send(b, &parts, body, connect)).await {
+        Ok(Ok((head, conn))) => {
             b.response_seconds.observe(started.elapsed().as_secs_f64());
-            let (mut parts, body) = resp.into_parts();
-            strip_hop_by_hop(&mut parts.headers);
-            let flight = InFlight {
-                tx: Some(tx),
-                lease: Some(lease),
-            };
-            Response::from_parts(parts, ProxyBody::Backend(body, flight))
+            let (mut rparts, body): (response::Parts, BackendBody) =
+                head.into_response(conn).into_parts();
+            strip_hop_by_hop(&mut rparts.headers);
+            let flight = InFlight { lease: Some(lease) };
+            Response::from_parts(rparts, ProxyBody::Backend(body, flight))
+        }
+        Ok(Err(h1::Error::ClientBody)) => {
+            svc.metrics.refuse("client_error");
+            local(StatusCode::BAD_REQUEST, "client_error")
         }
         Ok(Err(e)) => {
             let reason = match e {
-                SendError::Connect => "connect",
-                SendError::Server => "server_error",
+                h1::Error::Connect => "connect",
+                h1::Error::BadResponse => "bad_response",
+                _ => "server_error",
             };
             svc.metrics.error(&b.name, reason);
             local(StatusCode::BAD_GATEWAY, reason)

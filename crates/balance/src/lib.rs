@@ -7,7 +7,8 @@
 //! | `service.rs` | ServerTable + AnyBalancer, leases (active/inactive), maxconn queue, admin state, slow start, reload |
 //! | `l4.rs` | per-connection scheduling and relay |
 //! | `l7.rs` | per-request HTTP/1.1 scheduling |
-//! | `pool.rs` | per-backend keep-alive connections (hyper's HTTP/1 client connection) |
+//! | `pool.rs` | per-backend idle keep-alive connections |
+//! | `h1.rs` | our HTTP/1.1 client to backends, driven in the request's task (head, body framing) |
 //! | `health.rs` | TCP / HTTP checks with rise/fall |
 //! | `control.rs` | the Unix control socket and `netsched balance ctl` |
 //! | `metrics.rs` | Prometheus families (served by `netsched-metrics`) |
@@ -18,6 +19,7 @@
 pub mod config;
 pub mod control;
 pub mod daemon;
+pub mod h1;
 pub mod health;
 pub mod l4;
 pub mod l7;

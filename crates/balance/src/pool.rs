@@ -1,38 +1,36 @@
-//! L7 keep-alive connections to one backend: hyper's HTTP/1 client connection
-//! (`hyper::client::conn::http1`) driven directly, with a small idle stack of our own per
-//! backend instead of hyper-util's legacy pooled `Client`.
+//! L7 keep-alive connections to one backend: our own HTTP/1.1 client connections (`h1.rs`,
+//! driven in the task of the request that uses them), kept in a small idle stack per backend.
 //!
-//! Why not the legacy client: per request it looks the backend up in a shared map keyed by
-//! scheme and authority (the backend URI is built as text and parsed for that), and when a
-//! response has a body it spawns a task that waits for the connection to become ready again
-//! and then puts it back. Here the backend is already known (the lease carries its pool), and
-//! the connection goes back to the pool when the response body ends — in the task that
-//! forwarded it, with no task spawned.
+//! Why not hyper-util's legacy pooled `Client`: per request it looks the backend up in a shared
+//! map keyed by scheme and authority (the backend URI is built as text and parsed for that),
+//! and when a response has a body it spawns a task that waits for the connection to become
+//! ready again and then puts it back. Here the backend is already known (the lease carries its
+//! pool), and the connection goes back to the pool when the response body ends — in the task
+//! that forwarded it, with no task spawned.
 //!
 //! Bounds: at most [`POOL_IDLE_PER_BACKEND`] idle connections per backend; an idle connection
 //! is closed after [`POOL_IDLE_TIMEOUT`] (give or take the daemon's 250 ms tick, which sweeps
-//! the pools). Connections in use are bounded by the requests in flight.
+//! the pools) or, at that sweep, when the backend has closed it or sent something unasked.
+//! Connections in use are bounded by the requests in flight.
 //! Dropping the pool (a deleted server, once its last lease ends) closes its idle connections.
+//!
+//! Requests use `send(2)` rather than `writev(2)`: the head and the body at hand are gathered
+//! into one buffer (`h1.rs`). With writev every flush goes through `vfs_writev` (iovec import,
+//! file position and fsnotify hooks), 3% of the director's CPU per L7 request in a profile of
+//! the hyper client this replaced; HAProxy uses `send` too.
 
-use hyper::body::Incoming;
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
+use crate::h1::Conn;
 use std::fmt;
-use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use tokio::net::TcpStream;
 
 /// Idle keep-alive connections kept per backend.
 pub const POOL_IDLE_PER_BACKEND: usize = 64;
 /// An idle connection older than this is closed.
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The sending half of one backend connection; its connection runs in a task of its own.
-pub type Sender = SendRequest<Incoming>;
-
 struct Idle {
-    tx: Sender,
+    conn: Conn,
     since: Instant,
 }
 
@@ -47,80 +45,50 @@ impl fmt::Debug for ConnPool {
     }
 }
 
-/// Why no connection to the backend could be made.
-#[derive(Debug)]
-pub enum ConnectError {
-    /// `connect(2)` failed, or hyper's handshake did.
-    Failed,
-    /// Nothing within the connect timeout.
-    Timeout,
-}
-
 impl ConnPool {
     fn lock(&self) -> MutexGuard<'_, Vec<Idle>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The most recently returned connection that is still open.
-    pub fn take(&self) -> Option<Sender> {
+    /// The most recently returned connection. It is not checked (expiry and closed
+    /// connections are left to `sweep`, every 250 ms: no clock read or system call per
+    /// request); a request that finds it closed by the backend is sent again on a new one.
+    pub fn take(&self) -> Option<Conn> {
+        self.lock().pop().map(|c| c.conn)
+    }
+
+    /// The most recently returned connection that shows no sign of having been closed
+    /// ([`Conn::idle_ok`]): for a request with a body, which cannot always be sent again.
+    pub fn take_checked(&self) -> Option<Conn> {
         let mut idle = self.lock();
         while let Some(c) = idle.pop() {
-            // Expiry is left to `sweep` (every 250 ms): no clock read per request.
-            if !c.tx.is_closed() {
-                return Some(c.tx);
+            if c.conn.idle_ok() {
+                return Some(c.conn);
             }
         }
         None
     }
 
     /// Give back a connection whose last response has been read to its end.
-    pub fn give(&self, tx: Sender) {
-        if tx.is_closed() {
-            return;
-        }
+    pub fn give(&self, conn: Conn) {
         let mut idle = self.lock();
         if idle.len() < POOL_IDLE_PER_BACKEND {
             idle.push(Idle {
-                tx,
+                conn,
                 since: Instant::now(),
             });
         }
     }
 
     /// Close the connections idle longer than [`POOL_IDLE_TIMEOUT`], and those the backend
-    /// closed.
+    /// closed (or sent bytes on unasked).
     pub fn sweep(&self) {
         let mut idle = self.lock();
-        idle.retain(|c| !c.tx.is_closed() && c.since.elapsed() < POOL_IDLE_TIMEOUT);
+        idle.retain(|c| c.conn.idle_ok() && c.since.elapsed() < POOL_IDLE_TIMEOUT);
     }
 
     /// Idle connections kept.
     pub fn idle(&self) -> usize {
         self.lock().len()
     }
-}
-
-/// A new keep-alive connection to `addr` (TCP_NODELAY), its connection task spawned on the
-/// current runtime. The task ends when the backend closes or every sender is dropped.
-pub async fn connect(addr: SocketAddr, timeout: Duration) -> Result<Sender, ConnectError> {
-    let stream = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(_)) => return Err(ConnectError::Failed),
-        Err(_) => return Err(ConnectError::Timeout),
-    };
-    let _ = stream.set_nodelay(true);
-    // `writev(false)`: hyper flattens head and body into one buffer and flushes it with one
-    // `send(2)`. With writev (its default on a tokio socket) every flush goes through
-    // `vfs_writev` (iovec import, file position and fsnotify hooks), 3% of the director's CPU
-    // per L7 request in a profile; HAProxy uses `send` too.
-    let (tx, conn) = http1::Builder::new()
-        .writev(false)
-        .handshake(TokioIo::new(stream))
-        .await
-        .map_err(|_| ConnectError::Failed)?;
-    tokio::spawn(async move {
-        // Errors end the connection; the request that saw them reports them.
-        let _ = conn.await;
-    });
-    Ok(tx)
 }

@@ -1,0 +1,764 @@
+//! Our HTTP/1.1 client to a backend, driven in the request's own task.
+//!
+//! Why: hyper's client connection (`hyper::client::conn::http1`) runs each backend connection
+//! in a task of its own; a request goes to it over a channel, the response head comes back
+//! over a oneshot, and the body flows through a channel-backed `Incoming`: two task hand-offs
+//! and their allocations per request, the director's extra user-space cost against HAProxy in
+//! session 7's profile (docs/lvs-real.md). Here the task that serves the client request writes
+//! it to the backend, reads the response head, and later (as hyper's server polls the response
+//! body) reads the body from the same socket. No task is spawned, no channel crossed.
+//!
+//! Principles and bounds:
+//! - A backend connection ([`Conn`]) is a `TcpStream`, its read buffer and a reused write
+//!   buffer. The read buffer keeps the bytes read past what has been consumed (a head read
+//!   often brings part of the body); it holds at most a response head ([`MAX_RESPONSE_HEAD`])
+//!   or a read of [`READ_CHUNK`] plus a partial chunk-size line or trailer section (bounded
+//!   by [`MAX_CHUNK_LINE`], [`MAX_TRAILERS`]). Nothing else is buffered: body bytes go to the
+//!   client as they are read.
+//! - The request is written as HTTP/1.1 in origin form with the headers `l7.rs` prepared. The
+//!   head and as much of the body as is already at hand (up to [`COALESCE`] bytes) leave in
+//!   one `send(2)` (no `writev`: see pool.rs); the rest streams as the client sends it.
+//!   A body with Content-Length goes as is; a chunked one is decoded by hyper's server and
+//!   chunked again here (RFC 9112 §7.1); a request without a body sends none.
+//! - The response head is parsed by `httparse`, at most [`MAX_RESPONSE_HEAD`] bytes and
+//!   [`MAX_RESPONSE_HEADERS`] fields; interim 1xx responses are skipped (RFC 9110 §15.2), a
+//!   101 (we never ask to upgrade), a malformed or oversized head is a [`Error::BadResponse`].
+//! - The response body's length follows RFC 9112 §6.3: none for a response to HEAD and for
+//!   1xx/204/304 (item 1); Transfer-Encoding with chunked last is decoded (item 4, §7.1), any
+//!   other Transfer-Encoding is read to close (item 4); a valid Content-Length is counted,
+//!   an invalid one (or differing values) is an error (items 5–6); else read to close
+//!   (item 8).
+//! - A connection is reusable only when its response was read to its end with nothing left
+//!   over, its length was not "until close", and the backend kept it alive (HTTP/1.1 without
+//!   `Connection: close`, or HTTP/1.0 with `Connection: keep-alive`; RFC 9112 §9.3). A
+//!   Transfer-Encoding with a Content-Length beside it is honoured but the connection is not
+//!   reused (§6.3 item 3).
+//! - Nobody watches an idle pooled connection: a backend that closed it is noticed when the
+//!   next request reads EOF or a reset before any response byte ([`Error::Closed`]); `l7.rs`
+//!   then sends the request once more on a new connection if the whole request is still in
+//!   the write buffer. [`Conn::idle_ok`] (no system call unless the socket was marked
+//!   readable) lets the pool's sweep and requests with a body skip such connections.
+
+use bytes::{Buf, Bytes, BytesMut};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH};
+use hyper::header::{TRANSFER_ENCODING, UPGRADE};
+use hyper::http::{request, response};
+use hyper::{Response, StatusCode, Version};
+
+static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+use std::fmt;
+use std::future::poll_fn;
+use std::io::{self, ErrorKind};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// Largest response head (status line + header fields) accepted from a backend.
+pub const MAX_RESPONSE_HEAD: usize = 16 * 1024;
+/// Most header fields in a response head (hyper's default too).
+pub const MAX_RESPONSE_HEADERS: usize = 100;
+/// Longest chunk-size line (size and extensions).
+pub const MAX_CHUNK_LINE: usize = 4096;
+/// Longest trailer section of a chunked body (read and dropped).
+pub const MAX_TRAILERS: usize = 16 * 1024;
+/// Free space ensured in the read buffer before a read.
+pub const READ_CHUNK: usize = 16 * 1024;
+/// Request bytes (head and body at hand) gathered into the first `send`.
+pub const COALESCE: usize = 16 * 1024;
+/// Body pieces up to this size are copied out of the read buffer (so the buffer is reused, not
+/// reallocated per response); larger ones are handed over without a copy.
+const SMALL_FRAME: usize = 4096;
+
+/// Why an exchange with the backend failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Error {
+    /// `connect(2)` failed or timed out.
+    Connect,
+    /// EOF or an error before any byte of a response: the backend closed the connection
+    /// (on a reused one, most likely while it was idle).
+    Closed,
+    /// An I/O error or EOF after part of the response head.
+    Server,
+    /// The response head is malformed, too large, a 101, or its framing is invalid.
+    BadResponse,
+    /// The client's request body failed (it left, or sent a bad chunk).
+    ClientBody,
+}
+
+/// One keep-alive connection to a backend.
+pub struct Conn {
+    stream: TcpStream,
+    buf: BytesMut,
+    wbuf: Vec<u8>,
+    /// The write buffer holds the whole request (head and all its body): it can be sent again.
+    whole: bool,
+}
+
+impl fmt::Debug for Conn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Conn({:?}, {} buffered)",
+            self.stream.peer_addr(),
+            self.buf.len()
+        )
+    }
+}
+
+/// How the request body is framed towards the backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestBody {
+    None,
+    /// Content-Length: the bytes as they are.
+    Length,
+    /// Chunked again (hyper's server decoded it).
+    Chunked,
+}
+
+impl Conn {
+    /// A new connection (TCP_NODELAY) within `timeout`.
+    pub async fn connect(addr: SocketAddr, timeout: Duration) -> Result<Conn, Error> {
+        let stream = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => s,
+            _ => return Err(Error::Connect),
+        };
+        let _ = stream.set_nodelay(true);
+        Ok(Conn {
+            stream,
+            buf: BytesMut::with_capacity(READ_CHUNK),
+            wbuf: Vec::with_capacity(1024),
+            whole: false,
+        })
+    }
+
+    /// Whether an idle connection looks usable: nothing was read from it since its last
+    /// response (no EOF, no stray bytes). Costs no system call unless the reactor saw the
+    /// socket readable.
+    pub fn idle_ok(&self) -> bool {
+        let mut b = [0u8; 1];
+        self.buf.is_empty()
+            && matches!(self.stream.try_read(&mut b), Err(e) if e.kind() == ErrorKind::WouldBlock)
+    }
+
+    /// Move the request written into `self` to `to` (a retry on a new connection).
+    pub fn hand_request_to(&mut self, to: &mut Conn) {
+        std::mem::swap(&mut self.wbuf, &mut to.wbuf);
+        to.whole = self.whole;
+    }
+
+    /// Whether the whole request is still in the write buffer (it may be sent again).
+    pub fn request_resendable(&self) -> bool {
+        self.whole
+    }
+
+    /// Write the request head into the write buffer: `METHOD target HTTP/1.1`, then `parts`'
+    /// header fields (a chunked body's Content-Length left out, RFC 9112 §6.3 item 3).
+    pub fn encode_head(&mut self, parts: &request::Parts, body: RequestBody) {
+        let w = &mut self.wbuf;
+        w.clear();
+        w.extend_from_slice(parts.method.as_str().as_bytes());
+        w.push(b' ');
+        let target = parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/");
+        w.extend_from_slice(if target.is_empty() {
+            b"/"
+        } else {
+            target.as_bytes()
+        });
+        w.extend_from_slice(b" HTTP/1.1\r\n");
+        for (n, v) in &parts.headers {
+            if body == RequestBody::Chunked && n == CONTENT_LENGTH {
+                continue;
+            }
+            w.extend_from_slice(n.as_str().as_bytes());
+            w.extend_from_slice(b": ");
+            w.extend_from_slice(v.as_bytes());
+            w.extend_from_slice(b"\r\n");
+        }
+        w.extend_from_slice(b"\r\n");
+        self.whole = body == RequestBody::None;
+    }
+
+    /// Send the request encoded by [`Conn::encode_head`] and its body. On a failure before the
+    /// body was streamed past the write buffer, the buffer still holds the whole request.
+    pub async fn send_request(
+        &mut self,
+        body: &mut Incoming,
+        kind: RequestBody,
+    ) -> Result<(), Error> {
+        if kind != RequestBody::None && !self.whole {
+            // Gather the body already at hand behind the head; poll once, do not wait.
+            let mut ended = false;
+            while self.wbuf.len() < COALESCE {
+                match poll_fn(|cx| Poll::Ready(Pin::new(&mut *body).poll_frame(cx))).await {
+                    Poll::Ready(None) => {
+                        ended = true;
+                        break;
+                    }
+                    Poll::Ready(Some(Ok(f))) => {
+                        if let Ok(d) = f.into_data() {
+                            encode_data(&mut self.wbuf, &d, kind);
+                        }
+                    }
+                    Poll::Ready(Some(Err(_))) => return Err(Error::ClientBody),
+                    Poll::Pending => break,
+                }
+            }
+            if ended {
+                if kind == RequestBody::Chunked {
+                    self.wbuf.extend_from_slice(b"0\r\n\r\n");
+                }
+                self.whole = true;
+            }
+        }
+        // A write on a connection the backend has closed usually succeeds (the reset comes
+        // later); when it fails, nothing of a response was read: `Closed`.
+        self.stream
+            .write_all(&self.wbuf)
+            .await
+            .map_err(|_| Error::Closed)?;
+        if self.whole {
+            return Ok(());
+        }
+        let mut chunk = Vec::new();
+        loop {
+            match poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await {
+                None => break,
+                Some(Ok(f)) => {
+                    let Ok(d) = f.into_data() else { continue };
+                    chunk.clear();
+                    encode_data(&mut chunk, &d, kind);
+                    if !chunk.is_empty() {
+                        self.stream
+                            .write_all(&chunk)
+                            .await
+                            .map_err(|_| Error::Server)?;
+                    }
+                }
+                Some(Err(_)) => return Err(Error::ClientBody),
+            }
+        }
+        if kind == RequestBody::Chunked {
+            self.stream
+                .write_all(b"0\r\n\r\n")
+                .await
+                .map_err(|_| Error::Server)?;
+        }
+        Ok(())
+    }
+
+    /// Read into the buffer, at least [`READ_CHUNK`] bytes of room; `Ok(0)` is EOF.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        if self.buf.capacity() - self.buf.len() < READ_CHUNK / 4 {
+            self.buf.reserve(READ_CHUNK);
+        }
+        loop {
+            match self.stream.try_read_buf(&mut self.buf) {
+                Ok(n) => return Poll::Ready(Ok(n)),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    ready!(self.stream.poll_read_ready(cx))?;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
+    /// Read the response head (skipping interim 1xx responses) and decide how its body is
+    /// framed. `head_request`: the request was HEAD (the response has no body).
+    pub async fn read_head(&mut self, head_request: bool) -> Result<ResponseHead, Error> {
+        let mut got_any = !self.buf.is_empty();
+        loop {
+            if !self.buf.is_empty() {
+                match parse_head(&self.buf, head_request)? {
+                    Some((used, head)) => {
+                        self.buf.advance(used);
+                        if let Some(head) = head {
+                            return Ok(head);
+                        }
+                        // An interim response: read the next head.
+                        continue;
+                    }
+                    None if self.buf.len() >= MAX_RESPONSE_HEAD => return Err(Error::BadResponse),
+                    None => {}
+                }
+            }
+            let n = poll_fn(|cx| self.poll_fill(cx)).await;
+            match n {
+                Ok(n) if n > 0 => got_any = true,
+                _ if got_any => return Err(Error::Server),
+                _ => return Err(Error::Closed),
+            }
+        }
+    }
+}
+
+fn encode_data(w: &mut Vec<u8>, d: &[u8], kind: RequestBody) {
+    if d.is_empty() {
+        // An empty chunk would end a chunked body.
+        return;
+    }
+    if kind == RequestBody::Chunked {
+        w.extend_from_slice(format!("{:X}\r\n", d.len()).as_bytes());
+        w.extend_from_slice(d);
+        w.extend_from_slice(b"\r\n");
+    } else {
+        w.extend_from_slice(d);
+    }
+}
+
+/// A parsed final response head.
+#[derive(Debug)]
+pub struct ResponseHead {
+    pub parts: response::Parts,
+    framing: Framing,
+    keep_alive: bool,
+}
+
+impl ResponseHead {
+    /// The response (its head) with a body that reads the rest from `conn`.
+    pub fn into_response(self, conn: Conn) -> Response<BackendBody> {
+        let body = BackendBody {
+            conn: Some(conn),
+            state: match self.framing {
+                Framing::Length(0) => State::Done,
+                Framing::Length(n) => State::Length(n),
+                Framing::Chunked => State::ChunkSize,
+                Framing::Close => State::Close,
+            },
+            reusable: self.keep_alive && self.framing != Framing::Close,
+        };
+        Response::from_parts(self.parts, body)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    Length(u64),
+    Chunked,
+    Close,
+}
+
+/// Parse a response head from `buf`: `Ok(None)` if incomplete; `Ok(Some((used, None)))` for an
+/// interim 1xx response to skip; else the head and its framing (RFC 9112 §6.3).
+fn parse_head(
+    buf: &[u8],
+    head_request: bool,
+) -> Result<Option<(usize, Option<ResponseHead>)>, Error> {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_RESPONSE_HEADERS];
+    let mut r = httparse::Response::new(&mut fields);
+    let used = match r.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(_) => return Err(Error::BadResponse),
+    };
+    let code = r.code.ok_or(Error::BadResponse)?;
+    let status = StatusCode::from_u16(code).map_err(|_| Error::BadResponse)?;
+    if status == StatusCode::SWITCHING_PROTOCOLS {
+        return Err(Error::BadResponse);
+    }
+    if status.is_informational() {
+        return Ok(Some((used, None)));
+    }
+    let http11 = r.version == Some(1);
+    // One copy of the head, which every field value then shares (no allocation per field).
+    let head = Bytes::copy_from_slice(&buf[..used]);
+    let base = buf.as_ptr() as usize;
+    let mut headers = HeaderMap::with_capacity(r.headers.len());
+    let (mut close, mut keep) = (false, false);
+    for f in r.headers.iter() {
+        let name = HeaderName::from_bytes(f.name.as_bytes()).map_err(|_| Error::BadResponse)?;
+        if name == CONNECTION {
+            // Only `close` / `keep-alive`: read here and not passed on (hop-by-hop, RFC 9110
+            // §7.6.1), which spares `l7.rs` a removal per response (nginx sends
+            // `Connection: keep-alive` on every one). Other names stay, for `l7.rs` to strip
+            // the fields they name.
+            let mut only_ours = true;
+            for t in f.value.split(|&c| c == b',').map(|t| t.trim_ascii()) {
+                if t.eq_ignore_ascii_case(b"close") {
+                    close = true;
+                } else if t.eq_ignore_ascii_case(b"keep-alive") {
+                    keep = true;
+                } else if !t.is_empty() {
+                    only_ours = false;
+                }
+            }
+            if only_ours {
+                continue;
+            }
+        } else if name == KEEP_ALIVE {
+            continue;
+        }
+        let at = f.value.as_ptr() as usize - base;
+        let value = HeaderValue::from_maybe_shared(head.slice(at..at + f.value.len()))
+            .map_err(|_| Error::BadResponse)?;
+        headers.append(name, value);
+    }
+    let mut keep_alive = if http11 { !close } else { keep };
+    let no_body =
+        head_request || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED;
+    let framing = if no_body {
+        Framing::Length(0)
+    } else if headers.contains_key(TRANSFER_ENCODING) {
+        // The last coding of the last field must be chunked (§6.3 item 4, §7).
+        let last = headers
+            .get_all(TRANSFER_ENCODING)
+            .iter()
+            .next_back()
+            .and_then(|v| v.as_bytes().split(|&c| c == b',').next_back())
+            .map(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+            .unwrap_or(false);
+        if headers.contains_key(CONTENT_LENGTH) {
+            // §6.3 item 3: Transfer-Encoding overrides; the Content-Length is not passed on.
+            headers.remove(CONTENT_LENGTH);
+            keep_alive = false;
+        }
+        if last {
+            Framing::Chunked
+        } else {
+            Framing::Close
+        }
+    } else if headers.contains_key(CONTENT_LENGTH) {
+        // §6.3 item 5: several values (or a list) must all be the same valid number.
+        let mut len: Option<u64> = None;
+        for v in headers.get_all(CONTENT_LENGTH) {
+            for t in v.as_bytes().split(|&c| c == b',') {
+                let t = t.trim_ascii();
+                if t.is_empty() || !t.iter().all(u8::is_ascii_digit) || t.len() > 19 {
+                    return Err(Error::BadResponse);
+                }
+                let n: u64 = std::str::from_utf8(t)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .ok_or(Error::BadResponse)?;
+                if len.is_some_and(|l| l != n) {
+                    return Err(Error::BadResponse);
+                }
+                len = Some(n);
+            }
+        }
+        Framing::Length(len.ok_or(Error::BadResponse)?)
+    } else {
+        Framing::Close
+    };
+    // Upgrade is never asked for; the header means nothing on a response we forward.
+    headers.remove(UPGRADE);
+    let mut parts = Response::new(()).into_parts().0;
+    parts.status = status;
+    parts.version = Version::HTTP_11;
+    parts.headers = headers;
+    Ok(Some((
+        used,
+        Some(ResponseHead {
+            parts,
+            framing,
+            keep_alive,
+        }),
+    )))
+}
+
+/// Where the body of a response stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// This many bytes left (Content-Length).
+    Length(u64),
+    /// A chunk-size line is next.
+    ChunkSize,
+    /// This many bytes left in the current chunk.
+    ChunkData(u64),
+    /// The CRLF after a chunk's data.
+    ChunkEnd,
+    /// The trailer section after the last chunk.
+    Trailers,
+    /// Read until the backend closes.
+    Close,
+    /// Read to its end.
+    Done,
+}
+
+/// A body error: the backend's bytes broke the framing, or the connection failed mid-body.
+#[derive(Debug)]
+pub enum BodyError {
+    Io(io::Error),
+    /// EOF before the body's end.
+    Truncated,
+    /// A bad chunk-size line, chunk end or trailer section.
+    BadChunk,
+}
+
+impl fmt::Display for BodyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BodyError::Io(e) => write!(f, "backend body: {e}"),
+            BodyError::Truncated => write!(f, "backend body: connection closed before its end"),
+            BodyError::BadChunk => write!(f, "backend body: malformed chunked encoding"),
+        }
+    }
+}
+
+impl std::error::Error for BodyError {}
+
+/// A response body read from its backend connection as the server polls it.
+pub struct BackendBody {
+    conn: Option<Conn>,
+    state: State,
+    reusable: bool,
+}
+
+impl fmt::Debug for BackendBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BackendBody({:?})", self.state)
+    }
+}
+
+impl BackendBody {
+    /// The connection, if the body was read to its end and the connection may carry another
+    /// request; else `None` (and the connection closes when the body is dropped).
+    pub fn take_reusable(&mut self) -> Option<Conn> {
+        if self.state != State::Done || !self.reusable {
+            return None;
+        }
+        self.conn.take().filter(|c| c.buf.is_empty())
+    }
+
+    fn fail(&mut self, e: BodyError) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        self.conn = None;
+        self.state = State::Done;
+        self.reusable = false;
+        Poll::Ready(Some(Err(e)))
+    }
+}
+
+/// Take `n` bytes off the front of `buf`: copied when small (the buffer stays whole and is
+/// reused), else split off without a copy.
+fn take(buf: &mut BytesMut, n: usize) -> Bytes {
+    if n <= SMALL_FRAME {
+        let b = Bytes::copy_from_slice(&buf[..n]);
+        buf.advance(n);
+        b
+    } else {
+        buf.split_to(n).freeze()
+    }
+}
+
+impl Body for BackendBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self.get_mut();
+        loop {
+            let Some(conn) = this.conn.as_mut() else {
+                return Poll::Ready(None);
+            };
+            let buf = &mut conn.buf;
+            match this.state {
+                State::Done => return Poll::Ready(None),
+                State::Length(left) | State::ChunkData(left) if !buf.is_empty() => {
+                    let n = (buf.len() as u64).min(left) as usize;
+                    let data = take(buf, n);
+                    let left = left - n as u64;
+                    this.state = match this.state {
+                        State::Length(_) if left == 0 => State::Done,
+                        State::Length(_) => State::Length(left),
+                        _ if left == 0 => State::ChunkEnd,
+                        _ => State::ChunkData(left),
+                    };
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+                State::Close if !buf.is_empty() => {
+                    let n = buf.len();
+                    return Poll::Ready(Some(Ok(Frame::data(take(buf, n)))));
+                }
+                State::ChunkSize if !buf.is_empty() => match httparse::parse_chunk_size(buf) {
+                    Ok(httparse::Status::Complete((used, size))) => {
+                        buf.advance(used);
+                        this.state = if size == 0 {
+                            State::Trailers
+                        } else {
+                            State::ChunkData(size)
+                        };
+                        continue;
+                    }
+                    Ok(httparse::Status::Partial) if buf.len() <= MAX_CHUNK_LINE => {}
+                    _ => return this.fail(BodyError::BadChunk),
+                },
+                State::ChunkEnd if buf.len() >= 2 => {
+                    if &buf[..2] != b"\r\n" {
+                        return this.fail(BodyError::BadChunk);
+                    }
+                    buf.advance(2);
+                    this.state = State::ChunkSize;
+                    continue;
+                }
+                State::Trailers if buf.len() >= 2 => {
+                    // No trailer fields (CRLF), or fields up to an empty line: dropped (the
+                    // client was not told of trailers; `Trailer` is hop-by-hop here).
+                    let end = if buf.starts_with(b"\r\n") {
+                        Some(2)
+                    } else {
+                        buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
+                    };
+                    match end {
+                        Some(n) => {
+                            buf.advance(n);
+                            this.state = State::Done;
+                            return Poll::Ready(None);
+                        }
+                        None if buf.len() > MAX_TRAILERS => return this.fail(BodyError::BadChunk),
+                        None => {}
+                    }
+                }
+                _ => {}
+            }
+            // More bytes are needed.
+            match ready!(conn.poll_fill(cx)) {
+                Ok(0) if this.state == State::Close => {
+                    this.state = State::Done;
+                    return Poll::Ready(None);
+                }
+                Ok(0) => return this.fail(BodyError::Truncated),
+                Ok(_) => {}
+                Err(e) => return this.fail(BodyError::Io(e)),
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.state == State::Done
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.state {
+            State::Done => SizeHint::with_exact(0),
+            State::Length(n) => SizeHint::with_exact(n),
+            _ => SizeHint::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(
+        text: &str,
+        head_request: bool,
+    ) -> Result<Option<(usize, Option<ResponseHead>)>, Error> {
+        parse_head(text.as_bytes(), head_request)
+    }
+
+    fn framing(text: &str) -> (Framing, bool) {
+        let (used, h) = head(text, false).unwrap().expect("complete");
+        assert_eq!(used, text.find("\r\n\r\n").unwrap() + 4);
+        let h = h.expect("final response");
+        (h.framing, h.keep_alive)
+    }
+
+    /// RFC 9112 §6.3, item by item.
+    #[test]
+    fn response_framing_follows_rfc_9112_section_6_3() {
+        use Framing::*;
+        // Item 1: HEAD, 204 and 304 have no body whatever their fields say.
+        let ok5 = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n";
+        let h = head(ok5, true).unwrap().unwrap().1.unwrap();
+        assert_eq!(h.framing, Length(0));
+        assert_eq!(h.parts.headers["content-length"], "5", "passed on for HEAD");
+        assert_eq!(
+            framing("HTTP/1.1 204 No Content\r\n\r\n"),
+            (Length(0), true)
+        );
+        assert_eq!(
+            framing("HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            (Length(0), true)
+        );
+        // Item 4: chunked last → decoded; another last coding → until close.
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, Chunked\r\n\r\n"),
+            (Chunked, true)
+        );
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n").0,
+            Close
+        );
+        // Item 3: Transfer-Encoding beats Content-Length, which is dropped; no reuse.
+        let (_, h) = head(
+            "HTTP/1.1 200 OK\r\nContent-Length: 9\r\nTransfer-Encoding: chunked\r\n\r\n",
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        let h = h.unwrap();
+        assert_eq!((h.framing, h.keep_alive), (Chunked, false));
+        assert!(!h.parts.headers.contains_key(CONTENT_LENGTH));
+        // Item 5: a list of identical values is one length; differing or bad values fail.
+        assert_eq!(framing(ok5), (Length(5), true));
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\nContent-Length: 7, 7\r\nContent-Length: 7\r\n\r\n"),
+            (Length(7), true)
+        );
+        for bad in ["7, 8", "-1", "0x10", "", "99999999999999999999", "1 2"] {
+            let t = format!("HTTP/1.1 200 OK\r\nContent-Length: {bad}\r\n\r\n");
+            assert_eq!(head(&t, false).err(), Some(Error::BadResponse), "{bad:?}");
+        }
+        // Item 8: no length → until close, never reused.
+        assert_eq!(framing("HTTP/1.1 200 OK\r\n\r\n"), (Close, true));
+    }
+
+    #[test]
+    fn keep_alive_follows_the_version_and_connection_tokens() {
+        let f = |t: &str| framing(t).1;
+        assert!(f("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
+        assert!(!f(
+            "HTTP/1.1 200 OK\r\nConnection: foo, Close\r\nContent-Length: 0\r\n\r\n"
+        ));
+        assert!(!f("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n"));
+        assert!(f(
+            "HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n"
+        ));
+    }
+
+    #[test]
+    fn interim_partial_malformed_and_upgrade_heads() {
+        // 1xx other than 101 is skipped: `used` covers it, no head.
+        let t = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n";
+        let (used, h) = head(t, false).unwrap().unwrap();
+        assert_eq!((used, h.is_none()), (25, true));
+        assert!(head("HTTP/1.1 200 OK\r\nContent-Le", false)
+            .unwrap()
+            .is_none());
+        for bad in [
+            "HTTP/1.1 2x0 OK\r\n\r\n",
+            "HTTP/2.0 200 OK\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n",
+            "garbage\r\n\r\n",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n",
+        ] {
+            assert_eq!(head(bad, false).err(), Some(Error::BadResponse), "{bad:?}");
+        }
+        let many: String = (0..=MAX_RESPONSE_HEADERS)
+            .map(|i| format!("X-{i}: v\r\n"))
+            .collect();
+        let t = format!("HTTP/1.1 200 OK\r\n{many}\r\n");
+        assert_eq!(head(&t, false).err(), Some(Error::BadResponse));
+    }
+
+    #[test]
+    fn field_values_share_one_copy_of_the_head() {
+        let t = "HTTP/1.1 200 OK\r\nServer: x\r\nX-A: one\r\nx-a: two\r\nContent-Length: 0\r\n\r\n";
+        let h = head(t, false).unwrap().unwrap().1.unwrap();
+        let a: Vec<_> = h.parts.headers.get_all("x-a").iter().collect();
+        assert_eq!(a, ["one", "two"]);
+        assert_eq!(h.parts.status, StatusCode::OK);
+    }
+}
