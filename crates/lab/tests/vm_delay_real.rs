@@ -248,3 +248,25 @@ fn p2_on_real_traffic_ping_preload_diagnosis() {
         assert_eq!(value(&out, "every port's accounting identity holds"), 0.0);
     }
 }
+
+/// Diagnosis, not a claim (docs/vswitch.md, "The Low tier's arrivals, three ways"): strict
+/// priority at 9 guests and delay-constrained at 18, 20 s, the run's arrival statistics per
+/// tier printed (what the simulator generates for the same seed, what the traffic generator
+/// sent, what the switch read) next to the switch's and the replay's drops.
+#[test]
+#[ignore = "a measurement for the docs (about 50 s), not a claim"]
+fn p2_on_real_traffic_arrivals_diagnosis() {
+    if !privileged_test_allowed("p2_on_real_traffic_arrivals_diagnosis") {
+        return;
+    }
+    let out = run_with(&RealOptions {
+        duration: 20 * netsched_core::SEC,
+        schedulers: vec!["strict_priority".into(), "delay_constrained".into()],
+        skip: vec![
+            (9, "delay_constrained".into()),
+            (18, "strict_priority".into()),
+        ],
+        ping_preload: PING_PRELOAD,
+    });
+    assert_eq!(value(&out, "every port's accounting identity holds"), 0.0);
+}

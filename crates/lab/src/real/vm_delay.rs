@@ -18,9 +18,12 @@
 //! the host woke this process's threads (the budget a busy host takes from the switch). The
 //! same scenario runs in the simulator for the sim column; P2's own words are the paper column.
 
+use crate::experiments::vm_delay::arrivals::{
+    arrival_stats, clumps, lateness, ArrivalStats, Lateness, SentBurst,
+};
 use crate::experiments::vm_delay::{
-    latency_cdf_chart, measured_tiers, paper_says, replay, simulate, summary, Setup, TierResult,
-    VmConfig,
+    generated_arrivals_with_kind, latency_cdf_chart, measured_tiers, paper_says, replay, simulate,
+    summary, Kind, Setup, TierResult, VmConfig,
 };
 use anyhow::{bail, Context, Result};
 use netsched_core::rng::SplitMix64;
@@ -74,6 +77,30 @@ pub struct TraceFindings {
     /// Per tier: frames that arrived in clumps larger than the largest application burst
     /// the traffic sends (2·mean − 1), i.e. bursts merged by a late sender or a late switch.
     pub merged: Vec<u64>,
+    /// Per tier: the arrival process three ways ([`TierArrivals`]).
+    pub arrivals: Vec<TierArrivals>,
+}
+
+/// One tier's arrival process three ways, for the same configuration and seed: what the
+/// simulator generates, what the real run's traffic generator sent, what the switch read
+/// (docs/vswitch.md, "The Low tier's arrivals, three ways").
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TierArrivals {
+    /// The simulator's arrivals (every packet: probes, data, streams) ...
+    pub sim: ArrivalStats,
+    /// ... and its application data alone (what `sent` holds).
+    pub sim_data: ArrivalStats,
+    /// The generator's application bursts, on the switch's clock (no probes, no streams).
+    pub sent: ArrivalStats,
+    /// How late those bursts left against their schedule.
+    pub sent_lateness: Lateness,
+    /// What the switch read (every frame), from its trace.
+    pub read: ArrivalStats,
+    /// From a burst's send to the switch's first read of its port at or after it (less
+    /// 0.1 ms: a loop turn's time is taken before it reads), ms: median, p99, largest.
+    pub read_delay_ms: [f64; 3],
+    /// Bursts the generator's bounded log could not hold (0: `sent` covers the whole run).
+    pub sent_overflow: u64,
 }
 
 impl TraceFindings {
@@ -95,6 +122,137 @@ fn pct(part: Option<&u64>, whole: Option<&u64>) -> f64 {
     }
 }
 
+/// Per tier, the arrivals three ways ([`TierArrivals`]) of a run of `cfg` with `seed`.
+fn tier_arrivals(
+    trace: &Trace,
+    cfg: &VmConfig,
+    seed: u64,
+    sent: &Sent,
+) -> Result<Vec<TierArrivals>> {
+    let per_tier = cfg.domains / cfg.tiers.len().max(1);
+    let largest_burst = (2.0 * cfg.data_burst - 1.0).round().max(1.0) as u64;
+    // The switch's budget cycle (on first, from its start), as the model computes it.
+    let slice = cfg.slice_ms * MS as f64;
+    let cycle = (cfg.cpu_busy > 0.0).then(|| {
+        (
+            (slice * (1.0 - cfg.cpu_busy) / 0.5) as Nanos,
+            (slice * cfg.cpu_busy / 0.5) as Nanos,
+        )
+    });
+    let generated = generated_arrivals_with_kind(cfg, seed)?;
+    let sim_all: Vec<(Nanos, usize)> = generated.iter().map(|&(t, v, _)| (t, v)).collect();
+    let sim_data: Vec<(Nanos, usize)> = generated
+        .iter()
+        .filter(|a| a.2 == Kind::Data)
+        .map(|&(t, v, _)| (t, v))
+        .collect();
+    let read = trace.arrivals();
+    // The generator's bursts on the switch's clock (sent before the switch started: none).
+    let origin = trace.origin();
+    let bursts: Vec<SentBurst> = sent
+        .bursts
+        .iter()
+        .map(|b| SentBurst {
+            scheduled: b.scheduled.saturating_sub(origin),
+            sent: b.sent.saturating_sub(origin),
+            ..*b
+        })
+        .collect();
+    let sent_clumps: Vec<_> = bursts
+        .iter()
+        .map(|b| crate::experiments::vm_delay::arrivals::Clump {
+            t: b.sent,
+            port: b.port,
+            frames: b.frames,
+        })
+        .collect();
+    // Per port, the times the switch read a frame (in order).
+    let mut read_at: Vec<Vec<Nanos>> = vec![Vec::new(); cfg.domains];
+    for &(t, p) in &read {
+        if let Some(v) = read_at.get_mut(p) {
+            v.push(t);
+        }
+    }
+    let mut out = Vec::new();
+    for t in 0..cfg.tiers.len() {
+        let ports = t * per_tier..(t + 1) * per_tier;
+        let stats = |a: &[(Nanos, usize)]| {
+            arrival_stats(
+                &clumps(a, ports.clone()),
+                ports.clone(),
+                largest_burst,
+                cycle,
+            )
+        };
+        let mut delays: Vec<f64> = bursts
+            .iter()
+            .filter(|b| ports.contains(&b.port))
+            .filter_map(|b| {
+                let r = &read_at[b.port];
+                let from = b.sent.saturating_sub(100_000);
+                let i = r.partition_point(|&x| x < from);
+                r.get(i).map(|&x| x.saturating_sub(from) as f64 / MS as f64)
+            })
+            .collect();
+        netsched_report::stats::sort(&mut delays);
+        let q = |q: f64| netsched_report::stats::percentile(&delays, q).unwrap_or(f64::NAN);
+        out.push(TierArrivals {
+            sim: stats(&sim_all),
+            sim_data: stats(&sim_data),
+            sent: arrival_stats(&sent_clumps, ports.clone(), largest_burst, cycle),
+            sent_lateness: lateness(&bursts, ports.clone()),
+            read: stats(&read),
+            read_delay_ms: [q(0.5), q(0.99), delays.last().copied().unwrap_or(f64::NAN)],
+            sent_overflow: sent.overflow,
+        });
+    }
+    Ok(out)
+}
+
+/// One line per tier of [`TierArrivals`] for the run's stderr.
+fn arrivals_lines(f: &TraceFindings, names: &[String]) -> String {
+    let one = |a: &ArrivalStats| {
+        let w: Vec<String> = a.window_max.iter().map(|w| format!("{}", w.max)).collect();
+        format!(
+            "{} frames/{} clumps (mean {:.1}, p99 {:.0}, max {}, merged {}), gap p5 {:.1} ms, \
+             <10 ms {:.1}%, window max 10/50/100/200 ms {}, off-phase {:.1}%",
+            a.frames,
+            a.clumps,
+            a.clump_mean,
+            a.clump_p99,
+            a.clump_max,
+            a.merged_frames,
+            a.gap_p5_ms,
+            a.gaps_under_10ms_pct,
+            w.join("/"),
+            a.off_phase_pct
+        )
+    };
+    let mut s = String::new();
+    for (a, name) in f.arrivals.iter().zip(names) {
+        let l = &a.sent_lateness;
+        s += &format!(
+            "  {name} sim (all): {}\n  {name} sim (data): {}\n  {name} sent (data): {}\n    \
+             late p50 {:.2} / p99 {:.2} / max {:.1} ms, > 1 ms {:.2}%, caught up {} of {}; \
+             read delay p50 {:.2} / p99 {:.2} / max {:.1} ms\n  {name} read (all): {}\n",
+            one(&a.sim),
+            one(&a.sim_data),
+            one(&a.sent),
+            l.p50_ms,
+            l.p99_ms,
+            l.max_ms,
+            l.late_1ms_pct,
+            l.caught_up,
+            l.bursts,
+            a.read_delay_ms[0],
+            a.read_delay_ms[1],
+            a.read_delay_ms[2],
+            one(&a.read),
+        );
+    }
+    s
+}
+
 /// The findings of `trace` for a run of `cfg` (ports in tier order, `per_tier` per tier).
 fn trace_findings(trace: &Trace, cfg: &VmConfig, dur: Nanos) -> Result<TraceFindings> {
     let per_tier = cfg.domains / cfg.tiers.len().max(1);
@@ -106,6 +264,7 @@ fn trace_findings(trace: &Trace, cfg: &VmConfig, dur: Nanos) -> Result<TraceFind
         replay_dropped: vec![0; nt],
         max_clump: vec![0; nt],
         merged: vec![0; nt],
+        arrivals: Vec::new(),
     };
     let arrivals = trace.arrivals();
     let last = arrivals.last().map_or(0, |a| a.0);
@@ -215,9 +374,18 @@ fn switch_config(bed: &Bed, cfg: &VmConfig, pps: u64) -> Result<SwitchConfig> {
     SwitchConfig::parse(&t, "vm-delay (generated)")
 }
 
+/// What the traffic generator did: frames sent per guest, and its application bursts
+/// (bounded: past the capacity they are counted in `overflow`).
+struct Sent {
+    frames: Vec<u64>,
+    /// Times on `CLOCK_MONOTONIC` (ns).
+    bursts: Vec<SentBurst>,
+    overflow: u64,
+}
+
 /// Sends the data bursts and streams of every guest until `end` from one thread that holds a
-/// raw socket in each guest's namespace. Returns frames sent per guest.
-fn bulk_traffic(bed: &Bed, cfg: &VmConfig, seed: u64, dur: Nanos) -> Result<Vec<u64>> {
+/// raw socket in each guest's namespace.
+fn bulk_traffic(bed: &Bed, cfg: &VmConfig, seed: u64, dur: Nanos) -> Result<Sent> {
     let per_tier = cfg.domains / cfg.tiers.len();
     let guests: Vec<(String, String, f64)> = bed
         .guests
@@ -226,9 +394,12 @@ fn bulk_traffic(bed: &Bed, cfg: &VmConfig, seed: u64, dur: Nanos) -> Result<Vec<
         .map(|(i, (ns, _, e))| (ns.clone(), e.clone(), cfg.tiers[i / per_tier].stream_pps))
         .collect();
     let (data_pps, burst) = (cfg.data_pps, cfg.data_burst);
+    // Bursts to record: three times the expected number, and 64 more.
+    let log_cap =
+        (3.0 * data_pps / burst.max(1.0) * (dur / SEC + 1) as f64) as usize * guests.len() + 64;
     let th = std::thread::Builder::new()
         .name("vm-delay-bulk".into())
-        .spawn(move || -> Result<Vec<u64>> {
+        .spawn(move || -> Result<Sent> {
             let mut ports = Vec::new();
             for (ns, dev, _) in &guests {
                 netsched_testbed::enter_netns(ns)?;
@@ -248,6 +419,8 @@ fn bulk_traffic(bed: &Bed, cfg: &VmConfig, seed: u64, dur: Nanos) -> Result<Vec<
                 .map(|g| (g.2 > 0.0).then(|| t0 + (rng.unit() * SEC as f64 / g.2) as Nanos))
                 .collect();
             let mut sent = vec![0u64; guests.len()];
+            let mut bursts: Vec<SentBurst> = Vec::with_capacity(log_cap);
+            let mut overflow = 0u64;
             let mut frame = [0u8; BULK_FRAME];
             frame[..6].copy_from_slice(&[2, 0, 0, 0, 1, 0]); // nobody's: dropped by ext
             frame[12..14].copy_from_slice(&[0x88, 0xb5]);
@@ -259,15 +432,29 @@ fn bulk_traffic(bed: &Bed, cfg: &VmConfig, seed: u64, dur: Nanos) -> Result<Vec<
                 for i in 0..guests.len() {
                     frame[6..12].copy_from_slice(&[2, 0, 0, 0, 2, i as u8]);
                     let mut n = 0;
+                    let mut due = None;
                     if next_burst[i] <= t {
                         let max = (2.0 * burst - 1.0).max(1.0) as u64;
                         n += 1 + rng.below(max);
+                        due = Some((next_burst[i], n));
                         next_burst[i] += rng.exp(gap) as Nanos;
                     }
                     if let Some(ns) = next_stream[i] {
                         if ns <= t {
                             n += 1;
                             next_stream[i] = Some(ns + (SEC as f64 / guests[i].2) as Nanos);
+                        }
+                    }
+                    if let Some((scheduled, frames)) = due {
+                        if bursts.len() < log_cap {
+                            bursts.push(SentBurst {
+                                port: i,
+                                scheduled,
+                                sent: now(),
+                                frames,
+                            });
+                        } else {
+                            overflow += 1;
                         }
                     }
                     for _ in 0..n {
@@ -287,7 +474,11 @@ fn bulk_traffic(bed: &Bed, cfg: &VmConfig, seed: u64, dur: Nanos) -> Result<Vec<
                 }
                 std::thread::sleep(std::time::Duration::from_micros(500));
             }
-            Ok(sent)
+            Ok(Sent {
+                frames: sent,
+                bursts,
+                overflow,
+            })
         })
         .context("starting the traffic thread")?;
     th.join()
@@ -396,7 +587,8 @@ fn run_one(
     let sent = bulk_traffic(bed, cfg, seed, dur);
     stop.store(true, Ordering::Relaxed);
     let (host_late_pct, host_max_late_ms) = watch.join().unwrap_or((f64::NAN, f64::NAN));
-    let sent = sent?;
+    let sent_log = sent?;
+    let sent = &sent_log.frames;
     // Let the pings reach their deadline and print their summaries.
     let deadline = std::time::Duration::from_secs(dur / SEC + PING_GRACE_S)
         + std::time::Duration::from_millis(300);
@@ -405,7 +597,8 @@ fn run_one(
         let _ = bed.tb.stop(*pid, std::time::Duration::from_millis(500));
     }
     let (stats, trace) = sw.stop()?;
-    let findings = trace_findings(&trace, cfg, dur)?;
+    let mut findings = trace_findings(&trace, cfg, dur)?;
+    findings.arrivals = tier_arrivals(&trace, cfg, seed, &sent_log)?;
     if let Some(dir) = std::env::var_os("NETSCHED_VM_DELAY_TRACE_DIR") {
         write_trace(Path::new(&dir), cfg, &trace)?;
     }
@@ -575,6 +768,12 @@ pub fn run_real_with(
                 real.host_max_late_ms,
                 real.tiers.iter().map(|x| x.probe.sent).collect::<Vec<_>>(),
                 t.overflow
+            );
+            let names: Vec<String> = cfg.tiers.iter().map(|t| t.name.clone()).collect();
+            eprint!(
+                "vm-delay --real: {sch} {n}: arrivals (sim: the model, same seed; sent: the \
+                 generator's bursts; read: the switch's trace):\n{}",
+                arrivals_lines(t, &names)
             );
             // The sim column models the switch's backend: on/off periods that alternate at
             // their means (`slice_spread` 0), as `budget_busy`/`budget_slice` do; and the
