@@ -52,15 +52,20 @@ fn main() -> anyhow::Result<()> {
         "delay-constrained, 18 domains, {secs} s, tier {}: every packet (probes, data, streams)",
         cfg.tiers[tier].name
     );
-    println!("| seed | loss % | frames | clump mean / p99 / max | gap p5 ms | gaps < 10 ms % | window max 10/50/100/200 ms | off-phase % |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| seed | loss % | frames | clump mean / p99 / max | gap p5 ms | gaps < 10 ms % | window max 10/50/100/200 ms | tier window max | off-phase % |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for seed in 1..=seeds {
         let a = generated_arrivals(&cfg, seed)?;
         let s = arrival_stats(&clumps(&a, ports.clone()), ports.clone(), largest, cycle);
         let r = simulate(&cfg, seed)?;
         let w: Vec<String> = s.window_max.iter().map(|w| w.max.to_string()).collect();
+        let aw: Vec<String> = s
+            .all_ports_window_max
+            .iter()
+            .map(|w| w.to_string())
+            .collect();
         println!(
-            "| {seed} | {:.2} | {} | {:.1} / {:.0} / {} | {:.1} | {:.1} | {} | {:.1} |",
+            "| {seed} | {:.2} | {} | {:.1} / {:.0} / {} | {:.1} | {:.1} | {} | {} | {:.1} |",
             r[tier].loss_pct(),
             s.frames,
             s.clump_mean,
@@ -69,6 +74,7 @@ fn main() -> anyhow::Result<()> {
             s.gap_p5_ms,
             s.gaps_under_10ms_pct,
             w.join(" / "),
+            aw.join(" / "),
             s.off_phase_pct
         );
     }

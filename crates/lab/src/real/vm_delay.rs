@@ -213,9 +213,14 @@ fn tier_arrivals(
 fn arrivals_lines(f: &TraceFindings, names: &[String]) -> String {
     let one = |a: &ArrivalStats| {
         let w: Vec<String> = a.window_max.iter().map(|w| format!("{}", w.max)).collect();
+        let aw: Vec<String> = a
+            .all_ports_window_max
+            .iter()
+            .map(|w| w.to_string())
+            .collect();
         format!(
             "{} frames/{} clumps (mean {:.1}, p99 {:.0}, max {}, merged {}), gap p5 {:.1} ms, \
-             <10 ms {:.1}%, window max 10/50/100/200 ms {}, off-phase {:.1}%",
+             <10 ms {:.1}%, window max 10/50/100/200 ms {} (tier {}), off-phase {:.1}%",
             a.frames,
             a.clumps,
             a.clump_mean,
@@ -225,6 +230,7 @@ fn arrivals_lines(f: &TraceFindings, names: &[String]) -> String {
             a.gap_p5_ms,
             a.gaps_under_10ms_pct,
             w.join("/"),
+            aw.join("/"),
             a.off_phase_pct
         )
     };
@@ -383,101 +389,96 @@ struct Sent {
     overflow: u64,
 }
 
-/// Sends the data bursts and streams of every guest until `end` from one thread that holds a
-/// raw socket in each guest's namespace.
-fn bulk_traffic(bed: &Bed, cfg: &VmConfig, seed: u64, dur: Nanos) -> Result<Sent> {
-    let per_tier = cfg.domains / cfg.tiers.len();
-    let guests: Vec<(String, String, f64)> = bed
+/// The application data and streams of every guest, as the simulator generates them for
+/// `cfg` and `seed`: `(time from the start, guest, frames)`, in time order, one entry per
+/// burst or stream frame. The sim column simulates the same seed, so the real run and its sim
+/// column offer the same application traffic; the probes come from `ping`.
+fn bulk_schedule(cfg: &VmConfig, seed: u64) -> Result<Vec<(Nanos, usize, u64, Kind)>> {
+    let mut out: Vec<(Nanos, usize, u64, Kind)> = Vec::new();
+    for (t, v, k) in generated_arrivals_with_kind(cfg, seed)? {
+        if k == Kind::Probe {
+            continue;
+        }
+        match out.last_mut() {
+            // A burst's frames are offered one after another at one time.
+            Some(last) if last.0 == t && last.1 == v && last.3 == k => last.2 += 1,
+            _ => out.push((t, v, 1, k)),
+        }
+    }
+    Ok(out)
+}
+
+/// Sends `schedule` ([`bulk_schedule`]) from one thread that holds a raw socket in each
+/// guest's namespace: each entry at its time (an absolute deadline from the thread's start,
+/// slept for with 1 µs of timer slack); an entry found overdue (the thread woke late) goes out
+/// at once, with its own frames, and the next entries keep their times.
+fn bulk_traffic(bed: &Bed, schedule: Vec<(Nanos, usize, u64, Kind)>, dur: Nanos) -> Result<Sent> {
+    let devs: Vec<(String, String)> = bed
         .guests
         .iter()
-        .enumerate()
-        .map(|(i, (ns, _, e))| (ns.clone(), e.clone(), cfg.tiers[i / per_tier].stream_pps))
+        .map(|(ns, _, e)| (ns.clone(), e.clone()))
         .collect();
-    let (data_pps, burst) = (cfg.data_pps, cfg.data_burst);
-    // Bursts to record: three times the expected number, and 64 more.
-    let log_cap =
-        (3.0 * data_pps / burst.max(1.0) * (dur / SEC + 1) as f64) as usize * guests.len() + 64;
+    let bursts_cap = schedule.iter().filter(|e| e.3 == Kind::Data).count();
     let th = std::thread::Builder::new()
         .name("vm-delay-bulk".into())
         .spawn(move || -> Result<Sent> {
             let mut ports = Vec::new();
-            for (ns, dev, _) in &guests {
+            for (ns, dev) in &devs {
                 netsched_testbed::enter_netns(ns)?;
                 ports.push(netsched_link::port::Port::open(dev)?);
             }
-            let mut rng = SplitMix64::new(seed);
+            let _ = netsched_link::sys::set_timer_slack(1000);
             let now = netsched_link::sys::now_ns;
-            let t0 = now();
-            let end = t0 + dur;
-            // Next burst and next stream frame per guest.
-            let gap = burst / data_pps * SEC as f64;
-            let mut next_burst: Vec<Nanos> = (0..guests.len())
-                .map(|_| t0 + rng.exp(gap) as Nanos)
-                .collect();
-            let mut next_stream: Vec<Option<Nanos>> = guests
-                .iter()
-                .map(|g| (g.2 > 0.0).then(|| t0 + (rng.unit() * SEC as f64 / g.2) as Nanos))
-                .collect();
-            let mut sent = vec![0u64; guests.len()];
-            let mut bursts: Vec<SentBurst> = Vec::with_capacity(log_cap);
-            let mut overflow = 0u64;
+            let mut sent = vec![0u64; devs.len()];
+            // Bounded: one entry per scheduled burst, allocated now.
+            let mut bursts: Vec<SentBurst> = Vec::with_capacity(bursts_cap);
             let mut frame = [0u8; BULK_FRAME];
             frame[..6].copy_from_slice(&[2, 0, 0, 0, 1, 0]); // nobody's: dropped by ext
             frame[12..14].copy_from_slice(&[0x88, 0xb5]);
-            loop {
-                let t = now();
-                if t >= end || netsched_testbed::interrupted() {
+            let t0 = now();
+            for &(at, i, n, kind) in &schedule {
+                if at >= dur || netsched_testbed::interrupted() {
                     break;
                 }
-                for i in 0..guests.len() {
-                    frame[6..12].copy_from_slice(&[2, 0, 0, 0, 2, i as u8]);
-                    let mut n = 0;
-                    let mut due = None;
-                    if next_burst[i] <= t {
-                        let max = (2.0 * burst - 1.0).max(1.0) as u64;
-                        n += 1 + rng.below(max);
-                        due = Some((next_burst[i], n));
-                        next_burst[i] += rng.exp(gap) as Nanos;
-                    }
-                    if let Some(ns) = next_stream[i] {
-                        if ns <= t {
-                            n += 1;
-                            next_stream[i] = Some(ns + (SEC as f64 / guests[i].2) as Nanos);
-                        }
-                    }
-                    if let Some((scheduled, frames)) = due {
-                        if bursts.len() < log_cap {
-                            bursts.push(SentBurst {
-                                port: i,
-                                scheduled,
-                                sent: now(),
-                                frames,
-                            });
-                        } else {
-                            overflow += 1;
-                        }
-                    }
-                    for _ in 0..n {
-                        // SAFETY: a valid buffer on an open socket.
-                        let r = unsafe {
-                            libc::send(
-                                ports[i].raw_fd(),
-                                frame.as_ptr() as *const _,
-                                frame.len(),
-                                0,
-                            )
-                        };
-                        if r == frame.len() as isize {
-                            sent[i] += 1;
-                        }
+                let due = t0 + at;
+                let t = now();
+                if t < due {
+                    std::thread::sleep(std::time::Duration::from_nanos(due - t));
+                }
+                if kind == Kind::Data && bursts.len() < bursts_cap {
+                    bursts.push(SentBurst {
+                        port: i,
+                        scheduled: due,
+                        sent: now(),
+                        frames: n,
+                    });
+                }
+                frame[6..12].copy_from_slice(&[2, 0, 0, 0, 2, i as u8]);
+                for _ in 0..n {
+                    // SAFETY: a valid buffer on an open socket.
+                    let r = unsafe {
+                        libc::send(
+                            ports[i].raw_fd(),
+                            frame.as_ptr() as *const _,
+                            frame.len(),
+                            0,
+                        )
+                    };
+                    if r == frame.len() as isize {
+                        sent[i] += 1;
                     }
                 }
-                std::thread::sleep(std::time::Duration::from_micros(500));
+            }
+            // The traffic time ends at `dur` whatever the schedule's last entry.
+            let end = t0 + dur;
+            let t = now();
+            if t < end && !netsched_testbed::interrupted() {
+                std::thread::sleep(std::time::Duration::from_nanos(end - t));
             }
             Ok(Sent {
                 frames: sent,
                 bursts,
-                overflow,
+                overflow: 0,
             })
         })
         .context("starting the traffic thread")?;
@@ -532,6 +533,8 @@ fn run_one(
         bail!("ping preload {preload}: must be 1..=3");
     }
     let preload = preload.to_string();
+    // The simulator's application traffic for this seed (computed before anything starts).
+    let schedule = bulk_schedule(cfg, seed)?;
     let sw = spawn_in_netns_traced(&bed.sw, switch_config(bed, cfg, pps)?, trace_capacity(dur))?;
     // Warm up ARP (every guest learns the external host, the switch learns every guest).
     for (ns, _, _) in &bed.guests {
@@ -584,7 +587,7 @@ fn run_one(
     let started = std::time::Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let watch = super::watch_lateness(Arc::clone(&stop), LATE_SLACK);
-    let sent = bulk_traffic(bed, cfg, seed, dur);
+    let sent = bulk_traffic(bed, schedule, dur);
     stop.store(true, Ordering::Relaxed);
     let (host_late_pct, host_max_late_ms) = watch.join().unwrap_or((f64::NAN, f64::NAN));
     let sent_log = sent?;
@@ -791,7 +794,15 @@ pub fn run_real_with(
                 }
             }
             runs.push(real);
-            sims.push(simulate(&sim_cfg, run_seed)?);
+            let sim = simulate(&sim_cfg, run_seed)?;
+            eprintln!(
+                "vm-delay --real: {sch} {n}: sim column (same seed, same application traffic) \
+                 loss per tier {:?} %",
+                sim.iter()
+                    .map(|t| (t.loss_pct() * 1000.0).round() / 1000.0)
+                    .collect::<Vec<_>>()
+            );
+            sims.push(sim);
         }
         let tag = bed.tb.tag().to_string();
         drop(bed);

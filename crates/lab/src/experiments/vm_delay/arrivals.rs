@@ -51,6 +51,9 @@ pub struct ArrivalStats {
     pub gaps_under_10ms_pct: f64,
     /// Per window of [`WINDOWS_MS`].
     pub window_max: Vec<WindowMax>,
+    /// Per window of [`WINDOWS_MS`], the most frames of all the ports together (bursts of
+    /// different ports that coincide, as after a stall of a sender that serves them all).
+    pub all_ports_window_max: Vec<u64>,
     /// Share (%) of the frames that arrive in the off part of the budget's on/off cycle
     /// (counted from time 0, on first); NaN without a cycle. Independent arrivals: the off
     /// part's share of the cycle.
@@ -147,6 +150,12 @@ pub fn arrival_stats(
             },
         });
     }
+    let mut all: Vec<Clump> = per_port.concat();
+    all.sort_by_key(|c| c.t);
+    s.all_ports_window_max = WINDOWS_MS
+        .iter()
+        .map(|ms| window_max(&all, ms * MS))
+        .collect();
     if cycle.is_some() && s.frames > 0 {
         s.off_phase_pct = 100.0 * off_frames as f64 / s.frames as f64;
     }
@@ -296,7 +305,9 @@ mod tests {
         );
         assert_eq!(s.window_max[1].max, 20); // 0..50 ms holds 7, 60 ms alone 20
         assert_eq!(s.window_max[2].max, 27); // 0..100 ms holds all
-                                             // Off part (10..20 ms of each 20 ms): only port 1's frame at 12 ms.
+                                             // Both ports: 0..10 ms holds 7, 60 ms alone 20; 12..62 ms holds 1 + 20.
+        assert_eq!(s.all_ports_window_max, vec![20, 21, 28, 28]);
+        // Off part (10..20 ms of each 20 ms): only port 1's frame at 12 ms.
         assert!((s.off_phase_pct - 100.0 / 28.0).abs() < 1e-9);
     }
 

@@ -635,6 +635,30 @@ mod tests {
     }
 
     #[test]
+    fn application_traffic_depends_on_the_seed_only() {
+        // The real run sends the model's data and streams for its seed and simulates its sim
+        // column with another scheduler, regular periods and the probe rate ping really sent:
+        // those must not change the data and streams (or the two would offer different
+        // traffic); the seed must.
+        let app = |c: &VmConfig, seed| -> Vec<(Nanos, usize, Kind)> {
+            generated_arrivals_with_kind(c, seed)
+                .unwrap()
+                .into_iter()
+                .filter(|a| a.2 != Kind::Probe)
+                .collect()
+        };
+        let base = cfg("strict_priority", 18);
+        let a = app(&base, 7);
+        assert!(a.iter().any(|x| x.2 == Kind::Data) && a.iter().any(|x| x.2 == Kind::Stream));
+        let mut other = cfg("delay_constrained", 18);
+        other.slice_spread = 0.0;
+        other.tiers[0].period_ms = 13.0;
+        other.tiers[2].period_ms = 120.0;
+        assert_eq!(app(&other, 7), a);
+        assert_ne!(app(&base, 8), a);
+    }
+
+    #[test]
     fn replaying_the_models_own_arrivals_drops_what_it_dropped() {
         // The replay is the same backend: fed the arrivals the model generated, it must drop
         // exactly the packets the model dropped, per tier (a saturated 18-domain run with
