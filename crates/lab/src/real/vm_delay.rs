@@ -7,6 +7,8 @@
 //! - **application data**: bursts of raw frames at exponential intervals, the scenario's
 //!   `traffic.data_pps` and `data_burst_packets`, the same in every tier;
 //! - **streams**: one frame every 1/`stream_pps` from the High guests;
+//! - data and streams are the simulator's own for the run's seed (the sim column's), each
+//!   sent at its scheduled time (`bulk_schedule`, `bulk_traffic`);
 //! - **budget**: the scenario's backend: `1 / per_packet` packets/s while dom0 has the CPU,
 //!   alternating on/off periods with the scenario's `cpu_busy` and `slice` (the switch's
 //!   `budget_busy`/`budget_slice`: the periods alternate at their means; the sim column is
