@@ -196,8 +196,8 @@ fn p2_on_real_traffic_strict_low_loss_grows() {
     // session 7 (real delay-constrained lost 0.06..0.58% of the Low frames): the traffic
     // generator then drew its own bursts, and with the test's seed nearly every run replayed
     // one rare Low cluster (docs/vswitch.md, "The Low tier's arrivals, three ways"). The real
-    // run now sends the simulator's own traffic for the seed; helper vgen: 7 of 7 runs held it
-    // by 0.75..3.83 points on the switch and 0.60..1.09 on the replay. Asserted again — the
+    // run now sends the simulator's own traffic for the seed; helper vgen: 13 of 13 runs held
+    // it by 0.67..3.83 points on the switch and 0.60..1.09 on the replay. Asserted again — the
     // lead decides at merge.
     let low = value(
         &out,
