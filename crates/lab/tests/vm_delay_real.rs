@@ -155,8 +155,8 @@ fn host_kept_up(out: &ExperimentOutput, what: &str) -> bool {
 /// (`cargo run --release -p netsched-lab --example vm_delay_loss_claims 20`): strict
 /// priority's Low-tier loss grows by 0.44..2.03 points from 9 to 18 guests (asserted > 0.1),
 /// on the switch's drops and on the model replaying the run's own recorded arrivals, which a
-/// stalled host cannot inflate. Delay-constrained's Low loss at 18 guests is reported only
-/// (below).
+/// stalled host cannot inflate; and at 18 guests delay-constrained lowers the Low tier's loss
+/// (simulator 0.37..1.77 points; asserted > 0.1, on both figures too).
 #[test]
 fn p2_on_real_traffic_strict_low_loss_grows() {
     if !privileged_test_allowed("p2_on_real_traffic_strict_low_loss_grows") {
@@ -191,15 +191,21 @@ fn p2_on_real_traffic_strict_low_loss_grows() {
         grow > 0.1,
         "strict priority's Low-tier loss grew only {grow:.3} points from 9 to 18 guests"
     );
-    // Claim (b), delay-constrained lowers the Low tier's loss at 18 guests, is reported, not
-    // asserted (docs/vswitch.md, "Claim (b) is reported only (session 7)"). The simulator gave
-    // it 0.37..1.77 points over seeds 1..=10 (margin 0.1), but on real traffic delay-constrained
-    // loses more Low frames than the simulator says (0.06..0.58% against 0.00..0.26%, not
-    // explained), and the margin was 0.06 on the switch and 0.066 on the replay in two of seven
-    // runs of session 7: asserted, it would fail CI by luck.
-    value(
+    // Claim (b), delay-constrained lowers the Low tier's loss at 18 guests; the simulator gave
+    // it 0.37..1.77 points over seeds 1..=10 (margin 0.1, unchanged). It was reported only in
+    // session 7 (real delay-constrained lost 0.06..0.58% of the Low frames): the traffic
+    // generator then drew its own bursts, and with the test's seed nearly every run replayed
+    // one rare Low cluster (docs/vswitch.md, "The Low tier's arrivals, three ways"). The real
+    // run now sends the simulator's own traffic for the seed; helper vgen: 13 of 13 runs held
+    // it by 0.67..3.83 points on the switch and 0.60..1.09 on the replay. Asserted again — the
+    // lead decides at merge.
+    let low = value(
         &out,
         "18 guests: delay-constrained lowers the Low tier's loss",
+    );
+    assert!(
+        low > 0.1,
+        "delay-constrained lowered the Low tier's loss by only {low:.3} points at 18 guests"
     );
     // The same claim, same margin, on the model fed each run's own recorded arrivals
     // (docs/vswitch.md, "The loss test and the replay"). A host that stalls the switch takes
@@ -217,10 +223,14 @@ fn p2_on_real_traffic_strict_low_loss_grows() {
         "on the replay of the recorded arrivals, strict priority's Low-tier loss grew only \
          {grow:.3} points from 9 to 18 guests"
     );
-    // Reported only, as on the switch's figures above.
-    value(
+    let low = value(
         &out,
         "replay of the recorded arrivals: 18 guests, delay-constrained lowers the Low tier's loss",
+    );
+    assert!(
+        low > 0.1,
+        "on the replay of the recorded arrivals, delay-constrained lowered the Low tier's loss \
+         by only {low:.3} points at 18 guests"
     );
 }
 
@@ -247,4 +257,26 @@ fn p2_on_real_traffic_ping_preload_diagnosis() {
         });
         assert_eq!(value(&out, "every port's accounting identity holds"), 0.0);
     }
+}
+
+/// Diagnosis, not a claim (docs/vswitch.md, "The Low tier's arrivals, three ways"): strict
+/// priority at 9 guests and delay-constrained at 18, 20 s, the run's arrival statistics per
+/// tier printed (what the simulator generates for the same seed, what the traffic generator
+/// sent, what the switch read) next to the switch's and the replay's drops.
+#[test]
+#[ignore = "a measurement for the docs (about 50 s), not a claim"]
+fn p2_on_real_traffic_arrivals_diagnosis() {
+    if !privileged_test_allowed("p2_on_real_traffic_arrivals_diagnosis") {
+        return;
+    }
+    let out = run_with(&RealOptions {
+        duration: 20 * netsched_core::SEC,
+        schedulers: vec!["strict_priority".into(), "delay_constrained".into()],
+        skip: vec![
+            (9, "delay_constrained".into()),
+            (18, "strict_priority".into()),
+        ],
+        ping_preload: PING_PRELOAD,
+    });
+    assert_eq!(value(&out, "every port's accounting identity holds"), 0.0);
 }

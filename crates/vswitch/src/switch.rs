@@ -722,6 +722,9 @@ impl Switch {
         let mut next_liveness = t0 + LIVENESS_EVERY;
         self.free_at = t0;
         self.t0 = t0;
+        if let Some(t) = &mut self.trace {
+            t.set_origin(t0);
+        }
         let result = self.run_loop(
             stop,
             end,

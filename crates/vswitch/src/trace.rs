@@ -43,6 +43,10 @@ pub struct Trace {
     capacity: usize,
     /// Events not recorded because the trace was full.
     overflow: u64,
+    /// `CLOCK_MONOTONIC` (ns) when the switch started forwarding: the time every event counts
+    /// from, so that another thread's timestamps can be put on the trace's clock.
+    #[serde(default)]
+    origin: Nanos,
 }
 
 impl Trace {
@@ -53,7 +57,18 @@ impl Trace {
             events: Vec::with_capacity(capacity),
             capacity,
             overflow: 0,
+            origin: 0,
         }
+    }
+
+    pub(crate) fn set_origin(&mut self, t0: Nanos) {
+        self.origin = t0;
+    }
+
+    /// `CLOCK_MONOTONIC` (ns, `netsched_link::sys::now_ns`) of the trace's time 0: when the
+    /// switch started forwarding (0 before it did).
+    pub fn origin(&self) -> Nanos {
+        self.origin
     }
 
     #[inline]

@@ -7,6 +7,8 @@
 //! - **application data**: bursts of raw frames at exponential intervals, the scenario's
 //!   `traffic.data_pps` and `data_burst_packets`, the same in every tier;
 //! - **streams**: one frame every 1/`stream_pps` from the High guests;
+//! - data and streams are the simulator's own for the run's seed (the sim column's), each
+//!   sent at its scheduled time (`bulk_schedule`, `bulk_traffic`);
 //! - **budget**: the scenario's backend: `1 / per_packet` packets/s while dom0 has the CPU,
 //!   alternating on/off periods with the scenario's `cpu_busy` and `slice` (the switch's
 //!   `budget_busy`/`budget_slice`: the periods alternate at their means; the sim column is
@@ -18,9 +20,12 @@
 //! the host woke this process's threads (the budget a busy host takes from the switch). The
 //! same scenario runs in the simulator for the sim column; P2's own words are the paper column.
 
+use crate::experiments::vm_delay::arrivals::{
+    arrival_stats, clumps, lateness, ArrivalStats, Lateness, SentBurst,
+};
 use crate::experiments::vm_delay::{
-    latency_cdf_chart, measured_tiers, paper_says, replay, simulate, summary, Setup, TierResult,
-    VmConfig,
+    generated_arrivals_with_kind, latency_cdf_chart, measured_tiers, paper_says, replay, simulate,
+    summary, Kind, Setup, TierResult, VmConfig,
 };
 use anyhow::{bail, Context, Result};
 use netsched_core::rng::SplitMix64;
@@ -74,6 +79,30 @@ pub struct TraceFindings {
     /// Per tier: frames that arrived in clumps larger than the largest application burst
     /// the traffic sends (2·mean − 1), i.e. bursts merged by a late sender or a late switch.
     pub merged: Vec<u64>,
+    /// Per tier: the arrival process three ways ([`TierArrivals`]).
+    pub arrivals: Vec<TierArrivals>,
+}
+
+/// One tier's arrival process three ways, for the same configuration and seed: what the
+/// simulator generates, what the real run's traffic generator sent, what the switch read
+/// (docs/vswitch.md, "The Low tier's arrivals, three ways").
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TierArrivals {
+    /// The simulator's arrivals (every packet: probes, data, streams) ...
+    pub sim: ArrivalStats,
+    /// ... and its application data alone (what `sent` holds).
+    pub sim_data: ArrivalStats,
+    /// The generator's application bursts, on the switch's clock (no probes, no streams).
+    pub sent: ArrivalStats,
+    /// How late those bursts left against their schedule.
+    pub sent_lateness: Lateness,
+    /// What the switch read (every frame), from its trace.
+    pub read: ArrivalStats,
+    /// From a burst's send to the switch's first read of its port at or after it (less
+    /// 0.1 ms: a loop turn's time is taken before it reads), ms: median, p99, largest.
+    pub read_delay_ms: [f64; 3],
+    /// Bursts the generator's bounded log could not hold (0: `sent` covers the whole run).
+    pub sent_overflow: u64,
 }
 
 impl TraceFindings {
@@ -95,6 +124,143 @@ fn pct(part: Option<&u64>, whole: Option<&u64>) -> f64 {
     }
 }
 
+/// Per tier, the arrivals three ways ([`TierArrivals`]) of a run of `cfg` with `seed`.
+fn tier_arrivals(
+    trace: &Trace,
+    cfg: &VmConfig,
+    seed: u64,
+    sent: &Sent,
+) -> Result<Vec<TierArrivals>> {
+    let per_tier = cfg.domains / cfg.tiers.len().max(1);
+    let largest_burst = (2.0 * cfg.data_burst - 1.0).round().max(1.0) as u64;
+    // The switch's budget cycle (on first, from its start), as the model computes it.
+    let slice = cfg.slice_ms * MS as f64;
+    let cycle = (cfg.cpu_busy > 0.0).then(|| {
+        (
+            (slice * (1.0 - cfg.cpu_busy) / 0.5) as Nanos,
+            (slice * cfg.cpu_busy / 0.5) as Nanos,
+        )
+    });
+    let generated = generated_arrivals_with_kind(cfg, seed)?;
+    let sim_all: Vec<(Nanos, usize)> = generated.iter().map(|&(t, v, _)| (t, v)).collect();
+    let sim_data: Vec<(Nanos, usize)> = generated
+        .iter()
+        .filter(|a| a.2 == Kind::Data)
+        .map(|&(t, v, _)| (t, v))
+        .collect();
+    let read = trace.arrivals();
+    // The generator's bursts on the switch's clock (sent before the switch started: none).
+    let origin = trace.origin();
+    let bursts: Vec<SentBurst> = sent
+        .bursts
+        .iter()
+        .map(|b| SentBurst {
+            scheduled: b.scheduled.saturating_sub(origin),
+            sent: b.sent.saturating_sub(origin),
+            ..*b
+        })
+        .collect();
+    let sent_clumps: Vec<_> = bursts
+        .iter()
+        .map(|b| crate::experiments::vm_delay::arrivals::Clump {
+            t: b.sent,
+            port: b.port,
+            frames: b.frames,
+        })
+        .collect();
+    // Per port, the times the switch read a frame (in order).
+    let mut read_at: Vec<Vec<Nanos>> = vec![Vec::new(); cfg.domains];
+    for &(t, p) in &read {
+        if let Some(v) = read_at.get_mut(p) {
+            v.push(t);
+        }
+    }
+    let mut out = Vec::new();
+    for t in 0..cfg.tiers.len() {
+        let ports = t * per_tier..(t + 1) * per_tier;
+        let stats = |a: &[(Nanos, usize)]| {
+            arrival_stats(
+                &clumps(a, ports.clone()),
+                ports.clone(),
+                largest_burst,
+                cycle,
+            )
+        };
+        let mut delays: Vec<f64> = bursts
+            .iter()
+            .filter(|b| ports.contains(&b.port))
+            .filter_map(|b| {
+                let r = &read_at[b.port];
+                let from = b.sent.saturating_sub(100_000);
+                let i = r.partition_point(|&x| x < from);
+                r.get(i).map(|&x| x.saturating_sub(from) as f64 / MS as f64)
+            })
+            .collect();
+        netsched_report::stats::sort(&mut delays);
+        let q = |q: f64| netsched_report::stats::percentile(&delays, q).unwrap_or(f64::NAN);
+        out.push(TierArrivals {
+            sim: stats(&sim_all),
+            sim_data: stats(&sim_data),
+            sent: arrival_stats(&sent_clumps, ports.clone(), largest_burst, cycle),
+            sent_lateness: lateness(&bursts, ports.clone()),
+            read: stats(&read),
+            read_delay_ms: [q(0.5), q(0.99), delays.last().copied().unwrap_or(f64::NAN)],
+            sent_overflow: sent.overflow,
+        });
+    }
+    Ok(out)
+}
+
+/// One line per tier of [`TierArrivals`] for the run's stderr.
+fn arrivals_lines(f: &TraceFindings, names: &[String]) -> String {
+    let one = |a: &ArrivalStats| {
+        let w: Vec<String> = a.window_max.iter().map(|w| format!("{}", w.max)).collect();
+        let aw: Vec<String> = a
+            .all_ports_window_max
+            .iter()
+            .map(|w| w.to_string())
+            .collect();
+        format!(
+            "{} frames/{} clumps (mean {:.1}, p99 {:.0}, max {}, merged {}), gap p5 {:.1} ms, \
+             <10 ms {:.1}%, window max 10/50/100/200 ms {} (tier {}), off-phase {:.1}%",
+            a.frames,
+            a.clumps,
+            a.clump_mean,
+            a.clump_p99,
+            a.clump_max,
+            a.merged_frames,
+            a.gap_p5_ms,
+            a.gaps_under_10ms_pct,
+            w.join("/"),
+            aw.join("/"),
+            a.off_phase_pct
+        )
+    };
+    let mut s = String::new();
+    for (a, name) in f.arrivals.iter().zip(names) {
+        let l = &a.sent_lateness;
+        s += &format!(
+            "  {name} sim (all): {}\n  {name} sim (data): {}\n  {name} sent (data): {}\n    \
+             late p50 {:.2} / p99 {:.2} / max {:.1} ms, > 1 ms {:.2}%, caught up {} of {}; \
+             read delay p50 {:.2} / p99 {:.2} / max {:.1} ms\n  {name} read (all): {}\n",
+            one(&a.sim),
+            one(&a.sim_data),
+            one(&a.sent),
+            l.p50_ms,
+            l.p99_ms,
+            l.max_ms,
+            l.late_1ms_pct,
+            l.caught_up,
+            l.bursts,
+            a.read_delay_ms[0],
+            a.read_delay_ms[1],
+            a.read_delay_ms[2],
+            one(&a.read),
+        );
+    }
+    s
+}
+
 /// The findings of `trace` for a run of `cfg` (ports in tier order, `per_tier` per tier).
 fn trace_findings(trace: &Trace, cfg: &VmConfig, dur: Nanos) -> Result<TraceFindings> {
     let per_tier = cfg.domains / cfg.tiers.len().max(1);
@@ -106,6 +272,7 @@ fn trace_findings(trace: &Trace, cfg: &VmConfig, dur: Nanos) -> Result<TraceFind
         replay_dropped: vec![0; nt],
         max_clump: vec![0; nt],
         merged: vec![0; nt],
+        arrivals: Vec::new(),
     };
     let arrivals = trace.arrivals();
     let last = arrivals.last().map_or(0, |a| a.0);
@@ -215,79 +382,106 @@ fn switch_config(bed: &Bed, cfg: &VmConfig, pps: u64) -> Result<SwitchConfig> {
     SwitchConfig::parse(&t, "vm-delay (generated)")
 }
 
-/// Sends the data bursts and streams of every guest until `end` from one thread that holds a
-/// raw socket in each guest's namespace. Returns frames sent per guest.
-fn bulk_traffic(bed: &Bed, cfg: &VmConfig, seed: u64, dur: Nanos) -> Result<Vec<u64>> {
-    let per_tier = cfg.domains / cfg.tiers.len();
-    let guests: Vec<(String, String, f64)> = bed
+/// What the traffic generator did: frames sent per guest, and its application bursts
+/// (bounded: past the capacity they are counted in `overflow`).
+struct Sent {
+    frames: Vec<u64>,
+    /// Times on `CLOCK_MONOTONIC` (ns).
+    bursts: Vec<SentBurst>,
+    overflow: u64,
+}
+
+/// The application data and streams of every guest, as the simulator generates them for
+/// `cfg` and `seed`: `(time from the start, guest, frames)`, in time order, one entry per
+/// burst or stream frame. The sim column simulates the same seed, so the real run and its sim
+/// column offer the same application traffic; the probes come from `ping`.
+fn bulk_schedule(cfg: &VmConfig, seed: u64) -> Result<Vec<(Nanos, usize, u64, Kind)>> {
+    let mut out: Vec<(Nanos, usize, u64, Kind)> = Vec::new();
+    for (t, v, k) in generated_arrivals_with_kind(cfg, seed)? {
+        if k == Kind::Probe {
+            continue;
+        }
+        match out.last_mut() {
+            // A burst's frames are offered one after another at one time.
+            Some(last) if last.0 == t && last.1 == v && last.3 == k => last.2 += 1,
+            _ => out.push((t, v, 1, k)),
+        }
+    }
+    Ok(out)
+}
+
+/// Sends `schedule` ([`bulk_schedule`]) from one thread that holds a raw socket in each
+/// guest's namespace: each entry at its time (an absolute deadline from the thread's start,
+/// slept for with 1 µs of timer slack); an entry found overdue (the thread woke late) goes out
+/// at once, with its own frames, and the next entries keep their times.
+fn bulk_traffic(bed: &Bed, schedule: Vec<(Nanos, usize, u64, Kind)>, dur: Nanos) -> Result<Sent> {
+    let devs: Vec<(String, String)> = bed
         .guests
         .iter()
-        .enumerate()
-        .map(|(i, (ns, _, e))| (ns.clone(), e.clone(), cfg.tiers[i / per_tier].stream_pps))
+        .map(|(ns, _, e)| (ns.clone(), e.clone()))
         .collect();
-    let (data_pps, burst) = (cfg.data_pps, cfg.data_burst);
+    let bursts_cap = schedule.iter().filter(|e| e.3 == Kind::Data).count();
     let th = std::thread::Builder::new()
         .name("vm-delay-bulk".into())
-        .spawn(move || -> Result<Vec<u64>> {
+        .spawn(move || -> Result<Sent> {
             let mut ports = Vec::new();
-            for (ns, dev, _) in &guests {
+            for (ns, dev) in &devs {
                 netsched_testbed::enter_netns(ns)?;
                 ports.push(netsched_link::port::Port::open(dev)?);
             }
-            let mut rng = SplitMix64::new(seed);
+            let _ = netsched_link::sys::set_timer_slack(1000);
             let now = netsched_link::sys::now_ns;
-            let t0 = now();
-            let end = t0 + dur;
-            // Next burst and next stream frame per guest.
-            let gap = burst / data_pps * SEC as f64;
-            let mut next_burst: Vec<Nanos> = (0..guests.len())
-                .map(|_| t0 + rng.exp(gap) as Nanos)
-                .collect();
-            let mut next_stream: Vec<Option<Nanos>> = guests
-                .iter()
-                .map(|g| (g.2 > 0.0).then(|| t0 + (rng.unit() * SEC as f64 / g.2) as Nanos))
-                .collect();
-            let mut sent = vec![0u64; guests.len()];
+            let mut sent = vec![0u64; devs.len()];
+            // Bounded: one entry per scheduled burst, allocated now.
+            let mut bursts: Vec<SentBurst> = Vec::with_capacity(bursts_cap);
             let mut frame = [0u8; BULK_FRAME];
             frame[..6].copy_from_slice(&[2, 0, 0, 0, 1, 0]); // nobody's: dropped by ext
             frame[12..14].copy_from_slice(&[0x88, 0xb5]);
-            loop {
-                let t = now();
-                if t >= end || netsched_testbed::interrupted() {
+            let t0 = now();
+            for &(at, i, n, kind) in &schedule {
+                if at >= dur || netsched_testbed::interrupted() {
                     break;
                 }
-                for i in 0..guests.len() {
-                    frame[6..12].copy_from_slice(&[2, 0, 0, 0, 2, i as u8]);
-                    let mut n = 0;
-                    if next_burst[i] <= t {
-                        let max = (2.0 * burst - 1.0).max(1.0) as u64;
-                        n += 1 + rng.below(max);
-                        next_burst[i] += rng.exp(gap) as Nanos;
-                    }
-                    if let Some(ns) = next_stream[i] {
-                        if ns <= t {
-                            n += 1;
-                            next_stream[i] = Some(ns + (SEC as f64 / guests[i].2) as Nanos);
-                        }
-                    }
-                    for _ in 0..n {
-                        // SAFETY: a valid buffer on an open socket.
-                        let r = unsafe {
-                            libc::send(
-                                ports[i].raw_fd(),
-                                frame.as_ptr() as *const _,
-                                frame.len(),
-                                0,
-                            )
-                        };
-                        if r == frame.len() as isize {
-                            sent[i] += 1;
-                        }
+                let due = t0 + at;
+                let t = now();
+                if t < due {
+                    std::thread::sleep(std::time::Duration::from_nanos(due - t));
+                }
+                if kind == Kind::Data && bursts.len() < bursts_cap {
+                    bursts.push(SentBurst {
+                        port: i,
+                        scheduled: due,
+                        sent: now(),
+                        frames: n,
+                    });
+                }
+                frame[6..12].copy_from_slice(&[2, 0, 0, 0, 2, i as u8]);
+                for _ in 0..n {
+                    // SAFETY: a valid buffer on an open socket.
+                    let r = unsafe {
+                        libc::send(
+                            ports[i].raw_fd(),
+                            frame.as_ptr() as *const _,
+                            frame.len(),
+                            0,
+                        )
+                    };
+                    if r == frame.len() as isize {
+                        sent[i] += 1;
                     }
                 }
-                std::thread::sleep(std::time::Duration::from_micros(500));
             }
-            Ok(sent)
+            // The traffic time ends at `dur` whatever the schedule's last entry.
+            let end = t0 + dur;
+            let t = now();
+            if t < end && !netsched_testbed::interrupted() {
+                std::thread::sleep(std::time::Duration::from_nanos(end - t));
+            }
+            Ok(Sent {
+                frames: sent,
+                bursts,
+                overflow: 0,
+            })
         })
         .context("starting the traffic thread")?;
     th.join()
@@ -341,6 +535,8 @@ fn run_one(
         bail!("ping preload {preload}: must be 1..=3");
     }
     let preload = preload.to_string();
+    // The simulator's application traffic for this seed (computed before anything starts).
+    let schedule = bulk_schedule(cfg, seed)?;
     let sw = spawn_in_netns_traced(&bed.sw, switch_config(bed, cfg, pps)?, trace_capacity(dur))?;
     // Warm up ARP (every guest learns the external host, the switch learns every guest).
     for (ns, _, _) in &bed.guests {
@@ -393,10 +589,11 @@ fn run_one(
     let started = std::time::Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let watch = super::watch_lateness(Arc::clone(&stop), LATE_SLACK);
-    let sent = bulk_traffic(bed, cfg, seed, dur);
+    let sent = bulk_traffic(bed, schedule, dur);
     stop.store(true, Ordering::Relaxed);
     let (host_late_pct, host_max_late_ms) = watch.join().unwrap_or((f64::NAN, f64::NAN));
-    let sent = sent?;
+    let sent_log = sent?;
+    let sent = &sent_log.frames;
     // Let the pings reach their deadline and print their summaries.
     let deadline = std::time::Duration::from_secs(dur / SEC + PING_GRACE_S)
         + std::time::Duration::from_millis(300);
@@ -405,7 +602,8 @@ fn run_one(
         let _ = bed.tb.stop(*pid, std::time::Duration::from_millis(500));
     }
     let (stats, trace) = sw.stop()?;
-    let findings = trace_findings(&trace, cfg, dur)?;
+    let mut findings = trace_findings(&trace, cfg, dur)?;
+    findings.arrivals = tier_arrivals(&trace, cfg, seed, &sent_log)?;
     if let Some(dir) = std::env::var_os("NETSCHED_VM_DELAY_TRACE_DIR") {
         write_trace(Path::new(&dir), cfg, &trace)?;
     }
@@ -576,6 +774,12 @@ pub fn run_real_with(
                 real.tiers.iter().map(|x| x.probe.sent).collect::<Vec<_>>(),
                 t.overflow
             );
+            let names: Vec<String> = cfg.tiers.iter().map(|t| t.name.clone()).collect();
+            eprint!(
+                "vm-delay --real: {sch} {n}: arrivals (sim: the model, same seed; sent: the \
+                 generator's bursts; read: the switch's trace):\n{}",
+                arrivals_lines(t, &names)
+            );
             // The sim column models the switch's backend: on/off periods that alternate at
             // their means (`slice_spread` 0), as `budget_busy`/`budget_slice` do; and the
             // probes ping really sent (a ping on a busy host falls behind its interval: the
@@ -592,7 +796,15 @@ pub fn run_real_with(
                 }
             }
             runs.push(real);
-            sims.push(simulate(&sim_cfg, run_seed)?);
+            let sim = simulate(&sim_cfg, run_seed)?;
+            eprintln!(
+                "vm-delay --real: {sch} {n}: sim column (same seed, same application traffic) \
+                 loss per tier {:?} %",
+                sim.iter()
+                    .map(|t| (t.loss_pct() * 1000.0).round() / 1000.0)
+                    .collect::<Vec<_>>()
+            );
+            sims.push(sim);
         }
         let tag = bed.tb.tag().to_string();
         drop(bed);

@@ -8,12 +8,13 @@
 //! - `report.rs`: comparisons, checks, charts, CSV, the sensitivity table and the notes —
 //!   every number in the prose comes from the runs.
 
+pub mod arrivals;
 mod model;
 mod report;
 
 pub use model::{
-    generated_arrivals, replay, simulate, summary, Counts, Kind, Summary, Tier, TierResult,
-    VifReplay, VmConfig,
+    generated_arrivals, generated_arrivals_with_kind, replay, simulate, summary, Counts, Kind,
+    Summary, Tier, TierResult, VifReplay, VmConfig,
 };
 pub(crate) use report::{latency_cdf_chart, paper_says};
 

@@ -256,6 +256,17 @@ pub fn replay(cfg: &VmConfig, arrivals: &[(Nanos, usize)]) -> anyhow::Result<Vec
 /// The arrivals [`simulate`] generates for `cfg` and `seed` (`(time, vif)`, in time order):
 /// what [`replay`] needs to compare the model's traffic with a real switch's, or to mix them.
 pub fn generated_arrivals(cfg: &VmConfig, seed: u64) -> anyhow::Result<Vec<(Nanos, usize)>> {
+    Ok(generated_arrivals_with_kind(cfg, seed)?
+        .into_iter()
+        .map(|(t, v, _)| (t, v))
+        .collect())
+}
+
+/// [`generated_arrivals`] with each packet's kind (probe, application data, stream).
+pub fn generated_arrivals_with_kind(
+    cfg: &VmConfig,
+    seed: u64,
+) -> anyhow::Result<Vec<(Nanos, usize, Kind)>> {
     let mut log = Vec::new();
     run_model_logged(cfg, seed, None, Some(&mut log))?;
     Ok(log)
@@ -273,7 +284,7 @@ fn run_model_logged(
     cfg: &VmConfig,
     seed: u64,
     arrivals: Option<&[(Nanos, usize)]>,
-    mut log: Option<&mut Vec<(Nanos, usize)>>,
+    mut log: Option<&mut Vec<(Nanos, usize, Kind)>>,
 ) -> anyhow::Result<(Vec<TierResult>, Vec<VifReplay>)> {
     let ntiers = cfg.tiers.len();
     if ntiers == 0 || (cfg.domains / ntiers) * ntiers != cfg.domains {
@@ -439,7 +450,7 @@ fn run_model_logged(
             tiers[t].counts_mut(kind).sent += 1;
             per_vif[vif].arrived += 1;
             if let Some(l) = log.as_mut() {
-                l.push((now, vif));
+                l.push((now, vif, kind));
             }
             match sched.enqueue(
                 vif,
@@ -621,6 +632,30 @@ mod tests {
             duration: 5 * SEC,
             threshold_ms: 60.0,
         }
+    }
+
+    #[test]
+    fn application_traffic_depends_on_the_seed_only() {
+        // The real run sends the model's data and streams for its seed and simulates its sim
+        // column with another scheduler, regular periods and the probe rate ping really sent:
+        // those must not change the data and streams (or the two would offer different
+        // traffic); the seed must.
+        let app = |c: &VmConfig, seed| -> Vec<(Nanos, usize, Kind)> {
+            generated_arrivals_with_kind(c, seed)
+                .unwrap()
+                .into_iter()
+                .filter(|a| a.2 != Kind::Probe)
+                .collect()
+        };
+        let base = cfg("strict_priority", 18);
+        let a = app(&base, 7);
+        assert!(a.iter().any(|x| x.2 == Kind::Data) && a.iter().any(|x| x.2 == Kind::Stream));
+        let mut other = cfg("delay_constrained", 18);
+        other.slice_spread = 0.0;
+        other.tiers[0].period_ms = 13.0;
+        other.tiers[2].period_ms = 120.0;
+        assert_eq!(app(&other, 7), a);
+        assert_ne!(app(&base, 8), a);
     }
 
     #[test]
