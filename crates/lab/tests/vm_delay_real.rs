@@ -197,8 +197,8 @@ fn p2_on_real_traffic_strict_low_loss_grows() {
     // generator then drew its own bursts, and with the test's seed nearly every run replayed
     // one rare Low cluster (docs/vswitch.md, "The Low tier's arrivals, three ways"). The real
     // run now sends the simulator's own traffic for the seed; helper vgen: 13 of 13 runs held
-    // it by 0.67..3.83 points on the switch and 0.60..1.09 on the replay. Asserted again — the
-    // lead decides at merge.
+    // it by 0.67..3.83 points on the switch and 0.60..1.09 on the replay. Asserted again (kept
+    // by the lead at the session-8 merge: the margin and the seed are the simulator's, as before).
     let low = value(
         &out,
         "18 guests: delay-constrained lowers the Low tier's loss",
