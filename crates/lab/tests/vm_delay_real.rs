@@ -13,8 +13,11 @@
 //! strict priority's Low-tier loss at 18 guests ranges 0.00..2.46% over seeds 1..=10 — so
 //! they have their own test with 20 s runs (`p2_on_real_traffic_strict_low_loss_grows`):
 //! strict priority's Low-tier loss grows from 9 to 18 guests, and delay-constrained lowers
-//! the Low tier's loss at 18 guests. The Mid tier's loss is reported, not asserted: strict
-//! priority loses no Mid packets in most runs of this scenario, so there is nothing to lower.
+//! the Low tier's loss at 18 guests, and that of the tiers P2 measured (Mid+Low together),
+//! on the switch and on the replay of the run's recorded arrivals. The Mid tier alone is
+//! reported, not asserted: strict priority loses no Mid packets in most runs of this
+//! scenario, so there is nothing to lower, and its share above 60 ms has no margin in the
+//! simulator.
 
 use netsched_lab::experiments::vm_delay::Setup;
 use netsched_lab::real::vm_delay::{RealOptions, PING_PRELOAD};
@@ -125,6 +128,13 @@ fn p2_on_real_traffic_tail_latency_identity_and_bitmap_bound() {
         measured > 1.0,
         "delay-constrained lowered the Mid+Low share above 60 ms by {measured:.2} points"
     );
+    // Reported, not asserted: the Mid tier's share alone. The simulator gives it no margin
+    // (strict − delay-constrained at 18 domains, seeds 1..=10: −0.11..1.67 points at 8 s,
+    // 0.04..1.17 at 20 s); it is asserted inside P2's grouping, Mid+Low, above.
+    value(
+        &out,
+        "18 guests: delay-constrained lowers the Mid tier's share",
+    );
 }
 
 /// Whether the run's own "host kept up" checks passed; prints them, and when not, that the
@@ -178,7 +188,8 @@ fn p2_on_real_traffic_strict_low_loss_grows() {
     }
     // Reported, not asserted (docs/vswitch.md): strict priority loses no Mid packets in most
     // runs of this scenario (simulator, 20 s, seeds 1..=10: 0.00..0.22%), so there is
-    // nothing for delay-constrained to lower.
+    // nothing for delay-constrained to lower. The Mid tier's loss is asserted inside P2's
+    // own grouping, Mid+Low together (below).
     value(
         &out,
         "18 guests: delay-constrained lowers the Mid tier's loss",
@@ -232,6 +243,28 @@ fn p2_on_real_traffic_strict_low_loss_grows() {
         "on the replay of the recorded arrivals, delay-constrained lowered the Low tier's loss \
          by only {low:.3} points at 18 guests"
     );
+    // Issue #13's "lowers the Mid and Low tiers' loss", in P2's grouping (Fig. 9: VMs 4-9,
+    // Mid and Low together), on the switch and on the replay: delay-constrained does not pay
+    // for the Low tier's gain with the Mid tier's loss. The margin is the Low claim's 0.1
+    // spread over the two tiers' frames (Mid and Low offer the same data; Mid loses almost
+    // nothing either way), fixed before any real run. The simulator, 20 s, seeds 1..=10
+    // (`--example vm_delay_loss_claims 20`): 0.51 (0.17..0.84) points.
+    for (claim, what) in [
+        (
+            "18 guests: delay-constrained lowers the loss of the tiers P2 measured",
+            "on the switch",
+        ),
+        (
+            "replay of the recorded arrivals: 18 guests, delay-constrained lowers the loss of the tiers P2 measured",
+            "on the replay of the recorded arrivals",
+        ),
+    ] {
+        let both = value(&out, claim);
+        assert!(
+            both > 0.05,
+            "{what}, delay-constrained lowered the Mid+Low loss by only {both:.3} points at 18 guests"
+        );
+    }
 }
 
 /// Diagnosis, not a claim (docs/vswitch.md, "The Low bulk frames delay-constrained lost"):

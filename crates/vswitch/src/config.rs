@@ -178,6 +178,13 @@ pub struct SwitchConfig {
     pub busy_poll: Nanos,
     #[serde(rename = "port")]
     pub ports: Vec<PortConfig>,
+    /// The `CLOCK_MONOTONIC` time (ns) from which the budget's on/off periods are counted, on
+    /// period first, and the switch's trace times; `None`: the switch's start. Not a file key:
+    /// a program that offers traffic against the budget's phase sets it (the lab's real
+    /// vm-delay run starts its traffic at an on period's start, as the simulator does, and
+    /// replays the trace on the same phase).
+    #[serde(skip)]
+    pub budget_origin: Option<Nanos>,
 }
 
 impl SwitchConfig {

@@ -17,8 +17,8 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
-use std::sync::atomic::Ordering;
+use prometheus_client::registry::{Registry, Unit};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How often the packet thread publishes its counters.
 pub const PUBLISH_EVERY: Nanos = 100 * MS;
@@ -72,6 +72,7 @@ struct PortSeries {
 pub struct SwitchMetrics {
     ports: Vec<PortSeries>,
     rounds: Counter,
+    budget_lost: Counter<f64, AtomicU64>,
     mac_learned: Gauge,
     mac_table_full: Counter,
     up_received: Counter,
@@ -210,6 +211,14 @@ impl SwitchMetrics {
             "budget_busy_permille",
             "Share of time the budget is off (budget_busy), in thousandths",
         );
+        let budget_lost: Counter<f64, AtomicU64> = Counter::default();
+        r.register_with_unit(
+            "budget_lost",
+            "Budget on-time lost while frames waited for it (the packet thread woke more than \
+             the budget's 1 ms of credit late)",
+            Unit::Seconds,
+            budget_lost.clone(),
+        );
         let mac_learned = gauge_(r, "mac_learned", "Addresses in the MAC learning table");
         let mac_table_full = counter(
             r,
@@ -251,6 +260,7 @@ impl SwitchMetrics {
         Self {
             ports: series,
             rounds,
+            budget_lost,
             mac_learned,
             mac_table_full,
             up_received,
@@ -289,6 +299,10 @@ impl SwitchMetrics {
             m.removed.set(p.removed as i64);
         }
         set_counter(&self.rounds, s.rounds);
+        // A float counter keeps its value's bits (prometheus-client's f64 atomic).
+        self.budget_lost
+            .inner()
+            .store(s.budget_lost_s.to_bits(), Ordering::Relaxed);
         self.mac_learned.set(gauge(s.mac_learned));
         set_counter(&self.mac_table_full, s.mac_table_full);
         let UplinkStats {
@@ -333,6 +347,7 @@ mod tests {
         );
         let mut s = SwitchStats {
             rounds: 9,
+            budget_lost_s: 0.25,
             ..SwitchStats::default()
         };
         s.ports = vec![
@@ -365,6 +380,7 @@ mod tests {
             "netsched_vswitch_port_tier{port=\"vg0\"} 2",
             "netsched_vswitch_port_weight{port=\"vg0\"} 3",
             "netsched_vswitch_rounds_total 9",
+            "netsched_vswitch_budget_lost_seconds_total 0.25",
             "netsched_vswitch_budget_packets_per_second 5000",
             "netsched_vswitch_budget_busy_permille 500",
             "netsched_vswitch_uplink_dropped_total{reason=\"no_port\"} 0",

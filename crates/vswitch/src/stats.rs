@@ -93,6 +93,10 @@ pub struct SwitchStats {
     pub rounds: u64,
     /// Times the discipline was rebuilt for a runtime tier or weight change.
     pub rebuilds: u64,
+    /// Budget on-time lost while frames waited for it: the packet thread woke more than the
+    /// budget's 1 ms of credit after the next frame was due (a busy host), seconds. The
+    /// offered load the discipline saw rose by that share of the on-time.
+    pub budget_lost_s: f64,
     pub mac_learned: u64,
     /// New source addresses not learned because the table was full.
     pub mac_table_full: u64,

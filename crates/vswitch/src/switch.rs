@@ -118,7 +118,14 @@ pub struct Switch {
     bits_per_s: Option<u64>,
     /// (on, off) periods of the budget, and the time they are counted from.
     budget_periods: Option<(Nanos, Nanos)>,
+    /// Start of the run (stats); the budget's periods and the trace count from `origin`
+    /// ([`SwitchConfig::budget_origin`], else `t0`).
     t0: Nanos,
+    origin: Nanos,
+    /// Frames waited for the budget when the loop last left it.
+    waiting_for_budget: bool,
+    /// Budget on-time lost to late wake-ups while frames waited ([`Self::count_lost_budget`]).
+    budget_lost_ns: Nanos,
     rounds: u64,
     /// Every open port's socket, token = guest index (the uplink: the number of guests).
     epoll: sys::Epoll,
@@ -226,6 +233,9 @@ impl Switch {
             bits_per_s: cfg.rate,
             budget_periods: cfg.budget_periods(),
             t0: 0,
+            origin: 0,
+            waiting_for_budget: false,
+            budget_lost_ns: 0,
             rounds: 0,
             stats_interval,
             cfg: cfg.clone(),
@@ -422,6 +432,7 @@ impl Switch {
             discipline: self.discipline.as_str().to_string(),
             rounds: self.rounds,
             rebuilds: self.rebuilds,
+            budget_lost_s: self.budget_lost_ns as f64 / 1e9,
             mac_learned: self.macs.len() as u64,
             mac_table_full: self.macs.refused(),
             stats_dropped: 0,
@@ -464,7 +475,7 @@ impl Switch {
                             Verdict::Dropped { .. } => TraceKind::Dropped,
                             _ => TraceKind::Queued,
                         };
-                        t.record(now.saturating_sub(self.t0), gi as u32, kind);
+                        t.record(now.saturating_sub(self.origin), gi as u32, kind);
                     }
                     match verdict {
                         Verdict::Queued => g.stats.queued += 1,
@@ -498,13 +509,38 @@ impl Switch {
 
     /// Move frames from the discipline into the uplink's send batch while the budget allows.
     fn dequeue_budgeted(&mut self, now: Nanos) {
-        if let Some((on, off)) = self.budget_periods {
-            let phase = now.saturating_sub(self.t0) % (on + off);
-            if phase >= on {
-                // Off period: no service until it ends (no credit accumulates meanwhile).
-                self.free_at = self.free_at.max(now + (on + off - phase));
-                return;
-            }
+        self.count_lost_budget(now);
+        self.dequeue_within_budget(now);
+        // Frames left queued with the uplink's batch not full: they wait for the budget.
+        self.waiting_for_budget = self.pending.len() < BATCH
+            && (self.ns_per_packet.is_some() || self.bits_per_s.is_some())
+            && self.qdisc.stats().queued_packets > 0;
+    }
+
+    /// The budget this wake-up came too late for: frames waited for the budget, it was due
+    /// at `free_at`, and the loop got the CPU at `now`. Beyond [`BUDGET_SLACK`] (the credit a
+    /// late wake-up keeps) that on-time is lost to the host, and the backend's load rises.
+    fn count_lost_budget(&mut self, now: Nanos) {
+        if !self.waiting_for_budget {
+            return;
+        }
+        let from = self.free_at + BUDGET_SLACK;
+        if now > from {
+            self.budget_lost_ns += match self.budget_periods {
+                Some(p) => on_time(now, self.origin, p).wrapping_sub(on_time(from, self.origin, p)),
+                None => now - from,
+            };
+        }
+    }
+
+    fn dequeue_within_budget(&mut self, now: Nanos) {
+        if let Some(off_left) = self
+            .budget_periods
+            .and_then(|p| off_remaining(now, self.origin, p))
+        {
+            // Off period: no service until it ends (no credit accumulates meanwhile).
+            self.free_at = self.free_at.max(now + off_left);
+            return;
         }
         while self.pending.len() < BATCH && self.free_at <= now {
             if self.rebuild_pending && self.may_rebuild() {
@@ -551,7 +587,7 @@ impl Switch {
             }
             self.free_at = self.free_at.max(now.saturating_sub(BUDGET_SLACK)) + self.cost(f.len);
             if let Some(t) = &mut self.trace {
-                t.record(now.saturating_sub(self.t0), f.port, TraceKind::Sent);
+                t.record(now.saturating_sub(self.origin), f.port, TraceKind::Sent);
             }
             self.pending.push(f);
         }
@@ -722,8 +758,9 @@ impl Switch {
         let mut next_liveness = t0 + LIVENESS_EVERY;
         self.free_at = t0;
         self.t0 = t0;
+        self.origin = self.cfg.budget_origin.unwrap_or(t0);
         if let Some(t) = &mut self.trace {
-            t.set_origin(t0);
+            t.set_origin(self.origin);
         }
         let result = self.run_loop(
             stop,
@@ -926,12 +963,54 @@ pub fn spawn_in_netns_traced(
     )
 }
 
+/// When the budget is in an off period at `now`, the time left until it ends. The periods
+/// `(on, off)` alternate from `origin`, on first (also for times before `origin`).
+fn off_remaining(now: Nanos, origin: Nanos, (on, off): (Nanos, Nanos)) -> Option<Nanos> {
+    let cycle = (on + off).max(1) as i128;
+    let phase = (now as i128 - origin as i128).rem_euclid(cycle) as Nanos;
+    (phase >= on).then(|| cycle as Nanos - phase)
+}
+
+/// The on-time of the budget's periods `(on, off)` from `origin` to `t`, modulo 2^64 (before
+/// `origin` it counts down): the on-time between two times is the wrapping difference.
+fn on_time(t: Nanos, origin: Nanos, (on, off): (Nanos, Nanos)) -> Nanos {
+    let cycle = (on + off).max(1) as i128;
+    let d = t as i128 - origin as i128;
+    let whole = d.div_euclid(cycle) * on as i128 + d.rem_euclid(cycle).min(on as i128);
+    whole.rem_euclid(1 << 64) as Nanos
+}
+
 /// Largest frame the switch keeps (one pool slot).
 pub const MAX_FRAME: usize = SLOT;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn budget_periods_count_from_the_origin_on_first() {
+        let p = (14, 6);
+        assert_eq!(off_remaining(100, 100, p), None);
+        assert_eq!(off_remaining(113, 100, p), None);
+        assert_eq!(off_remaining(114, 100, p), Some(6));
+        assert_eq!(off_remaining(119, 100, p), Some(1));
+        assert_eq!(off_remaining(120, 100, p), None);
+        // Before the origin the same cycle runs backwards: 94..100 is an off period.
+        assert_eq!(off_remaining(95, 100, p), Some(5));
+        assert_eq!(off_remaining(93, 100, p), None);
+    }
+
+    #[test]
+    fn on_time_counts_only_on_periods() {
+        let p = (14, 6);
+        let between = |a, b| on_time(b, 100, p).wrapping_sub(on_time(a, 100, p));
+        assert_eq!(between(100, 114), 14);
+        assert_eq!(between(100, 120), 14);
+        assert_eq!(between(110, 150), 4 + 14 + 10);
+        assert_eq!(between(115, 119), 0);
+        // Across the origin.
+        assert_eq!(between(90, 105), 4 + 5);
+    }
 
     #[test]
     fn a_reader_that_never_reads_cannot_block_the_packet_thread() {

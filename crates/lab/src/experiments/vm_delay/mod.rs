@@ -27,6 +27,10 @@ use serde::Deserialize;
 use serde_json::Value;
 use std::path::Path;
 
+/// The seeds over which the simulator checked the margins the real-run tests assert with
+/// (`cargo run --release -p netsched-lab --example vm_delay_loss_claims`; docs/vswitch.md).
+pub const MARGIN_SEEDS: std::ops::RangeInclusive<u64> = 1..=10;
+
 /// Bounds of the scenario: every count and size has one. A run stores one latency per
 /// delivered probe, so the packets a run offers are bounded too.
 pub mod bounds {

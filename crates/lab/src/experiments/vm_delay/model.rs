@@ -80,6 +80,14 @@ impl VmConfig {
         self.offered_pps() * self.per_packet_ms / 1000.0 / (1.0 - self.cpu_busy)
     }
 
+    /// The offered load `seed`'s traffic realises over `duration` (every packet it generates
+    /// × the per-packet time, over the on-time): [`Self::offered_load`] varies by seed.
+    pub fn realized_load(&self, seed: u64) -> anyhow::Result<f64> {
+        let packets = generated_arrivals(self, seed)?.len() as f64;
+        let on_ms = self.duration as f64 / MS as f64 * (1.0 - self.cpu_busy);
+        Ok(packets * self.per_packet_ms / on_ms.max(f64::MIN_POSITIVE))
+    }
+
     /// Packets/s all domains together offer (probes, data and streams).
     pub fn offered_pps(&self) -> f64 {
         let per_tier = (self.domains / self.tiers.len().max(1)) as f64;
