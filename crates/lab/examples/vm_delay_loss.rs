@@ -1,5 +1,6 @@
 //! Why strict priority loses fewer Low-tier packets on real traffic than in the simulator
-//! (docs/vswitch.md, "Why the loss claims differ"): the simulated vm-delay scenario at 18
+//! (docs/vswitch-investigations.md, §A2 "Why the loss claims … did not hold on real traffic"):
+//! the simulated vm-delay scenario at 18
 //! domains over seeds 1..=10, as configured and with one model assumption changed at a time.
 //! `cargo run --release -p netsched-lab --example vm_delay_loss [seconds]`
 

@@ -1,6 +1,7 @@
 //! How long a real vm-delay run must be for P2's loss claims to hold with a margin
-//! (docs/vswitch.md, "The loss claims on real traffic"): the simulated scenario with the
-//! switch's budget shape (regular on/off periods), seeds 1..=10, per run length:
+//! (docs/vswitch-investigations.md, §A5 "The loss claims on real traffic"): the simulated
+//! scenario with the switch's budget shape (regular on/off periods), seeds 1..=10, per run
+//! length:
 //! (a) strict priority's Low-tier loss at 9 and at 18 domains, and its growth;
 //! (b) at 18 domains, strict priority's Mid and Low loss against delay-constrained's, per
 //! seed (same arrivals for both); and the tiers P2 measured together (Mid+Low, P2 Fig. 9):

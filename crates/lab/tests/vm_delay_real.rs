@@ -206,7 +206,8 @@ fn p2_on_real_traffic_strict_low_loss_grows() {
     // it 0.37..1.77 points over seeds 1..=10 (margin 0.1, unchanged). It was reported only in
     // session 7 (real delay-constrained lost 0.06..0.58% of the Low frames): the traffic
     // generator then drew its own bursts, and with the test's seed nearly every run replayed
-    // one rare Low cluster (docs/vswitch.md, "The Low tier's arrivals, three ways"). The real
+    // one rare Low cluster (docs/vswitch-investigations.md, §A8 "The Low tier's arrivals, three
+    // ways"). The real
     // run now sends the simulator's own traffic for the seed; helper vgen: 13 of 13 runs held
     // it by 0.67..3.83 points on the switch and 0.60..1.09 on the replay. Asserted again (kept
     // by the lead at the session-8 merge: the margin and the seed are the simulator's, as before).
@@ -219,7 +220,8 @@ fn p2_on_real_traffic_strict_low_loss_grows() {
         "delay-constrained lowered the Low tier's loss by only {low:.3} points at 18 guests"
     );
     // The same claim, same margin, on the model fed each run's own recorded arrivals
-    // (docs/vswitch.md, "The loss test and the replay"). A host that stalls the switch takes
+    // (docs/vswitch-investigations.md, §A6 "The loss test and the replay"). A host that stalls
+    // the switch takes
     // budget, and under strict priority it comes out of the Low tier: that inflates the
     // claim on the switch's figures (one run: 686 Low frames dropped by the switch, 64 by
     // the model with the same arrivals). The replay serves the same arrivals with the full
@@ -267,7 +269,7 @@ fn p2_on_real_traffic_strict_low_loss_grows() {
     }
 }
 
-/// Diagnosis, not a claim (docs/vswitch.md, "The Low bulk frames delay-constrained lost"):
+/// Diagnosis, not a claim (docs/vswitch-investigations.md, §A5 "Ping with preload"):
 /// delay-constrained at 18 guests, 20 s, with iputils' default ping (no preload) and then
 /// with `-l 3`; prints the trace findings (the switch's vif-queue drops against the model's
 /// with the same arrivals, clumps) and the probes each tier's pings sent.
@@ -292,7 +294,8 @@ fn p2_on_real_traffic_ping_preload_diagnosis() {
     }
 }
 
-/// Diagnosis, not a claim (docs/vswitch.md, "The Low tier's arrivals, three ways"): strict
+/// Diagnosis, not a claim (docs/vswitch-investigations.md, §A8 "The Low tier's arrivals, three
+/// ways"): strict
 /// priority at 9 guests and delay-constrained at 18, 20 s, the run's arrival statistics per
 /// tier printed (what the simulator generates for the same seed, what the traffic generator
 /// sent, what the switch read) next to the switch's and the replay's drops.

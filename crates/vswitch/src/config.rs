@@ -100,12 +100,12 @@ fn default_mac_table() -> usize {
     4096
 }
 /// Default of [`SwitchConfig::busy_poll`]: off. A 200 µs window (nfq's default) did not
-/// measurably lower the switch's added latency, idle or loaded (docs/vswitch.md, "Added
-/// latency and busy polling"), and it costs CPU.
+/// measurably lower the switch's added latency, idle or loaded
+/// (docs/vswitch-investigations.md, §B3 "Added latency and busy polling"), and it costs CPU.
 pub const DEFAULT_BUSY_POLL: Nanos = 0;
 /// Longest `busy_poll` window. Beyond the gaps of light traffic (a probe every 10–100 ms) the
-/// thread never sleeps, which is what a core given to the switch wants (docs/vswitch.md,
-/// "The wake-up is the added latency").
+/// thread never sleeps, which is what a core given to the switch wants
+/// (docs/vswitch-investigations.md, §B5 "The wake-up is the added latency").
 pub const MAX_BUSY_POLL: Nanos = SEC;
 fn default_busy_poll() -> Nanos {
     DEFAULT_BUSY_POLL
