@@ -107,6 +107,8 @@ pub const DEFAULT_BUSY_POLL: Nanos = 0;
 /// thread never sleeps, which is what a core given to the switch wants
 /// (docs/vswitch-investigations.md, §B5 "The wake-up is the added latency").
 pub const MAX_BUSY_POLL: Nanos = SEC;
+/// Longest [`SwitchConfig::budget_catch_up`].
+pub const MAX_BUDGET_CATCH_UP: Nanos = SEC;
 fn default_busy_poll() -> Nanos {
     DEFAULT_BUSY_POLL
 }
@@ -162,6 +164,13 @@ pub struct SwitchConfig {
     pub budget_busy: f64,
     #[serde(default = "default_slice", deserialize_with = "serde_duration")]
     pub budget_slice: Nanos,
+    /// Budget a late wake-up may make up, beyond the 1 ms of credit every wake-up keeps, when
+    /// frames waited for it (0..=[`MAX_BUDGET_CATCH_UP`], default 0). The budget models a
+    /// backend's CPU (dom0's in P2): with it, a host that runs the switch late (another
+    /// process, a hypervisor's steal) delays the waiting frames but does not take their
+    /// capacity, which would raise the load the discipline sees. An idle switch earns no credit.
+    #[serde(default, deserialize_with = "serde_duration")]
+    pub budget_catch_up: Nanos,
     #[serde(default = "default_batch")]
     pub batch: usize,
     /// Default vif queue, packets.
@@ -236,6 +245,19 @@ impl SwitchConfig {
             bail!(
                 "budget_busy = {}: needs a budget (packet_rate or rate)",
                 self.budget_busy
+            );
+        }
+        if self.budget_catch_up > MAX_BUDGET_CATCH_UP {
+            bail!(
+                "budget_catch_up = {:?}: must be at most {}",
+                format_duration(self.budget_catch_up),
+                format_duration(MAX_BUDGET_CATCH_UP)
+            );
+        }
+        if self.budget_catch_up > 0 && self.packet_rate.is_none() && self.rate.is_none() {
+            bail!(
+                "budget_catch_up = {:?}: needs a budget (packet_rate or rate)",
+                format_duration(self.budget_catch_up)
             );
         }
         if !(MS / 10..=10 * 1000 * MS).contains(&self.budget_slice) {
@@ -454,6 +476,17 @@ bound = "60ms"
             (
                 OK.replace("packet_rate = 20000", "packet_rate = 9\nbusy_poll = \"2s\""),
                 "busy_poll = \"2s\"",
+            ),
+            (
+                OK.replace(
+                    "packet_rate = 20000",
+                    "packet_rate = 9\nbudget_catch_up = \"2s\"",
+                ),
+                "budget_catch_up = \"2s\": must be at most 1s",
+            ),
+            (
+                OK.replace("packet_rate = 20000", "budget_catch_up = \"10ms\""),
+                "needs a budget",
             ),
         ];
         for (text, want) in cases {

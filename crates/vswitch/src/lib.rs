@@ -12,6 +12,7 @@
 //! - [`cli`]: the `netsched vswitch` arguments and entry point;
 //! - [`config`]: the TOML file (ports, tiers, weights, bounds, budget) → a core discipline;
 //! - [`switch`]: the event loop, per-port accounting, removal of vanished ports;
+//! - [`budget`]: the forwarding budget (rate, on/off periods, credit, lost budget);
 //! - [`control`]: the control socket (`--control`) and `netsched vswitch ctl`;
 //! - [`metrics`]: the Prometheus families (`--metrics`);
 //! - [`macs`]: the bounded MAC learning table of the return path;
@@ -20,6 +21,7 @@
 //! - [`frame`]: what the disciplines queue (a pool slot and its port);
 //! - [`sys`]: TAP devices (the AF_PACKET ports themselves are `netsched_link::port`).
 
+pub mod budget;
 pub mod cli;
 pub mod config;
 pub mod control;

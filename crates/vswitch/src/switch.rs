@@ -7,8 +7,9 @@
 //!    an Ethernet header, at most one pool slot), its source MAC learned for the return path,
 //!    and it is offered to the discipline in its port's class — a full vif queue drops the new
 //!    frame (reason `queue_full`), so a flooding guest fills only its own queue;
-//! 2. **budget**: while the forwarding budget (packets/s or bits/s, dom0's CPU in P2) has
-//!    credit, take the next frame from the discipline into the uplink's send batch;
+//! 2. **budget**: while the forwarding budget ([`crate::budget`]: packets/s or bits/s,
+//!    dom0's CPU in P2) has credit, take the next frame from the discipline into the uplink's
+//!    send batch;
 //! 3. **uplink → guest**: read a batch from the uplink and deliver each frame by destination
 //!    MAC like a bridge: a learned unicast address goes to its port, broadcast, multicast and
 //!    unknown unicast to every guest port;
@@ -28,6 +29,7 @@
 //! ([`crate::metrics`]) are published as atomic stores every
 //! [`crate::metrics::PUBLISH_EVERY`].
 
+use crate::budget::Budget;
 use crate::config::{Discipline, SwitchConfig};
 use crate::control::{Answer, Command, Envelope, Inbox, COMMAND_QUEUE};
 pub use crate::frame::Frame;
@@ -37,7 +39,7 @@ pub use crate::stats::{PortStats, SwitchStats, UplinkStats};
 use crate::trace::{Trace, TraceKind};
 use anyhow::{bail, Context, Result};
 use netsched_core::qdisc::{AnyQdisc, Qdisc, Verdict};
-use netsched_core::{Nanos, MS, SEC};
+use netsched_core::{Nanos, MS};
 use netsched_link::port::{FramePool, Port, Rx, BATCH, SLOT};
 use netsched_link::sys;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,9 +52,6 @@ pub const ETH_HEADER: u32 = 14;
 pub const LIVENESS_EVERY: Nanos = 200 * MS;
 /// The loop wakes at least this often (stop flag, liveness, stats).
 const MAX_SLEEP: Nanos = 100 * MS;
-/// Budget credit that may accumulate while the loop slept late (keeps the average rate
-/// without letting an idle period turn into a burst larger than this).
-const BUDGET_SLACK: Nanos = MS;
 /// Shortest `--stats` interval.
 pub const MIN_STATS_INTERVAL: Nanos = 100 * MS;
 /// Snapshots waiting for the printer; one more is dropped and counted.
@@ -108,24 +107,15 @@ pub struct Switch {
     macs: MacTable,
     /// Frames taken from the discipline, waiting for `sendmmsg` on the uplink.
     pending: Vec<Frame>,
-    /// Budget: the uplink is busy until then.
-    free_at: Nanos,
+    /// The forwarding budget (rate, on/off periods, credit).
+    budget: Budget,
     /// Adaptive polling: look without sleeping until then ([`SwitchConfig::busy_poll`] after
     /// the last frame read).
     spin_until: Nanos,
     busy_poll: Nanos,
-    ns_per_packet: Option<Nanos>,
-    bits_per_s: Option<u64>,
-    /// (on, off) periods of the budget, and the time they are counted from.
-    budget_periods: Option<(Nanos, Nanos)>,
-    /// Start of the run (stats); the budget's periods and the trace count from `origin`
-    /// ([`SwitchConfig::budget_origin`], else `t0`).
+    /// Start of the run (stats); the budget's periods and the trace count from the budget's
+    /// origin ([`SwitchConfig::budget_origin`], else `t0`).
     t0: Nanos,
-    origin: Nanos,
-    /// Frames waited for the budget when the loop last left it.
-    waiting_for_budget: bool,
-    /// Budget on-time lost to late wake-ups while frames waited ([`Self::count_lost_budget`]).
-    budget_lost_ns: Nanos,
     rounds: u64,
     /// Every open port's socket, token = guest index (the uplink: the number of guests).
     epoll: sys::Epoll,
@@ -226,16 +216,10 @@ impl Switch {
             discipline: cfg.discipline,
             macs: MacTable::new(cfg.mac_table),
             pending: Vec::with_capacity(BATCH),
-            free_at: 0,
+            budget: Budget::new(cfg),
             spin_until: 0,
             busy_poll: cfg.busy_poll,
-            ns_per_packet: cfg.packet_rate.map(|r| (SEC / r).max(1)),
-            bits_per_s: cfg.rate,
-            budget_periods: cfg.budget_periods(),
             t0: 0,
-            origin: 0,
-            waiting_for_budget: false,
-            budget_lost_ns: 0,
             rounds: 0,
             stats_interval,
             cfg: cfg.clone(),
@@ -432,7 +416,7 @@ impl Switch {
             discipline: self.discipline.as_str().to_string(),
             rounds: self.rounds,
             rebuilds: self.rebuilds,
-            budget_lost_s: self.budget_lost_ns as f64 / 1e9,
+            budget_lost_s: self.budget.lost_ns() as f64 / 1e9,
             mac_learned: self.macs.len() as u64,
             mac_table_full: self.macs.refused(),
             stats_dropped: 0,
@@ -475,7 +459,7 @@ impl Switch {
                             Verdict::Dropped { .. } => TraceKind::Dropped,
                             _ => TraceKind::Queued,
                         };
-                        t.record(now.saturating_sub(self.origin), gi as u32, kind);
+                        t.record(now.saturating_sub(self.budget.origin()), gi as u32, kind);
                     }
                     match verdict {
                         Verdict::Queued => g.stats.queued += 1,
@@ -498,51 +482,18 @@ impl Switch {
         read
     }
 
-    /// Cost of one frame against the budget, ns.
-    fn cost(&self, len: u32) -> Nanos {
-        match (self.ns_per_packet, self.bits_per_s) {
-            (Some(ns), _) => ns,
-            (None, Some(bits)) => (len as u64 * 8 * SEC / bits).max(1),
-            (None, None) => 0,
-        }
-    }
-
     /// Move frames from the discipline into the uplink's send batch while the budget allows.
     fn dequeue_budgeted(&mut self, now: Nanos) {
-        self.count_lost_budget(now);
-        self.dequeue_within_budget(now);
-        // Frames left queued with the uplink's batch not full: they wait for the budget.
-        self.waiting_for_budget = self.pending.len() < BATCH
-            && (self.ns_per_packet.is_some() || self.bits_per_s.is_some())
-            && self.qdisc.stats().queued_packets > 0;
-    }
-
-    /// The budget this wake-up came too late for: frames waited for the budget, it was due
-    /// at `free_at`, and the loop got the CPU at `now`. Beyond [`BUDGET_SLACK`] (the credit a
-    /// late wake-up keeps) that on-time is lost to the host, and the backend's load rises.
-    fn count_lost_budget(&mut self, now: Nanos) {
-        if !self.waiting_for_budget {
-            return;
+        if self.budget.open_turn(now) {
+            self.dequeue_within_budget(now);
         }
-        let from = self.free_at + BUDGET_SLACK;
-        if now > from {
-            self.budget_lost_ns += match self.budget_periods {
-                Some(p) => on_time(now, self.origin, p).wrapping_sub(on_time(from, self.origin, p)),
-                None => now - from,
-            };
-        }
+        // Frames in the send batch are already paid for: only the discipline's wait.
+        self.budget
+            .close_turn(self.qdisc.stats().queued_packets > 0);
     }
 
     fn dequeue_within_budget(&mut self, now: Nanos) {
-        if let Some(off_left) = self
-            .budget_periods
-            .and_then(|p| off_remaining(now, self.origin, p))
-        {
-            // Off period: no service until it ends (no credit accumulates meanwhile).
-            self.free_at = self.free_at.max(now + off_left);
-            return;
-        }
-        while self.pending.len() < BATCH && self.free_at <= now {
+        while self.pending.len() < BATCH && self.budget.due(now) {
             if self.rebuild_pending && self.may_rebuild() {
                 self.rebuild();
             }
@@ -585,9 +536,13 @@ impl Switch {
                 self.pool.release(f.slot);
                 continue;
             }
-            self.free_at = self.free_at.max(now.saturating_sub(BUDGET_SLACK)) + self.cost(f.len);
+            self.budget.charge(f.len);
             if let Some(t) = &mut self.trace {
-                t.record(now.saturating_sub(self.origin), f.port, TraceKind::Sent);
+                t.record(
+                    now.saturating_sub(self.budget.origin()),
+                    f.port,
+                    TraceKind::Sent,
+                );
             }
             self.pending.push(f);
         }
@@ -756,11 +711,10 @@ impl Switch {
         let interval = outlet.and(self.stats_interval);
         let mut next_stats = interval.map(|i| t0 + i);
         let mut next_liveness = t0 + LIVENESS_EVERY;
-        self.free_at = t0;
         self.t0 = t0;
-        self.origin = self.cfg.budget_origin.unwrap_or(t0);
+        self.budget.start(t0, self.cfg.budget_origin.unwrap_or(t0));
         if let Some(t) = &mut self.trace {
-            t.set_origin(self.origin);
+            t.set_origin(self.budget.origin());
         }
         let result = self.run_loop(
             stop,
@@ -857,7 +811,8 @@ impl Switch {
             let mut wake = now + MAX_SLEEP;
             if backlog {
                 wake = wake.min(
-                    self.free_at
+                    self.budget
+                        .next_credit()
                         .max(now + if self.pending.is_empty() { 0 } else { 20_000 }),
                 );
             }
@@ -963,54 +918,12 @@ pub fn spawn_in_netns_traced(
     )
 }
 
-/// When the budget is in an off period at `now`, the time left until it ends. The periods
-/// `(on, off)` alternate from `origin`, on first (also for times before `origin`).
-fn off_remaining(now: Nanos, origin: Nanos, (on, off): (Nanos, Nanos)) -> Option<Nanos> {
-    let cycle = (on + off).max(1) as i128;
-    let phase = (now as i128 - origin as i128).rem_euclid(cycle) as Nanos;
-    (phase >= on).then(|| cycle as Nanos - phase)
-}
-
-/// The on-time of the budget's periods `(on, off)` from `origin` to `t`, modulo 2^64 (before
-/// `origin` it counts down): the on-time between two times is the wrapping difference.
-fn on_time(t: Nanos, origin: Nanos, (on, off): (Nanos, Nanos)) -> Nanos {
-    let cycle = (on + off).max(1) as i128;
-    let d = t as i128 - origin as i128;
-    let whole = d.div_euclid(cycle) * on as i128 + d.rem_euclid(cycle).min(on as i128);
-    whole.rem_euclid(1 << 64) as Nanos
-}
-
 /// Largest frame the switch keeps (one pool slot).
 pub const MAX_FRAME: usize = SLOT;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn budget_periods_count_from_the_origin_on_first() {
-        let p = (14, 6);
-        assert_eq!(off_remaining(100, 100, p), None);
-        assert_eq!(off_remaining(113, 100, p), None);
-        assert_eq!(off_remaining(114, 100, p), Some(6));
-        assert_eq!(off_remaining(119, 100, p), Some(1));
-        assert_eq!(off_remaining(120, 100, p), None);
-        // Before the origin the same cycle runs backwards: 94..100 is an off period.
-        assert_eq!(off_remaining(95, 100, p), Some(5));
-        assert_eq!(off_remaining(93, 100, p), None);
-    }
-
-    #[test]
-    fn on_time_counts_only_on_periods() {
-        let p = (14, 6);
-        let between = |a, b| on_time(b, 100, p).wrapping_sub(on_time(a, 100, p));
-        assert_eq!(between(100, 114), 14);
-        assert_eq!(between(100, 120), 14);
-        assert_eq!(between(110, 150), 4 + 14 + 10);
-        assert_eq!(between(115, 119), 0);
-        // Across the origin.
-        assert_eq!(between(90, 105), 4 + 5);
-    }
 
     #[test]
     fn a_reader_that_never_reads_cannot_block_the_packet_thread() {
