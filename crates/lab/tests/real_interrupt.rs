@@ -3,7 +3,8 @@
 //! SIGTERM or SIGINT, and asserts, within a bounded time, that the run stopped with an
 //! "interrupted" error and left nothing with its tag: no namespace (so no veth, qdisc or
 //! iptables rule inside one), no process it started (nginx, iperf3, ping — nor anything they
-//! forked), no temporary folder.
+//! forked), no temporary folder. Covered: percentile-web, adsl-ack, vm-delay (the switch
+//! thread and the guests' pings), nfq's bench.
 //!
 //! Budget: ≈ 10–25 s per test (set-up, a few seconds of running, clean-up).
 
@@ -53,6 +54,24 @@ fn child_adsl_ack() {
 }
 
 #[test]
+fn child_vm_delay() {
+    child_expects_interruption("vm-delay", || {
+        let out = std::env::temp_dir().join(format!("netsched-int-out-{}", std::process::id()));
+        let text = include_str!("../../../scenarios/vm-delay.toml");
+        let params = serde_json::to_value(toml::from_str::<toml::Value>(text)?)?;
+        let opts = netsched_lab::real::vm_delay::RealOptions {
+            duration: 60 * netsched_core::SEC,
+            schedulers: vec!["strict_priority".into()],
+            skip: vec![],
+            ping_preload: netsched_lab::real::vm_delay::PING_PRELOAD,
+        };
+        let r = netsched_lab::real::vm_delay::run_real_with(&params, 1, &out, &opts);
+        let _ = std::fs::remove_dir_all(&out);
+        r.map(|_| ())
+    });
+}
+
+#[test]
 fn child_nfq_bench() {
     child_expects_interruption("nfq-bench", || {
         let args = netsched_nfq::bench::BenchArgs {
@@ -75,6 +94,12 @@ fn tag_of(ns: &str) -> Option<String> {
 
 /// Start the child run, signal it once it is under way, and check that nothing is left.
 fn interrupt(which: &str, child_test: &str, signal: &str) {
+    interrupt_after(which, child_test, signal, None);
+}
+
+/// [`interrupt`]; with `under_way`, the child's stderr must also show that line, printed once
+/// the measurement started (so the signal did not land in the set-up).
+fn interrupt_after(which: &str, child_test: &str, signal: &str, under_way: Option<&str>) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", child_test, "--nocapture", "--test-threads=1"])
         .env(CHILD, which)
@@ -136,6 +161,12 @@ fn interrupt(which: &str, child_test: &str, signal: &str) {
     let st = exited
         .unwrap_or_else(|| panic!("{which}: still running {STOP_WITHIN:?} after {signal}\n{tail}"));
     assert!(st.success(), "{which} after {signal}: {st}\n{tail}");
+    if let Some(line) = under_way {
+        assert!(
+            err.contains(line),
+            "{which}: the signal landed before the measurement ({line:?} not printed)\n{tail}"
+        );
+    }
     eprintln!("{which}: {signal} → stopped and cleaned up in {stopped_in:.1?}");
     for tag in &tags {
         assert!(
@@ -206,6 +237,23 @@ fn adsl_ack_real_stops_and_cleans_up_on_sigterm() {
     }
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     interrupt("adsl-ack", "child_adsl_ack", "-TERM");
+}
+
+#[test]
+fn vm_delay_real_stops_and_cleans_up_on_sigterm() {
+    if std::env::var(CHILD).is_ok()
+        || !privileged_test_allowed("vm_delay_real_stops_and_cleans_up_on_sigterm")
+    {
+        return;
+    }
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Under way: the switch thread and the 9 guests' pings are in the testbed's namespaces.
+    interrupt_after(
+        "vm-delay",
+        "child_vm_delay",
+        "-TERM",
+        Some("vm-delay --real: strict_priority with 9 guests"),
+    );
 }
 
 #[test]
