@@ -58,16 +58,19 @@ impl Budget {
     }
 
     /// The time the periods (and the switch's trace) count from.
+    #[inline]
     pub fn origin(&self) -> Nanos {
         self.origin
     }
 
     /// Whether there is a budget at all (without one every frame may leave at once).
+    #[inline]
     pub fn limited(&self) -> bool {
         self.ns_per_packet.is_some() || self.bits_per_s.is_some()
     }
 
     /// Cost of one frame of `len` bytes, ns.
+    #[inline]
     pub fn cost(&self, len: u32) -> Nanos {
         match (self.ns_per_packet, self.bits_per_s) {
             (Some(ns), _) => ns,
@@ -78,6 +81,7 @@ impl Budget {
 
     /// Open a turn at `now`: settle the credit (see the module's rules). Returns whether the
     /// budget is on; in an off period the next credit is its end.
+    #[inline]
     pub fn open_turn(&mut self, now: Nanos) -> bool {
         let from = self.free_at + BUDGET_SLACK;
         if !self.backlogged || now <= from {
@@ -100,22 +104,26 @@ impl Budget {
     }
 
     /// Whether the next frame's credit is due at `now`.
+    #[inline]
     pub fn due(&self, now: Nanos) -> bool {
         self.free_at <= now
     }
 
     /// A frame of `len` bytes leaves.
+    #[inline]
     pub fn charge(&mut self, len: u32) {
         self.free_at += self.cost(len);
     }
 
     /// Close the turn: whether frames still wait for the budget (frames already taken for
     /// sending are paid for and do not count).
+    #[inline]
     pub fn close_turn(&mut self, frames_waiting: bool) {
         self.backlogged = self.limited() && frames_waiting;
     }
 
     /// When the next frame's credit is due.
+    #[inline]
     pub fn next_credit(&self) -> Nanos {
         self.free_at
     }
