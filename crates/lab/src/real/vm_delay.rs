@@ -1093,65 +1093,71 @@ fn output(
             ),
         ));
     }
-    // The same two Low-tier loss claims on the model fed each run's own recorded arrivals
+    // The loss claims again on the model fed each run's own recorded arrivals
     // (`trace.replay_dropped`, per frame read): a host that stalls the switch takes budget,
     // and under strict priority that budget comes out of the Low tier, which inflates the
     // switch's own figures; the replay serves the same arrivals with the full budget.
-    if let (Some(a), Some(b)) = (find("strict_priority", nmin), find("strict_priority", nmax)) {
-        let (la, lb) = (
-            a.trace.replay_loss_pct(low..low + 1),
-            b.trace.replay_loss_pct(low..low + 1),
+    // `replay(claim, a, b, tiers)`: the claim holds when the replay's loss of `tiers` is
+    // higher in `a` than in `b` (the value: a − b, points).
+    let replay = |claim: String, a: &RealRun, b: &RealRun, tiers: Range<usize>| {
+        let (x, y) = (
+            a.trace.replay_loss_pct(tiers.clone()),
+            b.trace.replay_loss_pct(tiers.clone()),
         );
-        checks.push(Check::measured(
-            format!("replay of the recorded arrivals: strict priority's {} tier loss grows from {nmin} to {nmax} guests (points added)", names[low]),
-            lb - la,
+        Check::measured(
+            format!("replay of the recorded arrivals: {claim}"),
+            x - y,
             Cmp::Gt,
             0.0,
             format!(
-                "model {la:.2}% → {lb:.2}% (switch's vif-queue drops {:.2}% → {:.2}%; trace overflow {} / {})",
-                a.trace.switch_loss_pct(low..low + 1),
-                b.trace.switch_loss_pct(low..low + 1),
+                "model {} {}: {x:.3}% vs {} {}: {y:.3}% (switch's vif-queue drops {:.3}% vs \
+                 {:.3}%; trace overflow {} / {})",
+                a.scheduler,
+                a.domains,
+                b.scheduler,
+                b.domains,
+                a.trace.switch_loss_pct(tiers.clone()),
+                b.trace.switch_loss_pct(tiers),
                 a.trace.overflow,
                 b.trace.overflow
             ),
+        )
+    };
+    let low_only = low..low + 1;
+    if let (Some(a), Some(b)) = (find("strict_priority", nmin), find("strict_priority", nmax)) {
+        checks.push(replay(
+            format!(
+                "strict priority's {} tier loss grows from {nmin} to {nmax} guests (points added)",
+                names[low]
+            ),
+            b,
+            a,
+            low_only.clone(),
         ));
     }
     if let (Some(sp), Some(dc)) = (
         find("strict_priority", nmax),
         find("delay_constrained", nmax),
     ) {
-        let (s, d) = (
-            sp.trace.replay_loss_pct(low..low + 1),
-            dc.trace.replay_loss_pct(low..low + 1),
-        );
-        checks.push(Check::measured(
-            format!("replay of the recorded arrivals: {nmax} guests, delay-constrained lowers the {} tier's loss (points lower)", names[low]),
-            s - d,
-            Cmp::Gt,
-            0.0,
+        checks.push(replay(
             format!(
-                "model strict {s:.3}% vs delay-constrained {d:.3}% (switch's vif-queue drops {:.3}% vs {:.3}%; trace overflow {} / {})",
-                sp.trace.switch_loss_pct(low..low + 1),
-                dc.trace.switch_loss_pct(low..low + 1),
-                sp.trace.overflow,
-                dc.trace.overflow
+                "{nmax} guests, delay-constrained lowers the {} tier's loss (points lower)",
+                names[low]
             ),
+            sp,
+            dc,
+            low_only,
         ));
         let measured = measured_tiers(names.len());
-        let (s, d) = (
-            sp.trace.replay_loss_pct(measured.clone()),
-            dc.trace.replay_loss_pct(measured.clone()),
-        );
-        checks.push(Check::measured(
-            format!("replay of the recorded arrivals: {nmax} guests, delay-constrained lowers the loss of the tiers P2 measured ({} together; points lower)", names[measured.clone()].join("+")),
-            s - d,
-            Cmp::Gt,
-            0.0,
+        checks.push(replay(
             format!(
-                "model strict {s:.3}% vs delay-constrained {d:.3}% (switch's vif-queue drops {:.3}% vs {:.3}%)",
-                sp.trace.switch_loss_pct(measured.clone()),
-                dc.trace.switch_loss_pct(measured),
+                "{nmax} guests, delay-constrained lowers the loss of the tiers P2 measured ({} \
+                 together; points lower)",
+                names[measured.clone()].join("+")
             ),
+            sp,
+            dc,
+            measured,
         ));
     }
     // Whether the host kept up. (1) At the smallest domain count the budget is about half used
