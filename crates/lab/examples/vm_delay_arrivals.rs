@@ -8,7 +8,7 @@
 //! `cargo run --release -p netsched-lab --example vm_delay_arrivals [seconds] [tier] [seeds]`
 //! (defaults 20, 2 = Low, 10).
 
-use netsched_core::{Nanos, MS, SEC};
+use netsched_core::SEC;
 use netsched_lab::experiments::vm_delay::arrivals::{arrival_stats, clumps};
 use netsched_lab::experiments::vm_delay::{generated_arrivals, simulate, Setup, VmConfig};
 
@@ -44,11 +44,7 @@ fn main() -> anyhow::Result<()> {
     let per_tier = cfg.domains / cfg.tiers.len();
     let ports = tier * per_tier..(tier + 1) * per_tier;
     let largest = (2.0 * cfg.data_burst - 1.0).round().max(1.0) as u64;
-    let slice = cfg.slice_ms * MS as f64;
-    let cycle = Some((
-        (slice * (1.0 - cfg.cpu_busy) / 0.5) as Nanos,
-        (slice * cfg.cpu_busy / 0.5) as Nanos,
-    ));
+    let cycle = cfg.budget_cycle();
     println!(
         "delay-constrained, 18 domains, {secs} s, tier {}: every packet (probes, data, streams)",
         cfg.tiers[tier].name

@@ -270,6 +270,20 @@ fn p2_on_real_traffic_strict_low_loss_grows() {
     }
 }
 
+/// The two diagnosis runs below: strict priority at 9 guests and delay-constrained at 18,
+/// 20 s, ping with `preload`.
+fn diagnosis_options(preload: u32) -> RealOptions {
+    RealOptions {
+        duration: 20 * netsched_core::SEC,
+        schedulers: vec!["strict_priority".into(), "delay_constrained".into()],
+        skip: vec![
+            (9, "delay_constrained".into()),
+            (18, "strict_priority".into()),
+        ],
+        ping_preload: preload,
+    }
+}
+
 /// Diagnosis, not a claim (docs/vswitch-investigations.md, §A5 "Ping with preload"):
 /// delay-constrained at 18 guests, 20 s, with iputils' default ping (no preload) and then
 /// with `-l 3`; prints the trace findings (the switch's vif-queue drops against the model's
@@ -282,15 +296,7 @@ fn p2_on_real_traffic_ping_preload_diagnosis() {
     }
     for preload in [1, PING_PRELOAD] {
         eprintln!("--- ping preload {preload}");
-        let out = run_with(&RealOptions {
-            duration: 20 * netsched_core::SEC,
-            schedulers: vec!["strict_priority".into(), "delay_constrained".into()],
-            skip: vec![
-                (9, "delay_constrained".into()),
-                (18, "strict_priority".into()),
-            ],
-            ping_preload: preload,
-        });
+        let out = run_with(&diagnosis_options(preload));
         assert_eq!(value(&out, "every port's accounting identity holds"), 0.0);
     }
 }
@@ -306,14 +312,6 @@ fn p2_on_real_traffic_arrivals_diagnosis() {
     if !privileged_test_allowed("p2_on_real_traffic_arrivals_diagnosis") {
         return;
     }
-    let out = run_with(&RealOptions {
-        duration: 20 * netsched_core::SEC,
-        schedulers: vec!["strict_priority".into(), "delay_constrained".into()],
-        skip: vec![
-            (9, "delay_constrained".into()),
-            (18, "strict_priority".into()),
-        ],
-        ping_preload: PING_PRELOAD,
-    });
+    let out = run_with(&diagnosis_options(PING_PRELOAD));
     assert_eq!(value(&out, "every port's accounting identity holds"), 0.0);
 }

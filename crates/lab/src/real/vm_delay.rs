@@ -137,18 +137,6 @@ fn pct(part: &[u64], whole: &[u64], tiers: Range<usize>) -> f64 {
     }
 }
 
-/// The switch's budget cycle `(on, off)` for `cfg` (on first), as the model computes it;
-/// `None` when the budget is always on.
-fn budget_cycle(cfg: &VmConfig) -> Option<(Nanos, Nanos)> {
-    let slice = cfg.slice_ms * MS as f64;
-    (cfg.cpu_busy > 0.0).then(|| {
-        (
-            (slice * (1.0 - cfg.cpu_busy) / 0.5) as Nanos,
-            (slice * cfg.cpu_busy / 0.5) as Nanos,
-        )
-    })
-}
-
 /// The first start of an on period of `cycle` counted from `origin` at or after `earliest`
 /// (`earliest` itself when the budget is always on): where the simulator's time 0 falls.
 fn traffic_start(origin: Nanos, cycle: Option<(Nanos, Nanos)>, earliest: Nanos) -> Nanos {
@@ -172,7 +160,7 @@ fn tier_arrivals(
     let per_tier = cfg.domains / cfg.tiers.len().max(1);
     let largest_burst = (2.0 * cfg.data_burst - 1.0).round().max(1.0) as u64;
     // The switch's budget cycle, counted from the trace's origin (its budget origin).
-    let cycle = budget_cycle(cfg);
+    let cycle = cfg.budget_cycle();
     let generated = generated_arrivals_with_kind(cfg, seed)?;
     let sim_all: Vec<(Nanos, usize)> = generated.iter().map(|&(t, v, _)| (t, v)).collect();
     let sim_data: Vec<(Nanos, usize)> = generated
@@ -395,7 +383,7 @@ fn switch_config(bed: &Bed, cfg: &VmConfig, pps: u64) -> Result<SwitchConfig> {
     // A late turn of the switch thread may make up at most one on period of budget: the
     // backend delivers the scenario's budget despite the host's short stalls (a hypervisor's
     // steal, another process), and longer stalls count as lost (gate 2).
-    let catch_up = budget_cycle(cfg).map_or(0, |(on, _)| on);
+    let catch_up = cfg.budget_cycle().map_or(0, |(on, _)| on);
     let mut t = format!(
         "uplink = \"{}\"\ndiscipline = \"{}\"\npacket_rate = {pps}\nbudget_busy = {}\n\
          budget_slice = \"{}us\"\nbudget_catch_up = \"{}us\"\nbatch = {}\nqueue = {}\n",
@@ -642,7 +630,11 @@ fn run_one(
     let started = std::time::Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let watch = super::watch_lateness(Arc::clone(&stop), LATE_SLACK);
-    let start = traffic_start(origin, budget_cycle(cfg), netsched_link::sys::now_ns() + MS);
+    let start = traffic_start(
+        origin,
+        cfg.budget_cycle(),
+        netsched_link::sys::now_ns() + MS,
+    );
     let sent = bulk_traffic(bed, schedule, dur, start);
     stop.store(true, Ordering::Relaxed);
     let (host_late_pct, host_max_late_ms) = watch.join().unwrap_or((f64::NAN, f64::NAN));
@@ -1359,9 +1351,9 @@ mod tests {
             .unwrap()
             .base;
         (cfg.cpu_busy, cfg.slice_ms) = (0.3, 10.0);
-        assert_eq!(budget_cycle(&cfg), Some((14 * MS, 6 * MS)));
+        assert_eq!(cfg.budget_cycle(), Some((14 * MS, 6 * MS)));
         cfg.cpu_busy = 0.0;
-        assert_eq!(budget_cycle(&cfg), None);
+        assert_eq!(cfg.budget_cycle(), None);
     }
 
     #[test]

@@ -80,6 +80,19 @@ impl VmConfig {
         self.offered_pps() * self.per_packet_ms / 1000.0 / (1.0 - self.cpu_busy)
     }
 
+    /// The backend's `(on, off)` period lengths, ns: on = slice·(1 − busy)/0.5, off =
+    /// slice·busy/0.5 (the means the model draws around; the switch's `budget_periods` are the
+    /// same); `None` when the CPU is never busy.
+    pub fn budget_cycle(&self) -> Option<(Nanos, Nanos)> {
+        let slice = self.slice_ms * MS as f64;
+        (self.cpu_busy > 0.0).then(|| {
+            (
+                (slice * (1.0 - self.cpu_busy) / 0.5) as Nanos,
+                (slice * self.cpu_busy / 0.5) as Nanos,
+            )
+        })
+    }
+
     /// The offered load `seed`'s traffic realises over `duration` (every packet it generates
     /// × the per-packet time, over the on-time): [`Self::offered_load`] varies by seed.
     pub fn realized_load(&self, seed: u64) -> anyhow::Result<f64> {
