@@ -3,8 +3,8 @@
 //! Why: hyper's client connection (`hyper::client::conn::http1`) runs each backend connection
 //! in a task of its own; a request goes to it over a channel, the response head comes back
 //! over a oneshot, and the body flows through a channel-backed `Incoming`: two task hand-offs
-//! and their allocations per request, the director's extra user-space cost against HAProxy in
-//! session 7's profile (docs/lvs-real.md). Here the task that serves the client request writes
+//! and their allocations per request, the largest user-space cost of the director against
+//! HAProxy in a profile (docs/lvs-real.md). Here the task that serves the client request writes
 //! it to the backend, reads the response head, and later (as hyper's server polls the response
 //! body) reads the body from the same socket. No task is spawned, no channel crossed.
 //!
@@ -18,8 +18,13 @@
 //! - The request is written as HTTP/1.1 in origin form with the headers `l7.rs` prepared. The
 //!   head and as much of the body as is already at hand (up to [`COALESCE`] bytes) leave in
 //!   one `send(2)` (no `writev`: see pool.rs); the rest streams as the client sends it.
-//!   A body with Content-Length goes as is; a chunked one is decoded by hyper's server and
-//!   chunked again here (RFC 9112 §7.1); a request without a body sends none.
+//!   The body's framing is decided by `l7.rs` from the fields as received ([`RequestBody`])
+//!   and written here, never copied: a body with Content-Length goes as is; a chunked one is
+//!   decoded by hyper's server and chunked again (RFC 9112 §7.1); a request without a body
+//!   sends none.
+//! - Every wait has an inactivity limit, through the whole exchange (HAProxy's `timeout
+//!   client` / `timeout server`): the client's next body piece `timeouts.client`; the backend
+//!   taking request bytes, sending its head, and each read of its body `timeouts.server`.
 //! - The response head is parsed by `httparse`, at most [`MAX_RESPONSE_HEAD`] bytes and
 //!   [`MAX_RESPONSE_HEADERS`] fields; interim 1xx responses are skipped (RFC 9110 §15.2), a
 //!   101 (we never ask to upgrade), a malformed or oversized head is a [`Error::BadResponse`].
@@ -29,15 +34,21 @@
 //!   an invalid one (or differing values) is an error (items 5–6); else read to close
 //!   (item 8).
 //! - A connection is reusable only when its response was read to its end with nothing left
-//!   over, its length was not "until close", and the backend kept it alive (HTTP/1.1 without
-//!   `Connection: close`, or HTTP/1.0 with `Connection: keep-alive`; RFC 9112 §9.3). A
-//!   Transfer-Encoding with a Content-Length beside it is honoured but the connection is not
-//!   reused (§6.3 item 3).
-//! - Nobody watches an idle pooled connection: a backend that closed it is noticed when the
-//!   next request reads EOF or a reset before any response byte ([`Error::Closed`]); `l7.rs`
-//!   then sends the request once more on a new connection if the whole request is still in
-//!   the write buffer. [`Conn::idle_ok`] (no system call unless the socket was marked
-//!   readable) lets the pool's sweep and requests with a body skip such connections.
+//!   over ([`NotReusable::Leftover`] otherwise: counted, closed), its length was not "until
+//!   close", and the backend kept it alive (HTTP/1.1 without `Connection: close`, or HTTP/1.0
+//!   with `Connection: keep-alive`; RFC 9112 §9.3). A Transfer-Encoding with a Content-Length
+//!   beside it is honoured but the connection is not reused (§6.3 item 3).
+//! - An idle pooled connection is looked at before every reuse ([`Conn::idle_state`], no
+//!   system call unless the reactor saw the socket readable): one the backend closed is
+//!   dropped, one that received bytes nobody asked for is dropped and counted, so a
+//!   misbehaving backend's extra response never reaches the next client. Bytes that arrive
+//!   in the instant between that look and the next request's send cannot be told apart from
+//!   its answer (true of any HTTP/1.1 connection reuse); the check at the end of each body
+//!   and at each reuse leaves only that window.
+//! - A backend that closed an idle connection just as it was reused is noticed when the
+//!   request reads EOF or a reset before any response byte ([`Error::Closed`]); `l7.rs` then
+//!   sends the request once more on a new connection only if its method is idempotent
+//!   ([`idempotent`], RFC 9110 §9.2.2) and the whole request is still in the write buffer.
 
 use bytes::{Buf, Bytes, BytesMut};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -48,7 +59,7 @@ use hyper::{Response, StatusCode, Version};
 
 static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 use std::fmt;
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::io::{self, ErrorKind};
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -87,6 +98,23 @@ pub enum Error {
     BadResponse,
     /// The client's request body failed (it left, or sent a bad chunk).
     ClientBody,
+    /// The client sent no byte of its request body for `timeouts.client`.
+    ClientTimeout,
+    /// The backend took no byte of the request, or sent no byte of the response head, for
+    /// `timeouts.server`.
+    ServerTimeout,
+}
+
+/// What an idle pooled connection shows when it is looked at before reuse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdleState {
+    /// Nothing arrived since its last response: it may carry the next request.
+    Ready,
+    /// The backend closed it (EOF or an error): the ordinary end of an idle connection.
+    Closed,
+    /// Bytes arrived that no request asked for (a second response, a body on a HEAD answer):
+    /// reading them as the next request's answer would give one client another's response.
+    Unexpected,
 }
 
 /// One keep-alive connection to a backend.
@@ -109,14 +137,21 @@ impl fmt::Debug for Conn {
     }
 }
 
-/// How the request body is framed towards the backend.
+/// How the request body is framed towards the backend, decided by `l7.rs` from the request's
+/// header fields as received (RFC 9112 §6.3), before any hop-by-hop field is removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequestBody {
     None,
     /// Content-Length: the bytes as they are.
-    Length,
+    Length(u64),
     /// Chunked again (hyper's server decoded it).
     Chunked,
+}
+
+/// RFC 9110 §9.2.2: the methods whose request a proxy may send again on its own.
+pub fn idempotent(m: &hyper::Method) -> bool {
+    use hyper::Method as M;
+    [M::GET, M::HEAD, M::OPTIONS, M::TRACE, M::PUT, M::DELETE].contains(m)
 }
 
 impl Conn {
@@ -139,9 +174,21 @@ impl Conn {
     /// response (no EOF, no stray bytes). Costs no system call unless the reactor saw the
     /// socket readable.
     pub fn idle_ok(&self) -> bool {
+        self.idle_state() == IdleState::Ready
+    }
+
+    /// What an idle connection shows: nothing, a close, or bytes nobody asked for. Costs no
+    /// system call unless the reactor saw the socket readable.
+    pub fn idle_state(&self) -> IdleState {
+        if !self.buf.is_empty() {
+            return IdleState::Unexpected;
+        }
         let mut b = [0u8; 1];
-        self.buf.is_empty()
-            && matches!(self.stream.try_read(&mut b), Err(e) if e.kind() == ErrorKind::WouldBlock)
+        match self.stream.try_read(&mut b) {
+            Err(e) if e.kind() == ErrorKind::WouldBlock => IdleState::Ready,
+            Ok(0) | Err(_) => IdleState::Closed,
+            Ok(_) => IdleState::Unexpected,
+        }
     }
 
     /// Move the request written into `self` to `to` (a retry on a new connection).
@@ -155,8 +202,12 @@ impl Conn {
         self.whole
     }
 
-    /// Write the request head into the write buffer: `METHOD target HTTP/1.1`, then `parts`'
-    /// header fields (a chunked body's Content-Length left out, RFC 9112 §6.3 item 3).
+    /// Write the request head into the write buffer: `METHOD target HTTP/1.1`, `parts`' header
+    /// fields but the framing ones, then the framing `body` says: `Content-Length` for a body
+    /// of known length (also `0` when the client sent `Content-Length: 0`), the client's
+    /// `Transfer-Encoding` (or `chunked`) for a chunked one, never both (RFC 9112 §6.3 item 3).
+    /// The framing fields are written here, not copied, so no header removal in `l7.rs` can
+    /// leave a body without its framing.
     pub fn encode_head(&mut self, parts: &request::Parts, body: RequestBody) {
         let w = &mut self.wbuf;
         w.clear();
@@ -174,13 +225,27 @@ impl Conn {
         });
         w.extend_from_slice(b" HTTP/1.1\r\n");
         for (n, v) in &parts.headers {
-            if body == RequestBody::Chunked && n == CONTENT_LENGTH {
+            if n == CONTENT_LENGTH || n == TRANSFER_ENCODING {
                 continue;
             }
-            w.extend_from_slice(n.as_str().as_bytes());
-            w.extend_from_slice(b": ");
-            w.extend_from_slice(v.as_bytes());
-            w.extend_from_slice(b"\r\n");
+            put_field(w, n.as_str().as_bytes(), v.as_bytes());
+        }
+        match body {
+            RequestBody::None if parts.headers.contains_key(CONTENT_LENGTH) => {
+                put_field(w, b"content-length", b"0")
+            }
+            RequestBody::None => {}
+            RequestBody::Length(n) => put_field(w, b"content-length", n.to_string().as_bytes()),
+            RequestBody::Chunked => {
+                let mut any = false;
+                for v in parts.headers.get_all(TRANSFER_ENCODING) {
+                    put_field(w, b"transfer-encoding", v.as_bytes());
+                    any = true;
+                }
+                if !any {
+                    put_field(w, b"transfer-encoding", b"chunked");
+                }
+            }
         }
         w.extend_from_slice(b"\r\n");
         self.whole = body == RequestBody::None;
@@ -188,10 +253,15 @@ impl Conn {
 
     /// Send the request encoded by [`Conn::encode_head`] and its body. On a failure before the
     /// body was streamed past the write buffer, the buffer still holds the whole request.
+    /// Each wait has its side's inactivity limit: for the next piece of the client's body,
+    /// `client_idle` ([`Error::ClientTimeout`]); for the backend to take bytes, `server_idle`
+    /// ([`Error::ServerTimeout`]).
     pub async fn send_request(
         &mut self,
         body: &mut Incoming,
         kind: RequestBody,
+        client_idle: Duration,
+        server_idle: Duration,
     ) -> Result<(), Error> {
         if kind != RequestBody::None && !self.whole {
             // Gather the body already at hand behind the head; poll once, do not wait.
@@ -220,38 +290,44 @@ impl Conn {
         }
         // A write on a connection the backend has closed usually succeeds (the reset comes
         // later); when it fails, nothing of a response was read: `Closed`.
-        self.stream
-            .write_all(&self.wbuf)
-            .await
-            .map_err(|_| Error::Closed)?;
+        match tokio::time::timeout(server_idle, self.stream.write_all(&self.wbuf)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Err(Error::Closed),
+            Err(_) => return Err(Error::ServerTimeout),
+        }
         if self.whole {
             return Ok(());
         }
         let mut chunk = Vec::new();
         loop {
-            match poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await {
-                None => break,
-                Some(Ok(f)) => {
+            let next = poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx));
+            match tokio::time::timeout(client_idle, next).await {
+                Err(_) => return Err(Error::ClientTimeout),
+                Ok(None) => break,
+                Ok(Some(Ok(f))) => {
                     let Ok(d) = f.into_data() else { continue };
                     chunk.clear();
                     encode_data(&mut chunk, &d, kind);
                     if !chunk.is_empty() {
-                        self.stream
-                            .write_all(&chunk)
-                            .await
-                            .map_err(|_| Error::Server)?;
+                        self.write_body(&chunk, server_idle).await?;
                     }
                 }
-                Some(Err(_)) => return Err(Error::ClientBody),
+                Ok(Some(Err(_))) => return Err(Error::ClientBody),
             }
         }
         if kind == RequestBody::Chunked {
-            self.stream
-                .write_all(b"0\r\n\r\n")
-                .await
-                .map_err(|_| Error::Server)?;
+            self.write_body(b"0\r\n\r\n", server_idle).await?;
         }
         Ok(())
+    }
+
+    /// Write body bytes past the first `send`; the backend has `server_idle` to take them.
+    async fn write_body(&mut self, bytes: &[u8], server_idle: Duration) -> Result<(), Error> {
+        match tokio::time::timeout(server_idle, self.stream.write_all(bytes)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(Error::Server),
+            Err(_) => Err(Error::ServerTimeout),
+        }
     }
 
     /// Read into the buffer, at least [`READ_CHUNK`] bytes of room; `Ok(0)` is EOF.
@@ -300,6 +376,13 @@ impl Conn {
     }
 }
 
+fn put_field(w: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    w.extend_from_slice(name);
+    w.extend_from_slice(b": ");
+    w.extend_from_slice(value);
+    w.extend_from_slice(b"\r\n");
+}
+
 fn encode_data(w: &mut Vec<u8>, d: &[u8], kind: RequestBody) {
     if d.is_empty() {
         // An empty chunk would end a chunked body.
@@ -323,10 +406,14 @@ pub struct ResponseHead {
 }
 
 impl ResponseHead {
-    /// The response (its head) with a body that reads the rest from `conn`.
-    pub fn into_response(self, conn: Conn) -> Response<BackendBody> {
+    /// The response (its head) with a body that reads the rest from `conn`, failing with
+    /// [`BodyError::Timeout`] when the backend sends nothing for `idle`.
+    pub fn into_response(self, conn: Conn, idle: Duration) -> Response<BackendBody> {
         let body = BackendBody {
             conn: Some(conn),
+            idle,
+            last_read: tokio::time::Instant::now(),
+            timer: None,
             state: match self.framing {
                 Framing::Length(0) => State::Done,
                 Framing::Length(n) => State::Length(n),
@@ -491,6 +578,31 @@ pub enum BodyError {
     Truncated,
     /// A bad chunk-size line, chunk end or trailer section.
     BadChunk,
+    /// The backend sent nothing for `timeouts.server` mid-body.
+    Timeout,
+}
+
+impl BodyError {
+    /// The reason the backend's error is counted under (`errors{reason}`).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            BodyError::Io(_) => "server_error",
+            BodyError::Truncated => "truncated_response",
+            BodyError::BadChunk => "bad_response",
+            BodyError::Timeout => "server_timeout",
+        }
+    }
+}
+
+/// Why a backend connection was not given back to its pool after a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotReusable {
+    /// The body ended early, failed, was read until close, or the backend did not keep the
+    /// connection alive: nothing unusual.
+    Ended,
+    /// Bytes followed the response's end (a second response, a body on a HEAD answer): the
+    /// backend misbehaved; the connection is closed so no other client reads them.
+    Leftover,
 }
 
 impl fmt::Display for BodyError {
@@ -499,6 +611,7 @@ impl fmt::Display for BodyError {
             BodyError::Io(e) => write!(f, "backend body: {e}"),
             BodyError::Truncated => write!(f, "backend body: connection closed before its end"),
             BodyError::BadChunk => write!(f, "backend body: malformed chunked encoding"),
+            BodyError::Timeout => write!(f, "backend body: no byte within the server timeout"),
         }
     }
 }
@@ -510,6 +623,12 @@ pub struct BackendBody {
     conn: Option<Conn>,
     state: State,
     reusable: bool,
+    /// Longest wait for the next byte of the body (`timeouts.server`).
+    idle: Duration,
+    /// When the backend last sent a byte (or the head was read).
+    last_read: tokio::time::Instant,
+    /// Armed only when a read has to wait (a body at hand with its head needs no timer).
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl fmt::Debug for BackendBody {
@@ -519,13 +638,31 @@ impl fmt::Debug for BackendBody {
 }
 
 impl BackendBody {
-    /// The connection, if the body was read to its end and the connection may carry another
-    /// request; else `None` (and the connection closes when the body is dropped).
-    pub fn take_reusable(&mut self) -> Option<Conn> {
-        if self.state != State::Done || !self.reusable {
-            return None;
+    /// The connection, if the body was read to its end, nothing followed it, and the
+    /// connection may carry another request; else why not (and the connection closes when
+    /// the body is dropped).
+    pub fn take_reusable(&mut self) -> Result<Conn, NotReusable> {
+        if self.state != State::Done {
+            return Err(NotReusable::Ended);
         }
-        self.conn.take().filter(|c| c.buf.is_empty())
+        match self.conn.take() {
+            Some(c) if !c.buf.is_empty() => Err(NotReusable::Leftover),
+            Some(c) if self.reusable => Ok(c),
+            _ => Err(NotReusable::Ended),
+        }
+    }
+
+    /// Wait for the backend within the idle limit: `Ready` when the limit has passed since
+    /// the last byte.
+    fn poll_idle_timer(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let deadline = self.last_read + self.idle;
+        let t = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if t.deadline() != deadline {
+            t.as_mut().reset(deadline);
+        }
+        t.as_mut().poll(cx)
     }
 
     fn fail(&mut self, e: BodyError) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
@@ -622,13 +759,22 @@ impl Body for BackendBody {
                 _ => {}
             }
             // More bytes are needed.
-            match ready!(conn.poll_fill(cx)) {
+            let filled = match conn.poll_fill(cx) {
+                Poll::Ready(r) => r,
+                Poll::Pending => {
+                    if this.poll_idle_timer(cx).is_ready() {
+                        return this.fail(BodyError::Timeout);
+                    }
+                    return Poll::Pending;
+                }
+            };
+            match filled {
                 Ok(0) if this.state == State::Close => {
                     this.state = State::Done;
                     return Poll::Ready(None);
                 }
                 Ok(0) => return this.fail(BodyError::Truncated),
-                Ok(_) => {}
+                Ok(_) => this.last_read = tokio::time::Instant::now(),
                 Err(e) => return this.fail(BodyError::Io(e)),
             }
         }

@@ -13,10 +13,23 @@
 //! Malformed requests are answered 400 by hyper's parser and the connection closed; a request
 //! head that does not arrive within `timeouts.header` closes the connection (hyper
 //! `header_read_timeout`). Heads are at most [`MAX_HEAD_BYTES`].
+//!
+//! Safety as a proxy (docs/balance.md, "Security"):
+//! - The request body's framing is decided from the fields as received (RFC 9112 §6.3), before
+//!   any hop-by-hop field is removed, and `h1.rs` writes it itself. A request whose
+//!   `Connection` names `Content-Length` or `Transfer-Encoding`, or that carries both, is
+//!   refused with 400 and its connection closed: such a request is only ever an attempt to
+//!   make two parsers disagree on where it ends.
+//! - Every wait has its side's inactivity limit (`timeouts.client` for the client's body and
+//!   for a client that stops reading the response, [`crate::client_io`]; `timeouts.server`
+//!   for the backend through the whole body), and each failure is counted against the side
+//!   that caused it.
+//! - A request goes again on a new connection only when it is idempotent and whole (`h1.rs`).
 
+use crate::client_io::WriteIdleLimit;
 use crate::config::HashKey;
-use crate::h1::{self, BackendBody, Conn, RequestBody};
-use crate::service::{BackendRef, Lease, Service};
+use crate::h1::{self, BackendBody, Conn, NotReusable, RequestBody};
+use crate::service::{Lease, Service};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -57,9 +70,21 @@ pub struct InFlight {
 impl InFlight {
     fn finish(&mut self, body: &mut BackendBody) {
         if let Some(lease) = self.lease.take() {
-            if let Some(conn) = body.take_reusable() {
-                lease.backend.conns.give(conn);
+            match body.take_reusable() {
+                Ok(conn) => lease.backend.conns.give(conn),
+                Err(NotReusable::Leftover) => lease
+                    .metrics()
+                    .error(&lease.backend.name, "unexpected_data"),
+                Err(NotReusable::Ended) => {}
             }
+        }
+    }
+
+    /// The backend's body failed: counted against the backend (the client connection then
+    /// ends, and `serve` does not count it again).
+    fn failed(&self, e: &h1::BodyError) {
+        if let Some(lease) = &self.lease {
+            lease.metrics().error(&lease.backend.name, e.reason());
         }
     }
 }
@@ -88,7 +113,11 @@ impl Body for ProxyBody {
                 match &r {
                     // The request is done on the backend: reuse its connection (if it read
                     // to its end and may be kept), free its slot.
-                    Poll::Ready(None) | Poll::Ready(Some(Err(_))) => flight.finish(b),
+                    Poll::Ready(None) => flight.finish(b),
+                    Poll::Ready(Some(Err(e))) => {
+                        flight.failed(e);
+                        flight.finish(b);
+                    }
                     Poll::Ready(Some(Ok(_))) if b.is_end_stream() => flight.finish(b),
                     _ => {}
                 }
@@ -118,6 +147,77 @@ fn local(status: StatusCode, text: &str) -> Response<ProxyBody> {
     r.headers_mut()
         .insert("content-type", HeaderValue::from_static("text/plain"));
     r
+}
+
+/// A local answer after which the client connection is closed (hyper closes after a
+/// response that says `Connection: close`): the request's body, if any, is not read.
+fn local_closing(status: StatusCode, text: &str) -> Response<ProxyBody> {
+    let mut r = local(status, text);
+    r.headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
+/// Why a client connection ended in error, as counted in `refused{reason}`; `None` when the
+/// backend's body failed (already counted against the backend by [`InFlight::failed`]).
+fn client_end_reason(e: &hyper::Error) -> Option<&'static str> {
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if c.is::<h1::BodyError>() {
+            return None;
+        }
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::TimedOut {
+                return Some("client_timeout");
+            }
+        }
+        cause = c.source();
+    }
+    Some(if e.is_timeout() {
+        "header_timeout"
+    } else if e.is_parse() || e.is_parse_too_large() {
+        "bad_request"
+    } else {
+        "client_error"
+    })
+}
+
+/// How the request's body is framed, from its fields as received (RFC 9112 §6.3): `Err` with
+/// the reason for a request that must be refused (framing named in `Connection`). A request
+/// with both Content-Length and Transfer-Encoding reaches here without the Content-Length:
+/// hyper's server drops it, reads the chunked body and closes the connection after the
+/// response (§6.3 item 3).
+fn request_framing(req: &Request<Incoming>) -> Result<RequestBody, &'static str> {
+    let h = req.headers();
+    let names_framing = h
+        .get_all(CONNECTION)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&c| c == b','))
+        .map(|t| t.trim_ascii())
+        .any(|t| {
+            t.eq_ignore_ascii_case(b"content-length")
+                || t.eq_ignore_ascii_case(b"transfer-encoding")
+        });
+    if names_framing {
+        return Err("bad request: Connection names a framing field");
+    }
+    let (te, cl) = (
+        h.contains_key(TRANSFER_ENCODING),
+        h.contains_key(CONTENT_LENGTH),
+    );
+    let body = req.body();
+    Ok(if body.is_end_stream() {
+        RequestBody::None
+    } else if te {
+        RequestBody::Chunked
+    } else {
+        // hyper's server gives a body only with one of the two (§6.3 item 7); its length is
+        // the exact size hint of a Content-Length body.
+        match body.size_hint().exact() {
+            Some(n) if cl => RequestBody::Length(n),
+            _ => RequestBody::Chunked,
+        }
+    })
 }
 
 pub async fn serve(
@@ -152,6 +252,10 @@ pub async fn serve(
                 let xff = xff.clone();
                 async move { Ok::<_, Infallible>(forward(req, peer, xff, &svc, hash_key).await) }
             });
+            let io = WriteIdleLimit::new(
+                TokioIo::new(stream),
+                Duration::from_nanos(rt.timeouts.client),
+            );
             let mut b = hyper::server::conn::http1::Builder::new();
             b.timer(TokioTimer::new())
                 .header_read_timeout(Duration::from_nanos(rt.timeouts.header))
@@ -160,15 +264,10 @@ pub async fn serve(
                 // One `send` per flush (head and body copied into one buffer) instead of a
                 // `writev`: the kernel's writev path costs more (see pool.rs).
                 .writev(false);
-            if let Err(e) = b.serve_connection(TokioIo::new(stream), service).await {
-                let reason = if e.is_timeout() {
-                    "header_timeout"
-                } else if e.is_parse() || e.is_parse_too_large() {
-                    "bad_request"
-                } else {
-                    "client_error"
-                };
-                svc.metrics.refuse(reason);
+            if let Err(e) = b.serve_connection(io, service).await {
+                if let Some(reason) = client_end_reason(&e) {
+                    svc.metrics.refuse(reason);
+                }
             }
             svc.metrics.client_connections.dec();
             drop(permit);
@@ -241,48 +340,52 @@ fn strip_hop_by_hop(h: &mut hyper::HeaderMap) {
     }
 }
 
+/// The inactivity limits of one exchange.
+#[derive(Clone, Copy)]
+struct Limits {
+    connect: Duration,
+    client: Duration,
+    server: Duration,
+}
+
 /// Send the request to an idle connection of `b`, or a new one, and read the response head.
 /// A reused connection found closed by the backend (EOF or reset before any response byte) is
-/// replaced once by a new connection, if the whole request is still at hand to send again
-/// (no body, or all of it gathered into the first write); a new connection's failure is final.
+/// replaced once by a new connection, counted in `retries`, only if the method is idempotent
+/// and the whole request is still at hand to send again (no body, or all of it gathered into
+/// the first write; RFC 9110 §9.2.2); a new connection's failure is final.
 async fn send(
-    b: &BackendRef,
+    lease: &Lease,
     parts: &request::Parts,
     mut body: Incoming,
-    connect: Duration,
+    kind: RequestBody,
+    limits: Limits,
 ) -> Result<(h1::ResponseHead, Conn), h1::Error> {
-    let kind = if body.is_end_stream() {
-        RequestBody::None
-    } else if parts.headers.contains_key(TRANSFER_ENCODING) {
-        RequestBody::Chunked
-    } else if parts.headers.contains_key(CONTENT_LENGTH) {
-        RequestBody::Length
-    } else {
-        // hyper's server gives a body only with one of the two (RFC 9112 §6.3 item 7).
-        RequestBody::Chunked
-    };
-    // A request with a body skips idle connections that show signs of having been closed:
-    // it may not be possible to send it again.
-    let idle = if kind == RequestBody::None {
-        b.conns.take()
-    } else {
-        b.conns.take_checked()
-    };
+    let b = &lease.backend;
+    let metrics = lease.metrics();
+    let idle = b.conns.take(|| metrics.error(&b.name, "unexpected_data"));
     let (mut conn, mut reused) = match idle {
         Some(c) => (c, true),
-        None => (Conn::connect(b.addr, connect).await?, false),
+        None => (Conn::connect(b.addr, limits.connect).await?, false),
     };
     conn.encode_head(parts, kind);
     let head_request = parts.method == Method::HEAD;
     loop {
-        let r = match conn.send_request(&mut body, kind).await {
-            Ok(()) => conn.read_head(head_request).await,
+        let r = match conn
+            .send_request(&mut body, kind, limits.client, limits.server)
+            .await
+        {
+            Ok(()) => tokio::time::timeout(limits.server, conn.read_head(head_request))
+                .await
+                .unwrap_or(Err(h1::Error::ServerTimeout)),
             Err(e) => Err(e),
         };
         match r {
             Ok(head) => return Ok((head, conn)),
-            Err(h1::Error::Closed) if reused && conn.request_resendable() => {
-                let mut fresh = Conn::connect(b.addr, connect).await?;
+            Err(h1::Error::Closed)
+                if reused && conn.request_resendable() && h1::idempotent(&parts.method) =>
+            {
+                metrics.retry(&b.name);
+                let mut fresh = Conn::connect(b.addr, limits.connect).await?;
                 conn.hand_request_to(&mut fresh);
                 conn = fresh;
                 reused = false;
@@ -300,6 +403,13 @@ async fn forward(
     svc: &Arc<Service>,
     hash_key: HashKey,
 ) -> Response<ProxyBody> {
+    let kind = match request_framing(&req) {
+        Ok(k) => k,
+        Err(why) => {
+            svc.metrics.refuse("bad_request");
+            return local_closing(StatusCode::BAD_REQUEST, why);
+        }
+    };
     let k = key_addr(&req, peer, hash_key);
     let key = FlowKey::new(k, 0, k, 0);
     let lease = match svc.acquire(key).await {
@@ -333,35 +443,40 @@ async fn forward(
     }
     let started = Instant::now();
     let rt = &lease.runtime;
-    let server = Duration::from_nanos(rt.timeouts.server);
-    let connect = Duration::from_nanos(rt.timeouts.connect);
+    let limits = Limits {
+        connect: Duration::from_nanos(rt.timeouts.connect),
+        client: Duration::from_nanos(rt.timeouts.client),
+        server: Duration::from_nanos(rt.timeouts.server),
+    };
     // The request is written from its head as l7 prepared it (HTTP/1.1, origin form).
     let (parts, body) = req.into_parts();
-    match tokio::time::timeout(server, send(b, &parts, body, connect)).await {
-        Ok(Ok((head, conn))) => {
+    let reason = match send(&lease, &parts, body, kind, limits).await {
+        Ok((head, conn)) => {
             b.response_seconds.observe(started.elapsed().as_secs_f64());
             let (mut rparts, body): (response::Parts, BackendBody) =
-                head.into_response(conn).into_parts();
+                head.into_response(conn, limits.server).into_parts();
             strip_hop_by_hop(&mut rparts.headers);
             let flight = InFlight { lease: Some(lease) };
-            Response::from_parts(rparts, ProxyBody::Backend(body, flight))
+            return Response::from_parts(rparts, ProxyBody::Backend(body, flight));
         }
-        Ok(Err(h1::Error::ClientBody)) => {
+        Err(h1::Error::ClientBody) => {
             svc.metrics.refuse("client_error");
-            local(StatusCode::BAD_REQUEST, "client_error")
+            return local_closing(StatusCode::BAD_REQUEST, "client_error");
         }
-        Ok(Err(e)) => {
-            let reason = match e {
-                h1::Error::Connect => "connect",
-                h1::Error::BadResponse => "bad_response",
-                _ => "server_error",
-            };
-            svc.metrics.error(&b.name, reason);
-            local(StatusCode::BAD_GATEWAY, reason)
+        Err(h1::Error::ClientTimeout) => {
+            svc.metrics.refuse("client_timeout");
+            return local_closing(StatusCode::REQUEST_TIMEOUT, "client_timeout");
         }
-        Err(_) => {
-            svc.metrics.error(&b.name, "server_timeout");
-            local(StatusCode::GATEWAY_TIMEOUT, "server_timeout")
-        }
-    }
+        Err(h1::Error::ServerTimeout) => "server_timeout",
+        Err(h1::Error::Connect) => "connect",
+        Err(h1::Error::BadResponse) => "bad_response",
+        Err(h1::Error::Closed | h1::Error::Server) => "server_error",
+    };
+    svc.metrics.error(&b.name, reason);
+    let status = if reason == "server_timeout" {
+        StatusCode::GATEWAY_TIMEOUT
+    } else {
+        StatusCode::BAD_GATEWAY
+    };
+    local(status, reason)
 }

@@ -7,6 +7,7 @@
 //! | `service.rs` | ServerTable + AnyBalancer, leases (active/inactive), maxconn queue, admin state, slow start, reload |
 //! | `l4.rs` | per-connection scheduling and relay |
 //! | `l7.rs` | per-request HTTP/1.1 scheduling |
+//! | `client_io.rs` | the L7 client connection's write inactivity limit |
 //! | `pool.rs` | per-backend idle keep-alive connections |
 //! | `h1.rs` | our HTTP/1.1 client to backends, driven in the request's task (head, body framing) |
 //! | `health.rs` | TCP / HTTP checks with rise/fall |
@@ -16,6 +17,7 @@
 //! | `load.rs` | `netsched balance load`: open-loop HTTP/1.1 generator, latency corrected for coordinated omission |
 //! | `sys.rs` | libc behind safe wrappers: splice pipes, `shutdown(SHUT_WR)`, `RLIMIT_NOFILE` |
 
+pub mod client_io;
 pub mod config;
 pub mod control;
 pub mod daemon;

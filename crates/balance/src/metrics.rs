@@ -40,8 +40,11 @@ pub struct Metrics {
     /// Effective weight after admin state, health and slow start.
     pub weight: Family<BackendLabel, Gauge>,
     pub errors: Family<ErrorLabel, Counter>,
+    /// Requests sent again on a new connection after a reused one was found closed
+    /// (idempotent requests wholly at hand only).
+    pub retries: Family<BackendLabel, Counter>,
     /// Work refused before a backend was chosen: queue_full, queue_timeout, no_server,
-    /// max_connections, bad_request, header_timeout.
+    /// max_connections, bad_request, header_timeout, client_timeout, client_error.
     pub refused: Family<ReasonLabel, Counter>,
     pub queue_length: Gauge,
     pub response_seconds: Family<BackendLabel, Histogram, fn() -> Histogram>,
@@ -57,6 +60,7 @@ impl Metrics {
             health_up: Family::default(),
             weight: Family::default(),
             errors: Family::default(),
+            retries: Family::default(),
             refused: Family::default(),
             queue_length: Gauge::default(),
             response_seconds: Family::new_with_constructor(hist),
@@ -89,6 +93,11 @@ impl Metrics {
             m.weight.clone(),
         );
         r.register("errors", "Backend errors by reason", m.errors.clone());
+        r.register(
+            "retries",
+            "Idempotent requests sent again on a new connection after a reused one was found closed",
+            m.retries.clone(),
+        );
         r.register(
             "refused",
             "Work refused before reaching a backend, by reason",
@@ -125,6 +134,10 @@ impl Metrics {
                 reason: reason.to_string(),
             })
             .inc();
+    }
+
+    pub fn retry(&self, backend: &str) {
+        self.retries.get_or_create(&Metrics::backend(backend)).inc();
     }
 
     pub fn refuse(&self, reason: &str) {

@@ -19,7 +19,7 @@
 //! file position and fsnotify hooks), 3% of the director's CPU per L7 request in a profile of
 //! the hyper client this replaced; HAProxy uses `send` too.
 
-use crate::h1::Conn;
+use crate::h1::{Conn, IdleState};
 use std::fmt;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -50,20 +50,17 @@ impl ConnPool {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The most recently returned connection. It is not checked (expiry and closed
-    /// connections are left to `sweep`, every 250 ms: no clock read or system call per
-    /// request); a request that finds it closed by the backend is sent again on a new one.
-    pub fn take(&self) -> Option<Conn> {
-        self.lock().pop().map(|c| c.conn)
-    }
-
-    /// The most recently returned connection that shows no sign of having been closed
-    /// ([`Conn::idle_ok`]): for a request with a body, which cannot always be sent again.
-    pub fn take_checked(&self) -> Option<Conn> {
+    /// The most recently returned connection that shows no sign of having been closed and
+    /// received nothing unasked ([`Conn::idle_state`]; no system call unless the socket was
+    /// seen readable). Those that did are closed; `unexpected` is called for each that had
+    /// received bytes. Expiry is left to `sweep`, every 250 ms (no clock read per request).
+    pub fn take(&self, mut unexpected: impl FnMut()) -> Option<Conn> {
         let mut idle = self.lock();
         while let Some(c) = idle.pop() {
-            if c.conn.idle_ok() {
-                return Some(c.conn);
+            match c.conn.idle_state() {
+                IdleState::Ready => return Some(c.conn),
+                IdleState::Closed => {}
+                IdleState::Unexpected => unexpected(),
             }
         }
         None
@@ -80,11 +77,18 @@ impl ConnPool {
         }
     }
 
-    /// Close the connections idle longer than [`POOL_IDLE_TIMEOUT`], and those the backend
-    /// closed (or sent bytes on unasked).
-    pub fn sweep(&self) {
+    /// Close the connections idle longer than [`POOL_IDLE_TIMEOUT`], those the backend
+    /// closed, and those it sent bytes on unasked (`unexpected` is called for each).
+    pub fn sweep(&self, mut unexpected: impl FnMut()) {
         let mut idle = self.lock();
-        idle.retain(|c| c.conn.idle_ok() && c.since.elapsed() < POOL_IDLE_TIMEOUT);
+        idle.retain(|c| match c.conn.idle_state() {
+            IdleState::Ready => c.since.elapsed() < POOL_IDLE_TIMEOUT,
+            IdleState::Closed => false,
+            IdleState::Unexpected => {
+                unexpected();
+                false
+            }
+        });
     }
 
     /// Idle connections kept.

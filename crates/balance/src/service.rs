@@ -164,6 +164,11 @@ pub struct Lease {
 }
 
 impl Lease {
+    /// The balancer's metric families (for errors found while the lease's work runs).
+    pub fn metrics(&self) -> &Metrics {
+        &self.svc.metrics
+    }
+
     /// One direction has closed (L4 half-close): active -> inactive.
     pub fn set_inactive(&mut self) {
         if self.inactive {
@@ -331,7 +336,8 @@ impl Service {
             g.backends.values().map(|b| b.shared.clone()).collect()
         };
         for b in shared {
-            b.conns.sweep();
+            b.conns
+                .sweep(|| self.metrics.error(&b.name, "unexpected_data"));
         }
     }
 
