@@ -7,7 +7,7 @@
 //! and the requests scheduled meanwhile are counted late. At 9.4k req/s those stalls landed at
 //! 1.7, 3.5 and 7.0 s of every 10 s run, straight to nginx as through either director, and made
 //! up the largest clusters of slow requests — the p99 measured the generator
-//! (docs/lvs-real.md, "Session 8: the generator's own stalls").
+//! (docs/balance-bench.md, "Why it is built so").
 //!
 //! **Principles.**
 //! - Open loop: request `k` is due at `t0 + k / rate`, whatever happened before it. Connection

@@ -1,5 +1,5 @@
-//! The simulator's side of "The Low tier's arrivals, three ways" (docs/vswitch-investigations.md,
-//! §A8): for
+//! The simulator's side of the arrival statistics (docs/vm-delay-real.md, "The simulator's
+//! traffic"): for
 //! delay-constrained at 18 domains with the switch's budget shape (regular on/off periods),
 //! per seed, the arrival statistics of one tier
 //! (`netsched_lab::experiments::vm_delay::arrivals`) next to the tier's loss, so that the real

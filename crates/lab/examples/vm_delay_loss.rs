@@ -1,5 +1,5 @@
-//! Why strict priority loses fewer Low-tier packets on real traffic than in the simulator
-//! (docs/vswitch-investigations.md, §A2 "Why the loss claims … did not hold on real traffic"):
+//! How the model's assumptions move strict priority's Low-tier loss (docs/vm-delay-real.md,
+//! "The budget's shape" and "Run length"):
 //! the simulated vm-delay scenario at 18
 //! domains over seeds 1..=10, as configured and with one model assumption changed at a time.
 //! `cargo run --release -p netsched-lab --example vm_delay_loss [seconds]`

@@ -1,5 +1,5 @@
 //! How long a real vm-delay run must be for P2's loss claims to hold with a margin
-//! (docs/vswitch-investigations.md, §A5 "The loss claims on real traffic"): the simulated
+//! (docs/vm-delay-real.md, "Why 20 s and 0.1 point"): the simulated
 //! scenario with the switch's budget shape (regular on/off periods), seeds 1..=10, per run
 //! length:
 //! (a) strict priority's Low-tier loss at 9 and at 18 domains, and its growth;

@@ -1,5 +1,5 @@
-//! Which part of the real traffic makes delay-constrained lose more Low-tier frames on the
-//! switch than in the simulator (docs/vswitch-investigations.md, §A5; answered in §A8):
+//! Which part of the real traffic makes the switch lose frames the model does not
+//! (docs/vm-delay-real.md, "The host takes budget" and "The simulator's traffic"):
 //! replays a real run's recorded arrivals (a trace written by the real run with
 //! `NETSCHED_VM_DELAY_TRACE_DIR`, `trace-SCHEDULER-GUESTS.csv`) through the model, whole
 //! and with one tier's arrivals swapped for the simulator's own (seeds 1..=10), and prints the

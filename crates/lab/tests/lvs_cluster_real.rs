@@ -477,7 +477,7 @@ fn get_in(ns: &str, addr: std::net::SocketAddr, path: &str) -> std::thread::Join
 /// A new cell starts with every host worker free: requests of the previous cell still waiting
 /// for their emulated completion are abandoned by `configure`. Before this, a one-host cell of
 /// 100 KB objects left its workers asleep for up to 13 s into the next cell, whose health checks
-/// then found no free worker, and the balancer answered 503 (docs/lvs-real.md, session 7).
+/// then found no free worker, and the balancer answered 503 (docs/lvs-real.md, "Tests").
 #[test]
 fn a_new_cell_starts_with_every_host_worker_free() {
     if !privileged_test_allowed("a_new_cell_starts_with_every_host_worker_free") {

@@ -52,7 +52,7 @@ fn percentile_web_real_fifo_percentile_strict() {
         .iter()
         .find(|r| r.mode == DisciplineKind::Percentile)
         .unwrap();
-    // The experiment's default deadline is auto-quantile (docs/nfq.md, "Which deadline").
+    // The experiment's default deadline is auto-quantile (docs/percentile-web-real.md, "Which deadline").
     assert_eq!(pct.status.deadline_mode, "auto-quantile");
     // ... and a max_hold that follows the server: k × its recent server time, clamped.
     assert_eq!(pct.status.max_hold_factor, Some(DEFAULT_MAX_HOLD_FACTOR));
@@ -85,7 +85,7 @@ fn percentile_web_real_fifo_percentile_strict() {
     // below MIN_STEADINESS after `attempts` runs; the criterion is the server's throughput,
     // never a claim's outcome), the run measured the machine: those claims are printed, not
     // asserted, and the reason is printed. The FIFO, strict-priority and accounting claims
-    // are asserted always. (10-round series at load 12–27: 3 of 10 runs ended unsteady.)
+    // are asserted always. (At load average 12–27, 3 of 13 runs: docs/testing.md.)
     let steady = steadiness(pct) >= MIN_STEADINESS;
     let always = |claim: &str| {
         claim.starts_with("every request sent")
@@ -176,7 +176,7 @@ fn percentile_web_real_params_follow_the_scenario_file() {
         params["clients"]["threads"].as_u64().unwrap()
     );
     assert!(p.duration <= Duration::from_secs(30), "quick stays short");
-    // The real run's own table overrides the simulation's deadline (docs/nfq.md).
+    // The real run's own table overrides the simulation's deadline (docs/percentile-web-real.md, "Which deadline").
     if let Some(d) = params.pointer("/real/deadline").and_then(|v| v.as_str()) {
         assert_eq!(p.deadline, d);
     }

@@ -204,14 +204,10 @@ fn p2_on_real_traffic_strict_low_loss_grows() {
         "strict priority's Low-tier loss grew only {grow:.3} points from 9 to 18 guests"
     );
     // Claim (b), delay-constrained lowers the Low tier's loss at 18 guests; the simulator gave
-    // it 0.37..1.77 points over seeds 1..=10 (margin 0.1, unchanged). It was reported only in
-    // session 7 (real delay-constrained lost 0.06..0.58% of the Low frames): the traffic
-    // generator then drew its own bursts, and with the test's seed nearly every run replayed
-    // one rare Low cluster (docs/vswitch-investigations.md, §A8 "The Low tier's arrivals, three
-    // ways"). The real
-    // run now sends the simulator's own traffic for the seed; helper vgen: 13 of 13 runs held
-    // it by 0.67..3.83 points on the switch and 0.60..1.09 on the replay. Asserted again (kept
-    // by the lead at the session-8 merge: the margin and the seed are the simulator's, as before).
+    // it 0.37..1.77 points over seeds 1..=10 (margin 0.1). The real run sends the simulator's
+    // own traffic for the seed: a generator drawing its own bursts replayed, for the test's
+    // seed, one rare Low cluster in nearly every run (docs/vm-delay-real.md, "The simulator's
+    // traffic"). The margin and the seed are the simulator's.
     let low = value(
         &out,
         "18 guests: delay-constrained lowers the Low tier's loss",
@@ -221,8 +217,7 @@ fn p2_on_real_traffic_strict_low_loss_grows() {
         "delay-constrained lowered the Low tier's loss by only {low:.3} points at 18 guests"
     );
     // The same claim, same margin, on the model fed each run's own recorded arrivals
-    // (docs/vswitch-investigations.md, §A6 "The loss test and the replay"). A host that stalls
-    // the switch takes
+    // (docs/vm-delay-real.md, "Why on the replay too"). A host that stalls the switch takes
     // budget, and under strict priority it comes out of the Low tier: that inflates the
     // claim on the switch's figures (one run: 686 Low frames dropped by the switch, 64 by
     // the model with the same arrivals). The replay serves the same arrivals with the full
@@ -284,7 +279,7 @@ fn diagnosis_options(preload: u32) -> RealOptions {
     }
 }
 
-/// Diagnosis, not a claim (docs/vswitch-investigations.md, §A5 "Ping with preload"):
+/// Diagnosis, not a claim (docs/vm-delay-real.md, "Ping with preload"):
 /// delay-constrained at 18 guests, 20 s, with iputils' default ping (no preload) and then
 /// with `-l 3`; prints the trace findings (the switch's vif-queue drops against the model's
 /// with the same arrivals, clumps) and the probes each tier's pings sent.
@@ -301,8 +296,7 @@ fn p2_on_real_traffic_ping_preload_diagnosis() {
     }
 }
 
-/// Diagnosis, not a claim (docs/vswitch-investigations.md, §A8 "The Low tier's arrivals, three
-/// ways"): strict
+/// Diagnosis, not a claim (docs/vm-delay-real.md, "The simulator's traffic"): strict
 /// priority at 9 guests and delay-constrained at 18, 20 s, the run's arrival statistics per
 /// tier printed (what the simulator generates for the same seed, what the traffic generator
 /// sent, what the switch read) next to the switch's and the replay's drops.

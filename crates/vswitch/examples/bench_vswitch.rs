@@ -5,8 +5,8 @@
 //!
 //! The added latency is measured **interleaved**: R rounds, each running every variant once
 //! (the kernel bridge between the same namespaces, and the switch in each mode) in an order
-//! rotated from round to round, P pings per variant (`ping -i 0.01`; on the session-8 VM they
-//! left every 16 ms, not 10, seen in a kernel trace). The pinging guest runs on one
+//! rotated from round to round, P pings per variant (`ping -i 0.01`; on the 2-vCPU test VM they
+//! left every 16 ms, not 10, seen in a kernel trace: docs/vswitch.md, "Design notes"). The pinging guest runs on one
 //! CPU (`taskset`), the switch on another (its packet thread pinned, or the whole process);
 //! per round, "added" = the variant's p50 (p99) minus the bridge's p50 (p99) of the same
 //! round, and the verdict is read on the medians over rounds.

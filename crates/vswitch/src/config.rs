@@ -99,13 +99,13 @@ fn default_queue() -> usize {
 fn default_mac_table() -> usize {
     4096
 }
-/// Default of [`SwitchConfig::busy_poll`]: off. A 200 µs window (nfq's default) did not
-/// measurably lower the switch's added latency, idle or loaded
-/// (docs/vswitch-investigations.md, §B3 "Added latency and busy polling"), and it costs CPU.
+/// Default of [`SwitchConfig::busy_poll`]: off. A window shorter than the traffic's gaps only
+/// spins (200 µs, nfq's default, did not measurably lower the switch's added latency), and
+/// spinning costs a core (docs/vswitch.md, "Design notes").
 pub const DEFAULT_BUSY_POLL: Nanos = 0;
 /// Longest `busy_poll` window. Beyond the gaps of light traffic (a probe every 10–100 ms) the
 /// thread never sleeps, which is what a core given to the switch wants
-/// (docs/vswitch-investigations.md, §B5 "The wake-up is the added latency").
+/// (docs/vswitch.md, "Design notes": the added latency is the wake-up of a sleeping thread).
 pub const MAX_BUSY_POLL: Nanos = SEC;
 /// Longest [`SwitchConfig::budget_catch_up`].
 pub const MAX_BUDGET_CATCH_UP: Nanos = SEC;

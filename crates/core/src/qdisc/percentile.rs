@@ -24,9 +24,9 @@
 //! more than `q = Σ N_i·P_i / Σ N_i` of all responses can be on time, every class can
 //! over-achieve, and the class served first is the first to reach its ceiling `1/P` — a
 //! work-conserving rule then lets the others overshoot it (measured on the real testbed with
-//! the running mean: class 0 capped at 1.11, the others ≈ 1.2; docs/nfq.md). With a
-//! skewed response-time distribution the running mean is such a deadline (≈ 80% of
-//! responses under it there). `AutoQuantile` takes instead the running `q`-quantile of all
+//! the running mean: class 0 capped at 1.11, the others ≈ 1.2; docs/percentile-web-real.md,
+//! "Which deadline"). With a skewed response-time distribution the running mean is such a
+//! deadline (≈ 80% of responses under it there). `AutoQuantile` takes instead the running `q`-quantile of all
 //! response times, `q` recomputed at each completion from the decision counters: the
 //! deadline at which the server as a whole exactly meets the combined goal, so the rule can
 //! bring every class to attainment ≈ 1 at once. The response times go into a
@@ -1206,7 +1206,8 @@ mod tests {
     /// at ≈ 0.76, below its target. Under the running mean the level here is 0.896 with a
     /// mildly skewed service time (1 ms, 15 ms one time in 10) and 1.067 with a heavy tail
     /// (500 ms one time in 100) — and above 1 the top class is the first to hit its ceiling
-    /// `1/P` (on the real testbed, where class 0 rarely waits, it does: docs/nfq.md). With the
+    /// `1/P` (on the real testbed, where class 0 rarely waits, it does:
+    /// docs/percentile-web-real.md). With the
     /// deadline at the running quantile `q = Σ N·P / Σ N` the server as a whole succeeds as
     /// often as the targets ask, and the level is ≈ 1 whatever the shape (measured 1.013 and
     /// 1.018–1.020), with the means still ordered C0 < … < C4.

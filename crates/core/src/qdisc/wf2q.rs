@@ -366,10 +366,11 @@ mod tests {
         q.stats().check_identities().unwrap();
     }
 
-    /// The introductory example of the WF2Q paper (Bennett & Zhang, INFOCOM'96): session 1 has rate 0.5,
-    /// sessions 2..11 have 0.05 each, all packets the same size, all arrive at time 0.
-    /// WFQ would send session 1's ten packets back to back; WF2Q(+) interleaves them with
-    /// the others because a session-1 packet is not eligible before its virtual start.
+    /// The introductory example of the WF2Q paper (Bennett & Zhang, INFOCOM'96, whose flows are
+    /// called sessions): the first flow has rate 0.5, ten more have 0.05 each, all packets the
+    /// same size, all arrive at time 0. WFQ would send the first flow's ten packets back to
+    /// back; WF2Q(+) interleaves them with the others because a packet of the first flow is
+    /// not eligible before its virtual start.
     #[test]
     fn wf2q_interleaves_heavy_session_like_bennett_zhang_example() {
         let mut weights = vec![10u32];
@@ -382,7 +383,7 @@ mod tests {
             assert!(q.enqueue(s, item(100 + s as u64, 1000), 0).is_queued());
         }
         let order: Vec<bool> = (0..20).map(|_| q.dequeue(0).unwrap().id < 100).collect();
-        // Session 1 (ids < 100) on every even slot, a small session on every odd slot.
+        // The heavy flow (ids < 100) on every even slot, a light flow on every odd slot.
         for (slot, heavy) in order.iter().enumerate() {
             assert_eq!(*heavy, slot % 2 == 0, "slot {slot}: {order:?}");
         }

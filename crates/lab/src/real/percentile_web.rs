@@ -7,11 +7,11 @@
 //! scenario's shared `clients.percentiles`, `clients.threads`, `clients.requests_per_thread`,
 //! `percentile.deadline`; all optional):
 //! `percentiles` [90,80,70,60,50], `threads_per_client` 4 (5 × 4 = 20 connections, as the
-//! thesis's 5 clients × 4 threads), `budget` 10 (10 requests wait at a time; docs/nfq.md),
+//! thesis's 5 clients × 4 threads), `budget` 10 (10 requests wait at a time; docs/percentile-web-real.md),
 //! `deadline` "auto-quantile" (the running q-quantile of response times, q = Σ N·P / Σ N:
 //! the deadline at which the server as a whole meets the combined goal; or "auto": the
 //! thesis's running mean; or "fifo_server_mean": the FIFO run's mean time inside nginx, then
-//! fixed; or a duration — see docs/nfq.md), `page_kb` 24,
+//! fixed; or a duration — see docs/percentile-web-real.md), `page_kb` 24,
 //! `duration_s` 60 (quick: `quick_duration_s` 20), `max_requests_per_thread` 15000 (the
 //! thesis's m), `server_cpu` 0, `client_cpu` 1, `modes` ["fifo","percentile","strict"],
 //! `max_hold_factor` 3 (the daemon's `max_hold` = 3 × its recent mean server time; 0 = a fixed
@@ -57,13 +57,13 @@ pub struct RealParams {
     pub modes: Vec<DisciplineKind>,
     pub early_miss: bool,
     /// The daemon's `max_hold` for this experiment: the floor that keeps the lowest class
-    /// answered while higher classes are ahead of it (beyond the thesis; docs/nfq.md). With
+    /// answered while higher classes are ahead of it (beyond the thesis; docs/percentile-web-real.md). With
     /// `max_hold_factor` it is the ceiling of the bound.
     pub max_hold: Duration,
     /// `max_hold` = this many recent server times (the daemon's `[limits] max_hold_factor`),
     /// clamped to [20 ms, `max_hold`]; `None` = the fixed `max_hold`. Default 3: P0 §4's
     /// responses took 12–15 ms for ≈ 4 ms of processing, i.e. no request waited more than a
-    /// few service times (docs/nfq.md, "What differs from the thesis").
+    /// few service times (docs/percentile-web-real.md, "What differs from the thesis").
     pub max_hold_factor: Option<f64>,
     /// Runs of the Percentile mode at most, until one ran on a steady server (see
     /// [`steadiness`]; default 3).
@@ -198,7 +198,7 @@ impl RealParams {
 }
 
 /// The experiment's default `max_hold_factor` (chosen before the 10-run series from P0 §4's
-/// regime and the quick runs recorded in docs/nfq.md, not tuned on the series).
+/// regime and the quick runs recorded in docs/percentile-web-real.md, not tuned on the series).
 pub const DEFAULT_MAX_HOLD_FACTOR: f64 = 3.0;
 
 /// What one mode measured.

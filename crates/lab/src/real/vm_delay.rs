@@ -94,7 +94,7 @@ pub struct TraceFindings {
 
 /// One tier's arrival process three ways, for the same configuration and seed: what the
 /// simulator generates, what the real run's traffic generator sent, what the switch read
-/// (docs/vswitch-investigations.md, §A8 "The Low tier's arrivals, three ways").
+/// (docs/vm-delay-real.md, "The simulator's traffic").
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct TierArrivals {
     /// The simulator's arrivals (every packet: probes, data, streams) ...

@@ -3,8 +3,7 @@
 //! gaps between a port's clumps, the most frames of one port inside a window of 10 ms to
 //! 200 ms, and where in the budget's on/off cycle the frames arrive. Used to compare, for one
 //! tier, what the simulator generates, what the real run's traffic generator sent and what
-//! the host switch read (docs/vswitch-investigations.md, §A8 "The Low tier's arrivals, three
-//! ways").
+//! the host switch read (docs/vm-delay-real.md, "The simulator's traffic").
 //!
 //! Pure functions over `(time, port)` lists; cost O(frames · log frames).
 
