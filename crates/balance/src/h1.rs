@@ -5,9 +5,8 @@
 //! over a oneshot, and the body flows through a channel-backed `Incoming`: two task hand-offs
 //! and their allocations per request, the largest user-space cost of the director against
 //! HAProxy in its profile (docs/balance-bench.md, "Why it is built so"). Here the task that
-//! serves the client request writes
-//! it to the backend, reads the response head, and later (as hyper's server polls the response
-//! body) reads the body from the same socket. No task is spawned, no channel crossed.
+//! serves the client request writes it to the backend, reads the response head, and later (as
+//! hyper's server polls the response body) reads the body from the same socket. No task is spawned, no channel crossed.
 //!
 //! Principles and bounds:
 //! - A backend connection ([`Conn`]) is a `TcpStream`, its read buffer and a reused write

@@ -17,9 +17,12 @@
 //! Safety as a proxy (docs/balance.md, "Security"):
 //! - The request body's framing is decided from the fields as received (RFC 9112 §6.3), before
 //!   any hop-by-hop field is removed, and `h1.rs` writes it itself. A request whose
-//!   `Connection` names `Content-Length` or `Transfer-Encoding`, or that carries both, is
-//!   refused with 400 and its connection closed: such a request is only ever an attempt to
-//!   make two parsers disagree on where it ends.
+//!   `Connection` names `Content-Length` or `Transfer-Encoding`, or whose Transfer-Encoding
+//!   does not end in one `chunked`, is refused with 400 and its connection closed: such a
+//!   request is only ever an attempt to make two parsers disagree on where it ends.
+//! - Host follows RFC 9112 §3.2: one valid Host on every HTTP/1.1 request (else 400), an
+//!   absolute-form target's authority replaces it; CONNECT is refused (405).
+//!   `tests/conformance.rs` runs a corpus of such cases, beside HAProxy when it is installed.
 //! - Every wait has its side's inactivity limit (`timeouts.client` for the client's body and
 //!   for a client that stops reading the response, [`crate::client_io`]; `timeouts.server`
 //!   for the backend through the whole body), and each failure is counted against the side
@@ -182,11 +185,61 @@ fn client_end_reason(e: &hyper::Error) -> Option<&'static str> {
     })
 }
 
+/// Whether the request's target and Host agree with RFC 9112 §3.2: an HTTP/1.1 request has
+/// exactly one Host field, any Host is a valid authority, and CONNECT (a tunnel, which a
+/// load balancer does not open) is refused. An absolute-form target's authority replaces the
+/// Host field (§3.2.2), so the backend and the hashing see the same host.
+fn check_target(req: &mut Request<Incoming>) -> Result<(), (StatusCode, &'static str)> {
+    if req.method() == Method::CONNECT {
+        return Err((StatusCode::METHOD_NOT_ALLOWED, "CONNECT is not served"));
+    }
+    let bad = |why| Err((StatusCode::BAD_REQUEST, why));
+    let hosts = req.headers().get_all(HOST).iter().count();
+    if hosts > 1 {
+        return bad("bad request: more than one Host");
+    }
+    if hosts == 0 && req.version() != hyper::Version::HTTP_10 {
+        return bad("bad request: no Host");
+    }
+    if let Some(h) = req.headers().get(HOST) {
+        let valid = !h.is_empty()
+            && !h.as_bytes().contains(&b'@')
+            && hyper::http::uri::Authority::try_from(h.as_bytes()).is_ok();
+        if !valid {
+            return bad("bad request: invalid Host");
+        }
+    }
+    if let Some(a) = req.uri().authority() {
+        match HeaderValue::from_str(a.as_str()) {
+            Ok(v) if !a.as_str().contains('@') => {
+                req.headers_mut().insert(HOST, v);
+            }
+            _ => return bad("bad request: invalid target authority"),
+        }
+    }
+    Ok(())
+}
+
+/// Whether a Transfer-Encoding list ends in `chunked` and names it once (RFC 9112 §6.1,
+/// §6.3 item 4: any other request framing cannot be read, so it is refused).
+fn chunked_once_last(h: &hyper::HeaderMap) -> bool {
+    let codings: Vec<&[u8]> = h
+        .get_all(TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&c| c == b','))
+        .map(|t| t.trim_ascii())
+        .filter(|t| !t.is_empty())
+        .collect();
+    let chunked = |t: &[u8]| t.eq_ignore_ascii_case(b"chunked");
+    codings.last().is_some_and(|t| chunked(t)) && codings.iter().filter(|t| chunked(t)).count() == 1
+}
+
 /// How the request's body is framed, from its fields as received (RFC 9112 §6.3): `Err` with
-/// the reason for a request that must be refused (framing named in `Connection`). A request
-/// with both Content-Length and Transfer-Encoding reaches here without the Content-Length:
-/// hyper's server drops it, reads the chunked body and closes the connection after the
-/// response (§6.3 item 3).
+/// the reason for a request that must be refused (framing named in `Connection`, a
+/// Transfer-Encoding that is not `chunked` once and last). A request with both
+/// Content-Length and Transfer-Encoding reaches here without the Content-Length: hyper's
+/// server drops it, reads the chunked body and closes the connection after the response
+/// (§6.3 item 3).
 fn request_framing(req: &Request<Incoming>) -> Result<RequestBody, &'static str> {
     let h = req.headers();
     let names_framing = h
@@ -205,6 +258,9 @@ fn request_framing(req: &Request<Incoming>) -> Result<RequestBody, &'static str>
         h.contains_key(TRANSFER_ENCODING),
         h.contains_key(CONTENT_LENGTH),
     );
+    if te && !chunked_once_last(h) {
+        return Err("bad request: Transfer-Encoding must end in chunked, named once");
+    }
     let body = req.body();
     Ok(if body.is_end_stream() {
         RequestBody::None
@@ -403,11 +459,13 @@ async fn forward(
     svc: &Arc<Service>,
     hash_key: HashKey,
 ) -> Response<ProxyBody> {
-    let kind = match request_framing(&req) {
+    let checked = check_target(&mut req)
+        .and_then(|()| request_framing(&req).map_err(|why| (StatusCode::BAD_REQUEST, why)));
+    let kind = match checked {
         Ok(k) => k,
-        Err(why) => {
+        Err((status, why)) => {
             svc.metrics.refuse("bad_request");
-            return local_closing(StatusCode::BAD_REQUEST, why);
+            return local_closing(status, why);
         }
     };
     let k = key_addr(&req, peer, hash_key);
@@ -435,7 +493,8 @@ async fn forward(
     let h = req.headers_mut();
     strip_hop_by_hop(h);
     if !h.contains_key(HOST) {
-        // An HTTP/1.0 request may come without one; HTTP/1.1 requires it: the backend's address.
+        // An HTTP/1.0 request may come without one (`check_target` refuses HTTP/1.1 without);
+        // the backend gets its own address.
         h.insert(HOST, b.host.clone());
     }
     if let Some(v) = xff {
