@@ -264,6 +264,16 @@ impl Config {
     pub fn parse(text: &str) -> Result<Config, String> {
         let cfg: Config = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
         cfg.validate()?;
+        // `relay` defaults to splice, so only the text tells whether it was written.
+        if cfg.mode == Mode::L7 {
+            let table: toml::Table = text.parse().map_err(|e: toml::de::Error| e.to_string())?;
+            if let Some(v) = table.get("relay") {
+                return Err(format!(
+                    "relay = {v}: only in mode \"l4\" (mode \"l7\" forwards requests through its \
+                     own HTTP client, there is no byte relay to choose); remove the key"
+                ));
+            }
+        }
         Ok(cfg)
     }
 
@@ -277,6 +287,14 @@ impl Config {
                 "listen: {} addresses, at most {MAX_LISTEN}",
                 self.listen.len()
             ));
+        }
+        for (i, a) in self.listen.iter().enumerate() {
+            // Port 0 (an ephemeral port each) may appear more than once.
+            if a.port() != 0 {
+                if let Some(j) = self.listen[..i].iter().position(|b| b == a) {
+                    return Err(format!("listen[{i}] = {a}: the same as listen[{j}]"));
+                }
+            }
         }
         if self.max_connections == 0 || self.max_connections > MAX_CONNECTIONS {
             return Err(format!(
@@ -318,6 +336,8 @@ impl Config {
             if !names.insert(s.name.as_str()) {
                 return Err(format!("server[{i}].name = {:?}: used twice", s.name));
             }
+            check_backend_addr(s.addr)
+                .map_err(|e| format!("server[{i}] ({}).addr = {}: {e}", s.name, s.addr))?;
             if s.weight > MAX_WEIGHT {
                 return Err(format!(
                     "server[{i}] ({}).weight = {}: at most {MAX_WEIGHT}",
@@ -350,6 +370,133 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// A backend address must be one to connect to: a port, and not the unspecified address
+/// (`0.0.0.0` / `::` mean "any local address" to bind(2); Linux's connect(2) turns them into
+/// loopback, which is never what a backend entry means).
+pub fn check_backend_addr(addr: SocketAddr) -> Result<(), String> {
+    if addr.port() == 0 {
+        return Err("port 0 is not a port to connect to".into());
+    }
+    if addr.ip().is_unspecified() {
+        return Err(format!(
+            "{} is the unspecified address (any local address), not a server's address",
+            addr.ip()
+        ));
+    }
+    Ok(())
+}
+
+/// Two listen addresses with the same port that one host cannot bind at once: the same
+/// address, or one is the unspecified address of the other's family, or one is `::` bound
+/// dual-stack (`net.ipv6.bindv6only` = 0, Linux's default) and the other IPv4.
+fn overlap(a: SocketAddr, b: SocketAddr, dual_stack: bool) -> bool {
+    if a.port() != b.port() || a.port() == 0 {
+        return false;
+    }
+    if a.ip() == b.ip() {
+        return true;
+    }
+    let covers = |x: SocketAddr, y: SocketAddr| {
+        x.ip().is_unspecified() && (x.is_ipv4() == y.is_ipv4() || (dual_stack && x.is_ipv6()))
+    };
+    covers(a, b) || covers(b, a)
+}
+
+impl Config {
+    /// What a start would find wrong on this host, without starting (`--check`): the
+    /// `control_group` must exist; the control socket path must be free (absent, or a stale
+    /// socket) in an existing directory; listen and admin addresses must not overlap each
+    /// other and must be free: each is bound (with `SO_REUSEADDR`, as the daemon binds) and
+    /// released at once, never put in the listening state, so no connection is ever accepted.
+    pub fn check_host(&self) -> Result<(), String> {
+        if let Some(g) = &self.control_group {
+            netsched_testbed::access::group_gid(g)
+                .map_err(|e| format!("control_group = {g:?}: {e}"))?;
+        }
+        let sock = &self.control_socket;
+        let shown = sock.display();
+        match std::fs::symlink_metadata(sock) {
+            Ok(m) => {
+                use std::os::unix::fs::FileTypeExt;
+                if !m.file_type().is_socket() {
+                    return Err(format!(
+                        "control_socket = {shown}: exists and is not a socket"
+                    ));
+                }
+                if std::os::unix::net::UnixStream::connect(sock).is_ok() {
+                    return Err(format!(
+                        "control_socket = {shown}: in use (is another netsched balance running?)"
+                    ));
+                }
+            }
+            Err(_) => {
+                let dir = sock.parent().filter(|d| !d.as_os_str().is_empty());
+                if let Some(d) = dir {
+                    if !d.is_dir() {
+                        return Err(format!(
+                            "control_socket = {shown}: directory {} does not exist",
+                            d.display()
+                        ));
+                    }
+                }
+            }
+        }
+        let dual_stack = std::fs::read_to_string("/proc/sys/net/ipv6/bindv6only")
+            .map_or(true, |v| v.trim() == "0");
+        let mut addrs: Vec<(String, SocketAddr)> = self
+            .listen
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (format!("listen[{i}]"), *a))
+            .collect();
+        if let Some(a) = self.admin {
+            addrs.push(("admin".to_string(), a));
+        }
+        for (i, (ka, a)) in addrs.iter().enumerate() {
+            for (kb, b) in &addrs[..i] {
+                if overlap(*a, *b, dual_stack) {
+                    return Err(format!(
+                        "{ka} = {a}: cannot be bound beside {kb} = {b} (same port)"
+                    ));
+                }
+            }
+        }
+        // Held together until all are bound, then closed.
+        let mut held = Vec::with_capacity(addrs.len());
+        for (key, a) in &addrs {
+            held.push(bind_only(*a).map_err(|e| {
+                let why = match e.kind() {
+                    std::io::ErrorKind::AddrInUse => {
+                        "address already in use (another socket listens there)".to_string()
+                    }
+                    std::io::ErrorKind::PermissionDenied if a.port() < 1024 => {
+                        format!("{e} (a port below 1024 needs root or CAP_NET_BIND_SERVICE)")
+                    }
+                    std::io::ErrorKind::AddrNotAvailable => {
+                        format!("{e} (not an address of this host)")
+                    }
+                    _ => e.to_string(),
+                };
+                format!("{key} = {a}: {why}")
+            })?);
+        }
+        drop(held);
+        Ok(())
+    }
+}
+
+/// A TCP socket bound to `a` (`SO_REUSEADDR` set), not listening.
+fn bind_only(a: SocketAddr) -> std::io::Result<tokio::net::TcpSocket> {
+    let s = if a.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    s.set_reuseaddr(true)?;
+    s.bind(a)?;
+    Ok(s)
 }
 
 /// Server names: 1-64 bytes of `[A-Za-z0-9_.-]` (they appear in metrics labels and ctl).
@@ -444,5 +591,147 @@ maxconn = 10
         assert!(e.contains("threads = 5000"), "{e}");
         let e = bad("mode = \"l7\"", "mode = \"l4\"");
         assert!(e.contains("hash_key"), "{e}");
+    }
+
+    #[test]
+    fn backend_addresses_need_a_port_and_a_real_address() {
+        let bad = |addr: &str| {
+            let text = GOOD.replacen("127.0.0.1:9002", addr, 1);
+            Config::parse(&text).unwrap_err()
+        };
+        let e = bad("127.0.0.1:0");
+        assert!(
+            e.contains("server[1] (s2).addr = 127.0.0.1:0") && e.contains("port 0"),
+            "{e}"
+        );
+        let e = bad("0.0.0.0:9002");
+        assert!(
+            e.contains("server[1] (s2).addr = 0.0.0.0:9002") && e.contains("unspecified"),
+            "{e}"
+        );
+        let e = bad("[::]:9002");
+        assert!(
+            e.contains("server[1] (s2).addr = [::]:9002") && e.contains("unspecified"),
+            "{e}"
+        );
+        // A real IPv6 address is fine.
+        Config::parse(&GOOD.replacen("127.0.0.1:9002", "[::1]:9002", 1)).unwrap();
+    }
+
+    #[test]
+    fn relay_is_refused_in_l7_and_kept_in_l4() {
+        let text = GOOD.replacen(
+            "max_connections = 100",
+            "max_connections = 100\nrelay = \"copy\"",
+            1,
+        );
+        let e = Config::parse(&text).unwrap_err();
+        assert!(e.contains("relay = \"copy\"") && e.contains("l4"), "{e}");
+        // Also the default value written out.
+        let text = GOOD.replacen(
+            "max_connections = 100",
+            "max_connections = 100\nrelay = \"splice\"",
+            1,
+        );
+        assert!(Config::parse(&text).unwrap_err().contains("relay"));
+        let l4 = text.replacen("mode = \"l7\"", "mode = \"l4\"", 1).replacen(
+            "hash_key = \"host\"",
+            "",
+            1,
+        );
+        assert_eq!(Config::parse(&l4).unwrap().relay, Relay::Splice);
+    }
+
+    #[test]
+    fn a_listen_address_given_twice_is_refused_but_port_0_may_repeat() {
+        let text = GOOD.replacen(
+            "listen = [\"127.0.0.1:8080\"]",
+            "listen = [\"127.0.0.1:8080\", \"127.0.0.1:8081\", \"127.0.0.1:8080\"]",
+            1,
+        );
+        let e = Config::parse(&text).unwrap_err();
+        assert!(
+            e.contains("listen[2] = 127.0.0.1:8080") && e.contains("listen[0]"),
+            "{e}"
+        );
+        let text = GOOD.replacen(
+            "listen = [\"127.0.0.1:8080\"]",
+            "listen = [\"127.0.0.1:0\", \"127.0.0.1:0\"]",
+            1,
+        );
+        Config::parse(&text).unwrap();
+    }
+
+    #[test]
+    fn overlapping_listen_addresses() {
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert!(overlap(a("0.0.0.0:80"), a("127.0.0.1:80"), false));
+        assert!(overlap(a("127.0.0.1:80"), a("0.0.0.0:80"), false));
+        assert!(overlap(a("[::]:80"), a("[::1]:80"), false));
+        assert!(overlap(a("[::]:80"), a("10.0.0.1:80"), true));
+        assert!(!overlap(a("[::]:80"), a("10.0.0.1:80"), false));
+        assert!(!overlap(a("0.0.0.0:80"), a("[::1]:80"), true));
+        assert!(!overlap(a("0.0.0.0:80"), a("0.0.0.0:81"), true));
+        assert!(!overlap(a("127.0.0.1:80"), a("127.0.0.2:80"), true));
+        assert!(!overlap(a("0.0.0.0:0"), a("0.0.0.0:0"), true));
+    }
+
+    /// `check_host` finds what a start would: an unknown group, a listen address in use
+    /// (naming it), overlapping addresses; a free configuration passes and leaves its
+    /// addresses free.
+    #[test]
+    fn check_host_finds_what_a_start_would() {
+        let dir = netsched_testbed::TempDir::new("bal-check-host").unwrap();
+        let free = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let base = |listen: &str, extra: &str| {
+            let text = format!(
+                "mode = \"l7\"\nlisten = [{listen}]\nalgorithm = {{ kind = \"rr\" }}\ncontrol_socket = \"{}\"\n{extra}\n",
+                dir.path().join("ctl.sock").display()
+            );
+            Config::parse(&text).unwrap()
+        };
+        base(&format!("\"{free}\""), "").check_host().unwrap();
+        // Nothing listens there afterwards (and never did: no listen(2)).
+        assert!(std::net::TcpStream::connect(free).is_err());
+        let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let busy = held.local_addr().unwrap();
+        let e = base(&format!("\"{free}\", \"{busy}\""), "")
+            .check_host()
+            .unwrap_err();
+        assert!(
+            e.contains(&format!("listen[1] = {busy}")) && e.contains("in use"),
+            "{e}"
+        );
+        let e = base(&format!("\"{free}\""), &format!("admin = \"{busy}\""))
+            .check_host()
+            .unwrap_err();
+        assert!(
+            e.contains(&format!("admin = {busy}")) && e.contains("in use"),
+            "{e}"
+        );
+        let e = base(&format!("\"0.0.0.0:{}\", \"{free}\"", free.port()), "")
+            .check_host()
+            .unwrap_err();
+        assert!(
+            e.contains(&format!("listen[1] = {free}")) && e.contains("listen[0]"),
+            "{e}"
+        );
+        let e = base(
+            &format!("\"{free}\""),
+            "control_group = \"no-such-group-7f3a\"",
+        )
+        .check_host()
+        .unwrap_err();
+        assert!(
+            e.contains("control_group") && e.contains("no-such-group-7f3a"),
+            "{e}"
+        );
+        let mut c = base(&format!("\"{free}\""), "");
+        c.control_socket = dir.path().join("missing/ctl.sock");
+        let e = c.check_host().unwrap_err();
+        assert!(e.contains("missing") && e.contains("does not exist"), "{e}");
     }
 }

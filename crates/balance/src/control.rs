@@ -3,7 +3,8 @@
 //!
 //! Protocol: the client sends one line of words (at most [`MAX_REQUEST`] bytes) and reads the
 //! answer until EOF; the answer's first line is `ok` or `error: <what>`. Each connection is
-//! its own task with a [`DEADLINE`], so a slow or stuck client never blocks the data path.
+//! its own task with a [`DEADLINE`] to send its line and another to take the answer, so a slow
+//! or stuck client never blocks the data path.
 //!
 //! Access, as `netsched ctl` for nfq: the socket file is mode 0660 (group = `control_group`
 //! when set); each connection's `SO_PEERCRED` must be root, our own uid, or a member of the
@@ -22,6 +23,8 @@ use tokio::net::{UnixListener, UnixStream};
 
 pub const MAX_REQUEST: u64 = 4096;
 pub const DEADLINE: Duration = Duration::from_secs(2);
+/// Most bytes read and dropped after the request line, so the answer is not lost.
+const MAX_DRAIN: u64 = 64 * 1024;
 
 /// The bound socket; removes its file on drop, only if the file is still the one we made.
 pub struct ControlSocket {
@@ -91,7 +94,8 @@ pub async fn serve(sock: Arc<ControlSocket>, svc: Arc<Service>) {
         let svc = svc.clone();
         let gid = sock.gid;
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(DEADLINE, one(stream, gid, &svc)).await;
+            // Each phase of `one` is bounded by DEADLINE: at most twice that in all.
+            let _ = one(stream, gid, &svc).await;
         });
     }
 }
@@ -100,21 +104,69 @@ async fn one(mut stream: UnixStream, gid: Option<u32>, svc: &Service) -> std::io
     let answer = match access::check_peer(&stream, gid) {
         Err(e) => format!("error: permission denied: {e}\n"),
         Ok(_) => {
-            let mut line = String::new();
-            let mut r = BufReader::new((&mut stream).take(MAX_REQUEST));
-            r.read_line(&mut line).await?;
-            if !line.ends_with('\n') && line.len() as u64 >= MAX_REQUEST {
-                format!("error: request longer than {MAX_REQUEST} bytes\n")
-            } else {
-                match execute(line.trim(), svc) {
+            let mut raw = Vec::new();
+            let read = {
+                let mut r = BufReader::new((&mut stream).take(MAX_REQUEST));
+                // Cancel-safe: what arrived before the deadline is in `raw`.
+                tokio::time::timeout(DEADLINE, r.read_until(b'\n', &mut raw)).await
+            };
+            let text = match read {
+                // Connected and silent: closed without a word, as before any request.
+                Err(_) if raw.is_empty() => return Ok(()),
+                Err(_) => Err(format!(
+                    "no complete request line within {DEADLINE:?}: {} bytes without a newline",
+                    raw.len()
+                )),
+                Ok(r) => r
+                    .map_err(|e| format!("reading the request: {e}"))
+                    .and_then(|_| request_text(&raw)),
+            };
+            match text {
+                Err(e) => format!("error: {e}\n"),
+                Ok(line) => match execute(line.trim(), svc) {
                     Ok(text) => format!("ok\n{text}"),
                     Err(e) => format!("error: {e}\n"),
-                }
+                },
             }
         }
     };
-    stream.write_all(answer.as_bytes()).await?;
-    stream.shutdown().await
+    let finish = async {
+        stream.write_all(answer.as_bytes()).await?;
+        stream.shutdown().await?;
+        // Closing a Unix socket with unread bytes resets the peer, which then loses the
+        // answer (a request over the limit, or bytes after the line): read on until the
+        // client closes, at most MAX_DRAIN bytes.
+        let mut rest = (&mut stream).take(MAX_DRAIN);
+        tokio::io::copy(&mut rest, &mut tokio::io::sink()).await?;
+        Ok(())
+    };
+    tokio::time::timeout(DEADLINE, finish)
+        .await
+        .unwrap_or(Ok(()))
+}
+
+/// The request line read (at most [`MAX_REQUEST`] bytes): one line of UTF-8 ending in `\n`.
+/// Anything else is refused with what is wrong, so the client always gets an answer.
+fn request_text(raw: &[u8]) -> Result<&str, String> {
+    let Some(body) = raw.strip_suffix(b"\n") else {
+        return Err(if raw.len() as u64 >= MAX_REQUEST {
+            format!("request longer than {MAX_REQUEST} bytes")
+        } else if raw.is_empty() {
+            "no request: the connection ended before a line was sent".to_string()
+        } else {
+            format!(
+                "request of {} bytes ends without a newline: send one line ending in \\n",
+                raw.len()
+            )
+        });
+    };
+    std::str::from_utf8(body).map_err(|e| {
+        format!(
+            "request is not UTF-8: invalid byte 0x{:02x} at offset {}",
+            body[e.valid_up_to()],
+            e.valid_up_to()
+        )
+    })
 }
 
 /// Run one command line against the service.
@@ -125,9 +177,30 @@ pub fn execute(line: &str, svc: &Service) -> Result<String, String> {
             .copied()
             .ok_or_else(|| format!("{}: missing server name", w[0]))
     };
+    // Commands of a fixed arity refuse what follows instead of ignoring it.
+    let at_most = |n: usize| {
+        if w.len() > n {
+            Err(format!(
+                "{}: unexpected argument {:?} (usage: {})",
+                w[0],
+                w[n],
+                usage(w[0])
+            ))
+        } else {
+            Ok(())
+        }
+    };
     match w.first().copied() {
         None => Err("empty request".into()),
         Some("show-servers") => {
+            if w.get(1).is_some_and(|o| *o != "--json") {
+                return Err(format!(
+                    "show-servers: unknown option {:?} (usage: {})",
+                    w[1],
+                    usage(w[0])
+                ));
+            }
+            at_most(2)?;
             let rows = svc.show();
             if w.get(1) == Some(&"--json") {
                 serde_json::to_string_pretty(&rows)
@@ -136,7 +209,15 @@ pub fn execute(line: &str, svc: &Service) -> Result<String, String> {
             } else {
                 let mut out = format!(
                     "{:<16} {:<22} {:>6} {:>9} {:>7} {:<6} {:<5} {:>7} {:>8}\n",
-                    "name", "addr", "weight", "effective", "maxconn", "admin", "health", "active", "inactive"
+                    "name",
+                    "addr",
+                    "weight",
+                    "effective",
+                    "maxconn",
+                    "admin",
+                    "health",
+                    "active",
+                    "inactive"
                 );
                 for r in rows {
                     out += &format!(
@@ -158,6 +239,7 @@ pub fn execute(line: &str, svc: &Service) -> Result<String, String> {
         Some("set-weight") => {
             let n = name(1)?;
             let text = w.get(2).ok_or("set-weight: missing weight")?;
+            at_most(3)?;
             let v: u32 = text
                 .parse()
                 .map_err(|_| format!("set-weight: weight {text:?} is not a whole number"))?;
@@ -165,14 +247,17 @@ pub fn execute(line: &str, svc: &Service) -> Result<String, String> {
             Ok(format!("{n} weight {v}\n"))
         }
         Some(cmd @ ("drain" | "maint" | "ready")) => {
-            let n = name(1)?;
+            name(1)?;
+            let names = &w[1..];
             let a = match cmd {
                 "drain" => Admin::Drain,
                 "maint" => Admin::Maint,
                 _ => Admin::Ready,
             };
-            svc.set_admin(n, a)?;
-            Ok(format!("{n} {cmd}\n"))
+            // All or nothing: an unknown name refuses the whole line.
+            svc.set_admin_all(names, a)
+                .map_err(|e| format!("{cmd}: {e}; no server changed"))?;
+            Ok(names.iter().map(|n| format!("{n} {cmd}\n")).collect())
         }
         Some("add-server") => {
             let n = name(1)?;
@@ -184,7 +269,9 @@ pub fn execute(line: &str, svc: &Service) -> Result<String, String> {
             let mut maxconn = None;
             let mut i = 3;
             while i < w.len() {
-                let v = w.get(i + 1).ok_or_else(|| format!("add-server: {} needs a value", w[i]))?;
+                let v = w
+                    .get(i + 1)
+                    .ok_or_else(|| format!("add-server: {} needs a value", w[i]))?;
                 let num: u32 = v
                     .parse()
                     .map_err(|_| format!("add-server: {} {v:?} is not a whole number", w[i]))?;
@@ -211,12 +298,25 @@ pub fn execute(line: &str, svc: &Service) -> Result<String, String> {
         }
         Some("del-server") => {
             let n = name(1)?;
+            at_most(2)?;
             svc.del_server(n)?;
             Ok(format!("{n} removed (its established connections go on)\n"))
         }
-        Some(other) => Err(format!(
-            "unknown command {other:?} (show-servers [--json] | set-weight NAME W | drain NAME | maint NAME | ready NAME | add-server NAME ADDR:PORT [--weight W] [--maxconn N] | del-server NAME)"
-        )),
+        Some(other) => Err(format!("unknown command {other:?} ({})", usage(""))),
+    }
+}
+
+/// The usage of one command, or of all of them.
+fn usage(cmd: &str) -> &'static str {
+    match cmd {
+        "show-servers" => "show-servers [--json]",
+        "set-weight" => "set-weight NAME W",
+        "drain" => "drain NAME...",
+        "maint" => "maint NAME...",
+        "ready" => "ready NAME...",
+        "add-server" => "add-server NAME ADDR:PORT [--weight W] [--maxconn N]",
+        "del-server" => "del-server NAME",
+        _ => "show-servers [--json] | set-weight NAME W | drain NAME... | maint NAME... | ready NAME... | add-server NAME ADDR:PORT [--weight W] [--maxconn N] | del-server NAME",
     }
 }
 
@@ -239,12 +339,22 @@ pub enum CtlOp {
     },
     /// Change a server's weight (0 drains); takes effect for the next pick.
     SetWeight { name: String, weight: u32 },
-    /// No new work; established connections finish.
-    Drain { name: String },
-    /// Out of rotation and not health-checked; established connections finish.
-    Maint { name: String },
-    /// Back in rotation (slow start applies).
-    Ready { name: String },
+    /// No new work; established connections finish. Several names: all or none.
+    Drain {
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Out of rotation and not health-checked; established connections finish. Several
+    /// names: all or none.
+    Maint {
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Back in rotation (slow start applies). Several names: all or none.
+    Ready {
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
     /// Add a server.
     AddServer {
         name: String,
@@ -265,9 +375,9 @@ impl CtlOp {
                 format!("show-servers{}", if *json { " --json" } else { "" })
             }
             CtlOp::SetWeight { name, weight } => format!("set-weight {name} {weight}"),
-            CtlOp::Drain { name } => format!("drain {name}"),
-            CtlOp::Maint { name } => format!("maint {name}"),
-            CtlOp::Ready { name } => format!("ready {name}"),
+            CtlOp::Drain { names } => format!("drain {}", names.join(" ")),
+            CtlOp::Maint { names } => format!("maint {}", names.join(" ")),
+            CtlOp::Ready { names } => format!("ready {}", names.join(" ")),
             CtlOp::AddServer {
                 name,
                 addr,

@@ -165,6 +165,8 @@ pub fn run(args: BalanceArgs) -> anyhow::Result<()> {
     };
     let cfg = Config::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
     if args.check {
+        cfg.check_host()
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         println!(
             "{}: ok ({:?}, {}, {} servers)",
             path.display(),

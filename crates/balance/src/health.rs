@@ -17,10 +17,15 @@ const MAX_CHECK_READ: usize = 1024;
 
 pub async fn run(svc: Arc<Service>) {
     loop {
+        // Registered before the configuration is read, so a reload that adds checks between
+        // the read and the wait is not missed.
+        let changed = svc.servers_changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
         let rt = svc.runtime();
         let Some(h) = rt.health.clone() else {
             // No checks configured: wait for a reload that may add them.
-            svc.servers_changed.notified().await;
+            changed.await;
             continue;
         };
         let round = tokio::time::Instant::now();

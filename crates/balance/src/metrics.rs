@@ -6,6 +6,12 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The `backend` label of errors on a server deleted while its work was still in flight (its
+/// own series are gone; server names cannot contain parentheses, so this never collides).
+pub const REMOVED_BACKEND: &str = "(removed)";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BackendLabel {
@@ -49,6 +55,10 @@ pub struct Metrics {
     pub queue_length: Gauge,
     pub response_seconds: Family<BackendLabel, Histogram, fn() -> Histogram>,
     pub client_connections: Gauge,
+    /// Servers that exist now, each with the error reasons counted for it: what
+    /// [`Metrics::remove_backend`] removes (the reasons come from the data path and are not a
+    /// fixed list).
+    live: Arc<Mutex<HashMap<String, BTreeSet<String>>>>,
 }
 
 impl Metrics {
@@ -65,6 +75,7 @@ impl Metrics {
             queue_length: Gauge::default(),
             response_seconds: Family::new_with_constructor(hist),
             client_connections: Gauge::default(),
+            live: Arc::default(),
         };
         let r = registry.sub_registry_with_prefix("netsched_balance");
         r.register(
@@ -127,10 +138,52 @@ impl Metrics {
         }
     }
 
+    fn live(&self) -> MutexGuard<'_, HashMap<String, BTreeSet<String>>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A server now exists: its errors get series of its own.
+    pub fn add_backend(&self, name: &str) {
+        self.live().entry(name.to_string()).or_default();
+    }
+
+    /// A server is gone: remove every series labelled with it, in every family.
+    pub fn remove_backend(&self, name: &str) {
+        let reasons = self.live().remove(name).unwrap_or_default();
+        let l = Self::backend(name);
+        self.requests.remove(&l);
+        self.active.remove(&l);
+        self.inactive.remove(&l);
+        self.health_up.remove(&l);
+        self.weight.remove(&l);
+        self.response_seconds.remove(&l);
+        for reason in reasons {
+            self.errors.remove(&ErrorLabel {
+                backend: name.to_string(),
+                reason,
+            });
+        }
+    }
+
+    /// Count a backend error. An error of a server already deleted (work still in flight when
+    /// it was removed) is counted under `backend="(removed)"`, so it neither brings back a
+    /// series of the deleted server nor goes uncounted.
     pub fn error(&self, backend: &str, reason: &str) {
+        let label = {
+            let mut live = self.live();
+            match live.get_mut(backend) {
+                Some(reasons) => {
+                    if !reasons.contains(reason) {
+                        reasons.insert(reason.to_string());
+                    }
+                    backend
+                }
+                None => REMOVED_BACKEND,
+            }
+        };
         self.errors
             .get_or_create(&ErrorLabel {
-                backend: backend.to_string(),
+                backend: label.to_string(),
                 reason: reason.to_string(),
             })
             .inc();

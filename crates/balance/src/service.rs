@@ -17,7 +17,9 @@
 //!
 //! The lock is a `std::sync::Mutex` held only for table arithmetic, never across an await.
 
-use crate::config::{check_name, Config, Defaults, Health, ServerConf, Timeouts, MAX_SERVERS};
+use crate::config::{
+    check_backend_addr, check_name, Config, Defaults, Health, ServerConf, Timeouts, MAX_SERVERS,
+};
 use crate::metrics::Metrics;
 use crate::pool::ConnPool;
 use netsched_core::balance::{
@@ -352,6 +354,7 @@ impl Service {
 
     pub fn add_server(&self, s: &ServerConf, log: bool) -> Result<(), String> {
         check_name(&s.name).map_err(|e| format!("server name {:?}: {e}", s.name))?;
+        check_backend_addr(s.addr).map_err(|e| format!("server {:?} {}: {e}", s.name, s.addr))?;
         {
             let mut g = lock(&self.inner);
             if g.backends.values().any(|b| b.name == s.name) {
@@ -386,6 +389,7 @@ impl Service {
                     shared: Arc::new(BackendRef::new(&s.name, s.addr, &self.metrics)),
                 },
             );
+            self.metrics.add_backend(&s.name);
             self.metrics
                 .health_up
                 .get_or_create(&Metrics::backend(&s.name))
@@ -406,15 +410,9 @@ impl Service {
         let id = g.id_of(name)?;
         g.backends.remove(&id);
         g.table.remove(id).map_err(|e| e.to_string())?;
-        let l = Metrics::backend(name);
-        for f in [
-            &self.metrics.active,
-            &self.metrics.inactive,
-            &self.metrics.health_up,
-            &self.metrics.weight,
-        ] {
-            f.remove(&l);
-        }
+        // Every series of the server goes with it (a lease still alive holds handles that are
+        // no longer exported; `sync_gauges` skips a server gone from the table).
+        self.metrics.remove_backend(name);
         Ok(())
     }
 
@@ -435,16 +433,31 @@ impl Service {
     }
 
     pub fn set_admin(&self, name: &str, admin: Admin) -> Result<(), String> {
+        self.set_admin_all(&[name], admin)
+    }
+
+    /// Set the admin state of several servers at once: all of them, or none when a name is
+    /// unknown.
+    pub fn set_admin_all(&self, names: &[&str], admin: Admin) -> Result<(), String> {
         {
             let mut g = lock(&self.inner);
-            let id = g.id_of(name)?;
-            let b = g.backends.get_mut(&id).expect("id_of");
-            if b.admin != Admin::Ready && admin == Admin::Ready {
-                // Back in rotation: slow start ramps from here (HAProxy applies slowstart
-                // when a server leaves maintenance too).
-                b.since = Some(Instant::now());
+            let ids = names
+                .iter()
+                .map(|n| g.id_of(n))
+                .collect::<Result<Vec<_>, _>>()?;
+            for id in ids {
+                let b = g.backends.get_mut(&id).expect("id_of");
+                if b.admin != Admin::Ready && admin == Admin::Ready {
+                    // Back in rotation: slow start ramps from here (HAProxy applies slowstart
+                    // when a server leaves maintenance too).
+                    b.since = Some(Instant::now());
+                }
+                b.admin = admin;
             }
-            b.admin = admin;
+            // With no checks configured nothing else can bring a server marked down back up.
+            if g.runtime.health.is_none() {
+                g.health_unchecked(&self.metrics, "no health checks configured");
+            }
         }
         self.refresh();
         Ok(())
@@ -551,6 +564,13 @@ impl Service {
                 defaults: cfg.defaults.clone(),
                 health: cfg.health.clone(),
             });
+            if cfg.health.is_none() {
+                // No check runs any more: a server the checks took down would stay down for
+                // ever (HAProxy: a server without `check` is always considered up).
+                for name in g.health_unchecked(&self.metrics, "health checks removed") {
+                    notes.push(format!("server {name} up (health checks removed)"));
+                }
+            }
         }
         let existing: Vec<(String, SocketAddr)> = {
             let g = lock(&self.inner);
@@ -623,6 +643,28 @@ impl Inner {
         } else {
             Refusal::NoServer
         })
+    }
+
+    /// No checks run: every server counts as up (a server the checks had taken down comes
+    /// back, with slow start, logged and exported like a check that brought it up) and the
+    /// last check result is cleared. Returns the servers brought back.
+    fn health_unchecked(&mut self, metrics: &Metrics, why: &str) -> Vec<String> {
+        let mut back = Vec::new();
+        for b in self.backends.values_mut() {
+            b.last_check = None;
+            b.streak = 0;
+            if !b.up {
+                b.up = true;
+                b.since = Some(Instant::now());
+                eprintln!("netsched balance: server {} is up ({why})", b.name);
+                metrics
+                    .health_up
+                    .get_or_create(&Metrics::backend(&b.name))
+                    .set(1);
+                back.push(b.name.clone());
+            }
+        }
+        back
     }
 
     /// Only recompute while some server is still ramping (a cheap scan on the pick path).
