@@ -248,7 +248,7 @@ impl Config {
             message,
         };
         // Only a regular file, at most the bound (`/dev/zero` or a FIFO would never end).
-        let text = netsched_report::read::read_text(path, MAX_CONFIG_BYTES, "configuration")
+        let text = netsched_util::read::read_text(path, MAX_CONFIG_BYTES, "configuration")
             .map_err(|e| {
                 let full = e.to_string();
                 // The reader names the file; ConfigError names it once more in front.

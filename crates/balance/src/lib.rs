@@ -15,7 +15,9 @@
 //! | `metrics.rs` | Prometheus families (served by `netsched-metrics`) |
 //! | `daemon.rs` | wiring, SIGHUP reload, shutdown |
 //! | `load.rs` | `netsched balance load`: open-loop HTTP/1.1 generator, latency corrected for coordinated omission |
-//! | `sys.rs` | libc behind safe wrappers: splice pipes, `shutdown(SHUT_WR)`, `RLIMIT_NOFILE` |
+//! | `sys.rs` | the OS calls it uses, from `netsched-sys` (splice pipes, `shutdown(SHUT_WR)`, `RLIMIT_NOFILE`) |
+
+#![forbid(unsafe_code)]
 
 pub mod client_io;
 pub mod config;

@@ -40,7 +40,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use netsched_core::units::{format_duration, parse_duration_in};
 use netsched_core::Nanos;
-use netsched_link::sys::Epoll;
+use netsched_sys::Epoll;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};

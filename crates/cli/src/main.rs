@@ -1,6 +1,8 @@
 //! `netsched`: the command-line tool. Each subcommand lives in the crate that owns it; this
 //! file only wires them together.
 
+#![forbid(unsafe_code)]
+
 use clap::{Parser, Subcommand};
 
 /// mimalloc instead of glibc's malloc: `netsched balance` allocates per request (hyper's

@@ -19,6 +19,8 @@
 //! discipline with `now`, and calls `dequeue` when its link, server or core is free (or when
 //! `next_timer` says so). See `docs/architecture.md`.
 
+#![forbid(unsafe_code)]
+
 pub mod balance;
 pub mod classify;
 pub mod dispatch;

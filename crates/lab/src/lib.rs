@@ -16,6 +16,8 @@
 //! Dependencies between the modules go one way: `cli` → `repeat`, `sweep` → `runner` →
 //! `scenario`, `outdir`, `limits` (no module imports `cli`).
 
+#![forbid(unsafe_code)]
+
 pub mod cli;
 pub mod experiments;
 pub mod limits;

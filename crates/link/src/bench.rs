@@ -18,6 +18,8 @@
 
 use crate::engine::{parse_qdisc, spawn_in_netns, DirConfig, EngineConfig};
 use anyhow::{anyhow, bail, Result};
+use netsched_sys::mmsg::send_repeated;
+use netsched_sys::packet::{PacketFd, PACKET_QDISC_BYPASS};
 use netsched_testbed::{
     allowed_cpus, check_interrupted, enter_netns, interrupted, pin_to_cpu, SignalGuard, Testbed,
 };
@@ -191,58 +193,23 @@ fn generate(ns: &str, dev: &str, frame: Vec<u8>, secs: u32, stop: Arc<AtomicBool
         enter_netns(&ns)?;
         // Best effort: on a one-CPU machine the generator just runs unpinned.
         let _ = pin_to_cpu(0);
-        let cname = std::ffi::CString::new(dev.clone())?;
-        // SAFETY: valid C string.
-        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
-        if ifindex == 0 {
+        let Some(ifindex) = netsched_sys::ifindex(&dev) else {
             bail!("generator: no interface {dev}");
-        }
-        // SAFETY: plain syscalls with valid arguments.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            bail!("generator socket: {}", std::io::Error::last_os_error());
-        }
-        let one: i32 = 1;
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_ifindex = ifindex as i32;
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_PACKET,
-                20,
-                &one as *const i32 as *const libc::c_void,
-                4,
-            );
-            libc::bind(
-                fd,
-                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            );
-        }
+        };
+        let fd = PacketFd::open_blocking().map_err(|e| anyhow!("generator socket: {e}"))?;
+        // Best effort, like the engine's ports: without it frames still go out.
+        let _ = fd.set_int(libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1);
+        fd.bind_send_only(ifindex)
+            .map_err(|e| anyhow!("generator bind to {dev}: {e}"))?;
         const B: usize = 64;
-        let mut iov: [libc::iovec; B] = unsafe { std::mem::zeroed() };
-        let mut msgs: [libc::mmsghdr; B] = unsafe { std::mem::zeroed() };
-        for v in iov.iter_mut() {
-            v.iov_base = frame.as_ptr() as *mut libc::c_void;
-            v.iov_len = frame.len();
-        }
-        for i in 0..B {
-            msgs[i].msg_hdr.msg_iov = &mut iov[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
-        }
         let end = Instant::now() + Duration::from_secs(secs as u64);
         let mut sent = 0u64;
         while Instant::now() < end && !stop.load(Ordering::Relaxed) && !interrupted() {
-            // SAFETY: B initialised headers pointing at `frame`.
-            let n = unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), B as u32, 0) };
-            if n > 0 {
-                sent += n as u64;
-            } else {
-                std::thread::yield_now();
+            match send_repeated(&fd, &frame, B) {
+                Ok(n) if n > 0 => sent += n as u64,
+                _ => std::thread::yield_now(),
             }
         }
-        unsafe { libc::close(fd) };
         Ok(sent)
     });
     t.join().map_err(|_| anyhow!("generator thread panicked"))?
@@ -272,9 +239,9 @@ fn ping_rtts_us(tb: &Testbed, ns: &str, dst: &str, count: u32) -> Result<Vec<f64
     Ok(v)
 }
 
-/// The `p`-th percentile (0–100) of a sorted sample (`netsched_report::stats`, nearest rank).
+/// The `p`-th percentile (0–100) of a sorted sample (`netsched_util::stats`, nearest rank).
 fn pct(v: &[f64], p: f64) -> f64 {
-    netsched_report::stats::percentile(v, p / 100.0).unwrap_or(f64::NAN)
+    netsched_util::stats::percentile(v, p / 100.0).unwrap_or(f64::NAN)
 }
 
 struct Chain {

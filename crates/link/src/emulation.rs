@@ -13,11 +13,11 @@
 //! `rx == tx + drops + queued + in flight` ([`DirStats::check_accounting`]).
 
 use crate::ackcfg::{self, ClassMode};
-use crate::port::{FramePool, Rx, BATCH};
 use anyhow::{anyhow, Result};
 use netsched_core::qdisc::{AnyQdisc, ClassId, DropReason, Packet, Qdisc, Verdict};
 use netsched_core::wire::{self, AckInfo};
 use netsched_core::{Nanos, SEC};
+use netsched_sys::port::{FramePool, Rx, BATCH};
 use serde::Serialize;
 use std::collections::VecDeque;
 
@@ -144,7 +144,7 @@ impl LinkEmulator {
         self.pool.release(slot);
     }
 
-    /// A frame arrived (from [`crate::port::Port::recv`]): count, classify, enqueue.
+    /// A frame arrived (from [`netsched_sys::Port::recv`]): count, classify, enqueue.
     pub fn arrive(&mut self, rx: Rx, now: Nanos) {
         match rx {
             Rx::Oversize { len } => {

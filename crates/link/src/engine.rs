@@ -6,7 +6,7 @@
 //! the layers below it, read top-down:
 //! - [`crate::emulation`]: one direction of the link (no sockets, time is a parameter);
 //! - [`crate::port`]: an AF_PACKET port (socket, frame pool, batched rx/tx, offloads);
-//! - [`crate::sys`]: the system calls, each behind a safe function.
+//! - [`netsched_sys`]: the system calls, each behind a safe function.
 //!
 //! The loop (one thread, no per-packet allocation): read up to a few batches from each port,
 //! let each direction move frames from its discipline onto its delay line while its link is
@@ -23,10 +23,10 @@
 //! ([`netsched_metrics::Latest`]); scrapes read the copy, never the loop's state.
 
 use crate::emulation::LinkEmulator;
-use crate::port::{Port, Rx, BATCH};
-use crate::sys;
 use anyhow::{bail, Context, Result};
 use netsched_core::{Nanos, MS};
+use netsched_sys as sys;
+use netsched_sys::port::{Port, Rx, BATCH};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};

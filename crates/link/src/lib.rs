@@ -8,13 +8,15 @@
 //! - [`engine`]: `netsched link`, the userspace link engine's event loop, over
 //!   - [`emulation`]: one direction of an emulated link (discipline, rate, delay line),
 //!   - [`ackcfg`]: the discipline spec (`fifo:N`, `ack-sep...`, JSON) and its classifier,
-//!   - [`port`]: an AF_PACKET port (socket, frame pool, batched rx/tx, offloads),
-//!   - [`sys`]: every system call behind a safe wrapper;
+//!   - the AF_PACKET ports (socket, frame pool, batched rx/tx, offloads) and every system
+//!     call, behind safe wrappers, come from `netsched_sys` ([`netsched_sys::port`]);
 //! - [`metrics`]: `netsched link --metrics ADDR`, the engine's counters on `/metrics`;
 //! - [`bench`]: `netsched link bench`.
 //!
 //! The adsl-ack experiment on real Linux (`netsched lab run adsl-ack --real`) lives in the lab
 //! (`netsched_lab::real::adsl_ack`) and drives these.
+
+#![forbid(unsafe_code)]
 
 pub mod ackcfg;
 pub mod bench;
@@ -22,6 +24,4 @@ pub mod cli;
 pub mod emulation;
 pub mod engine;
 pub mod metrics;
-pub mod port;
 pub mod shape;
-pub mod sys;

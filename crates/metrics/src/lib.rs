@@ -20,6 +20,8 @@
 //! [`Writer`]. [`parse_addr`] reads a `--metrics ADDR` flag the same way for every daemon;
 //! [`scrape`] and [`parse_exposition`] are the scraping side, for tests and tools.
 
+#![forbid(unsafe_code)]
+
 mod client;
 mod snapshot;
 

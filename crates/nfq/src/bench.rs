@@ -20,6 +20,7 @@
 
 use crate::config::{parse_cidr, ClassSpec, Config, Deadline, DisciplineKind};
 use anyhow::{anyhow, bail, Context, Result};
+use netsched_sys::mmsg::send_repeated;
 use netsched_testbed::{
     check_interrupted, enter_netns, interrupted, pin_to_cpu, sleep_unless_interrupted, SignalGuard,
     TempDir, Testbed,
@@ -89,10 +90,10 @@ const PORT: u16 = 9000;
 /// Port of the open-loop flood (a service port too; a sink drains it, nothing answers).
 const FLOOD_PORT: u16 = 9001;
 
-/// The `q`-quantile of a sample (`netsched_report::stats`, nearest rank); sorts `v`.
+/// The `q`-quantile of a sample (`netsched_util::stats`, nearest rank); sorts `v`.
 fn quantile(v: &mut [f64], q: f64) -> f64 {
-    netsched_report::stats::sort(v);
-    netsched_report::stats::percentile(v, q).unwrap_or(f64::NAN)
+    netsched_util::stats::sort(v);
+    netsched_util::stats::percentile(v, q).unwrap_or(f64::NAN)
 }
 
 fn echo_server(ns: String, cpu: usize, stop: Arc<AtomicBool>) -> Result<()> {
@@ -179,8 +180,7 @@ fn throughput(ns: &str, cpu: usize, flows: usize, secs: f64) -> Result<u64> {
         let mut done = 0u64;
         let mut buf = [0u8; 64];
         while Instant::now() < end && !interrupted() {
-            // SAFETY: fds is a live array of pollfd.
-            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 10) };
+            let _ = netsched_sys::poll(&mut fds, Duration::from_millis(10));
             for (i, f) in fds.iter_mut().enumerate() {
                 if f.revents != 0 {
                     f.revents = 0;
@@ -233,26 +233,11 @@ fn flood(ns: &str, cpu: usize, secs: f64) -> Result<u64> {
             })
             .collect::<Result<_>>()?;
         let payload = [3u8; 32];
-        let mut iov = libc::iovec {
-            iov_base: payload.as_ptr() as *mut libc::c_void,
-            iov_len: payload.len(),
-        };
-        // SAFETY: zeroed mmsghdr is valid; each points at the one live iovec.
-        let mut msgs: Vec<libc::mmsghdr> = (0..32)
-            .map(|_| {
-                let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                m.msg_hdr.msg_iov = &mut iov as *mut libc::iovec;
-                m.msg_hdr.msg_iovlen = 1;
-                m
-            })
-            .collect();
         let end = Instant::now() + Duration::from_secs_f64(secs);
         let mut sent = 0u64;
         let mut i = 0usize;
         while Instant::now() < end && !interrupted() {
-            // SAFETY: msgs, iov and payload outlive the call.
-            let n = unsafe { libc::sendmmsg(socks[i % 64].as_raw_fd(), msgs.as_mut_ptr(), 32, 0) };
-            if n > 0 {
+            if let Ok(n) = send_repeated(&socks[i % 64], &payload, 32) {
                 sent += n as u64;
             }
             i += 1;
@@ -316,8 +301,7 @@ pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
             std::thread::spawn(move || -> Result<crate::daemon::Summary> {
                 enter_netns(&nb)?;
                 pin_to_cpu(cpu)?;
-                // SAFETY: gettid has no preconditions.
-                let tid = unsafe { libc::gettid() };
+                let tid = netsched_sys::thread::gettid();
                 crate::daemon::run_daemon(cfg, &stop, |_| {
                     let _ = tx.send(tid);
                 })
@@ -424,8 +408,7 @@ fn thread_cpu_s(tid: i32) -> Result<f64> {
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks: f64 = f.get(11).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0)
         + f.get(12).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let hz = netsched_sys::clock::clock_ticks_per_second() as f64;
     Ok(ticks / hz)
 }
 

@@ -256,7 +256,7 @@ pub struct Envelope {
 /// The packet loop's end of the command channel.
 pub struct CommandInbox {
     rx: Receiver<Envelope>,
-    waker: crate::sys::EventFd,
+    waker: netsched_sys::EventFd,
 }
 
 impl CommandInbox {
@@ -289,13 +289,13 @@ impl CommandInbox {
 #[derive(Clone)]
 pub struct CommandOutbox {
     tx: SyncSender<Envelope>,
-    waker: std::sync::Arc<crate::sys::EventFd>,
+    waker: std::sync::Arc<netsched_sys::EventFd>,
 }
 
 /// A bounded command channel between the control thread and the packet loop.
 pub fn command_channel() -> Result<(CommandOutbox, CommandInbox)> {
     let (tx, rx) = std::sync::mpsc::sync_channel(COMMAND_QUEUE);
-    let waker = crate::sys::EventFd::new().context("eventfd for the command channel")?;
+    let waker = netsched_sys::EventFd::new().context("eventfd for the command channel")?;
     let dup = waker
         .try_clone()
         .context("eventfd for the command channel")?;
@@ -445,7 +445,7 @@ impl ControlServer {
                     revents: 0,
                 });
             }
-            let _ = crate::sys::poll(&mut fds, wait);
+            let _ = netsched_sys::poll(&mut fds, wait);
             let now = Instant::now();
             for (i, c) in conns.iter_mut().enumerate() {
                 if fds[i + 1].revents != 0 {
@@ -864,7 +864,7 @@ mod tests {
                     events: libc::POLLIN,
                     revents: 0,
                 }];
-                let _ = crate::sys::poll(&mut fds, Duration::from_millis(10));
+                let _ = netsched_sys::poll(&mut fds, Duration::from_millis(10));
                 inbox.serve(|c| e.apply(c, 0, &mut acc));
             }
         });

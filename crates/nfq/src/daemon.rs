@@ -137,7 +137,7 @@ pub fn run_daemon(
             .name("nfq-control".into())
             .spawn(move || {
                 // Below the packet loop when they share a CPU; best effort.
-                let _ = crate::sys::nice_this_thread(CONTROL_NICE);
+                let _ = netsched_sys::thread::nice_this_thread(CONTROL_NICE);
                 ctl.run(&quit, |req| {
                     state.serve(
                         req,
@@ -178,7 +178,7 @@ pub fn run_daemon(
             } else {
                 Duration::from_millis(10)
             };
-            crate::sys::poll(&mut fds, timeout).context("poll")?;
+            netsched_sys::poll(&mut fds, timeout).context("poll")?;
             if spinning && fds[0].revents == 0 && fds[1].revents == 0 {
                 std::hint::spin_loop();
                 continue;

@@ -6,10 +6,13 @@
 //!   HTTP load — the rig `netsched lab run percentile-web --real` (`netsched_lab::real`) and
 //!   this crate's own daemon tests drive
 //!
-//! Inside: [`engine`] decides (no I/O, unit-tested), [`netlink`] talks nfnetlink_queue,
+//! Inside: [`engine`] decides (no I/O, unit-tested), [`netlink`] talks nfnetlink_queue (over
+//! `netsched_sys`'s netlink socket, where every system call of the crate is),
 //! [`control`] is the control protocol, [`metrics`] the `/metrics` families (`--metrics`),
 //! [`iptables`] installs and removes the rules,
 //! [`sched`] and [`table`] wrap the core's discipline and address table.
+
+#![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod cli;
@@ -24,7 +27,6 @@ pub mod metrics;
 pub mod netlink;
 pub mod packet;
 pub mod sched;
-pub mod sys;
 pub mod table;
 pub mod web;
 

@@ -1,4 +1,5 @@
-//! A minimal nfnetlink_queue client over a raw netlink socket (libc only).
+//! A minimal nfnetlink_queue client over a raw netlink socket ([`NetlinkSocket`] of
+//! `netsched_sys`, which makes the system calls; this file builds and parses the messages).
 //!
 //! Why not the `nfq` crate: it hides the socket's file descriptor, so the daemon could neither
 //! `poll` it together with its control socket, nor size its receive buffer with
@@ -21,6 +22,7 @@
 //! Cost: two system calls per batch; no allocation per packet beyond the header copy.
 
 use anyhow::{bail, Context, Result};
+use netsched_sys::NetlinkSocket;
 use std::os::fd::RawFd;
 
 const NETLINK_NETFILTER: libc::c_int = 12;
@@ -73,10 +75,11 @@ pub struct PacketMsg {
 
 /// An open, bound queue.
 pub struct NfQueue {
-    fd: RawFd,
+    sock: NetlinkSocket,
     queue_num: u16,
     seq: u32,
-    bufs: Vec<[u8; SLOT]>,
+    /// [`RECV_BATCH`] slots of [`SLOT`] bytes, one datagram each.
+    bufs: Vec<u8>,
     out: Vec<u8>,
     pending_verdicts: usize,
     /// ENOBUFS reports: the socket buffer overflowed, packets skipped the daemon (fail-open).
@@ -120,43 +123,22 @@ impl NfQueue {
     /// Open a socket, bind `queue_num`, copy headers only, set the kernel queue length, the
     /// receive buffer and fail-open. Errors name the step that failed.
     pub fn open(queue_num: u16, queue_maxlen: u32, rcvbuf_bytes: usize) -> Result<Self> {
-        // SAFETY: plain socket(2) call.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                NETLINK_NETFILTER,
-            )
-        };
-        if fd < 0 {
-            bail!(
-                "cannot open a netfilter netlink socket: {} (root? nfnetlink_queue module?)",
-                std::io::Error::last_os_error()
-            );
-        }
+        let sock = NetlinkSocket::open(NETLINK_NETFILTER).map_err(|(step, e)| match step {
+            "bind" => anyhow::anyhow!("netlink bind: {e}"),
+            _ => anyhow::anyhow!(
+                "cannot open a netfilter netlink socket: {e} (root? nfnetlink_queue module?)"
+            ),
+        })?;
         let mut q = NfQueue {
-            fd,
+            sock,
             queue_num,
             seq: 1,
-            bufs: vec![[0u8; SLOT]; RECV_BATCH],
+            bufs: vec![0u8; SLOT * RECV_BATCH],
             out: Vec::with_capacity(64 * 1024),
             pending_verdicts: 0,
             enobufs: 0,
             received: 0,
         };
-        // SAFETY: sockaddr_nl zeroed is a valid "kernel, no groups" address.
-        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        addr.nl_family = libc::AF_NETLINK as u16;
-        let rc = unsafe {
-            libc::bind(
-                fd,
-                &addr as *const libc::sockaddr_nl as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        if rc < 0 {
-            bail!("netlink bind: {}", std::io::Error::last_os_error());
-        }
         q.set_rcvbuf(rcvbuf_bytes)?;
         // ENOBUFS reporting on (it is on by default; say so explicitly: NETLINK_NO_ENOBUFS = 0).
         q.setsockopt(libc::SOL_NETLINK, libc::NETLINK_NO_ENOBUFS, 0)
@@ -181,24 +163,13 @@ impl NfQueue {
     }
 
     pub fn fd(&self) -> RawFd {
-        self.fd
+        self.sock.raw()
     }
 
     fn setsockopt(&self, level: libc::c_int, name: libc::c_int, val: libc::c_int) -> Result<()> {
-        // SAFETY: pointer and length describe a live c_int.
-        let rc = unsafe {
-            libc::setsockopt(
-                self.fd,
-                level,
-                name,
-                &val as *const libc::c_int as *const libc::c_void,
-                std::mem::size_of::<libc::c_int>() as u32,
-            )
-        };
-        if rc < 0 {
-            bail!("setsockopt: {}", std::io::Error::last_os_error());
-        }
-        Ok(())
+        self.sock
+            .set_int(level, name, val)
+            .map_err(|e| anyhow::anyhow!("setsockopt: {e}"))
     }
 
     /// The receive buffer: `SO_RCVBUFFORCE` (root, ignores `net.core.rmem_max`), falling back
@@ -216,39 +187,14 @@ impl NfQueue {
     }
 
     pub fn rcvbuf(&self) -> usize {
-        let mut val: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as u32;
-        // SAFETY: pointer and length describe a live c_int.
-        unsafe {
-            libc::getsockopt(
-                self.fd,
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUF,
-                &mut val as *mut libc::c_int as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        val.max(0) as usize
+        self.sock
+            .get_int(libc::SOL_SOCKET, libc::SO_RCVBUF)
+            .unwrap_or(0)
+            .max(0) as usize
     }
 
     fn send_raw(&self, buf: &[u8]) -> std::io::Result<()> {
-        // SAFETY: buf is a live slice; the socket is bound, default destination is the kernel.
-        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        addr.nl_family = libc::AF_NETLINK as u16;
-        let rc = unsafe {
-            libc::sendto(
-                self.fd,
-                buf.as_ptr() as *const libc::c_void,
-                buf.len(),
-                0,
-                &addr as *const libc::sockaddr_nl as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        if rc < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
+        self.sock.send_to_kernel(buf)
     }
 
     fn config_cmd(&mut self, cmd: u8) -> Result<()> {
@@ -276,24 +222,14 @@ impl NfQueue {
         self.send_raw(&buf)?;
         let mut rbuf = vec![0u8; 8192];
         for _ in 0..64 {
-            // SAFETY: rbuf is a live buffer of the given length.
-            let n = unsafe {
-                libc::recv(
-                    self.fd,
-                    rbuf.as_mut_ptr() as *mut libc::c_void,
-                    rbuf.len(),
-                    0,
-                )
-            };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::ENOBUFS) {
+            let n = match self.sock.recv(&mut rbuf) {
+                Ok(n) => n,
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
                     self.enobufs += 1;
                     continue;
                 }
-                return Err(e.into());
-            }
-            let n = n as usize;
+                Err(e) => return Err(e.into()),
+            };
             let mut off = 0;
             while off + 16 <= n {
                 let len = u32::from_ne_bytes(rbuf[off..off + 4].try_into().unwrap()) as usize;
@@ -318,48 +254,24 @@ impl NfQueue {
     /// Receive up to [`RECV_BATCH`] packets without blocking (call after `poll` says readable).
     /// Appends to `out`; returns how many were appended. ENOBUFS is counted, not an error.
     pub fn recv_batch(&mut self, out: &mut Vec<PacketMsg>) -> Result<usize> {
-        let mut iovs: Vec<libc::iovec> = self
-            .bufs
-            .iter_mut()
-            .map(|b| libc::iovec {
-                iov_base: b.as_mut_ptr() as *mut libc::c_void,
-                iov_len: SLOT,
-            })
-            .collect();
-        // SAFETY: zeroed mmsghdr is valid; each points at one live iovec.
-        let mut msgs: Vec<libc::mmsghdr> = (0..RECV_BATCH)
-            .map(|i| {
-                let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                m.msg_hdr.msg_iov = &mut iovs[i] as *mut libc::iovec;
-                m.msg_hdr.msg_iovlen = 1;
-                m
-            })
-            .collect();
-        // SAFETY: msgs/iovs/bufs outlive the call.
-        let n = unsafe {
-            libc::recvmmsg(
-                self.fd,
-                msgs.as_mut_ptr(),
-                RECV_BATCH as u32,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-            )
+        let mut lens = [0usize; RECV_BATCH];
+        let n = match self.sock.recv_batch(&mut self.bufs, SLOT, &mut lens) {
+            Ok(n) => n,
+            Err(e) => {
+                return match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
+                    Some(libc::ENOBUFS) => {
+                        self.enobufs += 1;
+                        Ok(0)
+                    }
+                    _ => Err(anyhow::anyhow!("netlink recv: {e}")),
+                };
+            }
         };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
-                Some(libc::ENOBUFS) => {
-                    self.enobufs += 1;
-                    Ok(0)
-                }
-                _ => Err(anyhow::anyhow!("netlink recv: {e}")),
-            };
-        }
         let before = out.len();
-        for (i, m) in msgs.iter().enumerate().take(n as usize) {
-            let len = (m.msg_len as usize).min(SLOT);
-            parse_datagram(&self.bufs[i][..len], out);
+        for (i, &len) in lens.iter().enumerate().take(n) {
+            let len = len.min(SLOT);
+            parse_datagram(&self.bufs[i * SLOT..][..len], out);
         }
         self.received += (out.len() - before) as u64;
         Ok(out.len() - before)
@@ -408,9 +320,9 @@ impl NfQueue {
 impl Drop for NfQueue {
     fn drop(&mut self) {
         let _ = self.flush();
-        // SAFETY: we own the descriptor. Closing it makes the kernel drop our queue instance
-        // (nfqnl_rcv_nl_event), re-injecting nothing: callers verdict held packets first.
-        unsafe { libc::close(self.fd) };
+        // The socket closes after this, with the struct's fields: the kernel then drops our
+        // queue instance (nfqnl_rcv_nl_event), re-injecting nothing: callers verdict held
+        // packets first.
     }
 }
 

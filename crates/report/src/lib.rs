@@ -8,6 +8,8 @@
 //! - SVG plots (drawn by this crate, no font or system library needed);
 //! - `report.md`: a "paper | this run" table for every number the paper reports ([`Comparison`]).
 
+#![forbid(unsafe_code)]
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
@@ -208,7 +210,9 @@ pub mod aggregate;
 pub mod csv;
 pub mod figure;
 pub mod markdown;
-pub mod read;
 pub mod sensitivity;
-pub mod stats;
 pub mod svg;
+
+/// Sample statistics and the bounded file read: their home is the leaf `netsched-util` (which
+/// data planes use without this crate); re-exported here for the lab and the CLI.
+pub use netsched_util::{read, stats};

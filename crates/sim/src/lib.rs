@@ -16,6 +16,8 @@
 //!
 //! See `docs/simulator.md` for the model and its simplifications.
 
+#![forbid(unsafe_code)]
+
 pub mod app;
 pub mod error;
 pub mod event;

@@ -11,7 +11,10 @@
 //! stop flag ([`netns_thread`]), Ctrl-C/SIGTERM handling ([`signal`]), child
 //! processes stopped with their whole process group ([`process`]), private temporary
 //! folders ([`tempdir`]), and who may use a daemon's control socket ([`access`]). Data planes
-//! and experiments call these; none keeps a copy.
+//! and experiments call these; none keeps a copy. The system calls themselves are
+//! `netsched_sys`'s; this crate has no `unsafe`.
+
+#![forbid(unsafe_code)]
 
 pub mod access;
 pub mod netns_thread;

@@ -37,10 +37,6 @@ pub fn sleep_unless_interrupted(d: std::time::Duration) -> Result<()> {
     }
 }
 
-fn on_signal() {
-    INTERRUPTED.store(true, Ordering::Relaxed);
-}
-
 /// SIGINT/SIGTERM handlers that set the [`interrupted`] flag, for as long as the guard lives.
 /// Guards nest; the flag is cleared when the first one is installed.
 pub struct SignalGuard(Vec<signal_hook::SigId>);
@@ -52,8 +48,7 @@ impl SignalGuard {
         }
         let mut ids = Vec::new();
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            // The handler only stores to an atomic, which is async-signal-safe.
-            match crate::sys::register_signal(sig, on_signal) {
+            match netsched_sys::process::set_flag_on_signal(sig, &INTERRUPTED) {
                 Ok(id) => ids.push(id),
                 Err(e) => {
                     // `Drop` of the partial guard unregisters what was installed.

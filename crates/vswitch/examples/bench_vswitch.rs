@@ -23,7 +23,7 @@
 //! thread awake, which is the configuration for a core given to the switch.
 
 use netsched_core::qdisc::{AnyQdisc, Packet, Qdisc};
-use netsched_link::port::Port;
+use netsched_sys::port::Port;
 use netsched_testbed::Testbed;
 use netsched_vswitch::{spawn_in_netns, SwitchConfig};
 use std::path::{Path, PathBuf};

@@ -200,8 +200,7 @@ impl SwitchConfig {
     /// Read and check `path` (at most [`MAX_CONFIG_BYTES`]).
     pub fn load(path: &Path) -> Result<Self> {
         // A regular file only (`/dev/zero` or a FIFO would never end), bounded, UTF-8.
-        let text =
-            netsched_report::read::read_text(path, MAX_CONFIG_BYTES, "switch configuration")?;
+        let text = netsched_util::read::read_text(path, MAX_CONFIG_BYTES, "switch configuration")?;
         Self::parse(&text, &path.display().to_string())
     }
 

@@ -18,8 +18,11 @@
 //! - [`macs`]: the bounded MAC learning table of the return path;
 //! - [`stats`]: what is counted, per port and for the uplink;
 //! - [`trace`]: an optional bounded trace of every guest frame's arrival and departure;
-//! - [`frame`]: what the disciplines queue (a pool slot and its port);
-//! - [`sys`]: TAP devices (the AF_PACKET ports themselves are `netsched_link::port`).
+//! - [`frame`]: what the disciplines queue (a pool slot and its port).
+//!
+//! The AF_PACKET ports, the frame pool, epoll, clocks and TAP devices are `netsched_sys`'s.
+
+#![forbid(unsafe_code)]
 
 pub mod budget;
 pub mod cli;
@@ -30,7 +33,6 @@ pub mod macs;
 pub mod metrics;
 pub mod stats;
 pub mod switch;
-pub mod sys;
 pub mod trace;
 
 pub use config::{Discipline, PortConfig, SwitchConfig};

@@ -1,5 +1,5 @@
 //! The switch's event loop: N guest ports and one uplink, each an AF_PACKET
-//! [`netsched_link::port::Port`], one shared [`FramePool`], one core discipline across the
+//! [`netsched_sys::port::Port`], one shared [`FramePool`], one core discipline across the
 //! guest ports (one class per port) and a forwarding budget.
 //!
 //! One thread, no per-packet allocation. Each turn:
@@ -40,8 +40,8 @@ use crate::trace::{Trace, TraceKind};
 use anyhow::{bail, Context, Result};
 use netsched_core::qdisc::{AnyQdisc, Qdisc, Verdict};
 use netsched_core::{Nanos, MS};
-use netsched_link::port::{FramePool, Port, Rx, BATCH, SLOT};
-use netsched_link::sys;
+use netsched_sys as sys;
+use netsched_sys::port::{FramePool, Port, Rx, BATCH, SLOT};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;

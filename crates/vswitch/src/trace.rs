@@ -65,7 +65,7 @@ impl Trace {
         self.origin = t0;
     }
 
-    /// `CLOCK_MONOTONIC` (ns, `netsched_link::sys::now_ns`) of the trace's time 0: when the
+    /// `CLOCK_MONOTONIC` (ns, `netsched_sys::now_ns`) of the trace's time 0: when the
     /// switch started forwarding (0 before it did).
     pub fn origin(&self) -> Nanos {
         self.origin

@@ -5,10 +5,10 @@
 mod common;
 
 use common::{assert_gone, build, flooder, ping, EXT_IP};
-use netsched_link::port::{FramePool, Port, Rx, BATCH};
+use netsched_sys::port::{FramePool, Port, Rx, BATCH};
+use netsched_sys::tap::Tap;
 use netsched_testbed::privileged_test_allowed;
 use netsched_vswitch::spawn_in_netns;
-use netsched_vswitch::sys::Tap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

@@ -28,8 +28,8 @@ use std::sync::Arc;
 /// smaller than that share cannot be decided by the run.
 pub fn watch_lateness(stop: Arc<AtomicBool>, slack: Nanos) -> std::thread::JoinHandle<(f64, f64)> {
     std::thread::spawn(move || {
-        let _ = netsched_link::sys::set_timer_slack(1000);
-        let now = netsched_link::sys::now_ns;
+        let _ = netsched_sys::set_timer_slack(1000);
+        let now = netsched_sys::now_ns;
         let (t0, mut lost, mut worst) = (now(), 0u64, 0u64);
         while !stop.load(Ordering::Relaxed) {
             let t = now();

@@ -458,10 +458,10 @@ fn bulk_traffic(
             let mut ports = Vec::new();
             for (ns, dev) in &devs {
                 netsched_testbed::enter_netns(ns)?;
-                ports.push(netsched_link::port::Port::open(dev)?);
+                ports.push(netsched_sys::port::Port::open(dev)?);
             }
-            let _ = netsched_link::sys::set_timer_slack(1000);
-            let now = netsched_link::sys::now_ns;
+            let _ = netsched_sys::set_timer_slack(1000);
+            let now = netsched_sys::now_ns;
             let mut sent = vec![0u64; devs.len()];
             // Bounded: one entry per scheduled burst, allocated now.
             let mut bursts: Vec<SentBurst> = Vec::with_capacity(bursts_cap);
@@ -492,16 +492,7 @@ fn bulk_traffic(
                 }
                 frame[6..12].copy_from_slice(&[2, 0, 0, 0, 2, i as u8]);
                 for _ in 0..n {
-                    // SAFETY: a valid buffer on an open socket.
-                    let r = unsafe {
-                        libc::send(
-                            ports[i].raw_fd(),
-                            frame.as_ptr() as *const _,
-                            frame.len(),
-                            0,
-                        )
-                    };
-                    if r == frame.len() as isize {
+                    if matches!(ports[i].send_frame(&frame), Ok(n) if n == frame.len()) {
                         sent[i] += 1;
                     }
                 }
@@ -575,7 +566,7 @@ fn run_one(
     // One clock origin for the switch's budget periods, its trace and the traffic, as in the
     // simulator: the traffic starts at an on period's start (below), and the replay of the
     // trace runs on the same phase.
-    let origin = netsched_link::sys::now_ns();
+    let origin = netsched_sys::now_ns();
     let mut swcfg = switch_config(bed, cfg, pps)?;
     swcfg.budget_origin = Some(origin);
     let sw = spawn_in_netns_traced(&bed.sw, swcfg, trace_capacity(dur))?;
@@ -630,11 +621,7 @@ fn run_one(
     let started = std::time::Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let watch = super::watch_lateness(Arc::clone(&stop), LATE_SLACK);
-    let start = traffic_start(
-        origin,
-        cfg.budget_cycle(),
-        netsched_link::sys::now_ns() + MS,
-    );
+    let start = traffic_start(origin, cfg.budget_cycle(), netsched_sys::now_ns() + MS);
     let sent = bulk_traffic(bed, schedule, dur, start);
     stop.store(true, Ordering::Relaxed);
     let (host_late_pct, host_max_late_ms) = watch.join().unwrap_or((f64::NAN, f64::NAN));

@@ -207,12 +207,12 @@ impl Target {
     }
 
     /// The identity of this target's network namespace: its cookie (see
-    /// [`crate::sys::netns_cookie`]; never reused) and its nsfs inode number (reused once the
+    /// [`netsched_sys::socket::netns_cookie`]; never reused) and its nsfs inode number (reused once the
     /// namespace is gone, but cheap to check for liveness).
     pub fn netns_id(&self) -> Result<(u64, u64)> {
         fn here() -> Result<(u64, u64)> {
             use std::os::unix::fs::MetadataExt;
-            let cookie = crate::sys::netns_cookie().context("SO_NETNS_COOKIE")?;
+            let cookie = netsched_sys::socket::netns_cookie().context("SO_NETNS_COOKIE")?;
             let ino = std::fs::metadata("/proc/thread-self/ns/net")
                 .context("/proc/thread-self/ns/net")?
                 .ino();

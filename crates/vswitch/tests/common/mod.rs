@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use anyhow::Result;
-use netsched_link::port::Port;
+use netsched_sys::port::Port;
 use netsched_testbed::Testbed;
 use netsched_vswitch::SwitchConfig;
 use std::process::{Command, Stdio};

@@ -1,6 +1,5 @@
-//! The system calls this crate adds to `netsched_link::sys`, each behind a safe wrapper: a
-//! TAP device (tuntap(4): `/dev/net/tun` + `TUNSETIFF`), the interface a VM monitor such as
-//! QEMU (`-netdev tap`) hands the switch. The test suite plays the VM's side with it.
+//! TAP devices (tuntap(4): `/dev/net/tun` + `TUNSETIFF`): the interface a VM monitor such as
+//! QEMU (`-netdev tap`) hands the host switch. The switch's tests play the VM's side with it.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};

@@ -1,6 +1,8 @@
-//! An `AF_PACKET` port: one interface, read and written as whole Ethernet frames in batches,
-//! straight into and out of a fixed [`FramePool`]. Nothing here knows about links, disciplines
-//! or directions — the link engine uses two ports, a host switch would use N.
+//! Frame ports: one interface, read and written as whole Ethernet frames in batches, straight
+//! into and out of a fixed [`FramePool`]. Nothing here knows about links, disciplines or
+//! directions — the link engine uses two ports, the host switch N. [`Port`] is the
+//! `AF_PACKET` socket port; [`FramePort`] is what a forwarding loop needs of any port, so that
+//! a ring-based port (`TPACKET_V3`, AF_XDP) can sit next to it.
 //!
 //! - **socket** (packet(7)): protocol 0 at creation so nothing arrives before `bind`
 //!   (then `ETH_P_ALL` on the interface), promiscuous membership (frames for other MACs are
@@ -17,8 +19,9 @@
 //!
 //! Cost per frame: two syscalls amortised over a batch, O(1) slot handling.
 
-use crate::sys::{self, Offload, PacketFd, RxMeta};
-use anyhow::{anyhow, bail, Result};
+use crate::packet::{PacketFd, RxMeta, PACKET_IGNORE_OUTGOING, PACKET_QDISC_BYPASS};
+use crate::socket::{self, Offload};
+use std::io;
 use std::os::fd::RawFd;
 
 /// Bytes per pool slot: an MTU-1500 frame (1514 B) plus room; larger frames are oversize.
@@ -43,14 +46,17 @@ impl FramePool {
         }
     }
     /// Take a free slot.
+    #[inline]
     pub fn alloc(&mut self) -> Option<u32> {
         self.free.pop()
     }
     /// Give a slot back.
+    #[inline]
     pub fn release(&mut self, slot: u32) {
         debug_assert!((slot as usize) < self.slots && self.free.len() < self.slots);
         self.free.push(slot);
     }
+    #[inline]
     pub fn free_slots(&self) -> usize {
         self.free.len()
     }
@@ -58,6 +64,7 @@ impl FramePool {
         self.slots
     }
     /// The first `len` bytes of `slot`.
+    #[inline]
     pub fn data(&self, slot: u32, len: u32) -> &[u8] {
         let s = slot as usize * SLOT;
         &self.bytes[s..s + (len as usize).min(SLOT)]
@@ -109,22 +116,29 @@ pub struct Port {
 
 impl Port {
     /// Open interface `dev` in the calling thread's network namespace.
-    pub fn open(dev: &str) -> Result<Self> {
-        let Some(ifindex) = sys::ifindex(dev) else {
-            bail!("interface `{dev}` does not exist (in this network namespace)");
+    pub fn open(dev: &str) -> io::Result<Self> {
+        let Some(ifindex) = socket::ifindex(dev) else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("interface `{dev}` does not exist (in this network namespace)"),
+            ));
         };
-        let fd = PacketFd::open()
-            .map_err(|e| anyhow!("socket(AF_PACKET) for {dev}: {e} (needs root / CAP_NET_RAW)"))?;
+        let fd = PacketFd::open().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("socket(AF_PACKET) for {dev}: {e} (needs root / CAP_NET_RAW)"),
+            )
+        })?;
         // Best effort: each only improves behaviour; their absence is not an error.
-        let _ = fd.set_int(libc::SOL_PACKET, sys::PACKET_IGNORE_OUTGOING, 1);
-        let _ = fd.set_int(libc::SOL_PACKET, sys::PACKET_QDISC_BYPASS, 1);
+        let _ = fd.set_int(libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1);
+        let _ = fd.set_int(libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1);
         let _ = fd.set_int(libc::SOL_SOCKET, libc::SO_RCVBUF, 4 << 20);
         let _ = fd.set_int(libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
         fd.bind_all(ifindex)
-            .map_err(|e| anyhow!("bind AF_PACKET to {dev}: {e}"))?;
+            .map_err(|e| io::Error::new(e.kind(), format!("bind AF_PACKET to {dev}: {e}")))?;
         fd.add_promisc(ifindex)
-            .map_err(|e| anyhow!("promiscuous mode on {dev}: {e}"))?;
-        let on = |o| sys::offload_enabled(dev, o).unwrap_or(false);
+            .map_err(|e| io::Error::new(e.kind(), format!("promiscuous mode on {dev}: {e}")))?;
+        let on = |o| socket::offload_enabled(dev, o).unwrap_or(false);
         let offloads = Offloads {
             gro: on(Offload::Gro),
             gso: on(Offload::Gso),
@@ -149,7 +163,8 @@ impl Port {
             eprintln!("{w}");
         }
     }
-    /// For `poll`.
+    /// For `poll`/`epoll`.
+    #[inline]
     pub fn raw_fd(&self) -> RawFd {
         self.fd.raw()
     }
@@ -161,6 +176,7 @@ impl Port {
     /// Receive up to `out.len()` (≤ [`BATCH`]) frames into free slots of `pool` without
     /// blocking; `out[..events]` describes them. Returns `(read, events)`: frames read from
     /// the socket (echoes of our own sends included) and events written.
+    #[inline]
     pub fn recv(&self, pool: &mut FramePool, out: &mut [Rx]) -> (usize, usize) {
         let mut slots = [0u32; BATCH];
         let mut want = 0;
@@ -206,9 +222,61 @@ impl Port {
 
     /// Send `(slot, len)` frames of `pool` with one `sendmmsg` (at most [`BATCH`]); returns how
     /// many the kernel took. The caller keeps ownership of all slots.
-    pub fn send(&self, pool: &FramePool, frames: &[(u32, u32)]) -> std::io::Result<usize> {
+    #[inline]
+    pub fn send(&self, pool: &FramePool, frames: &[(u32, u32)]) -> io::Result<usize> {
         self.fd
             .send_batch(&pool.bytes, SLOT, &frames[..frames.len().min(BATCH)])
+    }
+
+    /// Send one frame from outside any pool (`send(2)`); returns the bytes the kernel took.
+    pub fn send_frame(&self, frame: &[u8]) -> io::Result<usize> {
+        self.fd.send(frame)
+    }
+}
+
+/// What a forwarding loop needs of a port: batched receive into and send from a
+/// [`FramePool`], a descriptor to wait on, and its counters. [`Port`] (`AF_PACKET` sockets,
+/// `recvmmsg`/`sendmmsg`) implements it; a ring-based port (`TPACKET_V3` blocks or an AF_XDP
+/// UMEM) implements the same contract by handing its ring frames over as pool slots — the
+/// pool is then the ring's memory, or frames are copied into pool slots where it is not — and
+/// by making `raw_fd` the descriptor whose readability announces a filled block or ring entry.
+pub trait FramePort {
+    /// The interface's name.
+    fn name(&self) -> &str;
+    /// The descriptor an [`crate::epoll::Epoll`] waits on for input.
+    fn raw_fd(&self) -> RawFd;
+    /// See [`Port::recv`]: up to `out.len()` (≤ [`BATCH`]) frames into free slots of `pool`,
+    /// without blocking; returns `(read, events)`.
+    fn recv(&self, pool: &mut FramePool, out: &mut [Rx]) -> (usize, usize);
+    /// See [`Port::send`]: `(slot, len)` frames of `pool`; returns how many were taken. The
+    /// caller keeps ownership of every slot.
+    fn send(&self, pool: &FramePool, frames: &[(u32, u32)]) -> io::Result<usize>;
+    /// Frames the kernel dropped since the last call.
+    fn take_kernel_drops(&self) -> u64;
+    /// Which offloads are on (frames longer than a slot are reported as [`Rx::Oversize`]).
+    fn offloads(&self) -> Offloads;
+}
+
+impl FramePort for Port {
+    fn name(&self) -> &str {
+        Port::name(self)
+    }
+    fn raw_fd(&self) -> RawFd {
+        Port::raw_fd(self)
+    }
+    #[inline]
+    fn recv(&self, pool: &mut FramePool, out: &mut [Rx]) -> (usize, usize) {
+        Port::recv(self, pool, out)
+    }
+    #[inline]
+    fn send(&self, pool: &FramePool, frames: &[(u32, u32)]) -> io::Result<usize> {
+        Port::send(self, pool, frames)
+    }
+    fn take_kernel_drops(&self) -> u64 {
+        Port::take_kernel_drops(self)
+    }
+    fn offloads(&self) -> Offloads {
+        Port::offloads(self)
     }
 }
 

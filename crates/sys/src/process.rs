@@ -1,0 +1,93 @@
+//! The process: its effective uid (`geteuid(2)`), signals to a process or process group
+//! (`kill(2)`), signal handlers (`signal-hook`'s low-level registration) and its open-file
+//! limit (`getrlimit(2)`/`setrlimit(2)`).
+
+use anyhow::{Context, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// True when running as root (needed for namespaces, tc, iptables).
+pub fn is_root() -> bool {
+    euid() == 0
+}
+
+/// The effective uid of this process.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+/// Send `sig` to every process of process group `pgid` (a group this run created by starting
+/// a child as its leader). Returns false when the group no longer exists.
+pub fn signal_group(pgid: u32, sig: i32) -> bool {
+    if pgid <= 1 || pgid > i32::MAX as u32 {
+        return false; // never the whole system (−1) or our own group (0)
+    }
+    // SAFETY: kill(2) with a negative id signals one process group; no memory is passed.
+    unsafe { libc::kill(-(pgid as i32), sig) == 0 }
+}
+
+/// Send `sig` to one process (the caller's own unreaped child, so its id is not reused).
+pub fn signal_pid(pid: u32, sig: i32) -> bool {
+    if pid <= 1 || pid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: kill(2) on one process id; no memory is passed.
+    unsafe { libc::kill(pid as i32, sig) == 0 }
+}
+
+/// On signal `sig`, store `true` into `flag` (the handler does nothing else, so it is
+/// async-signal-safe, signal-safety(7)). Unregister with `signal_hook::low_level::unregister`.
+pub fn set_flag_on_signal(sig: i32, flag: &'static AtomicBool) -> Result<signal_hook::SigId> {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe; it captures a
+    // `'static` reference, so it stays valid however long the registration lives.
+    unsafe { signal_hook::low_level::register(sig, move || flag.store(true, Ordering::Relaxed)) }
+        .context("installing a signal handler")
+}
+
+/// Raise the soft open-file limit to the hard one (a balancer holds two sockets per connection,
+/// and up to two pipes while bytes are in flight). Returns the soft limit now in force.
+pub fn raise_nofile_limit() -> std::io::Result<u64> {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `l` is a writable rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if l.rlim_cur < l.rlim_max {
+        let want = libc::rlimit {
+            rlim_cur: l.rlim_max,
+            rlim_max: l.rlim_max,
+        };
+        // SAFETY: `want` is a valid rlimit that does not exceed the hard limit.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
+            return Ok(want.rlim_cur);
+        }
+    }
+    Ok(l.rlim_cur)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_sets_its_flag() {
+        static FLAG: AtomicBool = AtomicBool::new(false);
+        // SIGWINCH: ignored by default, so a test binary's other threads do not care.
+        let id = set_flag_on_signal(libc::SIGWINCH, &FLAG).unwrap();
+        assert!(signal_pid(std::process::id(), libc::SIGWINCH));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !FLAG.load(Ordering::Relaxed) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the handler never ran"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        signal_hook::low_level::unregister(id);
+        assert!(!signal_pid(0, libc::SIGWINCH) && !signal_group(1, libc::SIGWINCH));
+        assert!(raise_nofile_limit().unwrap() > 0);
+    }
+}

@@ -1,0 +1,16 @@
+//! # netsched-util — statistics and bounded file reads, with no other netsched dependency
+//!
+//! Two small things every layer needs and none should pull a larger crate in for:
+//! - [`stats`]: the one definition of percentiles (nearest rank), means, spreads and 95%
+//!   confidence intervals, so "p99" means the same thing in a data plane's bench, the lab and
+//!   the report (`netsched_report::stats` re-exports this module);
+//! - [`read`]: [`read::read_text`], the bounded, regular-file-only read every configuration or
+//!   results file goes through (`netsched_report::read` re-exports it).
+//!
+//! A leaf: it depends on `serde` and `anyhow` only, so a data plane can use it without
+//! depending on the report (SVG, markdown) or on another data plane.
+
+#![forbid(unsafe_code)]
+
+pub mod read;
+pub mod stats;
