@@ -82,6 +82,10 @@ pub struct Timeouts {
     /// Longest time to receive a complete request head (HAProxy `timeout http-request`).
     #[serde(default = "d_5s", deserialize_with = "dur_timeout")]
     pub header: Nanos,
+    /// After SIGTERM/SIGINT, longest wait for the work in flight before what is left is cut
+    /// (HAProxy `hard-stop-after`; stop.rs).
+    #[serde(default = "d_30s", deserialize_with = "dur_timeout")]
+    pub hard_stop_after: Nanos,
 }
 fn d_connect() -> Nanos {
     2 * SEC
@@ -106,6 +110,7 @@ impl Default for Timeouts {
             server: d_30s(),
             queue: d_1s(),
             header: d_5s(),
+            hard_stop_after: d_30s(),
         }
     }
 }
@@ -425,11 +430,8 @@ impl Config {
                         "control_socket = {shown}: exists and is not a socket"
                     ));
                 }
-                if std::os::unix::net::UnixStream::connect(sock).is_ok() {
-                    return Err(format!(
-                        "control_socket = {shown}: in use (is another netsched balance running?)"
-                    ));
-                }
+                // A live socket is a running balancer: a start takes the path over (a
+                // restart, control.rs), so it is no error here either.
             }
             Err(_) => {
                 let dir = sock.parent().filter(|d| !d.as_os_str().is_empty());
@@ -495,6 +497,9 @@ fn bind_only(a: SocketAddr) -> std::io::Result<tokio::net::TcpSocket> {
         tokio::net::TcpSocket::new_v6()?
     };
     s.set_reuseaddr(true)?;
+    // As the listeners do (daemon.rs): a running balancer's address is no error (a restart),
+    // a socket without SO_REUSEPORT or of another user there is.
+    s.set_reuseport(a.port() != 0)?;
     s.bind(a)?;
     Ok(s)
 }
@@ -552,6 +557,7 @@ maxconn = 10
         assert_eq!((c.threads, c.relay), (0, Relay::Splice));
         assert_eq!(c.timeouts.queue, 250 * MS);
         assert_eq!(c.timeouts.server, 30 * SEC);
+        assert_eq!(c.timeouts.hard_stop_after, 30 * SEC);
         assert_eq!(c.defaults.maxconn, 4);
         assert_eq!(c.defaults.slow_start, 10 * SEC);
         assert_eq!(c.servers[1].maxconn, Some(10));
@@ -569,6 +575,11 @@ maxconn = 10
         };
         let e = bad("queue = \"250ms\"", "queue = \"250\"");
         assert!(e.contains("queue") && e.contains("250"), "{e}");
+        let e = bad("queue = \"250ms\"", "hard_stop_after = \"forever\"");
+        assert!(
+            e.contains("hard_stop_after") && e.contains("forever"),
+            "{e}"
+        );
         let e = bad("weight = 3", "wieght = 3");
         assert!(e.contains("wieght"), "{e}");
         let e = bad("name = \"s2\"", "name = \"s1\"");

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Notify;
 
 pub const MAX_REQUEST: u64 = 4096;
 pub const DEADLINE: Duration = Duration::from_secs(2);
@@ -45,10 +46,15 @@ impl Drop for ControlSocket {
 }
 
 impl ControlSocket {
-    /// Bind `path`. A stale socket (nobody answers) is replaced; a live one is an error; a
-    /// path that is not a socket is never removed.
+    /// Bind `path`. The socket is made under a temporary name beside it, then renamed over
+    /// `path` (rename(2) replaces atomically): so a new balancer takes the path over from a
+    /// running one (a restart: the old one keeps its socket open, unreachable by name, and
+    /// on exit removes the path only if it is still its own), and a client never finds the
+    /// path missing. `replaced` says whether a live balancer answered there. A path that is
+    /// not a socket is never touched.
     pub fn bind(path: &Path, group: Option<&str>) -> Result<Self, String> {
         let shown = path.display();
+        let mut replaced = false;
         if let Ok(m) = std::fs::symlink_metadata(path) {
             use std::os::unix::fs::FileTypeExt;
             if !m.file_type().is_socket() {
@@ -56,26 +62,41 @@ impl ControlSocket {
                     "control_socket {shown}: exists and is not a socket"
                 ));
             }
-            if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                return Err(format!(
-                    "control_socket {shown}: in use (is another netsched balance running?)"
-                ));
-            }
-            std::fs::remove_file(path).map_err(|e| format!("removing stale {shown}: {e}"))?;
+            replaced = std::os::unix::net::UnixStream::connect(path).is_ok();
         }
         let gid = group
             .map(access::group_gid)
             .transpose()
             .map_err(|e| e.to_string())?;
-        let listener =
-            UnixListener::bind(path).map_err(|e| format!("control_socket {shown}: {e}"))?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
-            .map_err(|e| format!("chmod {shown}: {e}"))?;
-        if let Some(g) = gid {
-            std::os::unix::fs::chown(path, None, Some(g))
-                .map_err(|e| format!("chown {shown}: {e}"))?;
+        let mut temp = path.as_os_str().to_owned();
+        temp.push(format!(".{}.new", std::process::id()));
+        let temp = PathBuf::from(temp);
+        let tshown = temp.display();
+        // Left over by a process of ours with the same pid that died here: not a live one.
+        let _ = std::fs::remove_file(&temp);
+        let made = (|| {
+            let listener =
+                UnixListener::bind(&temp).map_err(|e| format!("control_socket {tshown}: {e}"))?;
+            std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o660))
+                .map_err(|e| format!("chmod {tshown}: {e}"))?;
+            if let Some(g) = gid {
+                std::os::unix::fs::chown(&temp, None, Some(g))
+                    .map_err(|e| format!("chown {tshown}: {e}"))?;
+            }
+            let m = std::fs::symlink_metadata(&temp).map_err(|e| format!("stat {tshown}: {e}"))?;
+            std::fs::rename(&temp, path)
+                .map_err(|e| format!("control_socket {shown}: rename from {tshown}: {e}"))?;
+            Ok::<_, String>((listener, m))
+        })();
+        let (listener, m) = made.inspect_err(|_| {
+            let _ = std::fs::remove_file(&temp);
+        })?;
+        if replaced {
+            eprintln!(
+                "netsched balance: control socket {shown} taken over from a running balancer \
+                 (it keeps serving its connections until it is stopped)"
+            );
         }
-        let m = std::fs::symlink_metadata(path).map_err(|e| format!("stat {shown}: {e}"))?;
         Ok(ControlSocket {
             listener,
             path: path.to_path_buf(),
@@ -85,7 +106,7 @@ impl ControlSocket {
     }
 }
 
-pub async fn serve(sock: Arc<ControlSocket>, svc: Arc<Service>) {
+pub async fn serve(sock: Arc<ControlSocket>, svc: Arc<Service>, soft_stop: Arc<Notify>) {
     loop {
         let Ok((stream, _)) = sock.listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -93,14 +114,20 @@ pub async fn serve(sock: Arc<ControlSocket>, svc: Arc<Service>) {
         };
         let svc = svc.clone();
         let gid = sock.gid;
+        let soft_stop = soft_stop.clone();
         tokio::spawn(async move {
             // Each phase of `one` is bounded by DEADLINE: at most twice that in all.
-            let _ = one(stream, gid, &svc).await;
+            let _ = one(stream, gid, &svc, &soft_stop).await;
         });
     }
 }
 
-async fn one(mut stream: UnixStream, gid: Option<u32>, svc: &Service) -> std::io::Result<()> {
+async fn one(
+    mut stream: UnixStream,
+    gid: Option<u32>,
+    svc: &Service,
+    soft_stop: &Notify,
+) -> std::io::Result<()> {
     let answer = match access::check_peer(&stream, gid) {
         Err(e) => format!("error: permission denied: {e}\n"),
         Ok(_) => {
@@ -123,6 +150,13 @@ async fn one(mut stream: UnixStream, gid: Option<u32>, svc: &Service) -> std::io
             };
             match text {
                 Err(e) => format!("error: {e}\n"),
+                // The daemon's loop starts the stop (it owns the listeners); the request is
+                // kept if it is not waiting yet.
+                Ok(line) if line.trim() == "soft-stop" => {
+                    soft_stop.notify_one();
+                    "ok\nsoft stop: no new connections; the balancer exits when the last one ends\n"
+                        .to_string()
+                }
                 Ok(line) => match execute(line.trim(), svc) {
                     Ok(text) => format!("ok\n{text}"),
                     Err(e) => format!("error: {e}\n"),
@@ -316,7 +350,8 @@ fn usage(cmd: &str) -> &'static str {
         "ready" => "ready NAME...",
         "add-server" => "add-server NAME ADDR:PORT [--weight W] [--maxconn N]",
         "del-server" => "del-server NAME",
-        _ => "show-servers [--json] | set-weight NAME W | drain NAME... | maint NAME... | ready NAME... | add-server NAME ADDR:PORT [--weight W] [--maxconn N] | del-server NAME",
+        "soft-stop" => "soft-stop",
+        _ => "show-servers [--json] | set-weight NAME W | drain NAME... | maint NAME... | ready NAME... | add-server NAME ADDR:PORT [--weight W] [--maxconn N] | del-server NAME | soft-stop",
     }
 }
 
@@ -366,6 +401,9 @@ pub enum CtlOp {
     },
     /// Remove a server; its established connections go on.
     DelServer { name: String },
+    /// Stop accepting and exit once every connection has ended, without a deadline (as
+    /// SIGUSR1; SIGTERM afterwards cuts what is left after `timeouts.hard_stop_after`).
+    SoftStop,
 }
 
 impl CtlOp {
@@ -391,6 +429,7 @@ impl CtlOp {
                 l
             }
             CtlOp::DelServer { name } => format!("del-server {name}"),
+            CtlOp::SoftStop => "soft-stop".to_string(),
         }
     }
 }

@@ -1,18 +1,26 @@
 //! Wiring: bind listeners, the control socket and `/metrics`, start the data path, health
-//! checks and control tasks; reload on SIGHUP; shut down cleanly on SIGINT/SIGTERM.
+//! checks and control tasks; reload on SIGHUP; stop gracefully on SIGTERM/SIGINT (bounded by
+//! `timeouts.hard_stop_after`; a second one cuts at once), SIGUSR1 or `ctl soft-stop` (no
+//! deadline), stop.rs.
+//!
+//! Listeners set `SO_REUSEPORT` (and `SO_REUSEADDR`), so a new balancer binds the same
+//! addresses while the old one runs, and `start new; SIGTERM old` restarts without refusing
+//! a connection: Linux spreads new connections over every listener of the group (same
+//! effective uid only, socket(7)), and the old one empties its accept queue before it closes.
 
 use crate::config::{Config, Mode, Relay};
 use crate::control::{self, ControlSocket, CtlArgs};
 use crate::metrics::Metrics;
 use crate::service::Service;
+use crate::stop::{Phase, Stop, StopReport};
 use crate::{health, l4, l7};
 use clap::{Args, Subcommand};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
 /// `netsched balance`: an L4/L7 load balancer running the core's balancers.
@@ -49,13 +57,28 @@ pub struct Running {
     relay: Relay,
     threads: usize,
     tasks: Vec<JoinHandle<()>>,
+    /// The accept loops; they end once the stop has begun and their listeners are closed.
+    accept_tasks: Mutex<Vec<JoinHandle<()>>>,
+    stop: Stop,
+    /// `ctl soft-stop` asks the daemon's loop to stop.
+    soft_stop: Arc<Notify>,
+    conns: Arc<Semaphore>,
+    max_connections: usize,
     _control: Arc<ControlSocket>,
-    _metrics: Option<netsched_metrics::MetricsServer>,
+    _metrics: Arc<Mutex<Option<netsched_metrics::MetricsServer>>>,
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
         for t in &self.tasks {
+            t.abort();
+        }
+        for t in self
+            .accept_tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
             t.abort();
         }
     }
@@ -83,6 +106,85 @@ impl Running {
         );
         Ok(notes)
     }
+
+    /// Begin the stop: listeners close (after their accept queues are emptied), idle L7
+    /// connections close, the rest go on (stop.rs). Idempotent.
+    pub fn begin_stop(&self) {
+        self.stop.advance(Phase::Draining);
+    }
+
+    /// Close every connection still open (the deadline).
+    pub fn cut(&self) {
+        self.stop.advance(Phase::Cut);
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.stop.phase()
+    }
+
+    /// Resolves when `ctl soft-stop` has asked for a stop.
+    pub async fn soft_stop_requested(&self) {
+        self.soft_stop.notified().await
+    }
+
+    /// After [`Running::begin_stop`]: wait until the listeners are closed and every client
+    /// connection has ended (on its own or cut).
+    pub async fn drained(&self) -> StopReport {
+        let accepting: Vec<JoinHandle<()>> =
+            std::mem::take(&mut *self.accept_tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in accepting {
+            let _ = t.await;
+        }
+        // Every connection holds a permit until it ends; all of them back = none left. (Only
+        // now: a waiting `acquire_many` takes the permits that come back, so no new
+        // connection could be admitted meanwhile.)
+        if let Ok(p) = self.conns.acquire_many(self.max_connections as u32).await {
+            p.forget();
+            self.conns.add_permits(self.max_connections);
+        }
+        self.stop.report()
+    }
+
+    /// Stop gracefully: begin, wait for the work in flight up to `grace` (none: no deadline),
+    /// then cut what is left.
+    pub async fn stop(&self, grace: Option<Duration>) -> StopReport {
+        self.begin_stop();
+        let drained = self.drained();
+        tokio::pin!(drained);
+        match grace {
+            None => drained.await,
+            Some(g) => {
+                tokio::select! {
+                    r = &mut drained => return r,
+                    _ = tokio::time::sleep(g) => {}
+                }
+                self.cut();
+                drained.await
+            }
+        }
+    }
+
+    /// `timeouts.hard_stop_after` of the configuration in force.
+    pub fn hard_stop_after(&self) -> Duration {
+        Duration::from_nanos(self.service.runtime().timeouts.hard_stop_after)
+    }
+}
+
+/// A listening socket with `SO_REUSEPORT` when its port is given: another balancer may bind
+/// the same address while this one runs (a restart), and Linux spreads new connections over
+/// both. Port 0 (any free port) gets no `SO_REUSEPORT`: no successor could name that port,
+/// so sharing it would serve nothing.
+fn bind_listener(a: SocketAddr) -> std::io::Result<TcpListener> {
+    let s = if a.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    s.set_reuseaddr(true)?;
+    s.set_reuseport(a.port() != 0)?;
+    s.bind(a)?;
+    // The backlog `TcpListener::bind` uses; the kernel caps it at net.core.somaxconn.
+    s.listen(1024)
 }
 
 /// Start everything on the current tokio runtime.
@@ -92,9 +194,7 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
     let service = Service::new(&cfg, metrics)?;
     let mut listeners = Vec::new();
     for a in &cfg.listen {
-        let l = TcpListener::bind(a)
-            .await
-            .map_err(|e| format!("listen {a}: {e}"))?;
+        let l = bind_listener(*a).map_err(|e| format!("listen {a}: {e}"))?;
         listeners.push(l);
     }
     let listen = listeners
@@ -105,25 +205,62 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
         &cfg.control_socket,
         cfg.control_group.as_deref(),
     )?);
-    let metrics_server = match cfg.admin {
-        Some(a) => Some(
-            netsched_metrics::serve(a, Arc::new(Mutex::new(registry)))
-                .map_err(|e| e.to_string())?,
-        ),
-        None => None,
-    };
+    // `/metrics` has one listener (no SO_REUSEPORT: a scrape must reach one process). While
+    // a balancer being replaced still holds the address, the new one serves it once it is
+    // free (checked every 100 ms).
+    let registry = Arc::new(Mutex::new(registry));
+    let metrics_server = Arc::new(Mutex::new(None));
+    let mut admin_later = None;
+    if let Some(a) = cfg.admin {
+        match netsched_metrics::serve(a, registry.clone()) {
+            Ok(m) => *metrics_server.lock().unwrap_or_else(|p| p.into_inner()) = Some(m),
+            Err(netsched_metrics::MetricsError::Bind { source, .. })
+                if source.kind() == std::io::ErrorKind::AddrInUse =>
+            {
+                eprintln!(
+                    "netsched balance: admin {a} is in use (by the balancer being replaced?): \
+                     /metrics is served there once it is free"
+                );
+                admin_later = Some(a);
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    let admin = metrics_server
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .map(|m: &netsched_metrics::MetricsServer| m.addr());
     let conns = Arc::new(Semaphore::new(cfg.max_connections));
-    let mut tasks = Vec::new();
+    let stop = Stop::new(service.metrics.clone());
+    let soft_stop = Arc::new(Notify::new());
+    let mut accept_tasks = Vec::new();
     for l in listeners {
-        tasks.push(match cfg.mode {
-            Mode::L4 => tokio::spawn(l4::serve(l, service.clone(), conns.clone(), cfg.relay)),
-            Mode::L7 => tokio::spawn(l7::serve(l, service.clone(), conns.clone(), cfg.hash_key)),
+        let (svc, c, st) = (service.clone(), conns.clone(), stop.clone());
+        accept_tasks.push(match cfg.mode {
+            Mode::L4 => tokio::spawn(l4::serve(l, svc, c, cfg.relay, st)),
+            Mode::L7 => tokio::spawn(l7::serve(l, svc, c, cfg.hash_key, st)),
         });
+    }
+    let mut tasks = Vec::new();
+    if let Some(a) = admin_later {
+        let (holder, registry) = (metrics_server.clone(), registry.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if let Ok(m) = netsched_metrics::serve(a, registry.clone()) {
+                    *holder.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
+                    eprintln!("netsched balance: /metrics now served on http://{a}/metrics");
+                    return;
+                }
+            }
+        }));
     }
     tasks.push(tokio::spawn(health::run(service.clone())));
     tasks.push(tokio::spawn(control::serve(
         control.clone(),
         service.clone(),
+        soft_stop.clone(),
     )));
     // Slow-start ramps need a tick even when no work arrives (weights are exported); idle L7
     // backend connections past their timeout are closed on the same tick.
@@ -138,7 +275,7 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
     }));
     Ok(Running {
         listen,
-        admin: metrics_server.as_ref().map(|m| m.addr()),
+        admin,
         service,
         control_socket: cfg.control_socket.clone(),
         config_path: config_path.to_path_buf(),
@@ -147,6 +284,11 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
         relay: cfg.relay,
         threads: cfg.threads,
         tasks,
+        accept_tasks: Mutex::new(accept_tasks),
+        stop,
+        soft_stop,
+        conns,
+        max_connections: cfg.max_connections,
         _control: control,
         _metrics: metrics_server,
     })
@@ -210,6 +352,7 @@ pub fn run(args: BalanceArgs) -> anyhow::Result<()> {
         let mut hup = signal(SignalKind::hangup())?;
         let mut int = signal(SignalKind::interrupt())?;
         let mut term = signal(SignalKind::terminate())?;
+        let mut usr1 = signal(SignalKind::user_defined1())?;
         let running = start(cfg, &path).await.map_err(|e| anyhow::anyhow!(e))?;
         eprintln!(
             "netsched balance: listening on {:?}, control {}{}",
@@ -220,17 +363,68 @@ pub fn run(args: BalanceArgs) -> anyhow::Result<()> {
                 .map(|a| format!(", metrics http://{a}/metrics"))
                 .unwrap_or_default()
         );
+        // Set once the stop has begun; `deadline` once it is bounded (SIGTERM/SIGINT).
+        let mut started: Option<tokio::time::Instant> = None;
+        let mut deadline: Option<tokio::time::Instant> = None;
+        let report = {
+        let drained = running.drained();
+        tokio::pin!(drained);
         loop {
-            tokio::select! {
-                _ = hup.recv() => match running.reload() {
-                    Ok(notes) => eprintln!("netsched balance: reloaded {}: {}", path.display(), notes.join("; ")),
-                    Err(e) => eprintln!("netsched balance: reload failed, keeping the old configuration: {e}"),
-                },
-                _ = int.recv() => break,
-                _ = term.recv() => break,
+            // A stop without a deadline waits forever; the branch below is then disabled.
+            let cut_at = deadline.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
+            let terminate = tokio::select! {
+                _ = hup.recv() => {
+                    match running.reload() {
+                        Ok(notes) => eprintln!("netsched balance: reloaded {}: {}", path.display(), notes.join("; ")),
+                        Err(e) => eprintln!("netsched balance: reload failed, keeping the old configuration: {e}"),
+                    }
+                    continue;
+                }
+                _ = int.recv() => true,
+                _ = term.recv() => true,
+                _ = usr1.recv() => false,
+                _ = running.soft_stop_requested() => false,
+                _ = tokio::time::sleep_until(cut_at), if deadline.is_some() && running.phase() < Phase::Cut => {
+                    eprintln!("netsched balance: hard_stop_after reached: closing the connections left");
+                    running.cut();
+                    continue;
+                }
+                r = &mut drained, if started.is_some() => break r,
+            };
+            let open = running.service.metrics.client_connections.get();
+            match (started, deadline, terminate) {
+                (None, _, _) => {
+                    started = Some(tokio::time::Instant::now());
+                    running.begin_stop();
+                    let until = if terminate {
+                        let grace = running.hard_stop_after();
+                        deadline = Some(tokio::time::Instant::now() + grace);
+                        format!("up to {:.1} s (hard_stop_after)", grace.as_secs_f64())
+                    } else {
+                        "with no deadline".to_string()
+                    };
+                    eprintln!("netsched balance: stopping: listeners closed, {open} connections open, waiting {until}");
+                }
+                // A soft stop turned into a bounded one.
+                (Some(_), None, true) => {
+                    let grace = running.hard_stop_after();
+                    deadline = Some(tokio::time::Instant::now() + grace);
+                    eprintln!("netsched balance: stopping: {open} connections open, waiting up to {:.1} s (hard_stop_after)", grace.as_secs_f64());
+                }
+                // Asked twice to terminate: cut now.
+                (Some(_), Some(_), true) => {
+                    eprintln!("netsched balance: asked again to stop: closing the {open} connections left");
+                    running.cut();
+                }
+                (Some(_), _, false) => {}
             }
         }
-        eprintln!("netsched balance: shutting down");
+        };
+        let took = started.map_or(0.0, |t| t.elapsed().as_secs_f64());
+        eprintln!(
+            "netsched balance: stopped in {took:.2} s: {} connections finished, {} cut ({} taken from the accept queues)",
+            report.finished, report.cut, report.from_queue
+        );
         drop(running);
         Ok::<_, anyhow::Error>(())
     })?;

@@ -20,6 +20,7 @@
 
 use crate::config::Relay;
 use crate::service::{Lease, Service};
+use crate::stop::{Acceptor, Stop};
 use crate::sys::{self, Pipe};
 use netsched_core::balance::FlowKey;
 use std::future::Future;
@@ -63,7 +64,14 @@ impl PipePool {
     }
 }
 
-pub async fn serve(listener: TcpListener, svc: Arc<Service>, conns: Arc<Semaphore>, mode: Relay) {
+/// Accept until the stop begins; a relay runs to its end or the stop's cut (stop.rs).
+pub async fn serve(
+    listener: TcpListener,
+    svc: Arc<Service>,
+    conns: Arc<Semaphore>,
+    mode: Relay,
+    stop: Stop,
+) {
     let pipes = Arc::new(PipePool::default());
     // Accepted sockets inherit TCP_NODELAY from the listener (sys.rs); if it cannot be set
     // there, it is set per connection.
@@ -74,8 +82,9 @@ pub async fn serve(listener: TcpListener, svc: Arc<Service>, conns: Arc<Semaphor
         .local_addr()
         .ok()
         .filter(|a| !a.ip().is_unspecified());
-    loop {
-        let Ok((client, peer)) = listener.accept().await else {
+    let mut acceptor = Acceptor::new(listener, stop.clone());
+    while let Some(accepted) = acceptor.next().await {
+        let Ok((client, peer)) = accepted else {
             // EMFILE and friends: back off instead of spinning.
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
@@ -86,6 +95,7 @@ pub async fn serve(listener: TcpListener, svc: Arc<Service>, conns: Arc<Semaphor
         };
         let svc = svc.clone();
         let pipes = pipes.clone();
+        let stop = stop.clone();
         tokio::spawn(async move {
             svc.metrics.client_connections.inc();
             let local = bound.or_else(|| client.local_addr().ok()).unwrap_or(peer);
@@ -93,7 +103,8 @@ pub async fn serve(listener: TcpListener, svc: Arc<Service>, conns: Arc<Semaphor
             if !inherited {
                 let _ = client.set_nodelay(true);
             }
-            handle(client, key, &svc, mode, &pipes).await;
+            stop.until_cut(handle(client, key, &svc, mode, &pipes))
+                .await;
             svc.metrics.client_connections.dec();
             drop(permit);
         });

@@ -33,6 +33,7 @@ use crate::client_io::WriteIdleLimit;
 use crate::config::HashKey;
 use crate::h1::{self, BackendBody, Conn, NotReusable, RequestBody};
 use crate::service::{Lease, Service};
+use crate::stop::{Acceptor, Stop};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -45,6 +46,7 @@ use std::convert::Infallible;
 use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -281,11 +283,13 @@ pub async fn serve(
     svc: Arc<Service>,
     conns: Arc<Semaphore>,
     hash_key: HashKey,
+    stop: Stop,
 ) {
     // Accepted sockets inherit TCP_NODELAY from the listener; else it is set per connection.
     let inherited = crate::sys::set_nodelay(&listener).is_ok();
-    loop {
-        let Ok((stream, peer)) = listener.accept().await else {
+    let mut acceptor = Acceptor::new(listener, stop.clone());
+    while let Some(accepted) = acceptor.next().await {
+        let Ok((stream, peer)) = accepted else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
@@ -297,16 +301,29 @@ pub async fn serve(
             let _ = stream.set_nodelay(true);
         }
         let svc = svc.clone();
+        let stop = stop.clone();
         tokio::spawn(async move {
             svc.metrics.client_connections.inc();
             let rt = svc.runtime();
             let svc2 = svc.clone();
             // Once per connection, not per request.
             let xff = HeaderValue::from_str(&peer.ip().to_string()).ok();
+            // For the stop: whether a request has begun here, whether the stop has begun.
+            let (begun, stopping) = (Arc::new(AtomicBool::new(false)), stop.stopping());
+            let begun2 = begun.clone();
             let service = hyper::service::service_fn(move |req| {
                 let svc = svc2.clone();
                 let xff = xff.clone();
-                async move { Ok::<_, Infallible>(forward(req, peer, xff, &svc, hash_key).await) }
+                begun2.store(true, Ordering::SeqCst);
+                let last = stopping.load(Ordering::SeqCst);
+                async move {
+                    let mut resp = forward(req, peer, xff, &svc, hash_key).await;
+                    if last {
+                        resp.headers_mut()
+                            .insert(CONNECTION, HeaderValue::from_static("close"));
+                    }
+                    Ok::<_, Infallible>(resp)
+                }
             });
             let io = WriteIdleLimit::new(
                 TokioIo::new(stream),
@@ -320,7 +337,25 @@ pub async fn serve(
                 // One `send` per flush (head and body copied into one buffer) instead of a
                 // `writev`: the kernel's writev path costs more (see pool.rs).
                 .writev(false);
-            if let Err(e) = b.serve_connection(io, service).await {
+            let conn = b.serve_connection(io, service);
+            // At the stop, keep-alive goes off: an idle connection closes now, one with a
+            // request in flight after its response (`Connection: close`); stop.rs. Not before
+            // the first request has begun: hyper would close the connection unread, and a
+            // client that connected before the listener closed (maybe from its accept queue)
+            // would lose its request. Its first request is answered with `Connection: close`
+            // instead (above); one that never comes ends at `timeouts.header`.
+            let graceful = async {
+                tokio::pin!(conn);
+                tokio::select! {
+                    r = conn.as_mut() => return r,
+                    _ = stop.draining() => {}
+                }
+                if begun.load(Ordering::SeqCst) {
+                    conn.as_mut().graceful_shutdown();
+                }
+                conn.await
+            };
+            if let Some(Err(e)) = stop.until_cut(graceful).await {
                 if let Some(reason) = client_end_reason(&e) {
                     svc.metrics.refuse(reason);
                 }

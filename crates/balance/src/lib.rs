@@ -13,7 +13,8 @@
 //! | `health.rs` | TCP / HTTP checks with rise/fall |
 //! | `control.rs` | the Unix control socket and `netsched balance ctl` |
 //! | `metrics.rs` | Prometheus families (served by `netsched-metrics`) |
-//! | `daemon.rs` | wiring, SIGHUP reload, shutdown |
+//! | `stop.rs` | graceful stop: close the listeners (after emptying their accept queues), let the work in flight finish, cut the rest at a deadline |
+//! | `daemon.rs` | wiring, SIGHUP reload, SIGTERM/SIGINT/SIGUSR1 stop |
 //! | `load.rs` | `netsched balance load`: open-loop HTTP/1.1 generator, latency corrected for coordinated omission |
 //! | `sys.rs` | the OS calls it uses, from `netsched-sys` (splice pipes, `shutdown(SHUT_WR)`, `RLIMIT_NOFILE`) |
 
@@ -31,6 +32,7 @@ pub mod load;
 pub mod metrics;
 pub mod pool;
 pub mod service;
+pub mod stop;
 mod sys;
 
 pub use daemon::{run, start, BalanceArgs, Running};

@@ -21,6 +21,11 @@
 //! - Nothing is lost silently: every due request is answered (latency recorded), failed
 //!   (counted by reason) or, if still unsent when the run's grace period ends, counted
 //!   `not_sent`.
+//! - With `--retry`, a request whose reused keep-alive connection closes before any byte of
+//!   its response is sent once more on a new connection, as a client may do for an
+//!   idempotent request (RFC 9112 §9.3.1; RFC 9110 §9.2.2): a server that closes an idle
+//!   connection (a balancer being stopped) races with the client's next request on it. Each
+//!   is counted `retried`; its latency still runs from when it was due.
 //!
 //! **One thread.** An `epoll_pwait2` loop (ns timeouts) sends what is due and reads what has
 //! arrived on every connection: a thread per connection cost the shared CPU a context switch
@@ -83,6 +88,10 @@ pub struct LoadArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Send a request once more on a new connection when its reused keep-alive connection
+    /// closes before any byte of the response (RFC 9112 §9.3.1); counted `retried`.
+    #[arg(long)]
+    pub retry: bool,
 }
 
 /// Counters: values below 128 ns exactly, above with 64 sub-buckets per power of two.
@@ -418,6 +427,12 @@ struct Slot {
     next: u64,
     /// The request in flight: when it was due.
     in_flight: Option<Instant>,
+    /// The connection has carried a whole response (it is a reused keep-alive connection).
+    reused: bool,
+    /// Bytes of the response in flight have arrived.
+    got_bytes: bool,
+    /// The request in flight has been sent again already.
+    retried: bool,
 }
 
 impl Slot {
@@ -426,6 +441,37 @@ impl Slot {
             let _ = epoll.remove(s.as_raw_fd());
         }
         self.parser = Parser::new();
+        self.reused = false;
+    }
+
+    /// Whether the request in flight may be sent again after `f` (`--retry`): its reused
+    /// connection closed before any byte of the response, and it was not sent again yet.
+    fn may_retry(&self, f: Failure) -> bool {
+        f == Failure::Closed && self.reused && !self.got_bytes && !self.retried
+    }
+
+    /// Send the request in flight again on a new connection.
+    fn resend(
+        &mut self,
+        addr: SocketAddr,
+        timeout: Duration,
+        epoll: &Epoll,
+        token: u64,
+        request: &[u8],
+    ) -> Result<(), Failure> {
+        self.close(epoll);
+        let mut s = connect(addr, timeout, epoll, token)?;
+        self.retried = true;
+        match s.write(request) {
+            Ok(n) if n == request.len() => {
+                self.stream = Some(s);
+                Ok(())
+            }
+            _ => {
+                let _ = epoll.remove(s.as_raw_fd());
+                Err(Failure::Closed)
+            }
+        }
     }
 }
 
@@ -433,6 +479,8 @@ impl Slot {
 pub struct Report {
     /// Connections the server closed (or wrote to) while nothing was asked on them.
     pub idle_closes: u64,
+    /// Requests sent again on a new connection (`--retry`).
+    pub retried: u64,
     pub due: u64,
     pub answered: u64,
     pub errors: BTreeMap<String, u64>,
@@ -465,6 +513,7 @@ pub fn run_load(
     connections: usize,
     duration: Nanos,
     timeout: Nanos,
+    retry: bool,
 ) -> Result<Report> {
     if !(rate > 0.0 && rate <= MAX_RATE) {
         bail!("--rate {rate}: must be above 0 and at most {MAX_RATE}");
@@ -487,6 +536,9 @@ pub fn run_load(
             parser: Parser::new(),
             next: i as u64,
             in_flight: None,
+            reused: false,
+            got_bytes: false,
+            retried: false,
         });
     }
     let period = 1e9 / rate;
@@ -496,6 +548,7 @@ pub fn run_load(
     let due_at = |k: u64| t0 + Duration::from_nanos((k as f64 * period) as u64);
     let mut r = Report {
         idle_closes: 0,
+        retried: 0,
         due: total_due,
         answered: 0,
         errors: BTreeMap::new(),
@@ -562,8 +615,19 @@ pub fn run_load(
             // One small request on a connection with nothing in flight: the socket buffer
             // takes it whole.
             let sent = slot.stream.as_mut().map(|s| s.write(&request));
+            slot.got_bytes = false;
+            slot.retried = false;
             match sent {
                 Some(Ok(n)) if n == request.len() => slot.in_flight = Some(due),
+                _ if retry && slot.may_retry(Failure::Closed) => {
+                    match slot.resend(addr, timeout_d, &epoll, i as u64, &request) {
+                        Ok(()) => {
+                            r.retried += 1;
+                            slot.in_flight = Some(due);
+                        }
+                        Err(f) => fail(&mut r, slot, f, &epoll),
+                    }
+                }
                 _ => fail(&mut r, slot, Failure::Closed, &epoll),
             }
             wake = now;
@@ -575,7 +639,8 @@ pub fn run_load(
         let wait = wake.saturating_duration_since(now).as_nanos() as u64;
         let n = epoll.wait(&mut events, wait).context("epoll_pwait2")?;
         for e in &events[..n] {
-            let Some(slot) = slots.get_mut(e.u64 as usize) else {
+            let token = e.u64;
+            let Some(slot) = slots.get_mut(token as usize) else {
                 continue;
             };
             let Some(due) = slot.in_flight else {
@@ -594,11 +659,18 @@ pub fn run_load(
                         r.latency.record(due.elapsed().as_nanos() as u64);
                         slot.in_flight = None;
                         slot.next += connections as u64;
+                        slot.reused = true;
                         if !d.keep_alive {
                             slot.close(&epoll);
                         }
                     } else {
                         fail(&mut r, slot, Failure::Status(d.status), &epoll);
+                    }
+                }
+                Err(f) if retry && slot.may_retry(f) => {
+                    match slot.resend(addr, timeout_d, &epoll, token, &request) {
+                        Ok(()) => r.retried += 1,
+                        Err(f) => fail(&mut r, slot, f, &epoll),
                     }
                 }
                 Err(f) => fail(&mut r, slot, f, &epoll),
@@ -620,6 +692,7 @@ fn read_response(slot: &mut Slot) -> Result<Option<Done>, Failure> {
         match s.read(space) {
             Ok(0) => return Err(Failure::Closed),
             Ok(n) => {
+                slot.got_bytes = true;
                 slot.parser.end += n;
                 if let Some(d) = slot.parser.advance()? {
                     return Ok(Some(d));
@@ -652,6 +725,7 @@ impl Report {
             "errors": self.errors,
             "not_sent": self.not_sent,
             "idle_closes": self.idle_closes,
+            "retried": self.retried,
             "elapsed_s": self.elapsed.as_secs_f64(),
             "latency_ms": q(&self.latency),
             "generator_lateness_ms": q(&self.lateness),
@@ -673,19 +747,20 @@ pub fn run(a: &LoadArgs) -> Result<()> {
             format_duration(duration)
         );
     }
-    let r = run_load(&a.url, a.rate, a.connections, duration, timeout)?;
+    let r = run_load(&a.url, a.rate, a.connections, duration, timeout, a.retry)?;
     if a.json {
         println!("{}", r.to_json(a.rate));
         return Ok(());
     }
     let errors: u64 = r.errors.values().sum();
     println!(
-        "due {}  answered {}  errors {} {:?}  not sent {}  in {:.2} s ({} idle connections closed by the server)",
+        "due {}  answered {}  errors {} {:?}  not sent {}  retried {}  in {:.2} s ({} idle connections closed by the server)",
         r.due,
         r.answered,
         errors,
         r.errors,
         r.not_sent,
+        r.retried,
         r.elapsed.as_secs_f64(),
         r.idle_closes
     );
@@ -879,6 +954,7 @@ HTTP/1.1 503 Busy\r\nConnection: close\r\nContent-Length: 2\r\n\r\nno";
             4,
             100 * netsched_core::MS,
             netsched_core::SEC,
+            false,
         )
         .unwrap();
         assert_eq!(r.due, 50);
@@ -900,6 +976,7 @@ HTTP/1.1 503 Busy\r\nConnection: close\r\nContent-Length: 2\r\n\r\nno";
             1,
             100 * netsched_core::MS,
             netsched_core::SEC,
+            false,
         )
         .unwrap();
         assert_eq!(r.due, 40);
@@ -918,6 +995,7 @@ HTTP/1.1 503 Busy\r\nConnection: close\r\nContent-Length: 2\r\n\r\nno";
             1,
             30 * netsched_core::MS,
             netsched_core::SEC,
+            false,
         )
         .unwrap();
         assert_eq!(r.answered, 0);

@@ -29,6 +29,11 @@ pub struct ReasonLabel {
     pub reason: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: String,
+}
+
 fn hist() -> Histogram {
     // 100 us .. ~6.5 s
     Histogram::new(exponential_buckets(0.0001, 2.0, 17))
@@ -50,11 +55,15 @@ pub struct Metrics {
     /// (idempotent requests wholly at hand only).
     pub retries: Family<BackendLabel, Counter>,
     /// Work refused before a backend was chosen: queue_full, queue_timeout, no_server,
-    /// max_connections, bad_request, header_timeout, client_timeout, client_error.
+    /// max_connections, bad_request, header_timeout, client_timeout, client_error,
+    /// stop_accept.
     pub refused: Family<ReasonLabel, Counter>,
     pub queue_length: Gauge,
     pub response_seconds: Family<BackendLabel, Histogram, fn() -> Histogram>,
     pub client_connections: Gauge,
+    /// Client connections that ended after a stop began: `finished` on their own, `cut` at
+    /// the deadline (stop.rs).
+    pub stop_connections: Family<OutcomeLabel, Counter>,
     /// Servers that exist now, each with the error reasons counted for it: what
     /// [`Metrics::remove_backend`] removes (the reasons come from the data path and are not a
     /// fixed list).
@@ -75,6 +84,7 @@ impl Metrics {
             queue_length: Gauge::default(),
             response_seconds: Family::new_with_constructor(hist),
             client_connections: Gauge::default(),
+            stop_connections: Family::default(),
             live: Arc::default(),
         };
         let r = registry.sub_registry_with_prefix("netsched_balance");
@@ -128,6 +138,11 @@ impl Metrics {
             "client_connections",
             "Client connections open",
             m.client_connections.clone(),
+        );
+        r.register(
+            "stop_connections",
+            "Client connections that ended after the stop began, by outcome (finished, cut)",
+            m.stop_connections.clone(),
         );
         m
     }
@@ -185,6 +200,14 @@ impl Metrics {
             .get_or_create(&ErrorLabel {
                 backend: label.to_string(),
                 reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn stop_outcome(&self, outcome: &str) {
+        self.stop_connections
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.to_string(),
             })
             .inc();
     }

@@ -26,6 +26,12 @@ fn signal(d: &Daemon, sig: i32) {
     assert_eq!(rc, 0, "kill: {}", std::io::Error::last_os_error());
 }
 
+/// The tests of this file run one at a time: each starts daemons and up to thousands of
+/// connections, and beside one another they starved each other's accept loops on a 2-core
+/// machine (the idle-connections test then saw a few dozen of its 2,050 connections never
+/// reach its backend). Each test holds this for its whole run.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -68,6 +74,7 @@ fn text_with_listen(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reload_keeps_established_connections_and_a_bad_file_keeps_the_old_config() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let release = Arc::new(Notify::new());
     let (a, b) = (
         tcp_backend("a", release.clone()).await,
@@ -147,6 +154,7 @@ async fn sighup_reload_keeps_established_connections_and_a_bad_file_keeps_the_ol
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_removes_the_control_socket_and_exits_cleanly() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let a = http_backend("a").await;
     let dir = TempDir::new("bal-term").unwrap();
     let listen = format!("127.0.0.1:{}", free_port()).parse().unwrap();
@@ -229,6 +237,7 @@ async fn wait_while_rising(target: usize, mut count: impl FnMut() -> usize) -> R
 /// 0.0.0.0 and `relay` in L7 are each refused, naming the key and value.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_refuses_what_a_start_would_and_binds_nothing() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let a = http_backend("a").await;
     let dir = TempDir::new("bal-check").unwrap();
     let path = dir.path().join("balance.toml");
@@ -321,6 +330,7 @@ fn rss_kib(pid: u32) -> u64 {
 /// unbounded buffering, not a few kilobytes of drift.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_idle_connections_stay_within_bounded_memory() {
+    let _one = ONE_AT_A_TIME.lock().await;
     const N: usize = 2000;
     let release = Arc::new(Notify::new());
     let t = tcp_backend("t", release.clone()).await;
@@ -328,12 +338,12 @@ async fn thousands_of_idle_connections_stay_within_bounded_memory() {
     for (mode, backend) in [("l4", &t), ("l7", &h)] {
         let dir = TempDir::new("bal-rss").unwrap();
         let listen = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let d = spawn(
-            &dir,
-            &text_with_listen(mode, "{ kind = \"wlc\" }", listen, &[backend], &dir),
-            listen,
-        )
-        .await;
+        // The balancer opens N backend connections at once: when the test's backend is slow to
+        // accept, its queue fills and SYNs are dropped and sent again after 1, 3, 7 s; a long
+        // connect timeout lets every one arrive instead of failing at the default 2 s.
+        let text = text_with_listen(mode, "{ kind = \"wlc\" }", listen, &[backend], &dir)
+            + "[timeouts]\nconnect = \"30s\"\n";
+        let d = spawn(&dir, &text, listen).await;
         // Warm up (runtime threads, pools), then measure.
         let mut warm = Vec::new();
         for _ in 0..50 {
@@ -396,6 +406,7 @@ fn cpu_seconds(pid: u32) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
 async fn bench_l4_relay_cpu_per_gigabyte() {
+    let _one = ONE_AT_A_TIME.lock().await;
     use tokio::io::AsyncReadExt;
     const BYTES: u64 = 2 << 30;
     const ROUNDS: usize = 3;
@@ -463,6 +474,7 @@ async fn bench_l4_relay_cpu_per_gigabyte() {
 /// clients are gone it serves again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn out_of_descriptors_the_daemon_keeps_serving_what_it_can_and_recovers() {
+    let _one = ONE_AT_A_TIME.lock().await;
     use std::os::unix::process::CommandExt;
     let release = Arc::new(Notify::new());
     let t = tcp_backend("t", release.clone()).await;
@@ -552,4 +564,254 @@ async fn out_of_descriptors_the_daemon_keeps_serving_what_it_can_and_recovers() 
         let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
         assert!(!log.contains("panicked"), "{relay}: {log}");
     }
+}
+
+/// Start one more daemon on dir/balance.toml, logging to dir/`log`; wait until it listens.
+async fn spawn_another(dir: &TempDir, log: &str) -> Daemon {
+    let path = dir.path().join(log);
+    let child = Command::new(env!("CARGO_BIN_EXE_netsched-balanced"))
+        .arg("--config")
+        .arg(dir.path().join("balance.toml"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&path).unwrap())
+        .spawn()
+        .unwrap();
+    let d = Daemon(child);
+    assert!(
+        eventually(|| std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .contains("listening on"))
+        .await,
+        "second daemon did not start: {}",
+        std::fs::read_to_string(&path).unwrap_or_default()
+    );
+    d
+}
+
+/// Wait up to `limit` for the daemon to exit; its status.
+async fn exit_within(d: &mut Daemon, limit: Duration) -> Option<std::process::ExitStatus> {
+    let end = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < end {
+        if let Some(s) = d.0.try_wait().unwrap() {
+            return Some(s);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
+}
+
+/// A backend that answers every request with a `BODY`-byte body sent slowly: 64 KiB every
+/// 100 ms, then closes.
+async fn slow_download_backend() -> std::net::SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tokio::io::AsyncReadExt::read(&mut s, &mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let h = format!("HTTP/1.1 200 OK\r\nContent-Length: {BODY}\r\n\r\n");
+                if s.write_all(h.as_bytes()).await.is_err() {
+                    return;
+                }
+                let chunk = vec![b'x'; 64 * 1024];
+                for _ in 0..BODY / chunk.len() {
+                    if s.write_all(&chunk).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            });
+        }
+    });
+    addr
+}
+const BODY: usize = 1 << 20;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_a_download_in_flight_finish_and_exits_zero_within_the_grace() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    use tokio::io::AsyncReadExt;
+    let backend = slow_download_backend().await;
+    let dir = TempDir::new("bal-drain").unwrap();
+    let listen: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let text = format!(
+        "mode = \"l7\"\nlisten = [\"{listen}\"]\nalgorithm = {{ kind = \"rr\" }}\ncontrol_socket = \"{}\"\n\
+[timeouts]\nhard_stop_after = \"15s\"\n[[server]]\nname = \"dl\"\naddr = \"{backend}\"\n",
+        dir.path().join("ctl.sock").display()
+    );
+    let mut d = spawn(&dir, &text, listen).await;
+    let mut s = TcpStream::connect(listen).await.unwrap();
+    s.write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    // The head and the first bytes of the body have arrived: the download is in flight.
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(PATIENCE, s.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&buf[..n]);
+    }
+    let termed = std::time::Instant::now();
+    signal(&d, libc::SIGTERM);
+    let log = dir.path().join("log");
+    assert!(
+        eventually(|| std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("stopping"))
+        .await
+    );
+    // No new connections once the stop has begun.
+    assert!(
+        eventually(|| std::net::TcpStream::connect(listen).is_err()).await,
+        "still accepting after SIGTERM"
+    );
+    tokio::time::timeout(PATIENCE, s.read_to_end(&mut got))
+        .await
+        .expect("download did not end")
+        .unwrap();
+    let text = String::from_utf8_lossy(&got);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body.len(), BODY, "download cut: {head}");
+    let status = exit_within(&mut d, PATIENCE).await.expect("did not exit");
+    let took = termed.elapsed();
+    assert!(status.success(), "{status:?}");
+    // The download took ~1.6 s; the grace is 15 s: it ended with the download, not the grace.
+    assert!(took < Duration::from_secs(12), "{took:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("connections finished, 0 cut"), "{text}");
+    assert!(
+        !dir.path().join("ctl.sock").exists(),
+        "control socket left behind"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_balancer_starts_beside_a_running_one_and_the_old_one_leaves_its_socket_path_alone() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let a = http_backend("a").await;
+    let dir = TempDir::new("bal-restart").unwrap();
+    let listen: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let admin: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let text = config_text(
+        "l7",
+        "{ kind = \"rr\" }",
+        &format!("admin = \"{admin}\""),
+        "",
+        &[&a],
+        &dir,
+    )
+    .replace("127.0.0.1:0", &listen.to_string());
+    let mut old = spawn(&dir, &text, listen).await;
+    let mut new = spawn_another(&dir, "log.new").await;
+    let new_log = std::fs::read_to_string(dir.path().join("log.new")).unwrap();
+    assert!(new_log.contains("taken over"), "{new_log}");
+    let sock = dir.path().join("ctl.sock");
+    signal(&old, libc::SIGTERM);
+    let status = exit_within(&mut old, PATIENCE)
+        .await
+        .expect("old did not exit");
+    assert!(status.success(), "{status:?}");
+    // The path is the new balancer's: still there, and it answers.
+    assert!(
+        sock.exists(),
+        "the old balancer removed the new one's socket"
+    );
+    netsched_balance::control::request(&sock, "show-servers").unwrap();
+    for _ in 0..20 {
+        assert_eq!(get(listen, "/", "x").await, (200, "a".to_string()));
+    }
+    // The admin address the old one held is the new one's now.
+    let scrape = || {
+        use std::io::{Read, Write};
+        let mut out = String::new();
+        if let Ok(mut s) = std::net::TcpStream::connect(admin) {
+            let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let _ = s.read_to_string(&mut out);
+        }
+        out
+    };
+    assert!(
+        eventually(|| scrape().contains("netsched_balance_client_connections")).await,
+        "/metrics not served after the restart: {}",
+        std::fs::read_to_string(dir.path().join("log.new")).unwrap_or_default()
+    );
+    // `ctl soft-stop` stops the new one; with nothing open it exits at once.
+    let out = Command::new(env!("CARGO_BIN_EXE_netsched-balanced"))
+        .args(["ctl", "--socket", sock.to_str().unwrap(), "soft-stop"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = exit_within(&mut new, PATIENCE)
+        .await
+        .expect("new did not exit");
+    assert!(status.success(), "{status:?}");
+    assert!(!sock.exists(), "control socket left behind");
+}
+
+/// SIGUSR1 stops without a deadline: a relay outlives `hard_stop_after` and the daemon waits
+/// for it; a SIGTERM afterwards sets the deadline from then and the relay is cut and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigusr1_waits_for_every_connection_and_a_later_sigterm_bounds_the_wait() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let release = Arc::new(Notify::new());
+    let t = tcp_backend("t", release.clone()).await;
+    let dir = TempDir::new("bal-usr1").unwrap();
+    let listen: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let text = config_text(
+        "l4",
+        "{ kind = \"rr\" }",
+        "",
+        "[timeouts]\nhard_stop_after = \"300ms\"",
+        &[&t],
+        &dir,
+    )
+    .replace("127.0.0.1:0", &listen.to_string());
+    let mut d = spawn(&dir, &text, listen).await;
+    let (mut held, name) = open(listen).await;
+    assert_eq!(name, "t");
+    signal(&d, libc::SIGUSR1);
+    let log = dir.path().join("log");
+    assert!(
+        eventually(|| std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("with no deadline"))
+        .await
+    );
+    // Well past hard_stop_after: still running, still relaying.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(
+        d.0.try_wait().unwrap().is_none(),
+        "exited with a relay open"
+    );
+    assert_eq!(echo(&mut held, "still here\n").await, "still here\n");
+    let termed = std::time::Instant::now();
+    signal(&d, libc::SIGTERM);
+    let status = exit_within(&mut d, PATIENCE).await.expect("did not exit");
+    let took = termed.elapsed();
+    assert!(status.success(), "{status:?}");
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    // The held relay (and the start-up probe's, whose backend side stays open) were cut.
+    assert!(
+        text.contains("stopped in") && !text.contains(", 0 cut"),
+        "{text}"
+    );
+    release.notify_waiters();
 }
