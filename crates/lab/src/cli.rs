@@ -7,7 +7,9 @@
 //! - `netsched lab run NAME --seeds K` — K seeds (N..N+K−1) in parallel, each in `seed-S/`, and
 //!   their aggregate at the top (`netsched lab --seeds K` does this for all five);
 //! - `netsched lab run NAME --real --repeat N` — the real run N times, one after another;
-//! - `netsched lab sweep NAME --grid key=v1,v2 [--grid ...] [--seeds N] [--out DIR]`.
+//! - `netsched lab sweep NAME --grid key=v1,v2 [--grid ...] [--seeds N] [--out DIR]`, on this
+//!   machine or `--on slurm` (one job array and a merge job; see [`crate::slurm`]);
+//! - `netsched lab sweep --status OUT` — a sweep's done/running/failed/pending counts.
 //!
 //! Failed checks are reported (✗ in the report and on stderr) and the exit status stays 0
 //! unless `--strict`; an experiment that cannot run at all is an error. Counts are bounded
@@ -17,6 +19,7 @@ use crate::experiments::{self, Experiment};
 use crate::limits;
 use crate::repeat::{self, Plan};
 use crate::runner::{self, RunRequest};
+use crate::slurm::{self, SlurmOpts};
 use crate::sweep::{self, SweepSpec};
 use clap::{Args, Parser, Subcommand};
 use netsched_report::aggregate::Over;
@@ -47,8 +50,32 @@ pub enum LabCmd {
     List,
     /// Run one experiment.
     Run(RunArgs),
-    /// Run one experiment over a parameter grid × seeds, in parallel, and tabulate the metrics.
+    /// Run one experiment over a parameter grid × seeds, in parallel or on Slurm, and tabulate
+    /// the metrics.
     Sweep(SweepArgs),
+    /// Run one run of a sweep (a Slurm array task): `sweep-task OUT INDEX`.
+    #[command(hide = true)]
+    SweepTask {
+        /// The sweep's output folder (holding runs.json).
+        out: PathBuf,
+        /// Run index in runs.json.
+        index: usize,
+    },
+    /// Tabulate a sweep from its runs (the Slurm merge job): `sweep-merge OUT`.
+    #[command(hide = true)]
+    SweepMerge {
+        /// The sweep's output folder (holding runs.json).
+        out: PathBuf,
+    },
+}
+
+/// Where a sweep's runs go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum On {
+    /// This machine's cores.
+    Local,
+    /// A Slurm cluster: one job array, then a merge job.
+    Slurm,
 }
 
 #[derive(Debug, Args)]
@@ -85,12 +112,19 @@ pub struct RunArgs {
     pub strict: bool,
 }
 
+/// `lab sweep`. With `--on slurm` the output folder must be on a filesystem every node sees at
+/// the same path (NFS, Lustre, ...): a folder on tmpfs or ramfs is refused.
 #[derive(Debug, Args)]
 pub struct SweepArgs {
     /// Experiment name.
-    pub name: String,
+    #[arg(required_unless_present = "status")]
+    pub name: Option<String>,
     /// A grid axis: `--grid key=v1,v2,...` (repeat for more axes; the grid is their product).
-    #[arg(long = "grid", value_name = "KEY=V1,V2,...", required = true)]
+    #[arg(
+        long = "grid",
+        value_name = "KEY=V1,V2,...",
+        required_unless_present = "status"
+    )]
     pub grid: Vec<String>,
     /// Fixed overrides applied to every grid point.
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -101,7 +135,8 @@ pub struct SweepArgs {
     /// First seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Output folder (default `results/sweep-NAME/`).
+    /// Output folder (default `results/sweep-NAME/`). With `--on slurm`: on a filesystem every
+    /// node sees at the same path (a folder on tmpfs or ramfs is refused).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Scenario file instead of the embedded one.
@@ -110,9 +145,33 @@ pub struct SweepArgs {
     /// Keep only metrics whose name contains one of these substrings (repeatable).
     #[arg(long = "metric")]
     pub metric: Vec<String>,
-    /// Parallel runs (default: all cores).
+    /// Parallel runs (default: all cores; local sweeps).
     #[arg(long)]
     pub jobs: Option<usize>,
+    /// Where the runs go: this machine, or a Slurm job array (runs already done are not
+    /// resubmitted; the same command completes a partly failed sweep).
+    #[arg(long, value_enum, default_value_t = On::Local)]
+    pub on: On,
+    /// Slurm partition (`--on slurm`).
+    #[arg(long)]
+    pub partition: Option<String>,
+    /// Slurm time limit per run, in Slurm's syntax (`--on slurm`), e.g. `10:00`.
+    #[arg(long)]
+    pub time: Option<String>,
+    /// At most N array tasks at once (`--on slurm`).
+    #[arg(long, value_name = "N")]
+    pub max_parallel: Option<u64>,
+    /// A further `sbatch` argument for both jobs, e.g. `--sbatch-arg=--account=x` (repeatable).
+    #[arg(long = "sbatch-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub sbatch_arg: Vec<String>,
+    /// Real runs (`--on slurm` only, as root): each task gets its node to itself
+    /// (`--exclusive`).
+    #[arg(long)]
+    pub real: bool,
+    /// Print the progress of the sweep in OUT (done, running, failed, pending) and exit; for a
+    /// Slurm sweep, with each failed task's state and log file.
+    #[arg(long, value_name = "OUT", conflicts_with_all = ["name", "grid"])]
+    pub status: Option<PathBuf>,
 }
 
 /// Entry point of `netsched lab`.
@@ -124,14 +183,45 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
             Ok(())
         }
         Some(LabCmd::Run(a)) => run_single(a),
-        Some(LabCmd::Sweep(a)) => sweep::run(a.into()),
+        Some(LabCmd::Sweep(a)) => run_sweep(a),
+        Some(LabCmd::SweepTask { out, index }) => slurm::task(&out, index),
+        Some(LabCmd::SweepMerge { out }) => slurm::merge(&out),
+    }
+}
+
+fn run_sweep(a: SweepArgs) -> anyhow::Result<()> {
+    if let Some(out) = &a.status {
+        return slurm::print_status(out);
+    }
+    let opts = SlurmOpts {
+        partition: a.partition.clone(),
+        time: a.time.clone(),
+        max_parallel: a.max_parallel,
+        sbatch_args: a.sbatch_arg.clone(),
+    };
+    let on = a.on;
+    let spec = SweepSpec::from(a);
+    match on {
+        On::Slurm => slurm::submit(&spec, &opts),
+        On::Local => {
+            if opts.partition.is_some()
+                || opts.time.is_some()
+                || opts.max_parallel.is_some()
+                || !opts.sbatch_args.is_empty()
+            {
+                anyhow::bail!(
+                    "--partition, --time, --max-parallel and --sbatch-arg are Slurm options: add --on slurm"
+                );
+            }
+            sweep::run(spec)
+        }
     }
 }
 
 impl From<SweepArgs> for SweepSpec {
     fn from(a: SweepArgs) -> Self {
         SweepSpec {
-            name: a.name,
+            name: a.name.unwrap_or_default(),
             grid: a.grid,
             set: a.set,
             seeds: a.seeds,
@@ -140,6 +230,7 @@ impl From<SweepArgs> for SweepSpec {
             scenario: a.scenario,
             metric: a.metric,
             jobs: a.jobs,
+            real: a.real,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! | [`runner`] | scenario → experiment → `results.json` + `report.md`; the parallel work queue |
 //! | [`repeat`] | one experiment over several seeds or real repeats, and their aggregate |
 //! | [`sweep`] | grid × seeds sweeps with skip-if-done and mean/spread tables |
+//! | [`slurm`] | sweeps submitted to Slurm as one job array, their merge and status |
 //! | [`scenario`] | embedded `scenarios/*.toml`, bounded `--scenario` files, `--set` overrides, typed access |
 //! | [`params`] | parameter lookups by dotted key with errors naming the key |
 //! | [`limits`] | every bound on counts and input sizes |
@@ -27,4 +28,5 @@ pub mod real;
 pub mod repeat;
 pub mod runner;
 pub mod scenario;
+pub mod slurm;
 pub mod sweep;

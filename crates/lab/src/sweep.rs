@@ -3,7 +3,10 @@
 //! Every (grid point, seed) is a run in `<out>/runs/<hash>/` where the hash (FNV-1a 64) covers
 //! the experiment, the scenario parameters after overrides, and the seed; a run whose
 //! `results.json` already exists there is skipped (its numbers are re-read), so an interrupted
-//! or extended sweep only runs what is missing. Runs go in parallel on all cores.
+//! or extended sweep only runs what is missing. A run is written under a temporary name in
+//! `runs/` and renamed when complete, so a killed run leaves nothing half-written. Runs go in
+//! parallel on all cores, or to Slurm as one job array ([`crate::slurm`]); both expand the grid
+//! with [`plan`] (kept as `runs.json`) and tabulate with [`tabulate`].
 //!
 //! Output: `sweep.csv` and `sweep.md` (for each grid point and scalar metric: n, mean, sample
 //! standard deviation, min, max over seeds) and `sweep.svg` (the metrics across the grid).
@@ -16,10 +19,12 @@ use crate::scenario;
 use anyhow::{anyhow, bail};
 use netsched_report::aggregate::metric_leaves;
 use netsched_report::{csv, stats, svg, Results};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// What to sweep (the command line's `lab sweep` options, without the argument parser).
@@ -43,6 +48,8 @@ pub struct SweepSpec {
     pub metric: Vec<String>,
     /// Parallel runs (default: all cores).
     pub jobs: Option<usize>,
+    /// Real runs instead of simulated ones (Slurm sweeps only).
+    pub real: bool,
 }
 
 /// FNV-1a 64-bit of `bytes` (stable across builds and platforms, unlike `DefaultHasher`).
@@ -110,13 +117,6 @@ pub fn scalar_metrics(results: &Results) -> BTreeMap<String, f64> {
     out
 }
 
-struct Job {
-    point: usize,
-    seed: u64,
-    params: Value,
-    dir: PathBuf,
-}
-
 fn fmt(x: f64) -> String {
     if x.is_nan() {
         "—".into()
@@ -158,12 +158,107 @@ pub fn check_size(axes: &[(String, Vec<String>)], seeds: u64) -> anyhow::Result<
     Ok(points)
 }
 
-/// Run a sweep.
-pub fn run(a: SweepSpec) -> anyhow::Result<()> {
+/// A sweep expanded into its runs: what `runs.json` holds, and all that a Slurm task or the
+/// merge step needs (the scenario is already applied, so neither re-reads a scenario file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Experiment name.
+    pub experiment: String,
+    /// The `--grid` axes, in order.
+    pub axes: Vec<(String, Vec<String>)>,
+    /// Grid points: the product of the axes, first axis slowest.
+    pub points: Vec<Vec<(String, String)>>,
+    /// Seeds per grid point.
+    pub seeds: u64,
+    /// First seed.
+    pub seed: u64,
+    /// Metric name filters (`--metric`).
+    pub metric: Vec<String>,
+    /// Real runs (`--real`) instead of simulated ones.
+    #[serde(default)]
+    pub real: bool,
+    /// Every run, grid point by grid point, seed by seed; a run's index here is its Slurm
+    /// array index.
+    pub runs: Vec<PlannedRun>,
+}
+
+/// One run of a [`Plan`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedRun {
+    /// Folder name under `runs/`: FNV-1a 64 of experiment, parameters and seed, in hex.
+    pub hash: String,
+    /// Index into [`Plan::points`].
+    pub point: usize,
+    pub seed: u64,
+    /// Scenario parameters after `--set` and the grid point's values.
+    pub params: Value,
+}
+
+/// Name of the run list in a sweep's output folder.
+pub const PLAN_FILE: &str = "runs.json";
+/// Name of the list of runs that failed in the last tabulation (read by `--status`).
+pub const FAILURES_FILE: &str = "failures.json";
+/// Bound on reading `runs.json` (10 000 runs with their parameters).
+pub const MAX_PLAN_BYTES: u64 = 256 << 20;
+
+impl Plan {
+    /// The folder of run `i` under `out`.
+    pub fn run_dir(&self, out: &Path, i: usize) -> PathBuf {
+        out.join("runs").join(&self.runs[i].hash)
+    }
+
+    /// `k=v k=v` of run `i`'s grid point.
+    pub fn label(&self, i: usize) -> String {
+        self.points[self.runs[i].point]
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Read `<out>/runs.json`.
+    pub fn read(out: &Path) -> anyhow::Result<Plan> {
+        let path = out.join(PLAN_FILE);
+        let text = netsched_report::read::read_text(&path, MAX_PLAN_BYTES, "sweep run list")
+            .map_err(|e| anyhow!("{} is not a sweep's output folder: {e:#}", out.display()))?;
+        serde_json::from_str(&text).map_err(|e| anyhow!("cannot parse {}: {e}", path.display()))
+    }
+
+    /// Write `<out>/runs.json` (to a temporary name in the same folder, then renamed).
+    pub fn write(&self, out: &Path) -> anyhow::Result<()> {
+        let text = serde_json::to_string_pretty(self)?;
+        write_atomic(&out.join(PLAN_FILE), text.as_bytes())
+    }
+}
+
+/// Write `path` whole or not at all: to `.<name>.tmp-<pid>` beside it, then renamed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| anyhow!("{}: not a file path", path.display()))?
+        .to_string_lossy();
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(|e| anyhow!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow!("cannot rename {} to {}: {e}", tmp.display(), path.display())
+    })
+}
+
+/// Expand a sweep into its runs (the one expansion, used by local and Slurm sweeps alike):
+/// checks every bound and applies every grid value before anything is written. Returns the
+/// plan and the output folder.
+pub fn plan(a: &SweepSpec) -> anyhow::Result<(Plan, PathBuf)> {
     let exp = experiments::find(&a.name)?;
     limits::seed_range(a.seed, a.seeds)?;
     if let Some(j) = a.jobs {
         limits::check_count("--jobs", j as u64, limits::MAX_JOBS as u64)?;
+    }
+    if a.real && exp.run_real.is_none() {
+        bail!(
+            "no real mode for {}: it runs in the simulator only",
+            exp.name
+        );
     }
     let axes: Vec<(String, Vec<String>)> = a
         .grid
@@ -193,7 +288,7 @@ pub fn run(a: SweepSpec) -> anyhow::Result<()> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(format!("sweep-{}", exp.name)));
-    let mut jobs = Vec::new();
+    let mut runs = Vec::new();
     for (pi, point) in points.iter().enumerate() {
         let mut table = base.clone();
         for (k, v) in point {
@@ -202,87 +297,174 @@ pub fn run(a: SweepSpec) -> anyhow::Result<()> {
         let params = scenario::to_json(&table)?;
         for s in 0..a.seeds {
             let seed = a.seed + s;
-            let key = format!("{}\n{}\n{seed}", exp.name, serde_json::to_string(&params)?);
-            let dir = out
-                .join("runs")
-                .join(format!("{:016x}", fnv1a64(key.as_bytes())));
-            jobs.push(Job {
+            let mut key = format!("{}\n{}\n{seed}", exp.name, serde_json::to_string(&params)?);
+            // Simulated runs keep the hash they always had; real runs get their own folders.
+            if a.real {
+                key.push_str("\nreal");
+            }
+            runs.push(PlannedRun {
+                hash: format!("{:016x}", fnv1a64(key.as_bytes())),
                 point: pi,
                 seed,
                 params: params.clone(),
-                dir,
             });
         }
     }
-    // Every grid value was applied above: the sweep is valid. Create the folders now (the
-    // shared `runs/` before the parallel runs), removed again if this sweep created them and
-    // fails before writing its tables.
-    let dir = OutDir::create(&out)?;
-    std::fs::create_dir_all(out.join("runs"))
-        .map_err(|e| anyhow!("cannot create {}: {e}", out.join("runs").display()))?;
-    let started = Instant::now();
-    let total = jobs.len();
+    let plan = Plan {
+        experiment: exp.name.to_string(),
+        axes,
+        points,
+        seeds: a.seeds,
+        seed: a.seed,
+        metric: a.metric.clone(),
+        real: a.real,
+        runs,
+    };
+    Ok((plan, out))
+}
+
+/// Refuse to put `plan` into a folder that holds a sweep of another experiment.
+pub fn check_same_experiment(plan: &Plan, out: &Path) -> anyhow::Result<()> {
+    if !out.join(PLAN_FILE).exists() {
+        return Ok(());
+    }
+    let old = Plan::read(out)?;
+    if old.experiment != plan.experiment {
+        bail!(
+            "output folder {} holds a sweep of {} (its {PLAN_FILE}), not {}: choose another --out",
+            out.display(),
+            old.experiment,
+            plan.experiment
+        );
+    }
+    Ok(())
+}
+
+fn read_results(p: &Path) -> anyhow::Result<Results> {
+    let text = netsched_report::read::read_text(p, limits::MAX_RESULTS_BYTES, "sweep run results")?;
+    serde_json::from_str::<Results>(&text).map_err(|e| anyhow!("cannot parse {}: {e}", p.display()))
+}
+
+/// The finished results of run `i`, if its folder holds a readable `results.json`.
+pub fn done(plan: &Plan, out: &Path, i: usize) -> Option<Results> {
+    read_results(&plan.run_dir(out, i).join("results.json")).ok()
+}
+
+/// Run `i` of `plan` unless it is done, and return its results as read back from disk (so a
+/// resumed sweep, a Slurm task and a local sweep tabulate the same bytes). The run is written
+/// into `runs/.<hash>.tmp-<pid>/` and renamed to `runs/<hash>/` when complete: a run killed
+/// part-way leaves no `runs/<hash>/` behind.
+pub fn run_one(plan: &Plan, out: &Path, i: usize) -> anyhow::Result<Results> {
+    let run = plan
+        .runs
+        .get(i)
+        .ok_or_else(|| anyhow!("run index {i}: the sweep has {} run(s)", plan.runs.len()))?;
+    let dir = plan.run_dir(out, i);
+    let results = dir.join("results.json");
+    if let Ok(r) = read_results(&results) {
+        eprintln!("[lab] skip {} (exists)", dir.display());
+        return Ok(r);
+    }
+    let exp = experiments::find(&plan.experiment)?;
+    static TMP: AtomicU64 = AtomicU64::new(0);
+    let tmp = out.join("runs").join(format!(
+        ".{}.tmp-{}-{}",
+        run.hash,
+        std::process::id(),
+        TMP.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let req = RunRequest {
+        exp,
+        params: run.params.clone(),
+        seed: run.seed,
+        out: tmp.clone(),
+        real: plan.real,
+        quick: false,
+    };
+    let t = Instant::now();
+    let written = runner::execute(&req).and_then(|o| runner::write_outputs(&req, &o));
+    if let Err(e) = written {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(e);
+    }
+    if std::fs::rename(&tmp, &dir).is_err() {
+        // An earlier folder without results (from an older version, or by hand) is replaced;
+        // one with results (another task finished the same run first) is kept.
+        if read_results(&results).is_err() {
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::rename(&tmp, &dir).map_err(|e| {
+                let _ = std::fs::remove_dir_all(&tmp);
+                anyhow!("cannot rename {} to {}: {e}", tmp.display(), dir.display())
+            })?;
+        } else {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+    }
+    remove_leftovers(out, &run.hash);
     eprintln!(
-        "[lab] sweep {}: {} grid point(s) × {} seed(s) = {total} run(s) on {} thread(s) → {}",
-        exp.name,
-        points.len(),
-        a.seeds,
-        a.jobs.unwrap_or_else(runner::cores),
-        out.display()
+        "[lab] {} seed {}: {:.1} s",
+        plan.label(i),
+        run.seed,
+        t.elapsed().as_secs_f64()
     );
-    let outcomes = runner::parallel_map(&jobs, a.jobs.unwrap_or_else(runner::cores), |job| {
-        let existing = job.dir.join("results.json");
-        let read = |p: &std::path::Path| {
-            netsched_report::read::read_text(p, limits::MAX_RESULTS_BYTES, "sweep run results")
-        };
-        if let Ok(text) = read(&existing) {
-            if let Ok(r) = serde_json::from_str::<Results>(&text) {
-                eprintln!("[lab] skip {} (exists)", job.dir.display());
-                return Ok(r);
+    read_results(&results)
+}
+
+/// Remove the temporary folders of `hash` left by earlier attempts that were killed part-way
+/// (called once `runs/<hash>/` is complete).
+fn remove_leftovers(out: &Path, hash: &str) {
+    let prefix = format!(".{hash}.tmp-");
+    if let Ok(rd) = std::fs::read_dir(out.join("runs")) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_dir_all(e.path());
             }
         }
-        let req = RunRequest {
-            exp,
-            params: job.params.clone(),
-            seed: job.seed,
-            out: job.dir.clone(),
-            real: false,
-            quick: false,
-        };
-        let t = Instant::now();
-        let o = runner::execute(&req)?;
-        runner::write_outputs(&req, &o)?;
-        let label: Vec<String> = points[job.point]
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        eprintln!(
-            "[lab] {} seed {}: {:.1} s (total {:.1} s)",
-            label.join(" "),
-            job.seed,
-            t.elapsed().as_secs_f64(),
-            started.elapsed().as_secs_f64()
-        );
-        // Tabulate what is on disk (not the in-memory numbers), so a resumed sweep — which
-        // re-reads results.json — gives byte-identical tables.
-        let text = read(&existing)?;
-        let _ = o;
-        serde_json::from_str::<Results>(&text)
-            .map_err(|e| anyhow!("cannot parse {}: {e}", existing.display()))
-    });
-    let mut errors = Vec::new();
+    }
+}
+
+/// A run that failed, as listed in `sweep.md` and `failures.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    /// Index in the plan.
+    pub index: usize,
+    pub hash: String,
+    pub seed: u64,
+    /// What went wrong (for Slurm sweeps: the task's state and log file).
+    pub reason: String,
+}
+
+/// Write `sweep.csv`, `sweep.md`, `sweep.svg` and `failures.json` from each run's outcome
+/// (the same code for local sweeps and the Slurm merge step). `outcomes[i]` is run `i`'s
+/// results or why it has none.
+pub fn tabulate(
+    plan: &Plan,
+    out: &Path,
+    outcomes: Vec<Result<Results, String>>,
+) -> anyhow::Result<Vec<Failure>> {
+    let mut failures = Vec::new();
+    let axes = &plan.axes;
+    let points = &plan.points;
     // per point: metric → values over seeds
     let mut per_point: Vec<BTreeMap<String, Vec<f64>>> = vec![BTreeMap::new(); points.len()];
-    for (job, o) in jobs.iter().zip(outcomes) {
+    for (i, (run, o)) in plan.runs.iter().zip(outcomes).enumerate() {
         match o {
             Ok(r) => {
                 for (name, x) in scalar_metrics(&r) {
-                    if a.metric.is_empty() || a.metric.iter().any(|m| name.contains(m.as_str())) {
-                        per_point[job.point].entry(name).or_default().push(x);
+                    if plan.metric.is_empty()
+                        || plan.metric.iter().any(|m| name.contains(m.as_str()))
+                    {
+                        per_point[run.point].entry(name).or_default().push(x);
                     }
                 }
             }
-            Err(e) => errors.push(format!("{} seed {}: {e:#}", job.dir.display(), job.seed)),
+            Err(reason) => failures.push(Failure {
+                index: i,
+                hash: run.hash.clone(),
+                seed: run.seed,
+                reason,
+            }),
         }
     }
     let keys: Vec<&str> = axes.iter().map(|(k, _)| k.as_str()).collect();
@@ -293,11 +475,11 @@ pub fn run(a: SweepSpec) -> anyhow::Result<()> {
     let _ = writeln!(
         md,
         "# Sweep of {} — {} grid point(s) × {} seed(s)\n\nMean and sample standard deviation over seeds {}..{}; raw runs in `runs/`.\n",
-        exp.name,
+        plan.experiment,
         points.len(),
-        a.seeds,
-        a.seed,
-        a.seed + a.seeds - 1
+        plan.seeds,
+        plan.seed,
+        plan.seed + plan.seeds - 1
     );
     let _ = writeln!(md, "| {} |", header.join(" | "));
     let _ = writeln!(md, "|{}", "---|".repeat(header.len()));
@@ -339,7 +521,10 @@ pub fn run(a: SweepSpec) -> anyhow::Result<()> {
     } else {
         None
     };
-    let title = format!("{}: sweep (mean over {} seed(s))", exp.name, a.seeds);
+    let title = format!(
+        "{}: sweep (mean over {} seed(s))",
+        plan.experiment, plan.seeds
+    );
     if let Some(xs) = numeric_axis {
         let series: Vec<(String, Vec<(f64, f64)>)> = metric_names
             .iter()
@@ -386,31 +571,90 @@ pub fn run(a: SweepSpec) -> anyhow::Result<()> {
         "\n![sweep](sweep.svg)\n\n(The plot shows the first {} metric(s) by name; use `--metric` to choose.)",
         metric_names.len()
     );
-    if !errors.is_empty() {
+    if !failures.is_empty() {
         let _ = writeln!(md, "\n## Runs that failed\n");
-        for e in &errors {
-            let _ = writeln!(md, "- {}", netsched_report::markdown::cell(e));
+        for f in &failures {
+            let line = format!(
+                "run {} ({}, seed {}): {}",
+                f.index,
+                out.join("runs").join(&f.hash).display(),
+                f.seed,
+                f.reason
+            );
+            let _ = writeln!(md, "- {}", netsched_report::markdown::cell(&line));
         }
     }
     std::fs::write(out.join("sweep.md"), md)
         .map_err(|e| anyhow!("cannot write {}: {e}", out.join("sweep.md").display()))?;
+    write_atomic(
+        &out.join(FAILURES_FILE),
+        serde_json::to_string_pretty(&failures)?.as_bytes(),
+    )?;
+    Ok(failures)
+}
+
+/// The error of a sweep with failed runs (none: `Ok`).
+pub fn failures_error(out: &Path, failures: &[Failure]) -> anyhow::Result<()> {
+    if failures.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "{} sweep run(s) failed (see {}):\n  {}",
+        failures.len(),
+        out.join("sweep.md").display(),
+        failures
+            .iter()
+            .map(|f| format!(
+                "run {} ({}, seed {}): {}",
+                f.index,
+                out.join("runs").join(&f.hash).display(),
+                f.seed,
+                f.reason
+            ))
+            .collect::<Vec<_>>()
+            .join("\n  ")
+    )
+}
+
+/// Run a sweep on this machine.
+pub fn run(a: SweepSpec) -> anyhow::Result<()> {
+    let (plan, out) = plan(&a)?;
+    if plan.real {
+        bail!("--real sweeps run on Slurm (--on slurm), one real run per node at a time; a local sweep runs simulated runs");
+    }
+    check_same_experiment(&plan, &out)?;
+    // Every grid value was applied above: the sweep is valid. Create the folders now (the
+    // shared `runs/` before the parallel runs), removed again if this sweep created them and
+    // fails before writing its tables.
+    let dir = OutDir::create(&out)?;
+    std::fs::create_dir_all(out.join("runs"))
+        .map_err(|e| anyhow!("cannot create {}: {e}", out.join("runs").display()))?;
+    plan.write(&out)?;
+    let started = Instant::now();
+    let total = plan.runs.len();
+    let threads = a.jobs.unwrap_or_else(runner::cores);
+    eprintln!(
+        "[lab] sweep {}: {} grid point(s) × {} seed(s) = {total} run(s) on {threads} thread(s) → {}",
+        plan.experiment,
+        plan.points.len(),
+        plan.seeds,
+        out.display()
+    );
+    let indices: Vec<usize> = (0..total).collect();
+    let outcomes = runner::parallel_map(&indices, threads, |&i| {
+        run_one(&plan, &out, i).map_err(|e| format!("{e:#}"))
+    });
+    let failures = tabulate(&plan, &out, outcomes)?;
     dir.keep();
     eprintln!(
         "[lab] sweep {}: {total} run(s) in {:.1} s, {} failed → {}",
-        exp.name,
+        plan.experiment,
         started.elapsed().as_secs_f64(),
-        errors.len(),
+        failures.len(),
         out.join("sweep.md").display()
     );
     println!("{}", out.join("sweep.md").display());
-    if !errors.is_empty() {
-        bail!(
-            "{} sweep run(s) failed:\n  {}",
-            errors.len(),
-            errors.join("\n  ")
-        );
-    }
-    Ok(())
+    failures_error(&out, &failures)
 }
 
 #[cfg(test)]
