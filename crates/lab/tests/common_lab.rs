@@ -1,4 +1,4 @@
-//! Shared helpers for the lab's integration tests (included with `#[path]`; each test file
+//! Shared functions for the lab's integration tests (included with `#[path]`; each test file
 //! uses a different subset).
 #![allow(dead_code)]
 

@@ -141,7 +141,7 @@ impl QdiscStats {
     pub fn drops_for(&self, reason: DropReason) -> u64 {
         self.drops_on_arrival[reason.index()] + self.drops_evicted[reason.index()]
     }
-    /// Book-keeping helpers so every discipline counts the same way.
+    /// Book-keeping functions, so every discipline counts the same way.
     pub fn on_arrival_drop(&mut self, reason: DropReason) {
         self.received += 1;
         self.drops_on_arrival[reason.index()] += 1;

@@ -5,7 +5,7 @@
 //! When to use: a small class must never wait behind a bulk class (P3's ACK class, control
 //! traffic). Lower bands can starve while higher ones are backlogged — that is the contract.
 //!
-//! This file also holds the band helpers the other multi-class disciplines reuse (a class =
+//! This file also holds the band functions that the other multi-class disciplines reuse (a class =
 //! a `Fifo` child + the parent's aggregate [`QdiscStats`]), and [`BandConfig`].
 //!
 //! Cost: enqueue O(1); dequeue and peek O(bands) (a scan from band 0, as `prio_dequeue`).

@@ -1,4 +1,4 @@
-//! Helpers shared by the core's integration tests.
+//! Functions shared by the core's integration tests.
 
 /// The bodies of every ```` ```toml ```` block in a doc under `docs/`, so tests can check that
 /// each documented configuration parses and builds (docs cannot drift from the code).
