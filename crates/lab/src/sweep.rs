@@ -443,8 +443,46 @@ pub fn tabulate(
     out: &Path,
     outcomes: Vec<Result<Results, String>>,
 ) -> anyhow::Result<Vec<Failure>> {
+    let (per_point, failures) = metrics_per_point(plan, outcomes);
+    let mut md = write_table(plan, &per_point, out)?;
+    let metric_names = write_plot(plan, &per_point, out)?;
+    let _ = writeln!(
+        md,
+        "\n![sweep](sweep.svg)\n\n(The plot shows the first {} metric(s) by name; use `--metric` to choose.)",
+        metric_names.len()
+    );
+    if !failures.is_empty() {
+        let _ = writeln!(md, "\n## Runs that failed\n");
+        for f in &failures {
+            let line = format!(
+                "run {} ({}, seed {}): {}",
+                f.index,
+                out.join("runs").join(&f.hash).display(),
+                f.seed,
+                f.reason
+            );
+            let _ = writeln!(md, "- {}", netsched_report::markdown::cell(&line));
+        }
+    }
+    std::fs::write(out.join("sweep.md"), md)
+        .map_err(|e| anyhow!("cannot write {}: {e}", out.join("sweep.md").display()))?;
+    write_atomic(
+        &out.join(FAILURES_FILE),
+        serde_json::to_string_pretty(&failures)?.as_bytes(),
+    )?;
+    Ok(failures)
+}
+
+/// Per grid point, each metric's values over the seeds (only the metrics `--metric` asks
+/// for), and the runs that have no results.
+type PerPoint = Vec<BTreeMap<String, Vec<f64>>>;
+
+/// [`PerPoint`] of `outcomes`, and the failed runs.
+fn metrics_per_point(
+    plan: &Plan,
+    outcomes: Vec<Result<Results, String>>,
+) -> (PerPoint, Vec<Failure>) {
     let mut failures = Vec::new();
-    let axes = &plan.axes;
     let points = &plan.points;
     // per point: metric → values over seeds
     let mut per_point: Vec<BTreeMap<String, Vec<f64>>> = vec![BTreeMap::new(); points.len()];
@@ -467,6 +505,14 @@ pub fn tabulate(
             }),
         }
     }
+    (per_point, failures)
+}
+
+/// `sweep.csv` (per point and metric: n, mean, sd, min, max) and the same table as the start
+/// of `sweep.md` (returned, to be continued).
+fn write_table(plan: &Plan, per_point: &PerPoint, out: &Path) -> anyhow::Result<String> {
+    let axes = &plan.axes;
+    let points = &plan.points;
     let keys: Vec<&str> = axes.iter().map(|(k, _)| k.as_str()).collect();
     let mut header: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
     header.extend(["metric", "n", "mean", "std", "min", "max"].map(String::from));
@@ -502,7 +548,14 @@ pub fn tabulate(
         }
     }
     csv::write_table(&out.join("sweep.csv"), &header, &rows)?;
-    // Plot: the first (up to) 8 metrics across the grid points.
+    Ok(md)
+}
+
+/// `sweep.svg`: the first (up to) 8 metrics across the grid points, a line chart over a
+/// single numeric axis, bars otherwise. Returns the metrics plotted.
+fn write_plot(plan: &Plan, per_point: &PerPoint, out: &Path) -> anyhow::Result<Vec<String>> {
+    let axes = &plan.axes;
+    let points = &plan.points;
     let metric_names: Vec<String> = per_point
         .iter()
         .flat_map(|m| m.keys().cloned())
@@ -566,31 +619,7 @@ pub fn tabulate(
             .collect();
         svg::bar_chart(&title, "metric", &cats, &series, &out.join("sweep.svg"))?;
     }
-    let _ = writeln!(
-        md,
-        "\n![sweep](sweep.svg)\n\n(The plot shows the first {} metric(s) by name; use `--metric` to choose.)",
-        metric_names.len()
-    );
-    if !failures.is_empty() {
-        let _ = writeln!(md, "\n## Runs that failed\n");
-        for f in &failures {
-            let line = format!(
-                "run {} ({}, seed {}): {}",
-                f.index,
-                out.join("runs").join(&f.hash).display(),
-                f.seed,
-                f.reason
-            );
-            let _ = writeln!(md, "- {}", netsched_report::markdown::cell(&line));
-        }
-    }
-    std::fs::write(out.join("sweep.md"), md)
-        .map_err(|e| anyhow!("cannot write {}: {e}", out.join("sweep.md").display()))?;
-    write_atomic(
-        &out.join(FAILURES_FILE),
-        serde_json::to_string_pretty(&failures)?.as_bytes(),
-    )?;
-    Ok(failures)
+    Ok(metric_names)
 }
 
 /// The error of a sweep with failed runs (none: `Ok`).

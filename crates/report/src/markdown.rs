@@ -106,9 +106,20 @@ pub fn aggregate_rule(noun: &str) -> String {
 
 /// Render the `report.md` of several runs of one experiment (see [`crate::aggregate`]).
 pub fn render_aggregate(a: &Aggregate, title: &str, paper: &str) -> String {
+    let mut s = String::new();
+    aggregate_header(&mut s, a, title, paper);
+    aggregate_checks(&mut s, a);
+    aggregate_comparisons(&mut s, a);
+    aggregate_members(&mut s, a);
+    aggregate_metrics(&mut s, a);
+    aggregate_figures_notes_parameters(&mut s, a);
+    s
+}
+
+/// Title, paper, mode, seeds, version, and the members that did not run.
+fn aggregate_header(s: &mut String, a: &Aggregate, title: &str, paper: &str) {
     let noun = a.over.noun();
     let n = a.members.len();
-    let mut s = String::new();
     let _ = writeln!(s, "# {title}\n");
     let _ = writeln!(s, "**Paper:** {paper}  ");
     let mut seeds: Vec<String> = a.members.iter().map(|m| m.seed.to_string()).collect();
@@ -132,6 +143,12 @@ pub fn render_aggregate(a: &Aggregate, title: &str, paper: &str) -> String {
         }
         s.push('\n');
     }
+}
+
+/// The checks decided over the members, with the rule that decides them.
+fn aggregate_checks(s: &mut String, a: &Aggregate) {
+    let noun = a.over.noun();
+    let n = a.members.len();
     let passed = a.checks.iter().filter(|c| c.passed).count();
     let _ = writeln!(
         s,
@@ -171,6 +188,12 @@ pub fn render_aggregate(a: &Aggregate, title: &str, paper: &str) -> String {
         }
     }
     s.push('\n');
+}
+
+/// Paper | this run: mean ± 95% half-width, and every member's own figure.
+fn aggregate_comparisons(s: &mut String, a: &Aggregate) {
+    let noun = a.over.noun();
+    let n = a.members.len();
     if !a.comparisons.is_empty() {
         let _ = writeln!(
             s,
@@ -188,6 +211,11 @@ pub fn render_aggregate(a: &Aggregate, title: &str, paper: &str) -> String {
         }
         s.push('\n');
     }
+}
+
+/// The members, their checks and reports.
+fn aggregate_members(s: &mut String, a: &Aggregate) {
+    let noun = a.over.noun();
     let _ = writeln!(
         s,
         "## The {noun}s\n\n| {noun} | checks passed | report |\n|---|---|---|"
@@ -205,6 +233,11 @@ pub fn render_aggregate(a: &Aggregate, title: &str, paper: &str) -> String {
         );
     }
     s.push('\n');
+}
+
+/// Every run's metrics over the members: mean, interval, sd, range, spread.
+fn aggregate_metrics(s: &mut String, a: &Aggregate) {
+    let noun = a.over.noun();
     if !a.runs.is_empty() {
         let _ = writeln!(
             s,
@@ -245,6 +278,11 @@ pub fn render_aggregate(a: &Aggregate, title: &str, paper: &str) -> String {
         }
         s.push('\n');
     }
+}
+
+/// The first member's figures, the notes, and the parameters.
+fn aggregate_figures_notes_parameters(s: &mut String, a: &Aggregate) {
+    let noun = a.over.noun();
     if !a.figures.is_empty() {
         let first = a.members.first().map(|m| m.label.as_str()).unwrap_or("");
         let _ = writeln!(s, "## Figures ({first})\n");
@@ -263,7 +301,6 @@ pub fn render_aggregate(a: &Aggregate, title: &str, paper: &str) -> String {
         "## Parameters\n\n```json\n{}\n```\n\nRaw numbers: [`results.json`](results.json) (this aggregate) and each {noun}'s folder.",
         serde_json::to_string_pretty(&a.params).unwrap_or_default()
     );
-    s
 }
 
 /// One experiment's line in the combined report.

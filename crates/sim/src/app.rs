@@ -1,5 +1,5 @@
 //! Applications: request–response servers and clients (message level), UDP constant-bit-rate
-//! probes and ICMP-echo pingers. The engine logic that drives them lives in `net.rs`; this file
+//! probes and ICMP-echo pingers. The engine logic that drives them lives in `net/`; this file
 //! holds their configuration, state and statistics.
 //!
 //! Requests and responses are single packets routed over the links like any other packet (no

@@ -56,7 +56,7 @@ pub enum QdiscConfig {
         ack_share_max: Option<f64>,
     },
     /// P0 Percentile: one FIFO per client class (class 0 highest), the class with the lowest
-    /// attainment S/(N·P) first (`percentile.rs`).
+    /// attainment S/(N·P) first (`percentile/`).
     Percentile {
         /// Target percent per class, e.g. `[90, 80, 70, 60, 50]`.
         percentiles: Vec<u32>,

@@ -169,6 +169,12 @@ fn sensitivity_note(p: &Params, rows: &[SensRow], out: &Path) -> anyhow::Result<
     Ok(t)
 }
 
+/// One setting of the TCP matrix: window, SACK, minimum RTO (ms), delayed ACK, upload and
+/// download kbit/s, and the direction that collapsed.
+type MatrixLine = (u32, bool, f64, bool, f64, f64, &'static str);
+
+/// The report of `o`: results, CSV files and charts in `out`, checks, the paper-vs-model
+/// table and notes.
 pub fn write(
     p: &Params,
     params: &serde_json::Value,
@@ -176,6 +182,34 @@ pub fn write(
     o: &Outcome,
     out: &Path,
 ) -> anyhow::Result<ExperimentOutput> {
+    let measured = &o.measured;
+    let (results, matrix_rows) = results(p, params, seed, o);
+    write_throughput(p, measured, out)?;
+    write_rates_chart(measured, out)?;
+    write_tables(measured, &matrix_rows, out)?;
+    let mut notes = notes(p, measured);
+    if !matrix_rows.is_empty() {
+        notes.push(matrix_note(p, &measured[2], &matrix_rows));
+    }
+    if !o.sens.is_empty() {
+        notes.push(sensitivity_note(p, &o.sens, out)?);
+    }
+    Ok(ExperimentOutput {
+        results,
+        comparisons: comparisons(p, measured),
+        checks: checks(p, o),
+        figures: figures(),
+        notes,
+    })
+}
+
+/// Every run of `o` (the main runs, UDP, the TCP matrix) as results, and the matrix's rows.
+fn results(
+    p: &Params,
+    params: &serde_json::Value,
+    seed: u64,
+    o: &Outcome,
+) -> (Results, Vec<MatrixLine>) {
     let mut results = Results::new("adsl-ack", "sim", seed, params.clone());
     let measured = &o.measured;
     for ((name, setup, up, down), m) in CONFIGS.iter().zip(measured) {
@@ -187,7 +221,6 @@ pub fn write(
         });
     }
     let (up_alone, down_alone) = (measured[0].upload_kbps, measured[1].download_kbps);
-    let (fifo, acksep, drr, filter) = (&measured[2], &measured[3], &measured[4], &measured[5]);
     if let Some((us, ur, ds, dr)) = o.udp {
         results.runs.push(Run {
             config: json!({"run": "udp both directions", "load": p.udp.load}),
@@ -217,8 +250,12 @@ pub fn write(
             c,
         ));
     }
+    (results, matrix_rows)
+}
 
-    // ---- files
+/// Throughput over time of every run (`throughput.csv`), and the charts of the "both" runs
+/// with FIFO and with ACK separation against P3's averages.
+fn write_throughput(p: &Params, measured: &[Measured], out: &Path) -> anyhow::Result<()> {
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for ((name, _, up, down), m) in CONFIGS.iter().zip(measured) {
         let pts = |s: &[f64]| {
@@ -270,6 +307,13 @@ pub fn write(
         &paper_lines(750.0, 2000.0, "§4"),
         &out.join("throughput_acksep.svg"),
     )?;
+    Ok(())
+}
+
+/// Average throughput per run against P3's figures (`rates.svg`).
+fn write_rates_chart(measured: &[Measured], out: &Path) -> anyhow::Result<()> {
+    let (up_alone, down_alone) = (measured[0].upload_kbps, measured[1].download_kbps);
+    let (fifo, acksep, drr, filter) = (&measured[2], &measured[3], &measured[4], &measured[5]);
     let cats = [
         "alone",
         "both FIFO",
@@ -323,6 +367,15 @@ pub fn write(
         },
         &out.join("rates.svg"),
     )?;
+    Ok(())
+}
+
+/// The main runs' averages (`runs.csv`) and the TCP matrix (`matrix.csv`).
+fn write_tables(
+    measured: &[Measured],
+    matrix_rows: &[MatrixLine],
+    out: &Path,
+) -> anyhow::Result<()> {
     let run_rows: Vec<Vec<String>> = CONFIGS
         .iter()
         .zip(measured)
@@ -366,9 +419,14 @@ pub fn write(
         ],
         &mrows,
     )?;
+    Ok(())
+}
 
-    // ---- checks (P3 §3 and §4)
-    let f0 = |v: f64| format!("{v:.0}");
+/// P3's claims (§3, §4), the input queues' (§3.3) and the UDP run's (§3.1).
+fn checks(p: &Params, o: &Outcome) -> Vec<Check> {
+    let measured = &o.measured;
+    let (up_alone, down_alone) = (measured[0].upload_kbps, measured[1].download_kbps);
+    let (fifo, acksep, drr) = (&measured[2], &measured[3], &measured[4]);
     let mut checks: Vec<Check> = claims(fifo, acksep, up_alone, down_alone)
         .into_iter()
         .map(|(_, c)| c)
@@ -386,8 +444,15 @@ pub fn write(
             format!("upload {ur}/{us} received, download {dr}/{ds} received"),
         ));
     }
+    checks
+}
 
-    let comparisons = vec![
+/// Paper | model for the main runs and the ACK load.
+fn comparisons(p: &Params, measured: &[Measured]) -> Vec<Comparison> {
+    let (up_alone, down_alone) = (measured[0].upload_kbps, measured[1].download_kbps);
+    let (fifo, acksep, drr) = (&measured[2], &measured[3], &measured[4]);
+    let f0 = |v: f64| format!("{v:.0}");
+    vec![
         Comparison {
             quantity: "upload alone (kbit/s)".into(),
             paper: "≈750".into(),
@@ -434,9 +499,14 @@ pub fn write(
                     / 1000.0,
             ),
         },
-    ];
+    ]
+}
 
-    let mut notes = vec![
+/// How the checks are decided, the model, the mechanism and the input-queue run.
+fn notes(p: &Params, measured: &[Measured]) -> Vec<String> {
+    let (up_alone, down_alone) = (measured[0].upload_kbps, measured[1].download_kbps);
+    let (fifo, acksep) = (&measured[2], &measured[3]);
+    vec![
         format!("**How the checks are decided.** Each claim is a measured share of a direction's rate alone against P3's figure as a threshold (FIFO: a direction below {:.0}%; ACK separation: upload ≥ {:.0}%, download ≥ 90%), every figure the mean over {} sub-seeds drawn from the seed. Strict ACK priority can leave the upload at most the uplink minus the download's ACKs, so the upload claim needs the ACK load to stay under {:.0}% of the uplink: that is the edge of P3's regime (here {:.0}%), and the sensitivity table marks the variants beyond it.", 100.0 * UPLOAD_SHARE, 100.0 * UPLOAD_SHARE, p.seeds, 100.0 * ACK_CAP, 100.0 * ack_load_share(p)),
         format!(
             "Model: segment-level TCP in `netsched-sim` (NewReno, optional SACK, RFC 6298 RTO, delayed ACKs), {} B data packets, {} B ACKs, window {} segments, {} s runs, throughput averaged from {} s (goodput at the receiver); every figure is the mean over {} seeds (flow start times drawn from the seed), per-seed values are in results.json. TCP settings of the main runs: SACK {}, delayed ACK {}, minimum RTO {} ms. Links carry no ATM/PPPoE overhead, so our rates alone sit at the line rate ({:.0} / {:.0} kbit/s of {:.0} / {:.0}) where the paper's modem gives ≈750 / ≈1900.",
@@ -453,34 +523,37 @@ pub fn write(
             "Input-queue run: the gateway forwards through two input queues (LAN side, ADSL side) under the configured DRR, {} µs of CPU per packet, into the same uplink FIFO. The output FIFO is where data and ACKs compete, so the input scheduler cannot change the outcome.",
             p.input_queues.per_packet_us
         ),
-    ];
-    if !matrix_rows.is_empty() {
-        let (w, q) = (p.tcp.max_window_segments, p.topology.uplink_fifo_packets);
-        let (up, down) = (p.topology.up_kbps, p.topology.down_kbps);
-        // A full uplink FIFO of data packets, drained at the uplink rate.
-        let full_s = q as f64 * f64::from(p.tcp.segment_bytes) * 8.0 / (up * 1000.0);
-        let windows = p
-            .matrix
-            .max_window_segments
-            .iter()
-            .map(|w| w.to_string())
-            .collect::<Vec<_>>()
-            .join(" or ");
-        let mut t = format!("Which TCP settings decide which direction collapses (both directions, FIFO {q}; a direction has collapsed below {:.0}% of its rate alone):\n\n| window | SACK | min RTO (ms) | delayed ACK | upload kbit/s | download kbit/s | collapsed |\n|---|---|---|---|---|---|---|\n", 100.0 * UPLOAD_SHARE);
-        for (w, s, r, d, u, dn, c) in &matrix_rows {
-            t.push_str(&format!(
-                "| {w} | {s} | {r} | {d} | {u:.0} | {dn:.0} | {c} |\n"
-            ));
-        }
-        let n_up = matrix_rows
-            .iter()
-            .filter(|r| r.6 == "upload" || r.6 == "both")
-            .count();
-        let n_down = matrix_rows
-            .iter()
-            .filter(|r| r.6 == "download" || r.6 == "both")
-            .count();
+    ]
+}
+
+/// The TCP matrix as a table, and how to read it (`fifo`: the main FIFO run).
+fn matrix_note(p: &Params, fifo: &Measured, matrix_rows: &[MatrixLine]) -> String {
+    let (w, q) = (p.tcp.max_window_segments, p.topology.uplink_fifo_packets);
+    let (up, down) = (p.topology.up_kbps, p.topology.down_kbps);
+    // A full uplink FIFO of data packets, drained at the uplink rate.
+    let full_s = q as f64 * f64::from(p.tcp.segment_bytes) * 8.0 / (up * 1000.0);
+    let windows = p
+        .matrix
+        .max_window_segments
+        .iter()
+        .map(|w| w.to_string())
+        .collect::<Vec<_>>()
+        .join(" or ");
+    let mut t = format!("Which TCP settings decide which direction collapses (both directions, FIFO {q}; a direction has collapsed below {:.0}% of its rate alone):\n\n| window | SACK | min RTO (ms) | delayed ACK | upload kbit/s | download kbit/s | collapsed |\n|---|---|---|---|---|---|---|\n", 100.0 * UPLOAD_SHARE);
+    for (w, s, r, d, u, dn, c) in matrix_rows {
         t.push_str(&format!(
+            "| {w} | {s} | {r} | {d} | {u:.0} | {dn:.0} | {c} |\n"
+        ));
+    }
+    let n_up = matrix_rows
+        .iter()
+        .filter(|r| r.6 == "upload" || r.6 == "both")
+        .count();
+    let n_down = matrix_rows
+        .iter()
+        .filter(|r| r.6 == "download" || r.6 == "both")
+        .count();
+    t.push_str(&format!(
             "\nReading: the upload collapses (the paper's outcome) in {n_up} of {} settings, the download in {n_down}. \
              In the model the upload collapses when it loses tens of segments in one window (its {w} segments and the download's ACKs overflow the {q} slots) and, without SACK, \
              NewReno repairs one hole per round trip while the round trip is ≈{full_s:.1} s behind the full FIFO, so the upload spends most \
@@ -494,9 +567,12 @@ pub fn write(
             fifo.metrics["upload_tcp"]["retransmits"],
             fifo.metrics["upload_tcp"]["timeouts"],
         ));
-        notes.push(t);
-    }
-    let figures = vec![
+    t
+}
+
+/// The charts (written by [`write_throughput`] and [`write_rates_chart`]).
+fn figures() -> Vec<Figure> {
+    vec![
         Figure {
             title: "Throughput over time, both directions, FIFO (dashes: P3 §3's averages)".into(),
             file: "throughput_fifo.svg".into(),
@@ -509,15 +585,5 @@ pub fn write(
             title: "Average throughput per run (dashes: P3's figures)".into(),
             file: "rates.svg".into(),
         },
-    ];
-    if !o.sens.is_empty() {
-        notes.push(sensitivity_note(p, &o.sens, out)?);
-    }
-    Ok(ExperimentOutput {
-        results,
-        comparisons,
-        checks,
-        figures,
-        notes,
-    })
+    ]
 }

@@ -179,292 +179,393 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
             cfg.origins
         );
     }
-    let mut rng = SplitMix64::new(seed);
+    let mut cluster = Cluster::new(cfg, seed)?;
+    cluster.run()?;
+    Ok(cluster.result())
+}
+
+/// The balancer `cfg` names, built with `rng`.
+fn balancer(cfg: &ClusterConfig, rng: &mut SplitMix64) -> anyhow::Result<AnyBalancer> {
     let mut kind = json!({ "kind": cfg.algorithm });
     if cfg.algorithm == "lblc" {
         kind["active_weight"] = json!(cfg.lblc_active_weight);
     }
     let bal_cfg: BalancerConfig = serde_json::from_value(kind)
         .map_err(|e| anyhow!("unknown balancer {:?}: {e}", cfg.algorithm))?;
-    let mut balancer: AnyBalancer = bal_cfg
-        .build(&mut rng)
-        .map_err(|e| anyhow!("balancer {}: {e}", cfg.algorithm))?;
-    let mut table = ServerTable::new();
-    let mut hosts = Vec::new();
-    for (i, s) in cfg.host_service_s.iter().enumerate() {
-        table
-            .add_server(i as u32, host_addr(i), 3128, 1)
-            .map_err(|e| anyhow!("server table: {e}"))?;
-        hosts.push(Host {
-            queue: VecDeque::new(),
-            busy: false,
-            service_s: *s,
-        });
-    }
-    let client = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
-    // Client ports: index into the ephemeral range; the rover moves one port per connection
-    // and skips ports still in flight (Linux 2.4 tcp_v4_get_port / tcp_port_rover). The
-    // rover is the kernel's, shared by every ab process of the client machine.
-    let ports = if cfg.client_ports == 0 {
-        u32::MAX
-    } else {
-        cfg.client_ports
-    };
-    let mut rover: u32 = ports - 1;
-    // IPVS entries per client port (none when ports are never reused): at most one per
-    // origin; the list is short (a port is used a few times per TIME_WAIT period).
-    let mut conns: Vec<Vec<ConnEntry>> = vec![Vec::new(); cfg.client_ports as usize];
-    let mut port_busy: Vec<bool> = vec![false; cfg.client_ports as usize];
-    let mut generation: u64 = 0;
-    let mut reused = 0u64;
-    let mut q: EventQueue<Ev> = EventQueue::new();
-    match cfg.model {
-        ClientModel::Uniform => {
-            for _ in 0..cfg.concurrency {
-                q.schedule(0, Ev::Send { origin: NO_ORIGIN });
-            }
+    bal_cfg
+        .build(rng)
+        .map_err(|e| anyhow!("balancer {}: {e}", cfg.algorithm))
+}
+
+/// A service time of mean `mean` seconds: `mean × (1 − cv + cv·Exp(1))`.
+fn service_time(cfg: &ClusterConfig, rng: &mut SplitMix64, mean: f64) -> Nanos {
+    let s = mean * (1.0 - cfg.jitter_cv + cfg.jitter_cv * rng.exp(1.0));
+    (s * SEC as f64) as Nanos
+}
+
+/// One configuration being simulated: the director (balancer, server table, IPVS connection
+/// entries per client port), the hosts, the client's ports, the events and the tallies.
+struct Cluster<'a> {
+    cfg: &'a ClusterConfig,
+    rng: SplitMix64,
+    balancer: AnyBalancer,
+    table: ServerTable,
+    hosts: Vec<Host>,
+    client: IpAddr,
+    /// Client ports: index into the ephemeral range; the rover moves one port per connection
+    /// and skips ports still in flight (Linux 2.4 tcp_v4_get_port / tcp_port_rover). The
+    /// rover is the kernel's, shared by every ab process of the client machine.
+    ports: u32,
+    rover: u32,
+    /// IPVS entries per client port (none when ports are never reused): at most one per
+    /// origin; the list is short (a port is used a few times per TIME_WAIT period).
+    conns: Vec<Vec<ConnEntry>>,
+    port_busy: Vec<bool>,
+    generation: u64,
+    reused: u64,
+    q: EventQueue<Ev>,
+    /// TIME_WAIT expiries in time order (each is `inactive_timeout` after a completion, and
+    /// completions come in time order); an expiry due at the same instant as an event goes
+    /// first, as it was scheduled earlier.
+    forgets: VecDeque<Forget>,
+    warmup: u64,
+    warm_time: Nanos,
+    warmed: bool,
+    warm_at: Nanos,
+    completed: u64,
+    unplaced: u64,
+    measured: u64,
+    resp_sum: f64,
+    per_host: Vec<u64>,
+    last: Nanos,
+}
+
+impl<'a> Cluster<'a> {
+    /// The director and hosts of `cfg`, and the client's first requests.
+    fn new(cfg: &'a ClusterConfig, seed: u64) -> anyhow::Result<Self> {
+        let mut rng = SplitMix64::new(seed);
+        let balancer = balancer(cfg, &mut rng)?;
+        let mut table = ServerTable::new();
+        let mut hosts = Vec::new();
+        for (i, s) in cfg.host_service_s.iter().enumerate() {
+            table
+                .add_server(i as u32, host_addr(i), 3128, 1)
+                .map_err(|e| anyhow!("server table: {e}"))?;
+            hosts.push(Host {
+                queue: VecDeque::new(),
+                busy: false,
+                service_s: *s,
+            });
         }
-        ClientModel::PerOriginAb => {
-            // ab processes started one after another, requests of each interleaved
-            for _ in 0..cfg.per_origin_concurrency {
-                for o in 0..cfg.origins {
-                    q.schedule(0, Ev::Send { origin: o as u32 });
+        let ports = if cfg.client_ports == 0 {
+            u32::MAX
+        } else {
+            cfg.client_ports
+        };
+        let mut q: EventQueue<Ev> = EventQueue::new();
+        match cfg.model {
+            ClientModel::Uniform => {
+                for _ in 0..cfg.concurrency {
+                    q.schedule(0, Ev::Send { origin: NO_ORIGIN });
+                }
+            }
+            ClientModel::PerOriginAb => {
+                // ab processes started one after another, requests of each interleaved
+                for _ in 0..cfg.per_origin_concurrency {
+                    for o in 0..cfg.origins {
+                        q.schedule(0, Ev::Send { origin: o as u32 });
+                    }
                 }
             }
         }
+        Ok(Cluster {
+            cfg,
+            rng,
+            balancer,
+            table,
+            per_host: vec![0u64; hosts.len()],
+            hosts,
+            client: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            ports,
+            rover: ports - 1,
+            conns: vec![Vec::new(); cfg.client_ports as usize],
+            port_busy: vec![false; cfg.client_ports as usize],
+            generation: 0,
+            reused: 0,
+            q,
+            forgets: VecDeque::new(),
+            warmup: (cfg.requests as f64 * cfg.warmup_fraction) as u64,
+            warm_time: (cfg.max_time as f64 * cfg.warmup_fraction) as Nanos,
+            warmed: false,
+            warm_at: 0,
+            completed: 0,
+            unplaced: 0,
+            measured: 0,
+            resp_sum: 0.0,
+            last: 0,
+        })
     }
-    let warmup = (cfg.requests as f64 * cfg.warmup_fraction) as u64;
-    let (mut completed, mut unplaced) = (0u64, 0u64);
-    let mut warm_at: Nanos = 0;
-    let mut warmed = false;
-    let warm_time = (cfg.max_time as f64 * cfg.warmup_fraction) as Nanos;
-    let mut measured = 0u64;
-    let mut resp_sum = 0.0;
-    let mut per_host = vec![0u64; hosts.len()];
-    let mut last: Nanos = 0;
-    let service = |rng: &mut SplitMix64, mean: f64| -> Nanos {
-        let s = mean * (1.0 - cfg.jitter_cv + cfg.jitter_cv * rng.exp(1.0));
-        (s * SEC as f64) as Nanos
-    };
-    // TIME_WAIT expiries in time order (each is `inactive_timeout` after a completion, and
-    // completions come in time order); an expiry due at the same instant as an event goes
-    // first, as it was scheduled earlier.
-    let mut forgets: VecDeque<Forget> = VecDeque::new();
-    loop {
-        let next_event = q.peek_time();
-        let forget_due = match (forgets.front(), next_event) {
-            (Some(f), Some(t)) => f.at <= t,
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        if forget_due {
-            let Some(f) = forgets.pop_front() else {
+
+    /// Runs the events and the TIME_WAIT expiries in time order until the time limit, the
+    /// request count, or nothing is left.
+    fn run(&mut self) -> anyhow::Result<()> {
+        let cfg = self.cfg;
+        loop {
+            let next_event = self.q.peek_time();
+            let forget_due = match (self.forgets.front(), next_event) {
+                (Some(f), Some(t)) => f.at <= t,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if forget_due {
+                let Some(f) = self.forgets.pop_front() else {
+                    break;
+                };
+                if f.at > cfg.max_time || self.completed >= cfg.requests {
+                    break;
+                }
+                self.last = f.at;
+                self.forget(f)?;
+                continue;
+            }
+            let Some((now, ev)) = self.q.pop() else {
                 break;
             };
-            if f.at > cfg.max_time || completed >= cfg.requests {
+            if now > cfg.max_time || self.completed >= cfg.requests {
                 break;
             }
-            last = f.at;
-            if cfg.client_ports > 0 {
-                // A reused entry was re-armed (its generation changed): this expiry is
-                // stale, the entry's inactive count was already taken back at reuse.
-                let Some(l) = conns.get_mut(f.port as usize) else {
-                    continue;
-                };
-                let Some(i) = l
-                    .iter()
-                    .position(|c| c.generation == f.generation && !c.active)
-                else {
-                    continue;
-                };
-                l.swap_remove(i);
+            self.last = now;
+            match ev {
+                Ev::Send {
+                    origin: slot_origin,
+                } => self.send(now, slot_origin)?,
+                Ev::Arrive { host, req } => self.arrive(host, req)?,
+                Ev::Done { host } => self.done(now, host)?,
             }
-            table
-                .on_inactive_close(ServerId(f.host as u32))
-                .map_err(|e| anyhow!(e))?;
-            continue;
         }
-        let Some((now, ev)) = q.pop() else {
-            break;
+        Ok(())
+    }
+
+    /// A TIME_WAIT entry expires: the director forgets the connection.
+    fn forget(&mut self, f: Forget) -> anyhow::Result<()> {
+        if self.cfg.client_ports > 0 {
+            // A reused entry was re-armed (its generation changed): this expiry is
+            // stale, the entry's inactive count was already taken back at reuse.
+            let Some(l) = self.conns.get_mut(f.port as usize) else {
+                return Ok(());
+            };
+            let Some(i) = l
+                .iter()
+                .position(|c| c.generation == f.generation && !c.active)
+            else {
+                return Ok(());
+            };
+            l.swap_remove(i);
+        }
+        self.table
+            .on_inactive_close(ServerId(f.host as u32))
+            .map_err(|e| anyhow!(e))
+    }
+
+    /// The client opens a connection for its next request (from slot `slot_origin`): the next
+    /// free port, an origin, and the host — the entry's own when the 4-tuple is still in
+    /// TIME_WAIT, else the balancer's pick.
+    fn send(&mut self, now: Nanos, slot_origin: u32) -> anyhow::Result<()> {
+        let cfg = self.cfg;
+        let port = loop {
+            self.rover = (self.rover + 1) % self.ports;
+            if !self
+                .port_busy
+                .get(self.rover as usize)
+                .copied()
+                .unwrap_or(false)
+            {
+                break self.rover;
+            }
         };
-        if now > cfg.max_time || completed >= cfg.requests {
-            break;
-        }
-        last = now;
-        match ev {
-            Ev::Send {
-                origin: slot_origin,
-            } => {
-                let port = loop {
-                    rover = (rover + 1) % ports;
-                    if !port_busy.get(rover as usize).copied().unwrap_or(false) {
-                        break rover;
-                    }
-                };
-                let origin = if slot_origin == NO_ORIGIN {
-                    rng.below(cfg.origins as u64) as u32
-                } else {
-                    slot_origin
-                };
-                let dst = origin_addr(origin as usize);
-                generation += 1;
-                // IPVS looks the connection up before it schedules (ip_vs_in →
-                // conn_in_get, net/netfilter/ipvs/ip_vs_core.c): a SYN whose 4-tuple still
-                // has an entry in TIME_WAIT reuses it and goes to the same real server. Only
-                // Linux 4.2's `conn_reuse_mode` made IPVS reschedule such connections.
-                let existing = conns
-                    .get_mut(port as usize)
-                    .and_then(|l| l.iter_mut().find(|c| c.origin == origin));
-                let is_reuse = existing.is_some();
-                let h = if let Some(c) = existing {
-                    c.active = true;
-                    c.generation = generation;
-                    reused += 1;
-                    if cfg.handshake == 0 {
-                        table
-                            .on_inactive_close(ServerId(c.host as u32))
-                            .map_err(|e| anyhow!(e))?;
-                    }
-                    c.host
-                } else {
-                    let wire_port = 1024 + (port % (u16::MAX as u32 - 1024)) as u16;
-                    let key = FlowKey::new(client, wire_port, dst, 80);
-                    let Some(ServerId(id)) = balancer.pick(&table, &key, now) else {
-                        unplaced += 1;
-                        // Retry after 1 ms, as a client would after a refused connection.
-                        q.schedule_in(
-                            SEC / 1000,
-                            Ev::Send {
-                                origin: slot_origin,
-                            },
-                        );
-                        continue;
-                    };
-                    if let Some(l) = conns.get_mut(port as usize) {
-                        l.push(ConnEntry {
-                            origin,
-                            host: id as usize,
-                            active: true,
-                            generation,
-                        });
-                    }
-                    id as usize
-                };
-                if let Some(b) = port_busy.get_mut(port as usize) {
-                    *b = true;
-                }
-                let req = Req {
-                    sent: now,
-                    port,
-                    slot_origin,
-                    origin,
-                };
-                if cfg.handshake > 0 {
-                    // IPVS counts a connection in SYN_RECV as inactive and makes it active
-                    // on ESTABLISHED (set_tcp_state, ip_vs_proto_tcp.c): until the handshake
-                    // is done the scheduler does not see it as load. A reused entry stays
-                    // inactive (TIME_WAIT → SYN_RECV) until then too.
-                    if !is_reuse {
-                        table.on_open(ServerId(h as u32)).map_err(|e| anyhow!(e))?;
-                        table
-                            .on_inactive(ServerId(h as u32))
-                            .map_err(|e| anyhow!(e))?;
-                    }
-                    q.schedule_in(cfg.handshake, Ev::Arrive { host: h, req });
-                    continue;
-                }
-                table.on_open(ServerId(h as u32)).map_err(|e| anyhow!(e))?;
-                hosts[h].queue.push_back(req);
-                if !hosts[h].busy {
-                    hosts[h].busy = true;
-                    let d = service(&mut rng, hosts[h].service_s);
-                    q.schedule_in(d, Ev::Done { host: h });
-                }
-            }
-            Ev::Arrive { host, req } => {
-                // ESTABLISHED: inactive → active, and the request reaches the host.
-                let s = table
-                    .get(ServerId(host as u32))
-                    .context("arrive at an unknown host")?;
-                let (a, i) = (s.active + 1, s.inactive.saturating_sub(1));
-                table
-                    .set_conns(ServerId(host as u32), a, i)
+        let origin = if slot_origin == NO_ORIGIN {
+            self.rng.below(cfg.origins as u64) as u32
+        } else {
+            slot_origin
+        };
+        let dst = origin_addr(origin as usize);
+        self.generation += 1;
+        // IPVS looks the connection up before it schedules (ip_vs_in →
+        // conn_in_get, net/netfilter/ipvs/ip_vs_core.c): a SYN whose 4-tuple still
+        // has an entry in TIME_WAIT reuses it and goes to the same real server. Only
+        // Linux 4.2's `conn_reuse_mode` made IPVS reschedule such connections.
+        let existing = self
+            .conns
+            .get_mut(port as usize)
+            .and_then(|l| l.iter_mut().find(|c| c.origin == origin));
+        let is_reuse = existing.is_some();
+        let h = if let Some(c) = existing {
+            c.active = true;
+            c.generation = self.generation;
+            self.reused += 1;
+            if cfg.handshake == 0 {
+                self.table
+                    .on_inactive_close(ServerId(c.host as u32))
                     .map_err(|e| anyhow!(e))?;
-                hosts[host].queue.push_back(req);
-                if !hosts[host].busy {
-                    hosts[host].busy = true;
-                    let d = service(&mut rng, hosts[host].service_s);
-                    q.schedule_in(d, Ev::Done { host });
-                }
             }
-            Ev::Done { host } => {
-                let req = hosts[host]
-                    .queue
-                    .pop_front()
-                    .context("done with empty queue")?;
-                completed += 1;
-                per_host[host] += 1;
-                // Warm-up ends after `warmup` completions or a `warmup_fraction` of the time
-                // limit, whichever comes first (slow clusters may never reach the count).
-                if !warmed && (completed >= warmup || now >= warm_time) {
-                    warmed = true;
-                    warm_at = now;
-                } else if warmed {
-                    measured += 1;
-                    resp_sum += (now - req.sent) as f64 / 1e6;
-                }
-                table
-                    .on_inactive(ServerId(host as u32))
-                    .map_err(|e| anyhow!(e))?;
-                let mut generation = 0;
-                if let Some(l) = conns.get_mut(req.port as usize) {
-                    if let Some(c) = l.iter_mut().find(|c| c.origin == req.origin) {
-                        c.active = false;
-                        generation = c.generation;
-                    }
-                }
-                if let Some(b) = port_busy.get_mut(req.port as usize) {
-                    *b = false;
-                }
-                forgets.push_back(Forget {
-                    at: now.saturating_add(cfg.inactive_timeout),
-                    host,
-                    port: req.port,
-                    generation,
-                });
-                if hosts[host].queue.is_empty() {
-                    hosts[host].busy = false;
-                } else {
-                    let d = service(&mut rng, hosts[host].service_s);
-                    q.schedule_in(d, Ev::Done { host });
-                }
-                q.schedule(
-                    now,
+            c.host
+        } else {
+            let wire_port = 1024 + (port % (u16::MAX as u32 - 1024)) as u16;
+            let key = FlowKey::new(self.client, wire_port, dst, 80);
+            let Some(ServerId(id)) = self.balancer.pick(&self.table, &key, now) else {
+                self.unplaced += 1;
+                // Retry after 1 ms, as a client would after a refused connection.
+                self.q.schedule_in(
+                    SEC / 1000,
                     Ev::Send {
-                        origin: req.slot_origin,
+                        origin: slot_origin,
                     },
                 );
+                return Ok(());
+            };
+            if let Some(l) = self.conns.get_mut(port as usize) {
+                l.push(ConnEntry {
+                    origin,
+                    host: id as usize,
+                    active: true,
+                    generation: self.generation,
+                });
             }
+            id as usize
+        };
+        if let Some(b) = self.port_busy.get_mut(port as usize) {
+            *b = true;
+        }
+        let req = Req {
+            sent: now,
+            port,
+            slot_origin,
+            origin,
+        };
+        if cfg.handshake > 0 {
+            // IPVS counts a connection in SYN_RECV as inactive and makes it active
+            // on ESTABLISHED (set_tcp_state, ip_vs_proto_tcp.c): until the handshake
+            // is done the scheduler does not see it as load. A reused entry stays
+            // inactive (TIME_WAIT → SYN_RECV) until then too.
+            if !is_reuse {
+                self.table
+                    .on_open(ServerId(h as u32))
+                    .map_err(|e| anyhow!(e))?;
+                self.table
+                    .on_inactive(ServerId(h as u32))
+                    .map_err(|e| anyhow!(e))?;
+            }
+            self.q
+                .schedule_in(cfg.handshake, Ev::Arrive { host: h, req });
+            return Ok(());
+        }
+        self.table
+            .on_open(ServerId(h as u32))
+            .map_err(|e| anyhow!(e))?;
+        self.enqueue(h, req);
+        Ok(())
+    }
+
+    /// `req` joins `host`'s queue; an idle host starts serving.
+    fn enqueue(&mut self, host: usize, req: Req) {
+        self.hosts[host].queue.push_back(req);
+        if !self.hosts[host].busy {
+            self.hosts[host].busy = true;
+            let d = service_time(self.cfg, &mut self.rng, self.hosts[host].service_s);
+            self.q.schedule_in(d, Ev::Done { host });
         }
     }
-    let span = (last.saturating_sub(warm_at)) as f64 / SEC as f64;
-    let req_per_s = if measured > 0 && span > 0.0 {
-        measured as f64 / span
-    } else {
-        0.0
-    };
-    Ok(ClusterResult {
-        req_per_s,
-        completed,
-        mean_response_ms: if measured > 0 {
-            resp_sum / measured as f64
+
+    /// The handshake is done (ESTABLISHED): inactive → active, and the request reaches the
+    /// host.
+    fn arrive(&mut self, host: usize, req: Req) -> anyhow::Result<()> {
+        let s = self
+            .table
+            .get(ServerId(host as u32))
+            .context("arrive at an unknown host")?;
+        let (a, i) = (s.active + 1, s.inactive.saturating_sub(1));
+        self.table
+            .set_conns(ServerId(host as u32), a, i)
+            .map_err(|e| anyhow!(e))?;
+        self.enqueue(host, req);
+        Ok(())
+    }
+
+    /// `host` finished its head request: counted (after the warm-up), the connection goes
+    /// inactive and into TIME_WAIT, the host serves its next request, the client sends again.
+    fn done(&mut self, now: Nanos, host: usize) -> anyhow::Result<()> {
+        let cfg = self.cfg;
+        let req = self.hosts[host]
+            .queue
+            .pop_front()
+            .context("done with empty queue")?;
+        self.completed += 1;
+        self.per_host[host] += 1;
+        // Warm-up ends after `warmup` completions or a `warmup_fraction` of the time
+        // limit, whichever comes first (slow clusters may never reach the count).
+        if !self.warmed && (self.completed >= self.warmup || now >= self.warm_time) {
+            self.warmed = true;
+            self.warm_at = now;
+        } else if self.warmed {
+            self.measured += 1;
+            self.resp_sum += (now - req.sent) as f64 / 1e6;
+        }
+        self.table
+            .on_inactive(ServerId(host as u32))
+            .map_err(|e| anyhow!(e))?;
+        let mut generation = 0;
+        if let Some(l) = self.conns.get_mut(req.port as usize) {
+            if let Some(c) = l.iter_mut().find(|c| c.origin == req.origin) {
+                c.active = false;
+                generation = c.generation;
+            }
+        }
+        if let Some(b) = self.port_busy.get_mut(req.port as usize) {
+            *b = false;
+        }
+        self.forgets.push_back(Forget {
+            at: now.saturating_add(cfg.inactive_timeout),
+            host,
+            port: req.port,
+            generation,
+        });
+        if self.hosts[host].queue.is_empty() {
+            self.hosts[host].busy = false;
         } else {
-            f64::NAN
-        },
-        per_host,
-        unplaced,
-        reused,
-    })
+            let d = service_time(cfg, &mut self.rng, self.hosts[host].service_s);
+            self.q.schedule_in(d, Ev::Done { host });
+        }
+        self.q.schedule(
+            now,
+            Ev::Send {
+                origin: req.slot_origin,
+            },
+        );
+        Ok(())
+    }
+
+    /// The figures of the run.
+    fn result(self) -> ClusterResult {
+        let measured = self.measured;
+        let span = (self.last.saturating_sub(self.warm_at)) as f64 / SEC as f64;
+        let req_per_s = if measured > 0 && span > 0.0 {
+            measured as f64 / span
+        } else {
+            0.0
+        };
+        ClusterResult {
+            req_per_s,
+            completed: self.completed,
+            mean_response_ms: if measured > 0 {
+                self.resp_sum / measured as f64
+            } else {
+                f64::NAN
+            },
+            per_host: self.per_host,
+            unplaced: self.unplaced,
+            reused: self.reused,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -423,7 +423,37 @@ fn about(variants: &[Variant], prefix: &str, f: impl Fn(&Variant, Claims) -> Str
         .unwrap_or_default()
 }
 
+/// The notes: the service model, what the destinations were, client ports and RR vs LC, LBLC,
+/// what is not modelled, the per-host sizes, the client.
 fn notes(s: &Setup, grid: &Grid, variants: &[Variant]) -> Vec<String> {
+    let mut notes = service_model_note(s);
+    notes.extend(destinations_note(s, grid, variants));
+    notes.extend(ports_note(s, grid, variants));
+    notes.extend(lblc_note(s, grid, variants));
+    notes.extend(not_modelled_note(s, grid));
+    notes.extend(per_host_note(s, grid));
+    notes.extend(client_note(s));
+    notes
+}
+
+/// How a host's service time is drawn, calibrated from P4 Table 3's one-host column.
+fn service_model_note(s: &Setup) -> Vec<String> {
+    let calib = s
+        .sizes
+        .iter()
+        .zip(&s.rates)
+        .map(|(sz, r)| format!("{sz}: 1/{} s", fmt_rate(*r)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let notes = vec![format!(
+        "**Service model.** Each host is one FCFS server whose mean service time is calibrated from P4 Table 3's one-host RR column ({calib}); a service time is `mean × (1 − cv + cv·Exp(1))`, cv = {}. The one-host cells therefore match by construction; every other cell is a prediction of the model. The director's CPU is not modelled (see below); the differences the model reproduces come from *where* requests go.",
+        s.base.jitter_cv
+    )];
+    notes
+}
+
+/// Which destinations the requests name, and why (IPVS dh and lblc hash them).
+fn destinations_note(s: &Setup, grid: &Grid, variants: &[Variant]) -> Vec<String> {
     let big = s.big();
     let sizes = 0..s.sizes.len();
     let at_big: Vec<Claims> = sizes.clone().map(|i| claims(grid, i, big)).collect();
@@ -432,18 +462,7 @@ fn notes(s: &Setup, grid: &Grid, variants: &[Variant]) -> Vec<String> {
         .first()
         .map(|v| s.sizes[v.size].clone())
         .unwrap_or_default();
-    let calib = s
-        .sizes
-        .iter()
-        .zip(&s.rates)
-        .map(|(sz, r)| format!("{sz}: 1/{} s", fmt_rate(*r)))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let mut notes = vec![format!(
-        "**Service model.** Each host is one FCFS server whose mean service time is calibrated from P4 Table 3's one-host RR column ({calib}); a service time is `mean × (1 − cv + cv·Exp(1))`, cv = {}. The one-host cells therefore match by construction; every other cell is a prediction of the model. The director's CPU is not modelled (see below); the differences the model reproduces come from *where* requests go.",
-        s.base.jitter_cv
-    )];
-    // Destinations.
+    let mut notes = Vec::new();
     let one_origin = about(variants, "one origin", |_, c| {
         format!(
             " (sensitivity, {sens_size}: DH reaches {} of linear scaling behind one address)",
@@ -483,7 +502,20 @@ fn notes(s: &Setup, grid: &Grid, variants: &[Variant]) -> Vec<String> {
         span(field(|c| c.dh_over_rr), ratio),
         if few_origins.is_empty() { String::new() } else { format!(" (sensitivity, {sens_size}: {few_origins})") },
     ));
-    // Ports and RR vs LC.
+    notes
+}
+
+/// Client ports, IPVS connection reuse, and why RR ≥ LC fails.
+fn ports_note(s: &Setup, grid: &Grid, variants: &[Variant]) -> Vec<String> {
+    let big = s.big();
+    let sizes = 0..s.sizes.len();
+    let at_big: Vec<Claims> = sizes.clone().map(|i| claims(grid, i, big)).collect();
+    let field = |f: fn(&Claims) -> f64| at_big.iter().map(f).collect::<Vec<_>>();
+    let sens_size = variants
+        .first()
+        .map(|v| s.sizes[v.size].clone())
+        .unwrap_or_default();
+    let mut notes = Vec::new();
     let reuse = sizes.clone().filter_map(|i| {
         let r = grid.get(Case::Same(i), "lc", big)?;
         Some(r.reused as f64 / r.completed.max(1) as f64)
@@ -552,6 +584,16 @@ fn notes(s: &Setup, grid: &Grid, variants: &[Variant]) -> Vec<String> {
         span(reuse, |x| format!("{:.1}%", 100.0 * x)),
         span(field(|c| c.lc_over_rr - 1.0), pct),
     ));
+    notes
+}
+
+/// Why LBLC is not the worst here.
+fn lblc_note(s: &Setup, grid: &Grid, variants: &[Variant]) -> Vec<String> {
+    let big = s.big();
+    let sizes = 0..s.sizes.len();
+    let at_big: Vec<Claims> = sizes.clone().map(|i| claims(grid, i, big)).collect();
+    let field = |f: fn(&Claims) -> f64| at_big.iter().map(f).collect::<Vec<_>>();
+    let mut notes = Vec::new();
     let weight = about(variants, "lblc active weight", |v, _| {
         format!(
             " The weight changes Table 4, not Table 3: per-host lblc at {big} hosts is {} req/s here against {} with {} (P4 {}).",
@@ -569,6 +611,14 @@ fn notes(s: &Setup, grid: &Grid, variants: &[Variant]) -> Vec<String> {
         span(paper_over_rr("lblc", &s.sizes), ratio),
         s.base.lblc_active_weight,
     ));
+    notes
+}
+
+/// What is not modelled (the director's CPU, Squid's warm-up), and why.
+fn not_modelled_note(s: &Setup, grid: &Grid) -> Vec<String> {
+    let big = s.big();
+    let sizes = 0..s.sizes.len();
+    let mut notes = Vec::new();
     let best = PAPER_SAME
         .iter()
         .flat_map(|(_, rows)| rows.iter().flat_map(|(_, v)| v.iter().copied()))
@@ -586,6 +636,12 @@ fn notes(s: &Setup, grid: &Grid, variants: &[Variant]) -> Vec<String> {
         1e6 / best,
         fmt_rate(best),
     ));
+    notes
+}
+
+/// Table 4 (per-host sizes), and why LC saturates.
+fn per_host_note(s: &Setup, grid: &Grid) -> Vec<String> {
+    let mut notes = Vec::new();
     let harmonic = s.rates.len() as f64 / s.rates.iter().map(|r| 1.0 / r).sum::<f64>();
     let multi: Vec<usize> = s.hosts.iter().copied().filter(|n| *n > 1).collect();
     let series = |alg: &str| {
@@ -621,6 +677,12 @@ fn notes(s: &Setup, grid: &Grid, variants: &[Variant]) -> Vec<String> {
         series("rr"),
         series("dh"),
     ));
+    notes
+}
+
+/// The client's closed loop.
+fn client_note(s: &Setup) -> Vec<String> {
+    let mut notes = Vec::new();
     notes.push(format!(
         "**Client.** ab-like closed loop with concurrency {} (uniform model; not printed in P4; 2 × the largest cluster — the sensitivity table shows what other values change). `sh` hashes the source address: with one client every request goes to one host — why P4 excluded it.",
         s.base.concurrency

@@ -88,208 +88,299 @@ struct Worker {
 
 /// Simulate one configuration.
 pub fn simulate(cfg: &NpConfig, seed: u64) -> anyhow::Result<NpResult> {
-    let mut rng = SplitMix64::new(seed);
-    let kinds: Vec<BlockKind> = (0..cfg.packets)
-        .flat_map(|_| packet_blocks(cfg.packet_bytes, cfg.block_bytes))
-        .collect();
-    let n_blocks = kinds.len();
-    let shared = cfg.policy == "shared_queue";
-    let mut policy: Option<AnyDispatch> = if shared {
-        None
-    } else {
-        let c: DispatchConfig = serde_json::from_value(json!({ "kind": cfg.policy }))
-            .map_err(|e| anyhow!("unknown dispatch policy {:?}: {e}", cfg.policy))?;
-        Some(
-            c.build()
-                .map_err(|e| anyhow!("policy {}: {e}", cfg.policy))?,
-        )
-    };
-    let c = &cfg.costs;
-    let profile = policy.as_ref().map(|p| p.profile());
-    let decision_ns = match profile.map(|p| p.decision_cost) {
-        None => 0.0,
-        Some(DecisionCost::Static) => c.decision_static_ns,
-        Some(DecisionCost::SkipBusy) => c.decision_skip_per_thread_ns,
-        Some(DecisionCost::ScanIdle) => c.decision_scan_idle_ns,
-        Some(DecisionCost::ScanIdleAndCounters) => c.decision_scan_counters_ns,
-    };
-    let read_ns = c.mem_read_ns
-        * match profile.map(|p| p.decision_cost) {
-            None => 0.0,
-            Some(DecisionCost::Static) => c.reads_static,
-            Some(DecisionCost::SkipBusy) => c.reads_skip_busy,
-            Some(DecisionCost::ScanIdle) => c.reads_scan_idle,
-            Some(DecisionCost::ScanIdleAndCounters) => c.reads_scan_counters,
-        };
-    let late_ns = if profile.map(|p| p.needs_next_is_sop).unwrap_or(false) {
-        c.late_signal_ns
-    } else {
-        0.0
-    };
-    let mut workers: Vec<Worker> = WorkerView::uniform(cfg.engines, cfg.threads_per_engine)
-        .into_iter()
-        .map(|state| Worker {
-            state,
-            pending: None,
-            sop_seen: false,
-        })
-        .collect();
-    if workers.is_empty() {
-        bail!("processor has no threads (engines × threads_per_engine = 0)");
-    }
-    let mut engine_free: Vec<Nanos> = vec![0; cfg.engines];
-    let mut useful_ns = 0.0f64;
-    let mut decision_total = 0.0f64;
-    let mut stall_ns = 0.0f64;
-    let mut read_wait_ns = 0.0f64;
-    let mut waiting_decision: Option<(usize, Nanos)> = None;
-    let mut finished = 0usize;
-    let mut last_finish: Nanos = 0;
-    let mut next_shared = 0usize;
-    let mut lock_free: Nanos = 0;
-    let mut q: EventQueue<Ev> = EventQueue::new();
-    let cost_of = |k: BlockKind, rng: &mut SplitMix64| -> f64 {
-        let base = match k {
-            BlockKind::Sop => c.sop_ns,
-            BlockKind::Single => c.sop_ns + c.eop_ns,
-            BlockKind::Middle => c.middle_ns,
-            BlockKind::Eop => c.eop_ns,
-        };
-        base * (1.0 + c.jitter * (2.0 * rng.unit() - 1.0))
-    };
-    if shared {
-        for (w, wk) in workers.iter_mut().enumerate() {
-            wk.state.busy = true;
-            let at = lock_free + c.lock_ns as Nanos;
-            lock_free = at;
-            q.schedule(at, Ev::Pull { worker: w });
-        }
-    } else {
-        q.schedule(0, Ev::Decide { block: 0 });
-    }
-    let views = |ws: &[Worker]| -> Vec<WorkerState> { ws.iter().map(|w| w.state).collect() };
-    while let Some((now, ev)) = q.pop() {
+    let mut chain = Chain::new(cfg, seed)?;
+    while let Some((now, ev)) = chain.q.pop() {
         match ev {
-            Ev::Decide { block } => {
-                let p = policy.as_mut().expect("chain mode has a policy");
-                let states = views(&workers);
-                let skipped_before = match p {
-                    AnyDispatch::ModifiedRr(m) => m.skipped(),
-                    _ => 0,
-                };
-                match p.assign(kinds[block], &WorkerView::new(&states), now) {
-                    Some(w) if w < workers.len() => {
-                        if let AnyDispatch::ModifiedRr(m) = p {
-                            // Walking past busy threads costs ALU time on the decider's side;
-                            // charged as decision time.
-                            let extra = (m.skipped() - skipped_before) as f64
-                                * c.decision_skip_per_thread_ns;
-                            decision_total += extra;
-                        }
-                        let ready = now + c.signal_ns as Nanos;
-                        if workers[w].state.busy {
-                            workers[w].pending = Some((block, ready));
-                        } else {
-                            workers[w].state.busy = true;
-                            q.schedule(ready, Ev::Take { worker: w, block });
-                        }
-                    }
-                    Some(w) => bail!(
-                        "policy {} named worker {w} of {}",
-                        cfg.policy,
-                        workers.len()
-                    ),
-                    None => waiting_decision = Some((block, now)),
-                }
+            Ev::Decide { block } => chain.decide(block, now)?,
+            Ev::Take { worker, block } => chain.take(worker, block, now),
+            Ev::Finish { worker } => chain.finish(worker, now),
+            Ev::Pull { worker } => chain.pull(worker, now),
+        }
+    }
+    chain.result()
+}
+
+/// The dispatch policy of `cfg`; none for the shared queue.
+fn dispatch_policy(cfg: &NpConfig) -> anyhow::Result<Option<AnyDispatch>> {
+    if cfg.policy == "shared_queue" {
+        return Ok(None);
+    }
+    let c: DispatchConfig = serde_json::from_value(json!({ "kind": cfg.policy }))
+        .map_err(|e| anyhow!("unknown dispatch policy {:?}: {e}", cfg.policy))?;
+    Ok(Some(
+        c.build()
+            .map_err(|e| anyhow!("policy {}: {e}", cfg.policy))?,
+    ))
+}
+
+/// What a hand-off costs under a policy (none: the shared queue, no hand-off): the decision's
+/// ALU time, the wait for the shared state it reads first, and the late signal of a policy
+/// that must know whether the next block starts a packet.
+struct HandOff {
+    decision_ns: f64,
+    read_ns: f64,
+    late_ns: f64,
+}
+
+impl HandOff {
+    fn of(c: &Costs, policy: Option<&AnyDispatch>) -> Self {
+        let profile = policy.map(|p| p.profile());
+        let decision_ns = match profile.map(|p| p.decision_cost) {
+            None => 0.0,
+            Some(DecisionCost::Static) => c.decision_static_ns,
+            Some(DecisionCost::SkipBusy) => c.decision_skip_per_thread_ns,
+            Some(DecisionCost::ScanIdle) => c.decision_scan_idle_ns,
+            Some(DecisionCost::ScanIdleAndCounters) => c.decision_scan_counters_ns,
+        };
+        let read_ns = c.mem_read_ns
+            * match profile.map(|p| p.decision_cost) {
+                None => 0.0,
+                Some(DecisionCost::Static) => c.reads_static,
+                Some(DecisionCost::SkipBusy) => c.reads_skip_busy,
+                Some(DecisionCost::ScanIdle) => c.reads_scan_idle,
+                Some(DecisionCost::ScanIdleAndCounters) => c.reads_scan_counters,
+            };
+        let late_ns = if profile.map(|p| p.needs_next_is_sop).unwrap_or(false) {
+            c.late_signal_ns
+        } else {
+            0.0
+        };
+        HandOff {
+            decision_ns,
+            read_ns,
+            late_ns,
+        }
+    }
+}
+
+/// ALU time of a block of kind `k`, with the cost model's jitter.
+fn block_cost(c: &Costs, k: BlockKind, rng: &mut SplitMix64) -> f64 {
+    let base = match k {
+        BlockKind::Sop => c.sop_ns,
+        BlockKind::Single => c.sop_ns + c.eop_ns,
+        BlockKind::Middle => c.middle_ns,
+        BlockKind::Eop => c.eop_ns,
+    };
+    base * (1.0 + c.jitter * (2.0 * rng.unit() - 1.0))
+}
+
+/// One configuration being simulated: the blocks, the threads, the engines' ALU clocks, the
+/// events, and the tallies of the result.
+struct Chain<'a> {
+    cfg: &'a NpConfig,
+    kinds: Vec<BlockKind>,
+    shared: bool,
+    policy: Option<AnyDispatch>,
+    hand_off: HandOff,
+    workers: Vec<Worker>,
+    engine_free: Vec<Nanos>,
+    useful_ns: f64,
+    decision_total: f64,
+    stall_ns: f64,
+    read_wait_ns: f64,
+    waiting_decision: Option<(usize, Nanos)>,
+    finished: usize,
+    last_finish: Nanos,
+    next_shared: usize,
+    lock_free: Nanos,
+    q: EventQueue<Ev>,
+    rng: SplitMix64,
+}
+
+impl<'a> Chain<'a> {
+    /// The configuration's blocks and threads, and the first events: every thread queues for
+    /// the buffer lock (shared queue), or the first block's decision (hand-off chain).
+    fn new(cfg: &'a NpConfig, seed: u64) -> anyhow::Result<Self> {
+        let rng = SplitMix64::new(seed);
+        let kinds: Vec<BlockKind> = (0..cfg.packets)
+            .flat_map(|_| packet_blocks(cfg.packet_bytes, cfg.block_bytes))
+            .collect();
+        let policy = dispatch_policy(cfg)?;
+        let hand_off = HandOff::of(&cfg.costs, policy.as_ref());
+        let workers: Vec<Worker> = WorkerView::uniform(cfg.engines, cfg.threads_per_engine)
+            .into_iter()
+            .map(|state| Worker {
+                state,
+                pending: None,
+                sop_seen: false,
+            })
+            .collect();
+        if workers.is_empty() {
+            bail!("processor has no threads (engines × threads_per_engine = 0)");
+        }
+        let mut chain = Chain {
+            cfg,
+            kinds,
+            shared: policy.is_none(),
+            policy,
+            hand_off,
+            workers,
+            engine_free: vec![0; cfg.engines],
+            useful_ns: 0.0,
+            decision_total: 0.0,
+            stall_ns: 0.0,
+            read_wait_ns: 0.0,
+            waiting_decision: None,
+            finished: 0,
+            last_finish: 0,
+            next_shared: 0,
+            lock_free: 0,
+            q: EventQueue::new(),
+            rng,
+        };
+        if chain.shared {
+            let lock_ns = cfg.costs.lock_ns as Nanos;
+            for (w, wk) in chain.workers.iter_mut().enumerate() {
+                wk.state.busy = true;
+                let at = chain.lock_free + lock_ns;
+                chain.lock_free = at;
+                chain.q.schedule(at, Ev::Pull { worker: w });
             }
-            Ev::Take { worker, block } => {
-                let k = kinds[block];
-                let cost = cost_of(k, &mut rng);
-                if k.carries_header() {
-                    workers[worker].sop_seen = true;
+        } else {
+            chain.q.schedule(0, Ev::Decide { block: 0 });
+        }
+        Ok(chain)
+    }
+
+    /// The policy names the thread that takes `block`: it takes it when the signal arrives,
+    /// or after its current block; no thread named, the block waits for the next idle one.
+    fn decide(&mut self, block: usize, now: Nanos) -> anyhow::Result<()> {
+        let cfg = self.cfg;
+        let c = &cfg.costs;
+        let p = self.policy.as_mut().expect("chain mode has a policy");
+        let states: Vec<WorkerState> = self.workers.iter().map(|w| w.state).collect();
+        let skipped_before = match p {
+            AnyDispatch::ModifiedRr(m) => m.skipped(),
+            _ => 0,
+        };
+        match p.assign(self.kinds[block], &WorkerView::new(&states), now) {
+            Some(w) if w < self.workers.len() => {
+                if let AnyDispatch::ModifiedRr(m) = p {
+                    // Walking past busy threads costs ALU time on the decider's side;
+                    // charged as decision time.
+                    let extra =
+                        (m.skipped() - skipped_before) as f64 * c.decision_skip_per_thread_ns;
+                    self.decision_total += extra;
                 }
-                let e = workers[worker].state.engine;
-                let start = engine_free[e].max(now);
-                let d = if block + 1 < n_blocks && !shared {
-                    decision_ns
+                let ready = now + c.signal_ns as Nanos;
+                if self.workers[w].state.busy {
+                    self.workers[w].pending = Some((block, ready));
                 } else {
-                    0.0
-                };
-                // Whole nanoseconds, and the same rounding for the ALU clock and the idle-time
-                // book-keeping (so idle time can never come out negative).
-                let (cost_ns, d_ns) = (cost as Nanos, d as Nanos);
-                let end = start + d_ns + cost_ns;
-                engine_free[e] = end;
-                useful_ns += cost_ns as f64;
-                decision_total += d_ns as f64;
-                if block + 1 < n_blocks && !shared {
-                    // The hand-off runs as soon as the thread has the block (threads switch on
-                    // every memory access, so a short decision does not queue behind the other
-                    // threads' blocks); its ALU time is still charged to the engine. A dynamic
-                    // decision first reads shared state (`read_ns`): the thread is swapped out
-                    // meanwhile, so the engine is not charged, but the successor is signalled
-                    // only after the read returns.
-                    let r_ns = read_ns as Nanos;
-                    read_wait_ns += r_ns as f64;
-                    let decide_at = now + late_ns as Nanos + d_ns + r_ns;
-                    q.schedule(decide_at, Ev::Decide { block: block + 1 });
-                }
-                q.schedule(end, Ev::Finish { worker });
-            }
-            Ev::Finish { worker } => {
-                finished += 1;
-                last_finish = now;
-                if shared {
-                    if next_shared < n_blocks {
-                        let at = lock_free.max(now) + c.lock_ns as Nanos;
-                        lock_free = at;
-                        q.schedule(at, Ev::Pull { worker });
-                    } else {
-                        workers[worker].state.busy = false;
-                    }
-                    continue;
-                }
-                if let Some((block, ready)) = workers[worker].pending.take() {
-                    stall_ns += now.saturating_sub(ready) as f64;
-                    q.schedule(now.max(ready), Ev::Take { worker, block });
-                } else {
-                    workers[worker].state.busy = false;
-                    workers[worker].state.idle_since = now;
-                    if let Some((block, since)) = waiting_decision.take() {
-                        stall_ns += now.saturating_sub(since) as f64;
-                        q.schedule(now, Ev::Decide { block });
-                    }
+                    self.workers[w].state.busy = true;
+                    self.q.schedule(ready, Ev::Take { worker: w, block });
                 }
             }
-            Ev::Pull { worker } => {
-                if next_shared >= n_blocks {
-                    workers[worker].state.busy = false;
-                    continue;
-                }
-                let block = next_shared;
-                next_shared += 1;
-                q.schedule(now, Ev::Take { worker, block });
+            Some(w) => bail!(
+                "policy {} named worker {w} of {}",
+                cfg.policy,
+                self.workers.len()
+            ),
+            None => self.waiting_decision = Some((block, now)),
+        }
+        Ok(())
+    }
+
+    /// `worker` takes `block`: its engine's ALU runs the hand-off decision and the block, and
+    /// the next block's decision is made as soon as the thread has this one.
+    fn take(&mut self, worker: usize, block: usize, now: Nanos) {
+        let c = &self.cfg.costs;
+        let n_blocks = self.kinds.len();
+        let k = self.kinds[block];
+        let cost = block_cost(c, k, &mut self.rng);
+        if k.carries_header() {
+            self.workers[worker].sop_seen = true;
+        }
+        let e = self.workers[worker].state.engine;
+        let start = self.engine_free[e].max(now);
+        let d = if block + 1 < n_blocks && !self.shared {
+            self.hand_off.decision_ns
+        } else {
+            0.0
+        };
+        // Whole nanoseconds, and the same rounding for the ALU clock and the idle-time
+        // book-keeping (so idle time can never come out negative).
+        let (cost_ns, d_ns) = (cost as Nanos, d as Nanos);
+        let end = start + d_ns + cost_ns;
+        self.engine_free[e] = end;
+        self.useful_ns += cost_ns as f64;
+        self.decision_total += d_ns as f64;
+        if block + 1 < n_blocks && !self.shared {
+            // The hand-off runs as soon as the thread has the block (threads switch on
+            // every memory access, so a short decision does not queue behind the other
+            // threads' blocks); its ALU time is still charged to the engine. A dynamic
+            // decision first reads shared state (`read_ns`): the thread is swapped out
+            // meanwhile, so the engine is not charged, but the successor is signalled
+            // only after the read returns.
+            let r_ns = self.hand_off.read_ns as Nanos;
+            self.read_wait_ns += r_ns as f64;
+            let decide_at = now + self.hand_off.late_ns as Nanos + d_ns + r_ns;
+            self.q.schedule(decide_at, Ev::Decide { block: block + 1 });
+        }
+        self.q.schedule(end, Ev::Finish { worker });
+    }
+
+    /// `worker` finished its block: it queues for the lock again (shared queue), takes the
+    /// block waiting for it, or goes idle and takes the decision that waited for an idle one.
+    fn finish(&mut self, worker: usize, now: Nanos) {
+        self.finished += 1;
+        self.last_finish = now;
+        if self.shared {
+            if self.next_shared < self.kinds.len() {
+                let at = self.lock_free.max(now) + self.cfg.costs.lock_ns as Nanos;
+                self.lock_free = at;
+                self.q.schedule(at, Ev::Pull { worker });
+            } else {
+                self.workers[worker].state.busy = false;
+            }
+            return;
+        }
+        if let Some((block, ready)) = self.workers[worker].pending.take() {
+            self.stall_ns += now.saturating_sub(ready) as f64;
+            self.q.schedule(now.max(ready), Ev::Take { worker, block });
+        } else {
+            self.workers[worker].state.busy = false;
+            self.workers[worker].state.idle_since = now;
+            if let Some((block, since)) = self.waiting_decision.take() {
+                self.stall_ns += now.saturating_sub(since) as f64;
+                self.q.schedule(now, Ev::Decide { block });
             }
         }
     }
-    if finished != n_blocks {
-        bail!(
-            "np-dispatch {}: {finished} of {n_blocks} blocks finished (the chain deadlocked)",
-            cfg.policy
-        );
+
+    /// Shared queue: `worker` holds the buffer lock and takes the head block, if any.
+    fn pull(&mut self, worker: usize, now: Nanos) {
+        if self.next_shared >= self.kinds.len() {
+            self.workers[worker].state.busy = false;
+            return;
+        }
+        let block = self.next_shared;
+        self.next_shared += 1;
+        self.q.schedule(now, Ev::Take { worker, block });
     }
-    let elapsed = last_finish.max(1) as f64;
-    let bytes = cfg.packets as f64 * cfg.packet_bytes as f64;
-    Ok(NpResult {
-        idle_pct: 100.0 * (1.0 - useful_ns / (cfg.engines as f64 * elapsed)),
-        rate_mbps: bytes * 8.0 / elapsed * 1e3,
-        elapsed_us: elapsed / 1e3,
-        stall_us: stall_ns / 1e3,
-        decision_us: decision_total / 1e3,
-        read_wait_us: read_wait_ns / 1e3,
-        sop_threads: workers.iter().filter(|w| w.sop_seen).count(),
-        blocks: n_blocks,
-    })
+
+    /// The result, once no event is left; every block must have finished.
+    fn result(self) -> anyhow::Result<NpResult> {
+        let cfg = self.cfg;
+        let (finished, n_blocks) = (self.finished, self.kinds.len());
+        if finished != n_blocks {
+            bail!(
+                "np-dispatch {}: {finished} of {n_blocks} blocks finished (the chain deadlocked)",
+                cfg.policy
+            );
+        }
+        let elapsed = self.last_finish.max(1) as f64;
+        let bytes = cfg.packets as f64 * cfg.packet_bytes as f64;
+        Ok(NpResult {
+            idle_pct: 100.0 * (1.0 - self.useful_ns / (cfg.engines as f64 * elapsed)),
+            rate_mbps: bytes * 8.0 / elapsed * 1e3,
+            elapsed_us: elapsed / 1e3,
+            stall_us: self.stall_ns / 1e3,
+            decision_us: self.decision_total / 1e3,
+            read_wait_us: self.read_wait_ns / 1e3,
+            sop_threads: self.workers.iter().filter(|w| w.sop_seen).count(),
+            blocks: n_blocks,
+        })
+    }
 }
 
 /// Bounds on the scenario (far above P1's IXP1200: 6 engines × 4 threads, 64-byte blocks, four

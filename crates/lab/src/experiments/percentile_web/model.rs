@@ -310,9 +310,10 @@ pub struct RunResult {
     pub events: u64,
 }
 
-pub fn simulate(p: &Params, run: &str, seed: u64) -> anyhow::Result<RunResult> {
-    let bin = (p.bin_s * SEC as f64) as Nanos;
-    let mut sim = Sim::new(seed, bin);
+/// The topology of a run in `sim`: one client node per class and the server behind a switch,
+/// every link at the scenario's rate and delay; the server with `run`'s scheduler, one group
+/// of closed-loop threads per class. Returns the server and the client groups.
+fn build(sim: &mut Sim, p: &Params, run: &str) -> anyhow::Result<(usize, Vec<usize>)> {
     let err =
         |e: netsched_sim::error::SimConfigError| anyhow::anyhow!("percentile-web ({run}): {e}");
     let rate = (p.network.link_mbps * 1e6) as u64;
@@ -363,6 +364,16 @@ pub fn simulate(p: &Params, run: &str, seed: u64) -> anyhow::Result<RunResult> {
             .map_err(err)?,
         );
     }
+    Ok((srv, groups))
+}
+
+/// One run of `run` (a scheduler name): the clients, the switch and the server, simulated
+/// until the first class has sent all its requests; per class the figures of [`ClassResult`].
+pub fn simulate(p: &Params, run: &str, seed: u64) -> anyhow::Result<RunResult> {
+    let bin = (p.bin_s * SEC as f64) as Nanos;
+    let mut sim = Sim::new(seed, bin);
+    let (srv, groups) = build(&mut sim, p, run)?;
+    let classes = p.clients.percentiles.len();
     // Run until the first class has completed all its requests (or the time limit).
     let max = (p.max_duration_s * SEC as f64) as Nanos;
     let step = 10 * MS;

@@ -217,6 +217,8 @@ fn sensitivity_note(p: &Params, rows: &[SensRow], out: &Path) -> anyhow::Result<
     Ok(t)
 }
 
+/// The report of the runs `runs` (named `names`: FIFO, Percentile, strict priority, and the
+/// fixed-deadline variant when asked for) and the sensitivity rows `sens`.
 pub fn write(
     p: &Params,
     params: &serde_json::Value,
@@ -230,14 +232,26 @@ pub fn write(
     for (name, r) in names.iter().zip(runs) {
         results.runs.push(run_json(p, name, r)?);
     }
-    let (fifo, pct, prio) = (&runs[0], &runs[1], &runs[2]);
-    let k = p.clients.percentiles.len();
-    let log = ChartOptions {
-        log_y: true,
-        ..Default::default()
-    };
+    write_tables(p, names, runs, out)?;
+    let mut figures = response_charts(p, names, runs, out)?;
+    figures.push(mean_response_chart(p, names, runs, out)?);
+    figures.push(throughput_chart(p, names, runs, out)?);
+    let mut notes = notes(p, runs);
+    if !sens.is_empty() {
+        notes.push(sensitivity_note(p, sens, out)?);
+    }
+    Ok(ExperimentOutput {
+        results,
+        comparisons: comparisons(p, runs),
+        checks: checks(p, runs),
+        figures,
+        notes,
+    })
+}
 
-    // ---- files
+/// Per run and class, every second's completions and mean response (`per_second.csv`), and
+/// the run's totals and counters (`classes.csv`).
+fn write_tables(p: &Params, names: &[&str], runs: &[RunResult], out: &Path) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for (name, r) in names.iter().zip(runs) {
         for (c, cr) in r.classes.iter().enumerate() {
@@ -288,6 +302,20 @@ pub fn write(
         ],
         &crow,
     )?;
+    Ok(())
+}
+
+/// Per run, each class's mean response time per second (log scale).
+fn response_charts(
+    p: &Params,
+    names: &[&str],
+    runs: &[RunResult],
+    out: &Path,
+) -> anyhow::Result<Vec<Figure>> {
+    let log = ChartOptions {
+        log_y: true,
+        ..Default::default()
+    };
     let mut figures = Vec::new();
     for (name, r) in names.iter().zip(runs) {
         let series: Vec<(String, Vec<(f64, f64)>)> = r
@@ -319,11 +347,27 @@ pub fn write(
             file,
         });
     }
-    // Mean response per class: strict priority's low class waits seconds, the others
-    // milliseconds, so a log axis; the thesis's own means as dashed marks.
-    let cats: Vec<String> = (0..k)
+    Ok(figures)
+}
+
+/// The classes' labels on the charts: "C0 (P=90)", ...
+fn class_labels(p: &Params) -> Vec<String> {
+    let k = p.clients.percentiles.len();
+    (0..k)
         .map(|c| format!("C{c} (P={})", p.clients.percentiles[c]))
-        .collect();
+        .collect()
+}
+
+/// Mean response per class: strict priority's low class waits seconds, the others
+/// milliseconds, so a log axis; the thesis's own means as dashed marks.
+fn mean_response_chart(
+    p: &Params,
+    names: &[&str],
+    runs: &[RunResult],
+    out: &Path,
+) -> anyhow::Result<Figure> {
+    let k = p.clients.percentiles.len();
+    let cats = class_labels(p);
     let bars: Vec<(String, Vec<f64>)> = names
         .iter()
         .zip(runs)
@@ -361,10 +405,22 @@ pub fn write(
         },
         &out.join("mean_response.svg"),
     )?;
-    figures.push(Figure {
+    Ok(Figure {
         title: "Mean response time per class and scheduler (log scale; dashes: the thesis's FIFO baseline over the FIFO bars, Table 14 over the Percentile bars)".into(),
         file: "mean_response.svg".into(),
-    });
+    })
+}
+
+/// Throughput per class, with the starvation line of the checks.
+fn throughput_chart(
+    p: &Params,
+    names: &[&str],
+    runs: &[RunResult],
+    out: &Path,
+) -> anyhow::Result<Figure> {
+    let fifo = &runs[0];
+    let k = p.clients.percentiles.len();
+    let cats = class_labels(p);
     let tp: Vec<(String, Vec<f64>)> = names
         .iter()
         .zip(runs)
@@ -402,16 +458,18 @@ pub fn write(
         },
         &out.join("throughput.svg"),
     )?;
-    figures.push(Figure {
+    Ok(Figure {
         title: "Throughput per class and scheduler (dashes: the starvation line of the checks)"
             .into(),
         file: "throughput.svg".into(),
-    });
+    })
+}
 
-    // ---- checks
+/// P0's claims on Percentile against FIFO, and strict priority's starvation (P0 §2.2.2).
+fn checks(p: &Params, runs: &[RunResult]) -> Vec<Check> {
+    let (fifo, pct, prio) = (&runs[0], &runs[1], &runs[2]);
+    let k = p.clients.percentiles.len();
     let mut checks: Vec<Check> = claims(p, fifo, pct).into_iter().map(|(_, c)| c).collect();
-    let fifo_means = means(fifo);
-    let pct_means = means(pct);
     let fifo_tp: Vec<f64> = fifo.classes.iter().map(|c| c.throughput).collect();
     let prio_tp: Vec<f64> = prio.classes.iter().map(|c| c.throughput).collect();
     let low = k - 1;
@@ -424,8 +482,16 @@ pub fn write(
         STARVATION_SHARE,
         format!("C{low} throughput {:.1}/s vs {:.1}/s with FIFO ({:.1}%), longest gap {:.0} s", prio_tp[low], fifo_tp[low], 100.0 * prio_low_share, prio_low_gap),
     ));
+    checks
+}
 
-    // ---- comparisons
+/// Paper | model: the FIFO baseline, Table 14's counters and attainments, the lowest class's
+/// requests relative to the top class's.
+fn comparisons(p: &Params, runs: &[RunResult]) -> Vec<Comparison> {
+    let (fifo, pct) = (&runs[0], &runs[1]);
+    let k = p.clients.percentiles.len();
+    let fifo_means = means(fifo);
+    let low = k - 1;
     let mut comparisons = Vec::new();
     for c in 0..k.min(5) {
         comparisons.push(Comparison {
@@ -472,7 +538,16 @@ pub fn write(
             ours: format!("{:.2}", pct.classes[low].n / top),
         });
     }
+    comparisons
+}
 
+/// The model, the success criterion, the calibration, the fixed-deadline variant and how
+/// "no starvation" is decided.
+fn notes(p: &Params, runs: &[RunResult]) -> Vec<String> {
+    let (fifo, pct, prio) = (&runs[0], &runs[1], &runs[2]);
+    let k = p.clients.percentiles.len();
+    let pct_means = means(pct);
+    let low = k - 1;
     let mut notes = vec![
         format!(
             "Model: message-level requests (one packet each way, no TCP per request) over {} Mbit/s links; {} server worker(s) with {:?} service time; {} classes × {} closed-loop threads, think time {:?}, {} requests per thread (the thesis: 15000). Requests wait in the scheduler and are released only when the worker is free (listen queue {}), so a backlog of up to {} requests forms, as `perSetQlen` makes one in the thesis. Each run stops when the first class has sent all its requests (FIFO {:.1} s, Percentile {:.1} s, strict priority {:.1} s of simulated time).",
@@ -510,14 +585,5 @@ pub fn write(
         100.0 * pct.classes[low].n / pct.classes[0].n.max(1.0),
         p.server.listen_limit,
     ));
-    if !sens.is_empty() {
-        notes.push(sensitivity_note(p, sens, out)?);
-    }
-    Ok(ExperimentOutput {
-        results,
-        comparisons,
-        checks,
-        figures,
-        notes,
-    })
+    notes
 }
