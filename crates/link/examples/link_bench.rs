@@ -1,5 +1,6 @@
 //! `netsched link bench` without the CLI (root):
-//! `cargo run --release -p netsched-link --example link_bench -- 3 300`
+//! `cargo run --release -p netsched-link --example link_bench -- 3 300 [--json]
+//! [--ports=tpacket,packet] [--tx-ring-frames=N]`
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let secs = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3);
@@ -8,5 +9,15 @@ fn main() -> anyhow::Result<()> {
         secs,
         pings,
         json: args.iter().any(|a| a == "--json"),
+        ports: args
+            .iter()
+            .find_map(|a| a.strip_prefix("--ports="))
+            .unwrap_or("tpacket,packet")
+            .to_string(),
+        tx_ring_frames: args
+            .iter()
+            .find_map(|a| a.strip_prefix("--tx-ring-frames="))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0),
     })
 }

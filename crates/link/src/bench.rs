@@ -20,6 +20,7 @@ use crate::engine::{parse_qdisc, spawn_in_netns, DirConfig, EngineConfig};
 use anyhow::{anyhow, bail, Result};
 use netsched_sys::mmsg::send_repeated;
 use netsched_sys::packet::{PacketFd, PACKET_QDISC_BYPASS};
+use netsched_sys::{PortBackend, PortOptions, RingConfig};
 use netsched_testbed::{
     allowed_cpus, check_interrupted, enter_netns, interrupted, pin_to_cpu, SignalGuard, Testbed,
 };
@@ -42,7 +43,16 @@ pub struct BenchArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Port backends to measure the engine on, in this order (comma-separated).
+    #[arg(long, default_value = "tpacket,packet")]
+    pub ports: String,
+    /// Transmit ring frames of the `tpacket` ports (0 = sendmmsg).
+    #[arg(long, default_value_t = 0)]
+    pub tx_ring_frames: usize,
 }
+
+/// The engine's `spin` in every phase (the CLI's default).
+const DEFAULT_SPIN: netsched_core::Nanos = 50_000;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PathResult {
@@ -59,6 +69,9 @@ pub struct PathResult {
 pub struct EnginePath {
     #[serde(flatten)]
     pub path: PathResult,
+    /// Wake-ups from `ppoll` per frame received, at 64 B and at 1500 B.
+    pub wakeups_per_frame_64: f64,
+    pub wakeups_per_frame_1500: f64,
     /// Frames forwarded per second of the engine thread's CPU time: its rate on one whole
     /// core, whatever else the machine was running.
     pub pps_per_cpu_second_64: f64,
@@ -69,14 +82,21 @@ pub struct EnginePath {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct BenchResult {
-    pub kernel: PathResult,
+pub struct EngineRun {
+    #[serde(flatten)]
     pub engine: EnginePath,
     /// Engine p50 RTT − kernel p50 RTT, µs (two forwarder crossings).
     pub added_rtt_p50_us: f64,
     /// Half of it: added latency of one crossing of the engine.
     pub added_one_way_p50_us: f64,
     pub busy_poll_added_one_way_p50_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchResult {
+    pub kernel: PathResult,
+    /// One per measured backend (`path` = `engine/tpacket`, `engine/packet`).
+    pub engines: Vec<EngineRun>,
     /// 1-minute load average when the bench ended (other work on the machine).
     pub load_average: String,
 }
@@ -88,35 +108,71 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if a.pings < 10 || a.pings > 10_000 {
         bail!("--pings {}: must be between 10 and 10000", a.pings);
     }
-    let r = bench(a.secs, a.pings)?;
+    let ports = a
+        .ports
+        .split(',')
+        .map(|p| match p.trim().parse::<PortBackend>() {
+            Ok(PortBackend::Auto) => Err(anyhow!("--ports: name the backends, not `auto`")),
+            Ok(b) => Ok(b),
+            Err(e) => Err(anyhow!("--ports: {e}")),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if ports.is_empty() || ports.len() > 4 {
+        bail!("--ports: one to four backends");
+    }
+    let r = bench(a.secs, a.pings, &ports, a.tx_ring_frames)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        println!(
-            "{:<8} {:>14} {:>14} {:>12} {:>12}",
-            "path", "pkt/s @64B", "pkt/s @1500B", "RTT p50 µs", "RTT p90 µs"
-        );
-        for p in [&r.kernel, &r.engine.path] {
-            println!(
-                "{:<8} {:>14.0} {:>14.0} {:>12.1} {:>12.1}",
-                p.path, p.pps_64, p.pps_1500, p.rtt_p50_us, p.rtt_p90_us
-            );
-        }
-        println!(
-            "engine per CPU-second of its thread: {:.0} pkt/s @64B, {:.0} pkt/s @1500B",
-            r.engine.pps_per_cpu_second_64, r.engine.pps_per_cpu_second_1500
-        );
-        println!(
-            "added by the engine: {:.1} µs RTT p50 ({:.1} µs per crossing); busy-poll: {:.1} µs per crossing (RTT p50 {:.1}, p90 {:.1})",
-            r.added_rtt_p50_us,
-            r.added_one_way_p50_us,
-            r.busy_poll_added_one_way_p50_us,
-            r.engine.busy_poll_rtt_p50_us,
-            r.engine.busy_poll_rtt_p90_us
-        );
-        println!("load average: {}", r.load_average);
+        print_table(&r);
     }
     Ok(())
+}
+
+fn print_table(r: &BenchResult) {
+    println!(
+        "{:<16} {:>12} {:>12} {:>11} {:>11} {:>10} {:>10}",
+        "path",
+        "pkt/s @64B",
+        "pkt/s @1500B",
+        "RTT p50 µs",
+        "RTT p90 µs",
+        "x kern 64",
+        "x kern 1500"
+    );
+    let k = &r.kernel;
+    println!(
+        "{:<16} {:>12.0} {:>12.0} {:>11.1} {:>11.1}",
+        k.path, k.pps_64, k.pps_1500, k.rtt_p50_us, k.rtt_p90_us
+    );
+    for e in &r.engines {
+        let p = &e.engine.path;
+        println!(
+            "{:<16} {:>12.0} {:>12.0} {:>11.1} {:>11.1} {:>10.2} {:>10.2}",
+            p.path,
+            p.pps_64,
+            p.pps_1500,
+            p.rtt_p50_us,
+            p.rtt_p90_us,
+            p.pps_64 / k.pps_64,
+            p.pps_1500 / k.pps_1500
+        );
+    }
+    for e in &r.engines {
+        println!(
+            "{}: per CPU-second {:.0} pkt/s @64B, {:.0} @1500B; wake-ups per frame {:.4} @64B, {:.4} @1500B; added p50 per crossing {:.1} µs sleeping, {:.1} µs busy-poll (RTT p50 {:.1}, p90 {:.1})",
+            e.engine.path.path,
+            e.engine.pps_per_cpu_second_64,
+            e.engine.pps_per_cpu_second_1500,
+            e.engine.wakeups_per_frame_64,
+            e.engine.wakeups_per_frame_1500,
+            e.added_one_way_p50_us,
+            e.busy_poll_added_one_way_p50_us,
+            e.engine.busy_poll_rtt_p50_us,
+            e.engine.busy_poll_rtt_p90_us
+        );
+    }
+    println!("load average: {}", r.load_average);
 }
 
 const SINK_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x99];
@@ -338,7 +394,12 @@ fn measure_pps(
 
 /// Run the whole benchmark (root). SIGINT/SIGTERM stop the traffic and return an error; the
 /// namespaces are removed either way.
-pub fn bench(secs: u32, pings: u32) -> Result<BenchResult> {
+pub fn bench(
+    secs: u32,
+    pings: u32,
+    ports: &[PortBackend],
+    tx_ring_frames: usize,
+) -> Result<BenchResult> {
     let _signals = SignalGuard::install()?;
     // Kernel forwarding.
     let kernel = {
@@ -360,74 +421,21 @@ pub fn bench(secs: u32, pings: u32) -> Result<BenchResult> {
             rtt_p90_us: pct(&rtt, 90.0),
         }
     };
-    let engine = {
-        let c = chain("be", false)?;
-        let cfg = |busy_poll: bool| -> Result<EngineConfig> {
-            let dir = || -> Result<DirConfig> {
-                Ok(DirConfig {
-                    rate_bps: None,
-                    delay: 0,
-                    qdisc: parse_qdisc("fifo:1000")?,
-                })
-            };
-            Ok(EngineConfig {
-                dev_a: c.fa.clone(),
-                dev_b: c.fb.clone(),
-                ab: dir()?,
-                ba: dir()?,
-                pool: 8192,
-                delay_line: 4096,
-                stats_interval: None,
-                busy_poll,
-            })
-        };
-        // A fresh engine per phase, so its thread CPU time belongs to that phase.
-        let phase = |len: usize| -> Result<(f64, f64, f64)> {
-            let h = spawn_in_netns_pinned(&c.fwd, cfg(false)?)?;
-            let (pps, offered) =
-                measure_pps(&c, SINK_MAC, [10, 205, 0, 99], [10, 205, 0, 1], len, secs)?;
-            let st = h.stop()?;
-            let per_cpu = if st.cpu_s > 0.0 {
-                st.ab.tx_frames as f64 / st.cpu_s
-            } else {
-                0.0
-            };
-            Ok((pps, offered, per_cpu))
-        };
-        let (p64, o64, c64) = phase(60)?;
-        let (p1500, o1500, c1500) = phase(1514)?;
-        let rtt_of = |busy: bool| -> Result<Vec<f64>> {
-            let h = spawn_in_netns_pinned(&c.fwd, cfg(busy)?)?;
-            let r = ping_rtts_us(&c.tb, &c.src, "10.205.0.2", pings);
-            h.stop()?;
-            r
-        };
-        let rtt = rtt_of(false)?;
-        let rtt_busy = rtt_of(true)?;
-        EnginePath {
-            path: PathResult {
-                path: "engine".into(),
-                pps_64: p64,
-                pps_1500: p1500,
-                offered_pps_64: o64,
-                offered_pps_1500: o1500,
-                rtt_p50_us: pct(&rtt, 50.0),
-                rtt_p90_us: pct(&rtt, 90.0),
-            },
-            pps_per_cpu_second_64: c64,
-            pps_per_cpu_second_1500: c1500,
-            busy_poll_rtt_p50_us: pct(&rtt_busy, 50.0),
-            busy_poll_rtt_p90_us: pct(&rtt_busy, 90.0),
-        }
-    };
-    let added = engine.path.rtt_p50_us - kernel.rtt_p50_us;
-    let added_busy = engine.busy_poll_rtt_p50_us - kernel.rtt_p50_us;
+    let mut engines = Vec::new();
+    for &port in ports {
+        let engine = engine_path(port, tx_ring_frames, secs, pings)?;
+        let added = engine.path.rtt_p50_us - kernel.rtt_p50_us;
+        let added_busy = engine.busy_poll_rtt_p50_us - kernel.rtt_p50_us;
+        engines.push(EngineRun {
+            engine,
+            added_rtt_p50_us: added,
+            added_one_way_p50_us: added / 2.0,
+            busy_poll_added_one_way_p50_us: added_busy / 2.0,
+        });
+    }
     Ok(BenchResult {
         kernel,
-        engine,
-        added_rtt_p50_us: added,
-        added_one_way_p50_us: added / 2.0,
-        busy_poll_added_one_way_p50_us: added_busy / 2.0,
+        engines,
         load_average: std::fs::read_to_string("/proc/loadavg")
             .unwrap_or_default()
             .split_whitespace()
@@ -436,6 +444,88 @@ pub fn bench(secs: u32, pings: u32) -> Result<BenchResult> {
             .to_string(),
     })
 }
+
+/// The engine's figures on port backend `backend` (a chain of its own).
+fn engine_path(
+    backend: PortBackend,
+    tx_ring_frames: usize,
+    secs: u32,
+    pings: u32,
+) -> Result<EnginePath> {
+    let c = chain("be", false)?;
+    let port = PortOptions {
+        backend,
+        ring: RingConfig {
+            tx_frames: tx_ring_frames,
+            ..RingConfig::default()
+        },
+    };
+    let cfg = |busy_poll: bool| -> Result<EngineConfig> {
+        let dir = || -> Result<DirConfig> {
+            Ok(DirConfig {
+                rate_bps: None,
+                delay: 0,
+                qdisc: parse_qdisc("fifo:1000")?,
+            })
+        };
+        Ok(EngineConfig {
+            dev_a: c.fa.clone(),
+            dev_b: c.fb.clone(),
+            ab: dir()?,
+            ba: dir()?,
+            pool: 8192,
+            delay_line: 4096,
+            stats_interval: None,
+            busy_poll,
+            spin: DEFAULT_SPIN,
+            port,
+        })
+    };
+    // A fresh engine per phase, so its thread CPU time belongs to that phase.
+    let phase = |len: usize| -> Result<(f64, f64, f64, f64)> {
+        let h = spawn_in_netns_pinned(&c.fwd, cfg(false)?)?;
+        let (pps, offered) =
+            measure_pps(&c, SINK_MAC, [10, 205, 0, 99], [10, 205, 0, 1], len, secs)?;
+        let st = h.stop()?;
+        let per_cpu = if st.cpu_s > 0.0 {
+            st.ab.tx_frames as f64 / st.cpu_s
+        } else {
+            0.0
+        };
+        if st.port != backend {
+            bail!("the engine ran on {} instead of {backend}", st.port);
+        }
+        Ok((pps, offered, per_cpu, st.wakeups_per_frame))
+    };
+    let (p64, o64, c64, w64) = phase(60)?;
+    let (p1500, o1500, c1500, w1500) = phase(1514)?;
+    let rtt_of = |busy: bool| -> Result<Vec<f64>> {
+        let h = spawn_in_netns_pinned(&c.fwd, cfg(busy)?)?;
+        let r = ping_rtts_us(&c.tb, &c.src, "10.205.0.2", pings);
+        h.stop()?;
+        r
+    };
+    let rtt = rtt_of(false)?;
+    let rtt_busy = rtt_of(true)?;
+    Ok(EnginePath {
+        path: PathResult {
+            path: format!("engine/{backend}"),
+            pps_64: p64,
+            pps_1500: p1500,
+            offered_pps_64: o64,
+            offered_pps_1500: o1500,
+            rtt_p50_us: pct(&rtt, 50.0),
+            rtt_p90_us: pct(&rtt, 90.0),
+        },
+        wakeups_per_frame_64: w64,
+        wakeups_per_frame_1500: w1500,
+        pps_per_cpu_second_64: c64,
+        pps_per_cpu_second_1500: c1500,
+        busy_poll_rtt_p50_us: pct(&rtt_busy, 50.0),
+        busy_poll_rtt_p90_us: pct(&rtt_busy, 90.0),
+    })
+}
+
 /// The engine on its own thread, pinned to CPU 1 (the generator has CPU 0).
 fn spawn_in_netns_pinned(ns: &str, cfg: EngineConfig) -> Result<crate::engine::EngineHandle> {
     // The engine thread inherits the affinity of the thread that creates it.

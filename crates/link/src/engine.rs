@@ -1,18 +1,23 @@
 //! `netsched link`: a userspace link engine — the testbed's link emulator (there is no netem
 //! on this kernel) and proof that the core disciplines behave on real traffic.
 //!
-//! It forwards Ethernet frames between two interfaces, each an AF_PACKET [`Port`], through two
+//! It forwards Ethernet frames between two interfaces, each a port of the configured backend
+//! ([`AnyPort`]: an mmap'ed `TPACKET_V2` ring or `recvmmsg`/`sendmmsg`), through two
 //! [`LinkEmulator`]s (a→b and b→a: discipline, rate, delay line). This file is the event loop;
 //! the layers below it, read top-down:
 //! - [`crate::emulation`]: one direction of the link (no sockets, time is a parameter);
-//! - [`crate::port`]: an AF_PACKET port (socket, frame pool, batched rx/tx, offloads);
+//! - [`netsched_sys::any_port`]: a port of either backend (ring or socket, batched rx/tx,
+//!   offloads);
 //! - [`netsched_sys`]: the system calls, each behind a safe function.
 //!
 //! The loop (one thread, no per-packet allocation): read up to a few batches from each port,
 //! let each direction move frames from its discipline onto its delay line while its link is
 //! free, `sendmmsg` what is due, then sleep in `ppoll` on both sockets until input or the next
 //! departure (timer slack 1 µs: the default 50 µs would be added latency; `--busy-poll` never
-//! sleeps; at least every 100 ms to notice `stop`). Time is `CLOCK_MONOTONIC` in nanoseconds,
+//! sleeps; at least every 100 ms to notice `stop`). After a turn that read a frame the loop
+//! looks again without sleeping for up to `spin` (bounded by [`MAX_SPIN`]): a burst's next
+//! frame is then picked up without a wake-up. Wake-ups (returns from `ppoll`) are counted, per
+//! frame received in the stats. Time is `CLOCK_MONOTONIC` in nanoseconds,
 //! handed to the disciplines as `now`. When a direction's pool is empty its socket is not read
 //! and the kernel drops, counted from `PACKET_STATISTICS`.
 //!
@@ -26,7 +31,8 @@ use crate::emulation::LinkEmulator;
 use anyhow::{bail, Context, Result};
 use netsched_core::{Nanos, MS};
 use netsched_sys as sys;
-use netsched_sys::port::{Port, Rx, BATCH};
+use netsched_sys::port::{FramePort, Rx, BATCH};
+use netsched_sys::{AnyPort, PortBackend, PortOptions};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
@@ -48,6 +54,8 @@ const RX_ROUNDS: usize = 4;
 pub const METRICS_INTERVAL: Nanos = 100 * MS;
 /// The loop wakes at least this often to notice `stop`.
 const MAX_SLEEP: Nanos = 100 * MS;
+/// Longest `spin` (looking for input without sleeping after a frame): 10 ms.
+pub const MAX_SPIN: Nanos = 10 * MS;
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -63,6 +71,11 @@ pub struct EngineConfig {
     pub stats_interval: Option<Nanos>,
     /// Never sleep: poll the sockets in a loop (one core at 100 %, lowest latency).
     pub busy_poll: bool,
+    /// After a turn that received a frame, keep looking without sleeping this long
+    /// (≤ [`MAX_SPIN`]).
+    pub spin: Nanos,
+    /// Port backend and ring sizes.
+    pub port: PortOptions,
 }
 
 impl EngineConfig {
@@ -82,6 +95,16 @@ impl EngineConfig {
             bail!(
                 "--delay-line {}: must be between 1 and 1048576",
                 self.delay_line
+            );
+        }
+        if self.port.backend != PortBackend::Packet {
+            self.port.ring.check("--ring-frames", "--tx-ring-frames")?;
+        }
+        if self.spin > MAX_SPIN {
+            bail!(
+                "--spin {}: must be at most {}",
+                netsched_core::units::format_duration(self.spin),
+                netsched_core::units::format_duration(MAX_SPIN)
             );
         }
         if let Some(i) = self.stats_interval {
@@ -105,6 +128,14 @@ pub struct EngineStats {
     pub cpu_s: f64,
     /// Snapshots the printer could not take in time (dropped, never blocking the loop).
     pub stats_dropped: u64,
+    /// The port backend in use (`tpacket` or `packet`).
+    pub port: PortBackend,
+    /// Bytes of ring memory both ports mapped (0 for `packet`).
+    pub ring_bytes: u64,
+    /// Times the loop woke from `ppoll` (input, timer or stop check).
+    pub wakeups: u64,
+    /// `wakeups` per frame received (both directions); 0 before the first frame.
+    pub wakeups_per_frame: f64,
     pub ab: DirStats,
     pub ba: DirStats,
 }
@@ -143,8 +174,12 @@ impl StatsOutlet {
 
 /// The engine: two ports, two directions.
 pub struct Engine {
-    a: Port,
-    b: Port,
+    a: AnyPort,
+    b: AnyPort,
+    /// Fallback reasons of `auto` (printed by the CLI).
+    fallbacks: Vec<String>,
+    wakeups: u64,
+    spin: Nanos,
     ab: LinkEmulator,
     ba: LinkEmulator,
     stats_interval: Option<Nanos>,
@@ -157,8 +192,8 @@ impl Engine {
     /// Open both ports (in the current thread's network namespace).
     pub fn open(cfg: &EngineConfig) -> Result<Self> {
         cfg.check()?;
-        let a = Port::open(&cfg.dev_a).context("--dev-a")?;
-        let b = Port::open(&cfg.dev_b).context("--dev-b")?;
+        let (a, fa) = AnyPort::open(&cfg.dev_a, &cfg.port).context("--dev-a")?;
+        let (b, fb) = AnyPort::open(&cfg.dev_b, &cfg.port).context("--dev-b")?;
         let ab = LinkEmulator::new(&cfg.ab, cfg.pool, cfg.delay_line)?;
         let ba = LinkEmulator::new(&cfg.ba, cfg.pool, cfg.delay_line)?;
         // Timer slack 1 µs: ppoll timeouts would otherwise be stretched by up to 50 µs.
@@ -166,6 +201,9 @@ impl Engine {
         Ok(Self {
             a,
             b,
+            fallbacks: fa.into_iter().chain(fb).collect(),
+            wakeups: 0,
+            spin: cfg.spin,
             ab,
             ba,
             stats_interval: cfg.stats_interval,
@@ -182,25 +220,40 @@ impl Engine {
         self.publish(sys::now_ns());
     }
 
-    /// The two ports (for offload warnings).
-    pub fn ports(&self) -> [&Port; 2] {
+    /// The two ports (for offload warnings, backend and memory).
+    pub fn ports(&self) -> [&AnyPort; 2] {
         [&self.a, &self.b]
+    }
+
+    /// Why `auto` fell back to `packet` on a port, if it did.
+    pub fn fallbacks(&self) -> &[String] {
+        &self.fallbacks
     }
 
     fn stats(&mut self, t0: Nanos) -> EngineStats {
         self.ab.add_kernel_drops(self.a.take_kernel_drops());
         self.ba.add_kernel_drops(self.b.take_kernel_drops());
+        let (ab, ba) = (self.ab.stats(), self.ba.stats());
+        let rx = ab.rx_frames + ba.rx_frames;
         EngineStats {
             t: (sys::now_ns() - t0) as f64 / 1e9,
             cpu_s: sys::thread_cpu_ns() as f64 / 1e9,
             stats_dropped: 0,
-            ab: self.ab.stats(),
-            ba: self.ba.stats(),
+            port: self.a.backend(),
+            ring_bytes: (self.a.ring_bytes() + self.b.ring_bytes()) as u64,
+            wakeups: self.wakeups,
+            wakeups_per_frame: if rx == 0 {
+                0.0
+            } else {
+                self.wakeups as f64 / rx as f64
+            },
+            ab,
+            ba,
         }
     }
 
     /// Send what is due on `out` from `link`, in batches.
-    fn send_due(link: &mut LinkEmulator, out: &Port, now: Nanos) {
+    fn send_due(link: &mut LinkEmulator, out: &AnyPort, now: Nanos) {
         let mut due = [(0u32, 0u32); BATCH];
         loop {
             let n = link.due(now, &mut due);
@@ -243,6 +296,7 @@ impl Engine {
         let mut next_publish = self.metrics.as_ref().map(|_| t0);
         // Drain stale kernel counters.
         let _ = (self.a.take_kernel_drops(), self.b.take_kernel_drops());
+        let mut spin_until: Nanos = 0;
         while !stop() {
             let now = sys::now_ns();
             if end.is_some_and(|e| now >= e) {
@@ -256,6 +310,9 @@ impl Engine {
                 ra = recv_into(&self.a, &mut self.ab, now);
                 rb = recv_into(&self.b, &mut self.ba, now);
                 rounds += 1;
+            }
+            if ra + rb > 0 {
+                spin_until = now.saturating_add(self.spin);
             }
             self.ab.transmit(now);
             Self::send_due(&mut self.ab, &self.b, now);
@@ -286,9 +343,10 @@ impl Engine {
             .min()
             .map_or(now + MAX_SLEEP, |w| w.min(now + MAX_SLEEP));
             let timeout = wake.saturating_sub(now);
-            if timeout == 0 || self.busy_poll {
+            if timeout == 0 || self.busy_poll || now < spin_until {
                 continue;
             }
+            self.wakeups += 1;
             sys::poll_in(
                 &[
                     (self.a.raw_fd(), self.ab.pool.free_slots() > 0),
@@ -316,7 +374,7 @@ impl Engine {
 }
 
 /// Read one batch from `port` into `link`. Returns frames read.
-fn recv_into(port: &Port, link: &mut LinkEmulator, now: Nanos) -> usize {
+fn recv_into(port: &AnyPort, link: &mut LinkEmulator, now: Nanos) -> usize {
     let mut events = [Rx::Oversize { len: 0 }; BATCH];
     let (read, k) = port.recv(&mut link.pool, &mut events);
     for rx in &events[..k] {

@@ -130,6 +130,21 @@ fn write(shape: &Shape, s: &EngineStats, w: &mut Writer<'_>) -> fmt::Result {
             .filter(|(_, _, _, _, ack)| *ack)
             .map(|(d, _, _, st, _)| ([("dir", *d)], st.acks_classified)),
     )?;
+    w.gauges(
+        "port_backend",
+        "The port backend in use (1 for the one running)",
+        [([("backend", s.port.name())], 1.0)],
+    )?;
+    w.gauge(
+        "ring_bytes",
+        "Bytes of ring memory both ports mapped (0 for the packet backend)",
+        s.ring_bytes as f64,
+    )?;
+    w.counter(
+        "wakeups",
+        "Times the packet thread woke from ppoll",
+        s.wakeups,
+    )?;
     w.gauge(
         "uptime_seconds",
         "Seconds since the engine started forwarding",

@@ -13,7 +13,11 @@
 //!   `TCP_NODELAY`, `shutdown`, `SO_PEERCRED`;
 //! - [`packet`]: the `AF_PACKET` socket ([`PacketFd`]) and its slot-addressed batches;
 //! - [`port`]: frame ports over it ([`Port`], the [`FramePort`] trait) and the [`FramePool`]
-//!   they fill — where a `TPACKET_V3` or AF_XDP ring port goes, next to [`Port`];
+//!   they fill;
+//! - [`tpacket`]: `TPACKET_V2` receive and transmit rings of an `AF_PACKET` socket (mmap);
+//! - [`ring_port`]: the ring port ([`RingPort`]) on them, a [`FramePort`];
+//! - [`any_port`]: the port backend chosen at start ([`PortBackend`]: `auto`, `tpacket`,
+//!   `packet`) and [`AnyPort`], either port behind one type;
 //! - [`mmsg`]: `sendmmsg`/`recvmmsg` on any socket (load generators, netlink batches);
 //! - [`netlink`]: raw netlink sockets ([`NetlinkSocket`]);
 //! - [`tap`]: TAP devices;
@@ -33,6 +37,7 @@
 //! [`Nanos`] (`u64`, the same type as `netsched_core::Nanos`). Small wrappers on hot paths are
 //! `#[inline]`, so a data plane calling them from its own crate pays no extra call.
 
+pub mod any_port;
 pub mod clock;
 pub mod epoll;
 pub mod fs;
@@ -42,16 +47,20 @@ pub mod packet;
 pub mod pipe;
 pub mod port;
 pub mod process;
+pub mod ring_port;
 pub mod socket;
 pub mod tap;
 pub mod thread;
+pub mod tpacket;
 
+pub use any_port::{AnyPort, PortBackend, PortOptions};
 pub use clock::{now_ns, thread_cpu_ns};
 pub use epoll::{poll, poll_in, Epoll, EventFd};
 pub use netlink::NetlinkSocket;
 pub use packet::PacketFd;
 pub use pipe::Pipe;
 pub use port::{FramePool, FramePort, Offloads, Port, Rx, BATCH, SLOT};
+pub use ring_port::{RingConfig, RingPort};
 pub use socket::{ifindex, PeerCred};
 pub use tap::Tap;
 pub use thread::set_timer_slack;

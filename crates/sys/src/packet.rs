@@ -141,6 +141,19 @@ impl PacketFd {
         }
     }
 
+    /// Ask the kernel to send the frames marked in the socket's TX ring (`send(2)` with no
+    /// data, `MSG_DONTWAIT`: returns once they are queued to the device, packet_mmap.rst).
+    pub fn kick_tx(&self) -> io::Result<()> {
+        // SAFETY: a null buffer of length 0: with a TX ring the kernel reads the ring, never
+        // the buffer.
+        let r = unsafe { libc::send(self.raw(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
     /// Receive up to `slots.len()` (≤ [`MAX_BATCH`]) frames without blocking, frame i into
     /// `buf[slots[i]*slot_size ..][..slot_size]`; `meta[i]` describes it. Returns how many
     /// arrived (0 when none is waiting or on error). Out-of-range slots are refused.

@@ -2,16 +2,16 @@
 //! into and out of a fixed [`FramePool`]. Nothing here knows about links, disciplines or
 //! directions — the link engine uses two ports, the host switch N. [`Port`] is the
 //! `AF_PACKET` socket port; [`FramePort`] is what a forwarding loop needs of any port, so that
-//! a ring-based port (`TPACKET_V3`, AF_XDP) can sit next to it.
+//! a ring-based port ([`crate::ring_port::RingPort`]; AF_XDP) sits next to it.
 //!
 //! - **socket** (packet(7)): protocol 0 at creation so nothing arrives before `bind`
 //!   (then `ETH_P_ALL` on the interface), promiscuous membership (frames for other MACs are
 //!   ours to forward), `PACKET_IGNORE_OUTGOING` (our own transmissions do not come back; on
 //!   older kernels `sll_pkttype == PACKET_OUTGOING` is checked too), `PACKET_QDISC_BYPASS` on
 //!   send, 4 MiB socket buffers;
-//! - **batches**: `recvmmsg`/`sendmmsg` of up to [`BATCH`] frames, no per-frame allocation;
-//!   `recvmmsg` rather than a `TPACKET_V3` ring, whose blocks are handed over only when full or
-//!   after their retire timeout (8 ms by default) — a latency floor;
+//! - **batches**: `recvmmsg`/`sendmmsg` of up to [`BATCH`] frames, no per-frame allocation
+//!   (the `packet` backend; the `tpacket` backend, an mmap'ed receive ring, is
+//!   [`crate::ring_port::RingPort`], and [`crate::any_port::AnyPort`] is either);
 //! - **offloads**: a frame longer than a slot (GRO/TSO super-frames) is reported as
 //!   [`Rx::Oversize`] and its slot reused; [`Port::offloads`] says which offloads are on, and
 //!   [`Port::warn_if_offloads`] is the one warning every CLI prints that they should be off
@@ -62,6 +62,17 @@ impl FramePool {
     }
     pub fn capacity(&self) -> usize {
         self.slots
+    }
+    /// All of `slot`, to fill.
+    #[inline]
+    pub(crate) fn slot_mut(&mut self, slot: u32) -> &mut [u8] {
+        let s = slot as usize * SLOT;
+        &mut self.bytes[s..s + SLOT]
+    }
+    /// The whole buffer (for slot-addressed batches).
+    #[inline]
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
     }
     /// The first `len` bytes of `slot`.
     #[inline]
@@ -236,10 +247,10 @@ impl Port {
 
 /// What a forwarding loop needs of a port: batched receive into and send from a
 /// [`FramePool`], a descriptor to wait on, and its counters. [`Port`] (`AF_PACKET` sockets,
-/// `recvmmsg`/`sendmmsg`) implements it; a ring-based port (`TPACKET_V3` blocks or an AF_XDP
-/// UMEM) implements the same contract by handing its ring frames over as pool slots — the
-/// pool is then the ring's memory, or frames are copied into pool slots where it is not — and
-/// by making `raw_fd` the descriptor whose readability announces a filled block or ring entry.
+/// `recvmmsg`/`sendmmsg`) implements it; the ring port ([`crate::ring_port::RingPort`], an
+/// mmap'ed `TPACKET_V2` receive ring) implements the same contract by copying each ring frame
+/// into a pool slot and handing the ring frame straight back, with `raw_fd` the socket whose
+/// readability announces a filled ring frame.
 pub trait FramePort {
     /// The interface's name.
     fn name(&self) -> &str;

@@ -13,6 +13,7 @@
 //!
 //! ```text
 //! bench_vswitch                      throughput, discipline cost, latency (3 rounds, in-process)
+//! bench_vswitch backends [--rounds R]   packets/s at 64 B, tpacket vs packet port backend
 //! bench_vswitch latency [--rounds R] [--probes P] [--busy-poll 0,200us]
 //!                       [--switch NAME=PATH]...  [--ping-cpu C] [--switch-cpu C|none] [--same-cpu-too]
 //! ```
@@ -196,6 +197,16 @@ fn sched_cost(bed: &Bed) {
 
 fn config(bed: &Bed, d: &str) -> SwitchConfig {
     config_polling(bed, d, None)
+}
+
+/// The default configuration on port backend `backend` (`tpacket`, `packet`).
+fn config_on(bed: &Bed, d: &str, backend: &str) -> SwitchConfig {
+    let text = config_text(bed, d, None).replacen(
+        "batch = 8\n",
+        &format!("batch = 8\nport_backend = \"{backend}\"\n"),
+        1,
+    );
+    SwitchConfig::parse(&text, "bench").unwrap()
 }
 
 /// `busy_poll`: the adaptive polling window (`None` = the default).
@@ -583,6 +594,7 @@ fn latency(bed: &Bed, o: &LatencyOpts) -> anyhow::Result<()> {
 
 const USAGE: &str = "\
 bench_vswitch                      throughput, discipline cost, latency (3 rounds, in-process)
+bench_vswitch backends [--rounds R]  packets/s at 64 B on the tpacket and packet backends
 bench_vswitch latency [--rounds R] [--probes P] [--busy-poll 0,200us,50ms]
                       [--switch NAME=PATH]... [--ping-cpu C] [--switch-cpu C|none] [--same-cpu-too]
 
@@ -607,6 +619,16 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let latency_only = args.first().map(String::as_str) == Some("latency");
+    if args.first().map(String::as_str) == Some("backends") {
+        let rounds: usize = match args.get(1).map(String::as_str) {
+            Some("--rounds") => args.get(2).and_then(|r| r.parse().ok()).unwrap_or(0),
+            None => 3,
+            _ => 0,
+        };
+        anyhow::ensure!((1..=100).contains(&rounds), "backends [--rounds 1..=100]");
+        let bed = build()?;
+        return backends(&bed, rounds);
+    }
     let opts = if latency_only {
         LatencyOpts::parse(&args[1..])?
     } else {
@@ -626,6 +648,48 @@ fn main() -> anyhow::Result<()> {
     latency(&bed, &opts)?;
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("loadavg after: {}", load.trim());
+    Ok(())
+}
+
+/// Packets/s of the switch at 64 B on each port backend, `rounds` rounds, the order of the
+/// backends alternating from round to round; the load average before each measurement.
+fn backends(bed: &Bed, rounds: usize) -> anyhow::Result<()> {
+    let dur = Duration::from_secs(3);
+    for round in 0..rounds {
+        let order = if round % 2 == 0 {
+            ["tpacket", "packet"]
+        } else {
+            ["packet", "tpacket"]
+        };
+        for backend in order {
+            let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+            let sw = spawn_in_netns(&bed.sw, config_on(bed, "delay_constrained", backend))?;
+            let before = rx_packets(bed);
+            let t = Instant::now();
+            let sent = blast(bed, 64, dur);
+            let secs = t.elapsed().as_secs_f64();
+            std::thread::sleep(Duration::from_millis(200));
+            let st = sw.stop()?;
+            let got = rx_packets(bed) - before;
+            let fwd: u64 = st.ports.iter().map(|p| p.forwarded).sum();
+            anyhow::ensure!(
+                st.port_backend.name() == backend,
+                "ran on {}",
+                st.port_backend
+            );
+            println!(
+                "round={round} backend={backend} len=64 offered_pps={:.0} forwarded_pps={:.0} ext_rx_pps={:.0} pkt_per_cpu_s={:.0} wakeups_per_frame={:.4} kernel_drops={} ring_kib={} loadavg={}",
+                sent as f64 / secs,
+                fwd as f64 / secs,
+                got as f64 / secs,
+                fwd as f64 / st.cpu_s.max(1e-9),
+                st.wakeups_per_frame,
+                st.ports.iter().map(|p| p.kernel_drops).sum::<u64>(),
+                st.ring_bytes / 1024,
+                load.split_whitespace().next().unwrap_or("?"),
+            );
+        }
+    }
     Ok(())
 }
 

@@ -99,6 +99,14 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
     for p in sw.ports() {
         p.warn_if_offloads("netsched vswitch");
     }
+    for f in sw.fallbacks() {
+        eprintln!("netsched vswitch: {f}");
+    }
+    eprintln!(
+        "netsched vswitch: port backend {} ({} KiB of rings)",
+        sw.ports().last().map_or("none", |p| p.backend().name()),
+        sw.ports().map(|p| p.ring_bytes()).sum::<usize>() / 1024
+    );
     eprintln!(
         "netsched vswitch: {} guest ports -> {} with {} (Ctrl-C stops)",
         cfg.ports.len(),

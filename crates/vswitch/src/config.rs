@@ -27,6 +27,7 @@ use netsched_core::qdisc::wf2q::Wf2qClassConfig;
 use netsched_core::qdisc::QdiscConfig;
 use netsched_core::units::{format_duration, serde_duration, serde_rate};
 use netsched_core::{Nanos, MS, SEC};
+use netsched_sys::{PortBackend, PortOptions, RingConfig};
 use serde::Deserialize;
 use std::path::Path;
 
@@ -112,6 +113,18 @@ pub const MAX_BUDGET_CATCH_UP: Nanos = SEC;
 fn default_busy_poll() -> Nanos {
     DEFAULT_BUSY_POLL
 }
+/// Most ring memory of all ports together (`tpacket`): 1 GiB.
+pub const MAX_RING_BYTES: usize = 1 << 30;
+/// Default of [`SwitchConfig::ring_frames`]: 1024 (2 MiB per port, 38 MiB for 18 ports and the
+/// uplink).
+pub const DEFAULT_RING_FRAMES: usize = 1024;
+fn default_ring_frames() -> usize {
+    DEFAULT_RING_FRAMES
+}
+fn serde_backend<'de, D: serde::Deserializer<'de>>(d: D) -> Result<PortBackend, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map_err(serde::de::Error::custom)
+}
 
 /// One guest port.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -185,6 +198,14 @@ pub struct SwitchConfig {
     /// longer than the gap between packets keeps the thread awake on a dedicated core.
     #[serde(default = "default_busy_poll", deserialize_with = "serde_duration")]
     pub busy_poll: Nanos,
+    /// Port backend: `auto` (the `TPACKET_V2` ring, else `packet` with the reason printed),
+    /// `tpacket` or `packet` (`recvmmsg`/`sendmmsg`).
+    #[serde(rename = "port_backend", default, deserialize_with = "serde_backend")]
+    pub port_backend: PortBackend,
+    /// Receive ring frames per port (2 KiB each, 64..=65536, rounded up to 8); every port and
+    /// the uplink get one ring, so memory is `(ports + 1) × ring_frames × 2 KiB`.
+    #[serde(default = "default_ring_frames")]
+    pub ring_frames: usize,
     #[serde(rename = "port")]
     pub ports: Vec<PortConfig>,
     /// The `CLOCK_MONOTONIC` time (ns) from which the budget's on/off periods are counted, on
@@ -197,6 +218,17 @@ pub struct SwitchConfig {
 }
 
 impl SwitchConfig {
+    /// How every port is opened.
+    pub fn port_options(&self) -> PortOptions {
+        PortOptions {
+            backend: self.port_backend,
+            ring: RingConfig {
+                rx_frames: self.ring_frames,
+                tx_frames: 0,
+            },
+        }
+    }
+
     /// Read and check `path` (at most [`MAX_CONFIG_BYTES`]).
     pub fn load(path: &Path) -> Result<Self> {
         // A regular file only (`/dev/zero` or a FIFO would never end), bounded, UTF-8.
@@ -276,6 +308,21 @@ impl SwitchConfig {
         }
         if self.queue == 0 || self.queue > MAX_QUEUE {
             bail!("queue = {}: must be between 1 and {MAX_QUEUE}", self.queue);
+        }
+        if self.port_backend != PortBackend::Packet {
+            self.port_options().ring.check("ring_frames", "tx ring")?;
+            let bytes =
+                (self.ports.len() + 1) * self.ring_frames * netsched_sys::tpacket::RING_FRAME;
+            if bytes > MAX_RING_BYTES {
+                bail!(
+                    "ring_frames = {}: {} ports and the uplink would map {} MiB of rings, more \
+                     than the {} MiB allowed; lower ring_frames or use port_backend = \"packet\"",
+                    self.ring_frames,
+                    self.ports.len(),
+                    bytes >> 20,
+                    MAX_RING_BYTES >> 20
+                );
+            }
         }
         if self.mac_table == 0 || self.mac_table > MAX_MAC_TABLE {
             bail!(
@@ -534,5 +581,42 @@ bound = "60ms"
             let c = SwitchConfig::parse(&t, "x").unwrap();
             assert_eq!(c.discipline.as_str(), d);
         }
+    }
+
+    #[test]
+    fn the_port_backend_and_its_rings_are_checked_with_the_key_named() {
+        let c = SwitchConfig::parse(OK, "sw.toml").unwrap();
+        assert_eq!(c.port_backend, PortBackend::Auto);
+        assert_eq!(c.ring_frames, DEFAULT_RING_FRAMES);
+        let with = |extra: &str| {
+            OK.replace(
+                "packet_rate = 20000",
+                &format!("packet_rate = 20000\n{extra}"),
+            )
+        };
+        let c = SwitchConfig::parse(&with("port_backend = \"packet\""), "sw.toml").unwrap();
+        assert_eq!(c.port_options().backend, PortBackend::Packet);
+        for (extra, want) in [
+            ("port_backend = \"xdpp\"", "port backend `xdpp`: unknown"),
+            (
+                "ring_frames = 8",
+                "ring_frames 8: must be between 64 and 65536",
+            ),
+            ("ring_frames = 65536", "more than the 1024 MiB allowed"),
+        ] {
+            // Eight guest ports and the uplink: 9 × 128 MiB at the largest ring.
+            let more: String = (3..8)
+                .map(|i| format!("[[port]]\ndev = \"vg{i}\"\ntier = 1\nbound = \"30ms\"\n"))
+                .collect();
+            let text = with(extra) + &more;
+            let e = format!("{:#}", SwitchConfig::parse(&text, "sw.toml").unwrap_err());
+            assert!(e.contains(want), "{extra}: {e}");
+        }
+        // The packet backend maps no ring: its size is not checked.
+        assert!(SwitchConfig::parse(
+            &with("port_backend = \"packet\"\nring_frames = 8"),
+            "sw.toml"
+        )
+        .is_ok());
     }
 }

@@ -48,6 +48,11 @@ struct PortReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendLabel {
+    backend: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabel {
     reason: String,
 }
@@ -72,6 +77,9 @@ struct PortSeries {
 pub struct SwitchMetrics {
     ports: Vec<PortSeries>,
     rounds: Counter,
+    port_backend: Family<BackendLabel, Gauge>,
+    ring_bytes: Gauge,
+    wakeups: Counter,
     budget_lost: Counter<f64, AtomicU64>,
     mac_learned: Gauge,
     mac_table_full: Counter,
@@ -254,12 +262,31 @@ impl SwitchMetrics {
             "publications",
             "Times the packet thread published these counters",
         );
+        let port_backend: Family<BackendLabel, Gauge> = Family::default();
+        r.register(
+            "port_backend",
+            "The port backend in use (1 for the one running: tpacket or packet)",
+            port_backend.clone(),
+        );
+        let ring_bytes = gauge_(
+            r,
+            "ring_bytes",
+            "Bytes of ring memory the open ports mapped (0 for the packet backend)",
+        );
+        let wakeups = counter(
+            r,
+            "wakeups",
+            "Times the packet thread woke from a blocking wait",
+        );
         budget_pps.set(gauge(budget.packet_rate.unwrap_or(0)));
         budget_bps.set(gauge(budget.bit_rate.unwrap_or(0)));
         budget_busy_permille.set((budget.busy * 1000.0).round() as i64);
         Self {
             ports: series,
             rounds,
+            port_backend,
+            ring_bytes,
+            wakeups,
             budget_lost,
             mac_learned,
             mac_table_full,
@@ -273,6 +300,13 @@ impl SwitchMetrics {
 
     /// Store a snapshot (atomics only; called by the packet thread).
     pub fn publish(&self, s: &SwitchStats) {
+        self.port_backend
+            .get_or_create(&BackendLabel {
+                backend: s.port_backend.name().to_string(),
+            })
+            .set(1);
+        self.ring_bytes.set(gauge(s.ring_bytes));
+        set_counter(&self.wakeups, s.wakeups);
         for (m, p) in self.ports.iter().zip(&s.ports) {
             set_counter(&m.received, p.received);
             set_counter(&m.forwarded, p.forwarded);
@@ -384,6 +418,9 @@ mod tests {
             "netsched_vswitch_budget_packets_per_second 5000",
             "netsched_vswitch_budget_busy_permille 500",
             "netsched_vswitch_uplink_dropped_total{reason=\"no_port\"} 0",
+            "netsched_vswitch_port_backend{backend=\"auto\"} 1",
+            "netsched_vswitch_ring_bytes 0",
+            "netsched_vswitch_wakeups_total 0",
         ] {
             assert!(text.contains(want), "missing {want:?} in:\n{text}");
         }

@@ -101,6 +101,14 @@ pub struct SwitchStats {
     /// New source addresses not learned because the table was full.
     pub mac_table_full: u64,
     pub stats_dropped: u64,
+    /// The port backend in use (`tpacket` or `packet`).
+    pub port_backend: netsched_sys::PortBackend,
+    /// Bytes of ring memory all open ports mapped (0 for `packet`).
+    pub ring_bytes: u64,
+    /// Blocking waits for input or a timer that returned (sleeps, not polling-window looks).
+    pub wakeups: u64,
+    /// `wakeups` per frame received (guest ports and uplink); 0 before the first frame.
+    pub wakeups_per_frame: f64,
     pub uplink: UplinkStats,
     pub ports: Vec<PortStats>,
 }

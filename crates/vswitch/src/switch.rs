@@ -1,5 +1,5 @@
-//! The switch's event loop: N guest ports and one uplink, each an AF_PACKET
-//! [`netsched_sys::port::Port`], one shared [`FramePool`], one core discipline across the
+//! The switch's event loop: N guest ports and one uplink, each a port of the configured
+//! backend ([`AnyPort`]: a `TPACKET_V2` ring or `recvmmsg`/`sendmmsg`), one shared [`FramePool`], one core discipline across the
 //! guest ports (one class per port) and a forwarding budget.
 //!
 //! One thread, no per-packet allocation. Each turn:
@@ -41,7 +41,8 @@ use anyhow::{bail, Context, Result};
 use netsched_core::qdisc::{AnyQdisc, Qdisc, Verdict};
 use netsched_core::{Nanos, MS};
 use netsched_sys as sys;
-use netsched_sys::port::{FramePool, Port, Rx, BATCH, SLOT};
+use netsched_sys::port::{FramePool, FramePort, Rx, BATCH, SLOT};
+use netsched_sys::AnyPort;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -86,7 +87,7 @@ impl StatsOutlet {
 
 struct GuestPort {
     /// `None` once removed.
-    port: Option<Port>,
+    port: Option<AnyPort>,
     ifindex: u32,
     class: usize,
     stats: PortStats,
@@ -98,8 +99,12 @@ struct GuestPort {
 pub struct Switch {
     guests: Vec<GuestPort>,
     port_of_class: Vec<usize>,
-    uplink: Port,
+    uplink: AnyPort,
     uplink_ifindex: u32,
+    /// Why `auto` fell back to `packet` on a port, if it did.
+    fallbacks: Vec<String>,
+    /// Blocking waits (`epoll_pwait2` with a timeout) that returned.
+    wakeups: u64,
     up: UplinkStats,
     pool: FramePool,
     qdisc: AnyQdisc<Frame>,
@@ -153,8 +158,12 @@ impl Switch {
         let class_of = cfg.class_of();
         let mut port_of_class = vec![0; class_of.len()];
         let mut guests = Vec::with_capacity(cfg.ports.len());
+        let mut fallbacks = Vec::new();
+        let opts = cfg.port_options();
         for (i, p) in cfg.ports.iter().enumerate() {
-            let port = Port::open(&p.dev).with_context(|| format!("port[{i}] ({})", p.dev))?;
+            let (port, fallback) =
+                AnyPort::open(&p.dev, &opts).with_context(|| format!("port[{i}] ({})", p.dev))?;
+            fallbacks.extend(fallback);
             let ifindex = sys::ifindex(&p.dev).unwrap_or(0);
             port_of_class[class_of[i]] = i;
             guests.push(GuestPort {
@@ -171,7 +180,8 @@ impl Switch {
                 backlogged: false,
             });
         }
-        let uplink = Port::open(&cfg.uplink).context("uplink")?;
+        let (uplink, fallback) = AnyPort::open(&cfg.uplink, &opts).context("uplink")?;
+        fallbacks.extend(fallback);
         let uplink_ifindex = sys::ifindex(&cfg.uplink).unwrap_or(0);
         let qdisc: AnyQdisc<Frame> = cfg
             .qdisc()
@@ -207,6 +217,8 @@ impl Switch {
             port_of_class,
             uplink,
             uplink_ifindex,
+            fallbacks,
+            wakeups: 0,
             up: UplinkStats {
                 dev: cfg.uplink.clone(),
                 ..UplinkStats::default()
@@ -394,8 +406,14 @@ impl Switch {
         self.rebuilds += 1;
     }
 
-    /// The open ports (for offload warnings): guests first, then the uplink.
-    pub fn ports(&self) -> impl Iterator<Item = &Port> {
+    /// Why `auto` fell back to `packet` on a port, if it did.
+    pub fn fallbacks(&self) -> &[String] {
+        &self.fallbacks
+    }
+
+    /// The open ports (for offload warnings, backend and memory): guests first, then the
+    /// uplink.
+    pub fn ports(&self) -> impl Iterator<Item = &AnyPort> {
         self.guests
             .iter()
             .filter_map(|g| g.port.as_ref())
@@ -420,6 +438,18 @@ impl Switch {
             mac_learned: self.macs.len() as u64,
             mac_table_full: self.macs.refused(),
             stats_dropped: 0,
+            port_backend: self.uplink.backend(),
+            ring_bytes: self.ports().map(|p| p.ring_bytes() as u64).sum(),
+            wakeups: self.wakeups,
+            wakeups_per_frame: {
+                let rx =
+                    self.up.received + self.guests.iter().map(|g| g.stats.received).sum::<u64>();
+                if rx == 0 {
+                    0.0
+                } else {
+                    self.wakeups as f64 / rx as f64
+                }
+            },
             uplink: self.up.clone(),
             ports: self.guests.iter().map(|g| g.stats.clone()).collect(),
         }
@@ -846,6 +876,7 @@ impl Switch {
                     std::hint::spin_loop();
                 }
             } else {
+                self.wakeups += 1;
                 self.epoll
                     .wait(&mut self.events, timeout)
                     .context("epoll_pwait2")?

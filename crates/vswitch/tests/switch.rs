@@ -341,3 +341,45 @@ fn the_switch_sleeps_again_when_traffic_stops() {
     }
     assert_gone(&tag);
 }
+
+/// Both port backends forward both ways with every port balanced, and the switch says which
+/// one ran and what its rings cost.
+#[test]
+fn each_port_backend_forwards_and_balances() {
+    if !privileged_test_allowed("each_port_backend_forwards_and_balances") {
+        return;
+    }
+    for (backend, label) in [("tpacket", "vswbkr"), ("packet", "vswbkp")] {
+        let tag;
+        {
+            let net = build(label, 2).unwrap();
+            tag = net.tb.tag().to_string();
+            let cfg = net.config(
+                "delay_constrained",
+                &format!("packet_rate = 20000\nbatch = 8\nport_backend = \"{backend}\"\nring_frames = 128"),
+                &[(1, "30ms"), (2, "60ms")],
+            );
+            let sw = spawn_in_netns(&net.sw, cfg).unwrap();
+            for (ns, _, _) in &net.guests {
+                let (tx, rx) = ping(ns, EXT_IP, 5, "0.1");
+                assert_eq!(tx, 5);
+                assert!(rx >= 3, "{backend}: {ns}: {rx}/5 replies");
+            }
+            let st = sw.stop().unwrap();
+            assert_eq!(st.port_backend.name(), backend);
+            // Two guests and the uplink, 128 frames of 2 KiB each (or no ring).
+            let rings = if backend == "tpacket" {
+                3 * 128 * 2048
+            } else {
+                0
+            };
+            assert_eq!(st.ring_bytes, rings, "{backend}");
+            assert!(st.wakeups >= 3, "{backend}: {} wake-ups", st.wakeups);
+            assert!(st.identity_holds(), "{backend}: {st:#?}");
+            for p in &st.ports {
+                assert!(p.forwarded >= 6 && p.delivered >= 6, "{backend}: {p:?}");
+            }
+        }
+        assert_gone(&tag);
+    }
+}

@@ -53,5 +53,7 @@ pub fn engine_config(line: &Line, ab: DirConfig, ba: DirConfig) -> EngineConfig 
         delay_line: 1024,
         stats_interval: None,
         busy_poll: false,
+        spin: 0,
+        port: netsched_sys::PortOptions::default(),
     }
 }

@@ -148,6 +148,8 @@ pub(super) fn start_modem(net: &Net, spec: &RunSpec) -> Result<EngineHandle> {
         delay_line: 4096,
         stats_interval: None,
         busy_poll: false,
+        spin: 0,
+        port: netsched_sys::PortOptions::default(),
     };
     let engine = spawn_in_netns(&net.modem, engine_cfg).context("starting netsched link")?;
     Ok(engine)

@@ -1,0 +1,194 @@
+//! The port backend a data plane runs on, chosen at start: `packet` ([`Port`], `AF_PACKET`
+//! with `recvmmsg`/`sendmmsg`), `tpacket` ([`RingPort`], an mmap'ed `TPACKET_V2` RX ring), or
+//! `auto` (the ring, falling back to `packet` with the reason when the kernel refuses the
+//! ring). [`AnyPort`] is either, behind the one [`FramePort`] contract, so the link engine and
+//! the host switch need no second code path. Selection costs one `match` per batch.
+
+use crate::port::{FramePool, FramePort, Offloads, Port, Rx};
+use crate::ring_port::{RingConfig, RingPort};
+use std::io;
+use std::os::fd::RawFd;
+
+/// Which port implementation to open (`port = "auto" | "tpacket" | "packet"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PortBackend {
+    /// The ring, else `packet` (the reason is returned by [`AnyPort::open`]).
+    #[default]
+    Auto,
+    Tpacket,
+    Packet,
+}
+
+impl PortBackend {
+    pub const NAMES: &'static str = "auto, tpacket, packet";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PortBackend::Auto => "auto",
+            PortBackend::Tpacket => "tpacket",
+            PortBackend::Packet => "packet",
+        }
+    }
+}
+
+impl std::str::FromStr for PortBackend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(PortBackend::Auto),
+            "tpacket" => Ok(PortBackend::Tpacket),
+            "packet" => Ok(PortBackend::Packet),
+            _ => Err(format!(
+                "port backend `{s}`: unknown (one of {})",
+                PortBackend::NAMES
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for PortBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How to open a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PortOptions {
+    pub backend: PortBackend,
+    /// Ring sizes (`tpacket`, `auto`).
+    pub ring: RingConfig,
+}
+
+/// An open port of either backend.
+#[derive(Debug)]
+pub enum AnyPort {
+    Packet(Port),
+    Ring(RingPort),
+}
+
+impl AnyPort {
+    /// Open `dev` as `opts` says. With `auto`, a refused ring falls back to `packet`; the
+    /// second value is then the reason, for the caller to print.
+    pub fn open(dev: &str, opts: &PortOptions) -> io::Result<(Self, Option<String>)> {
+        match opts.backend {
+            PortBackend::Packet => Ok((AnyPort::Packet(Port::open(dev)?), None)),
+            PortBackend::Tpacket => Ok((AnyPort::Ring(RingPort::open(dev, opts.ring)?), None)),
+            PortBackend::Auto => match RingPort::open(dev, opts.ring) {
+                Ok(r) => Ok((AnyPort::Ring(r), None)),
+                // A missing interface or privilege fails the same way on both: say it once.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
+                    ) =>
+                {
+                    Err(e)
+                }
+                Err(e) => Ok((
+                    AnyPort::Packet(Port::open(dev)?),
+                    Some(format!("{dev}: tpacket ring refused ({e}); using packet")),
+                )),
+            },
+        }
+    }
+
+    /// The backend in use: `tpacket` or `packet` (never `auto`).
+    pub fn backend(&self) -> PortBackend {
+        match self {
+            AnyPort::Packet(_) => PortBackend::Packet,
+            AnyPort::Ring(_) => PortBackend::Tpacket,
+        }
+    }
+
+    /// Bytes of ring memory this port mapped (0 for `packet`).
+    pub fn ring_bytes(&self) -> usize {
+        match self {
+            AnyPort::Packet(_) => 0,
+            AnyPort::Ring(r) => r.ring_bytes(),
+        }
+    }
+
+    /// Print the offload warning (see [`Offloads::warning`]) for a CLI named `tool`.
+    pub fn warn_if_offloads(&self, tool: &str) {
+        if let Some(w) = self.offloads().warning(tool, self.name()) {
+            eprintln!("{w}");
+        }
+    }
+}
+
+impl FramePort for AnyPort {
+    fn name(&self) -> &str {
+        match self {
+            AnyPort::Packet(p) => p.name(),
+            AnyPort::Ring(r) => FramePort::name(r),
+        }
+    }
+    fn raw_fd(&self) -> RawFd {
+        match self {
+            AnyPort::Packet(p) => p.raw_fd(),
+            AnyPort::Ring(r) => FramePort::raw_fd(r),
+        }
+    }
+    #[inline]
+    fn recv(&self, pool: &mut FramePool, out: &mut [Rx]) -> (usize, usize) {
+        match self {
+            AnyPort::Packet(p) => p.recv(pool, out),
+            AnyPort::Ring(r) => r.recv(pool, out),
+        }
+    }
+    #[inline]
+    fn send(&self, pool: &FramePool, frames: &[(u32, u32)]) -> io::Result<usize> {
+        match self {
+            AnyPort::Packet(p) => p.send(pool, frames),
+            AnyPort::Ring(r) => r.send(pool, frames),
+        }
+    }
+    fn take_kernel_drops(&self) -> u64 {
+        match self {
+            AnyPort::Packet(p) => p.take_kernel_drops(),
+            AnyPort::Ring(r) => r.take_kernel_drops(),
+        }
+    }
+    fn offloads(&self) -> Offloads {
+        match self {
+            AnyPort::Packet(p) => p.offloads(),
+            AnyPort::Ring(r) => FramePort::offloads(r),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_names_parse_both_ways_and_an_unknown_one_is_named() {
+        for b in [PortBackend::Auto, PortBackend::Tpacket, PortBackend::Packet] {
+            assert_eq!(b.name().parse::<PortBackend>(), Ok(b));
+        }
+        let e = "xdpp".parse::<PortBackend>().unwrap_err();
+        assert!(
+            e.contains("`xdpp`") && e.contains("auto, tpacket, packet"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn every_backend_refuses_an_unknown_interface_by_name() {
+        for backend in [PortBackend::Auto, PortBackend::Tpacket, PortBackend::Packet] {
+            let opts = PortOptions {
+                backend,
+                ..PortOptions::default()
+            };
+            let e = AnyPort::open("nsx-no-such0", &opts)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("`nsx-no-such0` does not exist"),
+                "{backend}: {e}"
+            );
+        }
+    }
+}
