@@ -48,6 +48,8 @@ enum Cmd {
     Balance(netsched_balance::BalanceArgs),
     /// Run the host switch: guest interfaces scheduled onto one uplink.
     Vswitch(netsched_vswitch::cli::VswitchArgs),
+    /// Run the userspace firewall between two interfaces (P1's dispatch policies).
+    Filter(netsched_filter::cli::FilterArgs),
 }
 
 fn main() {
@@ -61,6 +63,7 @@ fn main() {
         Cmd::Ctl(a) => netsched_nfq::ctl::run(a),
         Cmd::Balance(a) => netsched_balance::run(a),
         Cmd::Vswitch(a) => netsched_vswitch::cli::run_vswitch(a),
+        Cmd::Filter(a) => netsched_filter::cli::run_filter(a),
     };
     if let Err(e) = result {
         eprintln!("netsched: error: {e:#}");

@@ -677,3 +677,82 @@ fn daemon_flags_configs_and_ctl_clients_fail_clearly() {
         &["--duration", "99h"],
     );
 }
+
+// ---------------------------------------------------------------- filter
+
+#[test]
+fn filter_rejects_bad_flags_rule_files_and_signature_files() {
+    let s = Scratch::new("filter");
+    let good = s.file(
+        "rules.toml",
+        b"[[rule]]\naction = \"drop\"\ndport = \"9\"\n",
+    );
+    let run = |extra: &[&str], mentions: &[&str]| {
+        let mut args = vec![
+            "filter",
+            "--input",
+            "lo",
+            "--output",
+            "none",
+            "--no-control",
+        ];
+        args.extend_from_slice(extra);
+        bad(&args, mentions);
+    };
+    run(&["--rules", &good, "--dispatch", "lottery"], &["lottery"]);
+    run(&["--rules", &good, "--workers", "0"], &["--workers"]);
+    run(&["--rules", &good, "--workers", "100000"], &["--workers"]);
+    run(&["--rules", &good, "--block-size", "0"], &["--block-size"]);
+    run(
+        &["--rules", &good, "--reorder-window", "99999999"],
+        &["--reorder-window"],
+    );
+    run(
+        &["--rules", &good, "--reorder-timeout", "forever"],
+        &["--reorder-timeout"],
+    );
+    run(&["--rules", &good, "--pool", "1"], &["--pool"]);
+    run(&["--rules", &s.path("missing.toml")], &["missing.toml"]);
+    let r = s.file(
+        "r1.toml",
+        b"[[rule]]\naction = \"drop\"\nsrc = \"10.0.0.0/99\"\n",
+    );
+    run(&["--rules", &r], &["r1.toml:3", "src"]);
+    let r = s.file("r2.toml", b"[[rule]]\naction = \"reject\"\n");
+    run(&["--rules", &r], &["r2.toml:2", "action"]);
+    let r = s.file("r3.toml", &binary_junk());
+    run(&["--rules", &r], &["r3.toml"]);
+    let huge = "[[rule]]\naction = \"drop\"\n".repeat(100_001);
+    let r = s.file("r4.toml", huge.as_bytes());
+    run(&["--rules", &r], &["r4.toml", "rules"]);
+    let sig = s.file("s1.txt", b"fine\nbad\\q\n");
+    run(&["--rules", &good, "--signatures", &sig], &["s1.txt:2"]);
+    let sig = s.file("s2.txt", "a".repeat(300).as_bytes());
+    run(
+        &["--rules", &good, "--signatures", &sig],
+        &["s2.txt:1", "longer"],
+    );
+    let sig = s.file("s3.txt", &binary_junk());
+    run(&["--rules", &good, "--signatures", &sig], &["s3.txt"]);
+    run(
+        &["--rules", &good, "--metrics", "8.8.8.8:9"],
+        &["--metrics"],
+    );
+    bad(
+        &[
+            "filter",
+            "--input",
+            "no-such-if0",
+            "--output",
+            "none",
+            "--no-control",
+            "--rules",
+            &good,
+        ],
+        &["no-such-if0"],
+    );
+    bad(
+        &["filter", "ctl", "--socket", &s.path("none.sock"), "show"],
+        &["none.sock"],
+    );
+}

@@ -2,7 +2,7 @@
 //! (docs/architecture.md, "Layering rules"):
 //! - every crate's netsched dependencies are among those its layer allows ([`ALLOWED`]): the
 //!   leaves (`core`, `sim`, `util`, `sys`, `metrics`, `report`) depend on nothing above them,
-//!   no data plane (`link`, `vswitch`, `nfq`, `balance`) depends on another data plane, on
+//!   no data plane (`link`, `vswitch`, `nfq`, `balance`, `filter`) depends on another data plane, on
 //!   `report` or on `lab`, only `cli` (the package `netsched`) depends on `lab`;
 //! - a crate that is not in [`ALLOWED`] is an error (a new crate gets a layer when it is
 //!   added);
@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 const DATA_PLANES: &[&str] = &[
     "netsched-link",
+    "netsched-filter",
     "netsched-vswitch",
     "netsched-nfq",
     "netsched-balance",
@@ -46,6 +47,15 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "netsched-core",
             "netsched-util",
+            "netsched-sys",
+            "netsched-metrics",
+            "netsched-testbed",
+        ],
+    ),
+    (
+        "netsched-filter",
+        &[
+            "netsched-core",
             "netsched-sys",
             "netsched-metrics",
             "netsched-testbed",
@@ -101,6 +111,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "netsched-vswitch",
             "netsched-nfq",
             "netsched-balance",
+            "netsched-filter",
             "netsched-lab",
         ],
     ),

@@ -27,6 +27,10 @@
 //! | [`ModifiedFcfs`] | `fcfs.rs` | Modified FCFS | FCFS, SOPs spread over engines by a per-engine SOP counter |
 //! | [`WorkStealing`] | `steal.rs` | (modern baseline) | blocks follow their packet's engine; idle engines steal |
 //!
+//! Whole-packet policies for engines that keep flows on one worker: [`FlowDispatch`]
+//! (`flow.rs`: RSS-style flow hash, and stealing of drained hash buckets), and the per-flow
+//! reorder window [`FlowOrder`] (`order.rs`) that restores order after block dispatch.
+//!
 //! [`AnyDispatch`] is the enum engines dispatch through and [`DispatchConfig`] its serde form
 //! (`kind = "static_rr" | "modified_rr" | "fcfs" | "modified_fcfs" | "work_stealing"`).
 //!
@@ -37,9 +41,13 @@ use crate::Nanos;
 use serde::{Deserialize, Serialize};
 
 mod fcfs;
+mod flow;
+mod order;
 mod rr;
 mod steal;
 pub use fcfs::{Fcfs, ModifiedFcfs};
+pub use flow::{FlowDispatch, FlowMode};
+pub use order::{FlowOrder, OrderCounters, Release, Ticket};
 pub use rr::{ModifiedRoundRobin, StaticRoundRobin};
 pub use steal::WorkStealing;
 

@@ -1,0 +1,322 @@
+//! `netsched filter`: the arguments, their checks, and the entry point the binary calls.
+
+use crate::control::{self, ControlServer, CtlArgs, Loader};
+use crate::engine::{Engine, EngineConfig, MAX_POOL};
+use crate::pipeline::{DispatchMode, PipelineConfig, MAX_WORKERS};
+use crate::rules::{build_classifier, RuleSet};
+use crate::signatures::Signatures;
+use crate::verdict::{OnPanic, OnSignature};
+use crate::work::{Tables, WorkPolicy};
+use anyhow::{Context, Result};
+use netsched_core::units;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Largest `--block-size` (a buffer slot).
+pub const MAX_BLOCK: u32 = 2048;
+/// Largest `--worker-queue`.
+pub const MAX_WORKER_QUEUE: usize = 4096;
+/// Largest `--reorder-window`.
+pub const MAX_WINDOW: usize = 1 << 16;
+
+#[derive(Debug, clap::Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    about = "Userspace firewall between two interfaces; workers take packet blocks under P1's dispatch policies",
+    after_help = "Example:
+  netsched filter --input veth-in --output veth-out --rules rules.toml \\
+      --signatures sigs.txt --dispatch modified_fcfs --workers 4 --stats 1s
+
+Dispatch: static_rr, modified_rr, fcfs, modified_fcfs (one block at a time, P1),
+flow_hash, work_stealing (whole packets by flow bucket). See docs/filter.md.
+Turn offloads off on both interfaces (ethtool -K IF gro off gso off tso off).
+Ctrl-C / SIGTERM stops it: what is inside drains, the final counters print as one JSON line.
+Runtime control: netsched filter ctl [--socket S] show [--json] | reload | set-dispatch MODE."
+)]
+pub struct FilterArgs {
+    /// Interface frames arrive on.
+    #[arg(long, required = true)]
+    pub input: Option<String>,
+    /// Interface accepted frames leave on, or `none` (accepted frames are consumed).
+    #[arg(long, required = true)]
+    pub output: Option<String>,
+    /// Rule file (TOML, first match wins); see docs/filter.md.
+    #[arg(long, required = true)]
+    pub rules: Option<PathBuf>,
+    /// Signature file (one pattern per line, `\xNN` escapes).
+    #[arg(long)]
+    pub signatures: Option<PathBuf>,
+    /// What a signature match does: drop or mark (forward, counted).
+    #[arg(long, default_value = "drop", value_parser = ["drop", "mark"])]
+    pub on_signature: String,
+    /// What a worker panic does to its packet: drop (fail closed) or forward (fail open).
+    #[arg(long, default_value = "drop", value_parser = ["drop", "forward"])]
+    pub on_panic: String,
+    /// Frames that are not IPv4/IPv6 (ARP…): accept or drop.
+    #[arg(long, default_value = "accept", value_parser = ["accept", "drop"])]
+    pub non_ip: String,
+    /// static_rr, modified_rr, fcfs, modified_fcfs, flow_hash or work_stealing.
+    #[arg(long, default_value = "modified_fcfs")]
+    pub dispatch: String,
+    /// Worker threads (1..=64).
+    #[arg(long, default_value_t = 4)]
+    pub workers: usize,
+    /// Bytes per block (P1's 64-byte mpackets), 1..=2048.
+    #[arg(long, default_value_t = 64)]
+    pub block_size: u32,
+    /// Tasks one worker may hold (queued and running).
+    #[arg(long, default_value_t = 64)]
+    pub worker_queue: usize,
+    /// Packets the reorder window may hold over all flows (0: no reordering).
+    #[arg(long, default_value_t = 1024)]
+    pub reorder_window: usize,
+    /// Longest a packet waits in the reorder window, e.g. `5ms`.
+    #[arg(long, default_value = "5ms")]
+    pub reorder_timeout: String,
+    /// Receive buffer slots (frames inside the filter at most).
+    #[arg(long, default_value_t = 4096)]
+    pub pool: usize,
+    /// Port backend: `tpacket` (mmap'ed TPACKET_V2 receive ring), `packet` (recvmmsg/sendmmsg)
+    /// or `auto` (the ring, else packet with the reason printed).
+    #[arg(long, default_value = "auto")]
+    pub port: String,
+    /// Receive ring frames per port (2 KiB each; 64..=65536, rounded up to 8).
+    #[arg(long, default_value_t = 4096)]
+    pub ring_frames: usize,
+    /// Pin workers to CPUs when there are more CPUs than workers.
+    #[arg(long)]
+    pub pin: bool,
+    /// Print counters as JSON lines this often (at least 100ms), e.g. `1s`.
+    #[arg(long)]
+    pub stats: Option<String>,
+    /// Stop after this long (e.g. `30s`); default: until Ctrl-C / SIGTERM.
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Enter this network namespace (`ip netns` name) before opening the interfaces.
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// Control socket (mode 0660).
+    #[arg(long, default_value = control::DEFAULT_SOCKET)]
+    pub control: PathBuf,
+    /// Group (name or gid) whose members may use the control socket besides root and us.
+    #[arg(long)]
+    pub control_group: Option<String>,
+    /// No control socket.
+    #[arg(long, conflicts_with_all = ["control_group"])]
+    pub no_control: bool,
+    /// Serve Prometheus `GET /metrics` on this loopback address (`PORT` or `IP:PORT`).
+    #[arg(long)]
+    pub metrics: Option<String>,
+    /// Test hook: a block holding these bytes makes its worker panic.
+    #[arg(long, hide = true)]
+    pub fault_panic_on: Option<String>,
+    #[command(subcommand)]
+    pub cmd: Option<FilterCmd>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum FilterCmd {
+    /// Talk to a running filter over its control socket.
+    Ctl(CtlArgs),
+}
+
+/// Read the rule (and signature) files into tables of generation `generation`.
+pub fn load_tables(
+    rules: &std::path::Path,
+    signatures: Option<&std::path::Path>,
+    generation: u64,
+) -> Result<Tables, String> {
+    let set = RuleSet::load(rules).map_err(|e| e.to_string())?;
+    let signatures = match signatures {
+        Some(p) => Signatures::load(p).map_err(|e| e.to_string())?,
+        None => Signatures::empty(),
+    };
+    Ok(Tables {
+        classifier: build_classifier(set),
+        signatures,
+        generation,
+    })
+}
+
+/// Check the arguments into an engine configuration.
+/// `--port` and `--ring-frames`, checked.
+fn port_options(a: &FilterArgs) -> Result<netsched_sys::PortOptions> {
+    let backend = a
+        .port
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!(e))
+        .context("--port")?;
+    let ring = netsched_sys::RingConfig {
+        rx_frames: a.ring_frames,
+        tx_frames: 0,
+    };
+    ring.check("--ring-frames", "--ring-frames")?;
+    Ok(netsched_sys::PortOptions { backend, ring })
+}
+
+pub fn engine_config(a: &FilterArgs) -> Result<EngineConfig> {
+    let mode = DispatchMode::parse(&a.dispatch).map_err(|e| anyhow::anyhow!("--dispatch: {e}"))?;
+    anyhow::ensure!(
+        (1..=MAX_WORKERS).contains(&a.workers),
+        "--workers {}: between 1 and {MAX_WORKERS}",
+        a.workers
+    );
+    anyhow::ensure!(
+        (1..=MAX_BLOCK).contains(&a.block_size),
+        "--block-size {}: between 1 and {MAX_BLOCK} bytes",
+        a.block_size
+    );
+    anyhow::ensure!(
+        (1..=MAX_WORKER_QUEUE).contains(&a.worker_queue),
+        "--worker-queue {}: between 1 and {MAX_WORKER_QUEUE}",
+        a.worker_queue
+    );
+    anyhow::ensure!(
+        a.reorder_window <= MAX_WINDOW,
+        "--reorder-window {}: at most {MAX_WINDOW}",
+        a.reorder_window
+    );
+    anyhow::ensure!(
+        (netsched_sys::port::BATCH..=MAX_POOL).contains(&a.pool),
+        "--pool {}: between {} and {MAX_POOL}",
+        a.pool,
+        netsched_sys::port::BATCH
+    );
+    let timeout = units::parse_duration_in(&a.reorder_timeout, 1_000, 10_000_000_000)
+        .context("--reorder-timeout")?;
+    let output = a.output.clone().filter(|o| o != "none");
+    Ok(EngineConfig {
+        input: a.input.clone().unwrap_or_default(),
+        output,
+        pool_slots: a.pool,
+        port: port_options(a)?,
+        pipeline: PipelineConfig {
+            workers: a.workers,
+            block_size: a.block_size,
+            worker_queue: a.worker_queue,
+            reorder_window: a.reorder_window,
+            reorder_timeout_ns: timeout,
+            // More flows than slots: a flow with a packet inside always has an entry.
+            max_flows: a.pool * 4,
+            mode,
+            work: WorkPolicy {
+                on_signature: if a.on_signature == "mark" {
+                    OnSignature::Mark
+                } else {
+                    OnSignature::Drop
+                },
+                on_panic: if a.on_panic == "forward" {
+                    OnPanic::Forward
+                } else {
+                    OnPanic::Drop
+                },
+                accept_non_ip: a.non_ip == "accept",
+                fault_panic_on: a.fault_panic_on.as_ref().map(|s| s.as_bytes().to_vec()),
+            },
+            pin: a.pin,
+        },
+    })
+}
+
+pub fn run_filter(a: FilterArgs) -> Result<()> {
+    if let Some(FilterCmd::Ctl(c)) = &a.cmd {
+        return control::run_ctl(c);
+    }
+    let cfg = engine_config(&a)?;
+    let rules = a.rules.clone().context("--rules FILE is needed")?;
+    let sigs = a.signatures.clone();
+    let tables = load_tables(&rules, sigs.as_deref(), 1).map_err(|e| anyhow::anyhow!(e))?;
+    let metrics_addr = a
+        .metrics
+        .as_deref()
+        .map(|m| netsched_metrics::parse_addr("--metrics", m, false, "(none)"))
+        .transpose()?;
+    let stats_every = a
+        .stats
+        .as_deref()
+        .map(|s| units::parse_duration_in(s, 100_000_000, units::MAX_DURATION))
+        .transpose()
+        .context("--stats")?
+        .map(Duration::from_nanos);
+    let duration = a
+        .duration
+        .as_deref()
+        .map(|d| units::parse_duration_in(d, 1, units::MAX_DURATION))
+        .transpose()
+        .context("--duration")?
+        .map(Duration::from_nanos);
+    let _signals = netsched_testbed::SignalGuard::install()?;
+    if let Some(ns) = &a.netns {
+        netsched_testbed::enter_netns(ns).with_context(|| format!("--netns {ns}"))?;
+    }
+    let mut engine = Engine::open(&cfg, Arc::new(tables))?;
+    for p in engine.ports() {
+        if let Some(w) = p.offloads().warning("netsched filter", p.name()) {
+            eprintln!("{w}");
+        }
+    }
+    eprintln!(
+        "netsched filter: {} -> {} with {} over {} workers, {}-byte blocks (Ctrl-C stops)",
+        cfg.input,
+        cfg.output.as_deref().unwrap_or("none"),
+        cfg.pipeline.mode.name(),
+        cfg.pipeline.workers,
+        cfg.pipeline.block_size
+    );
+    let _control = if a.no_control {
+        None
+    } else {
+        let generation = Arc::new(AtomicU64::new(1));
+        let loader: Loader = Arc::new(move || {
+            let g = generation.fetch_add(1, Ordering::Relaxed) + 1;
+            load_tables(&rules, sigs.as_deref(), g).map(Arc::new)
+        });
+        let (outbox, inbox) = control::channel(loader);
+        let server = ControlServer::start(&a.control, a.control_group.as_deref(), outbox)?;
+        engine.attach_control(inbox);
+        eprintln!("netsched filter: control socket {}", a.control.display());
+        Some(server)
+    };
+    let _metrics = match metrics_addr {
+        None => None,
+        Some(addr) => {
+            let latest = Arc::new(netsched_metrics::Latest::new());
+            engine.attach_metrics(latest.clone());
+            let server = crate::metrics::serve(addr, latest)?;
+            eprintln!(
+                "netsched filter: metrics on http://{}/metrics",
+                server.addr()
+            );
+            Some(server)
+        }
+    };
+    let mut print = |s: &crate::stats::FilterStats| {
+        if !s.identity_holds {
+            eprintln!("netsched filter: error: accounting identity broken: {s:?}");
+        }
+        println!("{}", serde_json::to_string(s).unwrap_or_default());
+    };
+    engine.run(
+        &netsched_testbed::interrupted,
+        duration,
+        stats_every,
+        &mut print,
+    );
+    let final_stats = engine.finish();
+    println!(
+        "{}",
+        serde_json::to_string(&serde_json::json!({ "final": final_stats }))?
+    );
+    anyhow::ensure!(
+        final_stats.identity_holds,
+        "accounting identity broken at the end: received {} != forwarded {} + dropped {} + queued {}",
+        final_stats.received,
+        final_stats.forwarded,
+        final_stats.dropped,
+        final_stats.queued
+    );
+    Ok(())
+}

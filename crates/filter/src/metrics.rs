@@ -1,0 +1,219 @@
+//! `netsched filter --metrics ADDR`: the stats line as Prometheus families
+//! (`netsched_filter_*`), served by `netsched_metrics` on its own thread.
+//!
+//! The packet thread publishes a copy of its counters every ~100 ms into a
+//! `netsched_metrics::Latest` slot (`try_lock`, never waits); a scrape formats the latest copy.
+//! So a scrape delays no packet, and what it shows is at most ~100 ms old.
+
+use crate::stats::FilterStats;
+use netsched_metrics::prometheus_client::registry::Registry;
+use netsched_metrics::{Latest, MetricsServer, Writer};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+/// Bind `addr` and serve the families of `latest` (in the calling thread's namespace).
+pub fn serve(
+    addr: std::net::SocketAddr,
+    latest: Arc<Latest<FilterStats>>,
+) -> anyhow::Result<MetricsServer> {
+    netsched_metrics::serve(addr, registry(latest))
+        .map_err(|e| anyhow::anyhow!("--metrics {addr}: {e}"))
+}
+
+/// The registry with the `netsched_filter_*` families written from `latest`.
+pub fn registry(latest: Arc<Latest<FilterStats>>) -> netsched_metrics::Shared {
+    let mut registry = Registry::default();
+    netsched_metrics::register_snapshot(&mut registry, "netsched_filter", latest, write);
+    Arc::new(Mutex::new(registry))
+}
+
+fn write(s: &FilterStats, w: &mut Writer<'_>) -> fmt::Result {
+    w.counter(
+        "received",
+        "Frames taken from the input interface",
+        s.received,
+    )?;
+    w.counter(
+        "forwarded",
+        "Frames sent on the output interface",
+        s.forwarded,
+    )?;
+    w.gauge("queued", "Frames inside the filter now", s.queued as f64)?;
+    w.counters(
+        "dropped",
+        "Frames not forwarded, by reason",
+        crate::verdict::DropReason::ALL
+            .iter()
+            .map(|r| ([("reason", r.name())], s.drops.get(r).copied().unwrap_or(0))),
+    )?;
+    w.counter(
+        "identity_failures",
+        "Stats lines on which received != forwarded + dropped + queued",
+        s.identity_failures,
+    )?;
+    w.counter(
+        "kernel_drops",
+        "Frames the kernel dropped before the filter",
+        s.kernel_drops,
+    )?;
+    w.counter(
+        "signature_marked",
+        "Forwarded frames a signature matched",
+        s.signature_marked,
+    )?;
+    w.counter("rule_swaps", "Rule-set swaps", s.rule_swaps)?;
+    let p = &s.pipeline;
+    let ids: Vec<String> = (0..p.workers.len()).map(|i| i.to_string()).collect();
+    let per_worker = |f: fn(&crate::worker::WorkerStats) -> u64| {
+        p.workers
+            .iter()
+            .zip(&ids)
+            .map(move |(x, id)| ([("worker", id.as_str())], f(x)))
+    };
+    w.counters(
+        "worker_busy_ns",
+        "Nanoseconds a worker ran tasks",
+        per_worker(|x| x.busy_ns),
+    )?;
+    w.counters(
+        "worker_idle_ns",
+        "Nanoseconds a worker waited for a task",
+        per_worker(|x| x.idle_ns),
+    )?;
+    w.counters(
+        "worker_blocks",
+        "Blocks a worker processed",
+        per_worker(|x| x.blocks),
+    )?;
+    w.counters(
+        "worker_handoff_waits",
+        "Blocks that waited for their predecessor's hand-off",
+        per_worker(|x| x.handoff_waits),
+    )?;
+    w.counters(
+        "worker_panics",
+        "Blocks whose work panicked",
+        per_worker(|x| x.panics),
+    )?;
+    let stalls = |f: fn(&crate::pipeline::Stalls) -> u64| {
+        p.stalls.iter().map(move |(k, v)| ([("policy", *k)], f(v)))
+    };
+    w.counters(
+        "stall_assigned_busy",
+        "Blocks a policy gave to a busy worker",
+        stalls(|v| v.assigned_busy),
+    )?;
+    w.counters(
+        "stall_no_idle_worker",
+        "Tasks that waited for an idle worker",
+        stalls(|v| v.no_idle_worker),
+    )?;
+    w.counters(
+        "stall_queue_full",
+        "Tasks that waited for room in a worker's queue",
+        stalls(|v| v.queue_full),
+    )?;
+    let o = &p.order;
+    w.counter(
+        "order_violations_before",
+        "Completions out of flow order",
+        o.violations_before,
+    )?;
+    w.counter(
+        "order_violations_after",
+        "Transmissions out of flow order",
+        o.violations_after,
+    )?;
+    w.counter("order_held", "Packets held by the reorder window", o.held)?;
+    w.counter(
+        "order_timeouts",
+        "Held packets released by the timeout",
+        o.released_by_timeout,
+    )?;
+    w.counter(
+        "order_overflows",
+        "Held packets released because the window was full",
+        o.released_by_overflow,
+    )?;
+    w.counter(
+        "bucket_steals",
+        "Flow buckets moved to an idle worker",
+        p.bucket_steals,
+    )?;
+    w.gauge(
+        "rules_generation",
+        "The rule set in use (1 at start, +1 per swap)",
+        p.rules_generation as f64,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::udp4_frame;
+    use crate::pipeline::{DispatchMode, Pipeline, PipelineConfig};
+    use crate::rules::{build_classifier, RuleSet};
+    use crate::signatures::Signatures;
+    use crate::stats::Totals;
+    use crate::verdict::{DropReason, OnPanic, OnSignature};
+    use crate::work::{Tables, WorkPolicy};
+    use std::time::Duration;
+
+    #[test]
+    fn a_scrape_shows_the_latest_counters_with_reasons_workers_and_policies() {
+        let tables = Arc::new(Tables {
+            classifier: build_classifier(
+                RuleSet::from_toml_str("default = \"drop\"", "t").unwrap(),
+            ),
+            signatures: Signatures::empty(),
+            generation: 1,
+        });
+        let cfg = PipelineConfig {
+            workers: 2,
+            block_size: 64,
+            worker_queue: 4,
+            reorder_window: 16,
+            reorder_timeout_ns: 1_000_000_000,
+            max_flows: 64,
+            mode: DispatchMode::parse("fcfs").unwrap(),
+            work: WorkPolicy {
+                on_signature: OnSignature::Drop,
+                on_panic: OnPanic::Drop,
+                accept_non_ip: true,
+                fault_panic_on: None,
+            },
+            pin: false,
+        };
+        let mut p = Pipeline::start(cfg, tables).unwrap();
+        p.submit(
+            0,
+            &udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, &[0; 200]),
+        );
+        let mut out = Vec::new();
+        while out.is_empty() {
+            p.wait(Duration::from_millis(5), &mut out);
+        }
+        let mut totals = Totals {
+            received: 1,
+            ..Totals::default()
+        };
+        totals.drop(DropReason::Rule, 1);
+        let latest = Arc::new(Latest::new());
+        latest.publish(totals.line(5, 0, p.stats()));
+        let text = netsched_metrics::render(&registry(latest));
+        for want in [
+            "netsched_filter_received_total 1",
+            "netsched_filter_dropped_total{reason=\"rule\"} 1",
+            "netsched_filter_dropped_total{reason=\"worker_panic\"} 0",
+            "netsched_filter_identity_failures_total 0",
+            "netsched_filter_worker_blocks_total{worker=\"1\"}",
+            "netsched_filter_stall_no_idle_worker_total{policy=\"fcfs\"}",
+            "netsched_filter_rules_generation 1",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
+        let blocks: u64 = p.stats().workers.iter().map(|w| w.blocks).sum();
+        assert_eq!(blocks, 4, "a 242-byte frame is four 64-byte blocks");
+        p.stop();
+    }
+}

@@ -1,0 +1,454 @@
+//! The ordered rule set (first match wins) and the one seam through which packets are
+//! classified: [`build_classifier`].
+//!
+//! File format (TOML): `default = "accept" | "drop"` and one `[[rule]]` per rule, in order,
+//! with `action = "accept" | "drop" | "class"` (`class = N` with `class`), and any of `proto`
+//! (`tcp`, `udp`, `icmp`, `icmpv6` or a number), `src`/`dst` (CIDR, IPv4 or IPv6),
+//! `sport`/`dport` (`"80"` or `"1024-65535"`). A missing field matches anything. As an
+//! iptables chain (iptables(8), "TARGETS": the first rule that matches decides).
+//!
+//! Bounds: [`MAX_RULES_BYTES`] of file, [`MAX_RULES`] rules, class below [`MAX_CLASS`]. Every
+//! error names the file, the line, the field and the value.
+//!
+//! [`PacketClassifier`] is the seam: today [`LinearClassifier`] (a scan of the rules, O(rules)
+//! per packet, one rule's worth of memory each); a faster structure plugs in by implementing
+//! the trait and being returned by [`build_classifier`].
+
+use netsched_core::classify::{Cidr, PortRange};
+use serde::Deserialize;
+use std::fmt;
+use std::path::Path;
+use toml::Spanned;
+
+use crate::packet::FiveTuple;
+
+/// Largest rule file, bytes.
+pub const MAX_RULES_BYTES: usize = 16 << 20;
+/// Most rules in one set.
+pub const MAX_RULES: usize = 100_000;
+/// Classes are below this.
+pub const MAX_CLASS: u32 = 1 << 16;
+
+/// What a matching rule (or the default) decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Accept,
+    Drop,
+    /// Accept and count under this class.
+    Class(u32),
+}
+
+/// One rule: every given field must match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AclRule {
+    pub proto: Option<u8>,
+    pub src: Option<Cidr>,
+    pub dst: Option<Cidr>,
+    pub sport: Option<PortRange>,
+    pub dport: Option<PortRange>,
+    pub action: Action,
+}
+
+impl AclRule {
+    pub fn matches(&self, t: &FiveTuple) -> bool {
+        self.proto.is_none_or(|p| p == t.proto)
+            && self.src.is_none_or(|c| c.contains(t.src))
+            && self.dst.is_none_or(|c| c.contains(t.dst))
+            && self.sport.is_none_or(|r| r.contains(t.sport))
+            && self.dport.is_none_or(|r| r.contains(t.dport))
+    }
+}
+
+/// An ordered rule set and its default action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleSet {
+    pub rules: Vec<AclRule>,
+    pub default: Action,
+}
+
+/// Why a rule file was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RulesError {
+    Read {
+        file: String,
+        error: String,
+    },
+    TooLarge {
+        file: String,
+        bytes: u64,
+    },
+    Syntax {
+        file: String,
+        line: usize,
+        error: String,
+    },
+    TooMany {
+        file: String,
+        rules: usize,
+    },
+    Field {
+        file: String,
+        line: usize,
+        field: &'static str,
+        value: String,
+        why: String,
+    },
+}
+
+impl fmt::Display for RulesError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RulesError::Read { file, error } => write!(f, "{file}: cannot read: {error}"),
+            RulesError::TooLarge { file, bytes } => write!(
+                f,
+                "{file}: {bytes} bytes, more than the {MAX_RULES_BYTES} a rule file may have"
+            ),
+            RulesError::Syntax { file, line, error } => write!(f, "{file}:{line}: {error}"),
+            RulesError::TooMany { file, rules } => {
+                write!(f, "{file}: {rules} rules, more than {MAX_RULES}")
+            }
+            RulesError::Field {
+                file,
+                line,
+                field,
+                value,
+                why,
+            } => write!(f, "{file}:{line}: field `{field}` = {value:?}: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for RulesError {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    default: Option<Spanned<String>>,
+    #[serde(default)]
+    rule: Vec<RawRule>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    action: Spanned<String>,
+    class: Option<Spanned<i64>>,
+    proto: Option<Spanned<toml::Value>>,
+    src: Option<Spanned<String>>,
+    dst: Option<Spanned<String>>,
+    sport: Option<Spanned<toml::Value>>,
+    dport: Option<Spanned<toml::Value>>,
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+impl RuleSet {
+    /// Read and parse a rule file (bounded in size).
+    pub fn load(path: &Path) -> Result<RuleSet, RulesError> {
+        let file = path.display().to_string();
+        let read = |e: std::io::Error| RulesError::Read {
+            file: file.clone(),
+            error: e.to_string(),
+        };
+        let bytes = std::fs::metadata(path).map_err(read)?.len();
+        if bytes > MAX_RULES_BYTES as u64 {
+            return Err(RulesError::TooLarge { file, bytes });
+        }
+        let text = std::fs::read_to_string(path).map_err(read)?;
+        Self::from_toml_str(&text, &file)
+    }
+
+    /// Parse rule-file text; `source` names it in errors.
+    pub fn from_toml_str(text: &str, source: &str) -> Result<RuleSet, RulesError> {
+        if text.len() > MAX_RULES_BYTES {
+            return Err(RulesError::TooLarge {
+                file: source.into(),
+                bytes: text.len() as u64,
+            });
+        }
+        let raw: RawFile = toml::from_str(text).map_err(|e| RulesError::Syntax {
+            file: source.into(),
+            line: e.span().map_or(0, |s| line_of(text, s.start)),
+            error: e.message().to_string(),
+        })?;
+        if raw.rule.len() > MAX_RULES {
+            return Err(RulesError::TooMany {
+                file: source.into(),
+                rules: raw.rule.len(),
+            });
+        }
+        let field_err =
+            |span: std::ops::Range<usize>, field, value: String, why: String| RulesError::Field {
+                file: source.into(),
+                line: line_of(text, span.start),
+                field,
+                value,
+                why,
+            };
+        let default = match &raw.default {
+            None => Action::Accept,
+            Some(d) => match d.get_ref().as_str() {
+                "accept" => Action::Accept,
+                "drop" => Action::Drop,
+                v => {
+                    return Err(field_err(
+                        d.span(),
+                        "default",
+                        v.into(),
+                        "expected \"accept\" or \"drop\"".into(),
+                    ))
+                }
+            },
+        };
+        let mut rules = Vec::with_capacity(raw.rule.len());
+        for r in &raw.rule {
+            rules.push(rule(r, &field_err)?);
+        }
+        Ok(RuleSet { rules, default })
+    }
+
+    /// The first matching rule's index and action (the default's when none matches: `None`).
+    pub fn first_match(&self, t: &FiveTuple) -> (Option<usize>, Action) {
+        match self.rules.iter().position(|r| r.matches(t)) {
+            Some(i) => (Some(i), self.rules[i].action),
+            None => (None, self.default),
+        }
+    }
+}
+
+type FieldErr<'a> = dyn Fn(std::ops::Range<usize>, &'static str, String, String) -> RulesError + 'a;
+
+fn rule(r: &RawRule, err: &FieldErr) -> Result<AclRule, RulesError> {
+    let action = match (r.action.get_ref().as_str(), &r.class) {
+        ("accept", None) => Action::Accept,
+        ("drop", None) => Action::Drop,
+        ("class", Some(c)) if (0..MAX_CLASS as i64).contains(c.get_ref()) => {
+            Action::Class(*c.get_ref() as u32)
+        }
+        ("class", Some(c)) => {
+            return Err(err(
+                c.span(),
+                "class",
+                c.get_ref().to_string(),
+                format!("a class is 0..{MAX_CLASS}"),
+            ))
+        }
+        ("class", None) => {
+            return Err(err(
+                r.action.span(),
+                "class",
+                String::new(),
+                "action \"class\" needs `class = N`".into(),
+            ))
+        }
+        ("accept" | "drop", Some(c)) => {
+            return Err(err(
+                c.span(),
+                "class",
+                c.get_ref().to_string(),
+                "only action \"class\" takes a class".into(),
+            ))
+        }
+        (v, _) => {
+            return Err(err(
+                r.action.span(),
+                "action",
+                v.into(),
+                "expected \"accept\", \"drop\" or \"class\"".into(),
+            ))
+        }
+    };
+    let cidr = |f: &Option<Spanned<String>>, name| -> Result<Option<Cidr>, RulesError> {
+        f.as_ref()
+            .map(|s| {
+                s.get_ref()
+                    .parse::<Cidr>()
+                    .map_err(|e| err(s.span(), name, s.get_ref().clone(), e.to_string()))
+            })
+            .transpose()
+    };
+    let ports = |f: &Option<Spanned<toml::Value>>, name| -> Result<Option<PortRange>, RulesError> {
+        f.as_ref()
+            .map(|s| {
+                let text = match s.get_ref() {
+                    toml::Value::String(t) => t.clone(),
+                    toml::Value::Integer(i) => i.to_string(),
+                    v => v.to_string(),
+                };
+                PortRange::parse(&text).map_err(|e| err(s.span(), name, text, e.to_string()))
+            })
+            .transpose()
+    };
+    let proto = r
+        .proto
+        .as_ref()
+        .map(|s| {
+            let v = s.get_ref();
+            match v {
+                toml::Value::String(t) => match t.as_str() {
+                    "tcp" => Some(6),
+                    "udp" => Some(17),
+                    "icmp" => Some(1),
+                    "icmpv6" => Some(58),
+                    _ => None,
+                },
+                toml::Value::Integer(i) => u8::try_from(*i).ok(),
+                _ => None,
+            }
+            .ok_or_else(|| {
+                err(
+                    s.span(),
+                    "proto",
+                    v.to_string(),
+                    "expected tcp, udp, icmp, icmpv6 or 0..=255".into(),
+                )
+            })
+        })
+        .transpose()?;
+    Ok(AclRule {
+        proto,
+        src: cidr(&r.src, "src")?,
+        dst: cidr(&r.dst, "dst")?,
+        sport: ports(&r.sport, "sport")?,
+        dport: ports(&r.dport, "dport")?,
+        action,
+    })
+}
+
+/// First-match classification of a 5-tuple: what the filter's SOP work calls.
+pub trait PacketClassifier: Send + Sync + fmt::Debug {
+    /// The action for `t` (a rule's, or the default).
+    fn classify(&self, t: &FiveTuple) -> Action;
+    /// Rules held.
+    fn rules(&self) -> usize;
+}
+
+/// The reference classifier: the rules in order.
+#[derive(Debug)]
+pub struct LinearClassifier {
+    set: RuleSet,
+}
+
+impl PacketClassifier for LinearClassifier {
+    fn classify(&self, t: &FiveTuple) -> Action {
+        self.set.first_match(t).1
+    }
+    fn rules(&self) -> usize {
+        self.set.rules.len()
+    }
+}
+
+/// The classifier the filter uses for `set` — the one place to choose another structure.
+pub fn build_classifier(set: RuleSet) -> Box<dyn PacketClassifier> {
+    Box::new(LinearClassifier { set })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::IpAddr;
+
+    fn tuple(src: &str, dst: &str, proto: u8, sport: u16, dport: u16) -> FiveTuple {
+        FiveTuple {
+            src: src.parse::<IpAddr>().unwrap(),
+            dst: dst.parse::<IpAddr>().unwrap(),
+            proto,
+            sport,
+            dport,
+        }
+    }
+
+    #[test]
+    fn first_match_wins_and_the_default_decides_the_rest() {
+        let set = RuleSet::from_toml_str(
+            r#"
+default = "drop"
+[[rule]]
+action = "drop"
+proto = "udp"
+dport = "5000-5999"
+[[rule]]
+action = "class"
+class = 3
+src = "10.1.0.0/16"
+[[rule]]
+action = "accept"
+proto = 17
+"#,
+            "t.toml",
+        )
+        .unwrap();
+        let c = build_classifier(set);
+        assert_eq!(c.rules(), 3);
+        assert_eq!(
+            c.classify(&tuple("10.1.2.3", "10.2.0.1", 17, 1, 5001)),
+            Action::Drop
+        );
+        assert_eq!(
+            c.classify(&tuple("10.1.2.3", "10.2.0.1", 17, 1, 53)),
+            Action::Class(3)
+        );
+        assert_eq!(
+            c.classify(&tuple("10.3.2.3", "10.2.0.1", 17, 1, 53)),
+            Action::Accept
+        );
+        assert_eq!(
+            c.classify(&tuple("10.3.2.3", "10.2.0.1", 6, 1, 53)),
+            Action::Drop
+        );
+        assert_eq!(
+            c.classify(&tuple("fd00::1", "fd00::2", 6, 1, 53)),
+            Action::Drop
+        );
+    }
+
+    #[test]
+    fn errors_name_file_line_field_and_value() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "[[rule]]\naction = \"reject\"\n",
+                "r.toml:2: field `action` = \"reject\"",
+            ),
+            (
+                "[[rule]]\naction = \"drop\"\nsrc = \"10.0.0.0/40\"\n",
+                "r.toml:3: field `src` = \"10.0.0.0/40\"",
+            ),
+            (
+                "[[rule]]\naction = \"drop\"\ndport = \"9-1\"\n",
+                "r.toml:3: field `dport` = \"9-1\"",
+            ),
+            (
+                "[[rule]]\naction = \"drop\"\nproto = \"sctp-ish\"\n",
+                "r.toml:3: field `proto`",
+            ),
+            (
+                "[[rule]]\naction = \"class\"\nclass = 70000\n",
+                "r.toml:3: field `class` = \"70000\"",
+            ),
+            (
+                "default = \"maybe\"\n",
+                "r.toml:1: field `default` = \"maybe\"",
+            ),
+            (
+                "[[rule]]\naction = \"drop\"\ncolour = 1\n",
+                "r.toml:3: unknown field `colour`",
+            ),
+            ("[[rule]\n", "r.toml:1:"),
+        ];
+        for (text, want) in cases {
+            let e = RuleSet::from_toml_str(text, "r.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(want), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn too_many_rules_are_refused() {
+        let text = "[[rule]]\naction = \"drop\"\n".repeat(MAX_RULES + 1);
+        let e = RuleSet::from_toml_str(&text, "big.toml").unwrap_err();
+        assert!(matches!(e, RulesError::TooMany { .. }), "{e}");
+    }
+}

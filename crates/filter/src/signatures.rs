@@ -1,0 +1,287 @@
+//! Payload signatures: a multi-pattern automaton scanned block by block, each block resuming
+//! from the automaton state the previous block left.
+//!
+//! File format: one pattern per line; empty lines and lines starting with `#` are skipped;
+//! `\xNN` is a byte, `\\` a backslash. Bounds: [`MAX_SIGNATURE_BYTES`] of file,
+//! [`MAX_PATTERNS`] patterns, each 1..=[`MAX_PATTERN_LEN`] bytes; errors name file and line.
+//!
+//! The automaton is Aho-Corasick's (Aho and Corasick, "Efficient string matching", CACM 1975)
+//! as the `aho-corasick` crate builds it (a contiguous NFA with standard match semantics,
+//! which reports a match as soon as the state after a byte is a match state — what lets a
+//! scan stop at any byte and resume: [`ScanState`] is the automaton's state id). A pattern
+//! that straddles a block boundary is found, as in one scan of the whole payload (test
+//! `a_pattern_across_blocks_is_found`). This is the hand-off P1's threads pass on with a block.
+//!
+//! Cost: O(1) per payload byte (one transition). Memory: the automaton, bounded by the
+//! pattern bytes (at most `MAX_PATTERNS × MAX_PATTERN_LEN` states).
+
+use aho_corasick::automaton::Automaton;
+use aho_corasick::nfa::contiguous::NFA;
+use aho_corasick::{Anchored, MatchKind};
+use std::fmt;
+use std::path::Path;
+
+/// Largest signature file, bytes.
+pub const MAX_SIGNATURE_BYTES: usize = 4 << 20;
+/// Most patterns.
+pub const MAX_PATTERNS: usize = 10_000;
+/// Longest pattern, bytes.
+pub const MAX_PATTERN_LEN: usize = 256;
+
+/// Why a signature file was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignatureError {
+    Read {
+        file: String,
+        error: String,
+    },
+    TooLarge {
+        file: String,
+        bytes: u64,
+    },
+    TooMany {
+        file: String,
+    },
+    Pattern {
+        file: String,
+        line: usize,
+        value: String,
+        why: String,
+    },
+    Build {
+        file: String,
+        error: String,
+    },
+}
+
+impl fmt::Display for SignatureError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SignatureError::Read { file, error } => write!(f, "{file}: cannot read: {error}"),
+            SignatureError::TooLarge { file, bytes } => write!(
+                f,
+                "{file}: {bytes} bytes, more than the {MAX_SIGNATURE_BYTES} a signature file may have"
+            ),
+            SignatureError::TooMany { file } => {
+                write!(f, "{file}: more than {MAX_PATTERNS} patterns")
+            }
+            SignatureError::Pattern {
+                file,
+                line,
+                value,
+                why,
+            } => write!(f, "{file}:{line}: pattern {value:?}: {why}"),
+            SignatureError::Build { file, error } => {
+                write!(f, "{file}: building the automaton: {error}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SignatureError {}
+
+/// Where a scan stopped: the automaton state, and whether a pattern was seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScanState {
+    state: aho_corasick::automaton::StateID,
+    pub matched: Option<u32>,
+}
+
+/// A compiled signature set.
+#[derive(Debug, Clone)]
+pub struct Signatures {
+    nfa: Option<NFA>,
+    patterns: Vec<Vec<u8>>,
+}
+
+fn unescape(line: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(line.len());
+    let b = line.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
+            continue;
+        }
+        match b.get(i + 1) {
+            Some(b'\\') => {
+                out.push(b'\\');
+                i += 2;
+            }
+            Some(b'x') => {
+                let hex = line.get(i + 2..i + 4).ok_or("`\\x` needs two hex digits")?;
+                out.push(
+                    u8::from_str_radix(hex, 16).map_err(|_| format!("`\\x{hex}` is not hex"))?,
+                );
+                i += 4;
+            }
+            _ => return Err("a backslash starts `\\xNN` or `\\\\` only".into()),
+        }
+    }
+    Ok(out)
+}
+
+impl Signatures {
+    /// No patterns: every scan is clean.
+    pub fn empty() -> Self {
+        Self {
+            nfa: None,
+            patterns: Vec::new(),
+        }
+    }
+
+    /// Read and compile a signature file.
+    pub fn load(path: &Path) -> Result<Self, SignatureError> {
+        let file = path.display().to_string();
+        let read = |e: std::io::Error| SignatureError::Read {
+            file: file.clone(),
+            error: e.to_string(),
+        };
+        let bytes = std::fs::metadata(path).map_err(read)?.len();
+        if bytes > MAX_SIGNATURE_BYTES as u64 {
+            return Err(SignatureError::TooLarge { file, bytes });
+        }
+        let text = std::fs::read_to_string(path).map_err(read)?;
+        Self::parse(&text, &file)
+    }
+
+    /// Compile signature-file text; `source` names it in errors.
+    pub fn parse(text: &str, source: &str) -> Result<Self, SignatureError> {
+        if text.len() > MAX_SIGNATURE_BYTES {
+            return Err(SignatureError::TooLarge {
+                file: source.into(),
+                bytes: text.len() as u64,
+            });
+        }
+        let mut patterns = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim().is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let bad = |why: String| SignatureError::Pattern {
+                file: source.into(),
+                line: n + 1,
+                value: line.chars().take(80).collect(),
+                why,
+            };
+            let p = unescape(line).map_err(bad)?;
+            if p.len() > MAX_PATTERN_LEN {
+                return Err(bad(format!("longer than {MAX_PATTERN_LEN} bytes")));
+            }
+            if patterns.len() == MAX_PATTERNS {
+                return Err(SignatureError::TooMany {
+                    file: source.into(),
+                });
+            }
+            patterns.push(p);
+        }
+        Self::from_patterns(patterns, source)
+    }
+
+    /// Compile `patterns` (each non-empty).
+    pub fn from_patterns(patterns: Vec<Vec<u8>>, source: &str) -> Result<Self, SignatureError> {
+        if patterns.is_empty() {
+            return Ok(Self::empty());
+        }
+        let nfa = NFA::builder()
+            .match_kind(MatchKind::Standard)
+            .build(&patterns)
+            .map_err(|e| SignatureError::Build {
+                file: source.into(),
+                error: e.to_string(),
+            })?;
+        Ok(Self {
+            nfa: Some(nfa),
+            patterns,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.patterns.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    /// The state a payload's scan starts in.
+    pub fn start(&self) -> ScanState {
+        let state = self
+            .nfa
+            .as_ref()
+            .and_then(|n| n.start_state(Anchored::No).ok())
+            .unwrap_or_default();
+        ScanState {
+            state,
+            matched: None,
+        }
+    }
+
+    /// Scan `bytes` from `from`; stops at the first match (the pattern's index is recorded).
+    pub fn scan(&self, from: ScanState, bytes: &[u8]) -> ScanState {
+        let Some(nfa) = &self.nfa else {
+            return from;
+        };
+        if from.matched.is_some() {
+            return from;
+        }
+        let mut sid = from.state;
+        for &b in bytes {
+            sid = nfa.next_state(Anchored::No, sid, b);
+            if nfa.is_match(sid) {
+                return ScanState {
+                    state: sid,
+                    matched: Some(nfa.match_pattern(sid, 0).as_u32()),
+                };
+            }
+        }
+        ScanState {
+            state: sid,
+            matched: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pattern_across_blocks_is_found() {
+        let s = Signatures::parse("# comment\nEVIL\n\\x00\\xffZ\n", "s.txt").unwrap();
+        assert_eq!(s.len(), 2);
+        let payload = b"......EVIL......";
+        for cut in 0..payload.len() {
+            let st = s.scan(s.start(), &payload[..cut]);
+            let st = s.scan(st, &payload[cut..]);
+            assert_eq!(st.matched, Some(0), "cut at {cut}");
+        }
+        // One byte at a time, too.
+        let mut st = s.start();
+        for b in b"xx\x00\xffZ" {
+            st = s.scan(st, std::slice::from_ref(b));
+        }
+        assert_eq!(st.matched, Some(1));
+        assert_eq!(s.scan(s.start(), b"EVI").matched, None);
+        assert_eq!(Signatures::empty().scan(s.start(), b"EVIL").matched, None);
+    }
+
+    #[test]
+    fn bad_files_name_the_line() {
+        let e = Signatures::parse("ok\nbad\\q\n", "s.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("s.txt:2: pattern \"bad\\\\q\""), "{e}");
+        let e = Signatures::parse("\\x4", "s.txt").unwrap_err().to_string();
+        assert!(e.starts_with("s.txt:1:"), "{e}");
+        let long = "a".repeat(MAX_PATTERN_LEN + 1);
+        let e = Signatures::parse(&long, "s.txt").unwrap_err().to_string();
+        assert!(e.contains("longer than"), "{e}");
+        let many = "x\n".repeat(MAX_PATTERNS + 1);
+        assert!(matches!(
+            Signatures::parse(&many, "s.txt"),
+            Err(SignatureError::TooMany { .. })
+        ));
+    }
+}

@@ -1,0 +1,83 @@
+//! What the filter decides about a packet, and why a packet was dropped.
+
+use serde::Serialize;
+
+/// Every reason a received packet is not forwarded, each counted separately.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropReason {
+    /// A rule (or the default) said drop.
+    Rule,
+    /// A payload signature matched and signatures drop.
+    Signature,
+    /// Truncated or inconsistent headers.
+    Malformed,
+    /// Not IPv4/IPv6 and `--non-ip drop`.
+    NonIp,
+    /// The worker's code panicked on this packet and the filter fails closed.
+    WorkerPanic,
+    /// Longer than a buffer slot (offloads on).
+    Oversize,
+    /// The output interface refused the frame.
+    TxError,
+    /// Still inside the filter when it stopped and could not drain in time.
+    Shutdown,
+    /// No output interface (`--output none`): accepted, then consumed.
+    NoOutput,
+}
+
+impl DropReason {
+    pub const ALL: &'static [DropReason] = &[
+        DropReason::Rule,
+        DropReason::Signature,
+        DropReason::Malformed,
+        DropReason::NonIp,
+        DropReason::WorkerPanic,
+        DropReason::Oversize,
+        DropReason::TxError,
+        DropReason::Shutdown,
+        DropReason::NoOutput,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Rule => "rule",
+            DropReason::Signature => "signature",
+            DropReason::Malformed => "malformed",
+            DropReason::NonIp => "non_ip",
+            DropReason::WorkerPanic => "worker_panic",
+            DropReason::Oversize => "oversize",
+            DropReason::TxError => "tx_error",
+            DropReason::Shutdown => "shutdown",
+            DropReason::NoOutput => "no_output",
+        }
+    }
+}
+
+/// The decision about one packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Forward it; `class` from a `class` rule, `marked` if a signature matched and
+    /// signatures mark.
+    Forward {
+        class: Option<u32>,
+        marked: bool,
+    },
+    Drop(DropReason),
+}
+
+/// What a signature match does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnSignature {
+    Drop,
+    Mark,
+}
+
+/// What a worker panic does to its packet: fail closed (drop) or open (forward).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnPanic {
+    Drop,
+    Forward,
+}

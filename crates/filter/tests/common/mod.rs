@@ -1,0 +1,239 @@
+//! sender → filter → receiver in three namespaces of one `Testbed` (removed on drop, also
+//! after a failed assertion). The sender writes crafted UDP frames with an AF_PACKET port
+//! (flow id and per-flow sequence number in the payload); the receiver reads them with
+//! another, so the test knows exactly what was sent and what arrived, in which order.
+
+#![allow(dead_code)]
+
+use anyhow::Result;
+use netsched_filter::engine::EngineConfig;
+use netsched_filter::packet::udp4_frame;
+use netsched_filter::pipeline::{DispatchMode, PipelineConfig};
+use netsched_filter::verdict::{OnPanic, OnSignature};
+use netsched_filter::work::WorkPolicy;
+use netsched_sys::port::{FramePool, Port, Rx, BATCH};
+use netsched_testbed::{NetnsThread, Testbed};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const MAGIC: &[u8; 4] = b"NSF1";
+/// Flows of the test stream; flow 7 goes to UDP port 9 (the drop rule's).
+pub const FLOWS: u8 = 8;
+
+pub struct Net {
+    pub tb: Testbed,
+    pub snd: String,
+    pub flt: String,
+    pub rcv: String,
+    pub s0: String,
+    pub fin: String,
+    pub fout: String,
+    pub r0: String,
+}
+
+pub fn build(label: &str) -> Result<Net> {
+    let mut tb = Testbed::new(label)?;
+    let snd = tb.add_ns("snd")?;
+    let flt = tb.add_ns("flt")?;
+    let rcv = tb.add_ns("rcv")?;
+    let (s0, fin, fout, r0) = (
+        tb.ifname("s0"),
+        tb.ifname("fi"),
+        tb.ifname("fo"),
+        tb.ifname("r0"),
+    );
+    tb.veth((&snd, &s0, "10.99.0.1/24"), (&flt, &fin, ""))?;
+    tb.veth((&flt, &fout, ""), (&rcv, &r0, "10.99.0.2/24"))?;
+    Ok(Net {
+        tb,
+        snd,
+        flt,
+        rcv,
+        s0,
+        fin,
+        fout,
+        r0,
+    })
+}
+
+impl Net {
+    pub fn config(&self, mode: &str) -> EngineConfig {
+        EngineConfig {
+            input: self.fin.clone(),
+            output: Some(self.fout.clone()),
+            pool_slots: 4096,
+            port: netsched_sys::PortOptions::default(),
+            pipeline: PipelineConfig {
+                workers: 4,
+                block_size: 64,
+                worker_queue: 64,
+                // The window holds everything inside: order is restored for every packet.
+                reorder_window: 4096,
+                reorder_timeout_ns: 5_000_000_000,
+                max_flows: 16384,
+                mode: DispatchMode::parse(mode).unwrap(),
+                work: WorkPolicy {
+                    on_signature: OnSignature::Drop,
+                    on_panic: OnPanic::Drop,
+                    accept_non_ip: true,
+                    fault_panic_on: None,
+                },
+                pin: true,
+            },
+        }
+    }
+}
+
+/// Test frame `seq` of `flow` with `size` payload bytes (≥ 9).
+pub fn frame(flow: u8, seq: u32, size: usize) -> Vec<u8> {
+    let mut payload = vec![b'.'; size.max(9)];
+    payload[..4].copy_from_slice(MAGIC);
+    payload[4] = flow;
+    payload[5..9].copy_from_slice(&seq.to_be_bytes());
+    let dport = if flow == 7 { 9 } else { 2000 + flow as u16 };
+    udp4_frame(
+        [10, 99, 0, 1],
+        [10, 99, 0, 2],
+        1000 + flow as u16,
+        dport,
+        &payload,
+    )
+}
+
+/// (flow, seq) of a test frame.
+pub fn tag(f: &[u8]) -> Option<(u8, u32)> {
+    let at = f.windows(4).position(|w| w == MAGIC)?;
+    let b = f.get(at + 4..at + 9)?;
+    Some((b[0], u32::from_be_bytes([b[1], b[2], b[3], b[4]])))
+}
+
+/// Send `frames` from namespace `ns` on `dev`, `burst` at a time with a pause between bursts.
+pub fn send(
+    ns: &str,
+    dev: &str,
+    frames: Vec<Vec<u8>>,
+    burst: usize,
+    pause: Duration,
+) -> Result<()> {
+    let (ns, dev) = (ns.to_string(), dev.to_string());
+    std::thread::spawn(move || -> Result<()> {
+        netsched_testbed::enter_netns(&ns)?;
+        let port = Port::open(&dev)?;
+        for chunk in frames.chunks(burst) {
+            for f in chunk {
+                let mut tries = 0;
+                while port.send_frame(f).is_err() && tries < 100 {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+            std::thread::sleep(pause);
+        }
+        Ok(())
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("sender panicked"))?
+}
+
+/// What the receiver saw: test frames in arrival order, and its kernel drops.
+pub type Received = (Vec<(u8, u32)>, u64);
+
+/// A running receiver and how many test frames it has seen so far.
+pub struct Receiver {
+    pub thread: NetnsThread<Received>,
+    pub seen: Arc<AtomicU64>,
+}
+
+impl Receiver {
+    /// Wait until `want` test frames arrived, or none arrived for `quiet` (the filter may
+    /// still be working through a backlog on a loaded machine: progress keeps the wait going).
+    pub fn wait_for(&self, want: u64, quiet: Duration) {
+        let mut last = self.seen.load(Ordering::Relaxed);
+        let mut since = std::time::Instant::now();
+        while last < want && since.elapsed() < quiet {
+            std::thread::sleep(Duration::from_millis(20));
+            let now = self.seen.load(Ordering::Relaxed);
+            if now != last {
+                last = now;
+                since = std::time::Instant::now();
+            }
+        }
+    }
+
+    pub fn stop(self) -> Result<Received> {
+        self.thread.stop()
+    }
+}
+
+/// Read test frames in namespace `ns` on `dev` until stopped.
+pub fn receiver(ns: &str, dev: &str) -> Result<Receiver> {
+    let dev = dev.to_string();
+    let seen = Arc::new(AtomicU64::new(0));
+    let seen2 = seen.clone();
+    let thread = NetnsThread::spawn(
+        "receiver",
+        format!("rcv-{ns}"),
+        ns,
+        move || Ok(Port::open(&dev)?),
+        move |port, stop| {
+            let mut pool = FramePool::new(256);
+            let mut ev = [Rx::Oversize { len: 0 }; BATCH];
+            let mut got = Vec::new();
+            let mut drops = 0;
+            while !stop() {
+                let (_, n) = port.recv(&mut pool, &mut ev);
+                for e in &ev[..n] {
+                    if let Rx::Frame { slot, len } = *e {
+                        if let Some(t) = tag(pool.data(slot, len)) {
+                            got.push(t);
+                            seen2.fetch_add(1, Ordering::Relaxed);
+                        }
+                        pool.release(slot);
+                    }
+                }
+                drops += port.take_kernel_drops();
+                if n == 0 {
+                    let _ = netsched_sys::epoll::poll_in(&[(port.raw_fd(), true)], 5_000_000);
+                }
+            }
+            Ok((got, drops))
+        },
+    )?;
+    Ok(Receiver { thread, seen })
+}
+
+/// The test stream: `per_flow` frames of each flow, interleaved, sizes cycling through P1's
+/// 64/256/512/1500-byte packets (payload sizes so the frames are those lengths).
+pub fn stream(per_flow: u32) -> Vec<Vec<u8>> {
+    let sizes = [64usize - 42, 256 - 42, 512 - 42, 1500 - 42];
+    let mut out = Vec::new();
+    for seq in 0..per_flow {
+        for flow in 0..FLOWS {
+            out.push(frame(flow, seq, sizes[(seq as usize + flow as usize) % 4]));
+        }
+    }
+    out
+}
+
+/// Check the receiver's frames: no duplicates, each flow strictly in sequence order, no frame
+/// of the dropped flow 7. Returns frames per flow.
+pub fn check_order(got: &[(u8, u32)]) -> HashMap<u8, u32> {
+    let mut last: HashMap<u8, u32> = HashMap::new();
+    let mut count: HashMap<u8, u32> = HashMap::new();
+    for &(flow, seq) in got {
+        assert_ne!(flow, 7, "a frame of the dropped flow arrived (seq {seq})");
+        if let Some(&prev) = last.get(&flow) {
+            assert!(seq > prev, "flow {flow}: seq {seq} arrived after {prev}");
+        }
+        last.insert(flow, seq);
+        *count.entry(flow).or_default() += 1;
+    }
+    count
+}
+
+pub fn assert_gone(tag: &str) {
+    let left = netsched_testbed::namespaces_with(tag);
+    assert!(left.is_empty(), "namespaces left behind: {left:?}");
+}
