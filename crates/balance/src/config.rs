@@ -53,6 +53,17 @@ pub enum HashKey {
     Uri,
 }
 
+impl HashKey {
+    /// The name the file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            HashKey::Source => "source",
+            HashKey::Host => "host",
+            HashKey::Uri => "uri",
+        }
+    }
+}
+
 fn dur<'de, D: Deserializer<'de>>(d: D, min: Nanos, max: Nanos) -> Result<Nanos, D::Error> {
     let text = String::deserialize(d)?;
     parse_duration_in(&text, min, max).map_err(|e: UnitError| serde::de::Error::custom(e))
@@ -327,8 +338,8 @@ impl Config {
         }
         if self.mode == Mode::L4 && self.hash_key != HashKey::Source {
             return Err(format!(
-                "hash_key = {:?}: only \"source\" in mode \"l4\" (there is no HTTP to read)",
-                self.hash_key
+                "hash_key = \"{}\": only \"source\" in mode \"l4\" (there is no HTTP to read)",
+                self.hash_key.name()
             ));
         }
         // Build once so a bad algorithm option is reported here, naming the field.
@@ -651,6 +662,10 @@ maxconn = 10
             1,
         );
         assert_eq!(Config::parse(&l4).unwrap().relay, Relay::Splice);
+        // The file's spelling, not Rust's (`hash_key = Host` before).
+        let l4_host = GOOD.replacen("mode = \"l7\"", "mode = \"l4\"", 1);
+        let e = Config::parse(&l4_host).unwrap_err();
+        assert!(e.contains("hash_key = \"host\""), "{e}");
     }
 
     #[test]

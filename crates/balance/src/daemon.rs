@@ -363,6 +363,7 @@ pub fn run(args: BalanceArgs) -> anyhow::Result<()> {
                 .map(|a| format!(", metrics http://{a}/metrics"))
                 .unwrap_or_default()
         );
+        netsched_util::notify::ready("netsched balance", "listening");
         // Set once the stop has begun; `deadline` once it is bounded (SIGTERM/SIGINT).
         let mut started: Option<tokio::time::Instant> = None;
         let mut deadline: Option<tokio::time::Instant> = None;
@@ -374,7 +375,10 @@ pub fn run(args: BalanceArgs) -> anyhow::Result<()> {
             let cut_at = deadline.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
             let terminate = tokio::select! {
                 _ = hup.recv() => {
-                    match running.reload() {
+                    netsched_util::notify::reloading("netsched balance");
+                    let reloaded = running.reload();
+                    netsched_util::notify::ready("netsched balance", "listening");
+                    match reloaded {
                         Ok(notes) => eprintln!("netsched balance: reloaded {}: {}", path.display(), notes.join("; ")),
                         Err(e) => eprintln!("netsched balance: reload failed, keeping the old configuration: {e}"),
                     }
@@ -395,6 +399,7 @@ pub fn run(args: BalanceArgs) -> anyhow::Result<()> {
             match (started, deadline, terminate) {
                 (None, _, _) => {
                     started = Some(tokio::time::Instant::now());
+                    netsched_util::notify::stopping("netsched balance");
                     running.begin_stop();
                     let until = if terminate {
                         let grace = running.hard_stop_after();

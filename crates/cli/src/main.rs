@@ -3,7 +3,7 @@
 
 #![forbid(unsafe_code)]
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// mimalloc instead of glibc's malloc: `netsched balance` allocates per request (hyper's
 /// buffers, headers, channels), and glibc's slow path for buffers above its thread cache
@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod config;
+mod generate;
 #[cfg(test)]
 mod props;
 mod replay;
@@ -22,9 +23,9 @@ mod trace;
 
 /// netsched decides who goes first when network work contends for a link, a server or a core,
 /// and proves it: in a deterministic simulator (`lab`) and on real Linux (`shape`, `link`,
-/// `nfq`).
+/// `nfq`, `balance`, `vswitch`, `filter`).
 #[derive(Debug, Parser)]
-#[command(name = "netsched", version, propagate_version = true)]
+#[command(name = "netsched", version = env!("NETSCHED_VERSION"), propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -50,6 +51,9 @@ enum Cmd {
     Vswitch(netsched_vswitch::cli::VswitchArgs),
     /// Run the userspace firewall between two interfaces (P1's dispatch policies).
     Filter(netsched_filter::cli::FilterArgs),
+    /// Write the man pages or shell completions (for packaging).
+    #[command(hide = true)]
+    Generate(generate::GenerateArgs),
 }
 
 fn main() {
@@ -64,6 +68,7 @@ fn main() {
         Cmd::Balance(a) => netsched_balance::run(a),
         Cmd::Vswitch(a) => netsched_vswitch::cli::run_vswitch(a),
         Cmd::Filter(a) => netsched_filter::cli::run_filter(a),
+        Cmd::Generate(a) => generate::run(a, Cli::command()),
     };
     if let Err(e) = result {
         eprintln!("netsched: error: {e:#}");

@@ -84,6 +84,10 @@ pub fn write_outputs(req: &RunRequest, output: &ExperimentOutput) -> anyhow::Res
 }
 
 fn summary(checks: &[Check]) -> String {
+    // No check ran (all filtered out): nothing was shown, so no ✓.
+    if checks.is_empty() {
+        return "checks 0/0 — none ran".to_string();
+    }
     let passed = checks.iter().filter(|c| c.passed).count();
     let mark = if passed == checks.len() { "✓" } else { "✗" };
     format!("checks {passed}/{} {mark}", checks.len())
@@ -212,5 +216,16 @@ mod tests {
         let out = parallel_map(&jobs, 4, |x| x * x);
         assert_eq!(out, jobs.iter().map(|x| x * x).collect::<Vec<_>>());
         assert!(parallel_map(&Vec::<u8>::new(), 3, |x| *x).is_empty());
+    }
+
+    #[test]
+    fn a_run_without_checks_is_not_shown_as_passing() {
+        let none = summary(&[]);
+        assert!(!none.contains('✓') && none.contains("none ran"), "{none}");
+        assert_eq!(summary(&[Check::new("a", true, "")]), "checks 1/1 ✓");
+        assert_eq!(
+            summary(&[Check::new("a", true, ""), Check::new("b", false, "")]),
+            "checks 1/2 ✗"
+        );
     }
 }

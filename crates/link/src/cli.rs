@@ -19,6 +19,7 @@ pub const MAX_STATS_INTERVAL: Nanos = 3600 * SEC;
 #[derive(Debug, clap::Args)]
 #[command(
     args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
     about = "Run the userspace link engine between two interfaces (AF_PACKET)",
     long_about = "Forward Ethernet frames between two interfaces with AF_PACKET, emulating a \
 link in each direction: a core queue discipline (FIFO, ACK separation, ...), a rate and a \
@@ -59,10 +60,10 @@ pub enum LinkSub {
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
     /// First interface (a→b is "up" in the ADSL experiment).
-    #[arg(long)]
+    #[arg(long, required = true)]
     pub dev_a: Option<String>,
     /// Second interface.
-    #[arg(long)]
+    #[arg(long, required = true)]
     pub dev_b: Option<String>,
     /// Rate a→b (`none` = unlimited).
     #[arg(long, default_value = "none")]
@@ -73,8 +74,10 @@ pub struct RunArgs {
     /// Propagation delay both ways (overridden per direction by --ab-delay / --ba-delay).
     #[arg(long, default_value = "0")]
     pub delay: String,
+    /// Propagation delay a→b (default: --delay).
     #[arg(long)]
     pub ab_delay: Option<String>,
+    /// Propagation delay b→a (default: --delay).
     #[arg(long)]
     pub ba_delay: Option<String>,
     /// Discipline a→b: `fifo[:N]`, `ack-sep[:N][+filter][+cap=S]`, or a QdiscConfig as JSON.
@@ -119,6 +122,10 @@ pub struct RunArgs {
     /// Allow --metrics on an address that is not loopback.
     #[arg(long, requires = "metrics")]
     pub metrics_public: bool,
+    /// Validate the flags and what they ask of the host — both interfaces exist, the
+    /// metrics address can be bound — then exit: 0 valid, 1 invalid.
+    #[arg(long)]
+    pub check: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -197,6 +204,11 @@ pub struct ApplyArgs {
     /// Print the exact commands and change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Validate the flags and what they ask of the host — the interface exists, the IFB
+    /// name is free or an IFB device, tc is installed — change nothing, then exit: 0 valid,
+    /// 1 invalid.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub check: bool,
 }
 
 /// `netsched link`: run the engine (or `bench`).
@@ -213,6 +225,20 @@ pub fn run_link(args: LinkArgs) -> Result<()> {
         .transpose()
         .context("--duration")?;
     let metrics_addr = args.run.metrics_addr()?;
+    if args.run.check {
+        use netsched_testbed::check;
+        let host = || -> Result<(), String> {
+            check::interface("--dev-a", &cfg.dev_a)?;
+            check::interface("--dev-b", &cfg.dev_b)?;
+            if let Some(a) = metrics_addr {
+                check::tcp_address("--metrics", a)?;
+            }
+            Ok(())
+        };
+        host().map_err(|e| anyhow!("{e}"))?;
+        println!("ok ({} <-> {})", cfg.dev_a, cfg.dev_b);
+        return Ok(());
+    }
     let _signals = netsched_testbed::SignalGuard::install()?;
     let mut engine = Engine::open(&cfg)?;
     let _metrics = match metrics_addr {
@@ -255,7 +281,10 @@ pub fn run_link(args: LinkArgs) -> Result<()> {
             }
         })
         .context("starting the stats printer")?;
-    let mut final_stats = engine.run(&netsched_testbed::interrupted, duration, Some(&outlet))?;
+    netsched_util::notify::ready("netsched link", "forwarding");
+    let final_stats = engine.run(&netsched_testbed::interrupted, duration, Some(&outlet));
+    netsched_util::notify::stopping("netsched link");
+    let mut final_stats = final_stats?;
     drop(outlet);
     let _ = printer.join();
     final_stats.stats_dropped = dropped.load(std::sync::atomic::Ordering::Relaxed);
@@ -386,6 +415,15 @@ pub fn run_shape(args: ShapeArgs) -> Result<()> {
     match args.cmd {
         ShapeCmd::Apply(a) => {
             let plan = a.plan()?;
+            apply_check_host(&a, &plan)?;
+            if a.check {
+                println!(
+                    "ok ({} shaped at {})",
+                    a.dev,
+                    format_rate(plan.up.shaped_bps())
+                );
+                return Ok(());
+            }
             if a.dry_run {
                 print!("{}", plan.script());
                 return Ok(());
@@ -426,6 +464,26 @@ pub fn run_shape(args: ShapeArgs) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// What `shape apply` (also with --dry-run or --check) needs of the host besides valid
+/// flags: the interface exists, and (for --check) tc is installed and the IFB name is free
+/// or an IFB device.
+fn apply_check_host(a: &ApplyArgs, plan: &ShapePlan) -> Result<()> {
+    use netsched_testbed::check;
+    check::interface("--dev", &a.dev).map_err(|e| anyhow!("{e}"))?;
+    if a.check {
+        check::program("tc", "tc").map_err(|e| anyhow!("{e}"))?;
+        let t = Target::local(&a.dev);
+        if let Some(d) = &plan.down {
+            if let Some(l) = t.link(&d.dev)? {
+                if l.kind != "ifb" {
+                    anyhow::bail!("--ifb {}: is not an IFB device", d.dev);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -518,6 +576,7 @@ mod tests {
             duration: None,
             metrics: None,
             metrics_public: false,
+            check: false,
         }
     }
 
@@ -601,6 +660,7 @@ mod tests {
             no_ack_priority: false,
             replace: false,
             dry_run: true,
+            check: false,
         }
     }
 

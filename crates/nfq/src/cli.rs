@@ -128,6 +128,11 @@ pub struct RunArgs {
     /// Allow --metrics on an address that is not loopback.
     #[arg(long, requires = "metrics")]
     pub metrics_public: bool,
+    /// Validate the configuration (file and flags) and what it asks of the host — the
+    /// control socket path can be taken, the group exists, the iptables front end is
+    /// installed, the metrics address can be bound — then exit: 0 valid, 1 invalid.
+    #[arg(long)]
+    pub check: bool,
 }
 
 impl RunArgs {
@@ -227,6 +232,9 @@ pub fn run(args: NfqArgs) -> Result<()> {
             queue,
             socket,
         }) => {
+            // A front end that is not installed removed nothing: an error, not "removed 0".
+            netsched_testbed::check::program("--iptables", &bin)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
             // The socket first: a live daemon (or something that is not its socket) stops
             // the cleanup before any rule is touched.
             let removed_socket = control::remove_stale_socket(&socket)?;
@@ -244,6 +252,21 @@ pub fn run(args: NfqArgs) -> Result<()> {
         Some(NfqCmd::Bench(b)) => crate::bench::run(b),
         None => {
             let cfg = args.run.to_config()?;
+            if args.run.check {
+                check_host(&cfg).map_err(|e| anyhow::anyhow!("{e}"))?;
+                println!(
+                    "{}ok (queue {}, {} classes, discipline {})",
+                    args.run
+                        .config
+                        .as_ref()
+                        .map(|p| format!("{}: ", p.display()))
+                        .unwrap_or_default(),
+                    cfg.queue,
+                    cfg.classes.len(),
+                    cfg.discipline.as_str()
+                );
+                return Ok(());
+            }
             if let Some(cpu) = args.run.cpu {
                 netsched_testbed::pin_to_cpu(cpu).context("--cpu")?;
             }
@@ -253,13 +276,15 @@ pub fn run(args: NfqArgs) -> Result<()> {
                     .context("installing signal handlers")?;
             }
             let summary = run_daemon(cfg, &stop, |st| {
+                netsched_util::notify::ready("netsched nfq", "scheduling");
                 eprintln!(
                     "netsched nfq: running ({} classes, discipline {}, budget {}); Ctrl-C to stop",
                     st.classes.len(),
                     st.discipline,
                     st.budget.map(|b| b.to_string()).unwrap_or("off".into())
                 )
-            })?;
+            })
+            .map_err(needs_root)?;
             eprintln!(
                 "netsched nfq: stopped; {} packets seen, {} requests, {} released at exit",
                 summary.counters.packets, summary.counters.requests, summary.released_at_exit
@@ -267,6 +292,36 @@ pub fn run(args: NfqArgs) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// A start refused for want of privilege says what it needs, not only the kernel's
+/// "Operation not permitted" (the netfilter queue and the iptables rules need
+/// CAP_NET_ADMIN).
+fn needs_root(e: anyhow::Error) -> anyhow::Error {
+    let denied = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
+            || c.to_string().contains("Operation not permitted")
+    });
+    if denied && !netsched_testbed::is_root() {
+        anyhow::anyhow!("netsched nfq needs root (CAP_NET_ADMIN): {e:#}")
+    } else {
+        e
+    }
+}
+
+/// What a start needs of the host besides a valid configuration (`--check`).
+fn check_host(cfg: &Config) -> Result<(), String> {
+    use netsched_testbed::check;
+    if let Some(g) = &cfg.control_group {
+        check::group("control_group", g)?;
+    }
+    check::socket_path("control_socket", &cfg.control_socket)?;
+    check::program("iptables", &cfg.iptables)?;
+    if let Some(a) = cfg.metrics {
+        check::tcp_address("metrics", a)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -238,6 +238,7 @@ pub fn run_daemon(
 
     // Shut down: the control thread first (no more commands), then no new packets, then
     // verdict everything.
+    netsched_util::notify::stopping("netsched nfq");
     quit_control.store(true, Ordering::Relaxed);
     let control_joined = control_thread.join();
     drop(inbox);

@@ -464,7 +464,7 @@ fn margin(op: Cmp, value: f64, threshold: f64) -> f64 {
 }
 
 /// Does a margin satisfy `op` against 0? (≥ 0 for the inclusive comparisons, > 0 otherwise.)
-fn margin_holds(op: Cmp, m: f64) -> bool {
+pub(crate) fn margin_holds(op: Cmp, m: f64) -> bool {
     match op {
         Cmp::Ge | Cmp::Le => m >= 0.0,
         Cmp::Gt | Cmp::Lt => m > 0.0,

@@ -172,11 +172,7 @@ fn aggregate_checks(s: &mut String, a: &Aggregate) {
                 ),
                 None => ("yes/no".into(), "—".into(), format!("every {noun}")),
             };
-            let robust = match (c.rule, c.robust) {
-                (Rule::MeanMargin, Some(true)) => "✓ robust",
-                (Rule::MeanMargin, Some(false)) => "✗ within noise",
-                _ => "—",
-            };
+            let robust = robust_label(c);
             let _ = writeln!(
                 s,
                 "| {} | {} | {value} | {op} | {threshold} | {robust} | {}/{} |",
@@ -353,6 +349,22 @@ pub fn render_index(title: &str, entries: &[IndexEntry]) -> String {
     s
 }
 
+/// The robustness column: a claim whose whole 95% interval of the margin holds is robust;
+/// a failed claim whose whole interval fails fails robustly; otherwise the verdict is within
+/// the noise of the runs.
+fn robust_label(c: &crate::aggregate::AggregateCheck) -> &'static str {
+    match (c.rule, c.robust, &c.evidence) {
+        (Rule::MeanMargin, Some(true), _) => "✓ robust",
+        (Rule::MeanMargin, Some(false), Some(ev))
+            if !c.passed && !crate::aggregate::margin_holds(ev.op, ev.margin.hi()) =>
+        {
+            "✗ fails throughout"
+        }
+        (Rule::MeanMargin, Some(false), _) => "✗ within noise",
+        _ => "—",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,6 +465,30 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("![Rates](seed-1/rates.svg)"), "{md}");
+    }
+
+    #[test]
+    fn a_claim_failing_over_its_whole_interval_is_not_called_noise() {
+        use crate::aggregate::{aggregate, Member, Over};
+        use crate::Cmp;
+        let members: Vec<Member> = [0.50, 0.52, 0.51]
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let mut o = output();
+                o.checks
+                    .push(Check::measured("share ≥ 0.8", *v, Cmp::Ge, 0.8, "x"));
+                Member {
+                    label: format!("seed {}", i + 1),
+                    folder: format!("seed-{}", i + 1),
+                    output: o,
+                }
+            })
+            .collect();
+        let md = render_aggregate(&aggregate(Over::Seeds, &members, vec![]), "X", "P9");
+        let row = md.lines().find(|l| l.contains("share ≥ 0.8")).unwrap();
+        assert!(row.contains("✗ fails throughout"), "{row}");
+        assert!(!row.contains("within noise"), "{row}");
     }
 
     #[test]

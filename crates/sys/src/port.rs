@@ -108,9 +108,15 @@ impl Offloads {
     /// are off): which are on, what happens to the long frames, and the command that fixes it.
     pub fn warning(&self, tool: &str, dev: &str) -> Option<String> {
         self.any().then(|| {
+            let on: Vec<&str> = [("gro", self.gro), ("gso", self.gso), ("tso", self.tso)]
+                .iter()
+                .filter(|(_, on)| *on)
+                .map(|(name, _)| *name)
+                .collect();
             format!(
-                "{tool}: warning: offloads on {dev} ({self:?}): frames over {} KiB are dropped \
+                "{tool}: warning: offloads on {dev} ({} on): frames over {} KiB are dropped \
                  as oversize; turn them off: ethtool -K {dev} gro off gso off tso off",
+                on.join(", "),
                 SLOT / 1024
             )
         })
@@ -305,9 +311,8 @@ mod tests {
         assert_eq!(
             gro.warning("netsched vswitch", "veth1").as_deref(),
             Some(
-                "netsched vswitch: warning: offloads on veth1 (Offloads { gro: true, gso: false, \
-                 tso: false }): frames over 2 KiB are dropped as oversize; turn them off: \
-                 ethtool -K veth1 gro off gso off tso off"
+                "netsched vswitch: warning: offloads on veth1 (gro on): frames over 2 KiB are \
+                 dropped as oversize; turn them off: ethtool -K veth1 gro off gso off tso off"
             )
         );
         for o in [

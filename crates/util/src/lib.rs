@@ -5,12 +5,15 @@
 //!   confidence intervals, so "p99" means the same thing in a data plane's bench, the lab and
 //!   the report (`netsched_report::stats` re-exports this module);
 //! - [`read`]: [`read::read_text`], the bounded, regular-file-only read every configuration or
-//!   results file goes through (`netsched_report::read` re-exports it).
+//!   results file goes through (`netsched_report::read` re-exports it);
+//! - [`notify`]: the sd_notify(3) datagram a daemon sends its service manager (`READY=1`
+//!   once its sockets are bound, `RELOADING=1`, `STOPPING=1`).
 //!
 //! A leaf: it depends on `serde` and `anyhow` only, so a data plane can use it without
 //! depending on the report (SVG, markdown) or on another data plane.
 
 #![forbid(unsafe_code)]
 
+pub mod notify;
 pub mod read;
 pub mod stats;

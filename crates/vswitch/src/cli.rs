@@ -54,6 +54,11 @@ pub struct VswitchArgs {
     /// Enter this network namespace (`ip netns` name) before opening the ports.
     #[arg(long)]
     pub netns: Option<String>,
+    /// Validate the configuration and what it asks of the host — every interface exists
+    /// (in --netns if given), the control socket path can be taken, the group exists, the
+    /// metrics address can be bound — then exit: 0 valid, 1 invalid.
+    #[arg(long)]
+    pub check: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -91,6 +96,20 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
         .map(|d| units::parse_duration_in(d, 1, MAX_INTERVAL))
         .transpose()
         .context("--duration")?;
+    if args.check {
+        if let Some(ns) = &args.netns {
+            netsched_testbed::enter_netns(ns).with_context(|| format!("--netns {ns}"))?;
+        }
+        check_host(&args, &cfg, metrics_addr).map_err(|e| anyhow::anyhow!("{e}"))?;
+        println!(
+            "{}: ok ({} guest ports -> {}, {})",
+            config.display(),
+            cfg.ports.len(),
+            cfg.uplink,
+            cfg.discipline.as_str()
+        );
+        return Ok(());
+    }
     let _signals = netsched_testbed::SignalGuard::install()?;
     if let Some(ns) = &args.netns {
         netsched_testbed::enter_netns(ns).with_context(|| format!("--netns {ns}"))?;
@@ -164,7 +183,9 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
             }
         })
         .context("starting the stats printer")?;
+    netsched_util::notify::ready("netsched vswitch", "switching");
     let final_stats = sw.run(&netsched_testbed::interrupted, duration, Some(&outlet));
+    netsched_util::notify::stopping("netsched vswitch");
     drop(outlet);
     let _ = printer.join();
     let final_stats = final_stats?;
@@ -172,5 +193,28 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
         "{}",
         serde_json::to_string(&serde_json::json!({ "final": final_stats }))?
     );
+    Ok(())
+}
+
+/// What a start needs of the host besides a valid configuration (`--check`).
+fn check_host(
+    args: &VswitchArgs,
+    cfg: &SwitchConfig,
+    metrics: Option<std::net::SocketAddr>,
+) -> Result<(), String> {
+    use netsched_testbed::check;
+    check::interface("uplink", &cfg.uplink)?;
+    for (i, p) in cfg.ports.iter().enumerate() {
+        check::interface(&format!("port[{i}].dev"), &p.dev)?;
+    }
+    if !args.no_control {
+        if let Some(g) = &args.control_group {
+            check::group("--control-group", g)?;
+        }
+        check::socket_path("--control", &args.control)?;
+    }
+    if let Some(a) = metrics {
+        check::tcp_address("--metrics", a)?;
+    }
     Ok(())
 }

@@ -33,7 +33,8 @@ fn default_table_size() -> u32 {
 }
 
 /// Configuration of a balancer, as written in scenario files. Names are the `ipvsadm -s`
-/// scheduler names, plus `least_request` (power of two choices on outstanding requests).
+/// scheduler names, plus `least_request` (power of two choices on outstanding requests;
+/// `p2c` is read as its other name).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum BalancerConfig {
@@ -82,6 +83,8 @@ pub enum BalancerConfig {
         use_port: bool,
     },
     Twos {},
+    /// Also read as `p2c`, the common name of power-of-two-choices (tower, Envoy docs).
+    #[serde(alias = "p2c")]
     LeastRequest {},
 }
 
@@ -334,6 +337,13 @@ mod tests {
             .collect();
         assert_eq!(kinds, BalancerKind::ALL);
         assert_eq!(BalancerKind::from_name("p2c"), None);
+        // `p2c` is read as least_request (README's name for it), and written back as that.
+        let c: BalancerConfig = serde_json::from_str(r#"{"kind":"p2c"}"#).unwrap();
+        assert_eq!(c.kind(), BalancerKind::LeastRequest);
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            r#"{"kind":"least_request"}"#
+        );
     }
 
     #[test]
