@@ -12,6 +12,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod classify;
 mod config;
 mod generate;
 #[cfg(test)]
@@ -54,6 +55,8 @@ enum Cmd {
     /// Write the man pages or shell completions (for packaging).
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
+    /// Generate ClassBench-like ACLs and traces, and benchmark the packet classifiers.
+    Classify(classify::ClassifyArgs),
 }
 
 fn main() {
@@ -69,6 +72,7 @@ fn main() {
         Cmd::Vswitch(a) => netsched_vswitch::cli::run_vswitch(a),
         Cmd::Filter(a) => netsched_filter::cli::run_filter(a),
         Cmd::Generate(a) => generate::run(a, Cli::command()),
+        Cmd::Classify(a) => classify::run(a),
     };
     if let Err(e) = result {
         eprintln!("netsched: error: {e:#}");

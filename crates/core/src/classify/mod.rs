@@ -8,8 +8,11 @@
 //!   table: `220.x → A`, `192.x → B`, `210.x → C`, anything else → the lowest class D);
 //! - [`PureAckClassifier`]: TCP pure ACK → 0, anything else → 1 (P3);
 //! - [`RuleClassifier`]: ordered header-field rules (protocol, src/dst CIDR, port ranges,
-//!   pure ACK), first match wins, like a `tc filter` list or an iptables chain.
+//!   pure ACK), first match wins, like a `tc filter` list or an iptables chain;
+//! - [`acl`]: first-match ACLs on the IPv4 5-tuple at scale (ClassBench rule files, linear,
+//!   tuple space search and TupleMerge structures, a ClassBench-like generator).
 
+pub mod acl;
 mod cidr;
 mod error;
 mod rules;

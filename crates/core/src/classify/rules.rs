@@ -31,7 +31,7 @@ impl Classifier<[u8]> for PureAckClassifier {
 }
 
 /// An inclusive port range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PortRange {
     pub low: u16,
     pub high: u16,

@@ -1,0 +1,185 @@
+//! Property tests: tuple space search and TupleMerge (at collision limits 1-12) give the
+//! linear scan's first match for every packet, over random rule sets made to overlap (a few
+//! base addresses and ports), with duplicated rules, wildcards, full and arbitrary port
+//! ranges, protocol masks; packets are drawn inside random rules and at random.
+
+use super::*;
+use proptest::prelude::*;
+
+const ADDRS: [u32; 5] = [
+    0x0A00_0000,
+    0x0A01_0000,
+    0x0A01_0203,
+    0xC0A8_0101,
+    0xFFFF_FFFF,
+];
+const PORTS: [u16; 6] = [0, 1, 80, 1023, 1024, 65535];
+
+fn prefix() -> impl Strategy<Value = Ipv4Prefix> {
+    (
+        prop_oneof![prop::sample::select(&ADDRS[..]), any::<u32>()],
+        prop_oneof![prop::sample::select(vec![0u8, 8, 16, 24, 32]), 0u8..=32],
+    )
+        .prop_map(|(a, l)| Ipv4Prefix::truncating(a, l))
+}
+
+fn port_range() -> impl Strategy<Value = PortRange> {
+    let p = || prop_oneof![prop::sample::select(&PORTS[..]), any::<u16>()];
+    prop_oneof![
+        Just(ANY_PORT),
+        Just(PortRange {
+            low: 1024,
+            high: 65535
+        }),
+        Just(PortRange { low: 0, high: 1023 }),
+        p().prop_map(|x| PortRange { low: x, high: x }),
+        (p(), p()).prop_map(|(a, b)| PortRange {
+            low: a.min(b),
+            high: a.max(b)
+        }),
+    ]
+}
+
+fn proto() -> impl Strategy<Value = ProtoMatch> {
+    prop_oneof![
+        Just(ProtoMatch::ANY),
+        Just(ProtoMatch::exact(6)),
+        Just(ProtoMatch::exact(17)),
+        any::<(u8, u8)>().prop_map(|(v, m)| ProtoMatch {
+            value: v & m,
+            mask: m
+        }),
+    ]
+}
+
+fn rule() -> impl Strategy<Value = AclRule> {
+    (prefix(), prefix(), port_range(), port_range(), proto()).prop_map(|(s, d, sp, dp, p)| {
+        AclRule {
+            src: s,
+            dst: d,
+            src_port: sp,
+            dst_port: dp,
+            proto: p,
+            action: Action::Drop,
+        }
+    })
+}
+
+/// Rules, some repeated later in the list (duplicates never match first).
+fn rule_set() -> impl Strategy<Value = RuleSet> {
+    (
+        prop::collection::vec(rule(), 0..60),
+        prop::collection::vec(any::<prop::sample::Index>(), 0..10),
+    )
+        .prop_map(|(mut rules, dups)| {
+            if !rules.is_empty() {
+                for d in dups {
+                    let r = rules[d.index(rules.len())];
+                    rules.push(r);
+                }
+            }
+            RuleSet::new(rules)
+        })
+}
+
+/// A packet: inside the chosen rule (random bits under its prefixes, ports in its ranges),
+/// or made of the same base values, or fully random.
+fn packet(set: &RuleSet, pick: prop::sample::Index, bits: [u64; 3], mode: u8) -> FiveTuple {
+    let raw = FiveTuple {
+        src: bits[0] as u32,
+        dst: (bits[0] >> 32) as u32,
+        src_port: bits[1] as u16,
+        dst_port: (bits[1] >> 16) as u16,
+        proto: (bits[1] >> 32) as u8,
+    };
+    match (mode % 3, set.is_empty()) {
+        (0, false) => {
+            let r = set.rules[pick.index(set.len())];
+            let inside = |p: PortRange, x: u64| {
+                (p.low as u64 + x % (p.high as u64 - p.low as u64 + 1)) as u16
+            };
+            FiveTuple {
+                src: r.src.addr() | (raw.src & !r.src.mask()),
+                dst: r.dst.addr() | (raw.dst & !r.dst.mask()),
+                src_port: inside(r.src_port, bits[2]),
+                dst_port: inside(r.dst_port, bits[2] >> 20),
+                proto: r.proto.value | (raw.proto & !r.proto.mask),
+            }
+        }
+        (1, _) => FiveTuple {
+            src: ADDRS[bits[2] as usize % 5] | (raw.src & 0xFF),
+            dst: ADDRS[(bits[2] >> 8) as usize % 5],
+            src_port: PORTS[(bits[2] >> 16) as usize % 6],
+            dst_port: PORTS[(bits[2] >> 24) as usize % 6],
+            proto: [6, 17, 1][(bits[2] >> 32) as usize % 3],
+        },
+        _ => raw,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn all_structures_agree_with_linear(
+        set in rule_set(),
+        probes in prop::collection::vec(
+            (any::<prop::sample::Index>(), any::<[u64; 3]>(), any::<u8>()), 1..80),
+        collision_limit in 1usize..12,
+    ) {
+        let lim = ClassifierLimits::default();
+        let lin = LinearClassifier::build(&set, &lim).unwrap();
+        let tss = TupleSpaceClassifier::build(&set, &lim).unwrap();
+        let tm = TupleMergeClassifier::build_with_limit(&set, &lim, collision_limit).unwrap();
+        let boxed: Vec<_> = ClassifierKind::ALL
+            .into_iter()
+            .map(|k| build_classifier(k, &set, &lim).unwrap())
+            .collect();
+        for (pick, bits, mode) in probes {
+            let k = packet(&set, pick, bits, mode);
+            let want = set.rules.iter().position(|r| r.matches(&k)).map(|i| i as u32);
+            prop_assert_eq!(lin.first_match(&k), want, "linear {:?}", k);
+            prop_assert_eq!(tss.first_match(&k), want, "tuple space {:?}", k);
+            prop_assert_eq!(tm.first_match(&k), want, "tuple merge c={} {:?}", collision_limit, k);
+            for b in &boxed {
+                prop_assert_eq!(b.first_match(&k), want);
+            }
+        }
+    }
+
+    /// Any text given as a ClassBench or TOML rule file parses or gives an error naming the
+    /// source; never a panic.
+    #[test]
+    fn rule_text_parses_or_errs(text in "[@0-9./: x#\\n\\t]{0,120}", toml_text in "[a-z_=\"\\[\\]0-9./ \\n-]{0,120}") {
+        if let Err(e) = RuleSet::parse_classbench(&text, "cb") {
+            prop_assert_eq!(e.source, "cb");
+        }
+        if let Err(e) = RuleSet::from_toml_str(&toml_text, "t") {
+            prop_assert_eq!(e.source, "t");
+        }
+        if let Err(e) = parse_trace(&text, "tr", 100) {
+            prop_assert_eq!(e.source, "tr");
+        }
+    }
+}
+
+/// The generated sets at 2000 rules: all three structures agree with linear on their traces.
+#[test]
+fn generated_sets_agree_with_linear() {
+    let lim = ClassifierLimits::default();
+    for p in generate::Profile::ALL {
+        let set = generate::generate_rules(p, 2000, 11);
+        let trace = generate::generate_trace(&set, 3000, 90, 12);
+        let lin = LinearClassifier::build(&set, &lim).unwrap();
+        let tss = TupleSpaceClassifier::build(&set, &lim).unwrap();
+        let tm = TupleMergeClassifier::build(&set, &lim).unwrap();
+        let mut matched = 0;
+        for k in &trace {
+            let want = lin.first_match(k);
+            matched += want.is_some() as usize;
+            assert_eq!(tss.first_match(k), want, "{p} tss {k:?}");
+            assert_eq!(tm.first_match(k), want, "{p} tm {k:?}");
+        }
+        assert!(matched >= 2700, "{p}: {matched}");
+    }
+}
