@@ -28,7 +28,12 @@ fn tables() -> Arc<Tables> {
         .map(|i| format!("attack-signature-{i:03}\n"))
         .collect();
     Arc::new(Tables {
-        classifier: build_classifier(RuleSet::from_toml_str(&rules, "bench").unwrap()),
+        classifier: build_classifier(
+            RuleSet::from_toml_str(&rules, "bench").unwrap(),
+            netsched_core::classify::acl::ClassifierKind::TupleMerge,
+            &Default::default(),
+        )
+        .unwrap(),
         signatures: Signatures::parse(&sigs, "bench").unwrap(),
         generation: 1,
     })

@@ -8,6 +8,7 @@ use crate::signatures::Signatures;
 use crate::verdict::{OnPanic, OnSignature};
 use crate::work::{Tables, WorkPolicy};
 use anyhow::{Context, Result};
+use netsched_core::classify::acl::{ClassifierKind, ClassifierLimits};
 use netsched_core::units;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,6 +47,11 @@ pub struct FilterArgs {
     /// Rule file (TOML, first match wins); see docs/filter.md.
     #[arg(long, required = true)]
     pub rules: Option<PathBuf>,
+    /// How IPv4 packets are matched against the rules: `tuple_merge` (TupleMerge, Daly & Torng
+    /// 2017), `tuple_space` (tuple space search) or `linear` (the rules in order); every one
+    /// gives the first match. IPv6 packets are matched in order.
+    #[arg(long, default_value = "tuple_merge")]
+    pub classifier: String,
     /// Signature file (one pattern per line, `\xNN` escapes).
     #[arg(long)]
     pub signatures: Option<PathBuf>,
@@ -127,15 +133,18 @@ pub enum FilterCmd {
 pub fn load_tables(
     rules: &std::path::Path,
     signatures: Option<&std::path::Path>,
+    classifier: ClassifierKind,
     generation: u64,
 ) -> Result<Tables, String> {
     let set = RuleSet::load(rules).map_err(|e| e.to_string())?;
+    let classifier = build_classifier(set, classifier, &ClassifierLimits::default())
+        .map_err(|e| format!("{}: {e}", rules.display()))?;
     let signatures = match signatures {
         Some(p) => Signatures::load(p).map_err(|e| e.to_string())?,
         None => Signatures::empty(),
     };
     Ok(Tables {
-        classifier: build_classifier(set),
+        classifier,
         signatures,
         generation,
     })
@@ -228,7 +237,11 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
     let cfg = engine_config(&a)?;
     let rules = a.rules.clone().context("--rules FILE is needed")?;
     let sigs = a.signatures.clone();
-    let tables = load_tables(&rules, sigs.as_deref(), 1).map_err(|e| anyhow::anyhow!(e))?;
+    let kind: ClassifierKind = a
+        .classifier
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--classifier: {e}"))?;
+    let tables = load_tables(&rules, sigs.as_deref(), kind, 1).map_err(|e| anyhow::anyhow!(e))?;
     let metrics_addr = a
         .metrics
         .as_deref()
@@ -272,7 +285,7 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
         let generation = Arc::new(AtomicU64::new(1));
         let loader: Loader = Arc::new(move || {
             let g = generation.fetch_add(1, Ordering::Relaxed) + 1;
-            load_tables(&rules, sigs.as_deref(), g).map(Arc::new)
+            load_tables(&rules, sigs.as_deref(), kind, g).map(Arc::new)
         });
         let (outbox, inbox) = control::channel(loader);
         let server = ControlServer::start(&a.control, a.control_group.as_deref(), outbox)?;

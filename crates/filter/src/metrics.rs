@@ -164,7 +164,10 @@ mod tests {
         let tables = Arc::new(Tables {
             classifier: build_classifier(
                 RuleSet::from_toml_str("default = \"drop\"", "t").unwrap(),
-            ),
+                netsched_core::classify::acl::ClassifierKind::TupleMerge,
+                &Default::default(),
+            )
+            .unwrap(),
             signatures: Signatures::empty(),
             generation: 1,
         });

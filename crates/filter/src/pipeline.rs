@@ -600,7 +600,12 @@ mod tests {
         let rules = "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = \"9\"\n\
                      [[rule]]\naction = \"class\"\nclass = 2\ndport = \"2000-2999\"\n";
         Arc::new(Tables {
-            classifier: build_classifier(RuleSet::from_toml_str(rules, "t").unwrap()),
+            classifier: build_classifier(
+                RuleSet::from_toml_str(rules, "t").unwrap(),
+                netsched_core::classify::acl::ClassifierKind::TupleMerge,
+                &Default::default(),
+            )
+            .unwrap(),
             signatures: Signatures::parse("EVIL\n", "s").unwrap(),
             generation: 1,
         })
@@ -796,7 +801,10 @@ mod tests {
         let drop_all = Arc::new(Tables {
             classifier: build_classifier(
                 RuleSet::from_toml_str("default = \"drop\"", "d").unwrap(),
-            ),
+                netsched_core::classify::acl::ClassifierKind::TupleMerge,
+                &Default::default(),
+            )
+            .unwrap(),
             signatures: Signatures::empty(),
             generation: 2,
         });

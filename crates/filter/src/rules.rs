@@ -10,13 +10,16 @@
 //! Bounds: [`MAX_RULES_BYTES`] of file, [`MAX_RULES`] rules, class below [`MAX_CLASS`]. Every
 //! error names the file, the line, the field and the value.
 //!
-//! [`PacketClassifier`] is the seam: today [`LinearClassifier`] (a scan of the rules, O(rules)
-//! per packet, one rule's worth of memory each); a faster structure plugs in by implementing
-//! the trait and being returned by [`build_classifier`].
+//! [`PacketClassifier`] is the seam and [`build_classifier`] the one place a structure is
+//! chosen: [`AclClassifier`] puts IPv4 packets through core's ACL structures (TupleMerge by
+//! default; `--classifier linear | tuple_space | tuple_merge`) and IPv6 packets through the
+//! linear scan of [`RuleSet::first_match`] (O(rules) per packet).
 
+use netsched_core::classify::acl::{self, ClassifierBuildError, ClassifierKind, ClassifierLimits};
 use netsched_core::classify::{Cidr, PortRange};
 use serde::Deserialize;
 use std::fmt;
+use std::net::IpAddr;
 use std::path::Path;
 use toml::Spanned;
 
@@ -325,24 +328,102 @@ pub trait PacketClassifier: Send + Sync + fmt::Debug {
     fn rules(&self) -> usize;
 }
 
-/// The reference classifier: the rules in order.
-#[derive(Debug)]
-pub struct LinearClassifier {
+/// IPv4 packets through one of core's ACL structures (`netsched_core::classify::acl`: a
+/// linear scan, tuple space search or TupleMerge, all with the same first-match answers),
+/// IPv6 packets through the linear scan of [`RuleSet`].
+///
+/// Core's structures hold IPv4 5-tuples only (as ClassBench's filters do), so the rules whose
+/// prefixes are IPv4 or absent are copied into them, and [`Self::index`] maps a core rule back
+/// to its place in the file; a rule with an IPv6 prefix never matches an IPv4 packet and is
+/// left out. Memory: core's structure (bounded by [`ClassifierLimits`]) plus 4 bytes per rule.
+pub struct AclClassifier {
     set: RuleSet,
+    v4: Box<dyn acl::PacketClassifier>,
+    /// Core rule index → rule index in `set`.
+    index: Vec<u32>,
+    kind: ClassifierKind,
 }
 
-impl PacketClassifier for LinearClassifier {
+impl fmt::Debug for AclClassifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AclClassifier")
+            .field("kind", &self.kind)
+            .field("rules", &self.set.rules.len())
+            .field("ipv4_rules", &self.index.len())
+            .finish()
+    }
+}
+
+impl AclClassifier {
+    /// The structure the IPv4 rules were built into.
+    pub fn kind(&self) -> ClassifierKind {
+        self.kind
+    }
+}
+
+impl PacketClassifier for AclClassifier {
     fn classify(&self, t: &FiveTuple) -> Action {
-        self.set.first_match(t).1
+        let (IpAddr::V4(src), IpAddr::V4(dst)) = (t.src, t.dst) else {
+            return self.set.first_match(t).1;
+        };
+        let key = acl::FiveTuple {
+            src: u32::from(src),
+            dst: u32::from(dst),
+            src_port: t.sport,
+            dst_port: t.dport,
+            proto: t.proto,
+        };
+        match self.v4.first_match(&key) {
+            Some(i) => self.set.rules[self.index[i as usize] as usize].action,
+            None => self.set.default,
+        }
     }
     fn rules(&self) -> usize {
         self.set.rules.len()
     }
 }
 
-/// The classifier the filter uses for `set` — the one place to choose another structure.
-pub fn build_classifier(set: RuleSet) -> Box<dyn PacketClassifier> {
-    Box::new(LinearClassifier { set })
+/// `Some(prefix)` for an IPv4 or absent prefix, `None` for an IPv6 one.
+fn v4_prefix(c: &Option<Cidr>) -> Option<acl::Ipv4Prefix> {
+    match c {
+        None => Some(acl::Ipv4Prefix::ANY),
+        Some(c) => match c.network() {
+            IpAddr::V4(a) => acl::Ipv4Prefix::new(u32::from(a), c.prefix_len()),
+            IpAddr::V6(_) => None,
+        },
+    }
+}
+
+/// The classifier the filter uses for `set` (`--classifier`) — the one place a structure is
+/// chosen. Refused when the structure would exceed `limits` (tuple space explosion).
+pub fn build_classifier(
+    set: RuleSet,
+    kind: ClassifierKind,
+    limits: &ClassifierLimits,
+) -> Result<Box<dyn PacketClassifier>, ClassifierBuildError> {
+    let mut v4_rules = Vec::with_capacity(set.rules.len());
+    let mut index = Vec::with_capacity(set.rules.len());
+    for (i, r) in set.rules.iter().enumerate() {
+        let (Some(src), Some(dst)) = (v4_prefix(&r.src), v4_prefix(&r.dst)) else {
+            continue;
+        };
+        v4_rules.push(acl::AclRule {
+            src,
+            dst,
+            src_port: r.sport.unwrap_or(acl::ANY_PORT),
+            dst_port: r.dport.unwrap_or(acl::ANY_PORT),
+            proto: r.proto.map_or(acl::ProtoMatch::ANY, acl::ProtoMatch::exact),
+            action: acl::Action::Accept,
+        });
+        index.push(i as u32);
+    }
+    let v4 = acl::build_classifier(kind, &acl::RuleSet::new(v4_rules), limits)?;
+    Ok(Box::new(AclClassifier {
+        set,
+        v4,
+        index,
+        kind,
+    }))
 }
 
 #[cfg(test)]
@@ -380,7 +461,12 @@ proto = 17
             "t.toml",
         )
         .unwrap();
-        let c = build_classifier(set);
+        let c = build_classifier(
+            set,
+            netsched_core::classify::acl::ClassifierKind::TupleMerge,
+            &Default::default(),
+        )
+        .unwrap();
         assert_eq!(c.rules(), 3);
         assert_eq!(
             c.classify(&tuple("10.1.2.3", "10.2.0.1", 17, 1, 5001)),
@@ -450,5 +536,75 @@ proto = 17
         let text = "[[rule]]\naction = \"drop\"\n".repeat(MAX_RULES + 1);
         let e = RuleSet::from_toml_str(&text, "big.toml").unwrap_err();
         assert!(matches!(e, RulesError::TooMany { .. }), "{e}");
+    }
+
+    /// Every structure gives the answer of the rules scanned in order (the oracle), for IPv4
+    /// and IPv6 packets, over rules that mix both families, ranges, protocols and overlaps.
+    #[test]
+    fn every_classifier_kind_gives_the_first_match_of_the_scan() {
+        let set = RuleSet::from_toml_str(
+            r#"
+default = "accept"
+[[rule]]
+action = "drop"
+src = "2001:db8::/32"
+[[rule]]
+action = "class"
+class = 1
+src = "10.1.0.0/16"
+dport = "80-89"
+proto = "tcp"
+[[rule]]
+action = "drop"
+dst = "10.2.3.0/24"
+[[rule]]
+action = "class"
+class = 2
+sport = "1000-1999"
+proto = "udp"
+[[rule]]
+action = "drop"
+src = "10.0.0.0/8"
+dst = "2001:db8:1::/48"
+[[rule]]
+action = "class"
+class = 3
+src = "10.1.2.0/24"
+[[rule]]
+action = "drop"
+proto = "icmp"
+"#,
+            "mixed.toml",
+        )
+        .unwrap();
+        let addrs = [
+            "10.1.2.3",
+            "10.1.9.9",
+            "10.2.3.4",
+            "10.9.0.1",
+            "192.0.2.1",
+            "2001:db8::1",
+            "2001:db8:1::5",
+            "2001:db9::1",
+        ];
+        let ports = [0u16, 80, 85, 90, 1000, 1500, 2000];
+        let mut checked = 0;
+        for kind in ClassifierKind::ALL {
+            let c = build_classifier(set.clone(), kind, &ClassifierLimits::default()).unwrap();
+            for src in addrs {
+                for dst in addrs {
+                    for proto in [1u8, 6, 17, 58] {
+                        for &sport in &ports {
+                            for &dport in &ports {
+                                let t = tuple(src, dst, proto, sport, dport);
+                                assert_eq!(c.classify(&t), set.first_match(&t).1, "{kind}: {t:?}");
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 3 * 8 * 8 * 4 * 7 * 7);
     }
 }

@@ -203,7 +203,12 @@ mod tests {
 
     pub(crate) fn tables(rules: &str, sigs: &str) -> Arc<Tables> {
         Arc::new(Tables {
-            classifier: build_classifier(RuleSet::from_toml_str(rules, "t").unwrap()),
+            classifier: build_classifier(
+                RuleSet::from_toml_str(rules, "t").unwrap(),
+                netsched_core::classify::acl::ClassifierKind::TupleMerge,
+                &Default::default(),
+            )
+            .unwrap(),
             signatures: Signatures::parse(sigs, "s").unwrap(),
             generation: 1,
         })

@@ -21,7 +21,12 @@ const DROP_PORT_9: &str = "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndport =
 
 fn tables(rules: &str, generation: u64) -> Arc<Tables> {
     Arc::new(Tables {
-        classifier: build_classifier(RuleSet::from_toml_str(rules, "test rules").unwrap()),
+        classifier: build_classifier(
+            RuleSet::from_toml_str(rules, "test rules").unwrap(),
+            netsched_core::classify::acl::ClassifierKind::TupleMerge,
+            &Default::default(),
+        )
+        .unwrap(),
         signatures: Signatures::parse("NEVER-IN-THE-TEST-STREAM\n", "test sigs").unwrap(),
         generation,
     })
