@@ -1,6 +1,7 @@
 //! The balancer's TOML configuration (`deny_unknown_fields`; durations in the tc(8) grammar of
 //! `netsched_core::units`). Every error names the file, the key and the value.
 
+use crate::server_error::{AddrError, NameError};
 use netsched_core::balance::BalancerConfig;
 use netsched_core::units::{parse_duration_in, UnitError};
 use netsched_core::{Nanos, MS, SEC};
@@ -391,15 +392,12 @@ impl Config {
 /// A backend address must be one to connect to: a port, and not the unspecified address
 /// (`0.0.0.0` / `::` mean "any local address" to bind(2); Linux's connect(2) turns them into
 /// loopback, which is never what a backend entry means).
-pub fn check_backend_addr(addr: SocketAddr) -> Result<(), String> {
+pub fn check_backend_addr(addr: SocketAddr) -> Result<(), AddrError> {
     if addr.port() == 0 {
-        return Err("port 0 is not a port to connect to".into());
+        return Err(AddrError::PortZero);
     }
     if addr.ip().is_unspecified() {
-        return Err(format!(
-            "{} is the unspecified address (any local address), not a server's address",
-            addr.ip()
-        ));
+        return Err(AddrError::Unspecified(addr.ip()));
     }
     Ok(())
 }
@@ -428,7 +426,7 @@ impl Config {
     /// released at once, never put in the listening state, so no connection is ever accepted.
     pub fn check_host(&self) -> Result<(), String> {
         if let Some(g) = &self.control_group {
-            netsched_testbed::access::group_gid(g)
+            netsched_control::access::group_gid(g)
                 .map_err(|e| format!("control_group = {g:?}: {e}"))?;
         }
         let sock = &self.control_socket;
@@ -516,15 +514,15 @@ fn bind_only(a: SocketAddr) -> std::io::Result<tokio::net::TcpSocket> {
 }
 
 /// Server names: 1-64 bytes of `[A-Za-z0-9_.-]` (they appear in metrics labels and ctl).
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), NameError> {
     if name.is_empty() || name.len() > 64 {
-        return Err("must be 1 to 64 characters".into());
+        return Err(NameError::Length);
     }
     if !name
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
     {
-        return Err("only letters, digits, '_', '-' and '.'".into());
+        return Err(NameError::Characters);
     }
     Ok(())
 }

@@ -2,209 +2,175 @@
 //! `set server state ready|drain|maint`, `add server`, `del server`; management guide §9.3).
 //!
 //! Protocol: the client sends one line of words (at most [`MAX_REQUEST`] bytes) and reads the
-//! answer until EOF; the answer's first line is `ok` or `error: <what>`. Each connection is
-//! its own task with a [`DEADLINE`] to send its line and another to take the answer, so a slow
-//! or stuck client never blocks the data path.
+//! answer until EOF; the answer's first line is `ok` or `error: <what>`. The socket is served
+//! by the one control server of every daemon (`netsched_control`), on its own threads, not on
+//! the tokio runtime: each connection has a [`DEADLINE`] to send its line and another to take
+//! the answer, at most [`MAX_CONNECTIONS`] at once, so a slow or stuck client never blocks
+//! the data path.
 //!
 //! Access, as `netsched ctl` for nfq: the socket file is mode 0660 (group = `control_group`
 //! when set); each connection's `SO_PEERCRED` must be root, our own uid, or a member of the
-//! group (the one rule of `netsched_testbed::access`).
+//! group (the one rule of `netsched_control::access`).
+//!
+//! Cost: a thread per open control connection (bounded); a command is one call on the
+//! service under its locks, as short as a pick.
 
 use crate::config::ServerConf;
+use crate::server_error::ServerError;
 use crate::service::{Admin, Service};
 use clap::{Args, Subcommand};
-use netsched_testbed::access;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use netsched_control::{
+    BindError, BindMode, ClientError, Handler, Limits, LineEnd, Refusal, Request, Server,
+    ServerConfig, WhenFull,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Notify;
 
-pub const MAX_REQUEST: u64 = 4096;
+/// Longest request line, bytes.
+pub const MAX_REQUEST: usize = 4096;
+/// A request line must arrive within this of the connect, and its answer be written within
+/// as long again.
 pub const DEADLINE: Duration = Duration::from_secs(2);
-/// Most bytes read and dropped after the request line, so the answer is not lost.
-const MAX_DRAIN: u64 = 64 * 1024;
+/// Control connections served at once; one more is answered "busy" and closed.
+pub const MAX_CONNECTIONS: usize = 128;
 
-/// The bound socket; removes its file on drop, only if the file is still the one we made.
-pub struct ControlSocket {
-    pub listener: UnixListener,
-    path: PathBuf,
-    ino: (u64, u64),
-    gid: Option<u32>,
+/// The socket's bounds and ways (the one server of every daemon: [`netsched_control`]).
+pub const SERVER: ServerConfig = ServerConfig {
+    daemon: "netsched balance",
+    thread_name: "balance-control",
+    limits: Limits {
+        max_connections: MAX_CONNECTIONS,
+        max_line: MAX_REQUEST,
+        request_within: DEADLINE,
+        answer_within: DEADLINE,
+    },
+    when_full: WhenFull::Refuse,
+    line_end: LineEnd::Newline,
+    // A new balancer takes the path over from a running one (hitless restart).
+    bind: BindMode::TakeOver,
+    nice: None,
+};
+
+/// The balancer's side of the server: runs on the server's connection thread, off the tokio
+/// runtime; every command is a short synchronous call on the [`Service`] (no waiting).
+struct BalanceHandler {
+    svc: Arc<Service>,
+    soft_stop: Arc<Notify>,
 }
 
-impl Drop for ControlSocket {
-    fn drop(&mut self) {
-        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
-            if (m.dev(), m.ino()) == self.ino {
-                let _ = std::fs::remove_file(&self.path);
+impl Handler for BalanceHandler {
+    fn answer(&self, r: &Request<'_>) -> String {
+        match r.line.trim() {
+            // The daemon's loop starts the stop (it owns the listeners); the request is kept
+            // if it is not waiting yet.
+            "soft-stop" => {
+                self.soft_stop.notify_one();
+                "ok\nsoft stop: no new connections; the balancer exits when the last one ends\n"
+                    .to_string()
             }
+            line => match execute(line, &self.svc) {
+                Ok(text) => format!("ok\n{text}"),
+                Err(e) => format!("error: {e}\n"),
+            },
+        }
+    }
+
+    fn refusal(&self, why: &Refusal) -> Option<String> {
+        match why {
+            // Connected and silent: closed without a word, as before any request.
+            Refusal::Incomplete { bytes: 0, .. } => None,
+            other => Some(format!("error: {other}\n")),
         }
     }
 }
 
-impl ControlSocket {
-    /// Bind `path`. The socket is made under a temporary name beside it, then renamed over
-    /// `path` (rename(2) replaces atomically): so a new balancer takes the path over from a
-    /// running one (a restart: the old one keeps its socket open, unreachable by name, and
-    /// on exit removes the path only if it is still its own), and a client never finds the
-    /// path missing. `replaced` says whether a live balancer answered there. A path that is
-    /// not a socket is never touched.
-    pub fn bind(path: &Path, group: Option<&str>) -> Result<Self, String> {
-        let shown = path.display();
-        let mut replaced = false;
-        if let Ok(m) = std::fs::symlink_metadata(path) {
-            use std::os::unix::fs::FileTypeExt;
-            if !m.file_type().is_socket() {
-                return Err(format!(
-                    "control_socket {shown}: exists and is not a socket"
-                ));
-            }
-            replaced = std::os::unix::net::UnixStream::connect(path).is_ok();
-        }
-        let gid = group
-            .map(access::group_gid)
-            .transpose()
-            .map_err(|e| e.to_string())?;
-        let mut temp = path.as_os_str().to_owned();
-        temp.push(format!(".{}.new", std::process::id()));
-        let temp = PathBuf::from(temp);
-        let tshown = temp.display();
-        // Left over by a process of ours with the same pid that died here: not a live one.
-        let _ = std::fs::remove_file(&temp);
-        let made = (|| {
-            let listener =
-                UnixListener::bind(&temp).map_err(|e| format!("control_socket {tshown}: {e}"))?;
-            std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o660))
-                .map_err(|e| format!("chmod {tshown}: {e}"))?;
-            if let Some(g) = gid {
-                std::os::unix::fs::chown(&temp, None, Some(g))
-                    .map_err(|e| format!("chown {tshown}: {e}"))?;
-            }
-            let m = std::fs::symlink_metadata(&temp).map_err(|e| format!("stat {tshown}: {e}"))?;
-            std::fs::rename(&temp, path)
-                .map_err(|e| format!("control_socket {shown}: rename from {tshown}: {e}"))?;
-            Ok::<_, String>((listener, m))
-        })();
-        let (listener, m) = made.inspect_err(|_| {
-            let _ = std::fs::remove_file(&temp);
-        })?;
-        if replaced {
+/// The control socket of a running balancer. Bound under a temporary name beside the path
+/// and renamed over it, so a new balancer takes the path over from a running one (a restart:
+/// the old one keeps its socket open, unreachable by name, and on exit removes the path only
+/// if it is still its own), and a client never finds the path missing. A path that is not a
+/// socket is never touched. Dropping it stops accepting and removes the file (if ours).
+pub struct ControlServer {
+    server: Server,
+}
+
+impl ControlServer {
+    /// Bind `path` (mode 0660, group `group`) and serve it from the control threads.
+    pub fn start(
+        path: &Path,
+        group: Option<&str>,
+        svc: Arc<Service>,
+        soft_stop: Arc<Notify>,
+    ) -> Result<Self, BindError> {
+        let handler = Arc::new(BalanceHandler { svc, soft_stop });
+        let server = Server::start(path, group, SERVER, handler)?;
+        if server.replaced() {
             eprintln!(
-                "netsched balance: control socket {shown} taken over from a running balancer \
-                 (it keeps serving its connections until it is stopped)"
+                "netsched balance: control socket {} taken over from a running balancer \
+                 (it keeps serving its connections until it is stopped)",
+                path.display()
             );
         }
-        Ok(ControlSocket {
-            listener,
-            path: path.to_path_buf(),
-            ino: (m.dev(), m.ino()),
-            gid,
-        })
+        Ok(ControlServer { server })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.server.path()
     }
 }
 
-pub async fn serve(sock: Arc<ControlSocket>, svc: Arc<Service>, soft_stop: Arc<Notify>) {
-    loop {
-        let Ok((stream, _)) = sock.listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let svc = svc.clone();
-        let gid = sock.gid;
-        let soft_stop = soft_stop.clone();
-        tokio::spawn(async move {
-            // Each phase of `one` is bounded by DEADLINE: at most twice that in all.
-            let _ = one(stream, gid, &svc, &soft_stop).await;
-        });
-    }
+/// Why a control command was not carried out.
+#[derive(Debug)]
+pub enum ControlError {
+    /// The line is wrong: the message names the command and the word, with the usage.
+    Request(String),
+    /// The service refused the change.
+    Server(ServerError),
+    /// A command on several servers changed none of them (`source`: the first refusal).
+    NoneChanged {
+        command: String,
+        source: ServerError,
+    },
+    /// The server list could not be written as JSON.
+    Encode(serde_json::Error),
 }
 
-async fn one(
-    mut stream: UnixStream,
-    gid: Option<u32>,
-    svc: &Service,
-    soft_stop: &Notify,
-) -> std::io::Result<()> {
-    let answer = match access::check_peer(&stream, gid) {
-        Err(e) => format!("error: permission denied: {e}\n"),
-        Ok(_) => {
-            let mut raw = Vec::new();
-            let read = {
-                let mut r = BufReader::new((&mut stream).take(MAX_REQUEST));
-                // Cancel-safe: what arrived before the deadline is in `raw`.
-                tokio::time::timeout(DEADLINE, r.read_until(b'\n', &mut raw)).await
-            };
-            let text = match read {
-                // Connected and silent: closed without a word, as before any request.
-                Err(_) if raw.is_empty() => return Ok(()),
-                Err(_) => Err(format!(
-                    "no complete request line within {DEADLINE:?}: {} bytes without a newline",
-                    raw.len()
-                )),
-                Ok(r) => r
-                    .map_err(|e| format!("reading the request: {e}"))
-                    .and_then(|_| request_text(&raw)),
-            };
-            match text {
-                Err(e) => format!("error: {e}\n"),
-                // The daemon's loop starts the stop (it owns the listeners); the request is
-                // kept if it is not waiting yet.
-                Ok(line) if line.trim() == "soft-stop" => {
-                    soft_stop.notify_one();
-                    "ok\nsoft stop: no new connections; the balancer exits when the last one ends\n"
-                        .to_string()
-                }
-                Ok(line) => match execute(line.trim(), svc) {
-                    Ok(text) => format!("ok\n{text}"),
-                    Err(e) => format!("error: {e}\n"),
-                },
+impl std::fmt::Display for ControlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ControlError::Request(what) => f.write_str(what),
+            ControlError::Server(e) => e.fmt(f),
+            ControlError::NoneChanged { command, source } => {
+                write!(f, "{command}: {source}; no server changed")
             }
+            ControlError::Encode(e) => write!(f, "writing the servers as JSON: {e}"),
         }
-    };
-    let finish = async {
-        stream.write_all(answer.as_bytes()).await?;
-        stream.shutdown().await?;
-        // Closing a Unix socket with unread bytes resets the peer, which then loses the
-        // answer (a request over the limit, or bytes after the line): read on until the
-        // client closes, at most MAX_DRAIN bytes.
-        let mut rest = (&mut stream).take(MAX_DRAIN);
-        tokio::io::copy(&mut rest, &mut tokio::io::sink()).await?;
-        Ok(())
-    };
-    tokio::time::timeout(DEADLINE, finish)
-        .await
-        .unwrap_or(Ok(()))
+    }
 }
 
-/// The request line read (at most [`MAX_REQUEST`] bytes): one line of UTF-8 ending in `\n`.
-/// Anything else is refused with what is wrong, so the client always gets an answer.
-fn request_text(raw: &[u8]) -> Result<&str, String> {
-    let Some(body) = raw.strip_suffix(b"\n") else {
-        return Err(if raw.len() as u64 >= MAX_REQUEST {
-            format!("request longer than {MAX_REQUEST} bytes")
-        } else if raw.is_empty() {
-            "no request: the connection ended before a line was sent".to_string()
-        } else {
-            format!(
-                "request of {} bytes ends without a newline: send one line ending in \\n",
-                raw.len()
-            )
-        });
-    };
-    std::str::from_utf8(body).map_err(|e| {
-        format!(
-            "request is not UTF-8: invalid byte 0x{:02x} at offset {}",
-            body[e.valid_up_to()],
-            e.valid_up_to()
-        )
-    })
+impl std::error::Error for ControlError {}
+
+impl From<String> for ControlError {
+    fn from(what: String) -> Self {
+        ControlError::Request(what)
+    }
+}
+
+impl From<&str> for ControlError {
+    fn from(what: &str) -> Self {
+        ControlError::Request(what.to_string())
+    }
+}
+
+impl From<ServerError> for ControlError {
+    fn from(e: ServerError) -> Self {
+        ControlError::Server(e)
+    }
 }
 
 /// Run one command line against the service.
-pub fn execute(line: &str, svc: &Service) -> Result<String, String> {
+pub fn execute(line: &str, svc: &Service) -> Result<String, ControlError> {
     let w: Vec<&str> = line.split_whitespace().collect();
     let name = |i: usize| {
         w.get(i)
@@ -225,21 +191,21 @@ pub fn execute(line: &str, svc: &Service) -> Result<String, String> {
         }
     };
     match w.first().copied() {
-        None => Err("empty request".into()),
+        None => Err(ControlError::Request("empty request".into())),
         Some("show-servers") => {
             if w.get(1).is_some_and(|o| *o != "--json") {
-                return Err(format!(
+                return Err(ControlError::Request(format!(
                     "show-servers: unknown option {:?} (usage: {})",
                     w[1],
                     usage(w[0])
-                ));
+                )));
             }
             at_most(2)?;
             let rows = svc.show();
             if w.get(1) == Some(&"--json") {
                 serde_json::to_string_pretty(&rows)
                     .map(|s| s + "\n")
-                    .map_err(|e| e.to_string())
+                    .map_err(ControlError::Encode)
             } else {
                 let mut out = format!(
                     "{:<16} {:<22} {:>6} {:>9} {:>7} {:<6} {:<5} {:>7} {:>8}\n",
@@ -290,7 +256,10 @@ pub fn execute(line: &str, svc: &Service) -> Result<String, String> {
             };
             // All or nothing: an unknown name refuses the whole line.
             svc.set_admin_all(names, a)
-                .map_err(|e| format!("{cmd}: {e}; no server changed"))?;
+                .map_err(|source| ControlError::NoneChanged {
+                    command: cmd.to_string(),
+                    source,
+                })?;
             Ok(names.iter().map(|n| format!("{n} {cmd}\n")).collect())
         }
         Some("add-server") => {
@@ -312,12 +281,12 @@ pub fn execute(line: &str, svc: &Service) -> Result<String, String> {
                 match w[i] {
                     "--weight" => weight = num,
                     "--maxconn" => maxconn = Some(num),
-                    o => return Err(format!("add-server: unknown option {o:?}")),
+                    o => return Err(format!("add-server: unknown option {o:?}").into()),
                 }
                 i += 2;
             }
             if weight > crate::config::MAX_WEIGHT {
-                return Err(format!("add-server: weight {weight} too large"));
+                return Err(format!("add-server: weight {weight} too large").into());
             }
             svc.add_server(
                 &ServerConf {
@@ -336,7 +305,7 @@ pub fn execute(line: &str, svc: &Service) -> Result<String, String> {
             svc.del_server(n)?;
             Ok(format!("{n} removed (its established connections go on)\n"))
         }
-        Some(other) => Err(format!("unknown command {other:?} ({})", usage(""))),
+        Some(other) => Err(format!("unknown command {other:?} ({})", usage("")).into()),
     }
 }
 
@@ -435,14 +404,13 @@ impl CtlOp {
 }
 
 /// Send one request line; return the answer (without the `ok` line) or the error (the
-/// daemons' one client: [`netsched_testbed::access::request_line`]).
-pub fn request(socket: &Path, line: &str) -> Result<String, String> {
-    access::request_line(socket, line, Duration::from_secs(5), "netsched balance")
-        .map_err(|e| e.to_string())
+/// daemons' one client: [`netsched_control::request_line`]).
+pub fn request(socket: &Path, line: &str) -> Result<String, ClientError> {
+    netsched_control::request_line(socket, line, Duration::from_secs(5), "netsched balance")
 }
 
 pub fn run_ctl(a: &CtlArgs) -> anyhow::Result<()> {
-    let out = request(&a.socket, &a.op.line()).map_err(|e| anyhow::anyhow!(e))?;
+    let out = request(&a.socket, &a.op.line())?;
     print!("{out}");
     Ok(())
 }

@@ -9,7 +9,7 @@
 //! effective uid only, socket(7)), and the old one empties its accept queue before it closes.
 
 use crate::config::{Config, Mode, Relay};
-use crate::control::{self, ControlSocket, CtlArgs};
+use crate::control::{self, ControlServer, CtlArgs};
 use crate::metrics::Metrics;
 use crate::service::Service;
 use crate::stop::{Phase, Stop, StopReport};
@@ -64,7 +64,7 @@ pub struct Running {
     soft_stop: Arc<Notify>,
     conns: Arc<Semaphore>,
     max_connections: usize,
-    _control: Arc<ControlSocket>,
+    _control: ControlServer,
     _metrics: Arc<Mutex<Option<netsched_metrics::MetricsServer>>>,
 }
 
@@ -201,10 +201,6 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
         .iter()
         .map(|l| l.local_addr().map_err(|e| e.to_string()))
         .collect::<Result<Vec<_>, _>>()?;
-    let control = Arc::new(ControlSocket::bind(
-        &cfg.control_socket,
-        cfg.control_group.as_deref(),
-    )?);
     // `/metrics` has one listener (no SO_REUSEPORT: a scrape must reach one process). While
     // a balancer being replaced still holds the address, the new one serves it once it is
     // free (checked every 100 ms).
@@ -234,6 +230,13 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
     let conns = Arc::new(Semaphore::new(cfg.max_connections));
     let stop = Stop::new(service.metrics.clone());
     let soft_stop = Arc::new(Notify::new());
+    let control = ControlServer::start(
+        &cfg.control_socket,
+        cfg.control_group.as_deref(),
+        service.clone(),
+        soft_stop.clone(),
+    )
+    .map_err(|e| e.to_string())?;
     let mut accept_tasks = Vec::new();
     for l in listeners {
         let (svc, c, st) = (service.clone(), conns.clone(), stop.clone());
@@ -257,11 +260,6 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
         }));
     }
     tasks.push(tokio::spawn(health::run(service.clone())));
-    tasks.push(tokio::spawn(control::serve(
-        control.clone(),
-        service.clone(),
-        soft_stop.clone(),
-    )));
     // Slow-start ramps need a tick even when no work arrives (weights are exported); idle L7
     // backend connections past their timeout are closed on the same tick.
     let s2 = service.clone();

@@ -10,6 +10,7 @@
 //! | `client_io.rs` | the L7 client connection's write inactivity limit |
 //! | `pool.rs` | per-backend idle keep-alive connections |
 //! | `h1.rs` | our HTTP/1.1 client to backends, driven in the request's task (head, body framing) |
+//! | `server_error.rs` | why a change to the servers is refused (name, address, exists, limit, weight, table), typed |
 //! | `health.rs` | TCP / HTTP checks with rise/fall |
 //! | `control.rs` | the Unix control socket and `netsched balance ctl` |
 //! | `metrics.rs` | Prometheus families (served by `netsched-metrics`) |
@@ -31,6 +32,7 @@ pub mod l7;
 pub mod load;
 pub mod metrics;
 pub mod pool;
+pub mod server_error;
 pub mod service;
 pub mod stop;
 mod sys;

@@ -22,6 +22,7 @@ use crate::config::{
 };
 use crate::metrics::Metrics;
 use crate::pool::ConnPool;
+use crate::server_error::{ReloadError, ServerError};
 use netsched_core::balance::{
     AnyBalancer, Balancer, BalancerConfig, FlowKey, ServerId, ServerTable,
 };
@@ -256,7 +257,7 @@ impl Service {
             epoch: Instant::now(),
         });
         for s in &cfg.servers {
-            svc.add_server(s, false)?;
+            svc.add_server(s, false).map_err(|e| e.to_string())?;
         }
         Ok(svc)
     }
@@ -352,23 +353,35 @@ impl Service {
         self.slot_freed.notify_waiters();
     }
 
-    pub fn add_server(&self, s: &ServerConf, log: bool) -> Result<(), String> {
-        check_name(&s.name).map_err(|e| format!("server name {:?}: {e}", s.name))?;
-        check_backend_addr(s.addr).map_err(|e| format!("server {:?} {}: {e}", s.name, s.addr))?;
+    pub fn add_server(&self, s: &ServerConf, log: bool) -> Result<(), ServerError> {
+        check_name(&s.name).map_err(|why| ServerError::BadName {
+            name: s.name.clone(),
+            why,
+        })?;
+        check_backend_addr(s.addr).map_err(|why| ServerError::BadAddr {
+            name: s.name.clone(),
+            addr: s.addr,
+            why,
+        })?;
         {
             let mut g = lock(&self.inner);
             if g.backends.values().any(|b| b.name == s.name) {
-                return Err(format!("server {:?} already exists", s.name));
+                return Err(ServerError::Exists {
+                    name: s.name.clone(),
+                });
             }
             if g.backends.len() >= MAX_SERVERS {
-                return Err(format!("at most {MAX_SERVERS} servers"));
+                return Err(ServerError::TooMany { max: MAX_SERVERS });
             }
             let id = ServerId(g.next_id);
             g.next_id += 1;
             let maxconn = s.maxconn.unwrap_or(g.runtime.defaults.maxconn);
             g.table
                 .add_server(id.0, s.addr.ip(), s.addr.port(), 0)
-                .map_err(|e| format!("server {:?}: {e}", s.name))?;
+                .map_err(|source| ServerError::Table {
+                    name: s.name.clone(),
+                    source,
+                })?;
             if maxconn > 0 {
                 let _ = g.table.set_thresholds(id, maxconn, maxconn);
             }
@@ -405,23 +418,26 @@ impl Service {
     }
 
     /// Remove a server from rotation and the table; its established connections go on.
-    pub fn del_server(&self, name: &str) -> Result<(), String> {
+    pub fn del_server(&self, name: &str) -> Result<(), ServerError> {
         let mut g = lock(&self.inner);
         let id = g.id_of(name)?;
         g.backends.remove(&id);
-        g.table.remove(id).map_err(|e| e.to_string())?;
+        g.table.remove(id).map_err(|source| ServerError::Table {
+            name: name.to_string(),
+            source,
+        })?;
         // Every series of the server goes with it (a lease still alive holds handles that are
         // no longer exported; `sync_gauges` skips a server gone from the table).
         self.metrics.remove_backend(name);
         Ok(())
     }
 
-    pub fn set_weight(&self, name: &str, weight: u32) -> Result<(), String> {
+    pub fn set_weight(&self, name: &str, weight: u32) -> Result<(), ServerError> {
         if weight > crate::config::MAX_WEIGHT {
-            return Err(format!(
-                "weight {weight}: at most {}",
-                crate::config::MAX_WEIGHT
-            ));
+            return Err(ServerError::WeightTooLarge {
+                weight,
+                max: crate::config::MAX_WEIGHT,
+            });
         }
         {
             let mut g = lock(&self.inner);
@@ -432,13 +448,13 @@ impl Service {
         Ok(())
     }
 
-    pub fn set_admin(&self, name: &str, admin: Admin) -> Result<(), String> {
+    pub fn set_admin(&self, name: &str, admin: Admin) -> Result<(), ServerError> {
         self.set_admin_all(&[name], admin)
     }
 
     /// Set the admin state of several servers at once: all of them, or none when a name is
     /// unknown.
-    pub fn set_admin_all(&self, names: &[&str], admin: Admin) -> Result<(), String> {
+    pub fn set_admin_all(&self, names: &[&str], admin: Admin) -> Result<(), ServerError> {
         {
             let mut g = lock(&self.inner);
             let ids = names
@@ -543,7 +559,7 @@ impl Service {
     /// servers are matched by name: new ones added, missing ones removed, others updated
     /// (an address change re-adds the server). Runtime `set-weight`/`drain` changes to
     /// servers named in the file are replaced by the file, as on an HAProxy reload.
-    pub fn reload(&self, cfg: &Config) -> Result<Vec<String>, String> {
+    pub fn reload(&self, cfg: &Config) -> Result<Vec<String>, ReloadError> {
         let mut notes = Vec::new();
         {
             let mut g = lock(&self.inner);
@@ -551,7 +567,7 @@ impl Service {
                 g.balancer = cfg
                     .algorithm
                     .build(&mut SplitMix64::new(0x6e65_7473_6368_6564))
-                    .map_err(|e| format!("algorithm: {e}"))?;
+                    .map_err(ReloadError::Algorithm)?;
                 notes.push(format!(
                     "algorithm {} -> {}",
                     g.algorithm.name(),
@@ -615,12 +631,14 @@ impl Service {
 }
 
 impl Inner {
-    fn id_of(&self, name: &str) -> Result<ServerId, String> {
+    fn id_of(&self, name: &str) -> Result<ServerId, ServerError> {
         self.backends
             .values()
             .find(|b| b.name == name)
             .map(|b| b.id)
-            .ok_or_else(|| format!("no server named {name:?}"))
+            .ok_or_else(|| ServerError::Unknown {
+                name: name.to_string(),
+            })
     }
 
     fn try_pick(&mut self, key: &FlowKey, now: Nanos) -> Result<ServerId, Refusal> {

@@ -330,7 +330,9 @@ async fn set_weight_drain_ready_and_slow_start_take_effect_without_restart() {
     )
     .await;
     let sock = r.control_socket.clone();
-    let ctl = move |line: &str| netsched_balance::control::request(&sock, line);
+    let ctl = move |line: &str| {
+        netsched_balance::control::request(&sock, line).map_err(|e| e.to_string())
+    };
     let count = |n: u32| {
         let addr = r.listen[0];
         async move {

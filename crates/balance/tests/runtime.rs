@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn ctl(r: &netsched_balance::Running, line: &str) -> Result<String, String> {
-    netsched_balance::control::request(&r.control_socket, line)
+    netsched_balance::control::request(&r.control_socket, line).map_err(|e| e.to_string())
 }
 
 /// Checks take both servers down (the backends answer 200, the check expects 204); a reload

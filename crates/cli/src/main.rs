@@ -45,7 +45,7 @@ enum Cmd {
     /// Run the percentile scheduling daemon on the NFQUEUE packet path.
     Nfq(netsched_nfq::cli::NfqArgs),
     /// Control a running `netsched nfq` daemon.
-    Ctl(netsched_nfq::ctl::CtlArgs),
+    Ctl(netsched_nfq::ctl_client::CtlArgs),
     /// Run the L4/L7 load balancer (or `balance ctl` to control a running one).
     Balance(netsched_balance::BalanceArgs),
     /// Run the host switch: guest interfaces scheduled onto one uplink.
@@ -67,7 +67,7 @@ fn main() {
         Cmd::Shape(a) => netsched_link::cli::run_shape(a),
         Cmd::Link(a) => netsched_link::cli::run_link(a),
         Cmd::Nfq(a) => netsched_nfq::cli::run(a),
-        Cmd::Ctl(a) => netsched_nfq::ctl::run(a),
+        Cmd::Ctl(a) => netsched_nfq::ctl_client::run(a),
         Cmd::Balance(a) => netsched_balance::run(a),
         Cmd::Vswitch(a) => netsched_vswitch::cli::run_vswitch(a),
         Cmd::Filter(a) => netsched_filter::cli::run_filter(a),

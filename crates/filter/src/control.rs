@@ -17,23 +17,21 @@
 //! finish against the tables they started with (each holds its own `Arc`); nothing is dropped
 //! for a swap. A bad file is refused with its error and the running tables stay.
 //!
-//! Access, the one rule of every netsched daemon (`netsched_testbed::access`): the socket is
-//! mode 0660 (group `--control-group` when given); each connection's `SO_PEERCRED` must be
-//! root, our own uid, or a member of that group. One thread per connection, at most
+//! The socket, its access rule and its bounds are every daemon's (`netsched_control`): mode
+//! 0660 (group `--control-group` when given); each connection's `SO_PEERCRED` must be root,
+//! our own uid, or a member of that group; one thread per connection, at most
 //! [`MAX_CONNECTIONS`], each request within [`DEADLINE`].
 
 use crate::pipeline::DispatchMode;
 use crate::stats::FilterStats;
 use crate::work::Tables;
-use netsched_testbed::access;
-use std::io::{Read, Write};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
-use std::os::unix::net::{UnixListener, UnixStream};
+use netsched_control::server::{
+    Handler, Limits, LineEnd, Refusal, Request as ControlRequest, Server, ServerConfig, WhenFull,
+};
+use netsched_control::socket_file::BindMode;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Longest request line, bytes.
@@ -46,8 +44,6 @@ pub const COMMAND_QUEUE: usize = 8;
 pub const MAX_CONNECTIONS: usize = 16;
 /// The default socket path.
 pub const DEFAULT_SOCKET: &str = "/run/netsched-filter.sock";
-const DRAIN_BYTES: u64 = 64 * 1024;
-const ACCEPT_POLL: Duration = Duration::from_millis(50);
 
 /// A request the packet thread carries out.
 #[derive(Debug, Clone)]
@@ -218,13 +214,44 @@ fn execute_line(line: &str, out: &Outbox, deadline: Instant) -> Result<String, S
     }
 }
 
-/// The listening socket and its thread; dropping it stops the thread and removes the socket
-/// file (only if it is still the one we created).
+/// The socket's bounds and bind mode (the one server of every daemon, `netsched-control`).
+pub const SERVER: ServerConfig = ServerConfig {
+    daemon: "netsched filter",
+    thread_name: "filter-control",
+    limits: Limits {
+        max_connections: MAX_CONNECTIONS,
+        max_line: MAX_REQUEST,
+        request_within: DEADLINE,
+        answer_within: DEADLINE,
+    },
+    when_full: WhenFull::Refuse,
+    line_end: LineEnd::NewlineOrEnd,
+    bind: BindMode::Exclusive,
+    nice: None,
+};
+
+/// The filter's side of a control connection: parse, hand to the packet thread, word the
+/// answer (`ok` + text, or `error: ...`).
+struct FilterHandler {
+    out: Outbox,
+}
+
+impl Handler for FilterHandler {
+    fn answer(&self, request: &ControlRequest<'_>) -> String {
+        match execute_line(request.line, &self.out, request.deadline) {
+            Ok(text) => format!("ok\n{text}"),
+            Err(e) => format!("error: {e}\n"),
+        }
+    }
+    fn refusal(&self, why: &Refusal) -> Option<String> {
+        Some(format!("error: {why}\n"))
+    }
+}
+
+/// The running control socket; dropping it stops accepting and removes the socket file (only
+/// while it is still the one it made).
 pub struct ControlServer {
-    path: PathBuf,
-    ino: (u64, u64),
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    server: Server,
 }
 
 impl ControlServer {
@@ -232,182 +259,20 @@ impl ControlServer {
     /// A stale socket (nobody answers) is replaced; a live one is an error; a path that is
     /// not a socket is never removed.
     pub fn start(path: &Path, group: Option<&str>, out: Outbox) -> anyhow::Result<Self> {
-        let shown = path.display();
-        if let Ok(m) = std::fs::symlink_metadata(path) {
-            if !m.file_type().is_socket() {
-                anyhow::bail!("--control {shown}: exists and is not a socket; not touching it");
-            }
-            if UnixStream::connect(path).is_ok() {
-                anyhow::bail!("--control {shown}: in use (is another netsched filter running?)");
-            }
-            std::fs::remove_file(path).map_err(|e| {
-                anyhow::anyhow!("--control {shown}: removing the stale socket: {e}")
-            })?;
-        }
-        let gid = group
-            .map(access::group_gid)
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("--control-group: {e}"))?;
-        let listener =
-            UnixListener::bind(path).map_err(|e| anyhow::anyhow!("--control {shown}: {e}"))?;
-        let m = std::fs::symlink_metadata(path)
-            .map_err(|e| anyhow::anyhow!("--control {shown}: {e}"))?;
-        let server_ino = (m.dev(), m.ino());
-        // From here on the file is ours: a failure removes it (Drop of the half-built server).
-        let mut server = ControlServer {
-            path: path.to_path_buf(),
-            ino: server_ino,
-            stop: Arc::new(AtomicBool::new(false)),
-            thread: None,
-        };
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
-            .map_err(|e| anyhow::anyhow!("--control {shown}: chmod 0660: {e}"))?;
-        if let Some(g) = gid {
-            std::os::unix::fs::chown(path, None, Some(g))
-                .map_err(|e| anyhow::anyhow!("--control {shown}: chown to group {g}: {e}"))?;
-        }
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| anyhow::anyhow!("--control {shown}: {e}"))?;
-        let stop = Arc::clone(&server.stop);
-        server.thread = Some(
-            std::thread::Builder::new()
-                .name("filter-control".into())
-                .spawn(move || accept_loop(listener, gid, out, &stop))
-                .map_err(|e| anyhow::anyhow!("starting the control thread: {e}"))?,
-        );
-        Ok(server)
+        let server = Server::start(path, group, SERVER, Arc::new(FilterHandler { out }))
+            .map_err(|e| anyhow::anyhow!("--control {}: {e}", path.display()))?;
+        Ok(ControlServer { server })
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for ControlServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
-            if (m.dev(), m.ino()) == self.ino {
-                let _ = std::fs::remove_file(&self.path);
-            }
-        }
-    }
-}
-
-fn accept_loop(listener: UnixListener, gid: Option<u32>, out: Outbox, stop: &AtomicBool) {
-    let active = Arc::new(AtomicUsize::new(0));
-    while !stop.load(Ordering::Relaxed) {
-        let stream = match listener.accept() {
-            Ok((s, _)) => s,
-            Err(_) => {
-                std::thread::sleep(ACCEPT_POLL);
-                continue;
-            }
-        };
-        let deadline = Instant::now() + DEADLINE;
-        if stream.set_nonblocking(false).is_err() {
-            continue;
-        }
-        if active.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
-            let mut s = stream;
-            let _ = s.set_write_timeout(Some(Duration::from_millis(100)));
-            let _ = s.write_all(
-                format!("error: busy: {MAX_CONNECTIONS} control connections open; try again\n")
-                    .as_bytes(),
-            );
-            continue;
-        }
-        active.fetch_add(1, Ordering::Relaxed);
-        let (active2, out2) = (Arc::clone(&active), out.clone());
-        let spawned = std::thread::Builder::new()
-            .name("filter-ctl-conn".into())
-            .spawn(move || {
-                let _ = one(stream, gid, &out2, deadline);
-                active2.fetch_sub(1, Ordering::Relaxed);
-            });
-        if spawned.is_err() {
-            active.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
-/// Serve one connection within `deadline`.
-fn one(
-    mut stream: UnixStream,
-    gid: Option<u32>,
-    out: &Outbox,
-    deadline: Instant,
-) -> std::io::Result<()> {
-    let answer = match access::check_peer(&stream, gid) {
-        Err(e) => format!("error: permission denied: {e}\n"),
-        Ok(_) => match read_line(&mut stream, deadline) {
-            Err(msg) => format!("error: {msg}\n"),
-            Ok(line) => match execute_line(&line, out, deadline) {
-                Ok(text) => format!("ok\n{text}"),
-                Err(e) => format!("error: {e}\n"),
-            },
-        },
-    };
-    let left = deadline
-        .saturating_duration_since(Instant::now())
-        .max(Duration::from_millis(100));
-    stream.set_write_timeout(Some(left))?;
-    stream.write_all(answer.as_bytes())?;
-    stream.shutdown(std::net::Shutdown::Write)?;
-    // Closing with unread input would reset the connection and lose the answer (an
-    // oversized request): read what is left, bounded in bytes and time.
-    stream.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let _ = std::io::copy(&mut (&mut stream).take(DRAIN_BYTES), &mut std::io::sink());
-    Ok(())
-}
-
-/// One request line, at most [`MAX_REQUEST`] bytes, read before `deadline`.
-fn read_line(stream: &mut UnixStream, deadline: Instant) -> Result<String, String> {
-    let mut buf = vec![0u8; MAX_REQUEST + 1];
-    let mut len = 0;
-    loop {
-        if let Some(end) = buf[..len].iter().position(|&b| b == b'\n') {
-            return String::from_utf8(buf[..end].to_vec())
-                .map_err(|_| "request is not UTF-8 text".to_string());
-        }
-        if len > MAX_REQUEST {
-            return Err(format!("request longer than {MAX_REQUEST} bytes"));
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(format!("no complete request line within {DEADLINE:?}"));
-        }
-        stream
-            .set_read_timeout(Some(left))
-            .map_err(|e| e.to_string())?;
-        match stream.read(&mut buf[len..]) {
-            Ok(0) if len == 0 => return Err("empty request".into()),
-            // EOF without a newline: the line is what was sent.
-            Ok(0) => {
-                return String::from_utf8(buf[..len].to_vec())
-                    .map_err(|_| "request is not UTF-8 text".to_string())
-            }
-            Ok(n) => len += n,
-            Err(e)
-                if e.kind() == std::io::ErrorKind::WouldBlock
-                    || e.kind() == std::io::ErrorKind::TimedOut =>
-            {
-                return Err(format!("no complete request line within {DEADLINE:?}"))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("reading the request: {e}")),
-        }
+        self.server.path()
     }
 }
 
 /// Send one request line to `socket`; the answer without its `ok` line, or the error text.
 pub fn request(socket: &Path, line: &str) -> Result<String, String> {
     let hint = format!("netsched filter --control {}", socket.display());
-    netsched_testbed::access::request_line(socket, line, DEADLINE + Duration::from_secs(3), &hint)
+    netsched_control::client::request_line(socket, line, DEADLINE + Duration::from_secs(3), &hint)
         .map_err(|e| e.to_string())
 }
 

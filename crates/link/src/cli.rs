@@ -346,7 +346,8 @@ impl RunArgs {
                     Some(d) => parse_delay(d).with_context(|| format!("--{name}-delay"))?,
                     None => delay,
                 },
-                qdisc: crate::ackcfg::parse_qdisc(q).with_context(|| format!("--{name}-qdisc"))?,
+                qdisc: crate::qdisc_spec::parse_qdisc(q)
+                    .with_context(|| format!("--{name}-qdisc"))?,
             })
         };
         let cfg = EngineConfig {

@@ -12,7 +12,7 @@
 //! Accounting: every frame received is sent, dropped for a counted reason, or still held —
 //! `rx == tx + drops + queued + in flight` ([`DirStats::check_accounting`]).
 
-use crate::ackcfg::{self, ClassMode};
+use crate::qdisc_spec::{self, ClassMode};
 use anyhow::{anyhow, Result};
 use netsched_core::qdisc::{AnyQdisc, ClassId, DropReason, Packet, Qdisc, Verdict};
 use netsched_core::wire::{self, AckInfo};
@@ -47,7 +47,7 @@ pub struct DirConfig {
     /// Bits per second; None = unlimited.
     pub rate_bps: Option<u64>,
     pub delay: Nanos,
-    pub qdisc: ackcfg::QdiscSpec,
+    pub qdisc: qdisc_spec::QdiscSpec,
 }
 
 /// Counters of one direction, reported as JSON.
@@ -75,19 +75,43 @@ pub struct DirStats {
 impl DirStats {
     /// Every frame received is sent, dropped (for a counted reason) or still held:
     /// `rx == tx + drops + queued + in flight`. `Err` shows the numbers.
-    pub fn check_accounting(&self) -> Result<(), String> {
+    pub fn check_accounting(&self) -> Result<(), AccountingError> {
         let drops: u64 = self.drops.values().sum();
         let held = self.queued_frames + self.in_flight_frames;
         if self.rx_frames == self.tx_frames + drops + held {
             Ok(())
         } else {
-            Err(format!(
-                "rx {} != tx {} + drops {} + held {}",
-                self.rx_frames, self.tx_frames, drops, held
-            ))
+            Err(AccountingError {
+                rx: self.rx_frames,
+                tx: self.tx_frames,
+                drops,
+                held,
+            })
         }
     }
 }
+
+/// A direction whose frames do not add up: `rx != tx + drops + held`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccountingError {
+    pub rx: u64,
+    pub tx: u64,
+    pub drops: u64,
+    /// Queued and in flight.
+    pub held: u64,
+}
+
+impl std::fmt::Display for AccountingError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "rx {} != tx {} + drops {} + held {}",
+            self.rx, self.tx, self.drops, self.held
+        )
+    }
+}
+
+impl std::error::Error for AccountingError {}
 
 /// The engine's own drop reasons (the discipline's are [`DropReason`]).
 #[derive(Debug, Clone, Copy)]
@@ -165,8 +189,8 @@ impl LinkEmulator {
                     ClassMode::PureAck => {
                         let data = self.pool.data(slot, len);
                         frame.ack = wire::ethernet_payload(data).ok().and_then(wire::ack_info);
-                        let c = ackcfg::class_of(data);
-                        if c == ackcfg::ACK_CLASS {
+                        let c = qdisc_spec::class_of(data);
+                        if c == qdisc_spec::ACK_CLASS {
                             self.st.acks_classified += 1;
                         }
                         c
@@ -309,7 +333,7 @@ impl LinkEmulator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ackcfg::parse_qdisc;
+    use crate::qdisc_spec::parse_qdisc;
 
     fn link(rate: Option<u64>, delay: Nanos, q: &str) -> LinkEmulator {
         let cfg = DirConfig {

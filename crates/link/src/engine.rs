@@ -39,8 +39,8 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
 // The names `bench.rs`, `experiment.rs` and the tests use, from their layers.
-pub use crate::ackcfg::{parse_qdisc, ClassMode, QdiscSpec};
 pub use crate::emulation::{DirConfig, DirStats};
+pub use crate::qdisc_spec::{parse_qdisc, ClassMode, QdiscSpec};
 
 /// Shortest `--stats` interval: 100 ms (10 lines/s). Shorter intervals flood the reader (0 s
 /// printed 458 k lines in 2 s) and cost the packet thread a snapshot per loop turn.

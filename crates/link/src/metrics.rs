@@ -10,9 +10,9 @@
 //! one instant of the loop, so within one scrape `rx = tx + drops + queued + in flight` holds
 //! exactly per direction.
 
-use crate::ackcfg::ClassMode;
 use crate::emulation::DirStats;
 use crate::engine::{Engine, EngineConfig, EngineStats};
+use crate::qdisc_spec::ClassMode;
 use anyhow::{Context, Result};
 use netsched_core::Nanos;
 use netsched_metrics::prometheus_client::registry::Registry;

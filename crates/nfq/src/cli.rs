@@ -1,6 +1,6 @@
 //! The command line of the NFQUEUE daemon: `netsched nfq` (and `netsched-nfqd nfq`) — its
 //! flags, its subcommands (`cleanup`, `bench`) and how they map onto a [`Config`]. The daemon
-//! itself is [`crate::daemon`]; the control client is [`crate::ctl`].
+//! itself is [`crate::daemon`]; the control client is [`crate::ctl_client`].
 
 use crate::config::{
     self, parse_cidr, parse_deadline, parse_protocol, resolve_class, ClassSpec, Config,

@@ -9,31 +9,34 @@
 //! Access: the socket file is mode 0660, owned by root and by the configured group; on each
 //! connection the peer's credentials (`SO_PEERCRED`) are checked again: root, the daemon's own
 //! user, or a member (primary or supplementary) of the group — the one rule of
-//! `netsched_testbed::access`, shared by every daemon.
+//! `netsched_control::access`, shared by every daemon.
 //!
 //! ## Off the packet path
-//! The daemon serves the socket from its own control thread ([`ControlServer::run`]): it
-//! accepts at most [`MAX_CONNECTIONS`] connections at once (the rest wait in the kernel's
-//! listen backlog), gives each [`REQUEST_DEADLINE`] for the whole request — connect to
-//! answer written, however the bytes trickle in — and at most [`MAX_REQUEST_BYTES`] for its
-//! line. It parses and validates the request, runs the slow parts (iptables counters, /proc,
-//! formatting) itself, and hands the packet loop only a small validated
+//! The daemon serves the socket from control threads (the one server of every daemon,
+//! `netsched_control`, started by [`ControlServer::serve`]): at most [`MAX_CONNECTIONS`]
+//! connections at once (the rest wait in the kernel's listen backlog), each with
+//! [`REQUEST_DEADLINE`] for its line — however the bytes trickle in — and as long again to
+//! take its answer, and at most [`MAX_REQUEST_BYTES`] for its line. A control thread parses
+//! and validates the request, runs the slow parts (iptables counters, /proc, formatting)
+//! itself, one request at a time, and hands the packet loop only a small validated
 //! [`Command`](crate::engine::Command) over a bounded channel; the packet loop applies it
 //! between two packet batches and answers with a copy ([`Applied`]). Nothing a client does
 //! can make the packet loop wait for it.
 
+pub use crate::command_error::CommandError;
 use crate::config::{parse_cidr, parse_deadline, resolve_class, Cidr, ClassSpec, Config};
 use crate::engine::{Applied, Command, Status};
 use anyhow::{anyhow, bail, Context, Result};
+use netsched_control::socket_file::SocketFile;
+use netsched_control::{
+    BindError, BindMode, Handler, Limits, LineEnd, Refusal, Server, ServerConfig, WhenFull,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Control connections served at once; further clients wait in the listen backlog.
 pub const MAX_CONNECTIONS: usize = 32;
@@ -168,7 +171,7 @@ impl ControlState {
     pub fn serve(
         &mut self,
         req: &Request,
-        exec: impl FnOnce(Command) -> Result<Applied, String>,
+        exec: impl FnOnce(Command) -> Result<Applied, CommandError>,
         kernel: &mut dyn FnMut(&mut Status),
     ) -> Response {
         let cmd = match to_command(req, &self.classes) {
@@ -177,7 +180,7 @@ impl ControlState {
         };
         let applied = match exec(cmd) {
             Ok(a) => a,
-            Err(e) => return Response::err(e),
+            Err(e) => return Response::err(e.to_string()),
         };
         match cmd {
             Command::AddIp { cidr, class } => {
@@ -250,7 +253,7 @@ impl Response {
 /// A command on its way to the packet loop, with the channel its answer goes back on.
 pub struct Envelope {
     pub cmd: Command,
-    pub reply: SyncSender<Result<Applied, String>>,
+    pub reply: SyncSender<Result<Applied, CommandError>>,
 }
 
 /// The packet loop's end of the command channel.
@@ -267,7 +270,7 @@ impl CommandInbox {
 
     /// Apply every waiting command (at most [`COMMAND_QUEUE`] per call) with `apply` and send
     /// each answer back. Never blocks. Returns how many were applied.
-    pub fn serve(&self, mut apply: impl FnMut(Command) -> Result<Applied, String>) -> usize {
+    pub fn serve(&self, mut apply: impl FnMut(Command) -> Result<Applied, CommandError>) -> usize {
         self.waker.drain();
         let mut n = 0;
         while n < COMMAND_QUEUE {
@@ -310,199 +313,119 @@ pub fn command_channel() -> Result<(CommandOutbox, CommandInbox)> {
 
 impl CommandOutbox {
     /// Send `cmd` to the packet loop and wait (at most `timeout`) for its answer.
-    pub fn execute(&self, cmd: Command, timeout: Duration) -> Result<Applied, String> {
+    pub fn execute(&self, cmd: Command, timeout: Duration) -> Result<Applied, CommandError> {
         let (reply, answer) = std::sync::mpsc::sync_channel(1);
         match self.tx.try_send(Envelope { cmd, reply }) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
-                return Err(format!(
-                    "busy: {COMMAND_QUEUE} commands already wait for the packet loop"
-                ))
+                return Err(CommandError::Busy {
+                    waiting: COMMAND_QUEUE,
+                })
             }
-            Err(TrySendError::Disconnected(_)) => return Err("the daemon is shutting down".into()),
+            Err(TrySendError::Disconnected(_)) => return Err(CommandError::ShuttingDown),
         }
         self.waker.wake();
-        answer.recv_timeout(timeout).unwrap_or_else(|_| {
-            Err(format!(
-                "the packet loop did not apply the command within {} ms",
-                timeout.as_millis()
-            ))
-        })
+        answer
+            .recv_timeout(timeout)
+            .unwrap_or(Err(CommandError::NotApplied { within: timeout }))
     }
 }
 
-/// The listening side, owned by the daemon's control thread.
-pub struct ControlServer {
-    listener: UnixListener,
-    path: PathBuf,
-    group_gid: Option<u32>,
-}
+/// The socket's bounds and ways (the one server of every daemon: [`netsched_control`]).
+pub const SERVER: ServerConfig = ServerConfig {
+    daemon: "netsched nfq",
+    thread_name: "nfq-control",
+    limits: Limits {
+        max_connections: MAX_CONNECTIONS,
+        max_line: MAX_REQUEST_BYTES,
+        request_within: REQUEST_DEADLINE,
+        answer_within: REQUEST_DEADLINE,
+    },
+    // Further clients wait in the listen backlog.
+    when_full: WhenFull::Wait,
+    line_end: LineEnd::Newline,
+    bind: BindMode::Exclusive,
+    // Below the packet loop when they share a CPU; best effort.
+    nice: Some(CONTROL_NICE),
+};
+
+/// Nice level of the control threads (the packet loop keeps the process's).
+pub const CONTROL_NICE: i32 = 10;
 
 /// Remove `path` only if it is a Unix socket nobody listens on (what a killed daemon leaves).
 /// `Ok(false)`: nothing there. A regular file, a directory, a symlink (even to a socket), or
 /// a socket something answers on is an error naming it, and is left alone.
-pub fn remove_stale_socket(path: &Path) -> Result<bool> {
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
-        Err(e) => bail!("control socket {}: cannot inspect it: {e}", path.display()),
-    };
-    let ft = meta.file_type();
-    if !ft.is_socket() {
-        let what = if ft.is_symlink() {
-            "a symbolic link"
-        } else if ft.is_dir() {
-            "a directory"
-        } else if ft.is_file() {
-            "a regular file"
-        } else {
-            "not a socket"
+pub fn remove_stale_socket(path: &Path) -> Result<bool, BindError> {
+    netsched_control::remove_stale_socket(path, SERVER.daemon)
+}
+
+/// The daemon's side of the server: a JSON line in, a JSON line out. `serve` runs on the
+/// server's connection threads, one request at a time (it may wait for the packet loop, at
+/// most [`COMMAND_TIMEOUT`]; it never runs in the packet loop).
+struct JsonHandler<F> {
+    serve: Mutex<F>,
+}
+
+impl<F: FnMut(&Request) -> Response + Send + 'static> Handler for JsonHandler<F> {
+    fn answer(&self, r: &netsched_control::Request<'_>) -> String {
+        let text = r.line.trim();
+        let resp = match serde_json::from_str::<Request>(text) {
+            Ok(req) => (self.serve.lock().unwrap_or_else(|p| p.into_inner()))(&req),
+            Err(e) => Response::err(format!("bad request {text:?}: {e}")),
         };
-        bail!(
-            "control socket {}: is {what}, not a socket; refusing to remove it (choose another \
-             path with --socket, or remove it yourself)",
-            path.display()
-        );
+        answer_line(&resp)
     }
-    match UnixStream::connect(path) {
-        Ok(_) => bail!(
-            "control socket {} is in use: is another netsched nfq running?",
-            path.display()
-        ),
-        Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {}
-        Err(e) => bail!(
-            "control socket {}: cannot tell whether it is stale ({e}); left alone",
-            path.display()
-        ),
+
+    fn refusal(&self, why: &Refusal) -> Option<String> {
+        let msg = match why {
+            // Closed before a full line: nobody to answer.
+            Refusal::Ended { .. } => return None,
+            Refusal::Incomplete { within, .. } => {
+                format!("request not complete within {} ms", within.as_millis())
+            }
+            Refusal::TooLong { max_line } => {
+                format!("request longer than {max_line} bytes without a newline")
+            }
+            Refusal::NotUtf8 { .. } => format!("bad request: {why}"),
+            other => other.to_string(),
+        };
+        Some(answer_line(&Response::err(msg)))
     }
-    std::fs::remove_file(path)
-        .with_context(|| format!("removing stale socket {}", path.display()))?;
-    Ok(true)
+}
+
+/// The control socket, bound ([`ControlServer::bind`]) but not yet answering.
+pub struct ControlServer {
+    file: SocketFile,
+}
+
+/// The control socket being served; dropping it stops accepting and removes the socket file.
+pub struct ServingControl {
+    _server: Server,
 }
 
 impl ControlServer {
     /// Bind `path` (a stale socket from a killed daemon is replaced — see
     /// [`remove_stale_socket`]; anything else there is an error), mode 0660, group `group`.
-    pub fn bind(path: &Path, group: Option<&str>) -> Result<Self> {
-        remove_stale_socket(path)?;
-        if let Some(dir) = path.parent() {
-            if !dir.as_os_str().is_empty() {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("creating {}", dir.display()))?;
-            }
-        }
-        let listener = UnixListener::bind(path)
-            .with_context(|| format!("binding control socket {}", path.display()))?;
-        listener.set_nonblocking(true)?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
-        let gid = match group {
-            Some(g) => {
-                let gid = netsched_testbed::access::group_gid(g)?;
-                std::os::unix::fs::chown(path, None, Some(gid))
-                    .with_context(|| format!("chown {} to group {g}", path.display()))?;
-                Some(gid)
-            }
-            None => None,
-        };
+    pub fn bind(path: &Path, group: Option<&str>) -> Result<Self, BindError> {
         Ok(ControlServer {
-            listener,
-            path: path.to_path_buf(),
-            group_gid: gid,
+            file: SocketFile::bind(path, group, SERVER.bind, SERVER.daemon)?,
         })
     }
 
-    /// The control thread's loop, until `quit` is set (checked every 50 ms): accept up to
-    /// [`MAX_CONNECTIONS`], read each request line within [`REQUEST_DEADLINE`] and
-    /// [`MAX_REQUEST_BYTES`], answer it with `serve` (which may block: it runs here, never in
-    /// the packet loop), write the answer within the same deadline.
-    pub fn run(&self, quit: &AtomicBool, mut serve: impl FnMut(&Request) -> Response) {
-        use std::os::fd::AsRawFd;
-        let mut conns: Vec<Conn> = Vec::with_capacity(MAX_CONNECTIONS);
-        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(MAX_CONNECTIONS + 1);
-        while !quit.load(Ordering::Relaxed) {
-            let now = Instant::now();
-            let mut wait = Duration::from_millis(50);
-            fds.clear();
-            fds.push(libc::pollfd {
-                fd: self.listener.as_raw_fd(),
-                // At the bound, leave new clients in the backlog.
-                events: if conns.len() < MAX_CONNECTIONS {
-                    libc::POLLIN
-                } else {
-                    0
-                },
-                revents: 0,
-            });
-            for c in &conns {
-                wait = wait.min(c.deadline.saturating_duration_since(now));
-                fds.push(libc::pollfd {
-                    fd: c.stream.as_raw_fd(),
-                    events: if c.out.is_some() {
-                        libc::POLLOUT
-                    } else {
-                        libc::POLLIN
-                    },
-                    revents: 0,
-                });
-            }
-            let _ = netsched_sys::poll(&mut fds, wait);
-            let now = Instant::now();
-            for (i, c) in conns.iter_mut().enumerate() {
-                if fds[i + 1].revents != 0 {
-                    c.progress(&mut serve);
-                }
-            }
-            conns.retain_mut(|c| {
-                if c.done {
-                    return false;
-                }
-                if now >= c.deadline {
-                    // Best effort, never blocking: tell a reader why it is cut off.
-                    if c.out.is_none() {
-                        let msg = format!(
-                            "request not complete within {} ms",
-                            REQUEST_DEADLINE.as_millis()
-                        );
-                        let _ = c.stream.write(answer_line(&Response::err(msg)).as_bytes());
-                    }
-                    return false;
-                }
-                true
-            });
-            while conns.len() < MAX_CONNECTIONS {
-                let Ok((stream, _)) = self.listener.accept() else {
-                    break;
-                };
-                if stream.set_nonblocking(true).is_err() {
-                    continue;
-                }
-                let mut c = Conn {
-                    stream,
-                    deadline: now + REQUEST_DEADLINE,
-                    line: Vec::new(),
-                    out: None,
-                    done: false,
-                };
-                if let Err(e) = self.allowed(&c.stream) {
-                    c.answer(&Response::err(format!("permission denied: {e}")));
-                }
-                conns.push(c);
-            }
-        }
-    }
-
-    fn allowed(&self, stream: &UnixStream) -> Result<()> {
-        netsched_testbed::access::check_peer(stream, self.group_gid)?;
-        Ok(())
-    }
-}
-
-impl Drop for ControlServer {
-    fn drop(&mut self) {
-        // Only our own socket: still a socket, not replaced by something else meanwhile.
-        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.file_type().is_socket()) {
-            let _ = std::fs::remove_file(&self.path);
-        }
+    /// Start answering: at most [`MAX_CONNECTIONS`] at once, each request line within
+    /// [`REQUEST_DEADLINE`] and [`MAX_REQUEST_BYTES`], answered with `serve` (which may
+    /// block: it runs on a control thread, never in the packet loop), the answer written
+    /// within the same deadline. The threads are started here, in the caller's namespace.
+    pub fn serve(
+        self,
+        serve: impl FnMut(&Request) -> Response + Send + 'static,
+    ) -> Result<ServingControl, BindError> {
+        let handler = Arc::new(JsonHandler {
+            serve: Mutex::new(serve),
+        });
+        Ok(ServingControl {
+            _server: Server::serve(self.file, SERVER, handler)?,
+        })
     }
 }
 
@@ -514,118 +437,13 @@ fn answer_line(r: &Response) -> String {
     text
 }
 
-/// One control connection in the control thread: reading its line, then writing its answer.
-struct Conn {
-    stream: UnixStream,
-    deadline: Instant,
-    line: Vec<u8>,
-    /// The answer and how much of it is written.
-    out: Option<(Vec<u8>, usize)>,
-    done: bool,
-}
-
-impl Conn {
-    fn answer(&mut self, r: &Response) {
-        self.out = Some((answer_line(r).into_bytes(), 0));
-        self.write_some();
-    }
-
-    fn write_some(&mut self) {
-        let Some((buf, pos)) = &mut self.out else {
-            return;
-        };
-        while *pos < buf.len() {
-            match self.stream.write(&buf[*pos..]) {
-                Ok(0) => break,
-                Ok(n) => *pos += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(_) => break,
-            }
-        }
-        self.done = true;
-    }
-
-    fn progress(&mut self, serve: &mut impl FnMut(&Request) -> Response) {
-        if self.out.is_some() {
-            self.write_some();
-            return;
-        }
-        let mut buf = [0u8; 1024];
-        loop {
-            match self.stream.read(&mut buf) {
-                Ok(0) => {
-                    // Closed before a full line: nobody to answer.
-                    self.done = true;
-                    return;
-                }
-                Ok(n) => {
-                    self.line.extend_from_slice(&buf[..n]);
-                    if let Some(end) = self.line.iter().position(|&b| b == b'\n') {
-                        let text = String::from_utf8_lossy(&self.line[..end]).into_owned();
-                        let r = match serde_json::from_str::<Request>(text.trim()) {
-                            Ok(req) => serve(&req),
-                            Err(e) => Response::err(format!("bad request {:?}: {e}", text.trim())),
-                        };
-                        self.answer(&r);
-                        return;
-                    }
-                    if self.line.len() > MAX_REQUEST_BYTES {
-                        self.answer(&Response::err(format!(
-                            "request longer than {MAX_REQUEST_BYTES} bytes without a newline"
-                        )));
-                        return;
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(_) => {
-                    self.done = true;
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// Client side: send one request, wait (at most `timeout`) for the answer.
+/// Client side: send one request, wait (at most `timeout` for each read and write) for the
+/// answer (the daemons' one client: [`netsched_control::exchange`]).
 pub fn request_with_timeout(path: &Path, req: &Request, timeout: Duration) -> Result<Response> {
-    let mut s = UnixStream::connect(path).with_context(|| {
-        format!(
-            "cannot connect to {} (is `netsched nfq` running? root or the control group?)",
-            path.display()
-        )
-    })?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
-    let timed_out = |e: &std::io::Error| {
-        matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut).then(|| {
-            anyhow!(
-                "no answer from the daemon on {} within {} ms (is it stuck, or is something \
-                 else listening there?)",
-                path.display(),
-                timeout.as_millis()
-            )
-        })
-    };
-    let mut text = serde_json::to_string(req)?;
-    text.push('\n');
-    if let Err(e) = s.write_all(text.as_bytes()) {
-        return Err(timed_out(&e).unwrap_or_else(|| anyhow!("sending to {}: {e}", path.display())));
-    }
-    let mut line = String::new();
-    if let Err(e) = BufReader::new((&s).take(16 << 20)).read_line(&mut line) {
-        return Err(timed_out(&e)
-            .unwrap_or_else(|| anyhow!("reading the answer from {}: {e}", path.display())));
-    }
-    if line.is_empty() {
-        bail!(
-            "the daemon on {} closed the connection without answering",
-            path.display()
-        );
-    }
-    serde_json::from_str(line.trim())
-        .map_err(|e| anyhow!("bad answer from the daemon {:?}: {e}", line.trim()))
+    let line = serde_json::to_string(req)?;
+    let text = netsched_control::exchange(path, &line, timeout, "netsched nfq")?;
+    let line = text.lines().next().unwrap_or("").trim();
+    serde_json::from_str(line).map_err(|e| anyhow!("bad answer from the daemon {line:?}: {e}"))
 }
 
 /// Client side with the default timeout ([`CLIENT_TIMEOUT`]).
@@ -640,7 +458,10 @@ mod tests {
     use crate::engine::Engine;
     use crate::netlink::{NF_INET_LOCAL_IN, NF_INET_LOCAL_OUT};
     use crate::packet::build_ipv4_tcp;
+    use std::io::{Read, Write};
     use std::net::Ipv4Addr;
+    use std::os::unix::net::{UnixListener, UnixStream};
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     fn engine(budget: Option<usize>) -> Engine {
         let mut c = Config {
@@ -847,12 +668,9 @@ mod tests {
         let quit = std::sync::Arc::new(AtomicBool::new(false));
         let e = engine(None);
         let mut state = ControlState::new(&e.cfg);
-        let q2 = std::sync::Arc::clone(&quit);
-        let control = std::thread::spawn(move || {
-            server.run(&q2, |req| {
-                state.serve(req, |c| outbox.execute(c, COMMAND_TIMEOUT), &mut |_| {})
-            })
-        });
+        let control = server
+            .serve(move |req| state.serve(req, |c| outbox.execute(c, COMMAND_TIMEOUT), &mut |_| {}))
+            .unwrap();
         // The "packet loop": applies commands when woken.
         let q3 = std::sync::Arc::clone(&quit);
         let packet_loop = std::thread::spawn(move || {
@@ -925,7 +743,7 @@ mod tests {
         assert!(took >= REQUEST_DEADLINE, "{took:?}");
         assert!(took < REQUEST_DEADLINE * 4, "{took:?}");
         quit.store(true, Ordering::Relaxed);
-        control.join().unwrap();
+        drop(control);
         packet_loop.join().unwrap();
         assert!(
             !path.exists(),

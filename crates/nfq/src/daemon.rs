@@ -27,7 +27,7 @@ use crate::control::{self, ControlServer};
 use crate::engine::{Applied, Engine, SocketCounters, Status};
 use crate::iptables::{self, Rules};
 use crate::netlink::{kernel_queue_counters, NfQueue, PacketMsg};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,9 +49,6 @@ struct KernelFacts {
     queue: u16,
     rule_matched: Option<(Instant, u64)>,
 }
-
-/// Nice level of the control thread (the packet loop keeps the process's).
-const CONTROL_NICE: i32 = 10;
 
 /// How long a read of the iptables rule counters is reused by later `status` calls.
 const RULE_COUNT_MAX_AGE: Duration = Duration::from_secs(1);
@@ -124,30 +121,23 @@ pub fn run_daemon(
     let now = || t0.elapsed().as_nanos() as u64;
     on_ready(&engine.status());
 
-    let quit_control = Arc::new(AtomicBool::new(false));
-    let control_thread = {
-        let quit = Arc::clone(&quit_control);
+    // The control threads start here, in this thread's network namespace (the kernel
+    // counters a `status` reads are this namespace's).
+    let control = {
         let mut state = control::ControlState::new(&cfg);
         let mut facts = KernelFacts {
             iptables: cfg.iptables.clone(),
             queue: queue_num,
             rule_matched: None,
         };
-        std::thread::Builder::new()
-            .name("nfq-control".into())
-            .spawn(move || {
-                // Below the packet loop when they share a CPU; best effort.
-                let _ = netsched_sys::thread::nice_this_thread(CONTROL_NICE);
-                ctl.run(&quit, |req| {
-                    state.serve(
-                        req,
-                        |cmd| outbox.execute(cmd, control::COMMAND_TIMEOUT),
-                        &mut |st| facts.fill(st),
-                    )
-                });
-                // `ctl` drops here: the socket file goes with the thread.
-            })
-            .context("starting the control thread")?
+        ctl.serve(move |req| {
+            state.serve(
+                req,
+                |cmd| outbox.execute(cmd, control::COMMAND_TIMEOUT),
+                &mut |st| facts.fill(st),
+            )
+        })
+        .context("starting the control threads")?
     };
 
     let mut batch: Vec<PacketMsg> = Vec::with_capacity(crate::netlink::RECV_BATCH);
@@ -236,11 +226,10 @@ pub fn run_daemon(
         Ok(())
     })();
 
-    // Shut down: the control thread first (no more commands), then no new packets, then
-    // verdict everything.
+    // Shut down: the control socket first (no more commands; the socket file goes with
+    // it), then no new packets, then verdict everything.
     netsched_util::notify::stopping("netsched nfq");
-    quit_control.store(true, Ordering::Relaxed);
-    let control_joined = control_thread.join();
+    drop(control);
     drop(inbox);
     drop(rules);
     let mut released = 0usize;
@@ -280,9 +269,6 @@ pub fn run_daemon(
     drop(q);
     result?;
     flushed?;
-    if control_joined.is_err() {
-        bail!("the control thread panicked");
-    }
     Ok(Summary {
         counters: engine.counters.clone(),
         status,

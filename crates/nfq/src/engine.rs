@@ -39,13 +39,14 @@
 //!
 //! Cost per packet: one hash-map lookup, one header parse, O(classes) in the discipline.
 
+use crate::address_table::AddressTable;
+use crate::command_error::CommandError;
 #[cfg(test)]
 use crate::config::parse_cidr;
 use crate::config::{Cidr, Config, Deadline, DisciplineKind};
+use crate::discipline::{HeldRequest, Scheduler};
 use crate::netlink::{NF_INET_LOCAL_IN, NF_INET_LOCAL_OUT};
 use crate::packet::{self, FiveTuple, PacketInfo, TCP_FIN, TCP_RST, TCP_SYN};
-use crate::sched::{HeldRequest, Scheduler};
-use crate::table::AddressTable;
 use netsched_core::qdisc::percentile::{JudgeCounts, PercentileJudge};
 use netsched_core::qdisc::{DropReason, Verdict};
 use netsched_core::Nanos;
@@ -845,7 +846,10 @@ impl Engine {
         cmd: Command,
         now: Nanos,
         accept: &mut Vec<u32>,
-    ) -> Result<Applied, String> {
+    ) -> Result<Applied, CommandError> {
+        let refused = |e: anyhow::Error| CommandError::Refused {
+            reason: format!("{e:#}"),
+        };
         Ok(match cmd {
             Command::Start => {
                 self.start();
@@ -862,12 +866,11 @@ impl Engine {
             }
             Command::Snapshot => Applied::Snapshot(Box::new(self.snapshot_without_table())),
             Command::SetPercentile { class, p } => {
-                self.set_percentile(class, p as i64)
-                    .map_err(|e| format!("{e:#}"))?;
+                self.set_percentile(class, p as i64).map_err(refused)?;
                 Applied::Done
             }
             Command::SetDeadline(d) => {
-                self.set_deadline(d).map_err(|e| format!("{e:#}"))?;
+                self.set_deadline(d).map_err(refused)?;
                 Applied::Done
             }
             Command::SetBudget(b) => {
@@ -876,11 +879,11 @@ impl Engine {
                 Applied::Released(accept.len() - before)
             }
             Command::AddIp { cidr, class } => {
-                self.add_ip(cidr, class).map_err(|e| format!("{e:#}"))?;
+                self.add_ip(cidr, class).map_err(refused)?;
                 Applied::Done
             }
             Command::DelIp(cidr) => {
-                self.del_ip(cidr).map_err(|e| format!("{e:#}"))?;
+                self.del_ip(cidr).map_err(refused)?;
                 Applied::Done
             }
         })

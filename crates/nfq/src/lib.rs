@@ -1,33 +1,35 @@
 //! # netsched-nfq — P0 on real Linux
 //!
 //! - [`daemon`]: `netsched nfq`, the percentile scheduler on the NFQUEUE packet path
-//! - [`ctl`]: `netsched ctl`, the thesis's control API over a local socket
+//! - [`ctl_client`]: `netsched ctl`, the thesis's control API over a local socket
 //! - [`web`] + [`loadgen`]: nginx behind the daemon in namespaces, and the thesis's closed-loop
 //!   HTTP load — the rig `netsched lab run percentile-web --real` (`netsched_lab::real`) and
 //!   this crate's own daemon tests drive
 //!
 //! Inside: [`engine`] decides (no I/O, unit-tested), [`netlink`] talks nfnetlink_queue (over
 //! `netsched_sys`'s netlink socket, where every system call of the crate is),
-//! [`control`] is the control protocol, [`metrics`] the `/metrics` families (`--metrics`),
+//! [`control`] is the daemon's side of the control socket (protocol, validation, the
+//! hand-off to the packet loop; [`command_error`] what a command can run into), [`metrics`] the `/metrics` families (`--metrics`),
 //! [`iptables`] installs and removes the rules,
-//! [`sched`] and [`table`] wrap the core's discipline and address table.
+//! [`discipline`] and [`address_table`] wrap the core's discipline and address table.
 
 #![forbid(unsafe_code)]
 
+pub mod address_table;
 pub mod bench;
 pub mod cli;
+pub mod command_error;
 pub mod config;
 pub mod control;
-pub mod ctl;
+pub mod ctl_client;
 pub mod daemon;
+pub mod discipline;
 pub mod engine;
 pub mod iptables;
 pub mod loadgen;
 pub mod metrics;
 pub mod netlink;
 pub mod packet;
-pub mod sched;
-pub mod table;
 pub mod web;
 
 pub use netsched_core::{Nanos, MS, SEC};

@@ -89,7 +89,7 @@ pub fn group(key: &str, name: &str) -> Result<(), String> {
     if name.parse::<u32>().is_ok() {
         return Ok(());
     }
-    crate::access::group_gid(name)
+    netsched_control::access::group_gid(name)
         .map(|_| ())
         .map_err(|e| format!("{key} = {name:?}: {e}"))
 }

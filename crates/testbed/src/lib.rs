@@ -10,14 +10,13 @@
 //! thread and pinning to a CPU ([`sys`]), a loop on its own thread inside a namespace with a
 //! stop flag ([`netns_thread`]), Ctrl-C/SIGTERM handling ([`signal`]), child
 //! processes stopped with their whole process group ([`process`]), private temporary
-//! folders ([`tempdir`]), who may use a daemon's control socket ([`access`]), and what a
+//! folders ([`tempdir`]), what a
 //! daemon's `--check` asks of the host ([`check`]). Data planes
 //! and experiments call these; none keeps a copy. The system calls themselves are
 //! `netsched_sys`'s; this crate has no `unsafe`.
 
 #![forbid(unsafe_code)]
 
-pub mod access;
 pub mod check;
 pub mod netns_thread;
 pub mod process;

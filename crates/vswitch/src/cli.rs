@@ -138,7 +138,8 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
         None
     } else {
         let (outbox, inbox) = control::channel();
-        let server = ControlServer::start(&args.control, args.control_group.as_deref(), outbox)?;
+        let server = ControlServer::start(&args.control, args.control_group.as_deref(), outbox)
+            .map_err(|e| anyhow::anyhow!("--control: {e}"))?;
         sw.attach_control(inbox);
         eprintln!(
             "netsched vswitch: control socket {}",

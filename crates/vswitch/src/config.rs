@@ -35,7 +35,7 @@ use std::path::Path;
 /// `drivers/net/xen-netback/common.h`, 3.x series; the queue P2 §3.2 schedules across).
 pub const XENVIF_QUEUE_LENGTH: usize = 32;
 /// P2 §3.2.1: netback moves up to 238 packets per round.
-pub const P2_BATCH: usize = 238;
+pub const NETBACK_ROUND_BATCH: usize = 238;
 /// Most guest ports (each costs a socket and a class; the round start is O(ports)).
 pub const MAX_PORTS: usize = 1024;
 /// Largest vif queue, packets.
@@ -92,7 +92,7 @@ fn default_slice() -> Nanos {
     10 * MS
 }
 fn default_batch() -> usize {
-    P2_BATCH
+    NETBACK_ROUND_BATCH
 }
 fn default_queue() -> usize {
     XENVIF_QUEUE_LENGTH
@@ -488,7 +488,7 @@ bound = "60ms"
             QdiscConfig::DelayConstrained {
                 interfaces, batch, ..
             } => {
-                assert_eq!(batch, P2_BATCH);
+                assert_eq!(batch, NETBACK_ROUND_BATCH);
                 let p: Vec<u32> = interfaces.iter().map(|i| i.priority).collect();
                 assert_eq!(p, vec![1, 2, 3]);
                 let b: Vec<u32> = interfaces.iter().map(|i| i.bitmap_len).collect();

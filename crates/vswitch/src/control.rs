@@ -17,24 +17,22 @@
 //! answer with the request's deadline. The packet thread takes at most [`COMMAND_QUEUE`]
 //! commands per loop turn with `try_recv` (never blocks), answers on a one-place channel
 //! (never blocks), and applies a change at the next round start. A request has
-//! [`DEADLINE`] in all (reading, waiting, writing); each connection is served by its own
-//! thread, at most [`MAX_CONNECTIONS`] at a time (more are answered "busy" and closed), so a
-//! stuck client stalls neither the switch nor the other clients.
-//!
-//! Access, the one rule of every netsched daemon (`netsched_testbed::access`): the socket is
-//! mode 0660 (group `--control-group` when given); each connection's `SO_PEERCRED` must be
-//! root, our own uid, or a member of that group.
+//! [`DEADLINE`] to arrive and wait for the switch, and as long again to be written; each
+//! connection is served by its own thread, at most [`MAX_CONNECTIONS`] at a time (more are
+//! answered "busy" and closed), so a stuck client stalls neither the switch nor the other
+//! clients. The socket, its bounds and its access rule are the one server of every daemon
+//! (`netsched_control`): the socket is mode 0660 (group `--control-group` when given); each
+//! connection's `SO_PEERCRED` must be root, our own uid, or a member of that group.
 
+pub use crate::control_error::{ControlError, RequestError};
 use crate::stats::SwitchStats;
-use netsched_testbed::access;
-use std::io::{Read, Write};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
-use std::os::unix::net::{UnixListener, UnixStream};
+use netsched_control::{
+    BindError, BindMode, ClientError, Handler, Limits, LineEnd, Refusal, Request, Server,
+    ServerConfig, WhenFull,
+};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Longest request line, bytes.
@@ -47,10 +45,6 @@ pub const COMMAND_QUEUE: usize = 8;
 pub const MAX_CONNECTIONS: usize = 16;
 /// The default socket path.
 pub const DEFAULT_SOCKET: &str = "/run/netsched-vswitch.sock";
-/// Unread request bytes discarded after answering, at most.
-const DRAIN_BYTES: u64 = 64 * 1024;
-/// How often the accept loop looks at its stop flag.
-const ACCEPT_POLL: Duration = Duration::from_millis(50);
 
 /// A request the packet thread carries out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,75 +108,85 @@ pub fn channel() -> (Outbox, Inbox) {
 
 impl Outbox {
     /// Hand `command` to the packet thread and wait for its answer until `deadline`.
-    pub fn execute(&self, command: Command, deadline: Instant) -> Result<Answer, String> {
+    pub fn execute(&self, command: Command, deadline: Instant) -> Result<Answer, ControlError> {
         let (reply, answer) = sync_channel(1);
         match self.tx.try_send(Envelope { command, reply }) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
-                return Err(format!(
-                    "busy: {COMMAND_QUEUE} commands already wait for the switch; try again"
-                ))
+                return Err(ControlError::Busy {
+                    waiting: COMMAND_QUEUE,
+                })
             }
-            Err(TrySendError::Disconnected(_)) => return Err("the switch has stopped".into()),
+            Err(TrySendError::Disconnected(_)) => return Err(ControlError::Stopped),
         }
         let left = deadline.saturating_duration_since(Instant::now());
         match answer.recv_timeout(left) {
             Ok(a) => Ok(a),
-            Err(RecvTimeoutError::Timeout) => Err(format!(
-                "the switch did not answer within {DEADLINE:?} (the command may still apply \
-                 at the next round start)"
-            )),
-            Err(RecvTimeoutError::Disconnected) => Err("the switch has stopped".into()),
+            Err(RecvTimeoutError::Timeout) => Err(ControlError::NoAnswer { within: DEADLINE }),
+            Err(RecvTimeoutError::Disconnected) => Err(ControlError::Stopped),
         }
     }
 }
 
 /// Parse one request line. Errors name the word that is wrong.
-pub fn parse(line: &str) -> Result<(Command, bool), String> {
+pub fn parse(line: &str) -> Result<(Command, bool), RequestError> {
     let w: Vec<&str> = line.split_whitespace().collect();
-    let number = |i: usize, what: &str| -> Result<u32, String> {
-        let v = w
-            .get(i)
-            .ok_or_else(|| format!("{}: missing {what}", w[0]))?;
-        v.parse::<u32>()
-            .map_err(|_| format!("{} {}: {what} {v:?} is not a whole number", w[0], w[1]))
+    let Some(&command) = w.first() else {
+        return Err(RequestError::Empty);
     };
-    let port = |i: usize| -> Result<String, String> {
+    let number = |i: usize, what: &'static str| -> Result<u32, RequestError> {
+        let v = w.get(i).ok_or_else(|| RequestError::Missing {
+            command: command.to_string(),
+            what,
+        })?;
+        v.parse::<u32>().map_err(|_| RequestError::NotANumber {
+            command: command.to_string(),
+            port: w[1].to_string(),
+            what,
+            value: v.to_string(),
+        })
+    };
+    let port = |i: usize| -> Result<String, RequestError> {
         w.get(i)
             .map(|s| s.to_string())
-            .ok_or_else(|| format!("{}: missing PORT (a guest port's device name)", w[0]))
+            .ok_or_else(|| RequestError::Missing {
+                command: command.to_string(),
+                what: "PORT (a guest port's device name)",
+            })
     };
-    let arity = |n: usize| -> Result<(), String> {
-        if w.len() > n {
-            Err(format!("{}: unexpected {:?}", w[0], w[n]))
-        } else {
-            Ok(())
+    let arity = |n: usize| -> Result<(), RequestError> {
+        match w.get(n) {
+            Some(word) => Err(RequestError::Unexpected {
+                command: command.to_string(),
+                word: word.to_string(),
+            }),
+            None => Ok(()),
         }
     };
-    match w.first().copied() {
-        None => Err("empty request (try show-ports, set-tier, set-weight)".into()),
-        Some("show-ports") => match w.get(1).copied() {
+    match command {
+        "show-ports" => match w.get(1).copied() {
             None => Ok((Command::Show, false)),
             Some("--json") => arity(2).map(|()| (Command::Show, true)),
-            Some(other) => Err(format!(
-                "show-ports: unknown option {other:?} (only --json)"
-            )),
+            Some(other) => Err(RequestError::UnknownOption {
+                command: command.to_string(),
+                option: other.to_string(),
+            }),
         },
-        Some("set-tier") => {
+        "set-tier" => {
             let port = port(1)?;
             let tier = number(2, "TIER")?;
             arity(3)?;
             Ok((Command::SetTier { port, tier }, false))
         }
-        Some("set-weight") => {
+        "set-weight" => {
             let port = port(1)?;
             let weight = number(2, "W")?;
             arity(3)?;
             Ok((Command::SetWeight { port, weight }, false))
         }
-        Some(other) => Err(format!(
-            "unknown command {other:?} (show-ports [--json], set-tier PORT TIER, set-weight PORT W)"
-        )),
+        other => Err(RequestError::UnknownCommand {
+            word: other.to_string(),
+        }),
     }
 }
 
@@ -222,210 +226,80 @@ pub fn ports_table(s: &SwitchStats) -> String {
 }
 
 /// The answer text of a request line (without the `ok`/`error` status line).
-fn execute_line(line: &str, out: &Outbox, deadline: Instant) -> Result<String, String> {
+fn execute_line(line: &str, out: &Outbox, deadline: Instant) -> Result<String, ControlError> {
     let (cmd, json) = parse(line)?;
     match out.execute(cmd, deadline)? {
         Answer::Stats(s) if json => serde_json::to_string(&s)
             .map(|t| t + "\n")
-            .map_err(|e| e.to_string()),
+            .map_err(ControlError::Encode),
         Answer::Stats(s) => Ok(ports_table(&s)),
         Answer::Done(msg) => Ok(msg + "\n"),
-        Answer::Refused(msg) => Err(msg),
+        Answer::Refused(msg) => Err(ControlError::Refused(msg)),
     }
 }
 
-/// The listening socket and its thread; dropping it stops the thread and removes the socket
+/// The socket's bounds and ways (the one server of every daemon: [`netsched_control`]).
+pub const SERVER: ServerConfig = ServerConfig {
+    daemon: "netsched vswitch",
+    thread_name: "vswitch-control",
+    limits: Limits {
+        max_connections: MAX_CONNECTIONS,
+        max_line: MAX_REQUEST,
+        request_within: DEADLINE,
+        answer_within: DEADLINE,
+    },
+    when_full: WhenFull::Refuse,
+    // `printf show-ports | nc -U` (no newline, then half-close) is a request too.
+    line_end: LineEnd::NewlineOrEnd,
+    bind: BindMode::Exclusive,
+    nice: None,
+};
+
+/// The switch's side of the server: a request line in, its `ok`/`error` answer out, on the
+/// server's connection thread (it waits for the packet thread at most until the request's
+/// deadline).
+struct SwitchHandler {
+    out: Outbox,
+}
+
+impl Handler for SwitchHandler {
+    fn answer(&self, r: &Request<'_>) -> String {
+        match execute_line(r.line, &self.out, r.deadline) {
+            Ok(text) => format!("ok\n{text}"),
+            Err(e) => format!("error: {e}\n"),
+        }
+    }
+
+    fn refusal(&self, why: &Refusal) -> Option<String> {
+        Some(format!("error: {why}\n"))
+    }
+}
+
+/// The listening socket and its threads; dropping it stops accepting and removes the socket
 /// file (only if it is still the one we created).
 pub struct ControlServer {
-    path: PathBuf,
-    ino: (u64, u64),
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    server: Server,
 }
 
 impl ControlServer {
     /// Bind `path` (mode 0660, group `group` when given) and serve requests through `out`.
     /// A stale socket (nobody answers) is replaced; a live one is an error; a path that is
     /// not a socket is never removed.
-    pub fn start(path: &Path, group: Option<&str>, out: Outbox) -> anyhow::Result<Self> {
-        let shown = path.display();
-        if let Ok(m) = std::fs::symlink_metadata(path) {
-            if !m.file_type().is_socket() {
-                anyhow::bail!("--control {shown}: exists and is not a socket; not touching it");
-            }
-            if UnixStream::connect(path).is_ok() {
-                anyhow::bail!("--control {shown}: in use (is another netsched vswitch running?)");
-            }
-            std::fs::remove_file(path).map_err(|e| {
-                anyhow::anyhow!("--control {shown}: removing the stale socket: {e}")
-            })?;
-        }
-        let gid = group
-            .map(access::group_gid)
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("--control-group: {e}"))?;
-        let listener =
-            UnixListener::bind(path).map_err(|e| anyhow::anyhow!("--control {shown}: {e}"))?;
-        let m = std::fs::symlink_metadata(path)
-            .map_err(|e| anyhow::anyhow!("--control {shown}: {e}"))?;
-        let server_ino = (m.dev(), m.ino());
-        // From here on the file is ours: a failure removes it (Drop of the half-built server).
-        let mut server = ControlServer {
-            path: path.to_path_buf(),
-            ino: server_ino,
-            stop: Arc::new(AtomicBool::new(false)),
-            thread: None,
-        };
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
-            .map_err(|e| anyhow::anyhow!("--control {shown}: chmod 0660: {e}"))?;
-        if let Some(g) = gid {
-            std::os::unix::fs::chown(path, None, Some(g))
-                .map_err(|e| anyhow::anyhow!("--control {shown}: chown to group {g}: {e}"))?;
-        }
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| anyhow::anyhow!("--control {shown}: {e}"))?;
-        let stop = Arc::clone(&server.stop);
-        server.thread = Some(
-            std::thread::Builder::new()
-                .name("vswitch-control".into())
-                .spawn(move || accept_loop(listener, gid, out, &stop))
-                .map_err(|e| anyhow::anyhow!("starting the control thread: {e}"))?,
-        );
-        Ok(server)
+    pub fn start(path: &Path, group: Option<&str>, out: Outbox) -> Result<Self, BindError> {
+        let server = Server::start(path, group, SERVER, Arc::new(SwitchHandler { out }))?;
+        Ok(ControlServer { server })
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for ControlServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
-            if (m.dev(), m.ino()) == self.ino {
-                let _ = std::fs::remove_file(&self.path);
-            }
-        }
-    }
-}
-
-fn accept_loop(listener: UnixListener, gid: Option<u32>, out: Outbox, stop: &AtomicBool) {
-    let active = Arc::new(AtomicUsize::new(0));
-    while !stop.load(Ordering::Relaxed) {
-        let stream = match listener.accept() {
-            Ok((s, _)) => s,
-            Err(_) => {
-                std::thread::sleep(ACCEPT_POLL);
-                continue;
-            }
-        };
-        let deadline = Instant::now() + DEADLINE;
-        if stream.set_nonblocking(false).is_err() {
-            continue;
-        }
-        if active.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
-            let mut s = stream;
-            let _ = s.set_write_timeout(Some(Duration::from_millis(100)));
-            let _ = s.write_all(
-                format!("error: busy: {MAX_CONNECTIONS} control connections open; try again\n")
-                    .as_bytes(),
-            );
-            continue;
-        }
-        active.fetch_add(1, Ordering::Relaxed);
-        let (active2, out2) = (Arc::clone(&active), out.clone());
-        let spawned = std::thread::Builder::new()
-            .name("vswitch-ctl-conn".into())
-            .spawn(move || {
-                let _ = one(stream, gid, &out2, deadline);
-                active2.fetch_sub(1, Ordering::Relaxed);
-            });
-        if spawned.is_err() {
-            active.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
-/// Serve one connection within `deadline`.
-fn one(
-    mut stream: UnixStream,
-    gid: Option<u32>,
-    out: &Outbox,
-    deadline: Instant,
-) -> std::io::Result<()> {
-    let answer = match access::check_peer(&stream, gid) {
-        Err(e) => format!("error: permission denied: {e}\n"),
-        Ok(_) => match read_line(&mut stream, deadline) {
-            Err(msg) => format!("error: {msg}\n"),
-            Ok(line) => match execute_line(&line, out, deadline) {
-                Ok(text) => format!("ok\n{text}"),
-                Err(e) => format!("error: {e}\n"),
-            },
-        },
-    };
-    let left = deadline
-        .saturating_duration_since(Instant::now())
-        .max(Duration::from_millis(100));
-    stream.set_write_timeout(Some(left))?;
-    stream.write_all(answer.as_bytes())?;
-    stream.shutdown(std::net::Shutdown::Write)?;
-    // Closing with unread input would reset the connection and lose the answer (an
-    // oversized request): read what is left, bounded in bytes and time.
-    stream.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let _ = std::io::copy(&mut (&mut stream).take(DRAIN_BYTES), &mut std::io::sink());
-    Ok(())
-}
-
-/// One request line, at most [`MAX_REQUEST`] bytes, read before `deadline`.
-fn read_line(stream: &mut UnixStream, deadline: Instant) -> Result<String, String> {
-    let mut buf = vec![0u8; MAX_REQUEST + 1];
-    let mut len = 0;
-    loop {
-        if let Some(end) = buf[..len].iter().position(|&b| b == b'\n') {
-            return String::from_utf8(buf[..end].to_vec())
-                .map_err(|_| "request is not UTF-8 text".to_string());
-        }
-        if len > MAX_REQUEST {
-            return Err(format!("request longer than {MAX_REQUEST} bytes"));
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(format!("no complete request line within {DEADLINE:?}"));
-        }
-        stream
-            .set_read_timeout(Some(left))
-            .map_err(|e| e.to_string())?;
-        match stream.read(&mut buf[len..]) {
-            Ok(0) if len == 0 => return Err("empty request".into()),
-            // EOF without a newline: the line is what was sent.
-            Ok(0) => {
-                return String::from_utf8(buf[..len].to_vec())
-                    .map_err(|_| "request is not UTF-8 text".to_string())
-            }
-            Ok(n) => len += n,
-            Err(e)
-                if e.kind() == std::io::ErrorKind::WouldBlock
-                    || e.kind() == std::io::ErrorKind::TimedOut =>
-            {
-                return Err(format!("no complete request line within {DEADLINE:?}"))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("reading the request: {e}")),
-        }
+        self.server.path()
     }
 }
 
 /// Send one request line to `socket`; the answer without its `ok` line, or the error text
-/// (the daemons' one client: [`netsched_testbed::access::request_line`]).
-pub fn request(socket: &Path, line: &str) -> Result<String, String> {
+/// (the daemons' one client: [`netsched_control::request_line`]).
+pub fn request(socket: &Path, line: &str) -> Result<String, ClientError> {
     let hint = format!("netsched vswitch --control {}", socket.display());
-    netsched_testbed::access::request_line(socket, line, DEADLINE + Duration::from_secs(3), &hint)
-        .map_err(|e| e.to_string())
+    netsched_control::request_line(socket, line, DEADLINE + Duration::from_secs(3), &hint)
 }
 
 /// `netsched vswitch ctl`: talk to a running switch.
@@ -465,7 +339,7 @@ impl CtlOp {
 }
 
 pub fn run_ctl(a: &CtlArgs) -> anyhow::Result<()> {
-    let out = request(&a.socket, &a.op.line()).map_err(|e| anyhow::anyhow!(e))?;
+    let out = request(&a.socket, &a.op.line())?;
     print!("{out}");
     Ok(())
 }
@@ -473,6 +347,10 @@ pub fn run_ctl(a: &CtlArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::UnixStream;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     #[test]
     fn requests_parse_and_errors_name_the_wrong_word() {
@@ -505,7 +383,7 @@ mod tests {
             ("set-weight vg1 -3", "W \"-3\""),
             ("set-tier vg1 2 3", "unexpected \"3\""),
         ] {
-            let e = parse(bad).unwrap_err();
+            let e = parse(bad).unwrap_err().to_string();
             assert!(e.contains(want), "{bad:?}: want {want:?} in {e:?}");
         }
     }
@@ -515,7 +393,7 @@ mod tests {
         let (out, inbox) = channel();
         let soon = Instant::now() + Duration::from_millis(50);
         // Nobody takes the commands: the first COMMAND_QUEUE wait and time out ...
-        let e = out.execute(Command::Show, soon).unwrap_err();
+        let e = out.execute(Command::Show, soon).unwrap_err().to_string();
         assert!(e.contains("did not answer"), "{e}");
         for _ in 1..COMMAND_QUEUE {
             let _ = out.execute(Command::Show, Instant::now());
@@ -524,11 +402,15 @@ mod tests {
         let t = Instant::now();
         let e = out
             .execute(Command::Show, Instant::now() + Duration::from_secs(5))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("busy"), "{e}");
         assert!(t.elapsed() < Duration::from_secs(1));
         drop(inbox);
-        let e = out.execute(Command::Show, Instant::now()).unwrap_err();
+        let e = out
+            .execute(Command::Show, Instant::now())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("stopped"), "{e}");
     }
 
@@ -564,9 +446,11 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert!(v["ports"].is_array(), "{json}");
         assert_eq!(request(&path, "set-weight x 2").unwrap(), "weight set\n");
-        let e = request(&path, "set-tier nope 2").unwrap_err();
+        let e = request(&path, "set-tier nope 2").unwrap_err().to_string();
         assert_eq!(e, "no port \"nope\"");
-        let e = request(&path, &"x".repeat(MAX_REQUEST + 10)).unwrap_err();
+        let e = request(&path, &"x".repeat(MAX_REQUEST + 10))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("longer than 4096"), "{e}");
         // A client that sends nothing gets the deadline error, not a hang.
         let t = Instant::now();

@@ -14,6 +14,7 @@
 //! - [`switch`]: the event loop, per-port accounting, removal of vanished ports;
 //! - [`budget`]: the forwarding budget (rate, on/off periods, credit, lost budget);
 //! - [`control`]: the control socket (`--control`) and `netsched vswitch ctl`;
+//! - [`control_error`]: what a control request can run into, typed;
 //! - [`metrics`]: the Prometheus families (`--metrics`);
 //! - [`macs`]: the bounded MAC learning table of the return path;
 //! - [`stats`]: what is counted, per port and for the uplink;
@@ -28,6 +29,7 @@ pub mod budget;
 pub mod cli;
 pub mod config;
 pub mod control;
+pub mod control_error;
 pub mod frame;
 pub mod macs;
 pub mod metrics;

@@ -39,7 +39,7 @@ pub const OTHER_CLASS: ClassId = 1;
 const PPM: i64 = 1_000_000;
 
 /// P3 §4.2: two FIFO children of 100 packets each.
-pub fn p3_band() -> BandConfig {
+pub fn default_separation_band() -> BandConfig {
     BandConfig::with_limits(100, u64::MAX)
 }
 
@@ -94,7 +94,13 @@ impl<T: Packet> AckSeparation<T> {
 
     /// P3 as published: two 100-packet FIFOs, ACKs strictly first, no filter, no cap.
     pub fn p3() -> Self {
-        Self::new(&p3_band(), &p3_band(), false, None).expect("valid constants")
+        Self::new(
+            &default_separation_band(),
+            &default_separation_band(),
+            false,
+            None,
+        )
+        .expect("valid constants")
     }
 
     /// Index in the ACK queue of a queued ACK that `item` supersedes, if any.
@@ -302,8 +308,13 @@ mod tests {
     /// 0.66 ms instead of 58.08 ms, and 87 ACKs are handed back as `ack_filtered`.
     #[test]
     fn ack_filter_cuts_p3_worst_case_to_one_ack() {
-        let mut q: AckSeparation<Seg> =
-            AckSeparation::new(&p3_band(), &p3_band(), true, None).unwrap();
+        let mut q: AckSeparation<Seg> = AckSeparation::new(
+            &default_separation_band(),
+            &default_separation_band(),
+            true,
+            None,
+        )
+        .unwrap();
         assert!(q.enqueue(OTHER_CLASS, data(0), 0).is_queued());
         let mut handed_back = 0;
         for i in 1..=88u64 {
@@ -358,8 +369,13 @@ mod tests {
     /// RFC 3449 §5.2.1: a newer cumulative ACK of the same flow makes the queued one redundant.
     #[test]
     fn ack_filter_keeps_only_the_newest_cumulative_ack() {
-        let mut q: AckSeparation<Seg> =
-            AckSeparation::new(&p3_band(), &p3_band(), true, None).unwrap();
+        let mut q: AckSeparation<Seg> = AckSeparation::new(
+            &default_separation_band(),
+            &default_separation_band(),
+            true,
+            None,
+        )
+        .unwrap();
         assert_eq!(
             q.enqueue(ACK_CLASS, pure_ack(0, 7, 1000, 50), 0),
             Verdict::Queued
@@ -386,8 +402,13 @@ mod tests {
 
     #[test]
     fn ack_filter_spares_dup_acks_sack_window_updates_and_older_acks() {
-        let mut q: AckSeparation<Seg> =
-            AckSeparation::new(&p3_band(), &p3_band(), true, None).unwrap();
+        let mut q: AckSeparation<Seg> = AckSeparation::new(
+            &default_separation_band(),
+            &default_separation_band(),
+            true,
+            None,
+        )
+        .unwrap();
         // Three duplicate ACKs (fast-retransmit signal, RFC 5681 §3.2), then a newer ACK.
         for id in 0..3 {
             assert_eq!(
@@ -424,8 +445,13 @@ mod tests {
     /// Serial-number arithmetic (RFC 1982): 0x10 is newer than 0xFFFF_FF00 across the wrap.
     #[test]
     fn ack_filter_handles_sequence_wraparound() {
-        let mut q: AckSeparation<Seg> =
-            AckSeparation::new(&p3_band(), &p3_band(), true, None).unwrap();
+        let mut q: AckSeparation<Seg> = AckSeparation::new(
+            &default_separation_band(),
+            &default_separation_band(),
+            true,
+            None,
+        )
+        .unwrap();
         assert_eq!(
             q.enqueue(ACK_CLASS, pure_ack(0, 1, 0xFFFF_FF00, 9), 0),
             Verdict::Queued
@@ -506,13 +532,23 @@ mod tests {
     #[test]
     fn ack_config_errors_name_the_field() {
         for bad in [0.0, 1.5, f64::NAN, -0.1] {
-            let e =
-                AckSeparation::<Seg>::new(&p3_band(), &p3_band(), false, Some(bad)).unwrap_err();
+            let e = AckSeparation::<Seg>::new(
+                &default_separation_band(),
+                &default_separation_band(),
+                false,
+                Some(bad),
+            )
+            .unwrap_err();
             assert_eq!(e.field(), Some("ack_share_max"), "{e}");
             assert!(matches!(e, QdiscConfigError::OutOfRange { .. }), "{e:?}");
         }
-        let e = AckSeparation::<Seg>::new(&p3_band(), &BandConfig::with_limits(0, 1), false, None)
-            .unwrap_err();
+        let e = AckSeparation::<Seg>::new(
+            &default_separation_band(),
+            &BandConfig::with_limits(0, 1),
+            false,
+            None,
+        )
+        .unwrap_err();
         assert_eq!(e, QdiscConfigError::too_small("other.limit_packets", 1));
         let mut q: AckSeparation<Seg> = AckSeparation::p3();
         assert!(matches!(

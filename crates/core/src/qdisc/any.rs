@@ -1,7 +1,7 @@
 //! [`AnyQdisc`]: the enum engines dispatch through, and [`QdiscConfig`], its serde form
 //! (TOML/JSON `kind = "..."`), so engines never know which discipline they run.
 
-use super::ack::{p3_band, AckSeparation};
+use super::ack::{default_separation_band, AckSeparation};
 use super::delay::{DelayConstrained, DelayInterfaceConfig};
 use super::drr::{Drr, DrrClassConfig};
 use super::edf::{Edf, EdfClassConfig};
@@ -46,9 +46,9 @@ pub enum QdiscConfig {
     /// P3 ACK separation: class 0 = pure TCP ACKs (strictly first), class 1 = the rest
     /// (`ack.rs`), with optional ACK filter and ACK share cap.
     AckSeparation {
-        #[serde(default = "p3_band")]
+        #[serde(default = "default_separation_band")]
         ack: BandConfig,
-        #[serde(default = "p3_band")]
+        #[serde(default = "default_separation_band")]
         other: BandConfig,
         #[serde(default)]
         ack_filter: bool,

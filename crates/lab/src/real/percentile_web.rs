@@ -880,7 +880,7 @@ pub fn run_experiment(
         });
         std::fs::write(
             out.join(format!("real-{m}-status.txt")),
-            netsched_nfq::ctl::format_status(&r.status),
+            netsched_nfq::ctl_client::format_status(&r.status),
         )?;
         results.runs.push(Run {
             config: json!({
@@ -997,7 +997,7 @@ pub fn run_experiment(
         notes.push(format!(
             "Final daemon status, {}:\n\n```\n{}```",
             r.mode.as_str(),
-            netsched_nfq::ctl::format_status(&r.status)
+            netsched_nfq::ctl_client::format_status(&r.status)
         ));
     }
     Ok((

@@ -16,13 +16,13 @@ enum Cmd {
     /// Run the percentile scheduling daemon (= `netsched nfq`).
     Nfq(Box<netsched_nfq::cli::NfqArgs>),
     /// Control a running daemon (= `netsched ctl`).
-    Ctl(netsched_nfq::ctl::CtlArgs),
+    Ctl(netsched_nfq::ctl_client::CtlArgs),
 }
 
 fn main() {
     let r = match Cli::parse().cmd {
         Cmd::Nfq(a) => netsched_nfq::cli::run(*a),
-        Cmd::Ctl(a) => netsched_nfq::ctl::run(a),
+        Cmd::Ctl(a) => netsched_nfq::ctl_client::run(a),
     };
     if let Err(e) = r {
         eprintln!("netsched: error: {e:#}");

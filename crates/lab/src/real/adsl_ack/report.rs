@@ -70,7 +70,11 @@ fn run_record(m: &Measured) -> Run {
             "link_accounting": link.map(|l| {
                 match (l.ab.check_accounting(), l.ba.check_accounting()) {
                     (Ok(()), Ok(())) => "balanced".to_string(),
-                    (a, b) => format!("{:?} {:?}", a.err(), b.err()),
+                    (a, b) => format!(
+                        "{:?} {:?}",
+                        a.err().map(|e| e.to_string()),
+                        b.err().map(|e| e.to_string())
+                    ),
                 }
             }),
             "link_up": link.map(|l| &l.ab),

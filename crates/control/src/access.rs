@@ -1,15 +1,16 @@
 //! Who may use a daemon's local control socket. One rule for every daemon (`netsched nfq`,
 //! `netsched balance`, `netsched vswitch`): the peer (its `SO_PEERCRED`, see
-//! [`crate::sys::peer_cred`]) is root, the daemon's own user, or a member — primary or
-//! supplementary — of the one configured control group. The socket file itself is mode 0660
-//! with that group; this check is the second gate, per connection.
+//! [`netsched_sys::socket::peer_cred`]) is root, the daemon's own user, or a member — primary
+//! or supplementary — of the one configured control group. The socket file itself is mode
+//! 0660 with that group ([`crate::socket_file`]); this check is the second gate, per
+//! connection ([`crate::server`] applies it before reading a byte).
 //!
-//! Why here: the rule is operating-system plumbing of a real run (uids, `/etc/group`,
-//! `/proc/<pid>/status`, a socket option), like the processes and signals this crate owns,
-//! and every daemon crate already depends on `netsched-testbed`. Nothing here knows what a
-//! daemon's requests mean.
+//! Cost: one `getsockopt` per connection; `/proc/<pid>/status` (at most
+//! [`MAX_STATUS_FILE`] bytes) only when a group is configured and the cheaper tests fail;
+//! `/etc/group` (at most [`MAX_GROUP_FILE`]) once, when the daemon starts.
 
-use crate::sys::{euid, peer_cred, PeerCred};
+use netsched_sys::process::euid;
+use netsched_sys::socket::{peer_cred, PeerCred};
 use std::io::Read;
 use std::os::fd::AsRawFd;
 
@@ -244,110 +245,5 @@ mod tests {
         assert_eq!(parse_groups_line("Groups:\n"), Vec::<u32>::new());
         assert_eq!(parse_groups_line("Name: x\n"), Vec::<u32>::new());
         assert!(supplementary_groups(-1).is_empty());
-    }
-}
-
-/// Largest answer a control client reads from a daemon (a `show` of thousands of servers or
-/// ports is well under a MiB).
-pub const MAX_ANSWER: u64 = 16 << 20;
-
-/// Why a line-protocol control request failed (`netsched balance ctl`, `netsched vswitch ctl`).
-#[derive(Debug)]
-pub enum RequestError {
-    /// No daemon answers on the socket; `hint` says which command should be running.
-    Connect {
-        socket: std::path::PathBuf,
-        hint: String,
-        source: std::io::Error,
-    },
-    /// The request could not be sent, or the answer not read, within `wait`.
-    Io {
-        socket: std::path::PathBuf,
-        what: &'static str,
-        source: std::io::Error,
-    },
-    /// The daemon answered with an error (its `error: …` line, without the prefix).
-    Refused(String),
-}
-
-impl std::fmt::Display for RequestError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RequestError::Connect {
-                socket,
-                hint,
-                source,
-            } => write!(
-                f,
-                "cannot connect to {}: {source} (is `{hint}` running? root or the control group?)",
-                socket.display()
-            ),
-            RequestError::Io {
-                socket,
-                what,
-                source,
-            } if matches!(
-                source.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ) =>
-            {
-                write!(
-                    f,
-                    "{what} {}: timed out (no answer in time)",
-                    socket.display()
-                )
-            }
-            RequestError::Io {
-                socket,
-                what,
-                source,
-            } => write!(f, "{what} {}: {source}", socket.display()),
-            RequestError::Refused(e) => f.write_str(e),
-        }
-    }
-}
-
-impl std::error::Error for RequestError {}
-
-/// The client side of the daemons' line protocol: send `line` to the Unix `socket`, read the
-/// answer until the daemon closes (at most [`MAX_ANSWER`] bytes, each read and write within
-/// `wait`). An answer starting with an `ok` line is a success (the rest is returned); anything
-/// else is the daemon's error. `hint` names the command that serves the socket, for the
-/// "cannot connect" message.
-pub fn request_line(
-    socket: &std::path::Path,
-    line: &str,
-    wait: std::time::Duration,
-    hint: &str,
-) -> Result<String, RequestError> {
-    use std::io::Write;
-    let io = |what, source| RequestError::Io {
-        socket: socket.to_path_buf(),
-        what,
-        source,
-    };
-    let mut s = std::os::unix::net::UnixStream::connect(socket).map_err(|source| {
-        RequestError::Connect {
-            socket: socket.to_path_buf(),
-            hint: hint.to_string(),
-            source,
-        }
-    })?;
-    s.set_read_timeout(Some(wait)).ok();
-    s.set_write_timeout(Some(wait)).ok();
-    s.write_all(format!("{line}\n").as_bytes())
-        .map_err(|e| io("sending to", e))?;
-    let mut out = String::new();
-    s.take(MAX_ANSWER)
-        .read_to_string(&mut out)
-        .map_err(|e| io("reading the answer from", e))?;
-    match out.split_once('\n') {
-        Some(("ok", rest)) => Ok(rest.to_string()),
-        _ => {
-            let t = out.trim();
-            Err(RequestError::Refused(
-                t.strip_prefix("error: ").unwrap_or(t).to_string(),
-            ))
-        }
     }
 }

@@ -7,7 +7,10 @@ use crate::packet::FiveTuple;
 use netsched_core::qdisc::fifo::Fifo;
 use netsched_core::qdisc::percentile::{PercentileMemory, PercentileQueue};
 use netsched_core::qdisc::prio::{BandConfig, StrictPriority};
-use netsched_core::qdisc::{AnyQdisc, ClassId, ClassStatus, Feedback, Packet, Qdisc, Verdict};
+use netsched_core::qdisc::{
+    AnyQdisc, ClassId, ClassStatus, Feedback, Packet, PercentileConfigError, Qdisc,
+    QdiscConfigError, Verdict,
+};
 use netsched_core::Nanos;
 
 /// A held request: the first packet's id; follow-up packets of the same flow wait in the
@@ -29,6 +32,26 @@ impl Packet for HeldRequest {
     }
 }
 
+/// Why the discipline could not be built: the core's own error, naming the field.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SchedulerError {
+    /// The Percentile discipline's classes or deadline.
+    Percentile(PercentileConfigError),
+    /// Strict priority's bands.
+    Bands(QdiscConfigError),
+}
+
+impl std::fmt::Display for SchedulerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SchedulerError::Percentile(e) => e.fmt(f),
+            SchedulerError::Bands(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SchedulerError {}
+
 /// One discipline instance.
 #[derive(Debug)]
 pub struct Scheduler(AnyQdisc<HeldRequest>);
@@ -40,7 +63,7 @@ impl Scheduler {
         percentiles: &[u32],
         deadline: &Deadline,
         limit: usize,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, SchedulerError> {
         Ok(Scheduler(match kind {
             DisciplineKind::Fifo => AnyQdisc::Fifo(Fifo::new(limit, u64::MAX)),
             DisciplineKind::Percentile => AnyQdisc::Percentile(
@@ -50,14 +73,14 @@ impl Scheduler {
                     deadline.core(),
                     PercentileMemory::Forever,
                 )
-                .map_err(|e| e.to_string())?,
+                .map_err(SchedulerError::Percentile)?,
             ),
             DisciplineKind::Strict => AnyQdisc::StrictPriority(
                 StrictPriority::new(&vec![
                     BandConfig::with_limits(limit, u64::MAX);
                     percentiles.len()
                 ])
-                .map_err(|e| e.to_string())?,
+                .map_err(SchedulerError::Bands)?,
             ),
         }))
     }
@@ -89,16 +112,16 @@ impl Scheduler {
     pub fn completed(&mut self, class: ClassId, latency: Nanos, now: Nanos) {
         self.0.feedback(Feedback::Completed { class, latency }, now)
     }
-    pub fn set_percentile(&mut self, class: ClassId, p: u32) -> Result<(), String> {
+    pub fn set_percentile(&mut self, class: ClassId, p: u32) -> Result<(), PercentileConfigError> {
         match &mut self.0 {
-            AnyQdisc::Percentile(q) => q.set_percentile(class, p).map_err(|e| e.to_string()),
+            AnyQdisc::Percentile(q) => q.set_percentile(class, p),
             _ => Ok(()),
         }
     }
     /// Auto modes: the discipline keeps the running mean / quantile itself.
-    pub fn set_deadline(&mut self, d: &Deadline) -> Result<(), String> {
+    pub fn set_deadline(&mut self, d: &Deadline) -> Result<(), PercentileConfigError> {
         match &mut self.0 {
-            AnyQdisc::Percentile(q) => q.set_deadline(d.core()).map_err(|e| e.to_string()),
+            AnyQdisc::Percentile(q) => q.set_deadline(d.core()),
             _ => Ok(()),
         }
     }

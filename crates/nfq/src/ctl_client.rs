@@ -1,5 +1,6 @@
-//! `netsched ctl`: control the running daemon (the thesis's ioctl API, P0 Table 9, over the
-//! daemon's Unix socket — see [`crate::control`]).
+//! The client of the daemon's control socket, `netsched ctl`: its arguments, the request each
+//! verb sends, and the status table it prints (the thesis's ioctl API, P0 Table 9, over the
+//! daemon's Unix socket; the daemon's side is [`crate::control`]).
 
 use crate::config::{fmt_duration, DEFAULT_SOCKET};
 use crate::control::{request, Request};
