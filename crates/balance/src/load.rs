@@ -36,16 +36,18 @@
 //! counters (< 1 % relative error) for the run. Connections are bounded by
 //! [`MAX_CONNECTIONS`], the rate by [`MAX_RATE`], the run by [`MAX_DURATION`].
 //!
-//! The framing handled is what HTTP/1.1 servers send to a GET (RFC 9112 §6.3): a status
-//! without a body (1xx, 204, 304), `Content-Length`, `Transfer-Encoding: chunked`
+//! The framing is the workspace's one HTTP/1 reader's (`netsched_util::http1`, RFC 9112 §6.3):
+//! a status without a body (204, 304), `Content-Length`, `Transfer-Encoding: chunked`
 //! (chunk extensions and trailers skipped), and `Connection: close` (the connection is
-//! reopened for the next request). A response read to the close is refused (`framing`).
+//! reopened for the next request). An interim 1xx response and a response read to the close
+//! are refused (`framing`).
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use netsched_core::units::{format_duration, parse_duration_in};
 use netsched_core::Nanos;
 use netsched_sys::Epoll;
+use netsched_util::http1::{Event, Framing, HeadError, ReadError, ResponseReader};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -58,7 +60,8 @@ pub const MAX_CONNECTIONS: usize = 4096;
 pub const MAX_RATE: f64 = 1e6;
 /// Longest run.
 pub const MAX_DURATION: Nanos = 3600 * netsched_core::SEC;
-/// Largest response head.
+/// A connection's read buffer (a response head is at most
+/// `netsched_util::http1::MAX_RESPONSE_HEAD`).
 pub const MAX_HEAD: usize = 64 * 1024;
 
 /// `netsched balance load URL --rate R`: open-loop HTTP/1.1 GETs, latency corrected for
@@ -222,21 +225,6 @@ impl Failure {
     }
 }
 
-/// Where the parser is in one response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Part {
-    Head,
-    /// `Content-Length` bytes still to come.
-    Body(u64),
-    /// Waiting for a chunk-size line.
-    ChunkSize,
-    /// Chunk bytes still to come, then its CRLF.
-    ChunkData(u64),
-    ChunkEnd,
-    /// Trailer lines, up to the empty one.
-    Trailers,
-}
-
 /// What the parser found when a response ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Done {
@@ -244,178 +232,49 @@ struct Done {
     keep_alive: bool,
 }
 
-/// An incremental HTTP/1.1 response parser over a fixed buffer of [`MAX_HEAD`] bytes: the
-/// head and each chunk-size or trailer line must fit in it; bodies stream through.
-struct Parser {
-    buf: Vec<u8>,
-    start: usize,
-    end: usize,
-    part: Part,
-    status: u16,
-    keep_alive: bool,
-}
+/// The workspace's HTTP/1 response reader (`netsched_util::http1`, its cheap mode: no header
+/// map) over a fixed buffer of [`MAX_HEAD`] bytes, refusing what a load generator cannot time:
+/// an interim response to a GET, a body read to the close.
+struct Parser(ResponseReader);
 
 impl Parser {
     fn new() -> Self {
-        Self {
-            buf: vec![0; MAX_HEAD],
-            start: 0,
-            end: 0,
-            part: Part::Head,
-            status: 0,
-            keep_alive: true,
-        }
+        Parser(ResponseReader::new(MAX_HEAD))
     }
 
     /// Room to read into (compacting first); `Err` when a head or line fills the buffer.
     fn space(&mut self) -> Result<&mut [u8], Failure> {
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        } else if self.end == self.buf.len() {
-            self.buf.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-            if self.end == self.buf.len() {
-                return Err(Failure::Malformed);
-            }
-        }
-        Ok(&mut self.buf[self.end..])
-    }
-
-    fn line(&mut self) -> Option<std::ops::Range<usize>> {
-        let i = self.buf[self.start..self.end]
-            .windows(2)
-            .position(|w| w == b"\r\n")?;
-        let r = self.start..self.start + i;
-        self.start += i + 2;
-        Some(r)
+        self.0.space().map_err(failure)
     }
 
     /// Parse what has arrived. `Ok(Some)` when a whole response has been read (the bytes
     /// after it stay for the next one), `Ok(None)` when more is needed.
     fn advance(&mut self) -> Result<Option<Done>, Failure> {
         loop {
-            let avail = (self.end - self.start) as u64;
-            match self.part {
-                Part::Head => {
-                    let Some(i) = self.buf[self.start..self.end]
-                        .windows(4)
-                        .position(|w| w == b"\r\n\r\n")
-                    else {
-                        return Ok(None);
-                    };
-                    let head_end = self.start + i + 4;
-                    self.part = self.head(head_end)?;
-                    self.start = head_end;
-                }
-                Part::Body(0) => return Ok(Some(self.finish())),
-                Part::Body(n) => {
-                    let take = n.min(avail);
-                    self.start += take as usize;
-                    self.part = Part::Body(n - take);
-                    if take == 0 {
-                        return Ok(None);
-                    }
-                }
-                Part::ChunkSize => {
-                    let Some(l) = self.line() else {
-                        return Ok(None);
-                    };
-                    let text = &self.buf[l];
-                    let size = text.split(|&b| b == b';').next().unwrap_or(&[]);
-                    let size = std::str::from_utf8(size)
-                        .ok()
-                        .and_then(|t| u64::from_str_radix(t.trim(), 16).ok())
-                        .ok_or(Failure::Malformed)?;
-                    self.part = if size == 0 {
-                        Part::Trailers
-                    } else {
-                        Part::ChunkData(size)
-                    };
-                }
-                Part::ChunkData(0) => self.part = Part::ChunkEnd,
-                Part::ChunkData(n) => {
-                    let take = n.min(avail);
-                    self.start += take as usize;
-                    self.part = Part::ChunkData(n - take);
-                    if take == 0 {
-                        return Ok(None);
-                    }
-                }
-                Part::ChunkEnd => {
-                    let Some(l) = self.line() else {
-                        return Ok(None);
-                    };
-                    if !l.is_empty() {
-                        return Err(Failure::Malformed);
-                    }
-                    self.part = Part::ChunkSize;
-                }
-                Part::Trailers => {
-                    let Some(l) = self.line() else {
-                        return Ok(None);
-                    };
-                    if l.is_empty() {
-                        return Ok(Some(self.finish()));
-                    }
+            match self.0.advance().map_err(failure)? {
+                Event::NeedMore => return Ok(None),
+                // Interim responses are not expected for a GET.
+                Event::Interim(_) => return Err(Failure::Framing),
+                // Read to the close (RFC 9112 §6.3 item 8): not timed here.
+                Event::Head(h) if h.framing == Framing::Close => return Err(Failure::Framing),
+                Event::Head(_) => {}
+                Event::Done(h) => {
+                    return Ok(Some(Done {
+                        status: h.status,
+                        keep_alive: h.keep_alive,
+                    }))
                 }
             }
         }
     }
+}
 
-    fn finish(&mut self) -> Done {
-        self.part = Part::Head;
-        Done {
-            status: self.status,
-            keep_alive: self.keep_alive,
-        }
-    }
-
-    /// Parse the head in `buf[start..head_end]`; the body's framing (RFC 9112 §6.3).
-    fn head(&mut self, head_end: usize) -> Result<Part, Failure> {
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut resp = httparse::Response::new(&mut headers);
-        match resp.parse(&self.buf[self.start..head_end]) {
-            Ok(httparse::Status::Complete(_)) => {}
-            _ => return Err(Failure::Malformed),
-        }
-        let status = resp.code.ok_or(Failure::Malformed)?;
-        let mut length = None;
-        let mut chunked = false;
-        let mut keep_alive = resp.version != Some(0);
-        for h in resp.headers.iter() {
-            if h.name.eq_ignore_ascii_case("content-length") {
-                let v = std::str::from_utf8(h.value)
-                    .ok()
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .ok_or(Failure::Malformed)?;
-                length = Some(v);
-            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-                chunked = h.value.eq_ignore_ascii_case(b"chunked");
-            } else if h.name.eq_ignore_ascii_case("connection") {
-                let v = String::from_utf8_lossy(h.value).to_ascii_lowercase();
-                if v.split(',').any(|t| t.trim() == "close") {
-                    keep_alive = false;
-                } else if v.split(',').any(|t| t.trim() == "keep-alive") {
-                    keep_alive = true;
-                }
-            }
-        }
-        if (100..200).contains(&status) {
-            return Err(Failure::Framing); // interim responses are not expected for a GET
-        }
-        self.status = status;
-        self.keep_alive = keep_alive;
-        Ok(if status == 204 || status == 304 {
-            Part::Body(0) // no body (rule 1)
-        } else if chunked {
-            Part::ChunkSize // rule 4
-        } else if let Some(n) = length {
-            Part::Body(n) // rule 6
-        } else {
-            return Err(Failure::Framing); // read to the close (rule 8): not timed here
-        })
+/// The failure a reader error is counted as: an unasked-for 101 is framing, the rest is
+/// malformed.
+fn failure(e: ReadError) -> Failure {
+    match e {
+        ReadError::Head(HeadError::Upgrade) => Failure::Framing,
+        _ => Failure::Malformed,
     }
 }
 
@@ -693,7 +552,7 @@ fn read_response(slot: &mut Slot) -> Result<Option<Done>, Failure> {
             Ok(0) => return Err(Failure::Closed),
             Ok(n) => {
                 slot.got_bytes = true;
-                slot.parser.end += n;
+                slot.parser.0.filled(n);
                 if let Some(d) = slot.parser.advance()? {
                     return Ok(Some(d));
                 }
@@ -834,9 +693,7 @@ mod tests {
         let mut p = Parser::new();
         let mut done = Vec::new();
         for c in bytes.chunks(piece) {
-            let space = p.space()?;
-            space[..c.len()].copy_from_slice(c);
-            p.end += c.len();
+            p.0.push(c).map_err(failure)?;
             while let Some(d) = p.advance()? {
                 done.push(d);
             }

@@ -9,7 +9,7 @@
 
 use anyhow::{anyhow, bail, Result};
 use netsched_core::qdisc::prio::BandConfig;
-use netsched_core::qdisc::{ClassId, QdiscConfig};
+use netsched_core::qdisc::{limits, ClassId, QdiscConfig};
 
 /// How a frame's class is decided for a discipline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -65,8 +65,8 @@ pub fn parse_qdisc(text: &str) -> Result<QdiscSpec> {
         };
         match name {
             "fifo" => QdiscConfig::Fifo {
-                limit_packets: n.unwrap_or(1000),
-                limit_bytes: u64::MAX,
+                limit_packets: n.unwrap_or(limits::DEFAULT_LIMIT_PACKETS),
+                limit_bytes: limits::NO_BYTE_LIMIT,
             },
             _ => bail!(
                 "qdisc `{t}`: unknown discipline `{name}` (fifo[:N], ack-sep[:N][+filter][+cap=S], or JSON)"

@@ -2,9 +2,10 @@
 //!
 //! - [`daemon`]: `netsched nfq`, the percentile scheduler on the NFQUEUE packet path
 //! - [`ctl_client`]: `netsched ctl`, the thesis's control API over a local socket
-//! - [`web`] + [`loadgen`]: nginx behind the daemon in namespaces, and the thesis's closed-loop
-//!   HTTP load — the rig `netsched lab run percentile-web --real` (`netsched_lab::real`) and
-//!   this crate's own daemon tests drive
+//!
+//! The experiment that runs the daemon behind nginx under the thesis's closed-loop load
+//! (`netsched lab run percentile-web --real`) lives in the lab
+//! (`netsched_lab::real::percentile_web`: rig, load generator, checks).
 //!
 //! Inside: [`engine`] decides (no I/O, unit-tested), [`netlink`] talks nfnetlink_queue (over
 //! `netsched_sys`'s netlink socket, where every system call of the crate is),
@@ -26,10 +27,8 @@ pub mod daemon;
 pub mod discipline;
 pub mod engine;
 pub mod iptables;
-pub mod loadgen;
 pub mod metrics;
 pub mod netlink;
 pub mod packet;
-pub mod web;
 
 pub use netsched_core::{Nanos, MS, SEC};

@@ -1,6 +1,6 @@
-//! # netsched-util — statistics and bounded file reads, with no other netsched dependency
+//! # netsched-util — statistics, bounded file reads and HTTP/1 responses, with no other netsched dependency
 //!
-//! Two small things every layer needs and none should pull a larger crate in for:
+//! Small things several layers need and none should pull a larger crate in for:
 //! - [`stats`]: the one definition of percentiles (nearest rank), means, spreads and 95%
 //!   confidence intervals, so "p99" means the same thing in a data plane's bench, the lab and
 //!   the report (`netsched_report::stats` re-exports this module);
@@ -8,12 +8,15 @@
 //!   results file goes through (`netsched_report::read` re-exports it);
 //! - [`notify`]: the sd_notify(3) datagram a daemon sends its service manager (`READY=1`
 //!   once its sockets are bound, `RELOADING=1`, `STOPPING=1`).
+//! - [`http1`]: the one HTTP/1.x response reader (head, framing, body decoding), shared by the
+//!   balancer's backend client and every load generator.
 //!
-//! A leaf: it depends on `serde` and `anyhow` only, so a data plane can use it without
+//! A leaf: it depends on `serde`, `anyhow` and `httparse` only, so a data plane can use it without
 //! depending on the report (SVG, markdown) or on another data plane.
 
 #![forbid(unsafe_code)]
 
+pub mod http1;
 pub mod notify;
 pub mod read;
 pub mod stats;

@@ -43,6 +43,11 @@ pub fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
     Some(sorted[rank.clamp(1, n) - 1])
 }
 
+/// [`percentile`] of an unsorted sample (a sorted copy is made: O(n log n), n floats).
+pub fn percentile_of(xs: &[f64], q: f64) -> Option<f64> {
+    percentile(&sorted(xs), q)
+}
+
 /// Arithmetic mean; `None` for an empty sample.
 pub fn mean(xs: &[f64]) -> Option<f64> {
     if xs.is_empty() {
@@ -206,6 +211,9 @@ mod tests {
         let h: Vec<f64> = (1..=100).map(f64::from).collect();
         assert_eq!(percentile(&h, 0.99), Some(99.0));
         assert_eq!(percentile(&h, 0.995), Some(100.0));
+        // Unsorted input: the same answer from a sorted copy.
+        assert_eq!(percentile_of(&[5.0, 1.0, 4.0, 2.0, 3.0], 0.21), Some(2.0));
+        assert_eq!(percentile_of(&[], 0.5), None);
     }
 
     #[test]

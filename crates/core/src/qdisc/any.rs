@@ -13,22 +13,15 @@ use super::{ClassId, Feedback, Packet, Qdisc, QdiscConfigError, QdiscStats, Verd
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 
-fn default_limit() -> usize {
-    1000
-}
-fn no_byte_limit() -> u64 {
-    u64::MAX
-}
-
 /// Configuration of a discipline, as written in scenario and replay files.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum QdiscConfig {
     /// Tail-drop FIFO.
     Fifo {
-        #[serde(default = "default_limit")]
+        #[serde(default = "super::limits::default_limit_packets")]
         limit_packets: usize,
-        #[serde(default = "no_byte_limit")]
+        #[serde(default = "super::limits::no_byte_limit")]
         limit_bytes: u64,
     },
     /// Strict priority over FIFO bands, band 0 first (`prio.rs`).
@@ -61,7 +54,7 @@ pub enum QdiscConfig {
         /// Target percent per class, e.g. `[90, 80, 70, 60, 50]`.
         percentiles: Vec<u32>,
         /// Per-class queue limit.
-        #[serde(default = "default_limit")]
+        #[serde(default = "super::limits::default_limit_packets")]
         limit_packets: usize,
         /// `"auto"` (running mean response time), `{ ms = 4.0 }` or `{ ns = 4000000 }`.
         #[serde(default)]

@@ -133,10 +133,6 @@ impl DelayBitmap {
     }
 }
 
-fn default_limit() -> usize {
-    1000
-}
-
 /// One interface of a [`DelayConstrained`] scheduler (serde form).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -149,7 +145,7 @@ pub struct DelayInterfaceConfig {
     #[serde(default)]
     pub bound_ns: Option<u64>,
     /// Queue limit in packets.
-    #[serde(default = "default_limit")]
+    #[serde(default = "super::limits::default_limit_packets")]
     pub limit_packets: usize,
 }
 

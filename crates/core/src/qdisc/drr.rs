@@ -26,12 +26,6 @@ use std::collections::VecDeque;
 fn default_quantum() -> u32 {
     1514
 }
-fn default_limit_packets() -> usize {
-    1000
-}
-fn no_byte_limit() -> u64 {
-    u64::MAX
-}
 
 /// One DRR class: quantum in bytes (default 1514, one Ethernet frame, like `sch_drr`'s
 /// default of the device MTU) and its queue limits.
@@ -40,9 +34,9 @@ fn no_byte_limit() -> u64 {
 pub struct DrrClassConfig {
     #[serde(default = "default_quantum")]
     pub quantum: u32,
-    #[serde(default = "default_limit_packets")]
+    #[serde(default = "super::limits::default_limit_packets")]
     pub limit_packets: usize,
-    #[serde(default = "no_byte_limit")]
+    #[serde(default = "super::limits::no_byte_limit")]
     pub limit_bytes: u64,
 }
 

@@ -22,21 +22,14 @@ use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-fn default_limit_packets() -> usize {
-    1000
-}
-fn no_byte_limit() -> u64 {
-    u64::MAX
-}
-
 /// One EDF class: relative deadline in microseconds and its queue limits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EdfClassConfig {
     pub deadline_us: u64,
-    #[serde(default = "default_limit_packets")]
+    #[serde(default = "super::limits::default_limit_packets")]
     pub limit_packets: usize,
-    #[serde(default = "no_byte_limit")]
+    #[serde(default = "super::limits::no_byte_limit")]
     pub limit_bytes: u64,
 }
 

@@ -27,6 +27,7 @@ pub mod edf;
 mod error;
 pub mod fifo;
 pub mod latency_quantile;
+pub mod limits;
 pub mod percentile;
 pub mod prio;
 pub mod wf2q;

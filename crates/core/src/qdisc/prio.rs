@@ -18,28 +18,21 @@ use super::{
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 
-fn default_limit_packets() -> usize {
-    1000
-}
-fn no_byte_limit() -> u64 {
-    u64::MAX
-}
-
 /// Limits of one band/class queue (`limit_packets` default 1000, `limit_bytes` default none).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BandConfig {
-    #[serde(default = "default_limit_packets")]
+    #[serde(default = "super::limits::default_limit_packets")]
     pub limit_packets: usize,
-    #[serde(default = "no_byte_limit")]
+    #[serde(default = "super::limits::no_byte_limit")]
     pub limit_bytes: u64,
 }
 
 impl Default for BandConfig {
     fn default() -> Self {
         Self {
-            limit_packets: default_limit_packets(),
-            limit_bytes: no_byte_limit(),
+            limit_packets: super::limits::DEFAULT_LIMIT_PACKETS,
+            limit_bytes: super::limits::NO_BYTE_LIMIT,
         }
     }
 }

@@ -60,12 +60,6 @@ const SCAN_MAX_CLASSES: usize = 8;
 fn default_weight() -> u32 {
     1
 }
-fn default_limit_packets() -> usize {
-    1000
-}
-fn no_byte_limit() -> u64 {
-    u64::MAX
-}
 
 /// One WF2Q+ class: an integer weight ≥ 1 and its queue limits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,9 +67,9 @@ fn no_byte_limit() -> u64 {
 pub struct Wf2qClassConfig {
     #[serde(default = "default_weight")]
     pub weight: u32,
-    #[serde(default = "default_limit_packets")]
+    #[serde(default = "super::limits::default_limit_packets")]
     pub limit_packets: usize,
-    #[serde(default = "no_byte_limit")]
+    #[serde(default = "super::limits::no_byte_limit")]
     pub limit_bytes: u64,
 }
 

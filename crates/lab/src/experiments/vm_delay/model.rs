@@ -183,20 +183,11 @@ impl TierResult {
         self.all().loss_pct()
     }
     pub fn mean_ms(&self) -> f64 {
-        if self.latencies_ms.is_empty() {
-            f64::NAN
-        } else {
-            self.latencies_ms.iter().sum::<f64>() / self.latencies_ms.len() as f64
-        }
+        netsched_report::stats::mean(&self.latencies_ms).unwrap_or(f64::NAN)
     }
+    /// The nearest-rank `q`-quantile (`netsched_report::stats`), NaN for no sample.
     pub fn quantile_ms(&self, q: f64) -> f64 {
-        let mut v = self.latencies_ms.clone();
-        if v.is_empty() {
-            return f64::NAN;
-        }
-        v.sort_by(|a, b| a.total_cmp(b));
-        let i = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
-        v[i]
+        netsched_report::stats::percentile_of(&self.latencies_ms, q).unwrap_or(f64::NAN)
     }
     pub fn share_above_pct(&self, ms: f64) -> f64 {
         if self.latencies_ms.is_empty() {

@@ -64,11 +64,7 @@ fn mean_after(series: &[(f64, f64)], warmup: f64) -> Option<f64> {
         .filter(|(t, _)| *t > warmup + 0.5)
         .map(|(_, r)| *r)
         .collect();
-    if v.is_empty() {
-        None
-    } else {
-        Some(v.iter().sum::<f64>() / v.len() as f64)
-    }
+    netsched_report::stats::mean(&v)
 }
 
 /// The iperf3 servers of `spec` (upload: in remote, download: in local), each listening.

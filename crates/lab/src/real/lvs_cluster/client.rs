@@ -11,9 +11,10 @@
 //! the time was up; not a failure, counted apart). `sent == ok + errors + cut` is checked by
 //! the report.
 
-use super::host::{find_head_end, MAX_BODY, MAX_HEAD};
+use super::host::MAX_BODY;
 use anyhow::{anyhow, Result};
 use netsched_core::rng::SplitMix64;
+use netsched_util::http1::{Event, Framing, ResponseReader};
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -138,7 +139,7 @@ pub fn run(ns: &str, spec: &ClientSpec) -> Result<ClientResult> {
                 netsched_testbed::enter_netns(&ns)?;
                 let cpu0 = super::cpu::this_thread_cpu_ns();
                 let mut r = ClientResult::default();
-                let mut buf = vec![0u8; 64 * 1024];
+                let mut reader = ResponseReader::new(64 * 1024);
                 loop {
                     if stop.load(Ordering::Relaxed)
                         || start.elapsed() >= spec.duration
@@ -152,7 +153,7 @@ pub fn run(ns: &str, spec: &ClientSpec) -> Result<ClientResult> {
                     r.sent += 1;
                     let origin = rng.below(spec.origins.max(1) as u64);
                     let t0 = Instant::now();
-                    match one_request(&spec, origin, &mut buf, start) {
+                    match one_request(&spec, origin, &mut reader, start) {
                         Outcome::Ok => {
                             r.ok += 1;
                             let t1 = Instant::now();
@@ -211,9 +212,15 @@ pub fn run(ns: &str, spec: &ClientSpec) -> Result<ClientResult> {
     Ok(total)
 }
 
-/// One request on a fresh connection. Reads poll every 100 ms so a request still in flight
-/// when the cell ends is cut promptly.
-fn one_request(spec: &ClientSpec, origin: u64, buf: &mut [u8], start: Instant) -> Outcome {
+/// One request on a fresh connection, its answer read by the workspace's HTTP/1 reader
+/// (`netsched_util::http1`; HTTP/1.0, so the body is length- or close-delimited). Reads poll
+/// every 100 ms so a request still in flight when the cell ends is cut promptly.
+fn one_request(
+    spec: &ClientSpec,
+    origin: u64,
+    reader: &mut ResponseReader,
+    start: Instant,
+) -> Outcome {
     let mut conn = match TcpStream::connect_timeout(&spec.vip, Duration::from_secs(2)) {
         Ok(c) => c,
         Err(e) => {
@@ -234,48 +241,35 @@ fn one_request(spec: &ClientSpec, origin: u64, buf: &mut [u8], start: Instant) -
         return Outcome::Err(ErrorReason::Write);
     }
     let deadline = Instant::now() + spec.response_timeout;
-    let mut have = 0usize; // bytes of the head buffered
-    let mut head_len: Option<(usize, u16, Option<usize>)> = None; // (head end, status, length)
-    let mut body = 0usize;
+    reader.reset();
     loop {
-        let room = if head_len.is_none() {
-            &mut buf[have..MAX_HEAD]
-        } else {
-            &mut buf[..]
-        };
-        if room.is_empty() {
+        let Ok(room) = reader.space() else {
             return Outcome::Err(ErrorReason::BadResponse);
-        }
+        };
         match conn.read(room) {
             Ok(0) => {
-                // EOF: complete if no Content-Length was given (HTTP/1.0 close-delimited).
-                return match head_len {
-                    Some((_, status, None)) => status_outcome(status),
+                // EOF: complete if the body was close-delimited (no Content-Length).
+                return match reader.at_eof() {
+                    Ok(Some(s)) => status_outcome(s.status),
                     _ => Outcome::Err(ErrorReason::ClosedEarly),
                 };
             }
             Ok(n) => {
-                if let Some((_, _, _)) = head_len {
-                    body += n;
-                } else {
-                    have += n;
-                    if let Some(end) = find_head_end(&buf[..have]) {
-                        let Some((status, len)) = parse_status(&buf[..end]) else {
-                            return Outcome::Err(ErrorReason::BadResponse);
-                        };
-                        if len.is_some_and(|l| l > MAX_BODY) {
-                            return Outcome::Err(ErrorReason::BadResponse);
+                reader.filled(n);
+                loop {
+                    match reader.advance() {
+                        Err(_) => return Outcome::Err(ErrorReason::BadResponse),
+                        Ok(Event::Head(h)) => {
+                            if matches!(h.framing, Framing::Length(l) if l > MAX_BODY as u64) {
+                                return Outcome::Err(ErrorReason::BadResponse);
+                            }
                         }
-                        body = have - end;
-                        head_len = Some((end, status, len));
+                        Ok(Event::Done(h)) => return status_outcome(h.status),
+                        Ok(Event::Interim(_)) => {}
+                        Ok(Event::NeedMore) => break,
                     }
                 }
-                if let Some((_, status, Some(len))) = head_len {
-                    if body >= len {
-                        return status_outcome(status);
-                    }
-                }
-                if body > MAX_BODY {
+                if reader.body_bytes() > MAX_BODY as u64 {
                     return Outcome::Err(ErrorReason::BadResponse);
                 }
             }
@@ -301,30 +295,25 @@ fn status_outcome(status: u16) -> Outcome {
     }
 }
 
-/// Status code and Content-Length of a response head.
-pub fn parse_status(head: &[u8]) -> Option<(u16, Option<usize>)> {
-    let text = std::str::from_utf8(head).ok()?;
-    let mut lines = text.split("\r\n");
-    let mut first = lines.next()?.splitn(3, ' ');
-    let version = first.next()?;
-    if !version.starts_with("HTTP/1.") {
-        return None;
-    }
-    let status: u16 = first.next()?.parse().ok()?;
-    let mut len = None;
-    for l in lines {
-        if let Some((k, v)) = l.split_once(':') {
-            if k.trim().eq_ignore_ascii_case("content-length") {
-                len = Some(v.trim().parse().ok()?);
-            }
-        }
-    }
-    Some((status, len))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Status code and Content-Length of a response head, as the client's reader sees it.
+    fn parse_status(head: &[u8]) -> Option<(u16, Option<usize>)> {
+        let mut r = ResponseReader::new(0);
+        r.push(head).ok()?;
+        match r.advance().ok()? {
+            Event::Head(h) => Some((
+                h.status,
+                match h.framing {
+                    Framing::Length(n) => Some(n as usize),
+                    _ => None,
+                },
+            )),
+            _ => None,
+        }
+    }
 
     #[test]
     fn status_lines_parse() {

@@ -5,7 +5,7 @@
 
 use super::{Cell, Measured, RealParams};
 use crate::experiments::lvs_cluster::{Case, Setup};
-use netsched_report::{svg, Check, Cmp, Comparison, ExperimentOutput, Figure, Results, Run};
+use netsched_report::{stats, svg, Check, Cmp, Comparison, ExperimentOutput, Figure, Results, Run};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -73,27 +73,15 @@ fn fmt_rate(x: f64) -> String {
     }
 }
 
-fn quantile(v: &mut [f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let i = ((v.len() as f64 - 1.0) * q).round() as usize;
-    v[i.min(v.len() - 1)]
-}
-
 fn find<'a>(m: &'a Measured, case: Case, alg: &str, n: usize) -> Option<&'a Cell> {
     m.cells
         .iter()
         .find(|c| c.case == case && c.alg == alg && c.hosts == n)
 }
 
+/// The mean of a sample (`netsched_report::stats`), NaN for none.
 fn mean(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        f64::NAN
-    } else {
-        v.iter().sum::<f64>() / v.len() as f64
-    }
+    stats::mean(v).unwrap_or(f64::NAN)
 }
 
 /// Assemble the output.
@@ -110,8 +98,9 @@ pub fn build(
     let mut comparisons = Vec::new();
     let mut rows = Vec::new();
     for c in &m.cells {
-        let mut lat = c.client.latencies_s.clone();
-        let (p50, p99) = (quantile(&mut lat, 0.5), quantile(&mut lat, 0.99));
+        let lat = stats::sorted(&c.client.latencies_s);
+        let q = |q: f64| stats::percentile(&lat, q).unwrap_or(f64::NAN);
+        let (p50, p99) = (q(0.5), q(0.99));
         let simr = sim_rate(sim, s, c.case, &c.alg, c.hosts);
         let pap = paper(sim, s, c.case, &c.alg, c.hosts);
         results.runs.push(Run {

@@ -1,6 +1,8 @@
-//! The thesis's load generator (P0 §4: per client machine, n threads, each a persistent
-//! HTTP/1.1 connection sending m requests back to back and timing each from send to full
-//! response), as Rust threads that enter a client's network namespace with `setns`.
+//! The percentile-web experiment's load generator, the thesis's (P0 §4: per client machine,
+//! n threads, each a persistent HTTP/1.1 connection sending m requests back to back and
+//! timing each from send to full response), as Rust threads that enter a client's network
+//! namespace with `setns`. Responses are read by the workspace's one HTTP/1 reader
+//! (`netsched_util::http1`), whose 256 KiB buffer per thread the bodies stream through.
 //!
 //! Every request counted as sent is either answered (counted as received, with its response
 //! time) or recorded as an error with its reason — nothing disappears from the counts. A
@@ -9,6 +11,7 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use netsched_testbed::{enter_netns, interrupted, pin_to_cpu};
+use netsched_util::http1::{Event, Framing, ResponseReader};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -143,7 +146,7 @@ fn client_thread(
     );
     let addr = SocketAddr::from((c.server, spec.port));
     let mut conn: Option<TcpStream> = None;
-    let mut buf = vec![0u8; 256 * 1024];
+    let mut reader = ResponseReader::new(256 * 1024);
     let mut n = 0u64;
     while Instant::now() < end
         && !stops.iter().any(|s| s.load(Ordering::Relaxed))
@@ -156,6 +159,7 @@ fn client_thread(
             s.set_nodelay(true)?;
             s.set_read_timeout(Some(spec.read_timeout))?;
             conn = Some(s);
+            reader.reset();
         }
         let s = conn.as_mut().unwrap();
         let t0 = Instant::now();
@@ -167,7 +171,7 @@ fn client_thread(
         }
         out.sent[c.class] += 1;
         n += 1;
-        match read_response(s, &mut buf) {
+        match read_response(s, &mut reader) {
             Ok(keep_alive) => {
                 let t1 = Instant::now();
                 out.received[c.class] += 1;
@@ -189,91 +193,35 @@ fn client_thread(
     Ok(n >= spec.max_requests_per_thread)
 }
 
-fn find(h: &[u8], needle: &[u8]) -> Option<usize> {
-    h.windows(needle.len()).position(|w| w == needle)
-}
-
-/// Read one HTTP/1.1 response (Content-Length or chunked). Returns whether the connection
+/// Read one response with the workspace's HTTP/1 reader (`netsched_util::http1`, cheap mode):
+/// a 200 on HTTP/1.1 with a Content-Length or chunked body. Returns whether the connection
 /// stays open. Errors name what was wrong.
-pub fn read_response(s: &mut TcpStream, buf: &mut [u8]) -> Result<bool> {
-    let mut have = 0usize;
-    let header_end = loop {
-        if let Some(p) = find(&buf[..have], b"\r\n\r\n") {
-            break p + 4;
+pub fn read_response(s: &mut TcpStream, reader: &mut ResponseReader) -> Result<bool> {
+    loop {
+        match reader.advance()? {
+            Event::Done(h) => return Ok(h.keep_alive),
+            Event::Head(h) if h.status != 200 || !h.http11 => {
+                bail!(
+                    "unexpected status {} (HTTP/1.{})",
+                    h.status,
+                    u8::from(h.http11)
+                )
+            }
+            Event::Head(h) if h.framing == Framing::Close => {
+                bail!("response has neither Content-Length nor chunked encoding")
+            }
+            Event::Head(_) | Event::Interim(_) => continue,
+            Event::NeedMore => {}
         }
-        if have == buf.len() {
-            bail!("response headers larger than {} bytes", buf.len());
-        }
-        let n = s.read(&mut buf[have..])?;
+        let n = s.read(reader.space()?)?;
         if n == 0 {
-            bail!("connection closed before the response headers");
+            bail!(
+                "connection closed after {} body bytes, before the response's end",
+                reader.body_bytes()
+            );
         }
-        have += n;
-    };
-    let head = String::from_utf8_lossy(&buf[..header_end]).to_ascii_lowercase();
-    if !head.starts_with("http/1.1 200") {
-        bail!(
-            "unexpected status line {:?}",
-            head.lines().next().unwrap_or("")
-        );
+        reader.filled(n);
     }
-    let keep_alive = !head.contains("connection: close");
-    if let Some(cl) = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse::<usize>().ok())
-    {
-        let mut got = have - header_end;
-        while got < cl {
-            let n = s.read(&mut buf[..])?;
-            if n == 0 {
-                bail!("connection closed after {got} of {cl} body bytes");
-            }
-            got += n;
-        }
-        return Ok(keep_alive);
-    }
-    if head.contains("transfer-encoding: chunked") {
-        // Chunked body (RFC 9112 §7.1): size line, data, CRLF, ..., "0\r\n\r\n".
-        let mut data: Vec<u8> = buf[header_end..have].to_vec();
-        let mut pos = 0usize;
-        loop {
-            // need a full size line
-            let line_end = loop {
-                if let Some(p) = find(&data[pos..], b"\r\n") {
-                    break pos + p;
-                }
-                read_more(s, &mut data)?;
-            };
-            let size_txt = String::from_utf8_lossy(&data[pos..line_end]);
-            let size = usize::from_str_radix(size_txt.split(';').next().unwrap_or("").trim(), 16)
-                .map_err(|_| anyhow!("bad chunk size {size_txt:?}"))?;
-            pos = line_end + 2;
-            let need = pos + size + 2;
-            while data.len() < need {
-                read_more(s, &mut data)?;
-            }
-            pos = need;
-            if size == 0 {
-                return Ok(keep_alive);
-            }
-            if pos > 1 << 20 {
-                data.drain(..pos);
-                pos = 0;
-            }
-        }
-    }
-    bail!("response has neither Content-Length nor chunked encoding")
-}
-
-fn read_more(s: &mut TcpStream, data: &mut Vec<u8>) -> Result<()> {
-    let mut tmp = [0u8; 16384];
-    let n = s.read(&mut tmp)?;
-    if n == 0 {
-        bail!("connection closed inside a chunked body");
-    }
-    data.extend_from_slice(&tmp[..n]);
-    Ok(())
 }
 
 #[cfg(test)]
@@ -305,13 +253,13 @@ mod tests {
         });
         let mut s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut buf = vec![0u8; 4096];
+        let mut reader = ResponseReader::new(4096);
         s.write_all(b"1").unwrap();
-        assert!(read_response(&mut s, &mut buf).unwrap());
+        assert!(read_response(&mut s, &mut reader).unwrap());
         s.write_all(b"2").unwrap();
-        assert!(read_response(&mut s, &mut buf).unwrap());
+        assert!(read_response(&mut s, &mut reader).unwrap());
         s.write_all(b"3").unwrap();
-        let e = read_response(&mut s, &mut buf).unwrap_err().to_string();
+        let e = read_response(&mut s, &mut reader).unwrap_err().to_string();
         assert!(e.contains("404"), "{e}");
         server.join().unwrap();
     }

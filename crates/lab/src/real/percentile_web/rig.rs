@@ -212,11 +212,11 @@ http {{
         bail!("nginx did not answer within 10 s (is Debian's nginx-light installed?): {log}")
     }
 
-    pub fn clients(&self) -> Vec<crate::loadgen::Client> {
+    pub fn clients(&self) -> Vec<super::client::Client> {
         self.client_ns
             .iter()
             .enumerate()
-            .map(|(k, ns)| crate::loadgen::Client {
+            .map(|(k, ns)| super::client::Client {
                 netns: ns.clone(),
                 server: server_addr(k),
                 class: k,
@@ -229,7 +229,7 @@ http {{
         let out = self.tb.exec(&self.server_ns, iptables, &["-S"])?;
         Ok(out
             .lines()
-            .filter(|l| l.contains(crate::iptables::COMMENT_PREFIX))
+            .filter(|l| l.contains(netsched_nfq::iptables::COMMENT_PREFIX))
             .count())
     }
 }

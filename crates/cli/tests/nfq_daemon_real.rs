@@ -1,11 +1,14 @@
-//! The NFQUEUE daemon in the percentile-web rig on real Linux (root; nginx-light): SIGKILLed
-//! mid-run it fails open, its rules are replaced by the next start and removed by SIGTERM and
-//! by `cleanup`; every control verb works on the live daemon. Budget: ~10 s.
+//! The NFQUEUE daemon (`netsched nfq`, a separate process so it can be SIGKILLed) in the
+//! percentile-web rig on real Linux (root; nginx-light): SIGKILLed mid-run it fails open, its
+//! rules are replaced by the next start and removed by SIGTERM and by `cleanup`; every
+//! control verb (`netsched ctl`) works on the live daemon. Budget: ~10 s.
+//! It lives in the `netsched` package because the rig and the load generator are the lab's
+//! (`netsched_lab::real::percentile_web`) and the daemon is the `netsched` binary's `nfq`.
 //! (The experiment itself — FIFO, Percentile, strict — is tested in the lab:
 //! `crates/lab/tests/percentile_web_real.rs`.)
 
-use netsched_nfq::loadgen::{run_load, LoadSpec};
-use netsched_nfq::web::WebBed;
+use netsched_lab::real::percentile_web::client::{run_load, LoadSpec};
+use netsched_lab::real::percentile_web::rig::{client_cidr, WebBed};
 use netsched_testbed::{namespaces_with, privileged_test_allowed, processes_with};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -16,7 +19,7 @@ fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
     {
         return;
     }
-    let bin = env!("CARGO_BIN_EXE_netsched-nfqd");
+    let bin = env!("CARGO_BIN_EXE_netsched");
     let mut bed = WebBed::new(5, 8, 0, 2).expect("testbed");
     let tag = bed.tb.tag().to_string();
     // The rig's folder is private and new (mkdtemp: 0700, named after the tag), and nginx runs
@@ -41,9 +44,7 @@ fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
     let sock_s = sock.display().to_string();
     let mut args = vec!["nfq", "--port", "80", "--budget", "4", "--socket", &sock_s];
     let classes: Vec<String> = (0..5).map(|k| format!("C{k}={}", 90 - 10 * k)).collect();
-    let maps: Vec<String> = (0..5)
-        .map(|k| format!("{}=C{k}", netsched_nfq::web::client_cidr(k)))
-        .collect();
+    let maps: Vec<String> = (0..5).map(|k| format!("{}=C{k}", client_cidr(k))).collect();
     for c in &classes {
         args.extend(["--class", c]);
     }
