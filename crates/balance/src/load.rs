@@ -364,6 +364,129 @@ fn connect(
     Ok(s)
 }
 
+/// What every request of a run goes to and how: the fixed part of the loop's work.
+struct Target<'a> {
+    addr: SocketAddr,
+    timeout: Duration,
+    epoll: &'a Epoll,
+    request: &'a [u8],
+    connections: usize,
+    retry: bool,
+}
+
+impl Target<'_> {
+    /// A request failed: count it, close its connection (reopened when the next one is due).
+    fn fail(&self, r: &mut Report, slot: &mut Slot, f: Failure) {
+        *r.errors.entry(f.reason()).or_default() += 1;
+        slot.close(self.epoll);
+        slot.in_flight = None;
+        slot.next += self.connections as u64;
+    }
+
+    /// Open every connection (before the clock starts, so setup is not timed).
+    fn open_slots(&self) -> Result<Vec<Slot>> {
+        let mut slots = Vec::with_capacity(self.connections);
+        for i in 0..self.connections {
+            let s = connect(self.addr, self.timeout, self.epoll, i as u64)
+                .map_err(|f| anyhow!("connection {i} to {}: {}", self.addr, f.reason()))?;
+            slots.push(Slot {
+                stream: Some(s),
+                parser: Parser::new(),
+                next: i as u64,
+                in_flight: None,
+                reused: false,
+                got_bytes: false,
+                retried: false,
+            });
+        }
+        Ok(slots)
+    }
+
+    /// Send request `slot.next` of connection `i`, due at `due`; false when its connection
+    /// could not be opened (counted as failed, nothing sent).
+    fn send(&self, r: &mut Report, slot: &mut Slot, i: usize, due: Instant) -> bool {
+        if slot.stream.is_none() {
+            match connect(self.addr, self.timeout, self.epoll, i as u64) {
+                Ok(s) => slot.stream = Some(s),
+                Err(f) => {
+                    self.fail(r, slot, f);
+                    return false;
+                }
+            }
+        }
+        r.lateness
+            .record(Instant::now().saturating_duration_since(due).as_nanos() as u64);
+        // One small request on a connection with nothing in flight: the socket buffer
+        // takes it whole.
+        let sent = slot.stream.as_mut().map(|s| s.write(self.request));
+        slot.got_bytes = false;
+        slot.retried = false;
+        match sent {
+            Some(Ok(n)) if n == self.request.len() => slot.in_flight = Some(due),
+            _ if self.retry && slot.may_retry(Failure::Closed) => {
+                match slot.resend(self.addr, self.timeout, self.epoll, i as u64, self.request) {
+                    Ok(()) => {
+                        r.retried += 1;
+                        slot.in_flight = Some(due);
+                    }
+                    Err(f) => self.fail(r, slot, f),
+                }
+            }
+            _ => self.fail(r, slot, Failure::Closed),
+        }
+        true
+    }
+
+    /// Input on connection `token`: read its response, or count an idle close.
+    fn on_input(&self, r: &mut Report, slot: &mut Slot, token: u64) {
+        let Some(due) = slot.in_flight else {
+            // Input with nothing asked: the server closed an idle connection (or sent
+            // what nobody asked for). No request is affected; the connection is reopened
+            // when its next request is due.
+            slot.close(self.epoll);
+            r.idle_closes += 1;
+            return;
+        };
+        match read_response(slot) {
+            Ok(None) => {}
+            Ok(Some(d)) => {
+                if (200..400).contains(&d.status) {
+                    r.latency.record(due.elapsed().as_nanos() as u64);
+                    slot.in_flight = None;
+                    slot.next += self.connections as u64;
+                    slot.reused = true;
+                    if !d.keep_alive {
+                        slot.close(self.epoll);
+                    }
+                } else {
+                    self.fail(r, slot, Failure::Status(d.status));
+                }
+            }
+            Err(f) if self.retry && slot.may_retry(f) => {
+                match slot.resend(self.addr, self.timeout, self.epoll, token, self.request) {
+                    Ok(()) => r.retried += 1,
+                    Err(f) => self.fail(r, slot, f),
+                }
+            }
+            Err(f) => self.fail(r, slot, f),
+        }
+    }
+}
+
+/// At the end of the grace time: what is still in flight timed out, what was never sent is
+/// counted as not sent.
+fn give_up(r: &mut Report, slots: &mut [Slot], total_due: u64, connections: usize) {
+    for slot in slots {
+        if slot.in_flight.take().is_some() {
+            *r.errors.entry(Failure::Timeout.reason()).or_default() += 1;
+            slot.next += connections as u64;
+        }
+        if slot.next < total_due {
+            r.not_sent += (total_due - slot.next).div_ceil(connections as u64);
+        }
+    }
+}
+
 /// Run the load on the calling thread (one `epoll` loop over every connection). Every
 /// connection is opened before the clock starts, so connection setup is not timed.
 pub fn run_load(
@@ -386,20 +509,15 @@ pub fn run_load(
             .into_bytes();
     let timeout_d = Duration::from_nanos(timeout);
     let epoll = Epoll::new().context("epoll_create1")?;
-    let mut slots = Vec::with_capacity(connections);
-    for i in 0..connections {
-        let s = connect(addr, timeout_d, &epoll, i as u64)
-            .map_err(|f| anyhow!("connection {i} to {addr}: {}", f.reason()))?;
-        slots.push(Slot {
-            stream: Some(s),
-            parser: Parser::new(),
-            next: i as u64,
-            in_flight: None,
-            reused: false,
-            got_bytes: false,
-            retried: false,
-        });
-    }
+    let target = Target {
+        addr,
+        timeout: timeout_d,
+        epoll: &epoll,
+        request: &request,
+        connections,
+        retry,
+    };
+    let mut slots = target.open_slots()?;
     let period = 1e9 / rate;
     let total_due = (duration as f64 / period).floor() as u64;
     let t0 = Instant::now() + Duration::from_millis(20);
@@ -416,26 +534,11 @@ pub fn run_load(
         lateness: Histogram::default(),
         elapsed: Duration::ZERO,
     };
-    // A request failed: count it, close its connection (reopened when the next one is due).
-    let fail = |r: &mut Report, slot: &mut Slot, f: Failure, epoll: &Epoll| {
-        *r.errors.entry(f.reason()).or_default() += 1;
-        slot.close(epoll);
-        slot.in_flight = None;
-        slot.next += connections as u64;
-    };
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; connections];
     loop {
         let now = Instant::now();
         if now >= grace {
-            for slot in &mut slots {
-                if slot.in_flight.take().is_some() {
-                    *r.errors.entry(Failure::Timeout.reason()).or_default() += 1;
-                    slot.next += connections as u64;
-                }
-                if slot.next < total_due {
-                    r.not_sent += (total_due - slot.next).div_ceil(connections as u64);
-                }
-            }
+            give_up(&mut r, &mut slots, total_due, connections);
             break;
         }
         // Send what is due; time out what waited too long; find the next thing to wait for.
@@ -445,7 +548,7 @@ pub fn run_load(
             if let Some(due) = slot.in_flight {
                 busy = true;
                 if now >= due + timeout_d {
-                    fail(&mut r, slot, Failure::Timeout, &epoll);
+                    target.fail(&mut r, slot, Failure::Timeout);
                 } else {
                     wake = wake.min(due + timeout_d);
                 }
@@ -460,36 +563,9 @@ pub fn run_load(
                 wake = wake.min(due);
                 continue;
             }
-            if slot.stream.is_none() {
-                match connect(addr, timeout_d, &epoll, i as u64) {
-                    Ok(s) => slot.stream = Some(s),
-                    Err(f) => {
-                        fail(&mut r, slot, f, &epoll);
-                        continue;
-                    }
-                }
+            if target.send(&mut r, slot, i, due) {
+                wake = now;
             }
-            r.lateness
-                .record(Instant::now().saturating_duration_since(due).as_nanos() as u64);
-            // One small request on a connection with nothing in flight: the socket buffer
-            // takes it whole.
-            let sent = slot.stream.as_mut().map(|s| s.write(&request));
-            slot.got_bytes = false;
-            slot.retried = false;
-            match sent {
-                Some(Ok(n)) if n == request.len() => slot.in_flight = Some(due),
-                _ if retry && slot.may_retry(Failure::Closed) => {
-                    match slot.resend(addr, timeout_d, &epoll, i as u64, &request) {
-                        Ok(()) => {
-                            r.retried += 1;
-                            slot.in_flight = Some(due);
-                        }
-                        Err(f) => fail(&mut r, slot, f, &epoll),
-                    }
-                }
-                _ => fail(&mut r, slot, Failure::Closed, &epoll),
-            }
-            wake = now;
         }
         if !busy {
             break;
@@ -499,40 +575,8 @@ pub fn run_load(
         let n = epoll.wait(&mut events, wait).context("epoll_pwait2")?;
         for e in &events[..n] {
             let token = e.u64;
-            let Some(slot) = slots.get_mut(token as usize) else {
-                continue;
-            };
-            let Some(due) = slot.in_flight else {
-                // Input with nothing asked: the server closed an idle connection (or sent
-                // what nobody asked for). No request is affected; the connection is reopened
-                // when its next request is due.
-                slot.close(&epoll);
-                r.idle_closes += 1;
-                continue;
-            };
-            let outcome = read_response(slot);
-            match outcome {
-                Ok(None) => {}
-                Ok(Some(d)) => {
-                    if (200..400).contains(&d.status) {
-                        r.latency.record(due.elapsed().as_nanos() as u64);
-                        slot.in_flight = None;
-                        slot.next += connections as u64;
-                        slot.reused = true;
-                        if !d.keep_alive {
-                            slot.close(&epoll);
-                        }
-                    } else {
-                        fail(&mut r, slot, Failure::Status(d.status), &epoll);
-                    }
-                }
-                Err(f) if retry && slot.may_retry(f) => {
-                    match slot.resend(addr, timeout_d, &epoll, token, &request) {
-                        Ok(()) => r.retried += 1,
-                        Err(f) => fail(&mut r, slot, f, &epoll),
-                    }
-                }
-                Err(f) => fail(&mut r, slot, f, &epoll),
+            if let Some(slot) = slots.get_mut(token as usize) {
+                target.on_input(&mut r, slot, token);
             }
         }
     }

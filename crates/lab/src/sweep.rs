@@ -118,7 +118,7 @@ pub fn scalar_metrics(results: &Results) -> BTreeMap<String, f64> {
 }
 
 fn fmt(x: f64) -> String {
-    if x.is_nan() {
+    if !x.is_finite() {
         "—".into()
     } else if x.abs() >= 100.0 || x == x.trunc() {
         format!("{x:.1}")

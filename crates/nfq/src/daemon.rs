@@ -24,10 +24,12 @@
 
 use crate::config::Config;
 use crate::control::{self, ControlServer};
+use crate::engine::Snapshot;
 use crate::engine::{Applied, Engine, SocketCounters, Status};
 use crate::iptables::{self, Rules};
 use crate::netlink::{kernel_queue_counters, NfQueue, PacketMsg};
 use anyhow::{Context, Result};
+use netsched_metrics::{Latest, MetricsServer};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -105,20 +107,11 @@ pub fn run_daemon(
     )?;
     // Bound before the rules go in, so a bad address changes nothing.
     let metrics = match cfg.metrics {
-        Some(addr) => {
-            let latest = Arc::new(netsched_metrics::Latest::new());
-            let mut snap = engine.snapshot_without_table();
-            snap.socket = socket_counters(&q);
-            latest.publish(snap);
-            let server = crate::metrics::serve(addr, &cfg, Arc::clone(&latest))?;
-            eprintln!("netsched nfq: metrics on http://{}/metrics", server.addr());
-            Some((latest, server))
-        }
+        Some(addr) => Some(start_metrics(addr, &cfg, &engine, &q)?),
         None => None,
     };
     let rules = Rules::install(&cfg.iptables, &cfg.service, queue_num)?;
     let t0 = Instant::now();
-    let now = || t0.elapsed().as_nanos() as u64;
     on_ready(&engine.status());
 
     // The control threads start here, in this thread's network namespace (the kernel
@@ -140,91 +133,15 @@ pub fn run_daemon(
         .context("starting the control threads")?
     };
 
-    let mut batch: Vec<PacketMsg> = Vec::with_capacity(crate::netlink::RECV_BATCH);
-    let mut accept: Vec<u32> = Vec::with_capacity(1024);
-    let mut last_tick = 0u64;
-    let mut last_publish = 0u64;
-    let busy_poll = cfg.busy_poll;
-    let mut spin_until = 0u64;
-    let result: Result<()> = (|| {
-        while !stop.load(Ordering::Relaxed) {
-            let mut fds = [
-                libc::pollfd {
-                    fd: q.fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: inbox.fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            // Adaptive polling: inside the window after the last packet, look without
-            // sleeping (a wake-up from poll costs tens of µs); after it, block.
-            let spinning = busy_poll > 0 && now() < spin_until;
-            let timeout = if spinning {
-                Duration::ZERO
-            } else {
-                Duration::from_millis(10)
-            };
-            netsched_sys::poll(&mut fds, timeout).context("poll")?;
-            if spinning && fds[0].revents == 0 && fds[1].revents == 0 {
-                std::hint::spin_loop();
-                continue;
-            }
-            // Packets: drain up to 16 batches before looking at anything else.
-            for _ in 0..16 {
-                batch.clear();
-                if q.recv_batch(&mut batch)? == 0 {
-                    break;
-                }
-                spin_until = now().saturating_add(busy_poll);
-                let t = now();
-                for p in &batch {
-                    engine.on_packet(p.id, p.hook, &p.head, t, &mut accept);
-                }
-                for id in accept.drain(..) {
-                    q.accept(id);
-                }
-                q.flush()?;
-            }
-            if fds[1].revents != 0 {
-                let t = now();
-                let sock = socket_counters(&q);
-                inbox.serve(|cmd| {
-                    let mut a = engine.apply(cmd, t, &mut accept);
-                    if let Ok(Applied::Snapshot(s)) = &mut a {
-                        s.socket = sock;
-                    }
-                    a
-                });
-                for id in accept.drain(..) {
-                    q.accept(id);
-                }
-                q.flush()?;
-            }
-            let t = now();
-            if t.saturating_sub(last_tick) >= 10 * crate::MS {
-                last_tick = t;
-                engine.tick(t, &mut accept);
-                for id in accept.drain(..) {
-                    q.accept(id);
-                }
-                q.flush()?;
-            }
-            if let Some((latest, _)) = &metrics {
-                if t.saturating_sub(last_publish) >= crate::metrics::PUBLISH_INTERVAL {
-                    last_publish = t;
-                    let mut snap = engine.snapshot_without_table();
-                    snap.socket = socket_counters(&q);
-                    // Never waits: skipped (and counted) if a scrape holds the slot.
-                    latest.publish(snap);
-                }
-            }
-        }
-        Ok(())
-    })();
+    let result = packet_loop(
+        stop,
+        &mut q,
+        &mut engine,
+        &inbox,
+        metrics.as_ref().map(|(latest, _)| latest.as_ref()),
+        cfg.busy_poll,
+        t0,
+    );
 
     // Shut down: the control socket first (no more commands; the socket file goes with
     // it), then no new packets, then verdict everything.
@@ -232,25 +149,7 @@ pub fn run_daemon(
     drop(control);
     drop(inbox);
     drop(rules);
-    let mut released = 0usize;
-    accept.clear();
-    // Packets already in the socket (queued before the rules went away).
-    for _ in 0..1000 {
-        batch.clear();
-        match q.recv_batch(&mut batch) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                for p in &batch {
-                    accept.push(p.id);
-                }
-            }
-        }
-    }
-    engine.drain_all(&mut accept);
-    for id in accept.drain(..) {
-        q.accept(id);
-        released += 1;
-    }
+    let released = release_all(&mut q, &mut engine);
     let flushed = q.flush();
     let mut snap = engine.snapshot();
     snap.socket = socket_counters(&q);
@@ -274,4 +173,143 @@ pub fn run_daemon(
         status,
         released_at_exit: released,
     })
+}
+
+/// Serve `/metrics` on `addr`, its slot filled with the engine's numbers at start.
+fn start_metrics(
+    addr: std::net::SocketAddr,
+    cfg: &Config,
+    engine: &Engine,
+    q: &NfQueue,
+) -> Result<(Arc<Latest<Snapshot>>, MetricsServer)> {
+    let latest = Arc::new(Latest::new());
+    let mut snap = engine.snapshot_without_table();
+    snap.socket = socket_counters(q);
+    latest.publish(snap);
+    let server = crate::metrics::serve(addr, cfg, Arc::clone(&latest))?;
+    eprintln!("netsched nfq: metrics on http://{}/metrics", server.addr());
+    Ok((latest, server))
+}
+
+/// The packet loop, until `stop` is set: each turn drains packets, applies waiting control
+/// commands, runs the 10 ms tick and publishes the metrics every
+/// [`crate::metrics::PUBLISH_INTERVAL`].
+fn packet_loop(
+    stop: &AtomicBool,
+    q: &mut NfQueue,
+    engine: &mut Engine,
+    inbox: &control::CommandInbox,
+    latest: Option<&Latest<Snapshot>>,
+    busy_poll: u64,
+    t0: Instant,
+) -> Result<()> {
+    let now = || t0.elapsed().as_nanos() as u64;
+    let mut batch: Vec<PacketMsg> = Vec::with_capacity(crate::netlink::RECV_BATCH);
+    let mut accept: Vec<u32> = Vec::with_capacity(1024);
+    let mut last_tick = 0u64;
+    let mut last_publish = 0u64;
+    let mut spin_until = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let mut fds = [
+            libc::pollfd {
+                fd: q.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: inbox.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // Adaptive polling: inside the window after the last packet, look without
+        // sleeping (a wake-up from poll costs tens of µs); after it, block.
+        let spinning = busy_poll > 0 && now() < spin_until;
+        let timeout = if spinning {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(10)
+        };
+        netsched_sys::poll(&mut fds, timeout).context("poll")?;
+        if spinning && fds[0].revents == 0 && fds[1].revents == 0 {
+            std::hint::spin_loop();
+            continue;
+        }
+        // Packets: drain up to 16 batches before looking at anything else.
+        for _ in 0..16 {
+            batch.clear();
+            if q.recv_batch(&mut batch)? == 0 {
+                break;
+            }
+            spin_until = now().saturating_add(busy_poll);
+            let t = now();
+            for p in &batch {
+                engine.on_packet(p.id, p.hook, &p.head, t, &mut accept);
+            }
+            for id in accept.drain(..) {
+                q.accept(id);
+            }
+            q.flush()?;
+        }
+        if fds[1].revents != 0 {
+            let t = now();
+            let sock = socket_counters(q);
+            inbox.serve(|cmd| {
+                let mut a = engine.apply(cmd, t, &mut accept);
+                if let Ok(Applied::Snapshot(s)) = &mut a {
+                    s.socket = sock;
+                }
+                a
+            });
+            for id in accept.drain(..) {
+                q.accept(id);
+            }
+            q.flush()?;
+        }
+        let t = now();
+        if t.saturating_sub(last_tick) >= 10 * crate::MS {
+            last_tick = t;
+            engine.tick(t, &mut accept);
+            for id in accept.drain(..) {
+                q.accept(id);
+            }
+            q.flush()?;
+        }
+        if let Some(latest) = latest {
+            if t.saturating_sub(last_publish) >= crate::metrics::PUBLISH_INTERVAL {
+                last_publish = t;
+                let mut snap = engine.snapshot_without_table();
+                snap.socket = socket_counters(q);
+                // Never waits: skipped (and counted) if a scrape holds the slot.
+                latest.publish(snap);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// At shut-down, after the rules are gone: accept every packet still in the socket and
+/// every packet the engine holds. Returns how many were accepted (not yet flushed).
+fn release_all(q: &mut NfQueue, engine: &mut Engine) -> usize {
+    let mut batch: Vec<PacketMsg> = Vec::with_capacity(crate::netlink::RECV_BATCH);
+    let mut accept: Vec<u32> = Vec::with_capacity(1024);
+    let mut released = 0usize;
+    // Packets already in the socket (queued before the rules went away).
+    for _ in 0..1000 {
+        batch.clear();
+        match q.recv_batch(&mut batch) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                for p in &batch {
+                    accept.push(p.id);
+                }
+            }
+        }
+    }
+    engine.drain_all(&mut accept);
+    for id in accept.drain(..) {
+        q.accept(id);
+        released += 1;
+    }
+    released
 }

@@ -106,115 +106,125 @@ pub struct Budget {
     pub busy: f64,
 }
 
+/// A counter named `name` in `r`; the returned clone shares its value.
+fn register_counter(r: &mut Registry, name: &str, help: &str) -> Counter {
+    let c = Counter::default();
+    r.register(name, help, c.clone());
+    c
+}
+
+/// A gauge named `name` in `r`; the returned clone shares its value.
+fn register_gauge(r: &mut Registry, name: &str, help: &str) -> Gauge {
+    let g: Gauge = Gauge::default();
+    r.register(name, help, g.clone());
+    g
+}
+
+/// Register the per-port families in `r` and create one series of each per port of `ports`.
+fn register_ports(r: &mut Registry, ports: &[String]) -> Vec<PortSeries> {
+    let port_counter = |r: &mut Registry, name: &str, help: &str| {
+        let f: Family<PortLabel, Counter> = Family::default();
+        r.register(name, help, f.clone());
+        f
+    };
+    let port_gauge = |r: &mut Registry, name: &str, help: &str| {
+        let f: Family<PortLabel, Gauge> = Family::default();
+        r.register(name, help, f.clone());
+        f
+    };
+    let received = port_counter(r, "port_received", "Frames read from the guest port");
+    let forwarded = port_counter(r, "port_forwarded", "Frames of the port sent on the uplink");
+    let forwarded_bytes = port_counter(
+        r,
+        "port_forwarded_bytes",
+        "Bytes of the port sent on the uplink",
+    );
+    let dropped: Family<PortReasonLabel, Counter> = Family::default();
+    r.register(
+        "port_dropped",
+        "Frames of the port dropped, by reason (queue_full, malformed, oversize, send_error, \
+         removed, shutdown, discipline)",
+        dropped.clone(),
+    );
+    let kernel_drops = port_counter(
+        r,
+        "port_kernel_drops",
+        "Frames the kernel dropped before the switch read them (outside the identity)",
+    );
+    let delivered = port_counter(
+        r,
+        "port_delivered",
+        "Frames delivered to the guest from the uplink",
+    );
+    let queued = port_gauge(
+        r,
+        "port_queued",
+        "Frames of the port in its vif queue or the uplink's send batch",
+    );
+    let tier = port_gauge(r, "port_tier", "The port's tier (1 = most important)");
+    let weight = port_gauge(r, "port_weight", "The port's weight (DRR, WF2Q+)");
+    let max_passed = port_gauge(
+        r,
+        "port_max_rounds_passed",
+        "Longest run of round starts that passed over the backlogged port (delay_constrained)",
+    );
+    let bound = port_gauge(
+        r,
+        "port_bound_rounds",
+        "The proven bound on that run, bitmap_len + n - 2 (0: not delay_constrained)",
+    );
+    let removed = port_gauge(r, "port_removed", "1 when the port's interface disappeared");
+    let mut series = Vec::with_capacity(ports.len());
+    for p in ports {
+        let l = PortLabel { port: p.clone() };
+        let reason = |why: &str| {
+            dropped
+                .get_or_create(&PortReasonLabel {
+                    port: p.clone(),
+                    reason: why.to_string(),
+                })
+                .clone()
+        };
+        series.push(PortSeries {
+            received: received.get_or_create(&l).clone(),
+            forwarded: forwarded.get_or_create(&l).clone(),
+            forwarded_bytes: forwarded_bytes.get_or_create(&l).clone(),
+            dropped: PORT_DROP_REASONS.map(reason),
+            kernel_drops: kernel_drops.get_or_create(&l).clone(),
+            delivered: delivered.get_or_create(&l).clone(),
+            queued: queued.get_or_create(&l).clone(),
+            tier: tier.get_or_create(&l).clone(),
+            weight: weight.get_or_create(&l).clone(),
+            max_rounds_passed: max_passed.get_or_create(&l).clone(),
+            bound_rounds: bound.get_or_create(&l).clone(),
+            removed: removed.get_or_create(&l).clone(),
+        });
+    }
+    series
+}
+
 impl SwitchMetrics {
     /// Register every family in `registry` with one series per port of `ports` (device
     /// names, in configuration order).
     pub fn register(registry: &mut Registry, ports: &[String], budget: Budget) -> Self {
         let r = registry.sub_registry_with_prefix("netsched_vswitch");
-        let port_counter = |r: &mut Registry, name: &str, help: &str| {
-            let f: Family<PortLabel, Counter> = Family::default();
-            r.register(name, help, f.clone());
-            f
-        };
-        let port_gauge = |r: &mut Registry, name: &str, help: &str| {
-            let f: Family<PortLabel, Gauge> = Family::default();
-            r.register(name, help, f.clone());
-            f
-        };
-        let received = port_counter(r, "port_received", "Frames read from the guest port");
-        let forwarded = port_counter(r, "port_forwarded", "Frames of the port sent on the uplink");
-        let forwarded_bytes = port_counter(
-            r,
-            "port_forwarded_bytes",
-            "Bytes of the port sent on the uplink",
-        );
-        let dropped: Family<PortReasonLabel, Counter> = Family::default();
-        r.register(
-            "port_dropped",
-            "Frames of the port dropped, by reason (queue_full, malformed, oversize, send_error, \
-             removed, shutdown, discipline)",
-            dropped.clone(),
-        );
-        let kernel_drops = port_counter(
-            r,
-            "port_kernel_drops",
-            "Frames the kernel dropped before the switch read them (outside the identity)",
-        );
-        let delivered = port_counter(
-            r,
-            "port_delivered",
-            "Frames delivered to the guest from the uplink",
-        );
-        let queued = port_gauge(
-            r,
-            "port_queued",
-            "Frames of the port in its vif queue or the uplink's send batch",
-        );
-        let tier = port_gauge(r, "port_tier", "The port's tier (1 = most important)");
-        let weight = port_gauge(r, "port_weight", "The port's weight (DRR, WF2Q+)");
-        let max_passed = port_gauge(
-            r,
-            "port_max_rounds_passed",
-            "Longest run of round starts that passed over the backlogged port (delay_constrained)",
-        );
-        let bound = port_gauge(
-            r,
-            "port_bound_rounds",
-            "The proven bound on that run, bitmap_len + n - 2 (0: not delay_constrained)",
-        );
-        let removed = port_gauge(r, "port_removed", "1 when the port's interface disappeared");
-        let mut series = Vec::with_capacity(ports.len());
-        for p in ports {
-            let l = PortLabel { port: p.clone() };
-            let reason = |why: &str| {
-                dropped
-                    .get_or_create(&PortReasonLabel {
-                        port: p.clone(),
-                        reason: why.to_string(),
-                    })
-                    .clone()
-            };
-            series.push(PortSeries {
-                received: received.get_or_create(&l).clone(),
-                forwarded: forwarded.get_or_create(&l).clone(),
-                forwarded_bytes: forwarded_bytes.get_or_create(&l).clone(),
-                dropped: PORT_DROP_REASONS.map(reason),
-                kernel_drops: kernel_drops.get_or_create(&l).clone(),
-                delivered: delivered.get_or_create(&l).clone(),
-                queued: queued.get_or_create(&l).clone(),
-                tier: tier.get_or_create(&l).clone(),
-                weight: weight.get_or_create(&l).clone(),
-                max_rounds_passed: max_passed.get_or_create(&l).clone(),
-                bound_rounds: bound.get_or_create(&l).clone(),
-                removed: removed.get_or_create(&l).clone(),
-            });
-        }
-        let counter = |r: &mut Registry, name: &str, help: &str| {
-            let c = Counter::default();
-            r.register(name, help, c.clone());
-            c
-        };
-        let gauge_ = |r: &mut Registry, name: &str, help: &str| {
-            let g: Gauge = Gauge::default();
-            r.register(name, help, g.clone());
-            g
-        };
-        let rounds = counter(
+        let series = register_ports(r, ports);
+        let rounds = register_counter(
             r,
             "rounds",
             "Round starts (delay_constrained); frames taken from the discipline otherwise",
         );
-        let budget_pps = gauge_(
+        let budget_pps = register_gauge(
             r,
             "budget_packets_per_second",
             "Forwarding budget in packets/s (0: not a packet budget)",
         );
-        let budget_bps = gauge_(
+        let budget_bps = register_gauge(
             r,
             "budget_bits_per_second",
             "Forwarding budget in bits/s on the uplink (0: not a bit-rate budget)",
         );
-        let budget_busy_permille = gauge_(
+        let budget_busy_permille = register_gauge(
             r,
             "budget_busy_permille",
             "Share of time the budget is off (budget_busy), in thousandths",
@@ -227,19 +237,19 @@ impl SwitchMetrics {
             Unit::Seconds,
             budget_lost.clone(),
         );
-        let mac_learned = gauge_(r, "mac_learned", "Addresses in the MAC learning table");
-        let mac_table_full = counter(
+        let mac_learned = register_gauge(r, "mac_learned", "Addresses in the MAC learning table");
+        let mac_table_full = register_counter(
             r,
             "mac_table_full",
             "New source addresses not learned because the table was full",
         );
-        let up_received = counter(r, "uplink_received", "Frames read from the uplink");
-        let up_unicast = counter(
+        let up_received = register_counter(r, "uplink_received", "Frames read from the uplink");
+        let up_unicast = register_counter(
             r,
             "uplink_delivered_unicast",
             "Uplink frames delivered to the one port that learned the destination",
         );
-        let up_flooded = counter(
+        let up_flooded = register_counter(
             r,
             "uplink_flooded",
             "Uplink frames sent to every guest port (broadcast, multicast, unknown unicast)",
@@ -257,7 +267,7 @@ impl SwitchMetrics {
                 })
                 .clone()
         });
-        let published = counter(
+        let published = register_counter(
             r,
             "publications",
             "Times the packet thread published these counters",
@@ -268,12 +278,12 @@ impl SwitchMetrics {
             "The port backend in use (1 for the one running: tpacket or packet)",
             port_backend.clone(),
         );
-        let ring_bytes = gauge_(
+        let ring_bytes = register_gauge(
             r,
             "ring_bytes",
             "Bytes of ring memory the open ports mapped (0 for the packet backend)",
         );
-        let wakeups = counter(
+        let wakeups = register_counter(
             r,
             "wakeups",
             "Times the packet thread woke from a blocking wait",

@@ -292,12 +292,8 @@ fn run_model(
     run_model_logged(cfg, seed, arrivals, None)
 }
 
-fn run_model_logged(
-    cfg: &VmConfig,
-    seed: u64,
-    arrivals: Option<&[(Nanos, usize)]>,
-    mut log: Option<&mut Vec<(Nanos, usize, Kind)>>,
-) -> anyhow::Result<(Vec<TierResult>, Vec<VifReplay>)> {
+/// Refuse a configuration the model cannot run; returns the number of domains per tier.
+fn validate(cfg: &VmConfig) -> anyhow::Result<usize> {
     let ntiers = cfg.tiers.len();
     if ntiers == 0 || (cfg.domains / ntiers) * ntiers != cfg.domains {
         bail!(
@@ -325,10 +321,11 @@ fn run_model_logged(
             t.name
         );
     }
-    let per_tier = cfg.domains / ntiers;
-    // vif v belongs to tier v / per_tier; vifs are ordered High first, so lower index =
-    // more important, matching both disciplines' tie-breaking.
-    let tier_of = |v: usize| v / per_tier;
+    Ok(cfg.domains / ntiers)
+}
+
+/// The discipline of `cfg.scheduler` over one queue per vif (`tier_of` maps a vif to its tier).
+fn build_qdisc(cfg: &VmConfig, tier_of: impl Fn(usize) -> usize) -> anyhow::Result<AnyQdisc<Pkt>> {
     let qdisc = match cfg.scheduler.as_str() {
         // One band per vif, bands ordered by tier priority.
         "strict_priority" => QdiscConfig::StrictPriority {
@@ -356,17 +353,38 @@ fn run_model_logged(
             "unknown scheduler {other:?} (strict_priority, delay_constrained, delay_wall_clock)"
         ),
     };
-    let mut sched: AnyQdisc<Pkt> = qdisc
-        .build()
-        .map_err(|e| anyhow!("{}: {e}", cfg.scheduler))?;
-    // Independent streams: probes, data bursts, stream phases and CPU slices do not depend on
-    // one another, and none depends on the scheduler (same arrivals for every discipline).
-    let mut root = SplitMix64::new(seed);
-    let mut rng = root.split(); // probes and CPU slices (as before the data traffic existed)
-    let mut data_rng = root.split();
-    let mut stream_rng = root.split();
-    let mut q: EventQueue<Ev> = EventQueue::new();
-    let mut per_vif = vec![VifReplay::default(); cfg.domains];
+    qdisc.build().map_err(|e| anyhow!("{}: {e}", cfg.scheduler))
+}
+
+/// The random streams of one run. Independent: probes, data bursts, stream phases and CPU
+/// slices do not depend on one another, and none depends on the scheduler (same arrivals for
+/// every discipline).
+struct Streams {
+    /// Probes and CPU slices (as before the data traffic existed).
+    rng: SplitMix64,
+    data: SplitMix64,
+    stream: SplitMix64,
+}
+
+impl Streams {
+    fn new(seed: u64) -> Self {
+        let mut root = SplitMix64::new(seed);
+        let rng = root.split();
+        let data = root.split();
+        let stream = root.split();
+        Self { rng, data, stream }
+    }
+}
+
+/// The first event of every traffic source: the recorded arrivals grouped by time, or else
+/// each vif's first probe, data burst and stream packet.
+fn schedule_traffic(
+    q: &mut EventQueue<Ev>,
+    cfg: &VmConfig,
+    arrivals: Option<&[(Nanos, usize)]>,
+    streams: &mut Streams,
+    tier_of: impl Fn(usize) -> usize,
+) {
     if let Some(arr) = arrivals {
         let mut from = 0;
         while from < arr.len() {
@@ -375,20 +393,198 @@ fn run_model_logged(
             q.schedule(t, Ev::Arrive { from, to });
             from = to;
         }
+        return;
     }
-    for v in (0..cfg.domains).filter(|_| arrivals.is_none()) {
+    for v in 0..cfg.domains {
         let t = &cfg.tiers[tier_of(v)];
         let period = t.period_ms * MS as f64;
-        q.schedule((rng.unit() * period) as Nanos, Ev::Probe { vif: v });
+        q.schedule((streams.rng.unit() * period) as Nanos, Ev::Probe { vif: v });
         if cfg.data_pps > 0.0 {
             let gap = cfg.data_burst / cfg.data_pps * SEC as f64;
-            q.schedule(data_rng.exp(gap) as Nanos, Ev::Burst { vif: v });
+            q.schedule(streams.data.exp(gap) as Nanos, Ev::Burst { vif: v });
         }
         if t.stream_pps > 0.0 {
             let gap = SEC as f64 / t.stream_pps;
-            q.schedule((stream_rng.unit() * gap) as Nanos, Ev::Stream { vif: v });
+            q.schedule(
+                (streams.stream.unit() * gap) as Nanos,
+                Ev::Stream { vif: v },
+            );
         }
     }
+}
+
+/// dom0's backend during a run: the vif queues behind the discipline, the packet in service,
+/// the CPU's on/off state, and what each tier and vif has seen so far.
+struct Backend<'a> {
+    sched: AnyQdisc<Pkt>,
+    domains: usize,
+    per_tier: usize,
+    per_packet: Nanos,
+    cpu_on: bool,
+    /// The packet in service and its remaining CPU time.
+    serving: Option<(Pkt, Nanos)>,
+    service_started: Nanos,
+    /// Per vif: round starts passed over in a row while backlogged, and backlogged at the
+    /// current round start.
+    passed: Vec<u64>,
+    backlogged: Vec<bool>,
+    tiers: Vec<TierResult>,
+    per_vif: Vec<VifReplay>,
+    log: Option<&'a mut Vec<(Nanos, usize, Kind)>>,
+}
+
+impl<'a> Backend<'a> {
+    fn new(
+        cfg: &VmConfig,
+        per_tier: usize,
+        sched: AnyQdisc<Pkt>,
+        log: Option<&'a mut Vec<(Nanos, usize, Kind)>>,
+    ) -> Self {
+        let mut tiers = vec![TierResult::default(); cfg.tiers.len()];
+        if let AnyQdisc::DelayConstrained(d) = &sched {
+            for v in 0..cfg.domains {
+                let t = v / per_tier;
+                tiers[t].bound_rounds = tiers[t].bound_rounds.max(d.wait_bound_rounds(v));
+            }
+        }
+        Self {
+            sched,
+            domains: cfg.domains,
+            per_tier,
+            per_packet: (cfg.per_packet_ms * MS as f64) as Nanos,
+            cpu_on: true,
+            serving: None,
+            service_started: 0,
+            passed: vec![0; cfg.domains],
+            backlogged: vec![false; cfg.domains],
+            tiers,
+            per_vif: vec![VifReplay::default(); cfg.domains],
+            log,
+        }
+    }
+
+    /// vif v belongs to tier v / per_tier; vifs are ordered High first, so lower index =
+    /// more important, matching both disciplines' tie-breaking.
+    fn tier_of(&self, vif: usize) -> usize {
+        vif / self.per_tier
+    }
+
+    fn lost(&mut self, p: &Pkt) {
+        let t = self.tier_of(p.vif);
+        self.tiers[t].counts_mut(p.kind).lost += 1;
+    }
+
+    /// Start serving the next packet if the CPU is ours and nothing is in service.
+    fn kick(&mut self, q: &mut EventQueue<Ev>, now: Nanos) {
+        if !self.cpu_on || self.serving.is_some() {
+            return;
+        }
+        // Round accounting (delay-constrained): a round starts at this dequeue.
+        let round_start = match &self.sched {
+            AnyQdisc::DelayConstrained(d) if !d.round_open() => {
+                for (v, b) in self.backlogged.iter_mut().enumerate() {
+                    *b = d.iface_len(v) > 0;
+                }
+                true
+            }
+            _ => false,
+        };
+        let dequeued = self.sched.dequeue(now);
+        // Nothing these two disciplines discard while choosing, but an engine collects
+        // it anyway (architecture.md): counted as lost, never silently.
+        for (p, _) in self.sched.take_evicted() {
+            self.lost(&p);
+        }
+        let Some(p) = dequeued else {
+            return;
+        };
+        if round_start {
+            self.count_passed_over(p.vif);
+        }
+        self.serving = Some((p, self.per_packet));
+        self.service_started = now;
+        q.schedule(now + self.per_packet, Ev::Done);
+    }
+
+    /// At a round start that chose `chosen`: every other backlogged vif was passed over once
+    /// more; the chosen and the empty ones start again from 0.
+    fn count_passed_over(&mut self, chosen: usize) {
+        for v in 0..self.domains {
+            if v == chosen || !self.backlogged[v] {
+                self.passed[v] = 0;
+            } else {
+                self.passed[v] += 1;
+                let t = self.tier_of(v);
+                self.tiers[t].max_rounds_passed =
+                    self.tiers[t].max_rounds_passed.max(self.passed[v]);
+            }
+        }
+    }
+
+    /// Offer one packet to its vif queue.
+    fn offer(&mut self, vif: usize, kind: Kind, now: Nanos) {
+        let t = self.tier_of(vif);
+        self.tiers[t].counts_mut(kind).sent += 1;
+        self.per_vif[vif].arrived += 1;
+        if let Some(l) = self.log.as_mut() {
+            l.push((now, vif, kind));
+        }
+        let dropped = match self.sched.enqueue(
+            vif,
+            Pkt {
+                vif,
+                kind,
+                sent: now,
+            },
+            now,
+        ) {
+            Verdict::Queued => return,
+            Verdict::Dropped { item, .. } => item,
+            Verdict::QueuedEvicting { evicted, .. } => evicted,
+        };
+        self.lost(&dropped);
+        self.per_vif[dropped.vif].dropped += 1;
+    }
+
+    /// The packet in service is done: delivered, and a probe's latency recorded.
+    fn deliver(&mut self, p: Pkt, now: Nanos) {
+        let t = self.tier_of(p.vif);
+        self.tiers[t].counts_mut(p.kind).delivered += 1;
+        if p.kind == Kind::Probe {
+            self.tiers[t]
+                .latencies_ms
+                .push((now - p.sent) as f64 / MS as f64);
+        }
+    }
+
+    /// What is still in the vif queues or in service at the end is held, not lost.
+    fn finish(mut self) -> (Vec<TierResult>, Vec<VifReplay>) {
+        let left = self.sched.reset();
+        for p in left.into_iter().chain(self.serving.take().map(|(p, _)| p)) {
+            let t = self.tier_of(p.vif);
+            self.tiers[t].counts_mut(p.kind).held += 1;
+        }
+        (self.tiers, self.per_vif)
+    }
+}
+
+fn run_model_logged(
+    cfg: &VmConfig,
+    seed: u64,
+    arrivals: Option<&[(Nanos, usize)]>,
+    log: Option<&mut Vec<(Nanos, usize, Kind)>>,
+) -> anyhow::Result<(Vec<TierResult>, Vec<VifReplay>)> {
+    let per_tier = validate(cfg)?;
+    let tier_of = |v: usize| v / per_tier;
+    let sched = build_qdisc(cfg, tier_of)?;
+    let mut streams = Streams::new(seed);
+    let mut q: EventQueue<Ev> = EventQueue::new();
+    schedule_traffic(&mut q, cfg, arrivals, &mut streams, tier_of);
+    let Streams {
+        mut rng,
+        data: mut data_rng,
+        ..
+    } = streams;
     let slice = cfg.slice_ms * MS as f64;
     let on_mean = slice * (1.0 - cfg.cpu_busy) / 0.5;
     let off_mean = slice * cfg.cpu_busy / 0.5;
@@ -396,95 +592,11 @@ fn run_model_logged(
     let draw = |rng: &mut SplitMix64, mean: f64| -> Nanos {
         (mean * (1.0 + spread * (2.0 * rng.unit() - 1.0))) as Nanos
     };
-    let mut cpu_on = true;
     if cfg.cpu_busy > 0.0 {
         let d = draw(&mut rng, on_mean);
         q.schedule(d, Ev::CpuOff);
     }
-    let per_packet = (cfg.per_packet_ms * MS as f64) as Nanos;
-    let mut serving: Option<(Pkt, Nanos)> = None; // packet and remaining CPU time
-    let mut service_started: Nanos = 0;
-    let mut tiers = vec![TierResult::default(); ntiers];
-    let mut passed = vec![0u64; cfg.domains];
-    let mut backlogged = vec![false; cfg.domains];
-    if let AnyQdisc::DelayConstrained(d) = &sched {
-        for v in 0..cfg.domains {
-            let t = tier_of(v);
-            tiers[t].bound_rounds = tiers[t].bound_rounds.max(d.wait_bound_rounds(v));
-        }
-    }
-    // Start serving the next packet if the CPU is ours and nothing is in service.
-    macro_rules! kick {
-        ($now:expr) => {
-            if cpu_on && serving.is_none() {
-                let now = $now;
-                // Round accounting (delay-constrained): a round starts at this dequeue.
-                let round_start = match &sched {
-                    AnyQdisc::DelayConstrained(d) if !d.round_open() => {
-                        for (v, b) in backlogged.iter_mut().enumerate() {
-                            *b = d.iface_len(v) > 0;
-                        }
-                        true
-                    }
-                    _ => false,
-                };
-                let dequeued = sched.dequeue(now);
-                // Nothing these two disciplines discard while choosing, but an engine collects
-                // it anyway (architecture.md): counted as lost, never silently.
-                for (p, _) in sched.take_evicted() {
-                    tiers[tier_of(p.vif)].counts_mut(p.kind).lost += 1;
-                }
-                if let Some(p) = dequeued {
-                    if round_start {
-                        for v in 0..cfg.domains {
-                            if v == p.vif || !backlogged[v] {
-                                passed[v] = 0;
-                            } else {
-                                passed[v] += 1;
-                                let t = tier_of(v);
-                                tiers[t].max_rounds_passed =
-                                    tiers[t].max_rounds_passed.max(passed[v]);
-                            }
-                        }
-                    }
-                    serving = Some((p, per_packet));
-                    service_started = now;
-                    q.schedule(now + per_packet, Ev::Done);
-                }
-            }
-        };
-    }
-    // Offer one packet to its vif queue.
-    macro_rules! offer {
-        ($vif:expr, $kind:expr, $now:expr) => {{
-            let (vif, kind, now) = ($vif, $kind, $now);
-            let t = tier_of(vif);
-            tiers[t].counts_mut(kind).sent += 1;
-            per_vif[vif].arrived += 1;
-            if let Some(l) = log.as_mut() {
-                l.push((now, vif, kind));
-            }
-            match sched.enqueue(
-                vif,
-                Pkt {
-                    vif,
-                    kind,
-                    sent: now,
-                },
-                now,
-            ) {
-                Verdict::Queued => {}
-                Verdict::Dropped { item, .. } => {
-                    tiers[tier_of(item.vif)].counts_mut(item.kind).lost += 1;
-                    per_vif[item.vif].dropped += 1;
-                }
-                Verdict::QueuedEvicting { evicted, .. } => {
-                    tiers[tier_of(evicted.vif)].counts_mut(evicted.kind).lost += 1;
-                    per_vif[evicted.vif].dropped += 1;
-                }
-            }
-        }};
-    }
+    let mut b = Backend::new(cfg, per_tier, sched, log);
     let mut done_gen_valid = true;
     while let Some((now, ev)) = q.pop() {
         if now > cfg.duration {
@@ -495,79 +607,65 @@ fn run_model_logged(
                 let period = cfg.tiers[tier_of(vif)].period_ms * MS as f64;
                 let next = period * (1.0 + cfg.jitter * (2.0 * rng.unit() - 1.0));
                 q.schedule(now + next.max(1.0) as Nanos, Ev::Probe { vif });
-                offer!(vif, Kind::Probe, now);
-                kick!(now);
+                b.offer(vif, Kind::Probe, now);
             }
             Ev::Burst { vif } => {
                 // Burst size uniform in 1..=2·mean−1 (mean `data_burst`), back to back.
                 let max = (2.0 * cfg.data_burst - 1.0).round().max(1.0) as u64;
                 let size = 1 + data_rng.below(max);
                 for _ in 0..size {
-                    offer!(vif, Kind::Data, now);
+                    b.offer(vif, Kind::Data, now);
                 }
                 let gap = cfg.data_burst / cfg.data_pps * SEC as f64;
                 q.schedule(now + (data_rng.exp(gap) as Nanos).max(1), Ev::Burst { vif });
-                kick!(now);
             }
             Ev::Stream { vif } => {
                 let gap = SEC as f64 / cfg.tiers[tier_of(vif)].stream_pps;
                 q.schedule(now + (gap as Nanos).max(1), Ev::Stream { vif });
-                offer!(vif, Kind::Stream, now);
-                kick!(now);
+                b.offer(vif, Kind::Stream, now);
             }
             Ev::Arrive { from, to } => {
                 for &(_, vif) in &arrivals.unwrap_or_default()[from..to] {
-                    offer!(vif, Kind::Data, now);
+                    b.offer(vif, Kind::Data, now);
                 }
-                kick!(now);
             }
             Ev::CpuOff => {
-                cpu_on = false;
-                if let Some((_, remaining)) = &mut serving {
+                b.cpu_on = false;
+                if let Some((_, remaining)) = &mut b.serving {
                     // The packet in service is suspended; its Done event is now stale.
-                    *remaining = remaining.saturating_sub(now - service_started);
+                    *remaining = remaining.saturating_sub(now - b.service_started);
                     done_gen_valid = false;
                 }
                 let d = draw(&mut rng, off_mean);
                 q.schedule(now + d, Ev::CpuOn);
+                continue;
             }
             Ev::CpuOn => {
-                cpu_on = true;
-                if let Some((_, remaining)) = &serving {
-                    service_started = now;
+                b.cpu_on = true;
+                if let Some((_, remaining)) = &b.serving {
+                    b.service_started = now;
                     done_gen_valid = true;
                     q.schedule(now + *remaining, Ev::Done);
                 }
                 let d = draw(&mut rng, on_mean);
                 q.schedule(now + d, Ev::CpuOff);
-                kick!(now);
             }
             Ev::Done => {
                 // Ignore a stale completion (scheduled before the CPU was taken away), and
                 // a completion that does not match the remaining time.
-                let Some((_, remaining)) = &serving else {
+                let Some((_, remaining)) = &b.serving else {
                     continue;
                 };
-                if !cpu_on || !done_gen_valid || now < service_started + *remaining {
+                if !b.cpu_on || !done_gen_valid || now < b.service_started + *remaining {
                     continue;
                 }
-                let (p, _) = serving.take().expect("checked above");
-                let t = tier_of(p.vif);
-                tiers[t].counts_mut(p.kind).delivered += 1;
-                if p.kind == Kind::Probe {
-                    tiers[t]
-                        .latencies_ms
-                        .push((now - p.sent) as f64 / MS as f64);
-                }
-                kick!(now);
+                let (p, _) = b.serving.take().expect("checked above");
+                b.deliver(p, now);
             }
         }
+        b.kick(&mut q, now);
     }
-    // What is still in the vif queues or in service at the end is held, not lost.
-    for p in sched.reset().into_iter().chain(serving.map(|(p, _)| p)) {
-        tiers[tier_of(p.vif)].counts_mut(p.kind).held += 1;
-    }
-    Ok((tiers, per_vif))
+    Ok(b.finish())
 }
 
 /// Probe tail and loss over a range of tiers.

@@ -361,9 +361,9 @@ fn comparisons(v: &View) -> Vec<Comparison> {
                 ),
                 paper: paper_says(&r.scheduler, r.domains, v.nmax(), ti, r.tiers.len()),
                 ours: format!(
-                    "{:.1} ms / {:.1} ms / {:.1}% / {:.2}% / {:.2}%",
-                    tr.mean_ms(),
-                    tr.quantile_ms(0.99),
+                    "{} / {} / {:.1}% / {:.2}% / {:.2}%",
+                    ms_text(tr.mean_ms()),
+                    ms_text(tr.quantile_ms(0.99)),
                     tr.share_above_pct(threshold),
                     tr.probe.loss_pct(),
                     tr.bulk().loss_pct()
@@ -378,6 +378,25 @@ fn per_tier(r: &[TierResult], f: impl Fn(&TierResult) -> f64) -> String {
         .map(|t| format!("{:.2}%", f(t)))
         .collect::<Vec<_>>()
         .join("/")
+}
+
+/// A latency for text, "12.3 ms", or "no samples" when nothing was measured (NaN or inf:
+/// every packet of the tier was lost), so no report ever prints NaN.
+fn ms_text(ms: f64) -> String {
+    if ms.is_finite() {
+        format!("{ms:.1} ms")
+    } else {
+        "no samples".to_string()
+    }
+}
+
+/// A latency before → after, "12.3 → 45.6 ms", each side in words when it has no samples.
+fn ms_change(before: f64, after: f64) -> String {
+    if before.is_finite() && after.is_finite() {
+        format!("{before:.1} → {after:.1} ms")
+    } else {
+        format!("{} → {}", ms_text(before), ms_text(after))
+    }
 }
 
 /// The p99 latency gap between the best and the worst tier, ms (P2 §5's fairness).
@@ -400,10 +419,9 @@ fn checks(v: &View) -> Vec<Check> {
     ) {
         let (a, b) = (&sp_small[low], &sp_big[low]);
         let detail = format!(
-            "{}: p99 {:.1} → {:.1} ms, loss (all packets) {:.2} → {:.2}%, probe loss {:.2} → {:.2}%",
+            "{}: p99 {}, loss (all packets) {:.2} → {:.2}%, probe loss {:.2} → {:.2}%",
             tiers[low].name,
-            a.quantile_ms(0.99),
-            b.quantile_ms(0.99),
+            ms_change(a.quantile_ms(0.99), b.quantile_ms(0.99)),
             a.loss_pct(),
             b.loss_pct(),
             a.probe.loss_pct(),
@@ -468,7 +486,7 @@ fn checks(v: &View) -> Vec<Check> {
             p99_gap(dc) - p99_gap(sp),
             Cmp::Lt,
             0.0,
-            format!("p99 gap {:.1} ms → {:.1} ms", p99_gap(sp), p99_gap(dc)),
+            format!("p99 gap {} → {}", ms_text(p99_gap(sp)), ms_text(p99_gap(dc))),
         ));
     }
     // The core's proven bound: the largest passed-over run minus its bound must stay ≤ 0.
@@ -648,6 +666,22 @@ fn sensitivity_table(v: &View, n: usize, rows: &[SensRow], out: &Path) -> anyhow
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tier_with_every_packet_lost_reads_no_samples_never_nan() {
+        // A tier whose probes were all dropped has no latency: its mean and p99 are NaN.
+        let lost = TierResult::default();
+        assert!(lost.quantile_ms(0.99).is_nan() && lost.mean_ms().is_nan());
+        let change = ms_change(170.7, lost.quantile_ms(0.99));
+        assert_eq!(change, "170.7 ms → no samples");
+        assert_eq!(ms_change(170.7, 180.25), "170.7 → 180.2 ms");
+        assert_eq!(ms_text(lost.mean_ms()), "no samples");
+        assert_eq!(ms_text(f64::NEG_INFINITY), "no samples");
+        assert_eq!(ms_text(12.34), "12.3 ms");
+        assert!(![change, ms_text(lost.mean_ms())]
+            .iter()
+            .any(|t| t.contains("NaN")));
+    }
 
     #[test]
     fn quantile_points_are_monotone_and_keep_the_tail() {

@@ -195,11 +195,25 @@ pub const MIN_STEADINESS: f64 = 0.5;
 /// run — the per-run claim [`CLAIM_MEANS_ORDERED`] and [`CLAIM_NO_PAIR_REVERSED`] with
 /// per-second paired t statistics ([`paired_t`]) — and decided over repeated runs.
 pub fn checks(runs: &[ModeRun], p: &RealParams) -> Vec<Check> {
-    let mut out = Vec::new();
+    let mut out = vec![answered_check(runs)];
+    if let Some(f) = runs.iter().find(|r| r.mode == DisciplineKind::Fifo) {
+        out.push(fifo_check(f));
+    }
+    if let Some(pr) = runs.iter().find(|r| r.mode == DisciplineKind::Percentile) {
+        out.extend(percentile_checks(pr, p));
+    }
+    if let Some(s) = runs.iter().find(|r| r.mode == DisciplineKind::Strict) {
+        out.push(strict_check(s));
+    }
+    out
+}
+
+/// Every request sent got its full response, in every mode.
+fn answered_check(runs: &[ModeRun]) -> Check {
     let all_answered = runs
         .iter()
         .all(|r| r.load.sent == r.load.received && r.load.errors.is_empty());
-    out.push(Check::new(
+    Check::new(
         "every request sent got its full response, in every mode",
         all_answered && !runs.is_empty(),
         runs.iter()
@@ -214,166 +228,191 @@ pub fn checks(runs: &[ModeRun], p: &RealParams) -> Vec<Check> {
             })
             .collect::<Vec<_>>()
             .join("; "),
-    ));
-    if let Some(f) = runs.iter().find(|r| r.mode == DisciplineKind::Fifo) {
-        let s = relative_range(&f.mean_ms);
-        out.push(Check::measured(
-            "FIFO favours no class: mean response times within 15% of each other (max/min − 1)",
-            s,
-            Cmp::Le,
-            0.15,
-            format!(
-                "means (ms) {}; max/min − 1 = {:.1}%",
-                fmt_list(&f.mean_ms, 2),
-                s * 100.0
-            ),
-        ));
-    }
-    if let Some(pr) = runs.iter().find(|r| r.mode == DisciplineKind::Percentile) {
-        let n = pr.mean_ms.len();
-        out.push(Check::measured(
-            "the server kept its speed during the Percentile run, so the run measures the rule rather than the shared machine (slowest 5 s window / fastest)",
+    )
+}
+
+/// FIFO favours no class: its class means within 15% of each other.
+fn fifo_check(f: &ModeRun) -> Check {
+    let s = relative_range(&f.mean_ms);
+    Check::measured(
+        "FIFO favours no class: mean response times within 15% of each other (max/min − 1)",
+        s,
+        Cmp::Le,
+        0.15,
+        format!(
+            "means (ms) {}; max/min − 1 = {:.1}%",
+            fmt_list(&f.mean_ms, 2),
+            s * 100.0
+        ),
+    )
+}
+
+/// The Percentile run's checks: the server's steadiness, the class ordering, equal
+/// attainment, no starvation, and P0 Table 14's shape.
+fn percentile_checks(pr: &ModeRun, p: &RealParams) -> Vec<Check> {
+    let mut out = Vec::new();
+    out.push(Check::measured(
+        "the server kept its speed during the Percentile run, so the run measures the rule rather than the shared machine (slowest 5 s window / fastest)",
+        steadiness(pr),
+        Cmp::Ge,
+        MIN_STEADINESS,
+        format!(
+            "slowest 5 s window / fastest = {:.2} in run {} of at most {} (a run below {MIN_STEADINESS} is repeated)",
             steadiness(pr),
-            Cmp::Ge,
-            MIN_STEADINESS,
-            format!(
-                "slowest 5 s window / fastest = {:.2} in run {} of at most {} (a run below {MIN_STEADINESS} is repeated)",
-                steadiness(pr),
-                pr.attempt,
-                p.attempts
-            ),
-        ));
-        let ratios: Vec<f64> = pr.mean_ms.windows(2).map(|w| w[1] / w[0]).collect();
-        let min_ratio = ratios.iter().cloned().fold(f64::INFINITY, f64::min);
-        out.push(Check::measured(
-            CLAIM_MEANS_ORDERED.to_string() + " — smallest ratio of adjacent means",
-            min_ratio,
-            Cmp::Gt,
-            1.0,
-            format!(
-                "means (ms) {}; adjacent ratios {}",
-                fmt_list(&pr.mean_ms, 3),
-                fmt_list(&ratios, 3)
-            ),
-        ));
-        let per_sec = per_second_means(pr);
-        let ts: Vec<f64> = (0..n.saturating_sub(1))
-            .map(|k| paired_t(&per_sec, k, k + 1).unwrap_or(f64::NAN))
-            .collect();
-        let min_t = ts.iter().cloned().fold(f64::INFINITY, f64::min);
-        out.push(Check::measured(
-            format!(
-                "{CLAIM_NO_PAIR_REVERSED} (smallest per-second paired t of adjacent classes > −{DECIDED_T})"
-            ),
-            if ts.iter().any(|t| t.is_nan()) { f64::NAN } else { min_t },
-            Cmp::Gt,
-            -DECIDED_T,
-            format!("t (C(k+1) − Ck) {}", fmt_list(&ts, 1)),
-        ));
-        if n >= 2 {
-            // With attainments equal at level a, a fraction 0.9·a of C0's answers and only
-            // 0.5·a of C4's fall within the deadline: C4's median sits near C0's 90th
-            // percentile, so its mean is well above C0's (measured 1.9–5.4×). A per-second t
-            // is no good here: C4's per-second means swing with a few max_hold releases
-            // (t = 2.1 at a 3.7× ratio was measured).
-            out.push(Check::measured(
-                format!(
-                    "Percentile serves the top class faster than the lowest: mean C{} / mean C0",
-                    n - 1
-                ),
-                pr.mean_ms[n - 1] / pr.mean_ms[0],
-                Cmp::Gt,
-                1.0,
-                format!(
-                    "means C0 {:.3} ms, C{} {:.3} ms; t {:.1}",
-                    pr.mean_ms[0],
-                    n - 1,
-                    pr.mean_ms[n - 1],
-                    paired_t(&per_sec, 0, n - 1).unwrap_or(f64::NAN)
-                ),
-            ));
-        }
-        let att: Vec<f64> = pr.status.classes.iter().map(|c| c.attainment).collect();
-        let s = relative_range(&att);
-        out.push(Check::measured(
-            "Percentile leaves no class behind the others: final attainments S/(N·P) within 10% of each other, max/min − 1 (P0 Table 14: 0.755–0.761)",
-            s,
-            Cmp::Le,
-            0.10,
-            format!(
-                "S/(N·P) {}; max/min − 1 = {:.1}%; deadline {}{}",
-                fmt_list(&att, 3),
-                s * 100.0,
-                pr.status.deadline_mode,
-                pr.status
-                    .deadline_quantile
-                    .map(|q| format!(" (q = {q:.3})"))
-                    .unwrap_or_default()
-            ),
-        ));
-        let max_hold = run_max_hold(pr, p);
-        let floor = max_hold_floor(pr, p.threads_per_client, max_hold);
-        let total: u64 = pr.completed.iter().sum();
-        let fair = total as f64 / n.max(1) as f64;
-        let min = pr.completed.iter().copied().min().unwrap_or(0);
-        out.push(Check::measured(
-            format!(
-                "Percentile starves no class: max_hold ({}) bounds every wait, so every class completes at least half of {} connections × run time / (max_hold + 10 ms tick + mean server time) — fewest responses / that floor",
-                match p.max_hold_factor {
-                    Some(k) => format!(
-                        "{k} × the server time ≈ {:.0} ms",
-                        max_hold.as_secs_f64() * 1e3
-                    ),
-                    None => netsched_core::units::format_duration(max_hold.as_nanos() as u64),
-                },
-                p.threads_per_client
-            ),
-            min as f64 / floor.max(1e-9),
-            Cmp::Ge,
-            0.5,
-            format!(
-                "responses per class {} (fewest = {:.0}% of an equal share); floor {:.0} (mean server time {:.1} ms, {:.1} s); requests released by max_hold {}",
-                pr.completed.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" / "),
-                100.0 * min as f64 / fair.max(1e-9),
-                floor,
-                pr.status.mean_server_ms,
-                pr.load.elapsed.as_secs_f64(),
-                pr.status.counters.max_hold_releases
-            ),
-        ));
-        let gaps = longest_gap_s(pr);
-        let max_gap = gaps.iter().cloned().fold(0.0, f64::max);
-        out.push(Check::measured(
-            "Percentile starves no class: no class goes 3 s without a response (longest gap, s)",
-            max_gap,
-            Cmp::Le,
-            3.0,
-            format!("longest gap per class (s) {}", fmt_list(&gaps, 2)),
-        ));
-        out.extend(table14_checks(pr, min_ratio, s));
-    }
-    if let Some(s) = runs.iter().find(|r| r.mode == DisciplineKind::Strict) {
-        let (first, last) = (
-            s.mean_ms.first().copied().unwrap_or(f64::NAN),
-            s.mean_ms.last().copied().unwrap_or(f64::NAN),
-        );
-        out.push(Check::measured(
-            "strict priority serves C0 fastest and C4 slowest (the starvation P0 avoids): mean C4 / mean C0",
-            last / first,
-            Cmp::Gt,
-            1.0,
-            format!(
-                "means (ms) {}; responses {}",
-                fmt_list(&s.mean_ms, 3),
-                s.completed
-                    .iter()
-                    .map(|c| c.to_string())
-                    .collect::<Vec<_>>()
-                    .join(" / ")
-            ),
-        ));
-    }
+            pr.attempt,
+            p.attempts
+        ),
+    ));
+    let min_ratio = ordering_checks(pr, &mut out);
+    let att: Vec<f64> = pr.status.classes.iter().map(|c| c.attainment).collect();
+    let s = relative_range(&att);
+    out.push(Check::measured(
+        "Percentile leaves no class behind the others: final attainments S/(N·P) within 10% of each other, max/min − 1 (P0 Table 14: 0.755–0.761)",
+        s,
+        Cmp::Le,
+        0.10,
+        format!(
+            "S/(N·P) {}; max/min − 1 = {:.1}%; deadline {}{}",
+            fmt_list(&att, 3),
+            s * 100.0,
+            pr.status.deadline_mode,
+            pr.status
+                .deadline_quantile
+                .map(|q| format!(" (q = {q:.3})"))
+                .unwrap_or_default()
+        ),
+    ));
+    out.extend(starvation_checks(pr, p));
+    out.extend(table14_checks(pr, min_ratio, s));
     out
+}
+
+/// The class ordering of the Percentile run: adjacent means ordered, no adjacent pair
+/// reversed beyond the per-second paired t, the top class faster than the lowest. Returns
+/// the smallest ratio of adjacent means (Table 14's ordering check uses it too).
+fn ordering_checks(pr: &ModeRun, out: &mut Vec<Check>) -> f64 {
+    let n = pr.mean_ms.len();
+    let ratios: Vec<f64> = pr.mean_ms.windows(2).map(|w| w[1] / w[0]).collect();
+    let min_ratio = ratios.iter().cloned().fold(f64::INFINITY, f64::min);
+    out.push(Check::measured(
+        CLAIM_MEANS_ORDERED.to_string() + " — smallest ratio of adjacent means",
+        min_ratio,
+        Cmp::Gt,
+        1.0,
+        format!(
+            "means (ms) {}; adjacent ratios {}",
+            fmt_list(&pr.mean_ms, 3),
+            fmt_list(&ratios, 3)
+        ),
+    ));
+    let per_sec = per_second_means(pr);
+    let ts: Vec<f64> = (0..n.saturating_sub(1))
+        .map(|k| paired_t(&per_sec, k, k + 1).unwrap_or(f64::NAN))
+        .collect();
+    let min_t = ts.iter().cloned().fold(f64::INFINITY, f64::min);
+    out.push(Check::measured(
+        format!(
+            "{CLAIM_NO_PAIR_REVERSED} (smallest per-second paired t of adjacent classes > −{DECIDED_T})"
+        ),
+        if ts.iter().any(|t| t.is_nan()) { f64::NAN } else { min_t },
+        Cmp::Gt,
+        -DECIDED_T,
+        format!("t (C(k+1) − Ck) {}", fmt_list(&ts, 1)),
+    ));
+    if n >= 2 {
+        // With attainments equal at level a, a fraction 0.9·a of C0's answers and only
+        // 0.5·a of C4's fall within the deadline: C4's median sits near C0's 90th
+        // percentile, so its mean is well above C0's (measured 1.9–5.4×). A per-second t
+        // is no good here: C4's per-second means swing with a few max_hold releases
+        // (t = 2.1 at a 3.7× ratio was measured).
+        out.push(Check::measured(
+            format!(
+                "Percentile serves the top class faster than the lowest: mean C{} / mean C0",
+                n - 1
+            ),
+            pr.mean_ms[n - 1] / pr.mean_ms[0],
+            Cmp::Gt,
+            1.0,
+            format!(
+                "means C0 {:.3} ms, C{} {:.3} ms; t {:.1}",
+                pr.mean_ms[0],
+                n - 1,
+                pr.mean_ms[n - 1],
+                paired_t(&per_sec, 0, n - 1).unwrap_or(f64::NAN)
+            ),
+        ));
+    }
+    min_ratio
+}
+
+/// Percentile starves no class: the `max_hold` floor on every class's responses and the
+/// longest gap without a response.
+fn starvation_checks(pr: &ModeRun, p: &RealParams) -> Vec<Check> {
+    let n = pr.mean_ms.len();
+    let mut out = Vec::new();
+    let max_hold = run_max_hold(pr, p);
+    let floor = max_hold_floor(pr, p.threads_per_client, max_hold);
+    let total: u64 = pr.completed.iter().sum();
+    let fair = total as f64 / n.max(1) as f64;
+    let min = pr.completed.iter().copied().min().unwrap_or(0);
+    out.push(Check::measured(
+        format!(
+            "Percentile starves no class: max_hold ({}) bounds every wait, so every class completes at least half of {} connections × run time / (max_hold + 10 ms tick + mean server time) — fewest responses / that floor",
+            match p.max_hold_factor {
+                Some(k) => format!(
+                    "{k} × the server time ≈ {:.0} ms",
+                    max_hold.as_secs_f64() * 1e3
+                ),
+                None => netsched_core::units::format_duration(max_hold.as_nanos() as u64),
+            },
+            p.threads_per_client
+        ),
+        min as f64 / floor.max(1e-9),
+        Cmp::Ge,
+        0.5,
+        format!(
+            "responses per class {} (fewest = {:.0}% of an equal share); floor {:.0} (mean server time {:.1} ms, {:.1} s); requests released by max_hold {}",
+            pr.completed.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" / "),
+            100.0 * min as f64 / fair.max(1e-9),
+            floor,
+            pr.status.mean_server_ms,
+            pr.load.elapsed.as_secs_f64(),
+            pr.status.counters.max_hold_releases
+        ),
+    ));
+    let gaps = longest_gap_s(pr);
+    let max_gap = gaps.iter().cloned().fold(0.0, f64::max);
+    out.push(Check::measured(
+        "Percentile starves no class: no class goes 3 s without a response (longest gap, s)",
+        max_gap,
+        Cmp::Le,
+        3.0,
+        format!("longest gap per class (s) {}", fmt_list(&gaps, 2)),
+    ));
+    out
+}
+
+/// Strict priority serves C0 fastest and C4 slowest (the starvation P0 avoids).
+fn strict_check(s: &ModeRun) -> Check {
+    let (first, last) = (
+        s.mean_ms.first().copied().unwrap_or(f64::NAN),
+        s.mean_ms.last().copied().unwrap_or(f64::NAN),
+    );
+    Check::measured(
+    "strict priority serves C0 fastest and C4 slowest (the starvation P0 avoids): mean C4 / mean C0",
+    last / first,
+    Cmp::Gt,
+    1.0,
+    format!(
+        "means (ms) {}; responses {}",
+        fmt_list(&s.mean_ms, 3),
+        s.completed
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(" / ")
+    ),
+)
 }
 
 /// P0 Table 14's shape as checks: near-equal N (every class ≥ 50% of an equal share; Table 14

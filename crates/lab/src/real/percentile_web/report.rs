@@ -40,9 +40,17 @@ fn per_second(run: &ModeRun) -> (SecondSeries, SecondSeries) {
     (resp, thr)
 }
 
+/// Values joined by " / ", each with `prec` decimals; one that could not be measured (NaN or
+/// infinite, e.g. a paired t over too few seconds) reads "—", never "NaN".
 pub(super) fn fmt_list(v: &[f64], prec: usize) -> String {
     v.iter()
-        .map(|x| format!("{x:.prec$}"))
+        .map(|x| {
+            if x.is_finite() {
+                format!("{x:.prec$}")
+            } else {
+                "—".to_string()
+            }
+        })
         .collect::<Vec<_>>()
         .join(" / ")
 }
@@ -57,84 +65,109 @@ pub fn output(
     runs: &[ModeRun],
     unsteady: &[String],
 ) -> Result<ExperimentOutput> {
-    let n = p.percentiles.len();
     let mut results = Results::new("percentile-web", "real", seed, params.clone());
     let mut figures = Vec::new();
     for r in runs {
-        let m = r.mode.as_str();
-        let (resp, thr) = per_second(r);
-        netsched_report::csv::write_series(
-            &out.join(format!("real-{m}-response.csv")),
-            "second",
-            "mean_response_ms",
-            &resp,
-        )?;
-        netsched_report::csv::write_series(
-            &out.join(format!("real-{m}-throughput.csv")),
-            "second",
-            "responses",
-            &thr,
-        )?;
-        let f1 = format!("real-{m}-response.svg");
-        netsched_report::svg::line_chart(
-            &format!("{m}: mean response time per class per second (cf. P0 Figs. 16–19)"),
-            "time (s)",
-            "response time (ms)",
-            &resp,
-            &out.join(&f1),
-        )?;
-        let f2 = format!("real-{m}-throughput.svg");
-        netsched_report::svg::line_chart(
-            &format!("{m}: responses per class per second"),
-            "time (s)",
-            "responses / s",
-            &thr,
-            &out.join(&f2),
-        )?;
-        figures.push(Figure {
-            title: format!("{m}: response time per class"),
-            file: f1,
-        });
-        figures.push(Figure {
-            title: format!("{m}: throughput per class"),
-            file: f2,
-        });
-        std::fs::write(
-            out.join(format!("real-{m}-status.txt")),
-            netsched_nfq::ctl_client::format_status(&r.status),
-        )?;
-        results.runs.push(Run {
-            config: json!({
-                "discipline": m,
-                "budget": p.budget,
-                "deadline": if r.status.deadline_auto {
-                    r.status.deadline_mode.clone()
-                } else {
-                    netsched_nfq::config::fmt_duration(r.status.deadline_ns)
-                },
-                "connections": n * p.threads_per_client,
-                "duration_s": p.duration.as_secs_f64(),
-                "page_kb": p.page_kb,
-                "max_hold_factor": p.max_hold_factor,
-                "max_hold_ms": p.max_hold.as_secs_f64() * 1e3,
-            }),
-            metrics: json!({
-                "mean_response_ms": r.mean_ms,
-                "p99_response_ms": r.p99_ms,
-                "responses": r.completed,
-                "sent": r.load.sent,
-                "received": r.load.received,
-                "errors": r.load.errors.len(),
-                "first_errors": r.load.errors.iter().take(5).collect::<Vec<_>>(),
-                "throughput_per_s": r.completed.iter().map(|c| *c as f64 / r.load.elapsed.as_secs_f64()).collect::<Vec<_>>(),
-                "daemon_status": r.status,
-                "mean_server_ms": r.status.mean_server_ms,
-                "max_hold_mean_ms": run_max_hold(r, p).as_secs_f64() * 1e3,
-                "max_hold_releases": r.status.counters.max_hold_releases,
-                "released_at_exit": r.released_at_exit,
-            }),
-        });
+        figures.extend(write_mode_files(out, r)?);
+        results.runs.push(mode_run(r, p));
     }
+    Ok(ExperimentOutput {
+        results,
+        comparisons: comparisons(runs, p.percentiles.len()),
+        checks: checks(runs, p),
+        figures,
+        notes: notes(runs, p, unsteady),
+    })
+}
+
+/// One mode's per-second series (CSV and SVG) and final daemon status into `out`; returns
+/// its figures.
+fn write_mode_files(out: &Path, r: &ModeRun) -> Result<Vec<Figure>> {
+    let m = r.mode.as_str();
+    let mut figures = Vec::new();
+    let (resp, thr) = per_second(r);
+    netsched_report::csv::write_series(
+        &out.join(format!("real-{m}-response.csv")),
+        "second",
+        "mean_response_ms",
+        &resp,
+    )?;
+    netsched_report::csv::write_series(
+        &out.join(format!("real-{m}-throughput.csv")),
+        "second",
+        "responses",
+        &thr,
+    )?;
+    let f1 = format!("real-{m}-response.svg");
+    netsched_report::svg::line_chart(
+        &format!("{m}: mean response time per class per second (cf. P0 Figs. 16–19)"),
+        "time (s)",
+        "response time (ms)",
+        &resp,
+        &out.join(&f1),
+    )?;
+    let f2 = format!("real-{m}-throughput.svg");
+    netsched_report::svg::line_chart(
+        &format!("{m}: responses per class per second"),
+        "time (s)",
+        "responses / s",
+        &thr,
+        &out.join(&f2),
+    )?;
+    figures.push(Figure {
+        title: format!("{m}: response time per class"),
+        file: f1,
+    });
+    figures.push(Figure {
+        title: format!("{m}: throughput per class"),
+        file: f2,
+    });
+    std::fs::write(
+        out.join(format!("real-{m}-status.txt")),
+        netsched_nfq::ctl_client::format_status(&r.status),
+    )?;
+    Ok(figures)
+}
+
+/// One mode's run in `results.json`: its configuration and what it measured.
+fn mode_run(r: &ModeRun, p: &RealParams) -> Run {
+    let m = r.mode.as_str();
+    let n = p.percentiles.len();
+    Run {
+        config: json!({
+            "discipline": m,
+            "budget": p.budget,
+            "deadline": if r.status.deadline_auto {
+                r.status.deadline_mode.clone()
+            } else {
+                netsched_nfq::config::fmt_duration(r.status.deadline_ns)
+            },
+            "connections": n * p.threads_per_client,
+            "duration_s": p.duration.as_secs_f64(),
+            "page_kb": p.page_kb,
+            "max_hold_factor": p.max_hold_factor,
+            "max_hold_ms": p.max_hold.as_secs_f64() * 1e3,
+        }),
+        metrics: json!({
+            "mean_response_ms": r.mean_ms,
+            "p99_response_ms": r.p99_ms,
+            "responses": r.completed,
+            "sent": r.load.sent,
+            "received": r.load.received,
+            "errors": r.load.errors.len(),
+            "first_errors": r.load.errors.iter().take(5).collect::<Vec<_>>(),
+            "throughput_per_s": r.completed.iter().map(|c| *c as f64 / r.load.elapsed.as_secs_f64()).collect::<Vec<_>>(),
+            "daemon_status": r.status,
+            "mean_server_ms": r.status.mean_server_ms,
+            "max_hold_mean_ms": run_max_hold(r, p).as_secs_f64() * 1e3,
+            "max_hold_releases": r.status.counters.max_hold_releases,
+            "released_at_exit": r.released_at_exit,
+        }),
+    }
+}
+
+/// Every mode's per-class numbers next to the thesis's (P0 Table 14 and its means).
+fn comparisons(runs: &[ModeRun], n: usize) -> Vec<Comparison> {
     let mut comparisons = Vec::new();
     let thesis_att: Vec<f64> = (0..5)
         .map(|k| THESIS_S[k] as f64 / (THESIS_N[k] as f64 * THESIS_P[k] as f64 / 100.0))
@@ -173,7 +206,13 @@ pub fn output(
             }
         }
     }
-    let checks = checks(runs, p);
+    comparisons
+}
+
+/// The notes: server steadiness, the testbed, the daemon's settings, and every mode's final
+/// daemon status.
+fn notes(runs: &[ModeRun], p: &RealParams, unsteady: &[String]) -> Vec<String> {
+    let n = p.percentiles.len();
     let mut notes = vec![
         format!(
             "Server steadiness (slowest 5 s window of total throughput / the fastest): {}.{}",
@@ -221,11 +260,18 @@ pub fn output(
             netsched_nfq::ctl_client::format_status(&r.status)
         ));
     }
-    Ok(ExperimentOutput {
-        results,
-        comparisons,
-        checks,
-        figures,
-        notes,
-    })
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_shows_an_unmeasured_value_as_a_dash() {
+        assert_eq!(
+            fmt_list(&[1.234, f64::NAN, f64::INFINITY], 1),
+            "1.2 / — / —"
+        );
+    }
 }
