@@ -4,7 +4,7 @@
 //! asymmetry (beyond the paper, RFC 3449): strict ACK priority starves the upload; the ACK
 //! filter with an ACK-share cap keeps both directions going.
 
-use super::report::{fmt_k, fmt_pct, ratio};
+use super::format::{fmt_k, fmt_pct, ratio};
 use super::{find, Measured, RealParams, Separation, Variant};
 use netsched_report::{Check, Cmp};
 

@@ -34,6 +34,7 @@
 //! - `report.rs`: per-run results, `throughput.csv`, paper | ours, charts, notes.
 
 mod checks;
+mod format;
 mod params;
 mod report;
 mod rig;
@@ -189,9 +190,9 @@ pub fn run_real(params: &Value, seed: u64, out: &Path, quick: bool) -> Result<Ex
         let o = run::run_one(&spec).with_context(|| spec.name())?;
         eprintln!(
             "  upload {} kbit/s, download {} kbit/s, ping p50 {} ms",
-            report::fmt_k(o.up_kbit),
-            report::fmt_k(o.down_kbit),
-            report::fmt_k(report::percentile(&o.ping_ms, 50.0))
+            format::fmt_k(o.up_kbit),
+            format::fmt_k(o.down_kbit),
+            format::fmt_k(netsched_report::stats::percentile_of(&o.ping_ms, 0.50))
         );
         measured.push(Measured { spec, out: o });
     }

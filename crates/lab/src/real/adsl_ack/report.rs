@@ -3,9 +3,11 @@
 //! asymmetry, the checks ([`super::checks`]), the throughput charts and the method's notes.
 
 use super::checks::{checks, strong_variant};
+use super::format::fmt_k;
 use super::rig::link_qdisc_up;
 use super::{find, Measured, RealParams, Separation, Variant};
 use anyhow::Result;
+use netsched_report::stats;
 use netsched_report::{Comparison, ExperimentOutput, Figure, Results, Run};
 use serde_json::json;
 use std::path::Path;
@@ -63,8 +65,8 @@ fn run_record(m: &Measured) -> Run {
         metrics: json!({
             "upload_kbit": o.up_kbit,
             "download_kbit": o.down_kbit,
-            "ping_p50_ms": percentile(&o.ping_ms, 50.0),
-            "ping_p90_ms": percentile(&o.ping_ms, 90.0),
+            "ping_p50_ms": stats::percentile_of(&o.ping_ms, 0.50),
+            "ping_p90_ms": stats::percentile_of(&o.ping_ms, 0.90),
             "ping_received": o.ping_ms.len(),
             "ping_sent": o.ping_sent,
             "link_accounting": link.map(|l| {
@@ -148,7 +150,7 @@ fn adsl_comparisons(measured: &[Measured], v: &Variant) -> Vec<Comparison> {
         let (u, d) = (o.and_then(|o| o.up_kbit), o.and_then(|o| o.down_kbit));
         comparisons.push(row(&format!("both, {}: upload", sep.label()), pu, u));
         comparisons.push(row(&format!("both, {}: download", sep.label()), pd, d));
-        let p50 = o.and_then(|o| percentile(&o.ping_ms, 50.0));
+        let p50 = o.and_then(|o| stats::percentile_of(&o.ping_ms, 0.50));
         comparisons.push(Comparison {
             quantity: format!("[{vn}] both, {}: ping RTT p50 (ms)", sep.label()),
             paper: "—".into(),
@@ -298,29 +300,4 @@ fn notes(rp: &RealParams) -> Vec<String> {
         rp.ack_share_max
     ));
     notes
-}
-
-/// `a / b`, when both are known and `b` is positive.
-pub(super) fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-        _ => None,
-    }
-}
-
-/// A rate in kbit/s, or a dash.
-pub(super) fn fmt_k(v: Option<f64>) -> String {
-    v.map(|x| format!("{x:.0}")).unwrap_or_else(|| "—".into())
-}
-
-/// A share as a percentage, or a dash.
-pub(super) fn fmt_pct(v: Option<f64>) -> String {
-    v.map(|x| format!("{:.0}%", x * 100.0))
-        .unwrap_or_else(|| "—".into())
-}
-
-/// The `p`-th percentile (0–100) of an unsorted sample, by the one definition in
-/// `netsched_report::stats` (nearest rank).
-pub(super) fn percentile(v: &[f64], p: f64) -> Option<f64> {
-    netsched_report::stats::percentile(&netsched_report::stats::sorted(v), p / 100.0)
 }

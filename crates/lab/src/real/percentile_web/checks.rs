@@ -8,7 +8,7 @@
 //! Cost: one pass over each mode's samples per statistic; memory of one value per class and
 //! second of the run.
 
-use super::report::fmt_list;
+use super::format::fmt_list;
 use super::run::ModeRun;
 use super::*;
 use netsched_report::{Check, Cmp};

@@ -30,6 +30,7 @@
 
 pub mod checks;
 pub mod client;
+mod format;
 pub mod report;
 pub mod rig;
 pub mod run;

@@ -40,21 +40,6 @@ fn per_second(run: &ModeRun) -> (SecondSeries, SecondSeries) {
     (resp, thr)
 }
 
-/// Values joined by " / ", each with `prec` decimals; one that could not be measured (NaN or
-/// infinite, e.g. a paired t over too few seconds) reads "—", never "NaN".
-pub(super) fn fmt_list(v: &[f64], prec: usize) -> String {
-    v.iter()
-        .map(|x| {
-            if x.is_finite() {
-                format!("{x:.prec$}")
-            } else {
-                "—".to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" / ")
-}
-
 /// Write every mode's series and figures into `out` and build the experiment's output from
 /// the runs (`unsteady`: the Percentile runs repeated on an unsteady server, for the notes).
 pub fn output(
@@ -261,17 +246,4 @@ fn notes(runs: &[ModeRun], p: &RealParams, unsteady: &[String]) -> Vec<String> {
         ));
     }
     notes
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_list_shows_an_unmeasured_value_as_a_dash() {
-        assert_eq!(
-            fmt_list(&[1.234, f64::NAN, f64::INFINITY], 1),
-            "1.2 / — / —"
-        );
-    }
 }
