@@ -99,7 +99,7 @@ async fn l7_stop_finishes_the_request_in_flight_closes_idle_ones_and_refuses_new
         "idle keep-alive connection still open"
     );
     // New connections are refused (the listener is closed). A probe that got in before the
-    // close is served and counted too.
+    // close is served.
     let mut probes = 0;
     assert!(
         eventually(|| refused(addr, &mut probes)).await,
@@ -123,7 +123,14 @@ async fn l7_stop_finishes_the_request_in_flight_closes_idle_ones_and_refuses_new
         .await
         .unwrap()
         .unwrap();
-    assert_eq!((report.finished, report.cut), (2 + probes, 0), "{report:?}");
+    // The request in flight and the idle connection ended after the stop began: finished. A
+    // probe accepted before the stop began may have ended before it too (then it is not the
+    // stop's to count), so the probes add between none and all of themselves.
+    assert_eq!(report.cut, 0, "{report:?}");
+    assert!(
+        (2..=2 + probes).contains(&report.finished),
+        "{report:?} with {probes} probe(s) accepted"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,10 +230,13 @@ async fn l4_stop_lets_established_relays_run_to_their_end_and_refuses_new_connec
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(
-            (report.finished, report.cut),
-            (1 + probes, 0),
-            "{relay}: {report:?}"
+        // The held relay ended after the stop began: finished. A probe accepted before the
+        // stop began may have ended before it too (then it is not the stop's to count), so
+        // the probes add between none and all of themselves.
+        assert_eq!(report.cut, 0, "{relay}: {report:?}");
+        assert!(
+            (1..=1 + probes).contains(&report.finished),
+            "{relay}: {report:?} with {probes} probe(s) accepted"
         );
     }
 }
