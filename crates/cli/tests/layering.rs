@@ -60,6 +60,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "netsched-filter",
         &[
             "netsched-core",
+            "netsched-util",
             "netsched-sys",
             "netsched-metrics",
             "netsched-testbed",

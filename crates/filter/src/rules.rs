@@ -101,7 +101,7 @@ pub enum RulesError {
 impl fmt::Display for RulesError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RulesError::Read { file, error } => write!(f, "{file}: cannot read: {error}"),
+            RulesError::Read { error, .. } => f.write_str(error),
             RulesError::TooLarge { file, bytes } => write!(
                 f,
                 "{file}: {bytes} bytes, more than the {MAX_RULES_BYTES} a rule file may have"
@@ -151,15 +151,12 @@ impl RuleSet {
     /// Read and parse a rule file (bounded in size).
     pub fn load(path: &Path) -> Result<RuleSet, RulesError> {
         let file = path.display().to_string();
-        let read = |e: std::io::Error| RulesError::Read {
-            file: file.clone(),
-            error: e.to_string(),
-        };
-        let bytes = std::fs::metadata(path).map_err(read)?.len();
-        if bytes > MAX_RULES_BYTES as u64 {
-            return Err(RulesError::TooLarge { file, bytes });
-        }
-        let text = std::fs::read_to_string(path).map_err(read)?;
+        // Bounded while it is read (a file that grows is caught), and never a FIFO.
+        let text = netsched_util::read::read_text(path, MAX_RULES_BYTES as u64, "rule file")
+            .map_err(|e| RulesError::Read {
+                file: file.clone(),
+                error: e.to_string(),
+            })?;
         Self::from_toml_str(&text, &file)
     }
 

@@ -57,7 +57,7 @@ pub enum SignatureError {
 impl fmt::Display for SignatureError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SignatureError::Read { file, error } => write!(f, "{file}: cannot read: {error}"),
+            SignatureError::Read { error, .. } => f.write_str(error),
             SignatureError::TooLarge { file, bytes } => write!(
                 f,
                 "{file}: {bytes} bytes, more than the {MAX_SIGNATURE_BYTES} a signature file may have"
@@ -134,15 +134,13 @@ impl Signatures {
     /// Read and compile a signature file.
     pub fn load(path: &Path) -> Result<Self, SignatureError> {
         let file = path.display().to_string();
-        let read = |e: std::io::Error| SignatureError::Read {
-            file: file.clone(),
-            error: e.to_string(),
-        };
-        let bytes = std::fs::metadata(path).map_err(read)?.len();
-        if bytes > MAX_SIGNATURE_BYTES as u64 {
-            return Err(SignatureError::TooLarge { file, bytes });
-        }
-        let text = std::fs::read_to_string(path).map_err(read)?;
+        // Bounded while it is read (a file that grows is caught), and never a FIFO.
+        let text =
+            netsched_util::read::read_text(path, MAX_SIGNATURE_BYTES as u64, "signature file")
+                .map_err(|e| SignatureError::Read {
+                    file: file.clone(),
+                    error: e.to_string(),
+                })?;
         Self::parse(&text, &file)
     }
 
