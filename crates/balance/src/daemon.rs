@@ -208,7 +208,7 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
     let metrics_server = Arc::new(Mutex::new(None));
     let mut admin_later = None;
     if let Some(a) = cfg.admin {
-        match netsched_metrics::serve(a, registry.clone()) {
+        match netsched_metrics::serve_with_page(a, registry.clone(), Some(crate::status::PAGE)) {
             Ok(m) => *metrics_server.lock().unwrap_or_else(|p| p.into_inner()) = Some(m),
             Err(netsched_metrics::MetricsError::Bind { source, .. })
                 if source.kind() == std::io::ErrorKind::AddrInUse =>
@@ -251,7 +251,11 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
         tasks.push(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                if let Ok(m) = netsched_metrics::serve(a, registry.clone()) {
+                if let Ok(m) = netsched_metrics::serve_with_page(
+                    a,
+                    registry.clone(),
+                    Some(crate::status::PAGE),
+                ) {
                     *holder.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
                     eprintln!("netsched balance: /metrics now served on http://{a}/metrics");
                     return;

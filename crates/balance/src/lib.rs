@@ -34,6 +34,7 @@ pub mod metrics;
 pub mod pool;
 pub mod server_error;
 pub mod service;
+pub mod status;
 pub mod stop;
 mod sys;
 

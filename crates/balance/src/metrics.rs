@@ -25,6 +25,15 @@ pub struct ErrorLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabel {
+    pub backend: String,
+    pub state: String,
+}
+
+/// The values of the `state` label of `admin_state` (`service::Admin`).
+pub const ADMIN_STATES: [&str; 3] = ["ready", "drain", "maint"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabel {
     pub reason: String,
 }
@@ -50,6 +59,10 @@ pub struct Metrics {
     pub health_up: Family<BackendLabel, Gauge>,
     /// Effective weight after admin state, health and slow start.
     pub weight: Family<BackendLabel, Gauge>,
+    /// The configured (or `set-weight`) weight.
+    pub configured_weight: Family<BackendLabel, Gauge>,
+    /// 1 on the server's operator state (ready, drain, maint), 0 on the others.
+    pub admin_state: Family<StateLabel, Gauge>,
     pub errors: Family<ErrorLabel, Counter>,
     /// Requests sent again on a new connection after a reused one was found closed
     /// (idempotent requests wholly at hand only).
@@ -78,6 +91,8 @@ impl Metrics {
             inactive: Family::default(),
             health_up: Family::default(),
             weight: Family::default(),
+            configured_weight: Family::default(),
+            admin_state: Family::default(),
             errors: Family::default(),
             retries: Family::default(),
             refused: Family::default(),
@@ -112,6 +127,16 @@ impl Metrics {
             "effective_weight",
             "Weight the balancer uses (admin state, health, slow start applied)",
             m.weight.clone(),
+        );
+        r.register(
+            "configured_weight",
+            "Weight from the configuration or the last set-weight",
+            m.configured_weight.clone(),
+        );
+        r.register(
+            "admin_state",
+            "1 on the server's operator state (ready, drain, maint), 0 on the others",
+            m.admin_state.clone(),
         );
         r.register("errors", "Backend errors by reason", m.errors.clone());
         r.register(
@@ -171,6 +196,13 @@ impl Metrics {
         self.inactive.remove(&l);
         self.health_up.remove(&l);
         self.weight.remove(&l);
+        self.configured_weight.remove(&l);
+        for state in ADMIN_STATES {
+            self.admin_state.remove(&StateLabel {
+                backend: name.to_string(),
+                state: state.to_string(),
+            });
+        }
         self.response_seconds.remove(&l);
         for reason in reasons {
             self.errors.remove(&ErrorLabel {
@@ -202,6 +234,21 @@ impl Metrics {
                 reason: reason.to_string(),
             })
             .inc();
+    }
+
+    /// Export a server's configured weight and operator state.
+    pub fn admin(&self, backend: &str, weight: u32, state: &str) {
+        self.configured_weight
+            .get_or_create(&Metrics::backend(backend))
+            .set(weight as i64);
+        for s in ADMIN_STATES {
+            self.admin_state
+                .get_or_create(&StateLabel {
+                    backend: backend.to_string(),
+                    state: s.to_string(),
+                })
+                .set((s == state) as i64);
+        }
     }
 
     pub fn stop_outcome(&self, outcome: &str) {

@@ -49,6 +49,17 @@ pub enum Admin {
     Maint,
 }
 
+impl Admin {
+    /// The state's name, as `ctl` and `/metrics` write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Admin::Ready => "ready",
+            Admin::Drain => "drain",
+            Admin::Maint => "maint",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Backend {
     pub id: ServerId,
@@ -706,6 +717,7 @@ impl Inner {
                 .weight
                 .get_or_create(&Metrics::backend(&b.name))
                 .set(b.effective as i64);
+            metrics.admin(&b.name, b.weight, b.admin.name());
         }
     }
 

@@ -38,6 +38,7 @@ pub mod pipeline;
 pub mod rules;
 pub mod signatures;
 pub mod stats;
+pub mod status;
 pub mod verdict;
 pub mod work;
 pub mod worker;

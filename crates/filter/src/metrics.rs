@@ -16,7 +16,7 @@ pub fn serve(
     addr: std::net::SocketAddr,
     latest: Arc<Latest<FilterStats>>,
 ) -> anyhow::Result<MetricsServer> {
-    netsched_metrics::serve(addr, registry(latest))
+    netsched_metrics::serve_with_page(addr, registry(latest), Some(crate::status::PAGE))
         .map_err(|e| anyhow::anyhow!("--metrics {addr}: {e}"))
 }
 

@@ -25,3 +25,4 @@ pub mod engine;
 pub mod metrics;
 pub mod qdisc_spec;
 pub mod shape;
+pub mod status;

@@ -32,6 +32,9 @@ struct Shape {
     dev_b: String,
     ack_ab: bool,
     ack_ba: bool,
+    /// Each direction's configured rate (bits/s, 0 = unshaped) and one-way delay (ns).
+    rate: [u64; 2],
+    delay: [Nanos; 2],
 }
 
 /// Register the `netsched_link_*` families on `registry`, written from `latest`.
@@ -41,6 +44,8 @@ pub fn register(registry: &mut Registry, cfg: &EngineConfig, latest: Arc<Latest<
         dev_b: cfg.dev_b.clone(),
         ack_ab: matches!(cfg.ab.qdisc.classify, ClassMode::PureAck),
         ack_ba: matches!(cfg.ba.qdisc.classify, ClassMode::PureAck),
+        rate: [cfg.ab.rate_bps.unwrap_or(0), cfg.ba.rate_bps.unwrap_or(0)],
+        delay: [cfg.ab.delay, cfg.ba.delay],
     };
     netsched_metrics::register_snapshot(registry, "netsched_link", latest, move |s, w| {
         write(&shape, s, w)
@@ -53,7 +58,8 @@ pub fn serve(addr: SocketAddr, cfg: &EngineConfig, engine: &mut Engine) -> Resul
     let latest = Arc::new(Latest::new());
     let mut registry = Registry::default();
     register(&mut registry, cfg, Arc::clone(&latest));
-    let server = netsched_metrics::serve(addr, Arc::new(Mutex::new(registry)))
+    let page = Some(crate::status::PAGE);
+    let server = netsched_metrics::serve_with_page(addr, Arc::new(Mutex::new(registry)), page)
         .with_context(|| format!("--metrics {addr}"))?;
     engine.publish_metrics_to(latest);
     Ok(server)
@@ -69,6 +75,21 @@ fn write(shape: &Shape, s: &EngineStats, w: &mut Writer<'_>) -> fmt::Result {
             .map(move |(d, from, to, st, _)| ([("dir", *d), ("from", *from), ("to", *to)], f(st)))
     };
     let gauge_dir = |f: fn(&DirStats) -> u64| per_dir(f).map(|(l, v)| (l, v as f64));
+    let config_dir = |v: [f64; 2]| {
+        dirs.iter()
+            .zip(v)
+            .map(|((d, from, to, _, _), v)| ([("dir", *d), ("from", *from), ("to", *to)], v))
+    };
+    w.gauges(
+        "rate_limit_bits_per_second",
+        "The direction's configured rate (0: unshaped)",
+        config_dir(shape.rate.map(|r| r as f64)),
+    )?;
+    w.gauges(
+        "delay_seconds",
+        "The direction's configured one-way delay",
+        config_dir(shape.delay.map(|d| d as f64 / 1e9)),
+    )?;
     w.counters(
         "rx_frames",
         "Frames received on the direction's input port",

@@ -5,12 +5,16 @@
 //! thread** (no async runtime needed, so the NFQUEUE and AF_PACKET daemons, which are plain
 //! poll loops, can use it as well as the tokio balancer) answers `GET /metrics` with the text
 //! exposition format. The listener binds loopback unless the operator names another address.
+//! A daemon that passes a [`Page`] to [`serve_with_page`] also gets its live status page there:
+//! `GET /` (one self-contained HTML page) and `GET /status.json` (what it reads every second,
+//! made from the same registry; `status.rs`). `HEAD` answers the head of a `GET`.
 //!
 //! Bounds: at most [`MAX_CONNECTIONS`] scrapes at once, each on its own short-lived thread (a
 //! connection beyond them gets 503 at once, so stuck or half-open clients cannot queue up the
 //! others), a request head of at most [`MAX_REQUEST_BYTES`], and [`IO_DEADLINE`] for reading the
-//! head and again for writing the answer (in total, not per system call); anything else gets
-//! 404, 405 or 400 and the connection is closed. Encoding takes the registry lock briefly; metric
+//! head and again for writing the answer (in total, not per system call), a status JSON of at
+//! most [`MAX_STATUS_BYTES`]; anything else gets 404, 405 (with `Allow: GET, HEAD`) or 400 and
+//! the connection is closed. Encoding takes the registry lock briefly; metric
 //! updates themselves are atomics and never wait for the scraper.
 //!
 //! Daemons whose counters live in a single packet thread (no atomics there) publish a copy
@@ -24,11 +28,13 @@
 
 mod client;
 mod snapshot;
+mod status;
 
 pub use client::{hammer, parse_exposition, scrape, HammerOutcome, Sample, MAX_SCRAPE_BYTES};
 /// The crate the registries and families come from, for daemons that only need its types.
 pub use prometheus_client;
 pub use snapshot::{parse_addr, register_snapshot, AddrError, Latest, Writer};
+pub use status::{status_json, Page, MAX_STATUS_BYTES};
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
@@ -100,12 +106,27 @@ impl std::error::Error for MetricsError {}
 
 /// Bind `addr` and serve `GET /metrics` from `registry` on a new thread.
 pub fn serve(addr: SocketAddr, registry: Shared) -> Result<MetricsServer, MetricsError> {
+    serve_with_page(addr, registry, None)
+}
+
+/// Like [`serve`], and with `page` also `GET /` (the daemon's live status page) and
+/// `GET /status.json` (what the page reads every second), on the same thread and bounds.
+pub fn serve_with_page(
+    addr: SocketAddr,
+    registry: Shared,
+    page: Option<Page>,
+) -> Result<MetricsServer, MetricsError> {
     let listener = TcpListener::bind(addr).map_err(|source| MetricsError::Bind { addr, source })?;
     let bound = listener
         .local_addr()
         .map_err(|source| MetricsError::Bind { addr, source })?;
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
+    let site = Arc::new(Site {
+        registry,
+        page,
+        started: Instant::now(),
+    });
     let thread = std::thread::Builder::new()
         .name("metrics".into())
         .spawn(move || {
@@ -120,11 +141,11 @@ pub fn serve(addr: SocketAddr, registry: Shared) -> Result<MetricsServer, Metric
                     continue;
                 }
                 active.fetch_add(1, Ordering::AcqRel);
-                let (registry, done) = (Arc::clone(&registry), Arc::clone(&active));
+                let (site, done) = (Arc::clone(&site), Arc::clone(&active));
                 let spawned = std::thread::Builder::new()
                     .name("metrics-conn".into())
                     .spawn(move || {
-                        let _ = answer(stream, &registry);
+                        let _ = answer(stream, &site);
                         done.fetch_sub(1, Ordering::AcqRel);
                     });
                 if spawned.is_err() {
@@ -174,7 +195,17 @@ fn left(deadline: Instant) -> std::io::Result<Duration> {
     Ok(d)
 }
 
-fn answer(mut stream: TcpStream, registry: &Shared) -> std::io::Result<()> {
+/// What one listener serves: the registry, and the status page when the daemon has one.
+struct Site {
+    registry: Shared,
+    page: Option<Page>,
+    started: Instant,
+}
+
+/// An answer: status line, content type, body.
+type Reply = (&'static str, &'static str, String);
+
+fn answer(mut stream: TcpStream, site: &Site) -> std::io::Result<()> {
     let read_by = Instant::now() + IO_DEADLINE;
     let mut buf = vec![0u8; MAX_REQUEST_BYTES];
     let mut len = 0;
@@ -192,6 +223,7 @@ fn answer(mut stream: TcpStream, registry: &Shared) -> std::io::Result<()> {
         }
         len += n;
     };
+    let mut head_only = false;
     let (status, ctype, body) = match head_end {
         None => (
             "400 Bad Request",
@@ -202,21 +234,39 @@ fn answer(mut stream: TcpStream, registry: &Shared) -> std::io::Result<()> {
             let head = String::from_utf8_lossy(&buf[..end]);
             let mut first = head.lines().next().unwrap_or("").split_whitespace();
             match (first.next(), first.next()) {
-                (Some("GET"), Some("/metrics")) => (
-                    "200 OK",
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    render(registry),
+                (Some(m @ ("GET" | "HEAD")), Some(target)) => {
+                    head_only = m == "HEAD";
+                    route(site, target.split('?').next().unwrap_or(""))
+                }
+                (Some(_), Some(_)) => (
+                    "405 Method Not Allowed",
+                    "text/plain",
+                    "only GET and HEAD\n".into(),
                 ),
-                (Some("GET"), Some(_)) => ("404 Not Found", "text/plain", "try /metrics\n".into()),
-                (Some(_), Some(_)) => ("405 Method Not Allowed", "text/plain", "only GET\n".into()),
                 _ => ("400 Bad Request", "text/plain", "bad request line\n".into()),
             }
         }
     };
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+    let mut head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
+    if status.starts_with("405") {
+        head.push_str("Allow: GET, HEAD\r\n");
+    }
+    if ctype.starts_with("text/html") {
+        // The page is self-contained: it may run its own inline script and style and fetch
+        // from this listener, nothing else.
+        head.push_str(
+            "Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; \
+             style-src 'unsafe-inline'; connect-src 'self'; img-src data:\r\n\
+             X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\n",
+        );
+    } else if ctype.starts_with("application/json") {
+        head.push_str("X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\n");
+    }
+    head.push_str("\r\n");
+    let body = if head_only { "" } else { body.as_str() };
     let write_by = Instant::now() + IO_DEADLINE;
     for mut part in [head.as_bytes(), body.as_bytes()] {
         while !part.is_empty() {
@@ -229,6 +279,28 @@ fn answer(mut stream: TcpStream, registry: &Shared) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The answer to a GET (or HEAD) of `path`.
+fn route(site: &Site, path: &str) -> Reply {
+    match (path, &site.page) {
+        ("/metrics", _) => (
+            "200 OK",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            render(&site.registry),
+        ),
+        ("/", Some(page)) => ("200 OK", "text/html; charset=utf-8", page.html()),
+        ("/status.json", Some(page)) => match status_json(&site.registry, page, site.started) {
+            Ok(j) => ("200 OK", "application/json", j),
+            Err(e) => ("503 Service Unavailable", "text/plain", e + "\n"),
+        },
+        (_, Some(_)) => (
+            "404 Not Found",
+            "text/plain",
+            "try / (status page), /status.json or /metrics\n".into(),
+        ),
+        (_, None) => ("404 Not Found", "text/plain", "try /metrics\n".into()),
+    }
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -274,6 +346,49 @@ mod tests {
         let mut out = String::new();
         let _ = s.read_to_string(&mut out);
         assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+    }
+
+    #[test]
+    fn the_status_page_and_its_json_are_served_beside_metrics_head_included() {
+        let mut reg = Registry::default();
+        let c: Counter = Counter::default();
+        reg.register("demo_requests", "Requests seen", c.clone());
+        c.inc_by(5);
+        let page = Page {
+            prefix: "demo_",
+            layout: r#"{"title":"demo"}"#,
+        };
+        let srv = serve_with_page(
+            "127.0.0.1:0".parse().unwrap(),
+            Arc::new(Mutex::new(reg)),
+            Some(page),
+        )
+        .unwrap();
+        let html = get(srv.addr(), "GET / HTTP/1.1\r\n\r\n");
+        assert!(html.starts_with("HTTP/1.1 200"), "{html}");
+        assert!(html.contains("Content-Type: text/html"), "{html}");
+        assert!(html.contains("Content-Security-Policy: default-src 'none'"));
+        assert!(html.contains(r#"const LAYOUT = {"title":"demo"};"#));
+        let json = get(srv.addr(), "GET /status.json?x=1 HTTP/1.1\r\n\r\n");
+        assert!(json.starts_with("HTTP/1.1 200"), "{json}");
+        assert!(json.contains(r#"["demo_requests_total",{},5]"#), "{json}");
+        // HEAD: the same head (length included), no body.
+        let head = get(srv.addr(), "HEAD / HTTP/1.1\r\n\r\n");
+        let (h, body) = head.split_once("\r\n\r\n").unwrap();
+        let full = html.split_once("\r\n\r\n").unwrap().1.len();
+        assert!(h.contains(&format!("Content-Length: {full}")), "{h}");
+        assert!(body.is_empty(), "{body}");
+        let other = get(srv.addr(), "GET /stats HTTP/1.1\r\n\r\n");
+        assert!(other.starts_with("HTTP/1.1 404"), "{other}");
+        let post = get(srv.addr(), "POST / HTTP/1.1\r\n\r\n");
+        assert!(post.starts_with("HTTP/1.1 405"), "{post}");
+        assert!(post.contains("Allow: GET, HEAD"), "{post}");
+        // Without a page, `/` stays unknown.
+        let bare = serve("127.0.0.1:0".parse().unwrap(), Arc::default()).unwrap();
+        let root = get(bare.addr(), "GET / HTTP/1.1\r\n\r\n");
+        assert!(root.starts_with("HTTP/1.1 404"), "{root}");
+        let json = get(bare.addr(), "GET /status.json HTTP/1.1\r\n\r\n");
+        assert!(json.starts_with("HTTP/1.1 404"), "{json}");
     }
 
     #[test]

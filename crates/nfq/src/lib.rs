@@ -30,5 +30,6 @@ pub mod iptables;
 pub mod metrics;
 pub mod netlink;
 pub mod packet;
+pub mod status;
 
 pub use netsched_core::{Nanos, MS, SEC};

@@ -59,7 +59,8 @@ pub fn serve(
 ) -> Result<MetricsServer> {
     let mut registry = Registry::default();
     register(&mut registry, cfg, latest);
-    netsched_metrics::serve(addr, Arc::new(Mutex::new(registry)))
+    let page = Some(crate::status::PAGE);
+    netsched_metrics::serve_with_page(addr, Arc::new(Mutex::new(registry)), page)
         .with_context(|| format!("--metrics {addr}"))
 }
 

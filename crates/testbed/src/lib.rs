@@ -11,13 +11,15 @@
 //! stop flag ([`netns_thread`]), Ctrl-C/SIGTERM handling ([`signal`]), child
 //! processes stopped with their whole process group ([`process`]), private temporary
 //! folders ([`tempdir`]), what a
-//! daemon's `--check` asks of the host ([`check`]). Data planes
+//! daemon's `--check` asks of the host ([`check`]), Debian's headless Chromium for the status
+//! pages' tests ([`chromium`]). Data planes
 //! and experiments call these; none keeps a copy. The system calls themselves are
 //! `netsched_sys`'s; this crate has no `unsafe`.
 
 #![forbid(unsafe_code)]
 
 pub mod check;
+pub mod chromium;
 pub mod netns_thread;
 pub mod process;
 pub mod signal;

@@ -158,9 +158,8 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
                 busy: cfg.budget_busy,
             };
             sw.attach_metrics(SwitchMetrics::register(&mut reg, &names, budget));
-            let server =
-                netsched_metrics::serve(addr, std::sync::Arc::new(std::sync::Mutex::new(reg)))
-                    .map_err(|e| anyhow::anyhow!("--metrics {addr}: {e}"))?;
+            let server = crate::metrics::serve(addr, reg)
+                .map_err(|e| anyhow::anyhow!("--metrics {addr}: {e}"))?;
             eprintln!(
                 "netsched vswitch: metrics on http://{}/metrics",
                 server.addr()

@@ -34,6 +34,7 @@ pub mod frame;
 pub mod macs;
 pub mod metrics;
 pub mod stats;
+pub mod status;
 pub mod switch;
 pub mod trace;
 

@@ -203,6 +203,16 @@ fn register_ports(r: &mut Registry, ports: &[String]) -> Vec<PortSeries> {
     series
 }
 
+/// Serve `registry` (with the families of [`SwitchMetrics::register`]) and the switch's status
+/// page on `addr`: the daemon's `--metrics` listener.
+pub fn serve(
+    addr: std::net::SocketAddr,
+    registry: Registry,
+) -> Result<netsched_metrics::MetricsServer, netsched_metrics::MetricsError> {
+    let shared = std::sync::Arc::new(std::sync::Mutex::new(registry));
+    netsched_metrics::serve_with_page(addr, shared, Some(crate::status::PAGE))
+}
+
 impl SwitchMetrics {
     /// Register every family in `registry` with one series per port of `ports` (device
     /// names, in configuration order).

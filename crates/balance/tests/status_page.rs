@@ -1,0 +1,251 @@
+//! Root test of the balancer's live status page in Debian's headless Chromium: the daemon runs
+//! in a namespace of its own in front of two nginx (a third server has none, so its health
+//! checks take it down), one server is drained, a few requests go through; then the page is
+//! loaded from the admin listener, and once it has refreshed, every figure it shows must equal
+//! what `/metrics` says right after (the daemon is quiescent by then, so they are exact). Skips
+//! with a reason without root or without chromium (fails instead under CI=true); the testbed
+//! kills what it started by pid and deletes the namespace, also on failure, and the browser's
+//! profile is removed.
+//! With `NETSCHED_STATUS_SCREENSHOT=path.png` the page is also saved there (docs/img).
+
+use netsched_metrics::{parse_exposition, scrape, Sample};
+use netsched_testbed::chromium::{self, cells, figures, refreshes, shown_number};
+use netsched_testbed::{privileged_test_allowed, TempDir, Testbed};
+use std::io::{Read, Write};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+const PATIENCE: Duration = Duration::from_secs(20);
+const ADMIN: &str = "127.0.0.1:9100";
+
+fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let ns = ns.to_string();
+    std::thread::spawn(move || {
+        netsched_testbed::enter_netns(&ns).expect("setns");
+        f()
+    })
+    .join()
+    .expect("thread in the namespace")
+}
+
+fn get(addr: &str) -> u16 {
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return 0;
+    };
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+fn nginx_conf(dir: &std::path::Path, name: &str, port: u16) -> String {
+    let d = dir.join(name);
+    std::fs::create_dir_all(d.join("tmp")).unwrap();
+    format!(
+        "master_process off;\ndaemon off;\nworker_processes 1;\nuser root root;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n\
+events {{ worker_connections 64; }}\nhttp {{\n access_log off;\n client_body_temp_path {d}/tmp/body;\n proxy_temp_path {d}/tmp/proxy;\n\
+ fastcgi_temp_path {d}/tmp/fastcgi;\n uwsgi_temp_path {d}/tmp/uwsgi;\n scgi_temp_path {d}/tmp/scgi;\n\
+ server {{ listen 127.0.0.1:{port}; location / {{ return 200 \"{name}\"; }} }}\n}}\n",
+        d = d.display()
+    )
+}
+
+/// The value of family `name` for `backend` (summed over other labels); None when absent.
+fn value(samples: &[Sample], name: &str, backend: Option<&str>) -> Option<f64> {
+    let hits: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.name == name && (backend.is_none() || s.label("backend") == backend))
+        .map(|s| s.value)
+        .collect();
+    (!hits.is_empty()).then(|| hits.iter().sum())
+}
+
+#[test]
+fn status_page_shows_what_metrics_says_for_every_server() {
+    let test = "status_page_shows_what_metrics_says_for_every_server";
+    if !privileged_test_allowed(test) {
+        return;
+    }
+    if !chromium::test_allowed(test) {
+        return;
+    }
+    let mut tb = Testbed::new("bstat").unwrap();
+    let ns = tb.add_ns("lb").unwrap();
+    let dir = TempDir::new("bal-status").unwrap();
+    for (name, port) in [("a", 8081u16), ("b", 8082)] {
+        let conf = dir.path().join(format!("{name}.conf"));
+        std::fs::write(&conf, nginx_conf(dir.path(), name, port)).unwrap();
+        tb.spawn(
+            &ns,
+            "nginx",
+            &["-c", conf.to_str().unwrap(), "-e", "stderr"],
+            name,
+        )
+        .unwrap();
+    }
+    let sock = dir.path().join("ctl.sock");
+    let cfg = dir.path().join("balance.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "mode = \"l7\"\nlisten = [\"127.0.0.1:8080\"]\nadmin = \"{ADMIN}\"\nalgorithm = {{ kind = \"rr\" }}\n\
+control_socket = \"{}\"\n[health]\nkind = \"http\"\ninterval = \"200ms\"\nrise = 2\nfall = 2\ntimeout = \"1s\"\n\
+[[server]]\nname = \"a\"\naddr = \"127.0.0.1:8081\"\nweight = 3\n[[server]]\nname = \"b\"\naddr = \"127.0.0.1:8082\"\n\
+[[server]]\nname = \"c\"\naddr = \"127.0.0.1:8083\"\nweight = 2\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.path().join("log")).unwrap();
+    tb.spawn_with(
+        &ns,
+        env!("CARGO_BIN_EXE_netsched-balanced"),
+        &["--config", cfg.to_str().unwrap()],
+        "balance",
+        Stdio::null(),
+        Stdio::from(log),
+    )
+    .unwrap();
+    let log = || std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
+    // c (no nginx) is taken down by its checks; a and b stay up.
+    let start = Instant::now();
+    loop {
+        let servers = netsched_balance::control::request(&sock, "show-servers").unwrap_or_default();
+        let down = |n: &str| {
+            servers
+                .lines()
+                .any(|l| l.starts_with(n) && l.contains(" down "))
+        };
+        if down("c ") && !down("a ") && !down("b ") {
+            break;
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "c never down: {servers}\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let codes = in_ns(&ns, || {
+        (0..8).map(|_| get("127.0.0.1:8080")).collect::<Vec<_>>()
+    });
+    assert!(codes.iter().all(|c| *c == 200), "{codes:?}\n{}", log());
+    let drained = netsched_balance::control::request(&sock, "drain b").unwrap();
+    assert!(!drained.contains("error"), "{drained}");
+
+    let url = format!("http://{ADMIN}/");
+    let dom = chromium::dump_dom(Some(&ns), &url, Duration::from_secs(4), PATIENCE).unwrap();
+    let admin = ADMIN.parse().unwrap();
+    let (code, text) = in_ns(&ns, move || scrape(admin, PATIENCE).unwrap());
+    assert_eq!(code, 200);
+    let samples = parse_exposition(&text).unwrap();
+    // Four seconds of virtual time: the first refresh at load, the next ones a second apart.
+    assert!(
+        refreshes(&dom) >= 2,
+        "the page did not refresh twice:\n{dom}"
+    );
+    let shown = cells(&dom);
+    let cell = |row: &str, col: &str| {
+        shown
+            .get(&(row.to_string(), col.to_string()))
+            .unwrap_or_else(|| panic!("no cell {row}/{col} on the page:\n{dom}"))
+            .clone()
+    };
+    let number = |row: &str, col: &str| {
+        let t = cell(row, col);
+        shown_number(&t).unwrap_or_else(|| panic!("{row}/{col} shows {t:?}, not a number"))
+    };
+    let mut rows: Vec<&str> = shown.keys().map(|(r, _)| r.as_str()).collect();
+    rows.sort();
+    rows.dedup();
+    assert_eq!(rows, ["a", "b", "c"], "{dom}");
+    for b in ["a", "b", "c"] {
+        let m = |name: &str| {
+            value(&samples, name, Some(b)).unwrap_or_else(|| panic!("{name}{{backend={b}}}"))
+        };
+        let state = samples
+            .iter()
+            .find(|s| {
+                s.name == "netsched_balance_admin_state"
+                    && s.label("backend") == Some(b)
+                    && s.value == 1.0
+            })
+            .and_then(|s| s.label("state"))
+            .unwrap();
+        assert_eq!(cell(b, "state"), state, "{b}");
+        let health = if m("netsched_balance_health_up") == 1.0 {
+            "up"
+        } else {
+            "down"
+        };
+        assert_eq!(cell(b, "health"), health, "{b}");
+        for (col, name) in [
+            ("weight", "netsched_balance_configured_weight"),
+            ("effective", "netsched_balance_effective_weight"),
+            ("active", "netsched_balance_active_connections"),
+            ("inactive", "netsched_balance_inactive_connections"),
+            ("requests", "netsched_balance_requests_total"),
+        ] {
+            assert_eq!(number(b, col), m(name), "{b}/{col}");
+        }
+        let errors = value(&samples, "netsched_balance_errors_total", Some(b)).unwrap_or(0.0);
+        assert_eq!(number(b, "errors"), errors, "{b}/errors");
+        let count = m("netsched_balance_response_seconds_count");
+        if count > 0.0 {
+            let mean = m("netsched_balance_response_seconds_sum") / count;
+            // Shown in ms with 3 decimals.
+            assert!(
+                (number(b, "response") - mean).abs() <= 0.6e-6,
+                "{b}: {mean}"
+            );
+        } else {
+            assert_eq!(cell(b, "response"), "–", "{b}");
+        }
+        assert_eq!(
+            number(b, "rate"),
+            0.0,
+            "{b}: nothing moved between refreshes"
+        );
+    }
+    // What the scenario made: the page shows it, not only agrees with /metrics.
+    assert_eq!(
+        (cell("a", "state"), cell("b", "state"), cell("c", "health")),
+        ("ready".into(), "drain".into(), "down".into())
+    );
+    assert_eq!(number("a", "requests") + number("b", "requests"), 8.0);
+    let figs = figures(&dom);
+    let fig = |id: &str| shown_number(&figs[id]).unwrap_or(f64::NAN);
+    assert_eq!(
+        fig("requests"),
+        value(&samples, "netsched_balance_requests_total", None).unwrap()
+    );
+    assert_eq!(
+        fig("queued"),
+        value(&samples, "netsched_balance_queue_length", None).unwrap()
+    );
+    assert_eq!(
+        fig("clients"),
+        value(&samples, "netsched_balance_client_connections", None).unwrap()
+    );
+    assert_eq!(
+        fig("errors"),
+        value(&samples, "netsched_balance_errors_total", None).unwrap_or(0.0)
+    );
+    assert_eq!(
+        fig("refused"),
+        value(&samples, "netsched_balance_refused_total", None).unwrap_or(0.0)
+    );
+    if let Ok(png) = std::env::var("NETSCHED_STATUS_SCREENSHOT") {
+        let png = std::path::PathBuf::from(png);
+        chromium::screenshot(
+            Some(&ns),
+            &url,
+            &png,
+            (1200, 800),
+            Duration::from_secs(3),
+            PATIENCE,
+        )
+        .unwrap();
+    }
+}
