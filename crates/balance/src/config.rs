@@ -235,6 +235,14 @@ pub struct Config {
     pub defaults: Defaults,
     #[serde(default, rename = "server")]
     pub servers: Vec<ServerConf>,
+    /// Order in which waiting requests get a freed slot (`classes.rs`).
+    #[serde(default)]
+    pub queue: crate::classes::QueueKind,
+    /// Service classes of L7 requests (`classes.rs`).
+    #[serde(default, rename = "class")]
+    pub classes: Vec<crate::classes::ClassConf>,
+    #[serde(default)]
+    pub default_class: Option<String>,
 }
 fn d_socket() -> PathBuf {
     PathBuf::from("/run/netsched-balance.sock")
@@ -362,6 +370,7 @@ impl Config {
                 ));
             }
         }
+        self.class_set().map_err(|e| e.to_string())?;
         if let Some(h) = &self.health {
             if h.rise == 0 || h.rise > 1000 {
                 return Err(format!("health.rise = {}: must be 1..=1000", h.rise));
@@ -386,6 +395,26 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+impl Config {
+    /// The classes and queue discipline, checked (`classes.rs`).
+    pub fn class_set(&self) -> Result<crate::classes::ClassSet, crate::classes::ClassError> {
+        use crate::classes::{ClassError, ClassSet, QueueBounds, QueueKind};
+        if self.mode == Mode::L4 && (!self.classes.is_empty() || self.queue != QueueKind::Fifo) {
+            return Err(ClassError::L4);
+        }
+        let bounds = QueueBounds {
+            queue_limit: self.defaults.queue_limit.max(1),
+            queue_timeout: self.timeouts.queue,
+        };
+        ClassSet::build(
+            self.queue,
+            &self.classes,
+            self.default_class.as_deref(),
+            bounds,
+        )
     }
 }
 

@@ -236,6 +236,9 @@ pub fn execute(line: &str, svc: &Service) -> Result<String, ControlError> {
                 Ok(out)
             }
         }
+        Some("show-classes" | "set-class") => {
+            crate::class_view::command(&w, svc).map_err(ControlError::Request)
+        }
         Some("set-weight") => {
             let n = name(1)?;
             let text = w.get(2).ok_or("set-weight: missing weight")?;
@@ -313,6 +316,8 @@ pub fn execute(line: &str, svc: &Service) -> Result<String, ControlError> {
 fn usage(cmd: &str) -> &'static str {
     match cmd {
         "show-servers" => "show-servers [--json]",
+        "show-classes" => "show-classes [--json]",
+        "set-class" => "set-class NAME percentile P|deadline auto|DURATION",
         "set-weight" => "set-weight NAME W",
         "drain" => "drain NAME...",
         "maint" => "maint NAME...",
@@ -320,7 +325,7 @@ fn usage(cmd: &str) -> &'static str {
         "add-server" => "add-server NAME ADDR:PORT [--weight W] [--maxconn N]",
         "del-server" => "del-server NAME",
         "soft-stop" => "soft-stop",
-        _ => "show-servers [--json] | set-weight NAME W | drain NAME... | maint NAME... | ready NAME... | add-server NAME ADDR:PORT [--weight W] [--maxconn N] | del-server NAME | soft-stop",
+        _ => "show-servers [--json] | show-classes [--json] | set-class NAME percentile P|deadline auto|DURATION | set-weight NAME W | drain NAME... | maint NAME... | ready NAME... | add-server NAME ADDR:PORT [--weight W] [--maxconn N] | del-server NAME | soft-stop",
     }
 }
 
@@ -340,6 +345,19 @@ pub enum CtlOp {
     ShowServers {
         #[arg(long)]
         json: bool,
+    },
+    /// Service classes: target, deadline, N, S, attainment, queue, refusals.
+    ShowClasses {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change a class's percentile target (1..=100) or deadline ("auto" or a duration up
+    /// to its queue timeout); applied at the next decision.
+    SetClass {
+        name: String,
+        /// `percentile` or `deadline`.
+        field: String,
+        value: String,
     },
     /// Change a server's weight (0 drains); takes effect for the next pick.
     SetWeight { name: String, weight: u32 },
@@ -381,6 +399,10 @@ impl CtlOp {
             CtlOp::ShowServers { json } => {
                 format!("show-servers{}", if *json { " --json" } else { "" })
             }
+            CtlOp::ShowClasses { json } => {
+                format!("show-classes{}", if *json { " --json" } else { "" })
+            }
+            CtlOp::SetClass { name, field, value } => format!("set-class {name} {field} {value}"),
             CtlOp::SetWeight { name, weight } => format!("set-weight {name} {weight}"),
             CtlOp::Drain { names } => format!("drain {}", names.join(" ")),
             CtlOp::Maint { names } => format!("maint {}", names.join(" ")),

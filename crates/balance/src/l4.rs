@@ -118,8 +118,14 @@ async fn handle(
     mode: Relay,
     pipes: &PipePool,
 ) {
-    let lease = match svc.acquire(key).await {
-        Ok(l) => l,
+    // One class in mode l4 (classes.rs): a connection counts as served once it has a
+    // server, judged on how long it waited for it.
+    let arrived = std::time::Instant::now();
+    let lease = match svc.acquire(key, |_| 0).await {
+        Ok(mut l) => {
+            l.complete(Some(arrived.elapsed()));
+            l
+        }
         Err(r) => {
             svc.metrics.refuse(r.reason());
             return;

@@ -29,6 +29,7 @@
 //!   that caused it.
 //! - A request goes again on a new connection only when it is idempotent and whole (`h1.rs`).
 
+use crate::classes::Classifier;
 use crate::client_io::WriteIdleLimit;
 use crate::config::HashKey;
 use crate::h1::{self, BackendBody, Conn, NotReusable, RequestBody};
@@ -494,6 +495,8 @@ async fn forward(
     svc: &Arc<Service>,
     hash_key: HashKey,
 ) -> Response<ProxyBody> {
+    // The request head has been read: the class's response time starts here.
+    let head_at = Instant::now();
     let checked = check_target(&mut req)
         .and_then(|()| request_framing(&req).map_err(|why| (StatusCode::BAD_REQUEST, why)));
     let kind = match checked {
@@ -505,7 +508,8 @@ async fn forward(
     };
     let k = key_addr(&req, peer, hash_key);
     let key = FlowKey::new(k, 0, k, 0);
-    let lease = match svc.acquire(key).await {
+    let classify = |k: &Classifier| k.classify(peer.ip(), req.uri().path(), req.headers());
+    let mut lease = match svc.acquire(key, classify).await {
         Ok(l) => l,
         Err(r) => {
             svc.metrics.refuse(r.reason());
@@ -547,6 +551,9 @@ async fn forward(
     let reason = match send(&lease, &parts, body, kind, limits).await {
         Ok((head, conn)) => {
             b.response_seconds.observe(started.elapsed().as_secs_f64());
+            // The response head goes to the client connection now: the class's response
+            // time ends here (a failure below is counted when the lease drops).
+            lease.complete(Some(head_at.elapsed()));
             let (mut rparts, body): (response::Parts, BackendBody) =
                 head.into_response(conn, limits.server).into_parts();
             strip_hop_by_hop(&mut rparts.headers);

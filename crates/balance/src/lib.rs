@@ -3,6 +3,9 @@
 //!
 //! | file | what |
 //! |---|---|
+//! | `class_view.rs` | `show-classes` as a table or JSON |
+//! | `classes.rs` | service classes: `queue`, `[[class]]`, `default_class`, their checks, the classifier |
+//! | `queue.rs` | the request queue when every server is at maxconn: FIFO, strict priority or P0's percentile (core's disciplines), per-class counters |
 //! | `config.rs` | the TOML contract, validation, errors naming file/key/value |
 //! | `service.rs` | ServerTable + AnyBalancer, leases (active/inactive), maxconn queue, admin state, slow start, reload |
 //! | `l4.rs` | per-connection scheduling and relay |
@@ -21,6 +24,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod class_view;
+pub mod classes;
 pub mod client_io;
 pub mod config;
 pub mod control;
@@ -32,6 +37,7 @@ pub mod l7;
 pub mod load;
 pub mod metrics;
 pub mod pool;
+pub mod queue;
 pub mod server_error;
 pub mod service;
 pub mod status;

@@ -81,6 +81,8 @@ pub struct Metrics {
     /// [`Metrics::remove_backend`] removes (the reasons come from the data path and are not a
     /// fixed list).
     live: Arc<Mutex<HashMap<String, BTreeSet<String>>>>,
+    /// Per-class families (`queue.rs`).
+    pub classes: crate::queue::ClassMetrics,
 }
 
 impl Metrics {
@@ -101,6 +103,9 @@ impl Metrics {
             client_connections: Gauge::default(),
             stop_connections: Family::default(),
             live: Arc::default(),
+            classes: crate::queue::ClassMetrics::register(
+                registry.sub_registry_with_prefix("netsched_balance"),
+            ),
         };
         let r = registry.sub_registry_with_prefix("netsched_balance");
         r.register(

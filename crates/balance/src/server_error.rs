@@ -111,6 +111,8 @@ pub enum ReloadError {
     Algorithm(BalancerConfigError),
     /// A server of the new file could not be added, moved or updated.
     Server(ServerError),
+    /// The new classes or queue discipline are wrong.
+    Classes(crate::classes::ClassError),
 }
 
 impl fmt::Display for ReloadError {
@@ -118,6 +120,7 @@ impl fmt::Display for ReloadError {
         match self {
             ReloadError::Algorithm(e) => write!(f, "algorithm: {e}"),
             ReloadError::Server(e) => e.fmt(f),
+            ReloadError::Classes(e) => e.fmt(f),
         }
     }
 }

@@ -13,19 +13,27 @@
 //! (upper = lower = maxconn), so every balancer skips it; when the balancer finds no server
 //! and some usable server is only full, the work waits in one bounded queue (HAProxy's backend
 //! queue, configuration manual §5.2 `maxconn` and §4 `timeout queue`) until a slot frees or
-//! `timeouts.queue` expires.
+//! its class's queue timeout expires. The queue (`queue.rs`) lives under the same lock as the
+//! table: a freed slot (a lease dropped, a server added or back) is handed at once, under
+//! that lock, to the waiter the discipline (FIFO, strict priority, percentile) chooses, so no
+//! newcomer can take it first. A waiter whose key picks no server with a slot (a hashing
+//! balancer whose server is full) holds the head until its server frees one; newcomers may
+//! use slots it cannot.
 //!
 //! The lock is a `std::sync::Mutex` held only for table arithmetic, never across an await.
 
+use crate::classes::{ClassSet, Classifier};
 use crate::config::{
     check_backend_addr, check_name, Config, Defaults, Health, ServerConf, Timeouts, MAX_SERVERS,
 };
 use crate::metrics::Metrics;
 use crate::pool::ConnPool;
+use crate::queue::{QueueRefusal, RequestQueue};
 use crate::server_error::{ReloadError, ServerError};
 use netsched_core::balance::{
     AnyBalancer, Balancer, BalancerConfig, FlowKey, ServerId, ServerTable,
 };
+use netsched_core::qdisc::ClassId;
 use netsched_core::rng::SplitMix64;
 use netsched_core::Nanos;
 use prometheus_client::metrics::counter::Counter;
@@ -34,7 +42,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
@@ -128,7 +136,8 @@ pub struct Inner {
     algorithm: BalancerConfig,
     backends: BTreeMap<ServerId, Backend>,
     next_id: u32,
-    queued: usize,
+    queue: RequestQueue<Lease>,
+    classifier: Classifier,
     pub runtime: Arc<Runtime>,
 }
 
@@ -139,8 +148,10 @@ pub enum Refusal {
     NoServer,
     /// Every usable server is at maxconn and the queue is full.
     QueueFull,
-    /// Waited `timeouts.queue` without a slot.
+    /// Waited its class's queue timeout (`timeouts.queue` by default) without a slot.
     QueueTimeout,
+    /// A reload rebuilt the classes or the queue discipline while it waited.
+    Reload,
 }
 
 impl Refusal {
@@ -149,14 +160,15 @@ impl Refusal {
             Refusal::NoServer => "no_server",
             Refusal::QueueFull => "queue_full",
             Refusal::QueueTimeout => "queue_timeout",
+            Refusal::Reload => "reload",
         }
     }
 }
 
 pub struct Service {
     inner: Mutex<Inner>,
-    /// Woken whenever a slot frees or the table changes (queued work retries its pick).
-    slot_freed: Notify,
+    /// This service, for the leases handed out when a slot frees.
+    me: Weak<Service>,
     /// Wakes the health supervisor when servers are added.
     pub servers_changed: Notify,
     pub metrics: Metrics,
@@ -175,9 +187,24 @@ pub struct Lease {
     /// The settings in force when the backend was chosen.
     pub runtime: Arc<Runtime>,
     inactive: bool,
+    /// The request's class (index, the classes' generation) until its outcome is counted.
+    class: Option<(ClassId, u64)>,
+    /// Its response time once [`complete`](Lease::complete) has recorded it (`None`: a
+    /// failure). Counted when the lease drops, under the lock the drop takes anyway.
+    outcome: Option<Option<Duration>>,
 }
 
 impl Lease {
+    /// The request's response head went to the client after `latency` (`Some`), or it
+    /// failed at the backend (`None`): judged against its class's deadline when the lease
+    /// drops (the first outcome recorded counts); a lease dropped without an outcome counts
+    /// as a failure.
+    pub fn complete(&mut self, latency: Option<Duration>) {
+        if self.outcome.is_none() {
+            self.outcome = Some(latency);
+        }
+    }
+
     /// The balancer's metric families (for errors found while the lease's work runs).
     pub fn metrics(&self) -> &Metrics {
         &self.svc.metrics
@@ -197,8 +224,17 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        let queued = {
+        let now = self.svc.now_ns();
+        let unsent = {
             let mut g = lock(&self.svc.inner);
+            if let Some((class, generation)) = self.class.take() {
+                // A request begun before a reload that rebuilt the classes is not counted in
+                // the new ones.
+                if g.queue.generation() == generation {
+                    let latency = self.outcome.flatten().map(|d| d.as_nanos() as Nanos);
+                    g.queue.complete(class, latency, now);
+                }
+            }
             // A server deleted while this lease lived is gone from the table: nothing to count.
             let _ = if self.inactive {
                 g.table.on_inactive_close(self.id)
@@ -206,24 +242,69 @@ impl Drop for Lease {
                 g.table.on_close(self.id)
             };
             sync_gauges(&g, self.id, &self.backend);
-            g.queued
+            // The freed slot goes to the next waiter at once, under this lock.
+            if g.queue.is_empty() {
+                Vec::new()
+            } else {
+                self.svc.dispatch(&mut g, now)
+            }
         };
-        // Only queued work waits for a slot. No wake-up is lost: a waiter registers before it
-        // takes the lock to pick, and counts itself in `queued` under that lock when the pick
-        // fails, so either its pick sees this slot or this read sees it queued.
-        if queued > 0 {
-            self.svc.slot_freed.notify_waiters();
+        drop(unsent);
+    }
+}
+
+/// A request waiting for a slot: however its wait ends (a lease, its timeout, its client
+/// leaving — the future dropped), it is counted once, under the lock.
+struct Waiting<'a> {
+    svc: &'a Service,
+    rx: Option<tokio::sync::oneshot::Receiver<Lease>>,
+    class: ClassId,
+    generation: u64,
+    since: Nanos,
+}
+
+impl Waiting<'_> {
+    /// Stop waiting: the lease if one was handed meanwhile, else counted as `why`.
+    fn end(&mut self, why: QueueRefusal) -> Result<Lease, Refusal> {
+        let Some(mut rx) = self.rx.take() else {
+            return Err(Refusal::QueueTimeout);
+        };
+        let now = self.svc.now_ns();
+        let mut g = lock(&self.svc.inner);
+        match rx.try_recv() {
+            Ok(lease) => Ok(lease),
+            Err(e) => {
+                use tokio::sync::oneshot::error::TryRecvError;
+                let reloaded = g.queue.generation() != self.generation;
+                let why = match e {
+                    // Released by a reload that rebuilt the classes (counted there).
+                    _ if reloaded => QueueRefusal::Reload,
+                    // Released: no usable server any more.
+                    TryRecvError::Closed => QueueRefusal::NoServer,
+                    TryRecvError::Empty => why,
+                };
+                if !reloaded {
+                    g.queue.give_up(self.class, self.since, why, now);
+                }
+                rx.close();
+                drop(g);
+                Err(match why {
+                    QueueRefusal::NoServer => Refusal::NoServer,
+                    QueueRefusal::Reload => Refusal::Reload,
+                    _ => Refusal::QueueTimeout,
+                })
+            }
         }
     }
 }
 
-/// Decrements the queue length however the waiting future ends (also when the client leaves).
-struct QueueSlot<'a>(&'a Service);
-impl Drop for QueueSlot<'_> {
+impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        let mut g = lock(&self.0.inner);
-        g.queued -= 1;
-        self.0.metrics.queue_length.set(g.queued as i64);
+        if self.rx.is_some() {
+            // The client left while waiting (a lease handed meanwhile is dropped, freeing
+            // its slot for the next waiter).
+            let _ = self.end(QueueRefusal::ClientGone);
+        }
     }
 }
 
@@ -248,21 +329,27 @@ impl Service {
             .algorithm
             .build(&mut SplitMix64::new(0x6e65_7473_6368_6564))
             .map_err(|e| format!("algorithm: {e}"))?;
-        let svc = Arc::new(Service {
+        let classes = cfg.class_set().map_err(|e| e.to_string())?;
+        let svc = Arc::new_cyclic(|me| Service {
+            me: me.clone(),
             inner: Mutex::new(Inner {
                 table: ServerTable::new(),
                 balancer,
                 algorithm: cfg.algorithm.clone(),
                 backends: BTreeMap::new(),
                 next_id: 1,
-                queued: 0,
+                queue: RequestQueue::new(
+                    &classes,
+                    cfg.defaults.queue_limit,
+                    metrics.classes.clone(),
+                ),
+                classifier: classes.classifier.clone(),
                 runtime: Arc::new(Runtime {
                     timeouts: cfg.timeouts.clone(),
                     defaults: cfg.defaults.clone(),
                     health: cfg.health.clone(),
                 }),
             }),
-            slot_freed: Notify::new(),
             servers_changed: Notify::new(),
             metrics,
             epoch: Instant::now(),
@@ -282,50 +369,111 @@ impl Service {
     }
 
     /// Choose a backend for `key`, waiting in the bounded queue while every usable server is
-    /// at maxconn.
-    pub async fn acquire(self: &Arc<Self>, key: FlowKey) -> Result<Lease, Refusal> {
-        // The common case: a server has a slot; no queue, no wake-up registration.
-        {
+    /// at maxconn. `classify` puts the request in its class (called once, under the lock,
+    /// so the class and the queue are of the same configuration).
+    pub async fn acquire(
+        self: &Arc<Self>,
+        key: FlowKey,
+        classify: impl FnOnce(&Classifier) -> ClassId,
+    ) -> Result<Lease, Refusal> {
+        let now = self.now_ns();
+        let (rx, class, generation, timeout) = {
             let mut g = lock(&self.inner);
-            match g.try_pick(&key, self.now_ns()) {
-                Ok(id) => return Ok(self.lease(&mut g, id)),
+            let class = classify(&g.classifier);
+            let generation = g.queue.generation();
+            // The common case: a server has a slot; no queue.
+            match g.try_pick(&key, now) {
+                Ok(id) => {
+                    g.queue.arrive_served(class, now);
+                    let mut lease = self.lease(&mut g, id);
+                    lease.class = Some((class, generation));
+                    return Ok(lease);
+                }
                 Err(Refusal::QueueFull) => {}
-                Err(other) => return Err(other),
-            }
-        }
-        let queue = Duration::from_nanos(self.runtime().timeouts.queue);
-        let deadline = tokio::time::Instant::now() + queue;
-        let mut slot: Option<QueueSlot<'_>> = None;
-        loop {
-            let notified = self.slot_freed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            {
-                let mut g = lock(&self.inner);
-                match g.try_pick(&key, self.now_ns()) {
-                    Ok(id) => {
-                        let lease = self.lease(&mut g, id);
-                        drop(g);
-                        drop(slot);
-                        return Ok(lease);
-                    }
-                    Err(Refusal::QueueFull) => {
-                        if slot.is_none() {
-                            if g.queued >= g.runtime.defaults.queue_limit {
-                                return Err(Refusal::QueueFull);
-                            }
-                            g.queued += 1;
-                            self.metrics.queue_length.set(g.queued as i64);
-                            slot = Some(QueueSlot(self));
-                        }
-                    }
-                    Err(other) => return Err(other),
+                Err(other) => {
+                    g.queue.refuse_at_arrival(class, QueueRefusal::NoServer);
+                    return Err(other);
                 }
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return Err(Refusal::QueueTimeout);
+            let timeout = g
+                .queue
+                .queue_timeout(class)
+                .unwrap_or(g.runtime.timeouts.queue);
+            match g.queue.enqueue(class, key, now) {
+                Ok(rx) => (rx, class, generation, timeout),
+                Err(_) => return Err(Refusal::QueueFull),
+            }
+        };
+        self.metrics
+            .queue_length
+            .set(lock(&self.inner).queue.len() as i64);
+        let mut waiting = Waiting {
+            svc: self,
+            rx: Some(rx),
+            class,
+            generation,
+            since: now,
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_nanos(timeout);
+        let rx = waiting.rx.as_mut().expect("set above");
+        let r = match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(lease)) => {
+                waiting.rx = None;
+                Ok(lease)
+            }
+            // Released (no usable server), or timed out: counted under the lock.
+            Ok(Err(_)) => waiting.end(QueueRefusal::NoServer),
+            Err(_) => waiting.end(QueueRefusal::QueueTimeout),
+        };
+        self.metrics
+            .queue_length
+            .set(lock(&self.inner).queue.len() as i64);
+        r
+    }
+
+    /// Hand free slots to waiters in the discipline's order, under the lock: stops when the
+    /// next waiter's pick finds no slot. With no usable server at all every waiter is
+    /// released (refused `no_server`, as a new request would be). Returns leases whose
+    /// waiter was gone, to drop after the lock is released.
+    fn dispatch(&self, g: &mut Inner, now: Nanos) -> Vec<Lease> {
+        let mut unsent = Vec::new();
+        let Some(me) = self.me.upgrade() else {
+            return unsent;
+        };
+        let generation = g.queue.generation();
+        while let Some(t) = g.queue.next_waiter(now) {
+            let (key, class) = (t.key, t.class);
+            match g.try_pick(&key, now) {
+                Ok(id) => {
+                    let mut lease = me.lease(g, id);
+                    lease.class = Some((class, generation));
+                    if let Err(mut l) = g.queue.hand(lease, now) {
+                        l.class = None;
+                        unsent.push(l);
+                    }
+                }
+                Err(Refusal::NoServer) => {
+                    g.queue.release_all();
+                    break;
+                }
+                Err(_) => break,
             }
         }
+        self.metrics.queue_length.set(g.queue.len() as i64);
+        unsent
+    }
+
+    /// Offer free slots to the waiters (a server added, back in rotation, weight changed).
+    fn wake_queue(&self) {
+        let now = self.now_ns();
+        let unsent = {
+            let mut g = lock(&self.inner);
+            if g.queue.is_empty() {
+                return;
+            }
+            self.dispatch(&mut g, now)
+        };
+        drop(unsent);
     }
 
     /// Count `id` open and hand out its lease (under the lock, after a successful pick).
@@ -340,7 +488,31 @@ impl Service {
             backend,
             runtime: g.runtime.clone(),
             inactive: false,
+            class: None,
+            outcome: None,
         }
+    }
+
+    /// Rows of `show-classes`.
+    pub fn show_classes(&self) -> Vec<crate::queue::ClassView> {
+        lock(&self.inner).queue.view()
+    }
+
+    /// The queue discipline in force.
+    pub fn queue_kind(&self) -> crate::classes::QueueKind {
+        lock(&self.inner).queue.kind()
+    }
+
+    /// `set-class NAME FIELD VALUE` (applied at the next decision; logged).
+    pub fn set_class(
+        &self,
+        name: &str,
+        field: &str,
+        value: &str,
+    ) -> Result<String, crate::queue::SetClassError> {
+        let done = lock(&self.inner).queue.set_class(name, field, value)?;
+        eprintln!("netsched balance: class {done} (set-class)");
+        Ok(done)
     }
 
     /// Close idle backend connections past their timeout (called by the daemon's tick).
@@ -361,7 +533,7 @@ impl Service {
             let mut g = lock(&self.inner);
             g.refresh_weights(&self.metrics);
         }
-        self.slot_freed.notify_waiters();
+        self.wake_queue();
     }
 
     pub fn add_server(&self, s: &ServerConf, log: bool) -> Result<(), ServerError> {
@@ -424,7 +596,7 @@ impl Service {
             eprintln!("netsched balance: server {} ({}) added", s.name, s.addr);
         }
         self.servers_changed.notify_waiters();
-        self.slot_freed.notify_waiters();
+        self.wake_queue();
         Ok(())
     }
 
@@ -572,6 +744,7 @@ impl Service {
     /// servers named in the file are replaced by the file, as on an HAProxy reload.
     pub fn reload(&self, cfg: &Config) -> Result<Vec<String>, ReloadError> {
         let mut notes = Vec::new();
+        let set: ClassSet = cfg.class_set().map_err(ReloadError::Classes)?;
         {
             let mut g = lock(&self.inner);
             if g.algorithm != cfg.algorithm {
@@ -591,6 +764,10 @@ impl Service {
                 defaults: cfg.defaults.clone(),
                 health: cfg.health.clone(),
             });
+            let now = self.now_ns();
+            let changed = g.queue.reconfigure(&set, cfg.defaults.queue_limit, now);
+            notes.extend(changed);
+            g.classifier = set.classifier.clone();
             if cfg.health.is_none() {
                 // No check runs any more: a server the checks took down would stay down for
                 // ever (HAProxy: a server without `check` is always considered up).

@@ -57,6 +57,25 @@ impl<T: Packet> Fifo<T> {
     pub fn limit_packets(&self) -> usize {
         self.limit_packets
     }
+
+    /// Take back every queued item `keep` rejects (order of the rest unchanged), counting
+    /// each as evicted for [`DropReason::Withdrawn`]; O(queued).
+    pub fn withdraw(&mut self, mut keep: impl FnMut(&T) -> bool) -> Vec<T> {
+        let mut out = Vec::new();
+        let mut kept = VecDeque::with_capacity(self.queue.len());
+        for item in self.queue.drain(..) {
+            if keep(&item) {
+                kept.push_back(item);
+            } else {
+                out.push(item);
+            }
+        }
+        self.queue = kept;
+        for item in &out {
+            self.stats.on_evict(item.len(), DropReason::Withdrawn);
+        }
+        out
+    }
 }
 
 impl<T: Packet> Qdisc<T> for Fifo<T> {
@@ -144,5 +163,23 @@ mod tests {
         let held = q.reset();
         assert_eq!(held.len(), 2);
         q.stats().check_identities().unwrap();
+    }
+
+    /// `withdraw` takes back exactly the rejected items, keeps the others in order, and
+    /// counts them as `Withdrawn` (identities hold); nothing rejected: nothing changes.
+    #[test]
+    fn withdraw_takes_back_rejected_items_in_place() {
+        let mut q = Fifo::new(10, u64::MAX);
+        for id in 1..=6 {
+            assert!(q.enqueue(0, item(id, 10), 0).is_queued());
+        }
+        let back: Vec<u64> = q.withdraw(|i| i.id % 3 != 0).iter().map(|i| i.id).collect();
+        assert_eq!(back, vec![3, 6]);
+        assert!(q.withdraw(|_| true).is_empty());
+        let order: Vec<u64> = std::iter::from_fn(|| q.dequeue(0)).map(|i| i.id).collect();
+        assert_eq!(order, vec![1, 2, 4, 5]);
+        q.stats().check_identities().unwrap();
+        assert_eq!(q.stats().drops_for(DropReason::Withdrawn), 2);
+        assert_eq!(q.stats().queued_bytes, 0);
     }
 }

@@ -67,16 +67,20 @@ pub enum DropReason {
     DeadlineExpired,
     /// Removed by `reset` (engine shutdown) — handed back, counted here.
     Reset,
+    /// Taken back by the engine with `withdraw`: the request it stands for gave up waiting
+    /// (it timed out in the queue, or its client left) — handed back, counted here.
+    Withdrawn,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 6] = [
+    pub const ALL: [DropReason; 7] = [
         DropReason::QueueFullPackets,
         DropReason::QueueFullBytes,
         DropReason::UnknownClass,
         DropReason::AckFiltered,
         DropReason::DeadlineExpired,
         DropReason::Reset,
+        DropReason::Withdrawn,
     ];
     pub fn as_str(self) -> &'static str {
         match self {
@@ -86,6 +90,7 @@ impl DropReason {
             DropReason::AckFiltered => "ack_filtered",
             DropReason::DeadlineExpired => "deadline_expired",
             DropReason::Reset => "reset",
+            DropReason::Withdrawn => "withdrawn",
         }
     }
     fn index(self) -> usize {
@@ -122,9 +127,9 @@ pub struct QdiscStats {
     pub dequeued: u64,
     pub dequeued_bytes: u64,
     /// New items refused at enqueue, per [`DropReason`] (indexed by `DropReason as usize`).
-    pub drops_on_arrival: [u64; 6],
+    pub drops_on_arrival: [u64; 7],
     /// Items removed after being queued (eviction, reset), per [`DropReason`].
-    pub drops_evicted: [u64; 6],
+    pub drops_evicted: [u64; 7],
     pub queued_packets: u64,
     pub queued_bytes: u64,
 }

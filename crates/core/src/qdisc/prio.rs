@@ -189,6 +189,19 @@ impl<T: Packet> StrictPriority<T> {
     pub fn band_count(&self) -> usize {
         self.bands.len()
     }
+
+    /// Take back every queued item `keep` rejects, band by band (see [`Fifo::withdraw`]),
+    /// counted as [`DropReason::Withdrawn`] in the band and the total.
+    pub fn withdraw(&mut self, mut keep: impl FnMut(&T) -> bool) -> Vec<T> {
+        let mut out = Vec::new();
+        for band in &mut self.bands {
+            for item in band.withdraw(&mut keep) {
+                self.stats.on_evict(item.len(), DropReason::Withdrawn);
+                out.push(item);
+            }
+        }
+        out
+    }
 }
 
 impl<T: Packet> Qdisc<T> for StrictPriority<T> {
@@ -301,5 +314,22 @@ mod tests {
         ])
         .unwrap_err();
         assert_eq!(e, QdiscConfigError::too_small("bands[1].limit_packets", 1));
+    }
+
+    /// Withdrawn items leave their band wherever they are, the rest keep their order, and
+    /// band and total both count them as `Withdrawn` (identities hold).
+    #[test]
+    fn prio_withdraw_takes_items_back_from_any_band() {
+        let mut q = three_bands();
+        for (id, class) in [(1, 2), (2, 1), (3, 0), (4, 1), (5, 0)] {
+            assert!(q.enqueue(class, item(id, 100), 0).is_queued());
+        }
+        let back: Vec<u64> = q.withdraw(|i| i.id % 2 == 0).iter().map(|i| i.id).collect();
+        assert_eq!(back, vec![3, 5, 1], "band order, head first");
+        let order: Vec<u64> = std::iter::from_fn(|| q.dequeue(0)).map(|i| i.id).collect();
+        assert_eq!(order, vec![2, 4]);
+        q.stats().check_identities().unwrap();
+        assert_eq!(q.stats().drops_for(DropReason::Withdrawn), 3);
+        assert_eq!(q.class_status()[0].dropped, 2);
     }
 }

@@ -59,6 +59,9 @@ pub struct PercentileJudge {
     quantile: Option<Box<LatencyQuantile>>,
     /// The deadline the last completion was judged against (`AutoQuantile`).
     last_deadline: Option<Nanos>,
+    /// Beyond the thesis: a fixed deadline of one class, judged instead of the shared one
+    /// (`None`: the class follows `mode`).
+    class_fixed: Vec<Option<Nanos>>,
 }
 
 impl PercentileJudge {
@@ -77,7 +80,27 @@ impl PercentileJudge {
             quantile: (mode == PercentileDeadline::AutoQuantile)
                 .then(|| Box::new(LatencyQuantile::new())),
             last_deadline: None,
+            class_fixed: vec![None; percentiles.len()],
         })
+    }
+
+    /// Beyond the thesis (which has one deadline for all, `perSetNvalue`): judge `class`
+    /// against its own fixed deadline, or against the shared one again (`None`). Its
+    /// response times still feed the running figures of the auto modes. Unknown classes and
+    /// a zero deadline are ignored by the judge; [`super::PercentileQueue`] refuses them.
+    pub fn set_class_deadline(&mut self, class: ClassId, deadline: Option<Nanos>) {
+        if let Some(d) = self.class_fixed.get_mut(class) {
+            *d = deadline.filter(|&ns| ns > 0);
+        }
+    }
+
+    /// The deadline `class` is judged against now: its own, or the shared one.
+    pub fn class_deadline(&self, class: ClassId) -> Option<Nanos> {
+        self.class_fixed
+            .get(class)
+            .copied()
+            .flatten()
+            .or_else(|| self.deadline())
     }
 
     pub fn mode(&self) -> PercentileDeadline {
@@ -153,7 +176,13 @@ impl PercentileJudge {
         latency: Nanos,
         q: impl FnOnce() -> Option<(u128, u128)>,
     ) -> bool {
-        let at = self.record(latency, |j| q().unwrap_or_else(|| j.quantile_weights()));
+        let shared = self.record(latency, |j| q().unwrap_or_else(|| j.quantile_weights()));
+        let at = self
+            .class_fixed
+            .get(class)
+            .copied()
+            .flatten()
+            .unwrap_or(shared);
         let success = latency <= at;
         if let Some(c) = self.counts.get_mut(class) {
             if success {
@@ -171,6 +200,14 @@ impl PercentileJudge {
         self.record(age, Self::quantile_weights);
         if let Some(c) = self.counts.get_mut(class) {
             c.fail += 1;
+        }
+    }
+
+    /// Set a class's counters (a daemon carrying them over a reconfiguration that rebuilt
+    /// its classes). Unknown classes are ignored.
+    pub fn restore_counts(&mut self, class: ClassId, counts: JudgeCounts) {
+        if let Some(c) = self.counts.get_mut(class) {
+            *c = counts;
         }
     }
 
@@ -266,5 +303,42 @@ mod tests {
         j.reset();
         assert_eq!(j.counts(), &[JudgeCounts::default(); 2]);
         assert_eq!(j.deadline(), None);
+    }
+
+    /// A class with its own fixed deadline is judged against it while the others follow the
+    /// shared auto deadline, whose running mean still takes every class's response times.
+    #[test]
+    fn per_class_fixed_deadline_overrides_the_shared_one() {
+        let mut j = PercentileJudge::new(&[90, 50], PercentileDeadline::Auto).unwrap();
+        j.set_class_deadline(1, Some(10 * MS));
+        j.set_class_deadline(5, Some(MS)); // unknown class: ignored
+        assert_eq!(j.class_deadline(1), Some(10 * MS));
+        assert_eq!(j.class_deadline(0), None, "auto before any completion");
+        // Class 1 at 8 ms: within its 10 ms although above the running mean afterwards.
+        assert!(j.complete(0, 2 * MS));
+        assert!(j.complete(1, 8 * MS));
+        assert_eq!(j.deadline(), Some(5 * MS), "the mean took both classes");
+        // Class 0 at 6 ms: above the mean (2+8+6)/3 = 5.33 ms -> late.
+        assert!(!j.complete(0, 6 * MS));
+        // Class 1 at 11 ms: late against its own 10 ms.
+        assert!(!j.complete(1, 11 * MS));
+        j.set_class_deadline(1, None);
+        assert_eq!(j.class_deadline(1), j.deadline());
+        assert_eq!(
+            j.counts()[0],
+            JudgeCounts {
+                n: 0,
+                s: 1,
+                fail: 1
+            }
+        );
+        assert_eq!(
+            j.counts()[1],
+            JudgeCounts {
+                n: 0,
+                s: 1,
+                fail: 1
+            }
+        );
     }
 }

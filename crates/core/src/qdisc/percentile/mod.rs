@@ -55,6 +55,15 @@
 //!   at each event of the class. Decay multiplies `N` and `S` by the same factor, so pending
 //!   decay never changes an attainment and selection needs no clock arithmetic.
 //!
+//! ## Beyond the thesis: engines that own the slots
+//! The thesis queues every request. An engine that serves a request at once when a slot is
+//! free (the load balancer's maxconn queue) still counts it in N with
+//! [`PercentileQueue::arrive_unqueued`], so a class's attainment covers all its requests.
+//! A request that gives up while queued (timed out, client gone) is taken back with
+//! [`PercentileQueue::withdraw`] and counted a failure with
+//! [`PercentileQueue::report_miss`]. A class may be judged against its own fixed deadline
+//! ([`PercentileQueue::set_class_deadline`]); the others keep the shared one.
+//!
 //! ## Control API (daemons call these at run time; P0 Table 9)
 //! `perSetPvalue` → [`PercentileQueue::set_percentile`], `perSetNvalue` →
 //! [`PercentileQueue::set_deadline`], `perReset` → [`PercentileQueue::reset_counters`]

@@ -216,6 +216,111 @@ impl<T: Packet> PercentileQueue<T> {
         auto_quantile_q(self.classes.iter().map(|c| (c.n, c.np, c.p)))
     }
 
+    /// Beyond the thesis: a fixed deadline for one class (`None`: the shared one again);
+    /// see [`PercentileJudge::set_class_deadline`]. `Err` for an unknown class or 0 ns.
+    pub fn set_class_deadline(
+        &mut self,
+        class: ClassId,
+        deadline: Option<Nanos>,
+    ) -> Result<(), PercentileConfigError> {
+        if class >= self.classes.len() {
+            return Err(PercentileConfigError::UnknownClass { class });
+        }
+        if deadline == Some(0) {
+            return Err(PercentileConfigError::DeadlineNsZero);
+        }
+        self.judge.set_class_deadline(class, deadline);
+        Ok(())
+    }
+
+    /// A request of `class` that an engine served at once, without queueing it (a server
+    /// had a free slot): counted like an enqueued one (N += 1, `per_input_skb`), so the
+    /// attainment covers every request of the class, queued or not; its completion comes
+    /// through [`Qdisc::feedback`] as usual. `Err` for an unknown class.
+    pub fn arrive_unqueued(
+        &mut self,
+        class: ClassId,
+        now: Nanos,
+    ) -> Result<(), PercentileConfigError> {
+        if class >= self.classes.len() {
+            return Err(PercentileConfigError::UnknownClass { class });
+        }
+        self.percentile_count_arrival(class, now);
+        Ok(())
+    }
+
+    /// A request of `class` that failed whatever the deadline (timed out waiting, its
+    /// client left, its server failed): a failure for the decision and the judge, and `age`
+    /// goes into the running auto-deadline figures ([`PercentileJudge::complete_as_miss`]).
+    pub fn report_miss(&mut self, class: ClassId, age: Nanos, now: Nanos) {
+        if class >= self.classes.len() {
+            self.feedback_unknown_class += 1;
+            return;
+        }
+        self.judge.complete_as_miss(class, age);
+        self.percentile_count_outcome(class, false, now);
+    }
+
+    /// Set a class's counters (a daemon carrying them over a reconfiguration that rebuilt
+    /// its classes): the judge's cumulative ones, and the decision counters too with
+    /// `forever` and `half_life_ms` memory (a `window` keeps its own outcomes). `Err` for an
+    /// unknown class.
+    pub fn restore_counts(
+        &mut self,
+        class: ClassId,
+        counts: super::JudgeCounts,
+        now: Nanos,
+    ) -> Result<(), PercentileConfigError> {
+        if class >= self.classes.len() {
+            return Err(PercentileConfigError::UnknownClass { class });
+        }
+        self.judge.restore_counts(class, counts);
+        let unit = self.percentile_unit();
+        let c = &mut self.classes[class];
+        if c.window.is_none() {
+            c.n = counts.n.saturating_mul(unit);
+            c.s = counts.s.saturating_mul(unit);
+            c.fail = counts.fail.saturating_mul(unit);
+            c.last_event = now;
+            Self::percentile_cap(c);
+        }
+        self.best = None;
+        Ok(())
+    }
+
+    /// Take back every queued item `keep` rejects, wherever it is in its class's FIFO (the
+    /// rest keep their order), counted as evicted for [`DropReason::Withdrawn`]; returned
+    /// with their class. The requests they stand for were counted in N on arrival: the
+    /// engine reports each one's outcome ([`report_miss`](Self::report_miss)), which also
+    /// resolves its slot in a `window` memory. O(queued).
+    pub fn withdraw(&mut self, mut keep: impl FnMut(&T) -> bool) -> Vec<(ClassId, T)> {
+        let mut out = Vec::new();
+        for (i, c) in self.classes.iter_mut().enumerate() {
+            if c.queue.is_empty() {
+                continue;
+            }
+            let mut kept = VecDeque::with_capacity(c.queue.len());
+            for item in c.queue.drain(..) {
+                if keep(&item) {
+                    kept.push_back(item);
+                } else {
+                    c.queued_bytes -= item.len() as u64;
+                    c.dropped += 1;
+                    self.stats.on_evict(item.len(), DropReason::Withdrawn);
+                    out.push((i, item));
+                }
+            }
+            c.queue = kept;
+            if c.queue.is_empty() {
+                self.nonempty &= !(1 << i);
+            }
+        }
+        if !out.is_empty() {
+            self.best = None;
+        }
+        out
+    }
+
     /// Completions reported for a class this queue does not have.
     pub fn feedback_unknown_class(&self) -> u64 {
         self.feedback_unknown_class
@@ -1121,5 +1226,82 @@ mod tests {
             let r = load_change_scenario(m, 5);
             assert_eq!((r[0].0, r[1].0), (r[0].1, r[1].1), "{m:?} {r:?}");
         }
+    }
+
+    /// What an engine with its own slots needs beyond the thesis's queue: requests served at
+    /// once count in N (`arrive_unqueued`), a request that gave up is a failure whatever the
+    /// deadline (`report_miss`), queued items can be taken back from the middle of a class
+    /// (`withdraw`, selection still right afterwards), and a class can have its own deadline.
+    #[test]
+    fn unqueued_arrivals_misses_withdraw_and_class_deadlines() {
+        let mut q = queue(&[90, 50], PercentileDeadline::Ns(10 * MS));
+        q.arrive_unqueued(0, 0).unwrap();
+        q.arrive_unqueued(1, 0).unwrap();
+        assert!(q.arrive_unqueued(2, 0).is_err());
+        assert!(q.is_empty(), "nothing was queued");
+        q.feedback(
+            Feedback::Completed {
+                class: 0,
+                latency: MS,
+            },
+            0,
+        );
+        q.report_miss(1, MS, 0);
+        let st = q.class_status();
+        assert_eq!(extra(&st[0], "n"), Some(1.0));
+        assert_eq!(extra(&st[0], "s"), Some(1.0));
+        assert_eq!(
+            extra(&st[1], "fail"),
+            Some(1.0),
+            "a miss even at 1 ms < 10 ms"
+        );
+        // Class 1 (attainment 0) is chosen first; withdrawing its items leaves class 0.
+        for id in 0..4 {
+            assert!(q.enqueue((id % 2) as usize, item(id), 0).is_queued());
+        }
+        assert_eq!(q.peek(0).unwrap().id, 1);
+        let back: Vec<(ClassId, u64)> = q
+            .withdraw(|i| i.id % 2 == 0)
+            .into_iter()
+            .map(|(c, i)| (c, i.id))
+            .collect();
+        assert_eq!(back, vec![(1, 1), (1, 3)]);
+        assert_eq!(q.dequeue(0).unwrap().id, 0, "class 1 is empty now");
+        assert_eq!(q.dequeue(0).unwrap().id, 2);
+        assert!(q.dequeue(0).is_none());
+        q.stats().check_identities().unwrap();
+        assert_eq!(q.stats().drops_for(DropReason::Withdrawn), 2);
+        assert_eq!(q.class_status()[1].dropped, 2);
+        // Per-class deadline: class 1 judged against 20 ms, class 0 against the shared 10 ms.
+        q.set_class_deadline(1, Some(20 * MS)).unwrap();
+        assert!(q.set_class_deadline(1, Some(0)).is_err());
+        assert!(q.set_class_deadline(7, Some(MS)).is_err());
+        q.feedback(
+            Feedback::Completed {
+                class: 1,
+                latency: 15 * MS,
+            },
+            0,
+        );
+        q.feedback(
+            Feedback::Completed {
+                class: 0,
+                latency: 15 * MS,
+            },
+            0,
+        );
+        let st = q.class_status();
+        assert_eq!(extra(&st[1], "s_total"), Some(1.0));
+        assert_eq!(extra(&st[0], "fail_total"), Some(1.0));
+        assert_eq!(q.judge().class_deadline(1), Some(20 * MS));
+        // Restored counters decide: class 0 far below its target goes first.
+        let c = |n, s| crate::qdisc::percentile::JudgeCounts { n, s, fail: n - s };
+        q.restore_counts(0, c(100, 10), 0).unwrap();
+        q.restore_counts(1, c(100, 100), 0).unwrap();
+        assert!(q.restore_counts(2, c(1, 1), 0).is_err());
+        assert!(q.enqueue(1, item(10), 0).is_queued());
+        assert!(q.enqueue(0, item(11), 0).is_queued());
+        assert_eq!(q.dequeue(0).unwrap().id, 11);
+        assert_eq!(extra(&q.class_status()[0], "n_total"), Some(101.0));
     }
 }
