@@ -243,6 +243,9 @@ pub struct Config {
     pub classes: Vec<crate::classes::ClassConf>,
     #[serde(default)]
     pub default_class: Option<String>,
+    /// L7 access log: `"stderr"` or an absolute file path; off when absent (access_log.rs).
+    #[serde(default)]
+    pub access_log: Option<String>,
 }
 fn d_socket() -> PathBuf {
     PathBuf::from("/run/netsched-balance.sock")

@@ -66,14 +66,24 @@ impl Handler for BalanceHandler {
             // The daemon's loop starts the stop (it owns the listeners); the request is kept
             // if it is not waiting yet.
             "soft-stop" => {
+                tracing::info!(
+                    uid = r.peer.uid,
+                    pid = r.peer.pid,
+                    "ctl soft-stop by uid {}",
+                    r.peer.uid
+                );
                 self.soft_stop.notify_one();
                 "ok\nsoft stop: no new connections; the balancer exits when the last one ends\n"
                     .to_string()
             }
-            line => match execute(line, &self.svc) {
-                Ok(text) => format!("ok\n{text}"),
-                Err(e) => format!("error: {e}\n"),
-            },
+            line => {
+                let done = execute(line, &self.svc);
+                log_change(line, r, &done);
+                match done {
+                    Ok(text) => format!("ok\n{text}"),
+                    Err(e) => format!("error: {e}\n"),
+                }
+            }
         }
     }
 
@@ -83,6 +93,30 @@ impl Handler for BalanceHandler {
             Refusal::Incomplete { bytes: 0, .. } => None,
             other => Some(format!("error: {other}\n")),
         }
+    }
+}
+
+/// One log line per command that changes state (everything but `show-servers`): what was
+/// asked, by whom (`SO_PEERCRED` uid and pid), and what came of it.
+fn log_change(line: &str, r: &Request<'_>, done: &Result<String, ControlError>) {
+    if line.split_whitespace().next() == Some("show-servers") {
+        return;
+    }
+    let (uid, pid) = (r.peer.uid, r.peer.pid);
+    match done {
+        Ok(text) => tracing::info!(
+            uid,
+            pid,
+            command = line,
+            "ctl {line} by uid {uid}: {}",
+            text.trim_end().replace('\n', "; ")
+        ),
+        Err(e) => tracing::warn!(
+            uid,
+            pid,
+            command = line,
+            "ctl {line} by uid {uid} refused: {e}"
+        ),
     }
 }
 
@@ -106,9 +140,9 @@ impl ControlServer {
         let handler = Arc::new(BalanceHandler { svc, soft_stop });
         let server = Server::start(path, group, SERVER, handler)?;
         if server.replaced() {
-            eprintln!(
-                "netsched balance: control socket {} taken over from a running balancer \
-                 (it keeps serving its connections until it is stopped)",
+            tracing::info!(
+                "control socket {} taken over from a running balancer (it keeps serving its \
+                 connections until it is stopped)",
                 path.display()
             );
         }

@@ -190,8 +190,23 @@ fn bind_listener(a: SocketAddr) -> std::io::Result<TcpListener> {
 /// Start everything on the current tokio runtime.
 pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
     let mut registry = prometheus_client::registry::Registry::default();
+    netsched_metrics::register_log_drops(&mut registry, netsched_util::logging::dropped_lines);
     let metrics = Metrics::new(&mut registry);
+    let log_counters = crate::access_log::LogCounters::register(&mut registry);
     let service = Service::new(&cfg, metrics)?;
+    if let Some(v) = &cfg.access_log {
+        let target = crate::access_log::Target::parse(v)
+            .map_err(|e| format!("{}: {e}", config_path.display()))?;
+        if cfg.mode != Mode::L7 {
+            return Err(format!(
+                "{}: access_log is written by mode = \"l7\" only (l4 sees no requests)",
+                config_path.display()
+            ));
+        }
+        let log = crate::access_log::AccessLog::start(&target, log_counters)?;
+        let _ = service.access.set(Arc::new(log));
+        tracing::info!(access_log = %v, "access log on: {v}");
+    }
     let mut listeners = Vec::new();
     for a in &cfg.listen {
         let l = bind_listener(*a).map_err(|e| format!("listen {a}: {e}"))?;
@@ -213,9 +228,10 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
             Err(netsched_metrics::MetricsError::Bind { source, .. })
                 if source.kind() == std::io::ErrorKind::AddrInUse =>
             {
-                eprintln!(
-                    "netsched balance: admin {a} is in use (by the balancer being replaced?): \
-                     /metrics is served there once it is free"
+                tracing::warn!(
+                    admin = %a,
+                    "admin address in use (by the balancer being replaced?): /metrics is served \
+                     there once it is free"
                 );
                 admin_later = Some(a);
             }
@@ -257,7 +273,7 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
                     Some(crate::status::PAGE),
                 ) {
                     *holder.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
-                    eprintln!("netsched balance: /metrics now served on http://{a}/metrics");
+                    tracing::info!(admin = %a, "/metrics now served on http://{a}/metrics");
                     return;
                 }
             }
@@ -326,9 +342,11 @@ pub fn run(args: BalanceArgs) -> anyhow::Result<()> {
     let nofile = crate::sys::raise_nofile_limit().unwrap_or(0);
     let need = cfg.max_connections as u64 * 2 + 64;
     if nofile < need {
-        eprintln!(
-            "netsched balance: warning: the open-file limit ({nofile}) is below the {need} \
-             descriptors max_connections = {} may need (two sockets per connection)",
+        tracing::warn!(
+            nofile,
+            need,
+            "the open-file limit ({nofile}) is below the {need} descriptors max_connections = {} \
+             may need (two sockets per connection)",
             cfg.max_connections
         );
     }
@@ -356,8 +374,9 @@ pub fn run(args: BalanceArgs) -> anyhow::Result<()> {
         let mut term = signal(SignalKind::terminate())?;
         let mut usr1 = signal(SignalKind::user_defined1())?;
         let running = start(cfg, &path).await.map_err(|e| anyhow::anyhow!(e))?;
-        eprintln!(
-            "netsched balance: listening on {:?}, control {}{}",
+        tracing::info!(
+            mode = ?running.mode,
+            "listening on {:?}, control {}{}",
             running.listen,
             running.control_socket.display(),
             running
@@ -381,8 +400,8 @@ pub fn run(args: BalanceArgs) -> anyhow::Result<()> {
                     let reloaded = running.reload();
                     netsched_util::notify::ready("netsched balance", "listening");
                     match reloaded {
-                        Ok(notes) => eprintln!("netsched balance: reloaded {}: {}", path.display(), notes.join("; ")),
-                        Err(e) => eprintln!("netsched balance: reload failed, keeping the old configuration: {e}"),
+                        Ok(notes) => tracing::info!(by = "SIGHUP", "reloaded {}: {}", path.display(), notes.join("; ")),
+                        Err(e) => tracing::error!(by = "SIGHUP", "reload failed, keeping the old configuration: {e}"),
                     }
                     continue;
                 }
@@ -391,7 +410,7 @@ pub fn run(args: BalanceArgs) -> anyhow::Result<()> {
                 _ = usr1.recv() => false,
                 _ = running.soft_stop_requested() => false,
                 _ = tokio::time::sleep_until(cut_at), if deadline.is_some() && running.phase() < Phase::Cut => {
-                    eprintln!("netsched balance: hard_stop_after reached: closing the connections left");
+                    tracing::warn!("hard_stop_after reached: closing the connections left");
                     running.cut();
                     continue;
                 }
@@ -410,17 +429,17 @@ pub fn run(args: BalanceArgs) -> anyhow::Result<()> {
                     } else {
                         "with no deadline".to_string()
                     };
-                    eprintln!("netsched balance: stopping: listeners closed, {open} connections open, waiting {until}");
+                    tracing::info!(signal = if terminate { "SIGTERM/SIGINT" } else { "SIGUSR1/ctl" }, "stopping: listeners closed, {open} connections open, waiting {until}");
                 }
                 // A soft stop turned into a bounded one.
                 (Some(_), None, true) => {
                     let grace = running.hard_stop_after();
                     deadline = Some(tokio::time::Instant::now() + grace);
-                    eprintln!("netsched balance: stopping: {open} connections open, waiting up to {:.1} s (hard_stop_after)", grace.as_secs_f64());
+                    tracing::info!("stopping: {open} connections open, waiting up to {:.1} s (hard_stop_after)", grace.as_secs_f64());
                 }
                 // Asked twice to terminate: cut now.
                 (Some(_), Some(_), true) => {
-                    eprintln!("netsched balance: asked again to stop: closing the {open} connections left");
+                    tracing::warn!("asked again to stop: closing the {open} connections left");
                     running.cut();
                 }
                 (Some(_), _, false) => {}
@@ -428,8 +447,8 @@ pub fn run(args: BalanceArgs) -> anyhow::Result<()> {
         }
         };
         let took = started.map_or(0.0, |t| t.elapsed().as_secs_f64());
-        eprintln!(
-            "netsched balance: stopped in {took:.2} s: {} connections finished, {} cut ({} taken from the accept queues)",
+        tracing::info!(
+            "stopped in {took:.2} s: {} connections finished, {} cut ({} taken from the accept queues)",
             report.finished, report.cut, report.from_queue
         );
         drop(running);

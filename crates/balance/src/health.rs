@@ -45,13 +45,16 @@ pub async fn run(svc: Arc<Service>) {
     }
 }
 
-/// One check. `Ok` and `Err` both carry a short description for `show-servers`.
+/// One check. `Ok` and `Err` both carry a short description for `show-servers` and for the
+/// log line of a state change: `connect refused`, `connect: <error>`, `timeout after N ms`,
+/// `status 503, expected 200`, `not an HTTP status line: ...`.
 pub async fn check(addr: SocketAddr, h: &Health) -> Result<String, String> {
     let timeout = Duration::from_nanos(h.timeout);
     let fut = async {
-        let mut s = TcpStream::connect(addr)
-            .await
-            .map_err(|e| format!("connect: {e}"))?;
+        let mut s = TcpStream::connect(addr).await.map_err(|e| match e.kind() {
+            std::io::ErrorKind::ConnectionRefused => "connect refused".to_string(),
+            _ => format!("connect: {e}"),
+        })?;
         if h.kind == HealthKind::Tcp {
             return Ok("tcp connect ok".to_string());
         }
@@ -82,7 +85,7 @@ pub async fn check(addr: SocketAddr, h: &Health) -> Result<String, String> {
             .and_then(|c| c.parse().ok());
         match status {
             Some(c) if c == h.expect_status => Ok(format!("http {c}")),
-            Some(c) => Err(format!("http {c}, expected {}", h.expect_status)),
+            Some(c) => Err(format!("status {c}, expected {}", h.expect_status)),
             None => Err(format!(
                 "not an HTTP status line: {:?}",
                 &line[..line.len().min(64)]
@@ -91,6 +94,6 @@ pub async fn check(addr: SocketAddr, h: &Health) -> Result<String, String> {
     };
     match tokio::time::timeout(timeout, fut).await {
         Ok(r) => r,
-        Err(_) => Err("timeout".into()),
+        Err(_) => Err(format!("timeout after {} ms", timeout.as_millis())),
     }
 }

@@ -29,11 +29,12 @@
 //!   that caused it.
 //! - A request goes again on a new connection only when it is idempotent and whole (`h1.rs`).
 
+use crate::access_log::{self, AccessLog, Entry, Pending};
 use crate::classes::Classifier;
 use crate::client_io::WriteIdleLimit;
 use crate::config::HashKey;
 use crate::h1::{self, BackendBody, Conn, NotReusable, RequestBody};
-use crate::service::{Lease, Service};
+use crate::service::{Lease, Refusal, Service};
 use crate::stop::{Acceptor, Stop};
 use bytes::Bytes;
 use http_body_util::Full;
@@ -48,9 +49,9 @@ use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
@@ -58,10 +59,63 @@ use tokio::sync::Semaphore;
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 
 /// A response body: a short one of ours, or the backend's, holding the lease and the backend
-/// connection until it ends.
-pub enum ProxyBody {
+/// connection until it ends; with the request's access log entry when the log is on.
+pub struct ProxyBody {
+    kind: Kind,
+    log: Option<Box<Tail>>,
+}
+
+enum Kind {
     Local(Full<Bytes>),
     Backend(BackendBody, InFlight),
+}
+
+/// The access log's view of a response being sent: bytes so far, and how it ended.
+struct Tail {
+    pending: Pending,
+    bytes: u64,
+    /// The state when the body ends normally (`--`, or the local answer's own state).
+    normal: [u8; 2],
+    ended: Option<[u8; 2]>,
+    /// The connection's mark: the next request's Tq starts when this response ends.
+    mark: Arc<Mutex<Instant>>,
+}
+
+impl ProxyBody {
+    fn local(body: Full<Bytes>) -> Self {
+        ProxyBody {
+            kind: Kind::Local(body),
+            log: None,
+        }
+    }
+
+    /// The entry is sent when this body ends (or is dropped unfinished: the client left).
+    fn attach(&mut self, pending: Pending, normal: [u8; 2], mark: Arc<Mutex<Instant>>) {
+        self.log = Some(Box::new(Tail {
+            pending,
+            bytes: 0,
+            normal,
+            ended: None,
+            mark,
+        }));
+    }
+
+    fn log_frame(&mut self, r: &Poll<Option<Result<Frame<Bytes>, h1::BodyError>>>) {
+        let end = self.is_end_stream();
+        let Some(t) = self.log.as_mut() else { return };
+        match r {
+            Poll::Ready(Some(Ok(f))) => {
+                t.bytes += f.data_ref().map_or(0, |d| d.len() as u64);
+                if end {
+                    t.ended = Some(t.normal);
+                }
+            }
+            Poll::Ready(None) => t.ended = Some(t.normal),
+            Poll::Ready(Some(Err(h1::BodyError::Timeout))) => t.ended = Some(*b"sD"),
+            Poll::Ready(Some(Err(_))) => t.ended = Some(*b"SD"),
+            Poll::Pending => {}
+        }
+    }
 }
 
 /// A backend's lease and connection while its response body is forwarded. When the body has
@@ -99,8 +153,15 @@ impl Drop for ProxyBody {
     fn drop(&mut self) {
         // hyper stops polling a body once it says it has ended (and never polls one that is
         // empty: HEAD, 204, 304, Content-Length: 0), so the end is also decided here.
-        if let ProxyBody::Backend(b, flight) = self {
+        let end = self.is_end_stream();
+        if let Kind::Backend(b, flight) = &mut self.kind {
             flight.finish(b);
+        }
+        if let Some(t) = self.log.take() {
+            // Dropped before its end: the client connection went away mid-response.
+            let state = t.ended.unwrap_or(if end { t.normal } else { *b"CD" });
+            *t.mark.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+            t.pending.finish(t.bytes, state);
         }
     }
 }
@@ -112,9 +173,10 @@ impl Body for ProxyBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, h1::BodyError>>> {
-        match self.get_mut() {
-            ProxyBody::Local(f) => Pin::new(f).poll_frame(cx).map_err(|never| match never {}),
-            ProxyBody::Backend(b, flight) => {
+        let this = self.get_mut();
+        let r = match &mut this.kind {
+            Kind::Local(f) => Pin::new(f).poll_frame(cx).map_err(|never| match never {}),
+            Kind::Backend(b, flight) => {
                 let r = Pin::new(&mut *b).poll_frame(cx);
                 match &r {
                     // The request is done on the backend: reuse its connection (if it read
@@ -129,24 +191,28 @@ impl Body for ProxyBody {
                 }
                 r
             }
+        };
+        if this.log.is_some() {
+            this.log_frame(&r);
         }
+        r
     }
     fn is_end_stream(&self) -> bool {
-        match self {
-            ProxyBody::Local(f) => f.is_end_stream(),
-            ProxyBody::Backend(b, _) => b.is_end_stream(),
+        match &self.kind {
+            Kind::Local(f) => f.is_end_stream(),
+            Kind::Backend(b, _) => b.is_end_stream(),
         }
     }
     fn size_hint(&self) -> SizeHint {
-        match self {
-            ProxyBody::Local(f) => f.size_hint(),
-            ProxyBody::Backend(b, _) => b.size_hint(),
+        match &self.kind {
+            Kind::Local(f) => f.size_hint(),
+            Kind::Backend(b, _) => b.size_hint(),
         }
     }
 }
 
 fn local(status: StatusCode, text: &str) -> Response<ProxyBody> {
-    let mut r = Response::new(ProxyBody::Local(Full::new(Bytes::from(format!(
+    let mut r = Response::new(ProxyBody::local(Full::new(Bytes::from(format!(
         "{text}\n"
     )))));
     *r.status_mut() = status;
@@ -288,6 +354,9 @@ pub async fn serve(
 ) {
     // Accepted sockets inherit TCP_NODELAY from the listener; else it is set per connection.
     let inherited = crate::sys::set_nodelay(&listener).is_ok();
+    let frontend = listener
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     let mut acceptor = Acceptor::new(listener, stop.clone());
     while let Some(accepted) = acceptor.next().await {
         let Ok((stream, peer)) = accepted else {
@@ -312,16 +381,33 @@ pub async fn serve(
             // For the stop: whether a request has begun here, whether the stop has begun.
             let (begun, stopping) = (Arc::new(AtomicBool::new(false)), stop.stopping());
             let begun2 = begun.clone();
+            // With the access log on: where the next request's Tq starts (the accept, then
+            // each response's end).
+            let log = svc.access.get().cloned();
+            let mark = log.as_ref().map(|_| Arc::new(Mutex::new(Instant::now())));
             let service = hyper::service::service_fn(move |req| {
                 let svc = svc2.clone();
                 let xff = xff.clone();
                 begun2.store(true, Ordering::SeqCst);
                 let last = stopping.load(Ordering::SeqCst);
+                let logged = log.clone().zip(mark.clone()).map(|(log, mark)| {
+                    let line = access_log::request_line(
+                        req.method().as_str(),
+                        &req.uri().to_string(),
+                        &format!("{:?}", req.version()),
+                    );
+                    (log, mark, line, Instant::now())
+                });
                 async move {
-                    let mut resp = forward(req, peer, xff, &svc, hash_key).await;
+                    let mut t = Timing::new(logged.is_some());
+                    let mut resp = forward(req, peer, xff, &svc, hash_key, &mut t).await;
                     if last {
                         resp.headers_mut()
                             .insert(CONNECTION, HeaderValue::from_static("close"));
+                    }
+                    if let Some((log, mark, line, head_at)) = logged {
+                        let pending = t.pending(log, &mark, head_at, peer, frontend, line, &resp);
+                        resp.body_mut().attach(pending, t.state, mark);
                     }
                     Ok::<_, Infallible>(resp)
                 }
@@ -451,14 +537,18 @@ async fn send(
     mut body: Incoming,
     kind: RequestBody,
     limits: Limits,
+    t: &mut Timing,
 ) -> Result<(h1::ResponseHead, Conn), h1::Error> {
     let b = &lease.backend;
     let metrics = lease.metrics();
     let idle = b.conns.take(|| metrics.error(&b.name, "unexpected_data"));
+    let connecting = Instant::now();
     let (mut conn, mut reused) = match idle {
         Some(c) => (c, true),
         None => (Conn::connect(b.addr, limits.connect).await?, false),
     };
+    t.tc = access_log::ms(connecting.elapsed());
+    let mut sent = Instant::now();
     conn.encode_head(parts, kind);
     let head_request = parts.method == Method::HEAD;
     loop {
@@ -472,12 +562,18 @@ async fn send(
             Err(e) => Err(e),
         };
         match r {
-            Ok(head) => return Ok((head, conn)),
+            Ok(head) => {
+                t.tr = access_log::ms(sent.elapsed());
+                return Ok((head, conn));
+            }
             Err(h1::Error::Closed)
                 if reused && conn.request_resendable() && h1::idempotent(&parts.method) =>
             {
                 metrics.retry(&b.name);
+                let connecting = Instant::now();
                 let mut fresh = Conn::connect(b.addr, limits.connect).await?;
+                t.tc += access_log::ms(connecting.elapsed());
+                sent = Instant::now();
                 conn.hand_request_to(&mut fresh);
                 conn = fresh;
                 reused = false;
@@ -488,12 +584,75 @@ async fn send(
     }
 }
 
+/// What the access log records of one request's way through [`forward`] (timers in ms, -1
+/// for a step not reached; access_log.rs).
+struct Timing {
+    on: bool,
+    tw: i64,
+    tc: i64,
+    tr: i64,
+    server: Option<String>,
+    /// The termination state if the response ends normally (docs/balance.md).
+    state: [u8; 2],
+}
+
+impl Timing {
+    fn new(on: bool) -> Self {
+        Timing {
+            on,
+            tw: -1,
+            tc: -1,
+            tr: -1,
+            server: None,
+            state: *b"--",
+        }
+    }
+
+    /// The entry for this request, sent when its response ends.
+    #[allow(clippy::too_many_arguments)]
+    fn pending(
+        &mut self,
+        log: Arc<AccessLog>,
+        mark: &Mutex<Instant>,
+        head_at: Instant,
+        client: SocketAddr,
+        frontend: SocketAddr,
+        request: String,
+        resp: &Response<ProxyBody>,
+    ) -> Pending {
+        let start = *mark.lock().unwrap_or_else(|p| p.into_inner());
+        let date = SystemTime::now()
+            .checked_sub(start.elapsed())
+            .unwrap_or_else(SystemTime::now);
+        Pending {
+            log,
+            start,
+            entry: Entry {
+                client,
+                date,
+                frontend,
+                server: self.server.take(),
+                tq: access_log::ms(head_at.saturating_duration_since(start)),
+                tw: self.tw,
+                tc: self.tc,
+                tr: self.tr,
+                tt: -1,
+                status: resp.status().as_u16(),
+                bytes: 0,
+                state: self.state,
+                request,
+            },
+        }
+    }
+}
+
 async fn forward(
     mut req: Request<Incoming>,
     peer: SocketAddr,
     xff: Option<HeaderValue>,
     svc: &Arc<Service>,
     hash_key: HashKey,
+    t: &mut Timing,
 ) -> Response<ProxyBody> {
     // The request head has been read: the class's response time starts here.
     let head_at = Instant::now();
@@ -503,20 +662,35 @@ async fn forward(
         Ok(k) => k,
         Err((status, why)) => {
             svc.metrics.refuse("bad_request");
+            t.state = *b"PR";
             return local_closing(status, why);
         }
     };
     let k = key_addr(&req, peer, hash_key);
     let key = FlowKey::new(k, 0, k, 0);
     let classify = |k: &Classifier| k.classify(peer.ip(), req.uri().path(), req.headers());
-    let mut lease = match svc.acquire(key, classify).await {
+    let queued = Instant::now();
+    let acquired = svc.acquire(key, classify).await;
+    t.tw = access_log::ms(queued.elapsed());
+    let mut lease = match acquired {
         Ok(l) => l,
         Err(r) => {
             svc.metrics.refuse(r.reason());
+            t.state = match r {
+                Refusal::NoServer => *b"SC",
+                Refusal::QueueFull => *b"PQ",
+                Refusal::QueueTimeout => *b"sQ",
+                // HAProxy's `K`: ended by an administrative action (here a reload that
+                // rebuilt the queue), while `Q`ueued.
+                Refusal::Reload => *b"KQ",
+            };
             return local(StatusCode::SERVICE_UNAVAILABLE, r.reason());
         }
     };
     let b = &lease.backend;
+    if t.on {
+        t.server = Some(b.name.clone());
+    }
     // Origin form (`/path?query`; an absolute-form target's authority is dropped, its Host
     // header stays); the path is shared, not copied (`PathAndQuery` is reference-counted).
     if req.uri().scheme().is_some() || req.uri().authority().is_some() {
@@ -526,7 +700,10 @@ async fn forward(
             Some(path.unwrap_or_else(|| hyper::http::uri::PathAndQuery::from_static("/")));
         *req.uri_mut() = match Uri::from_parts(parts) {
             Ok(u) => u,
-            Err(_) => return local(StatusCode::BAD_REQUEST, "bad request target"),
+            Err(_) => {
+                t.state = *b"PR";
+                return local(StatusCode::BAD_REQUEST, "bad request target");
+            }
         };
     }
     let h = req.headers_mut();
@@ -548,7 +725,7 @@ async fn forward(
     };
     // The request is written from its head as l7 prepared it (HTTP/1.1, origin form).
     let (parts, body) = req.into_parts();
-    let reason = match send(&lease, &parts, body, kind, limits).await {
+    let reason = match send(&lease, &parts, body, kind, limits, t).await {
         Ok((head, conn)) => {
             b.response_seconds.observe(started.elapsed().as_secs_f64());
             // The response head goes to the client connection now: the class's response
@@ -558,13 +735,21 @@ async fn forward(
                 head.into_response(conn, limits.server).into_parts();
             strip_hop_by_hop(&mut rparts.headers);
             let flight = InFlight { lease: Some(lease) };
-            return Response::from_parts(rparts, ProxyBody::Backend(body, flight));
+            return Response::from_parts(
+                rparts,
+                ProxyBody {
+                    kind: Kind::Backend(body, flight),
+                    log: None,
+                },
+            );
         }
         Err(h1::Error::ClientBody) => {
+            t.state = *b"CD";
             svc.metrics.refuse("client_error");
             return local_closing(StatusCode::BAD_REQUEST, "client_error");
         }
         Err(h1::Error::ClientTimeout) => {
+            t.state = *b"cD";
             svc.metrics.refuse("client_timeout");
             return local_closing(StatusCode::REQUEST_TIMEOUT, "client_timeout");
         }
@@ -572,6 +757,12 @@ async fn forward(
         Err(h1::Error::Connect) => "connect",
         Err(h1::Error::BadResponse) => "bad_response",
         Err(h1::Error::Closed | h1::Error::Server) => "server_error",
+    };
+    t.state = match reason {
+        "server_timeout" => *b"sH",
+        "connect" => *b"SC",
+        "bad_response" => *b"PH",
+        _ => *b"SH",
     };
     svc.metrics.error(&b.name, reason);
     let status = if reason == "server_timeout" {

@@ -16,6 +16,7 @@
 //! | `server_error.rs` | why a change to the servers is refused (name, address, exists, limit, weight, table), typed |
 //! | `health.rs` | TCP / HTTP checks with rise/fall |
 //! | `control.rs` | the Unix control socket and `netsched balance ctl` |
+//! | `access_log.rs` | the L7 access log (HAProxy `option httplog`-like): entries through a bounded queue to a writer thread |
 //! | `metrics.rs` | Prometheus families (served by `netsched-metrics`) |
 //! | `stop.rs` | graceful stop: close the listeners (after emptying their accept queues), let the work in flight finish, cut the rest at a deadline |
 //! | `daemon.rs` | wiring, SIGHUP reload, SIGTERM/SIGINT/SIGUSR1 stop |
@@ -26,6 +27,7 @@
 
 pub mod class_view;
 pub mod classes;
+pub mod access_log;
 pub mod client_io;
 pub mod config;
 pub mod control;

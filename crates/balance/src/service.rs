@@ -172,6 +172,8 @@ pub struct Service {
     /// Wakes the health supervisor when servers are added.
     pub servers_changed: Notify,
     pub metrics: Metrics,
+    /// The L7 access log, when `access_log` is set (started once, by the daemon).
+    pub access: std::sync::OnceLock<Arc<crate::access_log::AccessLog>>,
     epoch: Instant,
 }
 
@@ -352,6 +354,7 @@ impl Service {
             }),
             servers_changed: Notify::new(),
             metrics,
+            access: std::sync::OnceLock::new(),
             epoch: Instant::now(),
         });
         for s in &cfg.servers {
@@ -593,7 +596,7 @@ impl Service {
             g.refresh_weights(&self.metrics);
         }
         if log {
-            eprintln!("netsched balance: server {} ({}) added", s.name, s.addr);
+            tracing::info!(server = %s.name, addr = %s.addr, "server {} ({}) added", s.name, s.addr);
         }
         self.servers_changed.notify_waiters();
         self.wake_queue();
@@ -686,11 +689,28 @@ impl Service {
                     if ok {
                         b.since = Some(Instant::now());
                     }
-                    eprintln!(
-                        "netsched balance: server {} is {}",
-                        b.name,
-                        if ok { "up" } else { "down" }
-                    );
+                    let reason = b.last_check.as_deref().unwrap_or("");
+                    let run = match need {
+                        1 => "1 check".to_string(),
+                        n => format!("{n} checks in a row"),
+                    };
+                    if ok {
+                        tracing::info!(
+                            server = %b.name,
+                            reason,
+                            checks = need,
+                            "server {} is up ({reason}, {run})",
+                            b.name
+                        );
+                    } else {
+                        tracing::warn!(
+                            server = %b.name,
+                            reason,
+                            checks = need,
+                            "server {} is down ({reason}, {run})",
+                            b.name
+                        );
+                    }
                     self.metrics
                         .health_up
                         .get_or_create(&Metrics::backend(&b.name))
@@ -862,7 +882,7 @@ impl Inner {
             if !b.up {
                 b.up = true;
                 b.since = Some(Instant::now());
-                eprintln!("netsched balance: server {} is up ({why})", b.name);
+                tracing::info!(server = %b.name, reason = why, "server {} is up ({why})", b.name);
                 metrics
                     .health_up
                     .get_or_create(&Metrics::backend(&b.name))

@@ -15,6 +15,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod classify;
 mod config;
 mod generate;
+mod logging;
 #[cfg(test)]
 mod props;
 mod replay;
@@ -28,6 +29,10 @@ mod trace;
 #[derive(Debug, Parser)]
 #[command(name = "netsched", version = env!("NETSCHED_VERSION"), propagate_version = true)]
 struct Cli {
+    /// How log lines are written to stderr: `text` (timestamped lines) or `json` (one object
+    /// per line). Under systemd with stderr on the journal, journald's native protocol is used.
+    #[arg(long, global = true, default_value = "text", value_name = "text|json")]
+    log_format: netsched_util::logging::LogFormat,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -61,6 +66,7 @@ enum Cmd {
 
 fn main() {
     let cli = Cli::parse();
+    let log = logging::install(cli.log_format);
     let result = match cli.cmd {
         Cmd::Lab(a) => netsched_lab::cli::run(a),
         Cmd::Replay(a) => replay::run(a),
@@ -74,6 +80,8 @@ fn main() {
         Cmd::Generate(a) => generate::run(a, Cli::command()),
         Cmd::Classify(a) => classify::run(a),
     };
+    // Flush the queued log lines before the final error line and the exit.
+    drop(log);
     if let Err(e) = result {
         eprintln!("netsched: error: {e:#}");
         std::process::exit(1);

@@ -6,7 +6,7 @@
 //! [`socket_file`]), who may connect ([`access`]: root, the daemon's user, or the control
 //! group, by `SO_PEERCRED`), a bounded server that runs the daemon's handler off the packet
 //! path ([`server`]: connections, line length, request time), and the one client
-//! ([`client`]). What the requests mean — their verbs, their answers, how a command reaches
+//! ([`client`]), and the log line of each request that changes state ([`audit`]). What the requests mean — their verbs, their answers, how a command reaches
 //! a packet thread — stays in each daemon.
 //!
 //! Why a crate of its own: all three data planes need it and none may depend on another; it
@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod access;
+pub mod audit;
 pub mod client;
 pub mod server;
 pub mod socket_file;

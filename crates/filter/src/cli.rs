@@ -268,11 +268,11 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
     let mut engine = Engine::open(&cfg, Arc::new(tables))?;
     for p in engine.ports() {
         if let Some(w) = p.offloads().warning("netsched filter", p.name()) {
-            eprintln!("{w}");
+            tracing::warn!("{w}");
         }
     }
-    eprintln!(
-        "netsched filter: {} -> {} with {} over {} workers, {}-byte blocks (Ctrl-C stops)",
+    tracing::info!(
+        "{} -> {} with {} over {} workers, {}-byte blocks (Ctrl-C stops)",
         cfg.input,
         cfg.output.as_deref().unwrap_or("none"),
         cfg.pipeline.mode.name(),
@@ -290,7 +290,7 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
         let (outbox, inbox) = control::channel(loader);
         let server = ControlServer::start(&a.control, a.control_group.as_deref(), outbox)?;
         engine.attach_control(inbox);
-        eprintln!("netsched filter: control socket {}", a.control.display());
+        tracing::info!("control socket {}", a.control.display());
         Some(server)
     };
     let _metrics = match metrics_addr {
@@ -299,16 +299,13 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
             let latest = Arc::new(netsched_metrics::Latest::new());
             engine.attach_metrics(latest.clone());
             let server = crate::metrics::serve(addr, latest)?;
-            eprintln!(
-                "netsched filter: metrics on http://{}/metrics",
-                server.addr()
-            );
+            tracing::info!("metrics on http://{}/metrics", server.addr());
             Some(server)
         }
     };
     let mut print = |s: &crate::stats::FilterStats| {
         if !s.identity_holds {
-            eprintln!("netsched filter: error: accounting identity broken: {s:?}");
+            tracing::error!("accounting identity broken: {s:?}");
         }
         println!("{}", serde_json::to_string(s).unwrap_or_default());
     };

@@ -238,10 +238,13 @@ struct FilterHandler {
 
 impl Handler for FilterHandler {
     fn answer(&self, request: &ControlRequest<'_>) -> String {
-        match execute_line(request.line, &self.out, request.deadline) {
+        let answer = match execute_line(request.line, &self.out, request.deadline) {
             Ok(text) => format!("ok\n{text}"),
             Err(e) => format!("error: {e}\n"),
-        }
+        };
+        let verb = request.line.split_whitespace().next().unwrap_or("");
+        netsched_control::audit::log_request(request, verb == "show", &answer);
+        answer
     }
     fn refusal(&self, why: &Refusal) -> Option<String> {
         Some(format!("error: {why}\n"))

@@ -85,10 +85,10 @@ fn open(dev: &str, opts: &PortOptions) -> Result<Box<dyn FramePort + Send>, Engi
         error,
     })?;
     if let Some(reason) = fallback {
-        eprintln!("netsched filter: {dev}: ring refused ({reason}); using the packet backend");
+        tracing::warn!("{dev}: ring refused ({reason}); using the packet backend");
     }
-    eprintln!(
-        "netsched filter: {dev}: port backend {} (ring {} KiB)",
+    tracing::info!(
+        "{dev}: port backend {} (ring {} KiB)",
         port.backend(),
         port.ring_bytes() / 1024
     );

@@ -23,6 +23,7 @@ pub fn serve(
 /// The registry with the `netsched_filter_*` families written from `latest`.
 pub fn registry(latest: Arc<Latest<FilterStats>>) -> netsched_metrics::Shared {
     let mut registry = Registry::default();
+    netsched_metrics::register_log_drops(&mut registry, netsched_util::logging::dropped_lines);
     netsched_metrics::register_snapshot(&mut registry, "netsched_filter", latest, write);
     Arc::new(Mutex::new(registry))
 }

@@ -244,7 +244,7 @@ pub fn run_link(args: LinkArgs) -> Result<()> {
     let _metrics = match metrics_addr {
         Some(addr) => {
             let server = crate::metrics::serve(addr, &cfg, &mut engine)?;
-            eprintln!("netsched link: metrics on http://{}/metrics", server.addr());
+            tracing::info!("metrics on http://{}/metrics", server.addr());
             Some(server)
         }
         None => None,
@@ -253,18 +253,15 @@ pub fn run_link(args: LinkArgs) -> Result<()> {
         p.warn_if_offloads("netsched link");
     }
     for f in engine.fallbacks() {
-        eprintln!("netsched link: {f}");
+        tracing::warn!("{f}");
     }
     let [pa, pb] = engine.ports();
-    eprintln!(
-        "netsched link: port backend {} ({} KiB of rings)",
+    tracing::info!(
+        "port backend {} ({} KiB of rings)",
         pa.backend(),
         (pa.ring_bytes() + pb.ring_bytes()) / 1024
     );
-    eprintln!(
-        "netsched link: forwarding {} <-> {} (Ctrl-C stops)",
-        cfg.dev_a, cfg.dev_b
-    );
+    tracing::info!("forwarding {} <-> {} (Ctrl-C stops)", cfg.dev_a, cfg.dev_b);
     // The printer runs on its own thread: a reader that stops reading blocks it, never the
     // packet thread (which hands over at most STATS_QUEUE snapshots, then counts drops).
     let (outlet, rx, dropped) = StatsOutlet::new();

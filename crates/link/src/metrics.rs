@@ -57,6 +57,7 @@ pub fn register(registry: &mut Registry, cfg: &EngineConfig, latest: Arc<Latest<
 pub fn serve(addr: SocketAddr, cfg: &EngineConfig, engine: &mut Engine) -> Result<MetricsServer> {
     let latest = Arc::new(Latest::new());
     let mut registry = Registry::default();
+    netsched_metrics::register_log_drops(&mut registry, netsched_util::logging::dropped_lines);
     register(&mut registry, cfg, Arc::clone(&latest));
     let page = Some(crate::status::PAGE);
     let server = netsched_metrics::serve_with_page(addr, Arc::new(Mutex::new(registry)), page)

@@ -27,12 +27,14 @@
 #![forbid(unsafe_code)]
 
 mod client;
+mod read_counter;
 mod snapshot;
 mod status;
 
 pub use client::{hammer, parse_exposition, scrape, HammerOutcome, Sample, MAX_SCRAPE_BYTES};
 /// The crate the registries and families come from, for daemons that only need its types.
 pub use prometheus_client;
+pub use read_counter::{register_log_drops, register_read_counter};
 pub use snapshot::{parse_addr, register_snapshot, AddrError, Latest, Writer};
 pub use status::{status_json, Page, MAX_STATUS_BYTES};
 

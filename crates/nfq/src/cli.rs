@@ -277,17 +277,19 @@ pub fn run(args: NfqArgs) -> Result<()> {
             }
             let summary = run_daemon(cfg, &stop, |st| {
                 netsched_util::notify::ready("netsched nfq", "scheduling");
-                eprintln!(
-                    "netsched nfq: running ({} classes, discipline {}, budget {}); Ctrl-C to stop",
+                tracing::info!(
+                    "running ({} classes, discipline {}, budget {}); Ctrl-C to stop",
                     st.classes.len(),
                     st.discipline,
                     st.budget.map(|b| b.to_string()).unwrap_or("off".into())
                 )
             })
             .map_err(needs_root)?;
-            eprintln!(
-                "netsched nfq: stopped; {} packets seen, {} requests, {} released at exit",
-                summary.counters.packets, summary.counters.requests, summary.released_at_exit
+            tracing::info!(
+                "stopped; {} packets seen, {} requests, {} released at exit",
+                summary.counters.packets,
+                summary.counters.requests,
+                summary.released_at_exit
             );
             Ok(())
         }

@@ -81,6 +81,13 @@ pub enum Request {
     },
 }
 
+impl Request {
+    /// True for requests that change nothing (not logged: a dashboard polls them).
+    pub fn is_read_only(&self) -> bool {
+        matches!(self, Request::Status)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Response {
     pub ok: bool,
@@ -369,11 +376,16 @@ struct JsonHandler<F> {
 impl<F: FnMut(&Request) -> Response + Send + 'static> Handler for JsonHandler<F> {
     fn answer(&self, r: &netsched_control::Request<'_>) -> String {
         let text = r.line.trim();
-        let resp = match serde_json::from_str::<Request>(text) {
-            Ok(req) => (self.serve.lock().unwrap_or_else(|p| p.into_inner()))(&req),
-            Err(e) => Response::err(format!("bad request {text:?}: {e}")),
+        let (resp, read_only) = match serde_json::from_str::<Request>(text) {
+            Ok(req) => (
+                (self.serve.lock().unwrap_or_else(|p| p.into_inner()))(&req),
+                req.is_read_only(),
+            ),
+            Err(e) => (Response::err(format!("bad request {text:?}: {e}")), false),
         };
-        answer_line(&resp)
+        let answer = answer_line(&resp);
+        netsched_control::audit::log_request(r, read_only, &answer);
+        answer
     }
 
     fn refusal(&self, why: &Refusal) -> Option<String> {

@@ -187,7 +187,7 @@ fn start_metrics(
     snap.socket = socket_counters(q);
     latest.publish(snap);
     let server = crate::metrics::serve(addr, cfg, Arc::clone(&latest))?;
-    eprintln!("netsched nfq: metrics on http://{}/metrics", server.addr());
+    tracing::info!("metrics on http://{}/metrics", server.addr());
     Ok((latest, server))
 }
 

@@ -110,7 +110,7 @@ impl Rules {
                 if run(&b6, &["-S".into(), "INPUT".into()]).is_ok() {
                     bins.push(b6);
                 } else {
-                    eprintln!("netsched nfq: {b6} not usable; scheduling IPv4 only");
+                    tracing::warn!("{b6} not usable; scheduling IPv4 only");
                 }
             }
         }
@@ -136,7 +136,7 @@ impl Drop for Rules {
     fn drop(&mut self) {
         for (bin, del) in self.installed.drain(..).rev() {
             if let Err(e) = run(&bin, &del) {
-                eprintln!("netsched nfq: removing rule: {e}");
+                tracing::warn!("removing rule: {e}");
             }
         }
     }

@@ -8,15 +8,18 @@
 //!   results file goes through (`netsched_report::read` re-exports it);
 //! - [`notify`]: the sd_notify(3) datagram a daemon sends its service manager (`READY=1`
 //!   once its sockets are bound, `RELOADING=1`, `STOPPING=1`).
+//! - [`logging`]: the one `tracing` subscriber every binary installs (text, JSON or journald;
+//!   a bounded, lossy queue to stderr whose drops are counted).
 //! - [`http1`]: the one HTTP/1.x response reader (head, framing, body decoding), shared by the
 //!   balancer's backend client and every load generator.
 //!
-//! A leaf: it depends on `serde`, `anyhow` and `httparse` only, so a data plane can use it without
+//! A leaf: it depends on `serde`, `anyhow`, `httparse` and the `tracing` family only, so a data plane can use it without
 //! depending on the report (SVG, markdown) or on another data plane.
 
 #![forbid(unsafe_code)]
 
 pub mod http1;
+pub mod logging;
 pub mod notify;
 pub mod read;
 pub mod stats;

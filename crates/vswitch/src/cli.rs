@@ -119,15 +119,15 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
         p.warn_if_offloads("netsched vswitch");
     }
     for f in sw.fallbacks() {
-        eprintln!("netsched vswitch: {f}");
+        tracing::warn!("{f}");
     }
-    eprintln!(
-        "netsched vswitch: port backend {} ({} KiB of rings)",
+    tracing::info!(
+        "port backend {} ({} KiB of rings)",
         sw.ports().last().map_or("none", |p| p.backend().name()),
         sw.ports().map(|p| p.ring_bytes()).sum::<usize>() / 1024
     );
-    eprintln!(
-        "netsched vswitch: {} guest ports -> {} with {} (Ctrl-C stops)",
+    tracing::info!(
+        "{} guest ports -> {} with {} (Ctrl-C stops)",
         cfg.ports.len(),
         cfg.uplink,
         cfg.discipline.as_str()
@@ -141,16 +141,14 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
         let server = ControlServer::start(&args.control, args.control_group.as_deref(), outbox)
             .map_err(|e| anyhow::anyhow!("--control: {e}"))?;
         sw.attach_control(inbox);
-        eprintln!(
-            "netsched vswitch: control socket {}",
-            args.control.display()
-        );
+        tracing::info!("control socket {}", args.control.display());
         Some(server)
     };
     let _metrics = match metrics_addr {
         None => None,
         Some(addr) => {
             let mut reg = prometheus_client::registry::Registry::default();
+            netsched_metrics::register_log_drops(&mut reg, netsched_util::logging::dropped_lines);
             let names: Vec<String> = cfg.ports.iter().map(|p| p.dev.clone()).collect();
             let budget = Budget {
                 packet_rate: cfg.packet_rate,
@@ -160,10 +158,7 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
             sw.attach_metrics(SwitchMetrics::register(&mut reg, &names, budget));
             let server = crate::metrics::serve(addr, reg)
                 .map_err(|e| anyhow::anyhow!("--metrics {addr}: {e}"))?;
-            eprintln!(
-                "netsched vswitch: metrics on http://{}/metrics",
-                server.addr()
-            );
+            tracing::info!("metrics on http://{}/metrics", server.addr());
             Some(server)
         }
     };

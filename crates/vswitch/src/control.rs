@@ -264,10 +264,13 @@ struct SwitchHandler {
 
 impl Handler for SwitchHandler {
     fn answer(&self, r: &Request<'_>) -> String {
-        match execute_line(r.line, &self.out, r.deadline) {
+        let answer = match execute_line(r.line, &self.out, r.deadline) {
             Ok(text) => format!("ok\n{text}"),
             Err(e) => format!("error: {e}\n"),
-        }
+        };
+        let verb = r.line.split_whitespace().next().unwrap_or("");
+        netsched_control::audit::log_request(r, verb.starts_with("show"), &answer);
+        answer
     }
 
     fn refusal(&self, why: &Refusal) -> Option<String> {

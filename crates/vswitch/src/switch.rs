@@ -369,7 +369,7 @@ impl Switch {
             Ok(q) => q,
             Err(e) => {
                 // Cannot happen (values are checked before they are recorded); keep serving.
-                eprintln!("vswitch: rebuilding the discipline failed ({e}); keeping the old one");
+                tracing::warn!("rebuilding the discipline failed ({e}); keeping the old one");
                 return;
             }
         };
@@ -700,10 +700,12 @@ impl Switch {
                 }
                 g.stats.removed = true;
                 removed_any = true;
-                eprintln!(
-                    "vswitch: port {} (ifindex {}) disappeared: closed, its {} queued frames \
+                tracing::warn!(
+                    "port {} (ifindex {}) disappeared: closed, its {} queued frames \
                      are dropped as `removed`; still serving the other ports",
-                    g.stats.dev, g.ifindex, g.stats.queued
+                    g.stats.dev,
+                    g.ifindex,
+                    g.stats.queued
                 );
             }
         }

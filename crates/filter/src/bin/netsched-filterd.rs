@@ -7,6 +7,9 @@ use clap::Parser;
 #[derive(Parser)]
 #[command(name = "netsched-filterd")]
 struct Cli {
+    /// Log lines as `text` or `json` (as `netsched --log-format`).
+    #[arg(long, global = true, default_value = "text", value_name = "text|json")]
+    log_format: netsched_util::logging::LogFormat,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -18,8 +21,18 @@ enum Cmd {
 }
 
 fn main() {
-    let Cmd::Filter(args) = Cli::parse().cmd;
-    if let Err(e) = netsched_filter::cli::run_filter(args) {
+    let cli = Cli::parse();
+    let log = match netsched_util::logging::init(cli.log_format, "netsched-filterd") {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("netsched-filterd: error: {e}");
+            std::process::exit(2);
+        }
+    };
+    let Cmd::Filter(args) = cli.cmd;
+    let result = netsched_filter::cli::run_filter(args);
+    drop(log);
+    if let Err(e) = result {
         eprintln!("netsched-filterd: error: {e:#}");
         std::process::exit(1);
     }

@@ -7,6 +7,9 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "netsched-nfqd", version)]
 struct Cli {
+    /// Log lines as `text` or `json` (as `netsched --log-format`).
+    #[arg(long, global = true, default_value = "text", value_name = "text|json")]
+    log_format: netsched_util::logging::LogFormat,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -20,10 +23,19 @@ enum Cmd {
 }
 
 fn main() {
-    let r = match Cli::parse().cmd {
+    let cli = Cli::parse();
+    let log = match netsched_util::logging::init(cli.log_format, "netsched-nfqd") {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("netsched: error: {e}");
+            std::process::exit(2);
+        }
+    };
+    let r = match cli.cmd {
         Cmd::Nfq(a) => netsched_nfq::cli::run(*a),
         Cmd::Ctl(a) => netsched_nfq::ctl_client::run(a),
     };
+    drop(log);
     if let Err(e) = r {
         eprintln!("netsched: error: {e:#}");
         std::process::exit(1);

@@ -1,0 +1,404 @@
+//! The L7 access log: one line per request, modelled on HAProxy's `option httplog`
+//! (HAProxy Configuration Manual, §8.2.3 "HTTP log format", §8.4 "Timing events" and §8.5
+//! "Session state at disconnection"; haproxy.org/download/<version>/doc/configuration.txt).
+//!
+//! ```text
+//! 127.0.0.1:40074 [2026-11-27T02:51:07.548Z] 127.0.0.1:8080 s1 0/0/1/283/290 200 107 -- "GET /a HTTP/1.1"
+//! client          date of Tq's start          frontend       server Tq/Tw/Tc/Tr/Tt status bytes state request
+//! ```
+//!
+//! Timers in milliseconds, `-1` for a step never reached (HAProxy's convention):
+//! - `Tq`: from the connection's accept (or the end of the previous response on a kept-alive
+//!   connection) to the request head received — HAProxy's Tq, idle time included;
+//! - `Tw`: waiting in the balancer's queue for a server slot;
+//! - `Tc`: connecting to the server (0 on a reused pooled connection);
+//! - `Tr`: from the request sent to the response head received;
+//! - `Tt`: from Tq's start to the response's last byte handed to the client (or its end).
+//!
+//! `bytes` counts the response body bytes handed to the client connection (HAProxy counts the
+//! head too). `server` is `<NOSRV>` when no server was chosen. The two-letter termination state
+//! (first: who ended it, second: in which phase) is listed in docs/balance.md.
+//!
+//! Never on the data path's clock: a request builds an [`Entry`] (a few fields, the request line
+//! cut to [`MAX_REQUEST_LINE`] bytes) and hands it to a bounded queue of [`QUEUE`] entries with
+//! `try_send`; one writer thread formats and writes. When the queue is full (a slow disk, a
+//! stderr nobody reads) the entry is dropped and counted in
+//! `netsched_balance_access_log_dropped_total`; nothing waits.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Entries waiting for the writer thread at most; more are dropped and counted.
+pub const QUEUE: usize = 4096;
+/// Longest request line logged (method, target, version); longer ones are cut and end in `...`.
+pub const MAX_REQUEST_LINE: usize = 1024;
+
+/// Where the log goes (`access_log` in the configuration).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Stderr,
+    File(PathBuf),
+}
+
+impl Target {
+    /// `"stderr"` or an absolute path.
+    pub fn parse(v: &str) -> Result<Target, String> {
+        if v == "stderr" {
+            Ok(Target::Stderr)
+        } else if v.starts_with('/') {
+            Ok(Target::File(PathBuf::from(v)))
+        } else {
+            Err(format!(
+                "access_log = {v:?}: expected \"stderr\" or an absolute path"
+            ))
+        }
+    }
+}
+
+/// One request as logged.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub client: SocketAddr,
+    /// When Tq started (wall clock).
+    pub date: SystemTime,
+    pub frontend: SocketAddr,
+    pub server: Option<String>,
+    pub tq: i64,
+    pub tw: i64,
+    pub tc: i64,
+    pub tr: i64,
+    pub tt: i64,
+    pub status: u16,
+    pub bytes: u64,
+    pub state: [u8; 2],
+    pub request: String,
+}
+
+/// Milliseconds of `d`, for a timer.
+pub fn ms(d: Duration) -> i64 {
+    d.as_millis().min(i64::MAX as u128) as i64
+}
+
+/// `2026-11-27T02:51:07.548Z` (UTC). The civil date from days since 1970-01-01 follows Howard
+/// Hinnant's `civil_from_days` (chrono-compatible low-level date algorithms).
+pub fn rfc3339_millis(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+impl Entry {
+    /// The line, without its newline.
+    pub fn line(&self) -> String {
+        format!(
+            "{} [{}] {} {} {}/{}/{}/{}/{} {} {} {} \"{}\"",
+            self.client,
+            rfc3339_millis(self.date),
+            self.frontend,
+            self.server.as_deref().unwrap_or("<NOSRV>"),
+            self.tq,
+            self.tw,
+            self.tc,
+            self.tr,
+            self.tt,
+            self.status,
+            self.bytes,
+            String::from_utf8_lossy(&self.state),
+            self.request
+        )
+    }
+}
+
+/// The request line as logged: printable ASCII only (anything else as `\xNN`, `"` as `\"`),
+/// at most [`MAX_REQUEST_LINE`] bytes.
+pub fn request_line(method: &str, target: &str, version: &str) -> String {
+    let mut out = String::with_capacity(method.len() + target.len() + version.len() + 2);
+    for c in format!("{method} {target} {version}").bytes() {
+        if out.len() >= MAX_REQUEST_LINE {
+            out.push_str("...");
+            break;
+        }
+        match c {
+            b'"' | b'\\' => {
+                out.push('\\');
+                out.push(c as char);
+            }
+            0x20..=0x7e => out.push(c as char),
+            _ => out.push_str(&format!("\\x{c:02x}")),
+        }
+    }
+    out
+}
+
+/// The running log: a bounded queue and its writer thread.
+pub struct AccessLog {
+    tx: Option<SyncSender<Entry>>,
+    dropped: Counter,
+    /// Closed by the writer thread when it has written and flushed everything.
+    /// (In a mutex only so the log can be shared between threads; used once, at the end.)
+    done: std::sync::Mutex<Option<Receiver<()>>>,
+}
+
+/// How long a stop waits for the queued lines to be written; a writer stuck on a full pipe
+/// or a hung disk is left behind (the process is ending) rather than holding the stop.
+pub const FLUSH_AT_STOP: Duration = Duration::from_secs(2);
+
+/// The counters every balancer exports (0 while the log is off).
+#[derive(Clone, Default)]
+pub struct LogCounters {
+    pub written: Counter,
+    pub dropped: Counter,
+    pub write_errors: Counter,
+}
+
+impl LogCounters {
+    pub fn register(registry: &mut Registry) -> Self {
+        let c = LogCounters::default();
+        let r = registry.sub_registry_with_prefix("netsched_balance_access_log");
+        r.register("lines", "Access log lines written", c.written.clone());
+        r.register(
+            "dropped",
+            "Access log lines dropped because the writer's bounded queue was full",
+            c.dropped.clone(),
+        );
+        r.register(
+            "write_errors",
+            "Access log lines the writer failed to write (disk full, closed stderr)",
+            c.write_errors.clone(),
+        );
+        c
+    }
+}
+
+impl AccessLog {
+    /// Open the target (a file is created if missing, appended to, mode 0640) and start the
+    /// writer thread.
+    pub fn start(target: &Target, counters: LogCounters) -> Result<Self, String> {
+        let out: Box<dyn Write + Send> = match target {
+            Target::Stderr => Box::new(std::io::stderr()),
+            Target::File(p) => {
+                use std::os::unix::fs::OpenOptionsExt;
+                let f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .mode(0o640)
+                    .open(p)
+                    .map_err(|e| format!("access_log {}: {e}", p.display()))?;
+                Box::new(f)
+            }
+        };
+        Self::with_writer(out, counters)
+            .map_err(|e| format!("access_log: starting its writer thread: {e}"))
+    }
+
+    fn with_writer(out: Box<dyn Write + Send>, counters: LogCounters) -> std::io::Result<Self> {
+        let (tx, rx) = mpsc::sync_channel(QUEUE);
+        let (done_tx, done) = mpsc::channel::<()>();
+        let dropped = counters.dropped.clone();
+        std::thread::Builder::new()
+            .name("balance-access-log".into())
+            .spawn(move || {
+                write_loop(rx, out, counters);
+                drop(done_tx);
+            })?;
+        Ok(AccessLog {
+            tx: Some(tx),
+            dropped,
+            done: std::sync::Mutex::new(Some(done)),
+        })
+    }
+
+    /// Hand `e` to the writer without waiting; counted as dropped when the queue is full.
+    pub fn send(&self, e: Entry) {
+        if let Some(tx) = &self.tx {
+            if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = tx.try_send(e) {
+                self.dropped.inc();
+            }
+        }
+    }
+}
+
+impl Drop for AccessLog {
+    /// The queued lines are written and flushed before the thread ends, waiting at most
+    /// [`FLUSH_AT_STOP`].
+    fn drop(&mut self) {
+        self.tx.take();
+        let done = self
+            .done
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(done) = done {
+            let _ = done.recv_timeout(FLUSH_AT_STOP);
+        }
+    }
+}
+
+/// Write entries as they come; flush whenever the queue is momentarily empty.
+fn write_loop(rx: Receiver<Entry>, out: Box<dyn Write + Send>, c: LogCounters) {
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
+    while let Ok(first) = rx.recv() {
+        let mut next = Some(first);
+        while let Some(e) = next {
+            let mut line = e.line();
+            line.push('\n');
+            match out.write_all(line.as_bytes()) {
+                Ok(()) => c.written.inc(),
+                Err(_) => c.write_errors.inc(),
+            };
+            next = rx.try_recv().ok();
+        }
+        let _ = out.flush();
+    }
+    let _ = out.flush();
+}
+
+/// A request being served: what [`AccessLog`] gets when its response ends.
+pub struct Pending {
+    pub log: Arc<AccessLog>,
+    /// Tq's start (the accept, or the previous response's end on this connection).
+    pub start: Instant,
+    pub entry: Entry,
+}
+
+impl Pending {
+    /// The response has ended (`state` as it ended): Tt is taken now and the entry sent.
+    pub fn finish(mut self, bytes: u64, state: [u8; 2]) {
+        self.entry.tt = ms(self.start.elapsed());
+        self.entry.bytes = bytes;
+        self.entry.state = state;
+        self.log.send(self.entry);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry() -> Entry {
+        Entry {
+            client: "127.0.0.1:40074".parse().unwrap(),
+            date: UNIX_EPOCH + Duration::from_millis(1_795_747_867_548),
+            frontend: "127.0.0.1:8080".parse().unwrap(),
+            server: Some("s1".into()),
+            tq: 0,
+            tw: 0,
+            tc: 1,
+            tr: 283,
+            tt: 290,
+            status: 200,
+            bytes: 107,
+            state: *b"--",
+            request: request_line("GET", "/a", "HTTP/1.1"),
+        }
+    }
+
+    #[test]
+    fn a_line_has_every_field_in_order() {
+        assert_eq!(
+            entry().line(),
+            "127.0.0.1:40074 [2026-11-27T02:51:07.548Z] 127.0.0.1:8080 s1 0/0/1/283/290 200 107 \
+             -- \"GET /a HTTP/1.1\""
+        );
+        let mut e = entry();
+        e.server = None;
+        e.tc = -1;
+        assert!(
+            e.line().contains(" <NOSRV> 0/0/-1/283/290 "),
+            "{}",
+            e.line()
+        );
+    }
+
+    #[test]
+    fn dates_are_utc_civil_dates() {
+        assert_eq!(rfc3339_millis(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        // 2000-02-29 (a leap day of a year divisible by 400) and 2100-03-01 (2100 is not leap).
+        assert_eq!(
+            rfc3339_millis(UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "2000-02-29T00:00:00.000Z"
+        );
+        assert_eq!(
+            rfc3339_millis(UNIX_EPOCH + Duration::from_secs(4_107_542_400)),
+            "2100-03-01T00:00:00.000Z"
+        );
+    }
+
+    #[test]
+    fn request_lines_are_escaped_and_bounded() {
+        assert_eq!(
+            request_line("GET", "/a\"b\x01", "HTTP/1.1"),
+            "GET /a\\\"b\\x01 HTTP/1.1"
+        );
+        let long = "/".repeat(5000);
+        let l = request_line("GET", &long, "HTTP/1.1");
+        assert!(
+            l.len() <= MAX_REQUEST_LINE + 4 && l.ends_with("..."),
+            "{}",
+            l.len()
+        );
+    }
+
+    #[test]
+    fn parse_targets() {
+        assert_eq!(Target::parse("stderr"), Ok(Target::Stderr));
+        assert_eq!(
+            Target::parse("/var/log/a.log"),
+            Ok(Target::File("/var/log/a.log".into()))
+        );
+        assert!(Target::parse("rel.log").unwrap_err().contains("rel.log"));
+    }
+
+    #[test]
+    fn a_full_queue_drops_and_counts_instead_of_waiting() {
+        // A writer that never returns: the queue fills, then every further send is a drop.
+        struct Stuck(std::sync::mpsc::Receiver<()>);
+        impl Write for Stuck {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                let _ = self.0.recv();
+                Err(std::io::Error::other("released"))
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let (release, stuck) = std::sync::mpsc::channel();
+        let counters = LogCounters::default();
+        let log = AccessLog::with_writer(Box::new(Stuck(stuck)), counters.clone()).unwrap();
+        // The BufWriter takes the first ~64 KiB without writing; beyond that the writer
+        // blocks in `write`, and the queue then fills.
+        let sends = QUEUE * 3 + 64 * 1024 / 80;
+        let t = Instant::now();
+        for _ in 0..sends {
+            log.send(entry());
+        }
+        let took = t.elapsed();
+        let dropped = counters.dropped.get() as usize;
+        assert!(dropped >= QUEUE, "dropped {dropped} of {sends}");
+        assert!(took < Duration::from_secs(5), "sends took {took:?}");
+        drop(release);
+        drop(log);
+    }
+}
