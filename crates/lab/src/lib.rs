@@ -9,6 +9,7 @@
 //! | [`slurm`] | sweeps submitted to Slurm as one job array, their merge and status |
 //! | [`scenario`] | embedded `scenarios/*.toml`, bounded `--scenario` files, `--set` overrides, typed access |
 //! | [`params`] | parameter lookups by dotted key with errors naming the key |
+//! | [`progress`] | runs done / total and time left on stderr: a bar on a terminal, plain lines otherwise |
 //! | [`limits`] | every bound on counts and input sizes |
 //! | [`outdir`] | output folders removed again when the run that created them fails |
 //! | [`experiments`] | the five experiments and their registry |
@@ -24,6 +25,7 @@ pub mod experiments;
 pub mod limits;
 pub mod outdir;
 pub mod params;
+pub mod progress;
 pub mod real;
 pub mod repeat;
 pub mod runner;

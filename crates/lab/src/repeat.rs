@@ -17,6 +17,7 @@
 
 use crate::experiments::Experiment;
 use crate::outdir::OutDir;
+use crate::progress::Progress;
 use crate::runner::{self, RunRequest};
 use netsched_report::aggregate::{self, Aggregate, Failure, Member, Over};
 use netsched_report::markdown::{self, IndexEntry};
@@ -75,9 +76,12 @@ fn member_jobs(plan: &Plan, series: usize) -> Vec<MemberJob> {
 type Outcome = (Result<ExperimentOutput, String>, f64);
 
 /// Run the jobs on `threads` threads; a job not started when SIGINT/SIGTERM arrived is not run.
+/// Progress (runs done, time left) goes to stderr ([`crate::progress`]).
 fn run_jobs(jobs: &[MemberJob], threads: usize) -> Vec<Outcome> {
-    runner::parallel_map(jobs, threads, |job| {
+    let progress = Progress::new(jobs.len() as u64);
+    let outcomes = runner::parallel_map(jobs, threads, |job| {
         if netsched_testbed::interrupted() {
+            progress.inc();
             return (
                 Err("interrupted (SIGINT/SIGTERM) before it started".to_string()),
                 0.0,
@@ -85,8 +89,11 @@ fn run_jobs(jobs: &[MemberJob], threads: usize) -> Vec<Outcome> {
         }
         let t = Instant::now();
         let o = runner::run_and_write(&job.req).map_err(|e| format!("{e:#}"));
+        progress.inc();
         (o, t.elapsed().as_secs_f64())
-    })
+    });
+    progress.finish();
+    outcomes
 }
 
 /// Aggregate a finished series into `dir` (`results.json` + `report.md`).

@@ -3,6 +3,7 @@
 
 use crate::experiments::Experiment;
 use crate::outdir::OutDir;
+use crate::progress::{self, Progress};
 use crate::scenario;
 use netsched_report::markdown::{self, IndexEntry};
 use netsched_report::{Check, ExperimentOutput};
@@ -93,32 +94,32 @@ fn summary(checks: &[Check]) -> String {
     format!("checks {passed}/{} {mark}", checks.len())
 }
 
-/// Run, write, and print progress lines to stderr.
+/// Run, write, and print progress lines to stderr (above the progress bar, if one is drawn).
 pub fn run_and_write(req: &RunRequest) -> anyhow::Result<ExperimentOutput> {
     let t = Instant::now();
     let mode = if req.real { "real" } else { "sim" };
-    eprintln!(
+    progress::line(&format!(
         "[lab] {} ({mode}, seed {}): running…",
         req.exp.name, req.seed
-    );
+    ));
     let output = execute(req).map_err(|e| {
-        eprintln!(
+        progress::line(&format!(
             "[lab] {}: FAILED after {:.1} s: {e:#}",
             req.exp.name,
             t.elapsed().as_secs_f64()
-        );
+        ));
         e
     })?;
     write_outputs(req, &output)?;
-    eprintln!(
+    progress::line(&format!(
         "[lab] {}: done in {:.1} s, {} → {}",
         req.exp.name,
         t.elapsed().as_secs_f64(),
         summary(&output.checks),
         req.out.display()
-    );
+    ));
     for c in output.checks.iter().filter(|c| !c.passed) {
-        eprintln!("[lab]   ✗ {} — {}", c.claim, c.detail);
+        progress::line(&format!("[lab]   ✗ {} — {}", c.claim, c.detail));
     }
     Ok(output)
 }
@@ -172,6 +173,7 @@ pub fn run_all(
     out: &Path,
 ) -> anyhow::Result<Vec<IndexEntry>> {
     let dir = OutDir::create(out)?;
+    let progress = Progress::new(exps.len() as u64);
     let entries = parallel_map(exps, cores(), |exp| {
         let t = Instant::now();
         let outcome = scenario_params(exp.name, None, &[])
@@ -187,14 +189,17 @@ pub fn run_all(
             })
             .map(|o| o.checks)
             .map_err(|e| format!("{e:#}"));
-        IndexEntry {
+        let entry = IndexEntry {
             name: exp.name.to_string(),
             paper: exp.paper.to_string(),
             folder: exp.name.to_string(),
             outcome,
             seconds: t.elapsed().as_secs_f64(),
-        }
+        };
+        progress.inc();
+        entry
     });
+    progress.finish();
     let md = markdown::render_index(
         "netsched lab — the papers' experiments in simulation",
         &entries,

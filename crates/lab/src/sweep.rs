@@ -9,16 +9,18 @@
 //! with [`plan`] (kept as `runs.json`) and tabulate with [`tabulate`].
 //!
 //! Output: `sweep.csv` and `sweep.md` (for each grid point and scalar metric: n, mean, sample
-//! standard deviation, min, max over seeds) and `sweep.svg` (the metrics across the grid).
+//! standard deviation, min, max over seeds) and `sweep.svg`, `sweep-2.svg`... (one chart per
+//! metric across the grid, with the 95% interval over the seeds as error bars).
 
 use crate::experiments;
 use crate::limits;
 use crate::outdir::OutDir;
+use crate::progress::{self, Progress};
 use crate::runner::{self, RunRequest};
 use crate::scenario;
 use anyhow::{anyhow, bail};
 use netsched_report::aggregate::metric_leaves;
-use netsched_report::{csv, stats, svg, Results};
+use netsched_report::{csv, metric_name, stats, svg, Results};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -362,7 +364,7 @@ pub fn run_one(plan: &Plan, out: &Path, i: usize) -> anyhow::Result<Results> {
     let dir = plan.run_dir(out, i);
     let results = dir.join("results.json");
     if let Ok(r) = read_results(&results) {
-        eprintln!("[lab] skip {} (exists)", dir.display());
+        progress::line(&format!("[lab] skip {} (exists)", dir.display()));
         return Ok(r);
     }
     let exp = experiments::find(&plan.experiment)?;
@@ -402,12 +404,12 @@ pub fn run_one(plan: &Plan, out: &Path, i: usize) -> anyhow::Result<Results> {
         }
     }
     remove_leftovers(out, &run.hash);
-    eprintln!(
+    progress::line(&format!(
         "[lab] {} seed {}: {:.1} s",
         plan.label(i),
         run.seed,
         t.elapsed().as_secs_f64()
-    );
+    ));
     read_results(&results)
 }
 
@@ -445,12 +447,19 @@ pub fn tabulate(
 ) -> anyhow::Result<Vec<Failure>> {
     let (per_point, failures) = metrics_per_point(plan, outcomes);
     let mut md = write_table(plan, &per_point, out)?;
-    let metric_names = write_plot(plan, &per_point, out)?;
+    let charts = write_plot(plan, &per_point, out)?;
     let _ = writeln!(
         md,
-        "\n![sweep](sweep.svg)\n\n(The plot shows the first {} metric(s) by name; use `--metric` to choose.)",
-        metric_names.len()
+        "\n## Charts\n\nThe first {} metric(s) by name (use `--metric` to choose); error bars: the 95% interval of the mean over the seeds.\n",
+        charts.len()
     );
+    for (metric, file) in &charts {
+        let _ = writeln!(
+            md,
+            "![{}]({file})\n",
+            netsched_report::markdown::cell(metric)
+        );
+    }
     if !failures.is_empty() {
         let _ = writeln!(md, "\n## Runs that failed\n");
         for f in &failures {
@@ -475,7 +484,7 @@ pub fn tabulate(
 
 /// Per grid point, each metric's values over the seeds (only the metrics `--metric` asks
 /// for), and the runs that have no results.
-type PerPoint = Vec<BTreeMap<String, Vec<f64>>>;
+pub type PerPoint = Vec<BTreeMap<String, Vec<f64>>>;
 
 /// [`PerPoint`] of `outcomes`, and the failed runs.
 fn metrics_per_point(
@@ -551,75 +560,102 @@ fn write_table(plan: &Plan, per_point: &PerPoint, out: &Path) -> anyhow::Result<
     Ok(md)
 }
 
-/// `sweep.svg`: the first (up to) 8 metrics across the grid points, a line chart over a
-/// single numeric axis, bars otherwise. Returns the metrics plotted.
-fn write_plot(plan: &Plan, per_point: &PerPoint, out: &Path) -> anyhow::Result<Vec<String>> {
-    let axes = &plan.axes;
-    let points = &plan.points;
+/// The charts of a sweep: one per metric, for the first (up to) [`MAX_PLOTS`] metrics by name;
+/// the first is `sweep.svg`, the others `sweep-2.svg`, `sweep-3.svg`... Each shows the mean
+/// over the seeds at every grid point (a line over a single numeric axis, bars otherwise), the
+/// y axis named after the metric and its unit, and — with two seeds or more — the 95% Student
+/// t interval of the mean as error bars. Returns (metric, file) for each chart.
+fn write_plot(
+    plan: &Plan,
+    per_point: &PerPoint,
+    out: &Path,
+) -> anyhow::Result<Vec<(String, String)>> {
     let metric_names: Vec<String> = per_point
         .iter()
         .flat_map(|m| m.keys().cloned())
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
-        .take(8)
+        .take(MAX_PLOTS)
         .collect();
-    let mean_of = |pi: usize, m: &str| {
-        per_point[pi]
-            .get(m)
-            .and_then(|xs| stats::mean(xs))
-            .unwrap_or(f64::NAN)
+    let mut files = Vec::new();
+    for (k, m) in metric_names.iter().enumerate() {
+        let file = if k == 0 {
+            "sweep.svg".to_string()
+        } else {
+            format!("sweep-{}.svg", k + 1)
+        };
+        std::fs::write(out.join(&file), plot_metric(plan, per_point, m))
+            .map_err(|e| anyhow!("cannot write {}: {e}", out.join(&file).display()))?;
+        files.push((m.clone(), file));
+    }
+    Ok(files)
+}
+
+/// Charts a sweep draws at most (the metrics past these are in the tables only).
+pub const MAX_PLOTS: usize = 8;
+
+/// The SVG text of one metric's chart across the grid (see [`write_plot`]).
+pub fn plot_metric(plan: &Plan, per_point: &PerPoint, metric: &str) -> String {
+    let axes = &plan.axes;
+    let intervals: Vec<Option<stats::Interval>> = (0..plan.points.len())
+        .map(|pi| {
+            per_point[pi]
+                .get(metric)
+                .and_then(|xs| stats::mean_ci95(xs))
+        })
+        .collect();
+    let mean = |pi: usize| intervals[pi].map(|i| i.mean).unwrap_or(f64::NAN);
+    let ends: Vec<(f64, f64)> = intervals
+        .iter()
+        .map(|i| {
+            i.and_then(|i| i.half_width.map(|_| (i.lo(), i.hi())))
+                .unwrap_or((f64::NAN, f64::NAN))
+        })
+        .collect();
+    let with_interval = plan.seeds > 1;
+    let opts = svg::ChartOptions {
+        intervals: if with_interval {
+            vec![ends]
+        } else {
+            Vec::new()
+        },
+        intervals_legend: Some(format!("95% interval over {} seeds", plan.seeds)),
+        ..Default::default()
     };
+    let (what, unit) = metric_name::split_unit(metric);
+    let y_label = metric_name::axis_label(metric);
+    let title = format!(
+        "{}: {what}{} — mean over {} seed(s)",
+        plan.experiment,
+        unit.map(|u| format!(" ({u})")).unwrap_or_default(),
+        plan.seeds
+    );
     let numeric_axis: Option<Vec<f64>> = if axes.len() == 1 {
         axes[0].1.iter().map(|v| v.parse::<f64>().ok()).collect()
     } else {
         None
     };
-    let title = format!(
-        "{}: sweep (mean over {} seed(s))",
-        plan.experiment, plan.seeds
-    );
     if let Some(xs) = numeric_axis {
-        let series: Vec<(String, Vec<(f64, f64)>)> = metric_names
+        let pts: Vec<(f64, f64)> = xs
             .iter()
-            .map(|m| {
-                (
-                    m.clone(),
-                    xs.iter()
-                        .enumerate()
-                        .map(|(pi, x)| (*x, mean_of(pi, m)))
-                        .collect(),
-                )
-            })
+            .enumerate()
+            .map(|(pi, x)| (*x, mean(pi)))
             .collect();
-        svg::line_chart(
-            &title,
-            &axes[0].0,
-            "metric",
-            &series,
-            &out.join("sweep.svg"),
-        )?;
+        svg::line_chart_svg_with(&title, &axes[0].0, &y_label, &[(metric, pts)], &opts)
     } else {
-        let cats: Vec<String> = points
+        let cats: Vec<String> = plan
+            .points
             .iter()
             .map(|p| {
                 p.iter()
-                    .map(|(_, v)| v.as_str())
+                    .map(|(k, v)| format!("{k}={v}"))
                     .collect::<Vec<_>>()
-                    .join(",")
+                    .join(" ")
             })
             .collect();
-        let series: Vec<(String, Vec<f64>)> = metric_names
-            .iter()
-            .map(|m| {
-                (
-                    m.clone(),
-                    (0..points.len()).map(|pi| mean_of(pi, m)).collect(),
-                )
-            })
-            .collect();
-        svg::bar_chart(&title, "metric", &cats, &series, &out.join("sweep.svg"))?;
+        let vals: Vec<f64> = (0..plan.points.len()).map(mean).collect();
+        svg::bar_chart_svg_with(&title, &y_label, &cats, &[(metric, vals)], &opts)
     }
-    Ok(metric_names)
 }
 
 /// The error of a sweep with failed runs (none: `Ok`).
@@ -670,9 +706,13 @@ pub fn run(a: SweepSpec) -> anyhow::Result<()> {
         out.display()
     );
     let indices: Vec<usize> = (0..total).collect();
+    let progress = Progress::new(total as u64);
     let outcomes = runner::parallel_map(&indices, threads, |&i| {
-        run_one(&plan, &out, i).map_err(|e| format!("{e:#}"))
+        let o = run_one(&plan, &out, i).map_err(|e| format!("{e:#}"));
+        progress.inc();
+        o
     });
+    progress.finish();
     let failures = tabulate(&plan, &out, outcomes)?;
     dir.keep();
     eprintln!(

@@ -174,6 +174,28 @@ fn sweep_runs_the_grid_and_skips_what_exists() {
         "{csv}"
     );
     assert!(dir.join("sweep.svg").exists() && dir.join("sweep.md").exists());
+    // One chart per metric: the y axis names the metric and its unit, the ticks carry
+    // numbers, and the 2 seeds give a 95% interval per grid point as error bars.
+    let svg = std::fs::read_to_string(dir.join("sweep.svg")).unwrap();
+    assert!(svg.contains(">idle (%)</text>"), "{svg}");
+    assert!(!svg.contains(">metric</text>"), "{svg}");
+    let tick_labels = svg
+        .lines()
+        .filter(|l| l.contains(r#"text-anchor="end""#))
+        .filter(|l| {
+            let t = l.split('>').nth(1).unwrap_or("").trim_end_matches("</text");
+            t.parse::<f64>().is_ok()
+        })
+        .count();
+    assert!(tick_labels >= 3, "{svg}");
+    assert!(svg.contains(">95% interval over 2 seeds</text>"), "{svg}");
+    let md = std::fs::read_to_string(dir.join("sweep.md")).unwrap();
+    assert!(md.contains("(sweep.svg)"), "{md}");
+    // Progress lines go to stderr only, never into the results.
+    for f in ["sweep.md", "sweep.csv", "runs.json"] {
+        let text = std::fs::read_to_string(dir.join(f)).unwrap();
+        assert!(!text.contains("progress") && !text.contains('\x1b'), "{f}");
+    }
     // Second time: every run is found and skipped; the table is identical.
     let before = std::fs::metadata(dir.join("runs"))
         .unwrap()

@@ -179,3 +179,55 @@ fn dh_behind_one_address_does_not_scale() {
         .unwrap();
     assert!(!c.passed, "dh scaled behind one address: {}", c.detail);
 }
+
+#[test]
+fn the_rate_chart_tells_every_algorithm_apart_and_marks_the_papers_values() {
+    let tag = "lvs-chart";
+    let o = run(
+        "lvs-cluster",
+        &[
+            "cluster.hosts=[1, 5]",
+            "service.sizes=[\"1K\"]",
+            "service.rate_1host=[231.0]",
+            "client.requests=3000",
+            "sensitivity.enabled=false",
+        ],
+        1,
+        tag,
+    );
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("netsched-lab-{tag}-{}", std::process::id()));
+    let svg = std::fs::read_to_string(dir.join("rate-1K.svg")).unwrap();
+    let algorithms = 9; // rr lc lblc dh + wlc sed lblcr sh mh
+    let fills: Vec<&str> = svg
+        .lines()
+        .filter(|l| l.contains(r#"class="bar""#))
+        .map(|l| {
+            l.split(" fill=\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        fills.len(),
+        2 * algorithms,
+        "one bar per algorithm and cluster size"
+    );
+    let distinct: std::collections::BTreeSet<&&str> = fills[..algorithms].iter().collect();
+    assert_eq!(distinct.len(), algorithms, "{fills:?}");
+    // rr and wlc (9 series: the 9th wraps to rr's blue) differ by the hatch.
+    assert_ne!(fills[0], fills[8]);
+    // P4's values: a mark over the bar of each of its 4 algorithms at 1 and 5 hosts, with
+    // one legend entry; no series of their own.
+    assert_eq!(svg.matches(r#"class="mark""#).count(), 4 * 2, "{svg}");
+    assert!(svg.contains(">P4 Table 3 (paper)</text>"), "{svg}");
+    assert!(!svg.contains("(P4)"), "{svg}");
+    assert_eq!(
+        svg.matches(r#"class="legend-entry""#).count(),
+        algorithms + 1
+    );
+    assert!(o.figures.iter().any(|f| f.file == "rate-1K.svg"));
+}

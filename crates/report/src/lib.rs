@@ -210,7 +210,9 @@ pub mod aggregate;
 pub mod csv;
 pub mod figure;
 pub mod markdown;
+pub mod metric_name;
 pub mod sensitivity;
+pub mod style;
 pub mod svg;
 
 /// Sample statistics and the bounded file read: their home is the leaf `netsched-util` (which

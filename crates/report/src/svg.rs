@@ -17,8 +17,14 @@
 //!   y axis (for values that span orders of magnitude) and reference [`Mark`]s (a paper's own
 //!   figures drawn as dashed black ticks over the bars, or dashed lines across a line chart)
 //!
+//! Series are told apart by colour, marker and dash (bars: colour and hatch), reference marks
+//! by a black dashed line with a hollow ring, and each has a legend entry drawn like the plot
+//! ([`crate::style`]). [`ChartOptions::intervals`] adds error bars (e.g. a 95% interval over
+//! seeds) with a legend entry saying what they are.
+//!
 //! Cost: O(total points) time and output size.
 
+use crate::style::{self, n, series_style};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -29,13 +35,8 @@ const MARGIN_RIGHT: f64 = 170.0;
 const MARGIN_TOP: f64 = 42.0;
 const MARGIN_BOTTOM: f64 = 58.0;
 
-/// Colours for series, in order (colour-blind-friendly palette, then repeats).
-const PALETTE: [&str; 8] = [
-    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442",
-];
-
 fn colour(i: usize) -> &'static str {
-    PALETTE[i % PALETTE.len()]
+    series_style(i).colour
 }
 
 /// Escape text for an SVG text node or attribute.
@@ -112,16 +113,6 @@ pub fn format_tick(v: f64, step: f64) -> String {
     format!("{v:.decimals$}")
 }
 
-/// A number in SVG coordinates: two decimals, no "-0.00".
-fn n(v: f64) -> String {
-    let s = format!("{v:.2}");
-    if s == "-0.00" {
-        "0.00".to_string()
-    } else {
-        s
-    }
-}
-
 struct Frame {
     x0: f64,
     x1: f64,
@@ -129,12 +120,19 @@ struct Frame {
     y1: f64,
     /// `y0`/`y1` are values, the scale between them is logarithmic (both > 0).
     log_y: bool,
+    /// The same for `x0`/`x1`.
+    log_x: bool,
 }
 
 impl Frame {
     fn px(&self, x: f64) -> f64 {
         let w = WIDTH - MARGIN_LEFT - MARGIN_RIGHT;
-        MARGIN_LEFT + (x - self.x0) / (self.x1 - self.x0) * w
+        let frac = if self.log_x {
+            (x.max(self.x0).log10() - self.x0.log10()) / (self.x1.log10() - self.x0.log10())
+        } else {
+            (x - self.x0) / (self.x1 - self.x0)
+        };
+        MARGIN_LEFT + frac * w
     }
     fn py(&self, y: f64) -> f64 {
         let h = HEIGHT - MARGIN_TOP - MARGIN_BOTTOM;
@@ -170,10 +168,18 @@ fn header(svg: &mut String, title: &str, width: f64) {
         r#"<rect x="0" y="0" width="{}" height="{HEIGHT}" fill="white"/>"#,
         n(width)
     );
+    // Centred over the plot when it fits there (about 8.5 px per character in bold 15 px),
+    // else from the left edge, so a long title is never cut off on the left.
+    let centre = (MARGIN_LEFT + WIDTH - MARGIN_RIGHT) / 2.0;
+    let (x, anchor) = if 8.5 * title.chars().count() as f64 / 2.0 <= centre - 8.0 {
+        (centre, "middle")
+    } else {
+        (8.0, "start")
+    };
     let _ = writeln!(
         svg,
-        r#"<text x="{}" y="24" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"#,
-        n((MARGIN_LEFT + WIDTH - MARGIN_RIGHT) / 2.0),
+        r#"<text x="{}" y="24" text-anchor="{anchor}" font-size="15" font-weight="bold">{}</text>"#,
+        n(x),
         escape(title)
     );
 }
@@ -187,7 +193,7 @@ fn footer(svg: &mut String) {
 fn axes(
     svg: &mut String,
     f: &Frame,
-    x_ticks: Option<(&[f64], f64)>,
+    x_ticks: Option<&[(f64, String)]>,
     y_ticks: &[(f64, String)],
     x_label: &str,
     y_label: &str,
@@ -213,9 +219,9 @@ fn axes(
             escape(label)
         );
     }
-    if let Some((ticks, step)) = x_ticks {
-        for &t in ticks {
-            let x = f.px(t);
+    if let Some(ticks) = x_ticks {
+        for (t, label) in ticks {
+            let x = f.px(*t);
             let _ = writeln!(
                 svg,
                 r##"<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#eeeeee"/>"##,
@@ -229,7 +235,7 @@ fn axes(
                 r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
                 n(x),
                 n(bottom + 16.0),
-                escape(&format_tick(t, step))
+                escape(label)
             );
         }
     }
@@ -258,27 +264,46 @@ fn axes(
     svg.push_str("</g>\n");
 }
 
-fn legend<S: AsRef<str>>(svg: &mut String, names: &[S]) {
+/// Whether legend glyphs are lines with markers or bar swatches.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Line,
+    Bar,
+}
+
+/// The legend: one row per series, its glyph drawn as the plot draws it.
+fn legend<S: AsRef<str>>(svg: &mut String, names: &[S], kind: Kind) {
     let x = WIDTH - MARGIN_RIGHT + 14.0;
     svg.push_str("<g class=\"legend\">\n");
     for (i, name) in names.iter().enumerate() {
         let y = MARGIN_TOP + 10.0 + 20.0 * i as f64;
+        match kind {
+            Kind::Line => style::legend_line(svg, i, x, y - 4.0),
+            Kind::Bar => style::legend_bar(svg, i, x, y - 4.0),
+        }
         let _ = writeln!(
             svg,
-            r#"<rect x="{}" y="{}" width="14" height="10" fill="{}"/>"#,
-            n(x),
-            n(y - 9.0),
-            colour(i)
-        );
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="{}">{}</text>"#,
-            n(x + 20.0),
+            r#"<text class="legend-entry" x="{}" y="{}">{}</text>"#,
+            n(x + 24.0),
             n(y),
             escape(name.as_ref())
         );
     }
     svg.push_str("</g>\n");
+}
+
+/// A legend row for the error bars.
+fn interval_legend(svg: &mut String, row: usize, label: &str) {
+    let x = WIDTH - MARGIN_RIGHT + 14.0;
+    let y = MARGIN_TOP + 10.0 + 20.0 * row as f64;
+    style::error_bar(svg, x + 8.0, y - 10.0, y + 2.0, "#333333", label);
+    let _ = writeln!(
+        svg,
+        r#"<text class="legend-entry" x="{}" y="{}">{}</text>"#,
+        n(x + 24.0),
+        n(y),
+        escape(label)
+    );
 }
 
 fn finite_points(points: &[(f64, f64)]) -> impl Iterator<Item = (f64, f64)> + '_ {
@@ -319,26 +344,65 @@ fn polylines<S: AsRef<str>>(
             let _ = write!(d, "{},{} ", n(f.px(x)), n(f.py(y)));
             prev = Some((x, y));
         }
+        let st = series_style(i);
         let _ = writeln!(
             svg,
-            r#"<polyline class="series" data-name="{}" fill="none" stroke="{}" stroke-width="1.8" points="{}"/>"#,
+            r#"<polyline class="series" data-name="{}" fill="none" stroke="{}" stroke-width="1.8"{} points="{}"/>"#,
             escape(name.as_ref()),
-            colour(i),
+            st.colour,
+            st.dash_attr(),
             d.trim_end()
         );
-        // Mark isolated points so a one-point series is still visible.
-        if pts.len() <= 25 {
-            for (x, y) in finite_points(pts) {
-                let _ = writeln!(
-                    svg,
-                    r#"<circle cx="{}" cy="{}" r="2.5" fill="{}"/>"#,
-                    n(f.px(x)),
-                    n(f.py(y)),
-                    colour(i)
-                );
+        // Markers on every point of a short series, on about 25 evenly spaced ones of a long
+        // one: a one-point series is still visible and each line shows its marker.
+        let kept: Vec<(f64, f64)> = finite_points(pts).collect();
+        let stride = kept.len().div_ceil(25).max(1);
+        for (k, (x, y)) in kept.iter().enumerate() {
+            if k % stride == 0 || k + 1 == kept.len() {
+                style::series_marker(svg, &st, f.px(*x), f.py(*y));
             }
         }
     }
+}
+
+/// Error bars of line series: `intervals[i][k]` is the (low, high) of series i's point k.
+fn line_intervals<S: AsRef<str>>(
+    svg: &mut String,
+    f: &Frame,
+    series: &[(S, Vec<(f64, f64)>)],
+    intervals: &[Vec<(f64, f64)>],
+) {
+    for (i, ((name, pts), ivs)) in series.iter().zip(intervals).enumerate() {
+        for (&(x, y), &(lo, hi)) in pts.iter().zip(ivs) {
+            if !(x.is_finite() && drawable_interval(lo, hi, f.log_y)) {
+                continue;
+            }
+            let tip = format!(
+                "{}: {} [{}, {}]",
+                name.as_ref(),
+                short(y),
+                short(lo),
+                short(hi)
+            );
+            style::error_bar(svg, f.px(x), f.py(lo), f.py(hi), colour(i), &tip);
+        }
+    }
+}
+
+fn drawable_interval(lo: f64, hi: f64, log_y: bool) -> bool {
+    lo.is_finite() && hi.is_finite() && hi > lo && (!log_y || lo > 0.0)
+}
+
+/// Four significant digits, for tooltips.
+fn short(v: f64) -> String {
+    if !v.is_finite() {
+        return "—".to_string();
+    }
+    if v == 0.0 {
+        return "0".to_string();
+    }
+    let decimals = (3.0 - v.abs().log10().floor()).clamp(0.0, 9.0) as usize;
+    format!("{v:.decimals$}")
 }
 
 /// A line chart of named (x, y) series as SVG text.
@@ -348,36 +412,7 @@ pub fn line_chart_svg<S: AsRef<str>>(
     y_label: &str,
     series: &[(S, Vec<(f64, f64)>)],
 ) -> String {
-    let (x0, x1, mut y0, y1) =
-        bounds(series.iter().map(|(_, p)| p.as_slice())).unwrap_or((0.0, 1.0, 0.0, 1.0));
-    // Anchor non-negative data at zero so bars of different charts compare by eye.
-    if y0 > 0.0 {
-        y0 = 0.0;
-    }
-    let (xt, xs) = nice_ticks(x0, x1, 8);
-    let (yt, ys) = nice_ticks(y0, y1, 6);
-    let f = Frame {
-        x0: xt[0],
-        x1: *xt.last().unwrap(),
-        y0: yt[0],
-        y1: *yt.last().unwrap(),
-        log_y: false,
-    };
-    let mut svg = String::new();
-    let names: Vec<&str> = series.iter().map(|(s, _)| s.as_ref()).collect();
-    header(&mut svg, title, total_width(&names));
-    axes(
-        &mut svg,
-        &f,
-        Some((&xt, xs)),
-        &labelled(&yt, ys),
-        x_label,
-        y_label,
-    );
-    polylines(&mut svg, &f, series, false);
-    legend(&mut svg, &names);
-    footer(&mut svg);
-    svg
+    line_chart_svg_with(title, x_label, y_label, series, &ChartOptions::default())
 }
 
 /// Empirical CDF points of `values` (sorted; y = i/n), thinned to at most ~2000 points.
@@ -418,6 +453,7 @@ pub fn cdf_chart_svg<S: AsRef<str>>(
         y0: 0.0,
         y1: 1.0,
         log_y: false,
+        log_x: false,
     };
     let mut svg = String::new();
     let names: Vec<&str> = series.iter().map(|(s, _)| *s).collect();
@@ -425,13 +461,13 @@ pub fn cdf_chart_svg<S: AsRef<str>>(
     axes(
         &mut svg,
         &f,
-        Some((&xt, xs)),
+        Some(&labelled(&xt, xs)),
         &labelled(&yt, ys),
         x_label,
         "fraction ≤ x (CDF)",
     );
     polylines(&mut svg, &f, &series, true);
-    legend(&mut svg, &names);
+    legend(&mut svg, &names, Kind::Line);
     footer(&mut svg);
     svg
 }
@@ -487,10 +523,18 @@ pub struct ChartOptions {
     /// Logarithmic y axis (decades, with 2 and 5 between them over short ranges). Values ≤ 0
     /// cannot be drawn on it and are skipped like non-finite ones.
     pub log_y: bool,
+    /// Logarithmic x axis (line charts; points with x ≤ 0 are skipped).
+    pub log_x: bool,
     /// Reference marks, drawn as dashed black lines.
     pub marks: Vec<Mark>,
     /// Legend entry for the marks (e.g. "paper (P0 Table 14)"); `None`: "reference".
     pub marks_legend: Option<String>,
+    /// Error bars: `intervals[i][k]` is the (low, high) end of series i's value k (bar
+    /// charts: in category k); non-finite or empty ends draw nothing. Empty: no error bars.
+    pub intervals: Vec<Vec<(f64, f64)>>,
+    /// Legend entry for the error bars (e.g. "95% interval over 5 seeds"); `None`:
+    /// "interval".
+    pub intervals_legend: Option<String>,
 }
 
 /// Ticks of a logarithmic axis covering `[lo, hi]` (both > 0): powers of ten, plus 2× and 5×
@@ -558,15 +602,16 @@ fn mark_legend(svg: &mut String, row: usize, label: &str) {
     let _ = writeln!(
         svg,
         r#"<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="black" stroke-width="2" stroke-dasharray="4 2"/>"#,
-        n(x),
+        n(x - 2.0),
         n(y - 4.0),
-        n(x + 14.0),
+        n(x + 18.0),
         n(y - 4.0)
     );
+    style::reference_marker(svg, x + 8.0, y - 4.0);
     let _ = writeln!(
         svg,
-        r#"<text x="{}" y="{}">{}</text>"#,
-        n(x + 20.0),
+        r#"<text class="legend-entry" x="{}" y="{}">{}</text>"#,
+        n(x + 24.0),
         n(y),
         escape(label)
     );
@@ -583,6 +628,7 @@ fn mark_line(svg: &mut String, f: &Frame, x0: f64, x1: f64, m: &Mark) {
         n(y),
         escape(&m.label)
     );
+    style::reference_marker(svg, (x0 + x1) / 2.0, y);
 }
 
 /// [`bar_chart_svg`] with [`ChartOptions`] (log axis, reference marks).
@@ -594,10 +640,18 @@ pub fn bar_chart_svg_with<C: AsRef<str>, S: AsRef<str>>(
     opts: &ChartOptions,
 ) -> String {
     let drawable = |v: &f64| v.is_finite() && (!opts.log_y || *v > 0.0);
+    let ends: Vec<f64> = opts
+        .intervals
+        .iter()
+        .flatten()
+        .filter(|(lo, hi)| drawable_interval(*lo, *hi, opts.log_y))
+        .flat_map(|&(lo, hi)| [lo, hi])
+        .collect();
     let values = series
         .iter()
         .flat_map(|(_, vals)| vals.iter())
         .chain(opts.marks.iter().map(|m| &m.value))
+        .chain(ends.iter())
         .filter(|v| drawable(v));
     let (mut lo, mut hi): (f64, f64) = if opts.log_y {
         (f64::INFINITY, f64::NEG_INFINITY)
@@ -618,6 +672,7 @@ pub fn bar_chart_svg_with<C: AsRef<str>, S: AsRef<str>>(
         y0,
         y1,
         log_y: opts.log_y,
+        log_x: false,
     };
     let mut svg = String::new();
     let mut names: Vec<&str> = series.iter().map(|(s, _)| s.as_ref()).collect();
@@ -625,7 +680,12 @@ pub fn bar_chart_svg_with<C: AsRef<str>, S: AsRef<str>>(
     if !opts.marks.is_empty() {
         names.push(marks_legend);
     }
+    let intervals_legend = opts.intervals_legend.as_deref().unwrap_or("interval");
+    if !opts.intervals.is_empty() {
+        names.push(intervals_legend);
+    }
     header(&mut svg, title, total_width(&names));
+    svg.push_str(&style::defs(series.len()));
     axes(&mut svg, &f, None, &yt, "", y_label);
     let nseries = series.len().max(1) as f64;
     let group_w = f.px(1.0) - f.px(0.0);
@@ -653,10 +713,24 @@ pub fn bar_chart_svg_with<C: AsRef<str>, S: AsRef<str>>(
                 n(ya),
                 n(bar_w * 0.92),
                 n((yb - ya).max(0.0)),
-                colour(i),
+                series_style(i).bar_fill(i),
                 escape(&format!("{} / {}", name.as_ref(), cat.as_ref())),
                 escape(&tip)
             );
+            if let Some(&(lo, hi)) = opts.intervals.get(i).and_then(|iv| iv.get(j)) {
+                if drawable_interval(lo, hi, opts.log_y) {
+                    let tip = format!(
+                        "{} / {}: {} [{}, {}]",
+                        name.as_ref(),
+                        cat.as_ref(),
+                        short(v),
+                        short(lo),
+                        short(hi)
+                    );
+                    let x = gx + bar_w * (i as f64 + 0.46);
+                    style::error_bar(&mut svg, x, f.py(lo), f.py(hi), "#222222", &tip);
+                }
+            }
         }
         // A label wider than its group wraps at spaces onto lines of their own.
         let cx = n(f.px(j as f64 + 0.5));
@@ -689,16 +763,32 @@ pub fn bar_chart_svg_with<C: AsRef<str>, S: AsRef<str>>(
         };
         mark_line(&mut svg, &f, x0, x1, m);
     }
-    legend(&mut svg, &names[..series.len()]);
-    if !opts.marks.is_empty() {
-        mark_legend(&mut svg, series.len(), marks_legend);
-    }
+    legend(&mut svg, &names[..series.len()], Kind::Bar);
+    extra_legends(&mut svg, series.len(), opts, marks_legend, intervals_legend);
     footer(&mut svg);
     svg
 }
 
-/// [`line_chart_svg`] with [`ChartOptions`]: a log y axis (points with y ≤ 0 are skipped) and
-/// marks drawn as horizontal dashed lines across the plot.
+/// Legend rows after the series: the marks', then the error bars'.
+fn extra_legends(
+    svg: &mut String,
+    mut row: usize,
+    opts: &ChartOptions,
+    marks_legend: &str,
+    intervals_legend: &str,
+) {
+    if !opts.marks.is_empty() {
+        mark_legend(svg, row, marks_legend);
+        row += 1;
+    }
+    if !opts.intervals.is_empty() {
+        interval_legend(svg, row, intervals_legend);
+    }
+}
+
+/// [`line_chart_svg`] with [`ChartOptions`]: log axes (points with y ≤ 0 on a log y axis or
+/// x ≤ 0 on a log x axis are skipped), marks drawn as horizontal dashed lines across the plot,
+/// error bars.
 pub fn line_chart_svg_with<S: AsRef<str>>(
     title: &str,
     x_label: &str,
@@ -706,57 +796,66 @@ pub fn line_chart_svg_with<S: AsRef<str>>(
     series: &[(S, Vec<(f64, f64)>)],
     opts: &ChartOptions,
 ) -> String {
-    if !opts.log_y && opts.marks.is_empty() {
-        return line_chart_svg(title, x_label, y_label, series);
-    }
     let kept: Vec<(&str, Vec<(f64, f64)>)> = series
         .iter()
         .map(|(name, pts)| {
-            (
-                name.as_ref(),
-                pts.iter()
-                    .map(|&(x, y)| {
-                        if opts.log_y && y <= 0.0 {
-                            (x, f64::NAN)
-                        } else {
-                            (x, y)
-                        }
-                    })
-                    .collect(),
-            )
+            let pts = pts
+                .iter()
+                .map(|&(x, y)| {
+                    let off = (opts.log_y && y <= 0.0) || (opts.log_x && x <= 0.0);
+                    if off {
+                        (x, f64::NAN)
+                    } else {
+                        (x, y)
+                    }
+                })
+                .collect();
+            (name.as_ref(), pts)
         })
         .collect();
     let (x0, x1, mut lo, mut hi) =
-        bounds(kept.iter().map(|(_, p)| p.as_slice())).unwrap_or((0.0, 1.0, 1.0, 10.0));
-    for m in opts
-        .marks
+        bounds(kept.iter().map(|(_, p)| p.as_slice())).unwrap_or((0.0, 1.0, 0.0, 1.0));
+    let ends = opts
+        .intervals
         .iter()
-        .filter(|m| m.value.is_finite() && (!opts.log_y || m.value > 0.0))
-    {
-        lo = lo.min(m.value);
-        hi = hi.max(m.value);
+        .flatten()
+        .filter(|(l, h)| drawable_interval(*l, *h, opts.log_y))
+        .flat_map(|&(l, h)| [l, h]);
+    let marks = opts.marks.iter().map(|m| m.value);
+    for v in ends.chain(marks) {
+        if v.is_finite() && (!opts.log_y || v > 0.0) {
+            lo = lo.min(v);
+            hi = hi.max(v);
+        }
     }
+    // Anchor non-negative data at zero on a linear axis, so charts compare by eye.
     if !opts.log_y && lo > 0.0 {
         lo = 0.0;
     }
-    let (xt, xs) = nice_ticks(x0, x1, 8);
+    let (fx0, fx1, x_labels) = x_axis(x0, x1, opts.log_x);
     let (y0, y1, yt, _) = y_axis(lo, hi, opts.log_y);
     let f = Frame {
-        x0: xt[0],
-        x1: *xt.last().unwrap(),
+        x0: fx0,
+        x1: fx1,
         y0,
         y1,
         log_y: opts.log_y,
+        log_x: opts.log_x,
     };
     let mut svg = String::new();
     let mut names: Vec<&str> = kept.iter().map(|(s, _)| *s).collect();
     let marks_legend = opts.marks_legend.as_deref().unwrap_or("reference");
+    let intervals_legend = opts.intervals_legend.as_deref().unwrap_or("interval");
     if !opts.marks.is_empty() {
         names.push(marks_legend);
     }
+    if !opts.intervals.is_empty() {
+        names.push(intervals_legend);
+    }
     header(&mut svg, title, total_width(&names));
-    axes(&mut svg, &f, Some((&xt, xs)), &yt, x_label, y_label);
+    axes(&mut svg, &f, Some(&x_labels), &yt, x_label, y_label);
     polylines(&mut svg, &f, &kept, false);
+    line_intervals(&mut svg, &f, &kept, &opts.intervals);
     for m in opts
         .marks
         .iter()
@@ -764,12 +863,22 @@ pub fn line_chart_svg_with<S: AsRef<str>>(
     {
         mark_line(&mut svg, &f, MARGIN_LEFT, WIDTH - MARGIN_RIGHT, m);
     }
-    legend(&mut svg, &names[..kept.len()]);
-    if !opts.marks.is_empty() {
-        mark_legend(&mut svg, kept.len(), marks_legend);
-    }
+    legend(&mut svg, &names[..kept.len()], Kind::Line);
+    extra_legends(&mut svg, kept.len(), opts, marks_legend, intervals_legend);
     footer(&mut svg);
     svg
+}
+
+/// The x frame and labelled ticks for values in `[lo, hi]`.
+fn x_axis(lo: f64, hi: f64, log_x: bool) -> (f64, f64, Vec<(f64, String)>) {
+    if log_x {
+        let t = log_ticks(lo, hi);
+        let labels = t.iter().map(|v| (*v, format_log_tick(*v))).collect();
+        (t[0], *t.last().unwrap(), labels)
+    } else {
+        let (t, step) = nice_ticks(lo, hi, 8);
+        (t[0], *t.last().unwrap(), labelled(&t, step))
+    }
 }
 
 fn write(path: &Path, svg: &str) -> anyhow::Result<()> {
@@ -1030,6 +1139,7 @@ mod tests {
                 Mark::line("link", 800.0),
             ],
             marks_legend: Some("paper (P3)".into()),
+            ..Default::default()
         };
         let svg = bar_chart_svg_with("t", "kbit/s", &["alone"], &[("up", vec![790.0])], &opts);
         check_balanced(&svg);
@@ -1047,6 +1157,166 @@ mod tests {
         );
         check_balanced(&line);
         assert_eq!(line.matches("class=\"mark\"").count(), 2);
+    }
+
+    /// The value of attribute `name` in each element of `svg` whose text contains `marker`.
+    fn attrs(svg: &str, marker: &str, name: &str) -> Vec<String> {
+        svg.lines()
+            .filter(|l| l.contains(marker))
+            .filter_map(|l| {
+                let k = l.find(&format!(" {name}=\""))? + name.len() + 3;
+                Some(l[k..k + l[k..].find('"')?].to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn thirteen_bar_series_get_thirteen_fills_and_the_paper_its_own_legend_entry() {
+        let names: Vec<String> = (0..13).map(|i| format!("s{i}")).collect();
+        let series: Vec<(String, Vec<f64>)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), vec![10.0 + i as f64, 20.0]))
+            .collect();
+        let opts = ChartOptions {
+            marks: vec![
+                Mark::bar("P4: 12", 12.0, 0, 0),
+                Mark::bar("P4: 9", 9.0, 1, 8),
+            ],
+            marks_legend: Some("P4 Table 3 (paper)".into()),
+            ..Default::default()
+        };
+        let svg = bar_chart_svg_with("t", "req/s", &["a", "b"], &series, &opts);
+        check_balanced(&svg);
+        let fills = attrs(&svg, "class=\"bar\"", "fill");
+        assert_eq!(fills.len(), 26);
+        // Category a: one bar per series, every fill different (hatches past 8 colours).
+        let first: std::collections::BTreeSet<&String> = fills.iter().step_by(1).take(13).collect();
+        assert_eq!(first.len(), 13, "{fills:?}");
+        for i in 8..13 {
+            assert!(
+                svg.contains(&format!(r#"<pattern id="hatch-{i}""#)),
+                "hatch {i}"
+            );
+        }
+        // A legend entry per series plus one for the paper's marks, drawn with the ring
+        // used nowhere else.
+        let entries = svg.matches("class=\"legend-entry\"").count();
+        assert_eq!(entries, 14);
+        assert!(svg.contains(">P4 Table 3 (paper)</text>"));
+        assert_eq!(svg.matches("class=\"mark\"").count(), 2);
+        assert_eq!(svg.matches("class=\"mark-marker\"").count(), 3);
+        assert_eq!(svg.matches("class=\"marker\"").count(), 0);
+    }
+
+    #[test]
+    fn thirteen_line_series_differ_in_colour_dash_or_marker() {
+        let series: Vec<(String, Vec<(f64, f64)>)> = (0..13)
+            .map(|i| {
+                (
+                    format!("s{i}"),
+                    vec![(0.0, i as f64), (1.0, 2.0 * i as f64)],
+                )
+            })
+            .collect();
+        let svg = line_chart_svg("t", "x", "y", &series);
+        check_balanced(&svg);
+        let styles: std::collections::BTreeSet<String> = svg
+            .lines()
+            .filter(|l| l.contains("class=\"series\""))
+            .map(|l| {
+                let dash = attrs(l, "series", "stroke-dasharray")
+                    .pop()
+                    .unwrap_or_default();
+                let stroke = attrs(l, "series", "stroke").pop().unwrap();
+                format!("{stroke} {dash}")
+            })
+            .collect();
+        assert_eq!(styles.len(), 13, "{styles:?}");
+        // Each point has a marker, and the legend draws each series' line and marker again.
+        assert_eq!(svg.matches("class=\"marker\"").count(), 26 + 13);
+    }
+
+    #[test]
+    fn intervals_draw_error_bars_that_fit_in_the_axis() {
+        let opts = ChartOptions {
+            intervals: vec![vec![(8.0, 12.0), (f64::NAN, f64::NAN), (25.0, 41.0)]],
+            intervals_legend: Some("95% interval over 5 seeds".into()),
+            ..Default::default()
+        };
+        let pts = vec![(1.0, 10.0), (2.0, 20.0), (3.0, 33.0)];
+        let svg = line_chart_svg_with("t", "x", "y (ms)", &[("m", pts)], &opts);
+        check_balanced(&svg);
+        // Two bars (the NaN interval draws none) and the legend's sample.
+        assert_eq!(svg.matches("class=\"error-bar\"").count(), 3);
+        assert!(svg.contains(">95% interval over 5 seeds</text>"));
+        assert!(svg.contains("m: 33.00 [25.00, 41.00]"), "{svg}");
+        // The y axis reaches past the top of the highest interval (41): a tick at 45 or 50.
+        assert!(
+            svg.contains(">45</text>") || svg.contains(">50</text>"),
+            "{svg}"
+        );
+        let bars = bar_chart_svg_with(
+            "t",
+            "y",
+            &["a", "b"],
+            &[("m", vec![10.0, 20.0])],
+            &ChartOptions {
+                intervals: vec![vec![(9.0, 11.0), (20.0, 20.0)]],
+                ..Default::default()
+            },
+        );
+        check_balanced(&bars);
+        // An empty interval (one value: no spread to show) draws nothing.
+        assert_eq!(bars.matches("class=\"error-bar\"").count(), 2);
+        assert!(bars.contains(">interval</text>"));
+    }
+
+    #[test]
+    fn log_log_line_chart_labels_decades_on_both_axes() {
+        let pts = vec![(10.0, 0.01), (100.0, 0.1), (1000.0, 1.0)];
+        let svg = line_chart_svg_with(
+            "t",
+            "hosts",
+            "s",
+            &[("time", pts)],
+            &ChartOptions {
+                log_x: true,
+                log_y: true,
+                ..Default::default()
+            },
+        );
+        check_balanced(&svg);
+        for t in [
+            ">10</text>",
+            ">100</text>",
+            ">1000</text>",
+            ">0.01</text>",
+            ">1</text>",
+        ] {
+            assert!(svg.contains(t), "{t} in {svg}");
+        }
+        // Equal ratios are equal distances: x = 10, 100, 1000 are evenly spaced.
+        let xs: Vec<f64> = attrs(&svg, "class=\"marker\" cx", "cx")
+            .iter()
+            .map(|v| v.parse().unwrap())
+            .collect();
+        assert!((xs[1] - xs[0] - (xs[2] - xs[1])).abs() < 0.05, "{xs:?}");
+    }
+
+    #[test]
+    fn a_long_title_starts_at_the_left_edge_instead_of_overflowing_it() {
+        let short = line_chart_svg("Short", "x", "y", &[("a", vec![(0.0, 1.0)])]);
+        assert!(
+            short.contains(r#"text-anchor="middle" font-size="15""#),
+            "{short}"
+        );
+        let title = "Different object size per host (300B, 1K, 10K, 100K, mixed, repeating) — ours and P4 Table 4";
+        let long = line_chart_svg(title, "x", "y", &[("a", vec![(0.0, 1.0)])]);
+        assert!(
+            long.contains(r#"<text x="8.00" y="24" text-anchor="start" font-size="15""#),
+            "{long}"
+        );
     }
 
     #[test]

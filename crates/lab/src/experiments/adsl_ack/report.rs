@@ -287,6 +287,7 @@ fn write_throughput(p: &Params, measured: &[Measured], out: &Path) -> anyhow::Re
             Mark::line(format!("P3 {sec} download ≈{down} kbit/s"), down),
         ],
         marks_legend: Some(format!("P3 {sec} averages")),
+        ..Default::default()
     };
     svg::line_chart_with(
         &format!(
@@ -364,6 +365,7 @@ fn write_rates_chart(measured: &[Measured], out: &Path) -> anyhow::Result<()> {
             log_y: false,
             marks,
             marks_legend: Some("P3 (§3, §4)".into()),
+            ..Default::default()
         },
         &out.join("rates.svg"),
     )?;

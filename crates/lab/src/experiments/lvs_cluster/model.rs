@@ -157,8 +157,11 @@ fn origin_addr(i: usize) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(10, 1, (i >> 8) as u8, (i & 0xff) as u8))
 }
 
+/// Host `i`'s address: 192.168.1.10 + i, counting on into 192.168.2.x, ... past .255 (a
+/// wrapping byte would give hosts 246 and 0 the same address, and sh/mh hash addresses).
 fn host_addr(i: usize) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(192, 168, 1, 10 + i as u8))
+    let base = u32::from(Ipv4Addr::new(192, 168, 1, 10));
+    IpAddr::V4(Ipv4Addr::from(base.wrapping_add(i as u32)))
 }
 
 /// Simulate one configuration.
@@ -571,6 +574,14 @@ impl<'a> Cluster<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_addresses_stay_distinct_past_the_last_byte() {
+        let addrs: std::collections::BTreeSet<IpAddr> = (0..10_000).map(host_addr).collect();
+        assert_eq!(addrs.len(), 10_000);
+        assert_eq!(host_addr(0), IpAddr::V4(Ipv4Addr::new(192, 168, 1, 10)));
+        assert_eq!(host_addr(246), IpAddr::V4(Ipv4Addr::new(192, 168, 2, 0)));
+    }
 
     fn cfg(alg: &str, service: Vec<f64>) -> ClusterConfig {
         ClusterConfig {

@@ -286,8 +286,9 @@ fn comparisons(s: &Setup, grid: &Grid) -> Vec<Comparison> {
     out
 }
 
-/// One grouped bar chart per case, like P4 Tables 3/4, with P4's own values as bars beside
-/// ours ("alg (P4)").
+/// One grouped bar chart per case, like P4 Tables 3/4: our rate per algorithm as bars (each
+/// its own colour and hatch), P4's own value, where it printed one, as a reference mark over
+/// the bar of the same algorithm (black dashes with a ring, its own legend entry).
 fn figures(s: &Setup, grid: &Grid, out: &Path) -> anyhow::Result<Vec<Figure>> {
     let mut figures = Vec::new();
     let cats: Vec<String> = s.hosts.iter().map(|n| format!("{n} host(s)")).collect();
@@ -296,25 +297,30 @@ fn figures(s: &Setup, grid: &Grid, out: &Path) -> anyhow::Result<Vec<Figure>> {
         .chain(std::iter::once(Case::PerHost));
     for case in cases {
         let name = case_name(s, case);
+        let table = match case {
+            Case::Same(_) => "P4 Table 3",
+            Case::PerHost => "P4 Table 4",
+        };
         let mut series: Vec<(String, Vec<f64>)> = Vec::new();
-        for a in s.all_algorithms() {
+        let mut marks = Vec::new();
+        for (i, a) in s.all_algorithms().into_iter().enumerate() {
             series.push((
                 a.clone(),
                 s.hosts.iter().map(|&n| grid.rate(case, &a, n)).collect(),
             ));
-            let paper: Vec<f64> = s
-                .hosts
-                .iter()
-                .map(|&n| {
-                    match case {
-                        Case::Same(i) => paper_same(&s.sizes[i], &a, n),
-                        Case::PerHost => paper_per_host(&a, n),
-                    }
-                    .unwrap_or(f64::NAN)
-                })
-                .collect();
-            if paper.iter().any(|x| x.is_finite()) {
-                series.push((format!("{a} (P4)"), paper));
+            for (j, &n) in s.hosts.iter().enumerate() {
+                let paper = match case {
+                    Case::Same(k) => paper_same(&s.sizes[k], &a, n),
+                    Case::PerHost => paper_per_host(&a, n),
+                };
+                if let Some(v) = paper {
+                    marks.push(svg::Mark::bar(
+                        format!("{table}: {a}, {n} host(s): {v} req/s"),
+                        v,
+                        j,
+                        i,
+                    ));
+                }
             }
         }
         let file = format!("rate-{name}.svg");
@@ -327,7 +333,19 @@ fn figures(s: &Setup, grid: &Grid, out: &Path) -> anyhow::Result<Vec<Figure>> {
                 s.sizes.join(", ")
             ),
         };
-        svg::bar_chart(&title, "requests/s", &cats, &series, &out.join(&file))?;
+        let opts = svg::ChartOptions {
+            marks,
+            marks_legend: Some(format!("{table} (paper)")),
+            ..Default::default()
+        };
+        svg::bar_chart_with(
+            &title,
+            "requests/s",
+            &cats,
+            &series,
+            &opts,
+            &out.join(&file),
+        )?;
         figures.push(Figure { title, file });
     }
     Ok(figures)

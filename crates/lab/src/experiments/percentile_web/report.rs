@@ -402,6 +402,7 @@ fn mean_response_chart(
             log_y: true,
             marks,
             marks_legend: Some("P0 (§4.2.1 FIFO, Table 14)".into()),
+            ..Default::default()
         },
         &out.join("mean_response.svg"),
     )?;
@@ -455,6 +456,7 @@ fn throughput_chart(
                 "{:.0}% of FIFO (starvation line)",
                 100.0 * STARVATION_SHARE
             )),
+            ..Default::default()
         },
         &out.join("throughput.svg"),
     )?;

@@ -180,6 +180,7 @@ fn figures(v: &View, out: &Path) -> anyhow::Result<Vec<Figure>> {
             log_y: false,
             marks,
             marks_legend: Some("P2 Fig. 9: 40% below strict".into()),
+            ..Default::default()
         },
         &out.join("above-threshold.svg"),
     )?;
@@ -270,6 +271,7 @@ pub(crate) fn latency_cdf_chart(
                 threshold_ms,
             )],
             marks_legend: Some(format!("{threshold_ms} ms (P2 Fig. 9)")),
+            ..Default::default()
         },
         path,
     )
