@@ -104,6 +104,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "netsched-vswitch",
             "netsched-nfq",
             "netsched-balance",
+            "netsched-filter",
         ],
     ),
     (

@@ -87,6 +87,16 @@ fn write(s: &FilterStats, w: &mut Writer<'_>) -> fmt::Result {
         per_worker(|x| x.blocks),
     )?;
     w.counters(
+        "worker_cpu_ns",
+        "CPU time of a worker thread when it last went idle, ns",
+        per_worker(|x| x.cpu_ns),
+    )?;
+    w.counters(
+        "worker_sops",
+        "Header blocks (SOP) a worker processed",
+        per_worker(|x| x.sops),
+    )?;
+    w.counters(
         "worker_handoff_waits",
         "Blocks that waited for their predecessor's hand-off",
         per_worker(|x| x.handoff_waits),

@@ -27,7 +27,11 @@ pub struct FiveTuple {
 }
 
 impl FiveTuple {
-    /// A flow hash (FNV-1a over the tuple): the same flow always hashes the same.
+    /// A flow hash (FNV-1a over the tuple, then MurmurHash3's 64-bit finaliser `fmix64`,
+    /// Appleby 2011): the same flow always hashes the same. FNV-1a alone is not enough: its
+    /// low bits depend only on the low bits of the input bytes, so flows whose ports differ in
+    /// step (sport 1000+i, dport 2000+i) fell into one bucket modulo a small worker count; the
+    /// finaliser makes every output bit depend on every input bit.
     pub fn flow_hash(&self) -> u64 {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         let mut eat = |bytes: &[u8]| {
@@ -49,7 +53,11 @@ impl FiveTuple {
         eat(&[self.proto]);
         eat(&self.sport.to_be_bytes());
         eat(&self.dport.to_be_bytes());
-        h
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
     }
 }
 
@@ -268,6 +276,22 @@ pub fn udp4_frame(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload: &
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flows_with_ports_in_step_spread_over_a_few_workers() {
+        // sport 1000+i, dport 2000+i: FNV-1a's low bits alone put all of these on one worker.
+        for workers in [2u64, 3, 4] {
+            let mut used = std::collections::BTreeSet::new();
+            for i in 0..8u16 {
+                let f = udp4_frame([10, 99, 0, 1], [10, 99, 0, 2], 1000 + i, 2000 + i, b"x");
+                let Parsed::Ip { tuple, .. } = parse(&f) else {
+                    panic!("not IP");
+                };
+                used.insert(tuple.flow_hash() % 128 % workers);
+            }
+            assert!(used.len() >= 2, "{workers} workers: 8 flows on {used:?}");
+        }
+    }
 
     #[test]
     fn udp_over_ipv4_gives_ports_and_payload() {

@@ -70,6 +70,8 @@ pub struct Packet {
 pub struct BlockOutcome {
     /// The block had to wait for its predecessor's hand-off.
     pub waited: bool,
+    /// How long it waited (ns; 0 when it did not).
+    pub wait_ns: u64,
     pub panicked: bool,
     /// The packet's verdict, on its last block.
     pub verdict: Option<Verdict>,
@@ -112,9 +114,11 @@ impl Packet {
     pub fn run_block(&self, k: u32, policy: &WorkPolicy) -> BlockOutcome {
         let mut g = lock(&self.progress);
         let waited = g.next != k;
+        let wait_from = waited.then(std::time::Instant::now);
         while g.next != k {
             g = self.turn.wait(g).unwrap_or_else(|p| p.into_inner());
         }
+        let wait_ns = wait_from.map_or(0, |t| t.elapsed().as_nanos() as u64);
         let before = *g;
         drop(g);
         let result = catch_unwind(AssertUnwindSafe(|| self.work(k, before, policy)));
@@ -143,6 +147,7 @@ impl Packet {
         self.turn.notify_all();
         BlockOutcome {
             waited,
+            wait_ns,
             panicked,
             verdict,
         }

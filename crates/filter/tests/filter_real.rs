@@ -87,6 +87,21 @@ fn every_policy_forwards_in_flow_order_with_exact_accounting_and_drops_by_rule()
             );
             let blocks: u64 = st.pipeline.workers.iter().map(|w| w.blocks).sum();
             assert!(blocks >= st.received, "{mode}");
+            // The policy, seen from the workers (4 workers: more than this host's cores).
+            let per_worker: Vec<u64> = st.pipeline.workers.iter().map(|w| w.blocks).collect();
+            let stalls = st.pipeline.stalls.get(mode).copied().unwrap_or_default();
+            match *mode {
+                // Every block to the next worker of the chain, busy or not: an even split.
+                "static_rr" => assert!(
+                    per_worker.iter().max().unwrap() - per_worker.iter().min().unwrap() <= 1,
+                    "{mode}: blocks per worker {per_worker:?}"
+                ),
+                // Only idle workers are named.
+                "fcfs" | "modified_fcfs" => {
+                    assert_eq!(stalls.assigned_busy, 0, "{mode}: {stalls:?}")
+                }
+                _ => {}
+            }
             eprintln!(
                 "{mode}: received {} forwarded {} dropped {} order before/after {}/{} held {} stalls {:?}",
                 st.received,
@@ -177,6 +192,109 @@ fn a_rule_swap_under_traffic_loses_nothing_and_applies_whole() {
             last3 * 8 + 3 < first7 * 8 + 7,
             "flow 3 up to {last3}, flow 7 from {first7}"
         );
+    }
+    assert_gone(&tag);
+}
+
+/// Frames a filter must survive and account for: runts, truncated and inconsistent IPv4
+/// headers, IPv4 options, later fragments, non-IP, an IPv6 chain of extension headers.
+fn hostile_frames() -> Vec<Vec<u8>> {
+    let good = common::frame(0, 0, 64);
+    let mut out = Vec::new();
+    // Runts and truncations at every length below the UDP header (padded by nobody: veth
+    // carries them as they are; the kernel refuses frames shorter than the Ethernet header).
+    for cut in [14usize, 20, 33, 38, 41] {
+        out.push(good[..cut].to_vec());
+    }
+    let mut ihl = good.clone();
+    ihl[14] = 0x44; // IHL 16 bytes < 20
+    out.push(ihl);
+    let mut ihl_long = good.clone();
+    ihl_long[14] = 0x4f; // IHL 60 bytes: past the frame's UDP header
+    out.push(ihl_long);
+    let mut total = good.clone();
+    total[16..18].copy_from_slice(&9000u16.to_be_bytes()); // total length past the frame
+    out.push(total);
+    // IPv4 with 4 bytes of options (NOP NOP NOP EOL): valid, the UDP header moves.
+    let mut opt = good[..14].to_vec();
+    opt.extend_from_slice(&good[14..34]);
+    opt[14] = 0x46;
+    let len = u16::from_be_bytes([opt[16], opt[17]]) + 4;
+    opt[16..18].copy_from_slice(&len.to_be_bytes());
+    opt.extend_from_slice(&[1, 1, 1, 0]);
+    opt.extend_from_slice(&good[34..]);
+    out.push(opt);
+    let mut frag = good.clone();
+    frag[20..22].copy_from_slice(&0x0001u16.to_be_bytes()); // later fragment, offset 8
+    out.push(frag);
+    let mut arp = good.clone();
+    arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+    out.push(arp);
+    // IPv6: 40 hop-by-hop headers of 8 bytes, then UDP (past any sane walk bound).
+    let mut v6 = good[..12].to_vec();
+    v6.extend_from_slice(&0x86ddu16.to_be_bytes());
+    let hops = 40usize;
+    let mut hdr = vec![0x60, 0, 0, 0];
+    hdr.extend_from_slice(&((hops * 8 + 8) as u16).to_be_bytes());
+    hdr.extend_from_slice(&[0, 64]);
+    hdr.extend_from_slice(&[0u8; 32]);
+    v6.extend_from_slice(&hdr);
+    for i in 0..hops {
+        v6.extend_from_slice(&[if i + 1 == hops { 17 } else { 0 }, 0, 1, 4, 0, 0, 0, 0]);
+    }
+    v6.extend_from_slice(&[0, 7, 0, 9, 0, 8, 0, 0]);
+    out.push(v6);
+    out
+}
+
+#[test]
+fn hostile_frames_are_parsed_counted_and_accounted_under_every_policy() {
+    if !privileged_test_allowed("hostile_frames_are_parsed_counted_and_accounted") {
+        return;
+    }
+    let tag;
+    {
+        let net = build("flhf").unwrap();
+        tag = net.tb.tag().to_string();
+        for mode in netsched_filter::pipeline::DispatchMode::NAMES {
+            let f =
+                spawn_in_netns(&net.flt, net.config(mode), tables(DROP_PORT_9, 1), None).unwrap();
+            let frames: Vec<Vec<u8>> = (0..20).flat_map(|_| hostile_frames()).collect();
+            let sent = frames.len() as u64;
+            send(&net.snd, &net.s0, frames, 16, Duration::from_millis(2)).unwrap();
+            // Everything sent is inside the filter or settled before it stops.
+            let until = std::time::Instant::now() + Duration::from_secs(3);
+            while std::time::Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let st = f.stop().unwrap();
+            eprintln!(
+                "{mode}: received {} forwarded {} drops {:?} malformed {} non-IP {} later fragments {} kernel drops {}",
+                st.received,
+                st.forwarded,
+                st.drops,
+                st.pipeline.malformed_frames,
+                st.pipeline.non_ip_frames,
+                st.pipeline.later_fragments,
+                st.kernel_drops
+            );
+            assert!(
+                st.identity_holds && st.identity_failures == 0,
+                "{mode}: {st:#?}"
+            );
+            assert_eq!(st.queued, 0, "{mode}");
+            assert_eq!(st.received, st.forwarded + st.dropped, "{mode}");
+            // Every frame is accounted; the rig's own IPv6 chatter may add a few.
+            assert!(st.received >= sent / 2, "{mode}: {} of {sent}", st.received);
+            assert!(
+                st.pipeline.malformed_frames > 0,
+                "{mode}: malformed counted"
+            );
+            assert!(st.pipeline.non_ip_frames > 0, "{mode}: non-IP counted");
+            assert!(st.pipeline.later_fragments > 0, "{mode}: fragments counted");
+            let panics: u64 = st.pipeline.workers.iter().map(|w| w.panics).sum();
+            assert_eq!(panics, 0, "{mode}: a hostile frame made a worker panic");
+        }
     }
     assert_gone(&tag);
 }

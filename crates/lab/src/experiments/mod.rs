@@ -49,7 +49,7 @@ pub static ALL: &[Experiment] = &[
         title: "np-dispatch — block dispatch policies on a 6×4-thread network processor",
         summary: "6 engines × 4 threads, 64-byte blocks; RR, FCFS, modified FCFS, modified RR: idle time and rate per packet size",
         run: np_dispatch::run,
-        run_real: None,
+        run_real: Some(crate::real::np_dispatch::run_real),
     },
     Experiment {
         name: "vm-delay",

@@ -7,12 +7,14 @@
 //! | module | paper | data plane |
 //! |---|---|---|
 //! | [`adsl_ack`] | P3, ACK separation on an ADSL uplink | `netsched link` (AF_PACKET) + `netsched shape` (tc) |
+//! | [`np_dispatch`] | P1, block dispatch on a multi-threaded network processor | `netsched filter` (AF_PACKET, worker threads) |
 //! | [`percentile_web`] | P0, percentile scheduling of web requests | `netsched nfq` (NFQUEUE) + nginx |
 //! | [`vm_delay`] | P2, delay-constrained scheduling of guest interfaces | `netsched vswitch` (AF_PACKET ports) |
 //! | [`lvs_cluster`] | P4, LVS-NAT cluster of 1–15 hosts | `netsched balance` or HAProxy, emulated hosts |
 
 pub mod adsl_ack;
 pub mod lvs_cluster;
+pub mod np_dispatch;
 pub mod percentile_web;
 pub mod vm_delay;
 

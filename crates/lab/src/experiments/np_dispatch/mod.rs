@@ -29,7 +29,7 @@
 //! P1's four policies again at variants of each cost P1 does not print.
 
 pub mod model;
-mod report;
+pub mod report;
 
 pub use model::{simulate, Costs, NpConfig, NpResult, Params};
 use netsched_core::rng::SplitMix64;

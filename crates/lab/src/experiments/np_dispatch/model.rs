@@ -66,6 +66,9 @@ pub struct NpResult {
     /// Threads that processed at least one header block (SOP / SOP_EOP).
     pub sop_threads: usize,
     pub blocks: usize,
+    /// Per thread: ALU time of the blocks it ran (µs) and the header blocks among them.
+    pub thread_work_us: Vec<f64>,
+    pub thread_sops: Vec<u64>,
 }
 
 enum Ev {
@@ -84,6 +87,8 @@ struct Worker {
     /// Block waiting for this busy worker, with the time its mail arrived.
     pending: Option<(usize, Nanos)>,
     sop_seen: bool,
+    work_ns: f64,
+    sops: u64,
 }
 
 /// Simulate one configuration.
@@ -203,6 +208,8 @@ impl<'a> Chain<'a> {
                 state,
                 pending: None,
                 sop_seen: false,
+                work_ns: 0.0,
+                sops: 0,
             })
             .collect();
         if workers.is_empty() {
@@ -289,6 +296,7 @@ impl<'a> Chain<'a> {
         let cost = block_cost(c, k, &mut self.rng);
         if k.carries_header() {
             self.workers[worker].sop_seen = true;
+            self.workers[worker].sops += 1;
         }
         let e = self.workers[worker].state.engine;
         let start = self.engine_free[e].max(now);
@@ -303,6 +311,7 @@ impl<'a> Chain<'a> {
         let end = start + d_ns + cost_ns;
         self.engine_free[e] = end;
         self.useful_ns += cost_ns as f64;
+        self.workers[worker].work_ns += cost_ns as f64;
         self.decision_total += d_ns as f64;
         if block + 1 < n_blocks && !self.shared {
             // The hand-off runs as soon as the thread has the block (threads switch on
@@ -379,6 +388,8 @@ impl<'a> Chain<'a> {
             read_wait_us: self.read_wait_ns / 1e3,
             sop_threads: self.workers.iter().filter(|w| w.sop_seen).count(),
             blocks: n_blocks,
+            thread_work_us: self.workers.iter().map(|w| w.work_ns / 1e3).collect(),
+            thread_sops: self.workers.iter().map(|w| w.sops).collect(),
         })
     }
 }
@@ -405,6 +416,10 @@ pub struct Params {
     /// The report's sensitivity table (P1's four policies at variants of the cost model).
     #[serde(default = "yes")]
     pub sensitivity: bool,
+    /// `[real]`: the run through `netsched filter` (`--real`), typed and checked by
+    /// `crate::real::np_dispatch`; the simulation does not read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub real: Option<serde_json::Value>,
 }
 
 fn yes() -> bool {
