@@ -25,9 +25,9 @@
 
 #![forbid(unsafe_code)]
 
+pub mod access_log;
 pub mod class_view;
 pub mod classes;
-pub mod access_log;
 pub mod client_io;
 pub mod config;
 pub mod control;

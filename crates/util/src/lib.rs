@@ -9,7 +9,8 @@
 //! - [`notify`]: the sd_notify(3) datagram a daemon sends its service manager (`READY=1`
 //!   once its sockets are bound, `RELOADING=1`, `STOPPING=1`).
 //! - [`logging`]: the one `tracing` subscriber every binary installs (text, JSON or journald;
-//!   a bounded, lossy queue to stderr whose drops are counted).
+//!   a bounded, lossy queue to stderr or to the journal whose drops are counted);
+//!   [`journal`] and [`journal_entry`]: the journald sink and journald's native protocol.
 //! - [`http1`]: the one HTTP/1.x response reader (head, framing, body decoding), shared by the
 //!   balancer's backend client and every load generator.
 //!
@@ -19,6 +20,8 @@
 #![forbid(unsafe_code)]
 
 pub mod http1;
+pub mod journal;
+pub mod journal_entry;
 pub mod logging;
 pub mod notify;
 pub mod read;

@@ -5,22 +5,22 @@
 //!   netsched_balance::service: server s2 is down reason="connect refused"`, UTC timestamps;
 //! - **json**: one JSON object per line (`timestamp`, `level`, `target`, `fields`);
 //! - **journald**: when started by systemd with stderr connected to the journal, events go to
-//!   journald's native protocol (`tracing-journald`), so `journalctl -o verbose` shows every field
-//!   as its own journal field and the priority follows the level. systemd.exec(5) ("Environment
-//!   variables in spawned processes", `JOURNAL_STREAM`) says how to tell: the variable holds the
-//!   device and inode of the stream connected to the journal, and a program compares them with its
-//!   own stderr, which also keeps a child whose stderr was redirected from taking the native path.
+//!   journald's native protocol ([`crate::journal`]), so `journalctl -o verbose` shows every
+//!   field as its own journal field and the priority follows the level. systemd.exec(5)
+//!   ("Environment variables in spawned processes", `JOURNAL_STREAM`) says how to tell: the
+//!   variable holds the device and inode of the stream connected to the journal, and a program
+//!   compares them with its own stderr, which also keeps a child whose stderr was redirected
+//!   from taking the native path.
 //!
-//! Never blocking the data path: text and json are formatted on the calling thread into a buffer
-//! and handed to `tracing-appender`'s non-blocking writer, a bounded queue of [`QUEUE_LINES`]
-//! lines drained by one writer thread. It is **lossy**: when stderr does not drain (a pipe
-//! nobody reads, a stuck terminal) lines beyond the queue are dropped, never waited for, and
-//! counted ([`dropped_lines`], exported by every daemon as `netsched_log_dropped_lines_total`).
-//! The journald path sends one datagram per event from the calling thread
-//! (`tracing-journald` has no queue of its own); journald's socket has a large receive buffer and
-//! the kernel queues datagrams, but a journald that stops reading can make that send wait, which
-//! docs/logging.md states as the one bound this module does not give.
+//! Never blocking the data path: every event is formatted on the calling thread and handed to
+//! a bounded queue of [`QUEUE_LINES`] entries drained by one writer thread. For text and json
+//! that is `tracing-appender`'s non-blocking writer to stderr; for journald it is
+//! [`crate::journal`]'s queue to the journal's socket. Both are **lossy**: when the output
+//! does not drain (a pipe nobody reads, a stuck terminal, a journald that stops reading)
+//! entries beyond the queue are dropped, never waited for, and counted ([`dropped_lines`],
+//! exported by every daemon as `netsched_log_dropped_lines_total`).
 
+use crate::journal::{self, JournalConfig, JournalGuard, JournalStats};
 use std::fmt;
 use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
@@ -31,7 +31,8 @@ use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
-/// Lines waiting for stderr at most; more are dropped and counted.
+/// Lines (or journal entries) waiting for stderr (or the journal's socket) at most; more are
+/// dropped and counted.
 pub const QUEUE_LINES: usize = 8192;
 
 /// How log lines are written (`--log-format`).
@@ -74,17 +75,26 @@ pub enum Sink {
 }
 
 /// Keeps the writer thread alive; dropping it flushes the queued lines (waiting at most about a
-/// second, `tracing-appender`'s bound) so the last lines before exit are not lost.
+/// second, `tracing-appender`'s bound and [`JournalConfig::flush`]) so the last lines before
+/// exit are not lost.
 pub struct LogGuard {
     _worker: Option<WorkerGuard>,
+    _journal: Option<JournalGuard>,
     pub sink: Sink,
 }
 
 static DROPPED: OnceLock<ErrorCounter> = OnceLock::new();
+static JOURNAL: OnceLock<JournalStats> = OnceLock::new();
 
-/// Lines dropped because stderr did not drain (0 before [`init`] and under journald).
+/// Lines dropped because stderr or the journal did not take them in time (0 before [`init`]).
 pub fn dropped_lines() -> u64 {
     DROPPED.get().map_or(0, |c| c.dropped_lines() as u64)
+        + JOURNAL.get().map_or(0, |j| j.drops().total())
+}
+
+/// The journald sink's counters (drops by reason, entries sent) when it is the sink.
+pub fn journal_stats() -> Option<&'static JournalStats> {
+    JOURNAL.get()
 }
 
 /// True when stderr is the stream systemd connected to the journal (`JOURNAL_STREAM`,
@@ -125,19 +135,22 @@ fn level() -> Result<LevelFilter, String> {
 /// the program ends. `program` names the journal's `SYSLOG_IDENTIFIER`.
 pub fn init(format: LogFormat, program: &str) -> Result<LogGuard, String> {
     let level = level()?;
-    if stderr_is_journal() {
-        if let Ok(layer) = tracing_journald::layer() {
-            let layer = layer.with_syslog_identifier(program.to_string());
-            tracing_subscriber::registry()
-                .with(level)
-                .with(layer)
-                .try_init()
-                .map_err(|e| format!("installing the log subscriber: {e}"))?;
-            return Ok(LogGuard {
-                _worker: None,
-                sink: Sink::Journald,
-            });
-        }
+    let cfg = JournalConfig::new(program, QUEUE_LINES);
+    // Without the journal's socket (no journald in this namespace) stderr is used instead.
+    if stderr_is_journal() && cfg.socket.exists() {
+        let (layer, guard, stats) =
+            journal::start(cfg).map_err(|e| format!("starting the journal writer: {e}"))?;
+        let _ = JOURNAL.set(stats);
+        tracing_subscriber::registry()
+            .with(level)
+            .with(layer)
+            .try_init()
+            .map_err(|e| format!("installing the log subscriber: {e}"))?;
+        return Ok(LogGuard {
+            _worker: None,
+            _journal: Some(guard),
+            sink: Sink::Journald,
+        });
     }
     let (writer, guard) = NonBlockingBuilder::default()
         .lossy(true)
@@ -162,6 +175,7 @@ pub fn init(format: LogFormat, program: &str) -> Result<LogGuard, String> {
     installed.map_err(|e| format!("installing the log subscriber: {e}"))?;
     Ok(LogGuard {
         _worker: Some(guard),
+        _journal: None,
         sink: Sink::Stderr(format),
     })
 }
