@@ -1,6 +1,7 @@
 //! The balancer's TOML configuration (`deny_unknown_fields`; durations in the tc(8) grammar of
 //! `netsched_core::units`). Every error names the file, the key and the value.
 
+pub use crate::config_error::{ConfigError, ConfigProblem, HostProblem};
 use crate::server_error::{AddrError, NameError};
 use netsched_core::balance::BalancerConfig;
 use netsched_core::units::{parse_duration_in, UnitError};
@@ -254,26 +255,12 @@ fn d_maxconns() -> usize {
     10_000
 }
 
-/// A configuration that could not be used: the file and what is wrong with which key.
-#[derive(Debug)]
-pub struct ConfigError {
-    pub file: PathBuf,
-    pub message: String,
-}
-
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.file.display(), self.message)
-    }
-}
-impl std::error::Error for ConfigError {}
-
 impl Config {
     /// Read and validate a file (at most [`MAX_CONFIG_BYTES`]).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let err = |message: String| ConfigError {
+        let err = |problem: ConfigProblem| ConfigError {
             file: path.to_path_buf(),
-            message,
+            problem,
         };
         // Only a regular file, at most the bound (`/dev/zero` or a FIFO would never end).
         let text = netsched_util::read::read_text(path, MAX_CONFIG_BYTES, "configuration")
@@ -281,120 +268,157 @@ impl Config {
                 let full = e.to_string();
                 // The reader names the file; ConfigError names it once more in front.
                 let named = format!("configuration {}", path.display());
-                err(full
-                    .replace(&format!(" {named}"), "")
-                    .replace(&format!("{named}: "), ""))
+                err(ConfigProblem::Read(
+                    full.replace(&format!(" {named}"), "")
+                        .replace(&format!("{named}: "), ""),
+                ))
             })?;
         Self::parse(&text).map_err(err)
     }
 
     /// Parse and validate TOML text; the error names the key and value.
-    pub fn parse(text: &str) -> Result<Config, String> {
-        let cfg: Config = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+    pub fn parse(text: &str) -> Result<Config, ConfigProblem> {
+        let cfg: Config = toml::from_str(text)
+            .map_err(|e| ConfigProblem::Toml(e.to_string().trim_end().to_string()))?;
         cfg.validate()?;
         // `relay` defaults to splice, so only the text tells whether it was written.
         if cfg.mode == Mode::L7 {
-            let table: toml::Table = text.parse().map_err(|e: toml::de::Error| e.to_string())?;
+            let table: toml::Table = text
+                .parse()
+                .map_err(|e: toml::de::Error| ConfigProblem::Toml(e.to_string()))?;
             if let Some(v) = table.get("relay") {
-                return Err(format!(
-                    "relay = {v}: only in mode \"l4\" (mode \"l7\" forwards requests through its \
-                     own HTTP client, there is no byte relay to choose); remove the key"
-                ));
+                return Err(ConfigProblem::RelayInL7(v.to_string()));
             }
         }
         Ok(cfg)
     }
 
     /// Checks serde cannot express.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigProblem> {
         if self.listen.is_empty() {
-            return Err("listen: at least one address is needed".into());
+            return Err(ConfigProblem::NoListen);
         }
         if self.listen.len() > MAX_LISTEN {
-            return Err(format!(
-                "listen: {} addresses, at most {MAX_LISTEN}",
-                self.listen.len()
-            ));
+            return Err(ConfigProblem::TooMany {
+                key: "listen",
+                count: self.listen.len(),
+                max: MAX_LISTEN,
+                entries: "addresses",
+            });
         }
         for (i, a) in self.listen.iter().enumerate() {
             // Port 0 (an ephemeral port each) may appear more than once.
             if a.port() != 0 {
                 if let Some(j) = self.listen[..i].iter().position(|b| b == a) {
-                    return Err(format!("listen[{i}] = {a}: the same as listen[{j}]"));
+                    return Err(ConfigProblem::ListenTwice {
+                        index: i,
+                        addr: *a,
+                        first: j,
+                    });
                 }
             }
         }
         if self.max_connections == 0 || self.max_connections > MAX_CONNECTIONS {
-            return Err(format!(
-                "max_connections = {}: must be 1..={MAX_CONNECTIONS}",
-                self.max_connections
-            ));
+            return Err(ConfigProblem::Range {
+                key: "max_connections",
+                value: self.max_connections as u64,
+                min: 1,
+                max: MAX_CONNECTIONS as u64,
+            });
         }
         if self.threads > MAX_THREADS {
-            return Err(format!(
-                "threads = {}: at most {MAX_THREADS} (0 = one per CPU)",
-                self.threads
-            ));
+            return Err(ConfigProblem::AtMost {
+                key: "threads",
+                value: self.threads as u64,
+                max: MAX_THREADS as u64,
+                note: " (0 = one per CPU)",
+            });
         }
         if self.defaults.queue_limit > MAX_QUEUE {
-            return Err(format!(
-                "defaults.queue_limit = {}: at most {MAX_QUEUE}",
-                self.defaults.queue_limit
-            ));
+            return Err(ConfigProblem::AtMost {
+                key: "defaults.queue_limit",
+                value: self.defaults.queue_limit as u64,
+                max: MAX_QUEUE as u64,
+                note: "",
+            });
         }
         if self.servers.len() > MAX_SERVERS {
-            return Err(format!(
-                "server: {} entries, at most {MAX_SERVERS}",
-                self.servers.len()
-            ));
+            return Err(ConfigProblem::TooMany {
+                key: "server",
+                count: self.servers.len(),
+                max: MAX_SERVERS,
+                entries: "entries",
+            });
         }
         if self.mode == Mode::L4 && self.hash_key != HashKey::Source {
-            return Err(format!(
-                "hash_key = \"{}\": only \"source\" in mode \"l4\" (there is no HTTP to read)",
-                self.hash_key.name()
-            ));
+            return Err(ConfigProblem::HashKeyInL4(self.hash_key));
         }
         // Build once so a bad algorithm option is reported here, naming the field.
         self.algorithm
             .build(&mut netsched_core::rng::SplitMix64::new(1))
-            .map_err(|e| format!("algorithm ({}): {e}", self.algorithm.name()))?;
+            .map_err(|source| ConfigProblem::Algorithm {
+                name: self.algorithm.name(),
+                source,
+            })?;
         let mut names = std::collections::HashSet::new();
         for (i, s) in self.servers.iter().enumerate() {
-            check_name(&s.name).map_err(|e| format!("server[{i}].name = {:?}: {e}", s.name))?;
+            check_name(&s.name).map_err(|why| ConfigProblem::ServerName {
+                index: i,
+                name: s.name.clone(),
+                why,
+            })?;
             if !names.insert(s.name.as_str()) {
-                return Err(format!("server[{i}].name = {:?}: used twice", s.name));
+                return Err(ConfigProblem::ServerNameTwice {
+                    index: i,
+                    name: s.name.clone(),
+                });
             }
-            check_backend_addr(s.addr)
-                .map_err(|e| format!("server[{i}] ({}).addr = {}: {e}", s.name, s.addr))?;
+            check_backend_addr(s.addr).map_err(|why| ConfigProblem::ServerAddr {
+                index: i,
+                name: s.name.clone(),
+                addr: s.addr,
+                why,
+            })?;
             if s.weight > MAX_WEIGHT {
-                return Err(format!(
-                    "server[{i}] ({}).weight = {}: at most {MAX_WEIGHT}",
-                    s.name, s.weight
-                ));
+                return Err(ConfigProblem::ServerWeight {
+                    index: i,
+                    name: s.name.clone(),
+                    weight: s.weight,
+                    max: MAX_WEIGHT,
+                });
             }
         }
-        self.class_set().map_err(|e| e.to_string())?;
+        self.class_set().map_err(ConfigProblem::Classes)?;
         if let Some(h) = &self.health {
             if h.rise == 0 || h.rise > 1000 {
-                return Err(format!("health.rise = {}: must be 1..=1000", h.rise));
+                return Err(ConfigProblem::Range {
+                    key: "health.rise",
+                    value: h.rise as u64,
+                    min: 1,
+                    max: 1000,
+                });
             }
             if h.fall == 0 || h.fall > 1000 {
-                return Err(format!("health.fall = {}: must be 1..=1000", h.fall));
+                return Err(ConfigProblem::Range {
+                    key: "health.fall",
+                    value: h.fall as u64,
+                    min: 1,
+                    max: 1000,
+                });
             }
             if !h.path.starts_with('/')
                 || h.path.len() > 1024
                 || h.path.contains(char::is_whitespace)
             {
-                return Err(format!(
-                    "health.path = {:?}: must start with / , hold no whitespace and be at most 1024 bytes",
-                    h.path
-                ));
+                return Err(ConfigProblem::HealthPath(h.path.clone()));
             }
             if !(100..=599).contains(&h.expect_status) {
-                return Err(format!(
-                    "health.expect_status = {}: must be 100..=599",
-                    h.expect_status
-                ));
+                return Err(ConfigProblem::Range {
+                    key: "health.expect_status",
+                    value: h.expect_status as u64,
+                    min: 100,
+                    max: 599,
+                });
             }
         }
         Ok(())
@@ -456,20 +480,19 @@ impl Config {
     /// socket) in an existing directory; listen and admin addresses must not overlap each
     /// other and must be free: each is bound (with `SO_REUSEADDR`, as the daemon binds) and
     /// released at once, never put in the listening state, so no connection is ever accepted.
-    pub fn check_host(&self) -> Result<(), String> {
+    pub fn check_host(&self) -> Result<(), HostProblem> {
         if let Some(g) = &self.control_group {
-            netsched_control::access::group_gid(g)
-                .map_err(|e| format!("control_group = {g:?}: {e}"))?;
+            netsched_control::access::group_gid(g).map_err(|why| HostProblem::ControlGroup {
+                group: g.clone(),
+                why,
+            })?;
         }
         let sock = &self.control_socket;
-        let shown = sock.display();
         match std::fs::symlink_metadata(sock) {
             Ok(m) => {
                 use std::os::unix::fs::FileTypeExt;
                 if !m.file_type().is_socket() {
-                    return Err(format!(
-                        "control_socket = {shown}: exists and is not a socket"
-                    ));
+                    return Err(HostProblem::NotASocket(sock.clone()));
                 }
                 // A live socket is a running balancer: a start takes the path over (a
                 // restart, control.rs), so it is no error here either.
@@ -478,10 +501,10 @@ impl Config {
                 let dir = sock.parent().filter(|d| !d.as_os_str().is_empty());
                 if let Some(d) = dir {
                     if !d.is_dir() {
-                        return Err(format!(
-                            "control_socket = {shown}: directory {} does not exist",
-                            d.display()
-                        ));
+                        return Err(HostProblem::NoDirectory {
+                            socket: sock.clone(),
+                            dir: d.to_path_buf(),
+                        });
                     }
                 }
             }
@@ -500,29 +523,22 @@ impl Config {
         for (i, (ka, a)) in addrs.iter().enumerate() {
             for (kb, b) in &addrs[..i] {
                 if overlap(*a, *b, dual_stack) {
-                    return Err(format!(
-                        "{ka} = {a}: cannot be bound beside {kb} = {b} (same port)"
-                    ));
+                    return Err(HostProblem::Overlap {
+                        key: ka.clone(),
+                        addr: *a,
+                        other_key: kb.clone(),
+                        other: *b,
+                    });
                 }
             }
         }
         // Held together until all are bound, then closed.
         let mut held = Vec::with_capacity(addrs.len());
         for (key, a) in &addrs {
-            held.push(bind_only(*a).map_err(|e| {
-                let why = match e.kind() {
-                    std::io::ErrorKind::AddrInUse => {
-                        "address already in use (another socket listens there)".to_string()
-                    }
-                    std::io::ErrorKind::PermissionDenied if a.port() < 1024 => {
-                        format!("{e} (a port below 1024 needs root or CAP_NET_BIND_SERVICE)")
-                    }
-                    std::io::ErrorKind::AddrNotAvailable => {
-                        format!("{e} (not an address of this host)")
-                    }
-                    _ => e.to_string(),
-                };
-                format!("{key} = {a}: {why}")
+            held.push(bind_only(*a).map_err(|source| HostProblem::Bind {
+                key: key.clone(),
+                addr: *a,
+                source,
             })?);
         }
         drop(held);
@@ -612,7 +628,7 @@ maxconn = 10
         let bad = |from: &str, to: &str| {
             let text = GOOD.replacen(from, to, 1);
             assert_ne!(text, GOOD, "{from} not in the example");
-            Config::parse(&text).unwrap_err()
+            Config::parse(&text).unwrap_err().to_string()
         };
         let e = bad("queue = \"250ms\"", "queue = \"250\"");
         assert!(e.contains("queue") && e.contains("250"), "{e}");
@@ -649,7 +665,7 @@ maxconn = 10
     fn backend_addresses_need_a_port_and_a_real_address() {
         let bad = |addr: &str| {
             let text = GOOD.replacen("127.0.0.1:9002", addr, 1);
-            Config::parse(&text).unwrap_err()
+            Config::parse(&text).unwrap_err().to_string()
         };
         let e = bad("127.0.0.1:0");
         assert!(
@@ -677,7 +693,7 @@ maxconn = 10
             "max_connections = 100\nrelay = \"copy\"",
             1,
         );
-        let e = Config::parse(&text).unwrap_err();
+        let e = Config::parse(&text).unwrap_err().to_string();
         assert!(e.contains("relay = \"copy\"") && e.contains("l4"), "{e}");
         // Also the default value written out.
         let text = GOOD.replacen(
@@ -685,7 +701,10 @@ maxconn = 10
             "max_connections = 100\nrelay = \"splice\"",
             1,
         );
-        assert!(Config::parse(&text).unwrap_err().contains("relay"));
+        assert!(Config::parse(&text)
+            .unwrap_err()
+            .to_string()
+            .contains("relay"));
         let l4 = text.replacen("mode = \"l7\"", "mode = \"l4\"", 1).replacen(
             "hash_key = \"host\"",
             "",
@@ -694,7 +713,7 @@ maxconn = 10
         assert_eq!(Config::parse(&l4).unwrap().relay, Relay::Splice);
         // The file's spelling, not Rust's (`hash_key = Host` before).
         let l4_host = GOOD.replacen("mode = \"l7\"", "mode = \"l4\"", 1);
-        let e = Config::parse(&l4_host).unwrap_err();
+        let e = Config::parse(&l4_host).unwrap_err().to_string();
         assert!(e.contains("hash_key = \"host\""), "{e}");
     }
 
@@ -705,7 +724,7 @@ maxconn = 10
             "listen = [\"127.0.0.1:8080\", \"127.0.0.1:8081\", \"127.0.0.1:8080\"]",
             1,
         );
-        let e = Config::parse(&text).unwrap_err();
+        let e = Config::parse(&text).unwrap_err().to_string();
         assert!(
             e.contains("listen[2] = 127.0.0.1:8080") && e.contains("listen[0]"),
             "{e}"
@@ -756,21 +775,24 @@ maxconn = 10
         let busy = held.local_addr().unwrap();
         let e = base(&format!("\"{free}\", \"{busy}\""), "")
             .check_host()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains(&format!("listen[1] = {busy}")) && e.contains("in use"),
             "{e}"
         );
         let e = base(&format!("\"{free}\""), &format!("admin = \"{busy}\""))
             .check_host()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains(&format!("admin = {busy}")) && e.contains("in use"),
             "{e}"
         );
         let e = base(&format!("\"0.0.0.0:{}\", \"{free}\"", free.port()), "")
             .check_host()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains(&format!("listen[1] = {free}")) && e.contains("listen[0]"),
             "{e}"
@@ -780,14 +802,15 @@ maxconn = 10
             "control_group = \"no-such-group-7f3a\"",
         )
         .check_host()
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("control_group") && e.contains("no-such-group-7f3a"),
             "{e}"
         );
         let mut c = base(&format!("\"{free}\""), "");
         c.control_socket = dir.path().join("missing/ctl.sock");
-        let e = c.check_host().unwrap_err();
+        let e = c.check_host().unwrap_err().to_string();
         assert!(e.contains("missing") && e.contains("does not exist"), "{e}");
     }
 }

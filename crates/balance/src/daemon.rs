@@ -9,6 +9,7 @@
 //! effective uid only, socket(7)), and the old one empties its accept queue before it closes.
 
 use crate::config::{Config, Mode, Relay};
+use crate::config_error::StartError;
 use crate::control::{self, ControlServer, CtlArgs};
 use crate::metrics::Metrics;
 use crate::service::Service;
@@ -86,8 +87,8 @@ impl Drop for Running {
 
 impl Running {
     /// Re-read the configuration file and apply it; on error the old configuration stays.
-    pub fn reload(&self) -> Result<Vec<String>, String> {
-        let cfg = Config::load(&self.config_path).map_err(|e| e.to_string())?;
+    pub fn reload(&self) -> Result<Vec<String>, StartError> {
+        let cfg = Config::load(&self.config_path).map_err(StartError::Config)?;
         let mut notes = Vec::new();
         if cfg.mode != self.mode
             || cfg.listen != self.listen_cfg
@@ -102,7 +103,10 @@ impl Running {
         notes.extend(
             self.service
                 .reload(&cfg)
-                .map_err(|e| format!("{}: {e}", self.config_path.display()))?,
+                .map_err(|source| StartError::Reload {
+                    file: self.config_path.clone(),
+                    source,
+                })?,
         );
         Ok(notes)
     }
@@ -188,33 +192,39 @@ fn bind_listener(a: SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// Start everything on the current tokio runtime.
-pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
+pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, StartError> {
     let mut registry = prometheus_client::registry::Registry::default();
     netsched_metrics::register_log_drops(&mut registry, netsched_util::logging::dropped_lines);
     let metrics = Metrics::new(&mut registry);
     let log_counters = crate::access_log::LogCounters::register(&mut registry);
     let service = Service::new(&cfg, metrics)?;
     if let Some(v) = &cfg.access_log {
-        let target = crate::access_log::Target::parse(v)
-            .map_err(|e| format!("{}: {e}", config_path.display()))?;
+        let refused = |why: String| StartError::AccessLog {
+            file: config_path.to_path_buf(),
+            why,
+        };
+        let target = crate::access_log::Target::parse(v).map_err(refused)?;
         if cfg.mode != Mode::L7 {
-            return Err(format!(
-                "{}: access_log is written by mode = \"l7\" only (l4 sees no requests)",
-                config_path.display()
+            return Err(refused(
+                "access_log is written by mode = \"l7\" only (l4 sees no requests)".into(),
             ));
         }
-        let log = crate::access_log::AccessLog::start(&target, log_counters)?;
+        let log = crate::access_log::AccessLog::start(&target, log_counters).map_err(refused)?;
         let _ = service.access.set(Arc::new(log));
         tracing::info!(access_log = %v, "access log on: {v}");
     }
     let mut listeners = Vec::new();
     for a in &cfg.listen {
-        let l = bind_listener(*a).map_err(|e| format!("listen {a}: {e}"))?;
+        let l = bind_listener(*a).map_err(|source| StartError::Listen { addr: *a, source })?;
         listeners.push(l);
     }
     let listen = listeners
         .iter()
-        .map(|l| l.local_addr().map_err(|e| e.to_string()))
+        .zip(&cfg.listen)
+        .map(|(l, a)| {
+            l.local_addr()
+                .map_err(|source| StartError::Listen { addr: *a, source })
+        })
         .collect::<Result<Vec<_>, _>>()?;
     // `/metrics` has one listener (no SO_REUSEPORT: a scrape must reach one process). While
     // a balancer being replaced still holds the address, the new one serves it once it is
@@ -235,7 +245,7 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
                 );
                 admin_later = Some(a);
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(StartError::Metrics(e)),
         }
     }
     let admin = metrics_server
@@ -252,7 +262,7 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, String> {
         service.clone(),
         soft_stop.clone(),
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(StartError::Control)?;
     let mut accept_tasks = Vec::new();
     for l in listeners {
         let (svc, c, st) = (service.clone(), conns.clone(), stop.clone());

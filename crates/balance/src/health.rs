@@ -6,6 +6,7 @@
 
 use crate::config::{Health, HealthKind};
 use crate::service::Service;
+use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,8 +37,8 @@ pub async fn run(svc: Arc<Service>) {
         }
         while let Some(Ok((id, r))) = tasks.join_next().await {
             let (ok, detail) = match r {
-                Ok(d) => (true, d),
-                Err(d) => (false, d),
+                Ok(d) => (true, d.to_string()),
+                Err(d) => (false, d.to_string()),
             };
             svc.health_result(id, ok, detail);
         }
@@ -45,18 +46,70 @@ pub async fn run(svc: Arc<Service>) {
     }
 }
 
-/// One check. `Ok` and `Err` both carry a short description for `show-servers` and for the
-/// log line of a state change: `connect refused`, `connect: <error>`, `timeout after N ms`,
-/// `status 503, expected 200`, `not an HTTP status line: ...`.
-pub async fn check(addr: SocketAddr, h: &Health) -> Result<String, String> {
+/// A check that passed; its text is the short description `show-servers` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckPass {
+    /// The TCP connect succeeded.
+    Tcp,
+    /// The HTTP status was the one expected.
+    Http(u16),
+}
+
+impl fmt::Display for CheckPass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CheckPass::Tcp => f.write_str("tcp connect ok"),
+            CheckPass::Http(c) => write!(f, "http {c}"),
+        }
+    }
+}
+
+/// Why a check failed; its text is the short description `show-servers` shows.
+#[derive(Debug)]
+pub enum CheckFailure {
+    Connect(std::io::Error),
+    Send(std::io::Error),
+    Read(std::io::Error),
+    /// Another status than `expect_status`.
+    Status {
+        got: u16,
+        expected: u16,
+    },
+    /// The first line (at most 64 bytes of it) is no HTTP status line.
+    NotHttp(String),
+    /// No answer within `timeout` (the configured value).
+    Timeout(Duration),
+}
+
+impl fmt::Display for CheckFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CheckFailure::Connect(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                f.write_str("connect refused")
+            }
+            CheckFailure::Connect(e) => write!(f, "connect: {e}"),
+            CheckFailure::Send(e) => write!(f, "send: {e}"),
+            CheckFailure::Read(e) => write!(f, "read: {e}"),
+            CheckFailure::Status { got, expected } => {
+                write!(f, "status {got}, expected {expected}")
+            }
+            CheckFailure::NotHttp(line) => write!(f, "not an HTTP status line: {line:?}"),
+            CheckFailure::Timeout(t) => write!(f, "timeout after {} ms", t.as_millis()),
+        }
+    }
+}
+
+impl std::error::Error for CheckFailure {}
+
+/// One check.
+pub async fn check(addr: SocketAddr, h: &Health) -> Result<CheckPass, CheckFailure> {
     let timeout = Duration::from_nanos(h.timeout);
     let fut = async {
-        let mut s = TcpStream::connect(addr).await.map_err(|e| match e.kind() {
-            std::io::ErrorKind::ConnectionRefused => "connect refused".to_string(),
-            _ => format!("connect: {e}"),
-        })?;
+        let mut s = TcpStream::connect(addr)
+            .await
+            .map_err(CheckFailure::Connect)?;
         if h.kind == HealthKind::Tcp {
-            return Ok("tcp connect ok".to_string());
+            return Ok(CheckPass::Tcp);
         }
         let req = format!(
             "GET {} HTTP/1.0\r\nHost: {addr}\r\nUser-Agent: netsched-balance-check\r\n\r\n",
@@ -64,14 +117,11 @@ pub async fn check(addr: SocketAddr, h: &Health) -> Result<String, String> {
         );
         s.write_all(req.as_bytes())
             .await
-            .map_err(|e| format!("send: {e}"))?;
+            .map_err(CheckFailure::Send)?;
         let mut buf = vec![0u8; MAX_CHECK_READ];
         let mut len = 0;
         while len < buf.len() && !buf[..len].contains(&b'\n') {
-            let n = s
-                .read(&mut buf[len..])
-                .await
-                .map_err(|e| format!("read: {e}"))?;
+            let n = s.read(&mut buf[len..]).await.map_err(CheckFailure::Read)?;
             if n == 0 {
                 break;
             }
@@ -84,16 +134,23 @@ pub async fn check(addr: SocketAddr, h: &Health) -> Result<String, String> {
             .and_then(|r| r.get(2..5))
             .and_then(|c| c.parse().ok());
         match status {
-            Some(c) if c == h.expect_status => Ok(format!("http {c}")),
-            Some(c) => Err(format!("status {c}, expected {}", h.expect_status)),
-            None => Err(format!(
-                "not an HTTP status line: {:?}",
-                &line[..line.len().min(64)]
-            )),
+            Some(c) if c == h.expect_status => Ok(CheckPass::Http(c)),
+            Some(c) => Err(CheckFailure::Status {
+                got: c,
+                expected: h.expect_status,
+            }),
+            None => {
+                // At most 64 bytes, cut on a character boundary.
+                let mut end = line.len().min(64);
+                while !line.is_char_boundary(end) {
+                    end -= 1;
+                }
+                Err(CheckFailure::NotHttp(line[..end].to_string()))
+            }
         }
     };
     match tokio::time::timeout(timeout, fut).await {
         Ok(r) => r,
-        Err(_) => Err(format!("timeout after {} ms", timeout.as_millis())),
+        Err(_) => Err(CheckFailure::Timeout(timeout)),
     }
 }

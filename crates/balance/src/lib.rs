@@ -7,6 +7,7 @@
 //! | `classes.rs` | service classes: `queue`, `[[class]]`, `default_class`, their checks, the classifier |
 //! | `queue.rs` | the request queue when every server is at maxconn: FIFO, strict priority or P0's percentile (core's disciplines), per-class counters |
 //! | `config.rs` | the TOML contract, validation, errors naming file/key/value |
+//! | `config_error.rs` | what a configuration, a host or a start can get wrong, typed (key and value named) |
 //! | `service.rs` | ServerTable + AnyBalancer, leases (active/inactive), maxconn queue, admin state, slow start, reload |
 //! | `l4.rs` | per-connection scheduling and relay |
 //! | `l7.rs` | per-request HTTP/1.1 scheduling |
@@ -30,6 +31,7 @@ pub mod class_view;
 pub mod classes;
 pub mod client_io;
 pub mod config;
+pub mod config_error;
 pub mod control;
 pub mod daemon;
 pub mod h1;

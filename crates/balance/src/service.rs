@@ -26,6 +26,7 @@ use crate::classes::{ClassSet, Classifier};
 use crate::config::{
     check_backend_addr, check_name, Config, Defaults, Health, ServerConf, Timeouts, MAX_SERVERS,
 };
+use crate::config_error::StartError;
 use crate::metrics::Metrics;
 use crate::pool::ConnPool;
 use crate::queue::{QueueRefusal, RequestQueue};
@@ -326,12 +327,12 @@ pub struct ServerView {
 }
 
 impl Service {
-    pub fn new(cfg: &Config, metrics: Metrics) -> Result<Arc<Self>, String> {
+    pub fn new(cfg: &Config, metrics: Metrics) -> Result<Arc<Self>, StartError> {
         let balancer = cfg
             .algorithm
             .build(&mut SplitMix64::new(0x6e65_7473_6368_6564))
-            .map_err(|e| format!("algorithm: {e}"))?;
-        let classes = cfg.class_set().map_err(|e| e.to_string())?;
+            .map_err(StartError::Algorithm)?;
+        let classes = cfg.class_set().map_err(StartError::Classes)?;
         let svc = Arc::new_cyclic(|me| Service {
             me: me.clone(),
             inner: Mutex::new(Inner {
@@ -358,7 +359,7 @@ impl Service {
             epoch: Instant::now(),
         });
         for s in &cfg.servers {
-            svc.add_server(s, false).map_err(|e| e.to_string())?;
+            svc.add_server(s, false).map_err(StartError::Server)?;
         }
         Ok(svc)
     }

@@ -21,9 +21,9 @@ impl Drop for Daemon {
 }
 
 fn signal(d: &Daemon, sig: i32) {
-    // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
-    let rc = unsafe { libc::kill(d.0.id() as i32, sig) };
-    assert_eq!(rc, 0, "kill: {}", std::io::Error::last_os_error());
+    // A child we spawned and have not reaped.
+    let sent = netsched_sys::process::signal_pid(d.0.id(), sig);
+    assert!(sent, "kill: {}", std::io::Error::last_os_error());
 }
 
 /// The tests of this file run one at a time: each starts daemons and up to thousands of
@@ -395,8 +395,7 @@ fn cpu_seconds(pid: u32) -> f64 {
     let f: Vec<&str> = after.split_whitespace().collect();
     // utime and stime are fields 14 and 15 of proc(5); `after` starts at field 3.
     let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
-    // SAFETY: sysconf has no preconditions.
-    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+    ticks / netsched_sys::clock::clock_ticks_per_second() as f64
 }
 
 /// Benchmark, not a test (needs a quiet machine; run by hand with `--ignored --nocapture`):
@@ -475,7 +474,6 @@ async fn bench_l4_relay_cpu_per_gigabyte() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn out_of_descriptors_the_daemon_keeps_serving_what_it_can_and_recovers() {
     let _one = ONE_AT_A_TIME.lock().await;
-    use std::os::unix::process::CommandExt;
     let release = Arc::new(Notify::new());
     let t = tcp_backend("t", release.clone()).await;
     for relay in ["splice", "copy"] {
@@ -492,19 +490,11 @@ async fn out_of_descriptors_the_daemon_keeps_serving_what_it_can_and_recovers() 
             .arg(&path)
             .stdout(Stdio::null())
             .stderr(log);
-        // SAFETY: setrlimit is async-signal-safe; the closure touches no shared state.
-        unsafe {
-            cmd.pre_exec(|| {
-                let l = libc::rlimit {
-                    rlim_cur: 64,
-                    rlim_max: 64,
-                };
-                if libc::setrlimit(libc::RLIMIT_NOFILE, &l) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        netsched_sys::process::limit_child(
+            &mut cmd,
+            netsched_sys::process::ChildLimit::OpenFiles,
+            64,
+        );
         let mut d = Daemon(cmd.spawn().unwrap());
         let sock = dir.path().join("ctl.sock");
         assert!(

@@ -10,7 +10,6 @@
 //! own and are skipped, with a printed reason, without root.
 
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -72,19 +71,11 @@ fn run_in(ns: Option<&str>, args: &[&str]) -> Outcome {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    // SAFETY: setrlimit is async-signal-safe and touches only the child being set up.
-    unsafe {
-        cmd.pre_exec(|| {
-            let lim = libc::rlimit {
-                rlim_cur: ADDRESS_SPACE,
-                rlim_max: ADDRESS_SPACE,
-            };
-            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    netsched_sys::process::limit_child(
+        &mut cmd,
+        netsched_sys::process::ChildLimit::AddressSpace,
+        ADDRESS_SPACE,
+    );
     let start = Instant::now();
     let mut child = cmd.spawn().expect("start netsched");
     let mut stderr = child.stderr.take().unwrap();
@@ -480,8 +471,7 @@ struct Netns(String);
 
 impl Netns {
     fn new(tag: &str) -> Option<Self> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !netsched_sys::process::is_root() {
             if std::env::var("CI").as_deref() == Ok("true") {
                 panic!("{tag}: needs root, and CI=true requires privileged tests to run");
             }

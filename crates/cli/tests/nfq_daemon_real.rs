@@ -82,8 +82,8 @@ fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
     let load = std::thread::scope(|s| {
         let h = s.spawn(|| run_load(&spec, &stop));
         std::thread::sleep(Duration::from_secs(3));
-        // SAFETY: pid is our child (started by the testbed, not yet reaped).
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        // pid is our child (started by the testbed, not yet reaped).
+        netsched_sys::process::signal_pid(pid, libc::SIGKILL);
         h.join().unwrap()
     })
     .expect("load ran");
@@ -187,8 +187,8 @@ fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
     while bed.leftover_rules("iptables").unwrap_or(0) < 2 && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(50));
     }
-    // SAFETY: our child.
-    unsafe { libc::kill(pid3 as i32, libc::SIGKILL) };
+    // Our child.
+    netsched_sys::process::signal_pid(pid3, libc::SIGKILL);
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(bed.leftover_rules("iptables").unwrap(), 2);
     let out = bed

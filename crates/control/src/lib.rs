@@ -5,8 +5,10 @@
 //! group, removed only by its owner, taken over by rename for a hitless restart:
 //! [`socket_file`]), who may connect ([`access`]: root, the daemon's user, or the control
 //! group, by `SO_PEERCRED`), a bounded server that runs the daemon's handler off the packet
-//! path ([`server`]: connections, line length, request time), and the one client
-//! ([`client`]), and the log line of each request that changes state ([`audit`]). What the requests mean — their verbs, their answers, how a command reaches
+//! path ([`server`]: connections, line length, request time; [`line_handler`] words the
+//! `ok`/`error:` answers of a line protocol), and the one client
+//! ([`client`]), and the log line of each request that changes state ([`audit`]). What the
+//! requests mean — their verbs, their answers, how a command reaches
 //! a packet thread — stays in each daemon.
 //!
 //! Why a crate of its own: all three data planes need it and none may depend on another; it
@@ -19,9 +21,11 @@
 pub mod access;
 pub mod audit;
 pub mod client;
+pub mod line_handler;
 pub mod server;
 pub mod socket_file;
 
 pub use client::{exchange, request_line, ClientError, MAX_ANSWER};
+pub use line_handler::OkOrError;
 pub use server::{Handler, Limits, LineEnd, Refusal, Request, Server, ServerConfig, WhenFull};
 pub use socket_file::{remove_stale_socket, BindError, BindMode};

@@ -1,7 +1,7 @@
 //! # netsched-core — every scheduling algorithm, written once
 //!
-//! This crate knows no clock, socket or thread. Time is a parameter (`now`, in nanoseconds,
-//! see [`Nanos`]) on every call; randomness is injected ([`rng::SplitMix64`]); iteration orders
+//! This crate knows no clock, socket or thread. Time is a parameter (`now`, a
+//! [`time::Instant`] in nanoseconds) on every call; randomness is injected ([`rng::SplitMix64`]); iteration orders
 //! are deterministic. The same code therefore runs inside the deterministic simulator
 //! (`netsched-sim`) and inside the real data planes (`netsched-link`, `netsched-nfq`).
 //!
@@ -27,13 +27,12 @@ pub mod dispatch;
 mod kinds;
 pub mod qdisc;
 pub mod rng;
+pub mod time;
 pub mod units;
 pub mod wire;
 
-/// Time in nanoseconds, on whatever clock the engine runs (virtual in the simulator,
-/// `CLOCK_MONOTONIC` in the data planes). Algorithms never read a clock themselves.
+/// A count of nanoseconds on the engine's clock, for callers that hold either role; the
+/// core's own signatures say which ([`time::Instant`] or [`time::Duration`]).
 pub type Nanos = u64;
 
-/// Nanoseconds per millisecond / second, for readable constants.
-pub const MS: Nanos = 1_000_000;
-pub const SEC: Nanos = 1_000_000_000;
+pub use time::{MS, SEC};

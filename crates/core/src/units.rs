@@ -22,7 +22,7 @@
 //!
 //! Cost: parsing is a few hundred nanoseconds; nothing here is on a packet path.
 
-use crate::Nanos;
+use crate::time::Duration;
 use core::fmt;
 
 /// What kind of quantity was being read (for error messages).
@@ -101,7 +101,7 @@ impl fmt::Display for UnitError {
 impl std::error::Error for UnitError {}
 
 /// The largest duration any netsched input accepts: 30 days. Callers narrow it further.
-pub const MAX_DURATION: Nanos = 30 * 24 * 3600 * 1_000_000_000;
+pub const MAX_DURATION: Duration = 30 * 24 * 3600 * 1_000_000_000;
 /// The largest rate any netsched input accepts: 10 Tbit/s. Callers narrow it further.
 pub const MAX_RATE_BITS: u64 = 10_000_000_000_000;
 /// The largest size any netsched input accepts: 1 TiB. Callers narrow it further.
@@ -168,7 +168,7 @@ fn scaled(
 }
 
 /// Read a duration (`4ms`, `1.5s`, `0`) into nanoseconds, at most [`MAX_DURATION`].
-pub fn parse_duration(text: &str) -> Result<Nanos, UnitError> {
+pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     let (num, unit) = split_number(text);
     let v = number(Quantity::Duration, text, num)?;
     let unit_l = unit.to_ascii_lowercase();
@@ -297,7 +297,7 @@ fn check_range(
 }
 
 /// [`parse_duration`], then require `min ..= max` nanoseconds.
-pub fn parse_duration_in(text: &str, min: Nanos, max: Nanos) -> Result<Nanos, UnitError> {
+pub fn parse_duration_in(text: &str, min: Duration, max: Duration) -> Result<Duration, UnitError> {
     let v = parse_duration(text)?;
     check_range(Quantity::Duration, text, v, min, max, format_duration)
 }
@@ -315,7 +315,7 @@ pub fn parse_size_in(text: &str, min: u64, max: u64) -> Result<u64, UnitError> {
 }
 
 /// A duration in the shortest exact-enough form: `1.5s`, `4ms`, `250us`, `12ns`.
-pub fn format_duration(ns: Nanos) -> String {
+pub fn format_duration(ns: Duration) -> String {
     fn trim(v: f64) -> String {
         let s = format!("{v:.3}");
         let s = s.trim_end_matches('0').trim_end_matches('.');
@@ -370,7 +370,7 @@ pub fn format_size(bytes: u64) -> String {
 
 /// Serde adapters for configuration files: a duration, rate or size written as a string in this
 /// grammar (`deadline = "4ms"`), e.g. `#[serde(deserialize_with = "units::serde_duration")]`.
-pub fn serde_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Nanos, D::Error> {
+pub fn serde_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s: std::borrow::Cow<'de, str> = serde::Deserialize::deserialize(d)?;
     parse_duration(&s).map_err(serde::de::Error::custom)
 }

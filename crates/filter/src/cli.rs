@@ -1,6 +1,7 @@
 //! `netsched filter`: the arguments, their checks, and the entry point the binary calls.
 
 use crate::control::{self, ControlServer, CtlArgs, Loader};
+use crate::control_error::TablesError;
 use crate::engine::{Engine, EngineConfig, MAX_POOL};
 use crate::pipeline::{DispatchMode, PipelineConfig, MAX_WORKERS};
 use crate::rules::{build_classifier, RuleSet};
@@ -135,12 +136,17 @@ pub fn load_tables(
     signatures: Option<&std::path::Path>,
     classifier: ClassifierKind,
     generation: u64,
-) -> Result<Tables, String> {
-    let set = RuleSet::load(rules).map_err(|e| e.to_string())?;
-    let classifier = build_classifier(set, classifier, &ClassifierLimits::default())
-        .map_err(|e| format!("{}: {e}", rules.display()))?;
+) -> Result<Tables, TablesError> {
+    let set = RuleSet::load(rules).map_err(TablesError::Rules)?;
+    let classifier =
+        build_classifier(set, classifier, &ClassifierLimits::default()).map_err(|source| {
+            TablesError::Classifier {
+                rules: rules.to_path_buf(),
+                source,
+            }
+        })?;
     let signatures = match signatures {
-        Some(p) => Signatures::load(p).map_err(|e| e.to_string())?,
+        Some(p) => Signatures::load(p).map_err(TablesError::Signatures)?,
         None => Signatures::empty(),
     };
     Ok(Tables {
@@ -155,8 +161,7 @@ pub fn load_tables(
 fn port_options(a: &FilterArgs) -> Result<netsched_sys::PortOptions> {
     let backend = a
         .port
-        .parse()
-        .map_err(|e: String| anyhow::anyhow!(e))
+        .parse::<netsched_sys::PortBackend>()
         .context("--port")?;
     let ring = netsched_sys::RingConfig {
         rx_frames: a.ring_frames,
@@ -241,7 +246,7 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
         .classifier
         .parse()
         .map_err(|e| anyhow::anyhow!("--classifier: {e}"))?;
-    let tables = load_tables(&rules, sigs.as_deref(), kind, 1).map_err(|e| anyhow::anyhow!(e))?;
+    let tables = load_tables(&rules, sigs.as_deref(), kind, 1)?;
     let metrics_addr = a
         .metrics
         .as_deref()

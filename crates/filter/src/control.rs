@@ -22,13 +22,13 @@
 //! our own uid, or a member of that group; one thread per connection, at most
 //! [`MAX_CONNECTIONS`], each request within [`DEADLINE`].
 
+use crate::control_error::{CommandError, ControlError, RequestError, TablesError};
 use crate::pipeline::DispatchMode;
 use crate::stats::FilterStats;
 use crate::work::Tables;
-use netsched_control::server::{
-    Handler, Limits, LineEnd, Refusal, Request as ControlRequest, Server, ServerConfig, WhenFull,
-};
+use netsched_control::server::{Limits, LineEnd, Server, ServerConfig, WhenFull};
 use netsched_control::socket_file::BindMode;
+use netsched_control::OkOrError;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -86,7 +86,7 @@ impl Inbox {
 }
 
 /// Builds fresh tables (the `reload` command); runs on the control thread.
-pub type Loader = Arc<dyn Fn() -> Result<Arc<Tables>, String> + Send + Sync>;
+pub type Loader = Arc<dyn Fn() -> Result<Arc<Tables>, TablesError> + Send + Sync>;
 
 /// The control thread's end.
 #[derive(Clone)]
@@ -103,24 +103,22 @@ pub fn channel(loader: Loader) -> (Outbox, Inbox) {
 
 impl Outbox {
     /// Hand `command` to the packet thread and wait for its answer until `deadline`.
-    pub fn execute(&self, command: Command, deadline: Instant) -> Result<Answer, String> {
+    pub fn execute(&self, command: Command, deadline: Instant) -> Result<Answer, CommandError> {
         let (reply, answer) = sync_channel(1);
         match self.tx.try_send(Envelope { command, reply }) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
-                return Err(format!(
-                    "busy: {COMMAND_QUEUE} commands already wait for the filter; try again"
-                ))
+                return Err(CommandError::Busy {
+                    queue: COMMAND_QUEUE,
+                })
             }
-            Err(TrySendError::Disconnected(_)) => return Err("the filter has stopped".into()),
+            Err(TrySendError::Disconnected(_)) => return Err(CommandError::Stopped),
         }
         let left = deadline.saturating_duration_since(Instant::now());
         match answer.recv_timeout(left) {
             Ok(a) => Ok(a),
-            Err(RecvTimeoutError::Timeout) => Err(format!(
-                "the filter did not answer within {DEADLINE:?} (the command may still apply)"
-            )),
-            Err(RecvTimeoutError::Disconnected) => Err("the filter has stopped".into()),
+            Err(RecvTimeoutError::Timeout) => Err(CommandError::NoAnswer { within: DEADLINE }),
+            Err(RecvTimeoutError::Disconnected) => Err(CommandError::Stopped),
         }
     }
 }
@@ -134,35 +132,31 @@ pub enum Request {
 }
 
 /// Parse one request line. Errors name the word that is wrong.
-pub fn parse(line: &str) -> Result<Request, String> {
+pub fn parse(line: &str) -> Result<Request, RequestError> {
     let w: Vec<&str> = line.split_whitespace().collect();
-    let arity = |n: usize| -> Result<(), String> {
+    let arity = |n: usize| -> Result<(), RequestError> {
         match w.get(n) {
-            Some(extra) => Err(format!("{}: unexpected {extra:?}", w[0])),
+            Some(extra) => Err(RequestError::Unexpected {
+                command: w[0].to_string(),
+                word: extra.to_string(),
+            }),
             None => Ok(()),
         }
     };
     match w.first().copied() {
-        None => Err("empty request (try show, reload, set-dispatch MODE)".into()),
+        None => Err(RequestError::Empty),
         Some("show") => match w.get(1).copied() {
             None => Ok(Request::Show { json: false }),
             Some("--json") => arity(2).map(|()| Request::Show { json: true }),
-            Some(o) => Err(format!("show: unknown option {o:?} (only --json)")),
+            Some(o) => Err(RequestError::ShowOption(o.to_string())),
         },
         Some("reload") => arity(1).map(|()| Request::Reload),
         Some("set-dispatch") => {
-            let m = w.get(1).ok_or_else(|| {
-                format!(
-                    "set-dispatch: missing MODE ({})",
-                    DispatchMode::NAMES.join(", ")
-                )
-            })?;
-            let mode = DispatchMode::parse(m).map_err(|e| format!("set-dispatch: {e}"))?;
+            let m = w.get(1).ok_or(RequestError::MissingMode)?;
+            let mode = DispatchMode::parse(m).map_err(RequestError::Dispatch)?;
             arity(2).map(|()| Request::SetDispatch(mode))
         }
-        Some(other) => Err(format!(
-            "unknown command {other:?} (show [--json], reload, set-dispatch MODE)"
-        )),
+        Some(other) => Err(RequestError::UnknownCommand(other.to_string())),
     }
 }
 
@@ -199,7 +193,7 @@ pub fn summary(s: &FilterStats) -> String {
     out
 }
 
-fn execute_line(line: &str, out: &Outbox, deadline: Instant) -> Result<String, String> {
+fn execute_line(line: &str, out: &Outbox, deadline: Instant) -> Result<String, ControlError> {
     let (cmd, json) = match parse(line)? {
         Request::Show { json } => (Command::Show, json),
         Request::Reload => (Command::SwapTables((out.loader)()?), false),
@@ -208,7 +202,7 @@ fn execute_line(line: &str, out: &Outbox, deadline: Instant) -> Result<String, S
     match out.execute(cmd, deadline)? {
         Answer::Stats(s) if json => serde_json::to_string(&s)
             .map(|t| t + "\n")
-            .map_err(|e| e.to_string()),
+            .map_err(ControlError::Encode),
         Answer::Stats(s) => Ok(summary(&s)),
         Answer::Done(msg) => Ok(msg + "\n"),
     }
@@ -230,27 +224,6 @@ pub const SERVER: ServerConfig = ServerConfig {
     nice: None,
 };
 
-/// The filter's side of a control connection: parse, hand to the packet thread, word the
-/// answer (`ok` + text, or `error: ...`).
-struct FilterHandler {
-    out: Outbox,
-}
-
-impl Handler for FilterHandler {
-    fn answer(&self, request: &ControlRequest<'_>) -> String {
-        let answer = match execute_line(request.line, &self.out, request.deadline) {
-            Ok(text) => format!("ok\n{text}"),
-            Err(e) => format!("error: {e}\n"),
-        };
-        let verb = request.line.split_whitespace().next().unwrap_or("");
-        netsched_control::audit::log_request(request, verb == "show", &answer);
-        answer
-    }
-    fn refusal(&self, why: &Refusal) -> Option<String> {
-        Some(format!("error: {why}\n"))
-    }
-}
-
 /// The running control socket; dropping it stops accepting and removes the socket file (only
 /// while it is still the one it made).
 pub struct ControlServer {
@@ -262,7 +235,13 @@ impl ControlServer {
     /// A stale socket (nobody answers) is replaced; a live one is an error; a path that is
     /// not a socket is never removed.
     pub fn start(path: &Path, group: Option<&str>, out: Outbox) -> anyhow::Result<Self> {
-        let server = Server::start(path, group, SERVER, Arc::new(FilterHandler { out }))
+        // The filter's side of a connection: parse, hand to the packet thread, answer `ok` +
+        // text or `error: ...`.
+        let handler = OkOrError(
+            move |line: &str, deadline| execute_line(line, &out, deadline),
+            |verb| verb == "show",
+        );
+        let server = Server::start(path, group, SERVER, Arc::new(handler))
             .map_err(|e| anyhow::anyhow!("--control {}: {e}", path.display()))?;
         Ok(ControlServer { server })
     }
@@ -273,10 +252,9 @@ impl ControlServer {
 }
 
 /// Send one request line to `socket`; the answer without its `ok` line, or the error text.
-pub fn request(socket: &Path, line: &str) -> Result<String, String> {
+pub fn request(socket: &Path, line: &str) -> Result<String, netsched_control::ClientError> {
     let hint = format!("netsched filter --control {}", socket.display());
     netsched_control::client::request_line(socket, line, DEADLINE + Duration::from_secs(3), &hint)
-        .map_err(|e| e.to_string())
 }
 
 /// `netsched filter ctl`: talk to a running filter.
@@ -314,7 +292,7 @@ impl CtlOp {
 }
 
 pub fn run_ctl(a: &CtlArgs) -> anyhow::Result<()> {
-    let out = request(&a.socket, &a.op.line()).map_err(|e| anyhow::anyhow!(e))?;
+    let out = request(&a.socket, &a.op.line())?;
     print!("{out}");
     Ok(())
 }
@@ -340,16 +318,26 @@ mod tests {
             ("set-dispatch", "missing MODE"),
             ("set-dispatch lottery", "lottery"),
         ] {
-            let e = parse(line).unwrap_err();
+            let e = parse(line).unwrap_err().to_string();
             assert!(e.contains(word), "{line:?}: {e}");
         }
     }
 
     #[test]
     fn a_failed_reload_answers_the_error_and_a_full_queue_answers_busy() {
-        let loader: Loader = Arc::new(|| Err("rules.toml:3: field `src` = \"x\": bad".to_string()));
+        let loader: Loader = Arc::new(|| {
+            Err(TablesError::Rules(crate::rules::RulesError::Field {
+                file: "rules.toml".to_string(),
+                line: 3,
+                field: "src",
+                value: "x".to_string(),
+                why: "bad".to_string(),
+            }))
+        });
         let (out, _inbox) = channel(loader);
-        let e = execute_line("reload", &out, Instant::now() + DEADLINE).unwrap_err();
+        let e = execute_line("reload", &out, Instant::now() + DEADLINE)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("rules.toml:3"), "{e}");
         for _ in 0..COMMAND_QUEUE {
             let (reply, _a) = sync_channel(1);
@@ -360,7 +348,9 @@ mod tests {
                 })
                 .unwrap();
         }
-        let e = execute_line("show", &out, Instant::now() + DEADLINE).unwrap_err();
+        let e = execute_line("show", &out, Instant::now() + DEADLINE)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("busy"), "{e}");
     }
 }

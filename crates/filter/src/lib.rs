@@ -22,6 +22,7 @@
 //! - [`verdict`]: verdicts and drop reasons;
 //! - [`stats`]: the counters and the accounting identity;
 //! - [`control`]: the control socket (`reload`, `set-dispatch`, `show`) and `netsched filter ctl`;
+//! - [`control_error`]: what a control request can get wrong (request, tables, packet thread), typed;
 //! - [`metrics`]: `GET /metrics`.
 //!
 //! The dispatch policies, the flow buckets and the reorder window are
@@ -31,6 +32,7 @@
 
 pub mod cli;
 pub mod control;
+pub mod control_error;
 pub mod engine;
 pub mod metrics;
 pub mod packet;

@@ -67,7 +67,7 @@ impl DispatchMode {
         "work_stealing",
     ];
 
-    pub fn parse(name: &str) -> Result<Self, String> {
+    pub fn parse(name: &str) -> Result<Self, crate::control_error::UnknownDispatch> {
         Ok(match name {
             "static_rr" => Self::Block(DispatchKind::StaticRr),
             "modified_rr" => Self::Block(DispatchKind::ModifiedRr),
@@ -75,12 +75,7 @@ impl DispatchMode {
             "modified_fcfs" => Self::Block(DispatchKind::ModifiedFcfs),
             "flow_hash" => Self::FlowHash,
             "work_stealing" => Self::WorkStealing,
-            other => {
-                return Err(format!(
-                    "unknown dispatch {other:?}; expected one of {}",
-                    Self::NAMES.join(", ")
-                ))
-            }
+            other => return Err(crate::control_error::UnknownDispatch(other.to_string())),
         })
     }
 

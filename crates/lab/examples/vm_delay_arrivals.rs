@@ -3,7 +3,7 @@
 //! delay-constrained at 18 domains with the switch's budget shape (regular on/off periods),
 //! per seed, the arrival statistics of one tier
 //! (`netsched_lab::experiments::vm_delay::arrivals`) next to the tier's loss, so that the real
-//! run's figures (printed by `p2_on_real_traffic_arrivals_diagnosis`) can be set against the
+//! run's figures (printed by `vm_delay_real_arrivals_diagnosis`) can be set against the
 //! model's spread.
 //! `cargo run --release -p netsched-lab --example vm_delay_arrivals [seconds] [tier] [seeds]`
 //! (defaults 20, 2 = Low, 10).

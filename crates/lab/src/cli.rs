@@ -213,7 +213,7 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<()> {
                     "--partition, --time, --max-parallel and --sbatch-arg are Slurm options: add --on slurm"
                 );
             }
-            sweep::run(spec)
+            Ok(sweep::run(spec)?)
         }
     }
 }

@@ -6,6 +6,7 @@
 //! | [`runner`] | scenario → experiment → `results.json` + `report.md`; the parallel work queue |
 //! | [`repeat`] | one experiment over several seeds or real repeats, and their aggregate |
 //! | [`sweep`] | grid × seeds sweeps with skip-if-done and mean/spread tables |
+//! | [`series_error`] | what a sweep or series can get wrong, and why one run has no results, typed |
 //! | [`slurm`] | sweeps submitted to Slurm as one job array, their merge and status |
 //! | [`scenario`] | embedded `scenarios/*.toml`, bounded `--scenario` files, `--set` overrides, typed access |
 //! | [`params`] | parameter lookups by dotted key with errors naming the key |
@@ -30,5 +31,6 @@ pub mod real;
 pub mod repeat;
 pub mod runner;
 pub mod scenario;
+pub mod series_error;
 pub mod slurm;
 pub mod sweep;

@@ -19,6 +19,7 @@ use crate::experiments::Experiment;
 use crate::outdir::OutDir;
 use crate::progress::Progress;
 use crate::runner::{self, RunRequest};
+use crate::series_error::{RunFailure, SeriesError};
 use netsched_report::aggregate::{self, Aggregate, Failure, Member, Over};
 use netsched_report::markdown::{self, IndexEntry};
 use netsched_report::ExperimentOutput;
@@ -73,7 +74,7 @@ fn member_jobs(plan: &Plan, series: usize) -> Vec<MemberJob> {
 }
 
 /// A finished job: its output or error, and how long it took (s).
-type Outcome = (Result<ExperimentOutput, String>, f64);
+type Outcome = (Result<ExperimentOutput, RunFailure>, f64);
 
 /// Run the jobs on `threads` threads; a job not started when SIGINT/SIGTERM arrived is not run.
 /// Progress (runs done, time left) goes to stderr ([`crate::progress`]).
@@ -82,13 +83,10 @@ fn run_jobs(jobs: &[MemberJob], threads: usize) -> Vec<Outcome> {
     let outcomes = runner::parallel_map(jobs, threads, |job| {
         if netsched_testbed::interrupted() {
             progress.inc();
-            return (
-                Err("interrupted (SIGINT/SIGTERM) before it started".to_string()),
-                0.0,
-            );
+            return (Err(RunFailure::Interrupted), 0.0);
         }
         let t = Instant::now();
-        let o = runner::run_and_write(&job.req).map_err(|e| format!("{e:#}"));
+        let o = runner::run_and_write(&job.req).map_err(|e| RunFailure::of(&e));
         progress.inc();
         (o, t.elapsed().as_secs_f64())
     });
@@ -102,8 +100,8 @@ fn finish(
     over: Over,
     dir: &Path,
     jobs: &[&MemberJob],
-    outcomes: Vec<Result<ExperimentOutput, String>>,
-) -> anyhow::Result<Aggregate> {
+    outcomes: Vec<Result<ExperimentOutput, RunFailure>>,
+) -> Result<Aggregate, SeriesError> {
     let mut members = Vec::new();
     let mut failed = Vec::new();
     for (job, o) in jobs.iter().zip(outcomes) {
@@ -116,7 +114,7 @@ fn finish(
             Err(error) => failed.push(Failure {
                 label: job.label.clone(),
                 folder: job.folder.clone(),
-                error,
+                error: error.to_string(),
             }),
         }
     }
@@ -124,34 +122,35 @@ fn finish(
     agg.write(dir)?;
     let md = markdown::render_aggregate(&agg, exp.title, exp.paper);
     let path = dir.join("report.md");
-    std::fs::write(&path, md)
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    std::fs::write(&path, md).map_err(|source| SeriesError::Write {
+        path: path.clone(),
+        source,
+    })?;
     Ok(agg)
 }
 
 /// Error naming the runs of `agg` that did not complete, if any.
-pub fn failures_error(agg: &Aggregate, dir: &Path) -> anyhow::Result<()> {
+pub fn failures_error(agg: &Aggregate, dir: &Path) -> Result<(), SeriesError> {
     if agg.failed.is_empty() {
         return Ok(());
     }
-    anyhow::bail!(
-        "{}: {} of {} {}(s) did not run (the aggregate of the others is in {}):\n  {}",
-        agg.experiment,
-        agg.failed.len(),
-        agg.failed.len() + agg.members.len(),
-        agg.over.noun(),
-        dir.join("report.md").display(),
-        agg.failed
+    Err(SeriesError::SomeFailed {
+        experiment: agg.experiment.clone(),
+        failed: agg.failed.len(),
+        total: agg.failed.len() + agg.members.len(),
+        noun: agg.over.noun(),
+        report: dir.join("report.md"),
+        lines: agg
+            .failed
             .iter()
             .map(|f| format!("{}: {}", f.label, f.error))
-            .collect::<Vec<_>>()
-            .join("\n  ")
-    )
+            .collect(),
+    })
 }
 
 /// Run a series (seeds in parallel on all cores, real runs one at a time) and write the
 /// aggregate. Errors: every run failed (nothing written), or some did (aggregate written).
-pub fn run(plan: &Plan) -> anyhow::Result<Aggregate> {
+pub fn run(plan: &Plan) -> Result<Aggregate, SeriesError> {
     let _signals = netsched_testbed::SignalGuard::install()?;
     let t = Instant::now();
     let dir = OutDir::create(&plan.out)?;
@@ -172,12 +171,11 @@ pub fn run(plan: &Plan) -> anyhow::Result<Aggregate> {
             .zip(&outcomes)
             .filter_map(|(j, o)| o.as_ref().err().map(|e| format!("{}: {e}", j.label)))
             .collect();
-        anyhow::bail!(
-            "{}: no {} completed:\n  {}",
-            plan.exp.name,
-            plan.over.noun(),
-            errors.join("\n  ")
-        );
+        return Err(SeriesError::NoneCompleted {
+            experiment: plan.exp.name.to_string(),
+            noun: plan.over.noun(),
+            lines: errors,
+        });
     }
     let refs: Vec<&MemberJob> = jobs.iter().collect();
     let agg = finish(plan.exp, plan.over, &plan.out, &refs, outcomes)?;
@@ -201,12 +199,12 @@ pub fn run_all(
     exps: &[&'static Experiment],
     seeds: &[u64],
     out: &Path,
-) -> anyhow::Result<Vec<IndexEntry>> {
+) -> Result<Vec<IndexEntry>, SeriesError> {
     let _signals = netsched_testbed::SignalGuard::install()?;
     let top = OutDir::create(out)?;
     let t = Instant::now();
     // Per experiment: its parameters (or why it cannot run) and its folder.
-    let mut plans: Vec<Result<Plan, String>> = Vec::new();
+    let mut plans: Vec<Result<Plan, RunFailure>> = Vec::new();
     for exp in exps {
         plans.push(
             runner::scenario_params(exp.name, None, &[])
@@ -219,7 +217,7 @@ pub fn run_all(
                     real: false,
                     quick: false,
                 })
-                .map_err(|e| format!("{e:#}")),
+                .map_err(|e| RunFailure::of(&e)),
         );
     }
     // The experiment folders exist before the runs start (parallel runs must not race to
@@ -247,10 +245,10 @@ pub fn run_all(
         // Run time of the experiment: the sum over its seeds (they overlapped with others').
         let mut seconds = 0.0;
         let outcome = match plan {
-            Err(e) => Err(e.clone()),
+            Err(e) => Err(e.to_string()),
             Ok(plan) => {
                 let idx: Vec<usize> = (0..jobs.len()).filter(|&j| jobs[j].series == i).collect();
-                let mine: Vec<Result<ExperimentOutput, String>> = idx
+                let mine: Vec<Result<ExperimentOutput, RunFailure>> = idx
                     .iter()
                     .map(|&j| {
                         let (o, s) = outcomes[j].take().expect("each outcome taken once");
@@ -264,17 +262,18 @@ pub fn run_all(
                         .into_iter()
                         .filter_map(|o| o.err())
                         .next()
+                        .map(|e| e.to_string())
                         .unwrap_or_default())
                 } else {
                     match finish(exp, Over::Seeds, &plan.out, &refs, mine) {
-                        Err(e) => Err(format!("{e:#}")),
+                        Err(e) => Err(e.to_string()),
                         Ok(agg) => {
                             if let Some(d) = dir {
                                 d.keep();
                             }
                             match failures_error(&agg, &plan.out) {
                                 Ok(()) => Ok(agg.as_checks()),
-                                Err(e) => Err(format!("{e:#}")),
+                                Err(e) => Err(e.to_string()),
                             }
                         }
                     }
@@ -299,8 +298,10 @@ pub fn run_all(
         &entries,
     );
     let path = out.join("report.md");
-    std::fs::write(&path, md)
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    std::fs::write(&path, md).map_err(|source| SeriesError::Write {
+        path: path.clone(),
+        source,
+    })?;
     top.keep();
     eprintln!(
         "[lab] {} experiment(s) × {} seed(s) in {:.1} s → {}",

@@ -15,6 +15,7 @@
 
 use crate::limits;
 use crate::outdir::OutDir;
+use crate::series_error::RunFailure;
 use crate::sweep::{self, Plan, SweepSpec};
 use anyhow::{anyhow, bail};
 use serde::{Deserialize, Serialize};
@@ -77,10 +78,10 @@ impl Jobs {
     }
 
     fn write(&self, out: &Path) -> anyhow::Result<()> {
-        sweep::write_atomic(
+        Ok(sweep::write_atomic(
             &out.join(JOBS_FILE),
             serde_json::to_string_pretty(self)?.as_bytes(),
-        )
+        )?)
     }
 }
 
@@ -500,7 +501,8 @@ pub fn submit(spec: &SweepSpec, o: &SlurmOpts) -> anyhow::Result<()> {
 /// `lab sweep-task <out> <i>`: run `i` of the sweep in `<out>`.
 pub fn task(out: &Path, index: usize) -> anyhow::Result<()> {
     let plan = Plan::read(out)?;
-    sweep::run_one(&plan, out, index).map(|_| ())
+    sweep::run_one(&plan, out, index)?;
+    Ok(())
 }
 
 /// `lab sweep-merge <out>`: tabulate the sweep in `<out>` (after its array job), naming each
@@ -513,13 +515,12 @@ pub fn merge(out: &Path) -> anyhow::Result<()> {
         .map(|i| match sweep::done(&plan, out, i) {
             Some(r) => Ok(r),
             None => Err(match states.get(&i) {
-                Some(s) => format!(
-                    "no results; Slurm state {} (array job {}), log {}",
-                    s.state,
-                    s.array_job,
-                    s.log.display()
-                ),
-                None => "no results; never submitted".to_string(),
+                Some(s) => RunFailure::Slurm {
+                    state: s.state.clone(),
+                    array_job: s.array_job.clone(),
+                    log: s.log.clone(),
+                },
+                None => RunFailure::NeverSubmitted,
             }),
         })
         .collect();
@@ -532,7 +533,7 @@ pub fn merge(out: &Path) -> anyhow::Result<()> {
         out.join("sweep.md").display()
     );
     println!("{}", out.join("sweep.md").display());
-    sweep::failures_error(out, &failures)
+    Ok(sweep::failures_error(out, &failures)?)
 }
 
 /// A sweep's progress (`lab sweep --status`).

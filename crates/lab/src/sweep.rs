@@ -18,7 +18,7 @@ use crate::outdir::OutDir;
 use crate::progress::{self, Progress};
 use crate::runner::{self, RunRequest};
 use crate::scenario;
-use anyhow::{anyhow, bail};
+use crate::series_error::{RunFailure, SeriesError};
 use netsched_report::aggregate::metric_leaves;
 use netsched_report::{csv, metric_name, stats, svg, Results};
 use serde::{Deserialize, Serialize};
@@ -65,10 +65,11 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 }
 
 /// Parse `key=v1,v2,...` (values may be TOML arrays: commas inside `[...]` do not split).
-pub fn parse_axis(spec: &str) -> anyhow::Result<(String, Vec<String>)> {
-    let (key, vals) = spec
-        .split_once('=')
-        .ok_or_else(|| anyhow!("--grid {spec:?}: expected key=v1,v2,..."))?;
+pub fn parse_axis(spec: &str) -> Result<(String, Vec<String>), SeriesError> {
+    let (key, vals) = spec.split_once('=').ok_or_else(|| SeriesError::Axis {
+        spec: spec.to_string(),
+        why: "expected key=v1,v2,...",
+    })?;
     let mut out = Vec::new();
     let mut depth = 0i32;
     let mut cur = String::new();
@@ -86,7 +87,10 @@ pub fn parse_axis(spec: &str) -> anyhow::Result<(String, Vec<String>)> {
     }
     out.push(cur.trim().to_string());
     if key.trim().is_empty() || out.iter().any(|v| v.is_empty()) {
-        bail!("--grid {spec:?}: empty key or value");
+        return Err(SeriesError::Axis {
+            spec: spec.to_string(),
+            why: "empty key or value",
+        });
     }
     Ok((key.trim().to_string(), out))
 }
@@ -131,31 +135,32 @@ fn fmt(x: f64) -> String {
 
 /// The grid's size checked against the bounds in [`limits`] before anything is built:
 /// returns the number of grid points.
-pub fn check_size(axes: &[(String, Vec<String>)], seeds: u64) -> anyhow::Result<u64> {
+pub fn check_size(axes: &[(String, Vec<String>)], seeds: u64) -> Result<u64, SeriesError> {
     if axes.len() > limits::MAX_GRID_AXES {
-        bail!(
-            "{} --grid axes: more than the limit of {}",
-            axes.len(),
-            limits::MAX_GRID_AXES
-        );
+        return Err(SeriesError::TooManyAxes {
+            count: axes.len(),
+            max: limits::MAX_GRID_AXES,
+        });
     }
     let mut points: u64 = 1;
     for (key, vals) in axes {
         if vals.len() > limits::MAX_AXIS_VALUES {
-            bail!(
-                "--grid {key}: {} values, more than the limit of {}",
-                vals.len(),
-                limits::MAX_AXIS_VALUES
-            );
+            return Err(SeriesError::TooManyValues {
+                key: key.clone(),
+                count: vals.len(),
+                max: limits::MAX_AXIS_VALUES,
+            });
         }
         points = points.saturating_mul(vals.len() as u64);
     }
     let runs = points.saturating_mul(seeds);
     if runs > limits::MAX_SWEEP_RUNS {
-        bail!(
-            "sweep of {points} grid point(s) × {seeds} seed(s) = {runs} runs: more than the limit of {} runs",
-            limits::MAX_SWEEP_RUNS
-        );
+        return Err(SeriesError::TooManyRuns {
+            points,
+            seeds,
+            runs,
+            max: limits::MAX_SWEEP_RUNS,
+        });
     }
     Ok(points)
 }
@@ -219,54 +224,63 @@ impl Plan {
     }
 
     /// Read `<out>/runs.json`.
-    pub fn read(out: &Path) -> anyhow::Result<Plan> {
+    pub fn read(out: &Path) -> Result<Plan, SeriesError> {
         let path = out.join(PLAN_FILE);
         let text = netsched_report::read::read_text(&path, MAX_PLAN_BYTES, "sweep run list")
-            .map_err(|e| anyhow!("{} is not a sweep's output folder: {e:#}", out.display()))?;
-        serde_json::from_str(&text).map_err(|e| anyhow!("cannot parse {}: {e}", path.display()))
+            .map_err(|e| SeriesError::NotASweep {
+                out: out.to_path_buf(),
+                why: format!("{e:#}"),
+            })?;
+        serde_json::from_str(&text).map_err(|source| SeriesError::Parse { path, source })
     }
 
     /// Write `<out>/runs.json` (to a temporary name in the same folder, then renamed).
-    pub fn write(&self, out: &Path) -> anyhow::Result<()> {
+    pub fn write(&self, out: &Path) -> Result<(), SeriesError> {
         let text = serde_json::to_string_pretty(self)?;
         write_atomic(&out.join(PLAN_FILE), text.as_bytes())
     }
 }
 
 /// Write `path` whole or not at all: to `.<name>.tmp-<pid>` beside it, then renamed.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SeriesError> {
     let name = path
         .file_name()
-        .ok_or_else(|| anyhow!("{}: not a file path", path.display()))?
+        .ok_or_else(|| SeriesError::NotAFilePath(path.to_path_buf()))?
         .to_string_lossy();
     let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(|e| anyhow!("cannot write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
+    std::fs::write(&tmp, bytes).map_err(|source| SeriesError::Write {
+        path: tmp.clone(),
+        source,
+    })?;
+    std::fs::rename(&tmp, path).map_err(|source| {
         let _ = std::fs::remove_file(&tmp);
-        anyhow!("cannot rename {} to {}: {e}", tmp.display(), path.display())
+        SeriesError::Rename {
+            from: tmp.clone(),
+            to: path.to_path_buf(),
+            source,
+        }
     })
 }
 
 /// Expand a sweep into its runs (the one expansion, used by local and Slurm sweeps alike):
 /// checks every bound and applies every grid value before anything is written. Returns the
 /// plan and the output folder.
-pub fn plan(a: &SweepSpec) -> anyhow::Result<(Plan, PathBuf)> {
+pub fn plan(a: &SweepSpec) -> Result<(Plan, PathBuf), SeriesError> {
     let exp = experiments::find(&a.name)?;
     limits::seed_range(a.seed, a.seeds)?;
     if let Some(j) = a.jobs {
         limits::check_count("--jobs", j as u64, limits::MAX_JOBS as u64)?;
     }
     if a.real && exp.run_real.is_none() {
-        bail!(
-            "no real mode for {}: it runs in the simulator only",
-            exp.name
-        );
+        return Err(SeriesError::NoRealMode {
+            experiment: exp.name.to_string(),
+        });
     }
     let axes: Vec<(String, Vec<String>)> = a
         .grid
         .iter()
         .map(|g| parse_axis(g))
-        .collect::<anyhow::Result<_>>()?;
+        .collect::<Result<_, _>>()?;
     check_size(&axes, a.seeds)?;
     let mut base = scenario::load(exp.name, a.scenario.as_deref())?;
     for s in &a.set {
@@ -326,25 +340,27 @@ pub fn plan(a: &SweepSpec) -> anyhow::Result<(Plan, PathBuf)> {
 }
 
 /// Refuse to put `plan` into a folder that holds a sweep of another experiment.
-pub fn check_same_experiment(plan: &Plan, out: &Path) -> anyhow::Result<()> {
+pub fn check_same_experiment(plan: &Plan, out: &Path) -> Result<(), SeriesError> {
     if !out.join(PLAN_FILE).exists() {
         return Ok(());
     }
     let old = Plan::read(out)?;
     if old.experiment != plan.experiment {
-        bail!(
-            "output folder {} holds a sweep of {} (its {PLAN_FILE}), not {}: choose another --out",
-            out.display(),
-            old.experiment,
-            plan.experiment
-        );
+        return Err(SeriesError::OtherExperiment {
+            out: out.to_path_buf(),
+            found: old.experiment,
+            wanted: plan.experiment.clone(),
+        });
     }
     Ok(())
 }
 
-fn read_results(p: &Path) -> anyhow::Result<Results> {
+fn read_results(p: &Path) -> Result<Results, SeriesError> {
     let text = netsched_report::read::read_text(p, limits::MAX_RESULTS_BYTES, "sweep run results")?;
-    serde_json::from_str::<Results>(&text).map_err(|e| anyhow!("cannot parse {}: {e}", p.display()))
+    serde_json::from_str::<Results>(&text).map_err(|source| SeriesError::Parse {
+        path: p.to_path_buf(),
+        source,
+    })
 }
 
 /// The finished results of run `i`, if its folder holds a readable `results.json`.
@@ -356,11 +372,11 @@ pub fn done(plan: &Plan, out: &Path, i: usize) -> Option<Results> {
 /// resumed sweep, a Slurm task and a local sweep tabulate the same bytes). The run is written
 /// into `runs/.<hash>.tmp-<pid>/` and renamed to `runs/<hash>/` when complete: a run killed
 /// part-way leaves no `runs/<hash>/` behind.
-pub fn run_one(plan: &Plan, out: &Path, i: usize) -> anyhow::Result<Results> {
-    let run = plan
-        .runs
-        .get(i)
-        .ok_or_else(|| anyhow!("run index {i}: the sweep has {} run(s)", plan.runs.len()))?;
+pub fn run_one(plan: &Plan, out: &Path, i: usize) -> Result<Results, SeriesError> {
+    let run = plan.runs.get(i).ok_or(SeriesError::RunIndex {
+        index: i,
+        runs: plan.runs.len(),
+    })?;
     let dir = plan.run_dir(out, i);
     let results = dir.join("results.json");
     if let Ok(r) = read_results(&results) {
@@ -388,16 +404,20 @@ pub fn run_one(plan: &Plan, out: &Path, i: usize) -> anyhow::Result<Results> {
     let written = runner::execute(&req).and_then(|o| runner::write_outputs(&req, &o));
     if let Err(e) = written {
         let _ = std::fs::remove_dir_all(&tmp);
-        return Err(e);
+        return Err(e.into());
     }
     if std::fs::rename(&tmp, &dir).is_err() {
         // An earlier folder without results (from an older version, or by hand) is replaced;
         // one with results (another task finished the same run first) is kept.
         if read_results(&results).is_err() {
             let _ = std::fs::remove_dir_all(&dir);
-            std::fs::rename(&tmp, &dir).map_err(|e| {
+            std::fs::rename(&tmp, &dir).map_err(|source| {
                 let _ = std::fs::remove_dir_all(&tmp);
-                anyhow!("cannot rename {} to {}: {e}", tmp.display(), dir.display())
+                SeriesError::Rename {
+                    from: tmp.clone(),
+                    to: dir.clone(),
+                    source,
+                }
             })?;
         } else {
             let _ = std::fs::remove_dir_all(&tmp);
@@ -443,8 +463,8 @@ pub struct Failure {
 pub fn tabulate(
     plan: &Plan,
     out: &Path,
-    outcomes: Vec<Result<Results, String>>,
-) -> anyhow::Result<Vec<Failure>> {
+    outcomes: Vec<Result<Results, RunFailure>>,
+) -> Result<Vec<Failure>, SeriesError> {
     let (per_point, failures) = metrics_per_point(plan, outcomes);
     let mut md = write_table(plan, &per_point, out)?;
     let charts = write_plot(plan, &per_point, out)?;
@@ -473,8 +493,10 @@ pub fn tabulate(
             let _ = writeln!(md, "- {}", netsched_report::markdown::cell(&line));
         }
     }
-    std::fs::write(out.join("sweep.md"), md)
-        .map_err(|e| anyhow!("cannot write {}: {e}", out.join("sweep.md").display()))?;
+    std::fs::write(out.join("sweep.md"), md).map_err(|source| SeriesError::Write {
+        path: out.join("sweep.md"),
+        source,
+    })?;
     write_atomic(
         &out.join(FAILURES_FILE),
         serde_json::to_string_pretty(&failures)?.as_bytes(),
@@ -489,7 +511,7 @@ pub type PerPoint = Vec<BTreeMap<String, Vec<f64>>>;
 /// [`PerPoint`] of `outcomes`, and the failed runs.
 fn metrics_per_point(
     plan: &Plan,
-    outcomes: Vec<Result<Results, String>>,
+    outcomes: Vec<Result<Results, RunFailure>>,
 ) -> (PerPoint, Vec<Failure>) {
     let mut failures = Vec::new();
     let points = &plan.points;
@@ -510,7 +532,7 @@ fn metrics_per_point(
                 index: i,
                 hash: run.hash.clone(),
                 seed: run.seed,
-                reason,
+                reason: reason.to_string(),
             }),
         }
     }
@@ -519,7 +541,7 @@ fn metrics_per_point(
 
 /// `sweep.csv` (per point and metric: n, mean, sd, min, max) and the same table as the start
 /// of `sweep.md` (returned, to be continued).
-fn write_table(plan: &Plan, per_point: &PerPoint, out: &Path) -> anyhow::Result<String> {
+fn write_table(plan: &Plan, per_point: &PerPoint, out: &Path) -> Result<String, SeriesError> {
     let axes = &plan.axes;
     let points = &plan.points;
     let keys: Vec<&str> = axes.iter().map(|(k, _)| k.as_str()).collect();
@@ -585,7 +607,7 @@ fn write_plot(
             format!("sweep-{}.svg", k + 1)
         };
         std::fs::write(out.join(&file), plot_metric(plan, per_point, m))
-            .map_err(|e| anyhow!("cannot write {}: {e}", out.join(&file).display()))?;
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.join(&file).display()))?;
         files.push((m.clone(), file));
     }
     Ok(files)
@@ -659,41 +681,43 @@ pub fn plot_metric(plan: &Plan, per_point: &PerPoint, metric: &str) -> String {
 }
 
 /// The error of a sweep with failed runs (none: `Ok`).
-pub fn failures_error(out: &Path, failures: &[Failure]) -> anyhow::Result<()> {
+pub fn failures_error(out: &Path, failures: &[Failure]) -> Result<(), SeriesError> {
     if failures.is_empty() {
         return Ok(());
     }
-    bail!(
-        "{} sweep run(s) failed (see {}):\n  {}",
-        failures.len(),
-        out.join("sweep.md").display(),
-        failures
+    Err(SeriesError::SweepRunsFailed {
+        count: failures.len(),
+        table: out.join("sweep.md"),
+        lines: failures
             .iter()
-            .map(|f| format!(
-                "run {} ({}, seed {}): {}",
-                f.index,
-                out.join("runs").join(&f.hash).display(),
-                f.seed,
-                f.reason
-            ))
-            .collect::<Vec<_>>()
-            .join("\n  ")
-    )
+            .map(|f| {
+                format!(
+                    "run {} ({}, seed {}): {}",
+                    f.index,
+                    out.join("runs").join(&f.hash).display(),
+                    f.seed,
+                    f.reason
+                )
+            })
+            .collect(),
+    })
 }
 
 /// Run a sweep on this machine.
-pub fn run(a: SweepSpec) -> anyhow::Result<()> {
+pub fn run(a: SweepSpec) -> Result<(), SeriesError> {
     let (plan, out) = plan(&a)?;
     if plan.real {
-        bail!("--real sweeps run on Slurm (--on slurm), one real run per node at a time; a local sweep runs simulated runs");
+        return Err(SeriesError::RealNeedsSlurm);
     }
     check_same_experiment(&plan, &out)?;
     // Every grid value was applied above: the sweep is valid. Create the folders now (the
     // shared `runs/` before the parallel runs), removed again if this sweep created them and
     // fails before writing its tables.
     let dir = OutDir::create(&out)?;
-    std::fs::create_dir_all(out.join("runs"))
-        .map_err(|e| anyhow!("cannot create {}: {e}", out.join("runs").display()))?;
+    std::fs::create_dir_all(out.join("runs")).map_err(|source| SeriesError::Create {
+        path: out.join("runs"),
+        source,
+    })?;
     plan.write(&out)?;
     let started = Instant::now();
     let total = plan.runs.len();
@@ -708,7 +732,7 @@ pub fn run(a: SweepSpec) -> anyhow::Result<()> {
     let indices: Vec<usize> = (0..total).collect();
     let progress = Progress::new(total as u64);
     let outcomes = runner::parallel_map(&indices, threads, |&i| {
-        let o = run_one(&plan, &out, i).map_err(|e| format!("{e:#}"));
+        let o = run_one(&plan, &out, i).map_err(|e| RunFailure::Error(e.to_string()));
         progress.inc();
         o
     });

@@ -35,7 +35,7 @@ fn reused(o: &ExperimentOutput, size: &str, alg: &str, hosts: u64) -> u64 {
 }
 
 #[test]
-fn lvs_cluster_reproduces_p4_claims() {
+fn lvs_cluster_reproduces_the_papers_claims() {
     let o = run(
         "lvs-cluster",
         &["cluster.hosts=[1,15]", "cluster.extra_algorithms=[]"],

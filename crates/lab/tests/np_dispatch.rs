@@ -5,7 +5,7 @@ mod common_lab;
 use common_lab::*;
 
 #[test]
-fn np_dispatch_reproduces_p1_orderings() {
+fn np_dispatch_reproduces_the_papers_orderings() {
     let o = run("np-dispatch", &[], 1, "np");
     print_checks(&o);
     assert_check(&o, "least idle time at 64 B");

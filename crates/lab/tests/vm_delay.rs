@@ -20,7 +20,7 @@ fn metric(o: &ExperimentOutput, sch: &str, n: u64, tier: &str, key: &str) -> f64
 const TIERS: [&str; 3] = ["High", "Mid", "Low"];
 
 #[test]
-fn vm_delay_reproduces_p2_claims() {
+fn vm_delay_reproduces_the_papers_claims() {
     let o = run("vm-delay", &["run.duration=30s"], 1, "vm");
     print_checks(&o);
     assert_check(&o, "low tier's p99 latency grows");

@@ -12,7 +12,7 @@
 //! test says why it skipped them.
 //! The loss claims do NOT hold with a margin in 8 s runs — not even in the simulator, where
 //! strict priority's Low-tier loss at 18 guests ranges 0.00..2.46% over seeds 1..=10 — so
-//! they have their own test with 20 s runs (`p2_on_real_traffic_strict_low_loss_grows`):
+//! they have their own test with 20 s runs (`vm_delay_real_strict_low_loss_grows`):
 //! strict priority's Low-tier loss grows from 9 to 18 guests, and delay-constrained lowers
 //! the Low tier's loss at 18 guests, and that of the tiers P2 measured (Mid+Low together),
 //! on the switch and on the replay of the run's recorded arrivals. The Mid tier alone is
@@ -82,8 +82,8 @@ fn value(out: &ExperimentOutput, prefix: &str) -> f64 {
 }
 
 #[test]
-fn p2_on_real_traffic_tail_latency_identity_and_bitmap_bound() {
-    if !privileged_test_allowed("p2_on_real_traffic_tail_latency_identity_and_bitmap_bound") {
+fn vm_delay_real_tail_latency_identity_and_bitmap_bound() {
+    if !privileged_test_allowed("vm_delay_real_tail_latency_identity_and_bitmap_bound") {
         return;
     }
     let out = run();
@@ -169,8 +169,8 @@ fn host_kept_up(out: &ExperimentOutput, what: &str) -> bool {
 /// stalled host cannot inflate; and at 18 guests delay-constrained lowers the Low tier's loss
 /// (simulator 0.37..1.77 points; asserted > 0.1, on both figures too).
 #[test]
-fn p2_on_real_traffic_strict_low_loss_grows() {
-    if !privileged_test_allowed("p2_on_real_traffic_strict_low_loss_grows") {
+fn vm_delay_real_strict_low_loss_grows() {
+    if !privileged_test_allowed("vm_delay_real_strict_low_loss_grows") {
         return;
     }
     let out = run_with(&RealOptions {
@@ -285,8 +285,8 @@ fn diagnosis_options(preload: u32) -> RealOptions {
 /// with the same arrivals, clumps) and the probes each tier's pings sent.
 #[test]
 #[ignore = "a measurement for the docs (about 60 s), not a claim"]
-fn p2_on_real_traffic_ping_preload_diagnosis() {
-    if !privileged_test_allowed("p2_on_real_traffic_ping_preload_diagnosis") {
+fn vm_delay_real_ping_preload_diagnosis() {
+    if !privileged_test_allowed("vm_delay_real_ping_preload_diagnosis") {
         return;
     }
     for preload in [1, PING_PRELOAD] {
@@ -302,8 +302,8 @@ fn p2_on_real_traffic_ping_preload_diagnosis() {
 /// sent, what the switch read) next to the switch's and the replay's drops.
 #[test]
 #[ignore = "a measurement for the docs (about 50 s), not a claim"]
-fn p2_on_real_traffic_arrivals_diagnosis() {
-    if !privileged_test_allowed("p2_on_real_traffic_arrivals_diagnosis") {
+fn vm_delay_real_arrivals_diagnosis() {
+    if !privileged_test_allowed("vm_delay_real_arrivals_diagnosis") {
         return;
     }
     let out = run_with(&diagnosis_options(PING_PRELOAD));

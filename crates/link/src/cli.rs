@@ -227,7 +227,7 @@ pub fn run_link(args: LinkArgs) -> Result<()> {
     let metrics_addr = args.run.metrics_addr()?;
     if args.run.check {
         use netsched_testbed::check;
-        let host = || -> Result<(), String> {
+        let host = || -> Result<(), check::HostCheckError> {
             check::interface("--dev-a", &cfg.dev_a)?;
             check::interface("--dev-b", &cfg.dev_b)?;
             if let Some(a) = metrics_addr {
@@ -235,7 +235,7 @@ pub fn run_link(args: LinkArgs) -> Result<()> {
             }
             Ok(())
         };
-        host().map_err(|e| anyhow!("{e}"))?;
+        host()?;
         println!("ok ({} <-> {})", cfg.dev_a, cfg.dev_b);
         return Ok(());
     }
@@ -265,18 +265,7 @@ pub fn run_link(args: LinkArgs) -> Result<()> {
     // The printer runs on its own thread: a reader that stops reading blocks it, never the
     // packet thread (which hands over at most STATS_QUEUE snapshots, then counts drops).
     let (outlet, rx, dropped) = StatsOutlet::new();
-    let printer = std::thread::Builder::new()
-        .name("link-stats".into())
-        .spawn(move || {
-            use std::io::Write;
-            let mut out = std::io::stdout().lock();
-            for s in rx {
-                if writeln!(out, "{}", serde_json::to_string(&s).unwrap_or_default()).is_err() {
-                    break;
-                }
-                let _ = out.flush();
-            }
-        })
+    let printer = netsched_util::json_lines::spawn_printer("link-stats", rx)
         .context("starting the stats printer")?;
     netsched_util::notify::ready("netsched link", "forwarding");
     let final_stats = engine.run(&netsched_testbed::interrupted, duration, Some(&outlet));
@@ -372,8 +361,7 @@ impl RunArgs {
             port: netsched_sys::PortOptions {
                 backend: self
                     .port
-                    .parse()
-                    .map_err(|e: String| anyhow!(e))
+                    .parse::<netsched_sys::PortBackend>()
                     .context("--port")?,
                 ring: netsched_sys::RingConfig {
                     rx_frames: self.ring_frames,
@@ -469,9 +457,9 @@ pub fn run_shape(args: ShapeArgs) -> Result<()> {
 /// or an IFB device.
 fn apply_check_host(a: &ApplyArgs, plan: &ShapePlan) -> Result<()> {
     use netsched_testbed::check;
-    check::interface("--dev", &a.dev).map_err(|e| anyhow!("{e}"))?;
+    check::interface("--dev", &a.dev)?;
     if a.check {
-        check::program("tc", "tc").map_err(|e| anyhow!("{e}"))?;
+        check::program("tc", "tc")?;
         let t = Target::local(&a.dev);
         if let Some(d) = &plan.down {
             if let Some(l) = t.link(&d.dev)? {

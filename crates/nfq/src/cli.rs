@@ -233,8 +233,7 @@ pub fn run(args: NfqArgs) -> Result<()> {
             socket,
         }) => {
             // A front end that is not installed removed nothing: an error, not "removed 0".
-            netsched_testbed::check::program("--iptables", &bin)
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            netsched_testbed::check::program("--iptables", &bin)?;
             // The socket first: a live daemon (or something that is not its socket) stops
             // the cleanup before any rule is touched.
             let removed_socket = control::remove_stale_socket(&socket)?;
@@ -253,7 +252,7 @@ pub fn run(args: NfqArgs) -> Result<()> {
         None => {
             let cfg = args.run.to_config()?;
             if args.run.check {
-                check_host(&cfg).map_err(|e| anyhow::anyhow!("{e}"))?;
+                check_host(&cfg)?;
                 println!(
                     "{}ok (queue {}, {} classes, discipline {})",
                     args.run
@@ -313,7 +312,7 @@ fn needs_root(e: anyhow::Error) -> anyhow::Error {
 }
 
 /// What a start needs of the host besides a valid configuration (`--check`).
-fn check_host(cfg: &Config) -> Result<(), String> {
+fn check_host(cfg: &Config) -> Result<(), netsched_testbed::check::HostCheckError> {
     use netsched_testbed::check;
     if let Some(g) = &cfg.control_group {
         check::group("control_group", g)?;

@@ -22,8 +22,7 @@ fn thread_cpu_s(tid: i32) -> f64 {
     let rest = text.rsplit_once(')').unwrap().1;
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
-    // SAFETY: sysconf has no preconditions.
-    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+    ticks / netsched_sys::clock::clock_ticks_per_second() as f64
 }
 
 #[test]
@@ -52,8 +51,7 @@ fn idle_daemon_sleeps_after_traffic() {
         let (ns, stop) = (ns.clone(), Arc::clone(&stop));
         std::thread::spawn(move || -> anyhow::Result<_> {
             enter_netns(&ns)?;
-            // SAFETY: gettid has no preconditions.
-            let tid = unsafe { libc::gettid() };
+            let tid = netsched_sys::thread::gettid();
             netsched_nfq::daemon::run_daemon(cfg, &stop, |_| {
                 let _ = tx.send(tid);
             })

@@ -32,17 +32,31 @@ impl PortBackend {
     }
 }
 
+/// A port backend name that is none of [`PortBackend::NAMES`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownBackend(pub String);
+
+impl std::fmt::Display for UnknownBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "port backend `{}`: unknown (one of {})",
+            self.0,
+            PortBackend::NAMES
+        )
+    }
+}
+
+impl std::error::Error for UnknownBackend {}
+
 impl std::str::FromStr for PortBackend {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownBackend;
+    fn from_str(s: &str) -> Result<Self, UnknownBackend> {
         match s {
             "auto" => Ok(PortBackend::Auto),
             "tpacket" => Ok(PortBackend::Tpacket),
             "packet" => Ok(PortBackend::Packet),
-            _ => Err(format!(
-                "port backend `{s}`: unknown (one of {})",
-                PortBackend::NAMES
-            )),
+            _ => Err(UnknownBackend(s.to_string())),
         }
     }
 }
@@ -168,7 +182,7 @@ mod tests {
         for b in [PortBackend::Auto, PortBackend::Tpacket, PortBackend::Packet] {
             assert_eq!(b.name().parse::<PortBackend>(), Ok(b));
         }
-        let e = "xdpp".parse::<PortBackend>().unwrap_err();
+        let e = "xdpp".parse::<PortBackend>().unwrap_err().to_string();
         assert!(
             e.contains("`xdpp`") && e.contains("auto, tpacket, packet"),
             "{e}"

@@ -53,7 +53,7 @@ pub mod tap;
 pub mod thread;
 pub mod tpacket;
 
-pub use any_port::{AnyPort, PortBackend, PortOptions};
+pub use any_port::{AnyPort, PortBackend, PortOptions, UnknownBackend};
 pub use clock::{now_ns, thread_cpu_ns};
 pub use epoll::{poll, poll_in, Epoll, EventFd};
 pub use netlink::NetlinkSocket;

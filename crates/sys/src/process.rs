@@ -1,6 +1,6 @@
 //! The process: its effective uid (`geteuid(2)`), signals to a process or process group
-//! (`kill(2)`), signal handlers (`signal-hook`'s low-level registration) and its open-file
-//! limit (`getrlimit(2)`/`setrlimit(2)`).
+//! (`kill(2)`), signal handlers (`signal-hook`'s low-level registration), its open-file
+//! limit (`getrlimit(2)`/`setrlimit(2)`), and the limits a child is started with.
 
 use anyhow::{Context, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -89,5 +89,38 @@ mod tests {
         signal_hook::low_level::unregister(id);
         assert!(!signal_pid(0, libc::SIGWINCH) && !signal_group(1, libc::SIGWINCH));
         assert!(raise_nofile_limit().unwrap() > 0);
+    }
+}
+
+/// A resource limit a child process may be started with ([`limit_child`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildLimit {
+    /// `RLIMIT_NOFILE`: open files.
+    OpenFiles,
+    /// `RLIMIT_AS`: address space, bytes.
+    AddressSpace,
+}
+
+/// Make the child `cmd` spawns start with the soft and hard `limit` at `value`
+/// (`setrlimit(2)` between fork and exec); a child the limit cannot be set in fails to spawn.
+pub fn limit_child(cmd: &mut std::process::Command, limit: ChildLimit, value: u64) {
+    use std::os::unix::process::CommandExt;
+    let resource = match limit {
+        ChildLimit::OpenFiles => libc::RLIMIT_NOFILE,
+        ChildLimit::AddressSpace => libc::RLIMIT_AS,
+    };
+    // SAFETY: the closure runs in the forked child before exec; it only calls setrlimit(2),
+    // which is async-signal-safe, on a value on its own stack, and touches no shared state.
+    unsafe {
+        cmd.pre_exec(move || {
+            let l = libc::rlimit {
+                rlim_cur: value,
+                rlim_max: value,
+            };
+            if libc::setrlimit(resource, &l) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }

@@ -104,9 +104,7 @@ fn blast(bed: &Bed, len: usize, dur: Duration) -> u64 {
             for (i, p) in ports.iter().enumerate() {
                 frame[6..12].copy_from_slice(&[2, 0, 0, 0, 2, i as u8]);
                 for _ in 0..8 {
-                    // SAFETY: a valid buffer on an open socket.
-                    let r = unsafe { libc::send(p.raw_fd(), frame.as_ptr() as *const _, len, 0) };
-                    if r == len as isize {
+                    if p.send_frame(&frame[..len]).is_ok_and(|r| r == len) {
                         sent += 1;
                     }
                 }

@@ -100,7 +100,7 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
         if let Some(ns) = &args.netns {
             netsched_testbed::enter_netns(ns).with_context(|| format!("--netns {ns}"))?;
         }
-        check_host(&args, &cfg, metrics_addr).map_err(|e| anyhow::anyhow!("{e}"))?;
+        check_host(&args, &cfg, metrics_addr)?;
         println!(
             "{}: ok ({} guest ports -> {}, {})",
             config.display(),
@@ -165,18 +165,7 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
     // The printer has its own thread: a reader that stops reading blocks it, never the packet
     // thread (which hands over at most STATS_QUEUE snapshots, then counts drops).
     let (outlet, rx) = StatsOutlet::new();
-    let printer = std::thread::Builder::new()
-        .name("vswitch-stats".into())
-        .spawn(move || {
-            use std::io::Write;
-            let mut out = std::io::stdout().lock();
-            for s in rx {
-                if writeln!(out, "{}", serde_json::to_string(&s).unwrap_or_default()).is_err() {
-                    break;
-                }
-                let _ = out.flush();
-            }
-        })
+    let printer = netsched_util::json_lines::spawn_printer("vswitch-stats", rx)
         .context("starting the stats printer")?;
     netsched_util::notify::ready("netsched vswitch", "switching");
     let final_stats = sw.run(&netsched_testbed::interrupted, duration, Some(&outlet));
@@ -196,7 +185,7 @@ fn check_host(
     args: &VswitchArgs,
     cfg: &SwitchConfig,
     metrics: Option<std::net::SocketAddr>,
-) -> Result<(), String> {
+) -> Result<(), netsched_testbed::check::HostCheckError> {
     use netsched_testbed::check;
     check::interface("uplink", &cfg.uplink)?;
     for (i, p) in cfg.ports.iter().enumerate() {

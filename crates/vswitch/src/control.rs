@@ -27,8 +27,7 @@
 pub use crate::control_error::{ControlError, RequestError};
 use crate::stats::SwitchStats;
 use netsched_control::{
-    BindError, BindMode, ClientError, Handler, Limits, LineEnd, Refusal, Request, Server,
-    ServerConfig, WhenFull,
+    BindError, BindMode, ClientError, Limits, LineEnd, OkOrError, Server, ServerConfig, WhenFull,
 };
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
@@ -255,29 +254,6 @@ pub const SERVER: ServerConfig = ServerConfig {
     nice: None,
 };
 
-/// The switch's side of the server: a request line in, its `ok`/`error` answer out, on the
-/// server's connection thread (it waits for the packet thread at most until the request's
-/// deadline).
-struct SwitchHandler {
-    out: Outbox,
-}
-
-impl Handler for SwitchHandler {
-    fn answer(&self, r: &Request<'_>) -> String {
-        let answer = match execute_line(r.line, &self.out, r.deadline) {
-            Ok(text) => format!("ok\n{text}"),
-            Err(e) => format!("error: {e}\n"),
-        };
-        let verb = r.line.split_whitespace().next().unwrap_or("");
-        netsched_control::audit::log_request(r, verb.starts_with("show"), &answer);
-        answer
-    }
-
-    fn refusal(&self, why: &Refusal) -> Option<String> {
-        Some(format!("error: {why}\n"))
-    }
-}
-
 /// The listening socket and its threads; dropping it stops accepting and removes the socket
 /// file (only if it is still the one we created).
 pub struct ControlServer {
@@ -289,7 +265,13 @@ impl ControlServer {
     /// A stale socket (nobody answers) is replaced; a live one is an error; a path that is
     /// not a socket is never removed.
     pub fn start(path: &Path, group: Option<&str>, out: Outbox) -> Result<Self, BindError> {
-        let server = Server::start(path, group, SERVER, Arc::new(SwitchHandler { out }))?;
+        // The switch's side: a request line in, its `ok`/`error` answer out, on the server's
+        // connection thread (it waits for the packet thread at most until the deadline).
+        let handler = OkOrError(
+            move |line: &str, deadline| execute_line(line, &out, deadline),
+            |verb| verb.starts_with("show"),
+        );
+        let server = Server::start(path, group, SERVER, Arc::new(handler))?;
         Ok(ControlServer { server })
     }
 

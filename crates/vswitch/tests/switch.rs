@@ -165,11 +165,7 @@ fn a_tap_port_forwards_for_a_guest_namespace_behind_it() {
                     // switch → TAP interface → fd → guest
                     if tap.wait_readable(1).unwrap_or(false) {
                         if let Ok(n) = tap.read(&mut buf) {
-                            // SAFETY: a valid buffer on the port's open socket.
-                            let r = unsafe {
-                                libc::send(veth.raw_fd(), buf.as_ptr() as *const _, n, 0)
-                            };
-                            if r == n as isize {
+                            if veth.send_frame(&buf[..n]).is_ok_and(|r| r == n) {
                                 from_tap += 1;
                             }
                         }

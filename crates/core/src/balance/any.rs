@@ -13,7 +13,8 @@ use super::random::{LeastRequestP2c, TwoChoices};
 use super::rr::{RoundRobin, WeightedRoundRobin};
 use super::{Balancer, BalancerConfigError, FlowKey, ServerId, ServerTable};
 use crate::rng::SplitMix64;
-use crate::{Nanos, MS};
+use crate::time::{Duration, Instant};
+use crate::MS;
 use serde::{Deserialize, Serialize};
 
 fn default_expiration_ms() -> u64 {
@@ -141,7 +142,7 @@ impl BalancerConfig {
     /// Build the balancer. Randomised balancers take an independent stream split from `rng`
     /// (the others leave it untouched). `Err` names the field that is wrong.
     pub fn build(&self, rng: &mut SplitMix64) -> Result<AnyBalancer, BalancerConfigError> {
-        let expiration = |ms: u64| -> Result<Nanos, BalancerConfigError> {
+        let expiration = |ms: u64| -> Result<Duration, BalancerConfigError> {
             if ms == 0 {
                 return Err(BalancerConfigError::TooSmall {
                     field: "expiration_ms",
@@ -277,7 +278,7 @@ pub enum AnyBalancer {
 
 impl Balancer for AnyBalancer {
     #[inline]
-    fn pick(&mut self, servers: &ServerTable, key: &FlowKey, now: Nanos) -> Option<ServerId> {
+    fn pick(&mut self, servers: &ServerTable, key: &FlowKey, now: Instant) -> Option<ServerId> {
         match self {
             AnyBalancer::Rr(b) => b.pick(servers, key, now),
             AnyBalancer::Wrr(b) => b.pick(servers, key, now),

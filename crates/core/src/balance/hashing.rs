@@ -29,7 +29,7 @@
 //! layout changes. Memory: 2^bits × 4 bytes.
 
 use super::{fold_addr, hash_32, Balancer, BalancerConfigError, FlowKey, ServerId, ServerTable};
-use crate::Nanos;
+use crate::time::Instant;
 
 /// Allowed table sizes (`CONFIG_IP_VS_SH_TAB_BITS` range in `net/netfilter/ipvs/Kconfig`).
 pub const MIN_TABLE_BITS: u32 = 4;
@@ -149,7 +149,7 @@ impl Default for DestinationHash {
 
 impl Balancer for DestinationHash {
     #[inline]
-    fn pick(&mut self, servers: &ServerTable, key: &FlowKey, _now: Nanos) -> Option<ServerId> {
+    fn pick(&mut self, servers: &ServerTable, key: &FlowKey, _now: Instant) -> Option<ServerId> {
         let bucket = dh_hashkey(fold_addr(&key.dst), self.table.bits);
         self.table.lookup(servers, bucket as usize, false)
     }
@@ -192,7 +192,7 @@ impl Default for SourceHash {
 
 impl Balancer for SourceHash {
     #[inline]
-    fn pick(&mut self, servers: &ServerTable, key: &FlowKey, _now: Nanos) -> Option<ServerId> {
+    fn pick(&mut self, servers: &ServerTable, key: &FlowKey, _now: Instant) -> Option<ServerId> {
         // ip_vs_sh_hashkey: hash_32(ntohs(port) + ntohl(addr_fold), bits)
         let port = if self.use_port {
             key.src_port as u32

@@ -17,7 +17,7 @@
 //! Cost: O(n) per pick (nq stops at the first idle server), no allocation. Memory: none.
 
 use super::{lighter, weighted_least_conn, Balancer, FlowKey, ServerId, ServerTable};
-use crate::Nanos;
+use crate::time::Instant;
 
 /// True when there is no best yet, or when `beats` says the candidate beats it.
 #[inline]
@@ -33,7 +33,7 @@ fn replaces<T>(best: &Option<T>, beats: impl FnOnce(&T) -> bool) -> bool {
 pub struct LeastConn;
 
 impl Balancer for LeastConn {
-    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Nanos) -> Option<ServerId> {
+    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Instant) -> Option<ServerId> {
         let mut best: Option<(u64, ServerId)> = None;
         for s in servers.servers() {
             if !s.is_available() {
@@ -54,7 +54,7 @@ impl Balancer for LeastConn {
 pub struct WeightedLeastConn;
 
 impl Balancer for WeightedLeastConn {
-    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Nanos) -> Option<ServerId> {
+    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Instant) -> Option<ServerId> {
         weighted_least_conn(servers)
     }
 }
@@ -64,7 +64,7 @@ impl Balancer for WeightedLeastConn {
 pub struct ShortestExpectedDelay;
 
 impl Balancer for ShortestExpectedDelay {
-    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Nanos) -> Option<ServerId> {
+    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Instant) -> Option<ServerId> {
         let mut best: Option<(u64, u32, ServerId)> = None;
         for s in servers.servers() {
             if !s.is_available() {
@@ -84,7 +84,7 @@ impl Balancer for ShortestExpectedDelay {
 pub struct NeverQueue;
 
 impl Balancer for NeverQueue {
-    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Nanos) -> Option<ServerId> {
+    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Instant) -> Option<ServerId> {
         let mut best: Option<(u64, u32, ServerId)> = None;
         for s in servers.servers() {
             if !s.is_available() {
@@ -108,7 +108,7 @@ impl Balancer for NeverQueue {
 pub struct WeightedFailover;
 
 impl Balancer for WeightedFailover {
-    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Nanos) -> Option<ServerId> {
+    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Instant) -> Option<ServerId> {
         let mut best: Option<(u32, ServerId)> = None;
         for s in servers.servers() {
             if s.is_available() && replaces(&best, |&(bw, _)| s.weight > bw) {
@@ -125,7 +125,7 @@ impl Balancer for WeightedFailover {
 pub struct Overflow;
 
 impl Balancer for Overflow {
-    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Nanos) -> Option<ServerId> {
+    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Instant) -> Option<ServerId> {
         let mut best: Option<(u32, ServerId)> = None;
         for s in servers.servers() {
             if s.is_available() && s.active < s.weight && replaces(&best, |&(bw, _)| s.weight > bw)

@@ -38,15 +38,16 @@ use super::{
     lighter, weighted_least_conn, weighted_least_conn_by, Balancer, FastMap, FlowKey, Server,
     ServerId, ServerTable,
 };
-use crate::{Nanos, SEC};
+use crate::time::{Duration, Instant};
+use crate::SEC;
 use std::net::IpAddr;
 
 /// `DEFAULT_EXPIRATION` = 24 h (ip_vs_lblc.c, ip_vs_lblcr.c).
-pub const DEFAULT_EXPIRATION: Nanos = 24 * 3600 * SEC;
+pub const DEFAULT_EXPIRATION: Duration = 24 * 3600 * SEC;
 /// `CHECK_EXPIRE_INTERVAL` = 60 s (ip_vs_lblc.c).
-pub const CHECK_EXPIRE_INTERVAL: Nanos = 60 * SEC;
+pub const CHECK_EXPIRE_INTERVAL: Duration = 60 * SEC;
 /// `ENTRY_TIMEOUT` = 6 min (ip_vs_lblc.c).
-pub const ENTRY_TIMEOUT: Nanos = 6 * 60 * SEC;
+pub const ENTRY_TIMEOUT: Duration = 6 * 60 * SEC;
 /// `max_size = IP_VS_LBLC_TAB_SIZE * 16` with 2^10 buckets (ip_vs_lblc.c).
 pub const DEFAULT_MAX_ENTRIES: usize = 16 * 1024;
 
@@ -74,13 +75,13 @@ fn lblc_overloaded(s: &Server, servers: &ServerTable) -> bool {
 /// Expiry book-keeping shared by lblc and lblcr.
 #[derive(Debug, Clone)]
 struct Expiry {
-    expiration: Nanos,
+    expiration: Duration,
     max_entries: usize,
-    next_check: Nanos,
+    next_check: Instant,
 }
 
 impl Expiry {
-    fn new(expiration: Nanos, max_entries: usize) -> Self {
+    fn new(expiration: Duration, max_entries: usize) -> Self {
         Self {
             expiration,
             max_entries,
@@ -89,7 +90,12 @@ impl Expiry {
     }
 
     /// Remove stale entries if a check is due at `now`; `last_use` reads an entry's time.
-    fn maybe_collect<V>(&mut self, map: &mut AddrMap<V>, now: Nanos, last_use: fn(&V) -> Nanos) {
+    fn maybe_collect<V>(
+        &mut self,
+        map: &mut AddrMap<V>,
+        now: Instant,
+        last_use: fn(&V) -> Instant,
+    ) {
         if now < self.next_check {
             return;
         }
@@ -105,7 +111,7 @@ impl Expiry {
 #[derive(Debug, Clone)]
 struct LblcEntry {
     server: ServerId,
-    last_use: Nanos,
+    last_use: Instant,
 }
 
 /// lblc: destination address → one server.
@@ -126,7 +132,7 @@ impl Default for LocalityLeastConn {
 impl LocalityLeastConn {
     /// `expiration`: an entry unused this long is forgotten. `max_entries`: above this many
     /// entries, those unused for 6 min are forgotten too.
-    pub fn new(expiration: Nanos, max_entries: usize) -> Self {
+    pub fn new(expiration: Duration, max_entries: usize) -> Self {
         Self {
             map: AddrMap::default(),
             expiry: Expiry::new(expiration, max_entries),
@@ -153,7 +159,7 @@ impl LocalityLeastConn {
 }
 
 impl Balancer for LocalityLeastConn {
-    fn pick(&mut self, servers: &ServerTable, key: &FlowKey, now: Nanos) -> Option<ServerId> {
+    fn pick(&mut self, servers: &ServerTable, key: &FlowKey, now: Instant) -> Option<ServerId> {
         self.expiry
             .maybe_collect(&mut self.map, now, |e| e.last_use);
         let k = addr_key(&key.dst);
@@ -181,8 +187,8 @@ impl Balancer for LocalityLeastConn {
 struct LblcrEntry {
     /// Newest member first.
     set: Vec<ServerId>,
-    last_mod: Nanos,
-    last_use: Nanos,
+    last_mod: Instant,
+    last_use: Instant,
 }
 
 /// lblcr: destination address → a set of servers that grows under load and shrinks after
@@ -232,7 +238,7 @@ fn set_max(set: &[ServerId], servers: &ServerTable) -> Option<ServerId> {
 }
 
 impl LocalityLeastConnReplicated {
-    pub fn new(expiration: Nanos, max_entries: usize) -> Self {
+    pub fn new(expiration: Duration, max_entries: usize) -> Self {
         Self {
             map: AddrMap::default(),
             expiry: Expiry::new(expiration, max_entries),
@@ -250,7 +256,7 @@ impl LocalityLeastConnReplicated {
 }
 
 impl Balancer for LocalityLeastConnReplicated {
-    fn pick(&mut self, servers: &ServerTable, key: &FlowKey, now: Nanos) -> Option<ServerId> {
+    fn pick(&mut self, servers: &ServerTable, key: &FlowKey, now: Instant) -> Option<ServerId> {
         self.expiry
             .maybe_collect(&mut self.map, now, |e| e.last_use);
         let k = addr_key(&key.dst);

@@ -27,7 +27,7 @@
 use super::{
     fold_addr, mix64, Balancer, BalancerConfigError, FlowKey, Server, ServerId, ServerTable,
 };
-use crate::Nanos;
+use crate::time::Instant;
 use std::net::IpAddr;
 
 /// Default table size: 65521, the largest prime below 2^16 in the kernel's list
@@ -209,7 +209,7 @@ impl Default for Maglev {
 
 impl Balancer for Maglev {
     #[inline]
-    fn pick(&mut self, servers: &ServerTable, key: &FlowKey, _now: Nanos) -> Option<ServerId> {
+    fn pick(&mut self, servers: &ServerTable, key: &FlowKey, _now: Instant) -> Option<ServerId> {
         if self.generation != servers.layout_generation() {
             self.maglev_build(servers);
         }

@@ -27,7 +27,7 @@
 //! | [`maglev`] | mh | `ip_vs_mh.c`, Eisenbud et al. NSDI 2016 §3.4 |
 //! | [`random`] | twos, least-request power of two choices | `ip_vs_twos.c`, Mitzenmacher |
 
-use crate::Nanos;
+use crate::time::Instant;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -406,7 +406,7 @@ impl ServerTable {
 /// time `now`, or `None` when no server is available. It does not update connection counts:
 /// the engine calls [`ServerTable::on_open`] when the connection is actually bound.
 pub trait Balancer {
-    fn pick(&mut self, servers: &ServerTable, key: &FlowKey, now: Nanos) -> Option<ServerId>;
+    fn pick(&mut self, servers: &ServerTable, key: &FlowKey, now: Instant) -> Option<ServerId>;
 }
 
 /// Fold an address to 32 bits as IPVS does: IPv4 as is, IPv6 as the XOR of its four 32-bit

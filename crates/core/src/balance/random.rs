@@ -22,7 +22,7 @@
 
 use super::{lighter, Balancer, FlowKey, ServerId, ServerTable};
 use crate::rng::SplitMix64;
-use crate::Nanos;
+use crate::time::Instant;
 
 /// twos: weighted random two, weighted least-connection between them.
 #[derive(Debug, Clone)]
@@ -95,7 +95,7 @@ impl TwoChoices {
 
 impl Balancer for TwoChoices {
     #[inline]
-    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Nanos) -> Option<ServerId> {
+    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Instant) -> Option<ServerId> {
         if self.generation != servers.availability_generation() {
             self.twos_refresh(servers);
         }
@@ -134,7 +134,7 @@ impl LeastRequestP2c {
 
 impl Balancer for LeastRequestP2c {
     #[inline]
-    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Nanos) -> Option<ServerId> {
+    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Instant) -> Option<ServerId> {
         let list = servers.servers();
         if self.generation != servers.availability_generation() {
             self.positions.clear();

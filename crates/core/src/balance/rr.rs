@@ -19,7 +19,7 @@
 //! change. Memory: O(1).
 
 use super::{Balancer, FlowKey, ServerId, ServerTable};
-use crate::Nanos;
+use crate::time::Instant;
 
 /// Round robin.
 #[derive(Debug, Clone, Default)]
@@ -36,7 +36,7 @@ impl RoundRobin {
 
 impl Balancer for RoundRobin {
     #[inline]
-    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Nanos) -> Option<ServerId> {
+    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Instant) -> Option<ServerId> {
         let list = servers.servers();
         let n = list.len();
         if n == 0 {
@@ -123,7 +123,7 @@ impl WeightedRoundRobin {
 
 impl Balancer for WeightedRoundRobin {
     #[inline]
-    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Nanos) -> Option<ServerId> {
+    fn pick(&mut self, servers: &ServerTable, _key: &FlowKey, _now: Instant) -> Option<ServerId> {
         if self.generation != servers.layout_generation() {
             self.wrr_refresh(servers);
         }

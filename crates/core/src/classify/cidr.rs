@@ -497,7 +497,7 @@ mod tests {
 
     /// P0's IP table (paper 000, "Mechanism"): 220.x → A, 192.x → B, 210.x → C, else D.
     #[test]
-    fn cidr_table_p0_ip_table() {
+    fn cidr_table_percentile_ip_table() {
         let mut t = CidrTable::new(3);
         t.add_str("220.0.0.0/8", 0).unwrap();
         t.add_str("192.0.0.0/8", 1).unwrap();

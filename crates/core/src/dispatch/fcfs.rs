@@ -15,7 +15,7 @@
 //! Cost: O(threads) per decision (a scan of the idle threads). Memory: one counter per engine.
 
 use super::{BlockKind, DecisionCost, Dispatch, DispatchProfile, WorkerId, WorkerView};
-use crate::Nanos;
+use crate::time::Instant;
 
 /// P1 FCFS: the longest-waiting idle thread.
 #[derive(Debug, Clone, Default)]
@@ -28,7 +28,12 @@ impl Fcfs {
 }
 
 impl Dispatch for Fcfs {
-    fn assign(&mut self, _block: BlockKind, workers: &WorkerView, _now: Nanos) -> Option<WorkerId> {
+    fn assign(
+        &mut self,
+        _block: BlockKind,
+        workers: &WorkerView,
+        _now: Instant,
+    ) -> Option<WorkerId> {
         workers.longest_idle(|_| true)
     }
     fn profile(&self) -> DispatchProfile {
@@ -57,7 +62,12 @@ impl ModifiedFcfs {
 }
 
 impl Dispatch for ModifiedFcfs {
-    fn assign(&mut self, block: BlockKind, workers: &WorkerView, _now: Nanos) -> Option<WorkerId> {
+    fn assign(
+        &mut self,
+        block: BlockKind,
+        workers: &WorkerView,
+        _now: Instant,
+    ) -> Option<WorkerId> {
         if !block.carries_header() {
             return workers.longest_idle(|_| true);
         }

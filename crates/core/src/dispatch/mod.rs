@@ -37,7 +37,7 @@
 //! Modelling hint (P1 brief), tested in `rr.rs`: with static RR over `N` threads and `b`
 //! blocks per packet, SOPs land on only `N / gcd(N, b)` threads.
 
-use crate::Nanos;
+use crate::time::Instant;
 use serde::{Deserialize, Serialize};
 
 mod fcfs;
@@ -101,7 +101,7 @@ pub struct WorkerState {
     /// Processing a block now.
     pub busy: bool,
     /// When it last became idle (meaningful when not busy; FCFS picks the smallest).
-    pub idle_since: Nanos,
+    pub idle_since: Instant,
 }
 
 /// The workers, indexed by [`WorkerId`].
@@ -181,7 +181,7 @@ pub struct DispatchProfile {
 pub trait Dispatch {
     /// The worker that takes the next block of kind `block`, or `None` if it must wait for a
     /// worker to become idle.
-    fn assign(&mut self, block: BlockKind, workers: &WorkerView, now: Nanos) -> Option<WorkerId>;
+    fn assign(&mut self, block: BlockKind, workers: &WorkerView, now: Instant) -> Option<WorkerId>;
 
     /// Overheads to model; see [`DispatchProfile`].
     fn profile(&self) -> DispatchProfile {
@@ -294,7 +294,7 @@ impl AnyDispatch {
 
 impl Dispatch for AnyDispatch {
     #[inline]
-    fn assign(&mut self, block: BlockKind, workers: &WorkerView, now: Nanos) -> Option<WorkerId> {
+    fn assign(&mut self, block: BlockKind, workers: &WorkerView, now: Instant) -> Option<WorkerId> {
         match self {
             AnyDispatch::StaticRr(p) => p.assign(block, workers, now),
             AnyDispatch::ModifiedRr(p) => p.assign(block, workers, now),

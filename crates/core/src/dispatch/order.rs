@@ -22,7 +22,7 @@
 //! Cost: O(log held) per packet (ordered maps); eviction is an O(flows) sweep, amortised over
 //! at least `max_flows / 2` admissions. Memory: one entry per tracked flow plus held items.
 
-use crate::Nanos;
+use crate::time::{Duration, Instant};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// A packet's place in its flow.
@@ -40,7 +40,7 @@ struct Flow {
     outstanding: u64,
     highest_done: Option<u64>,
     highest_sent: Option<u64>,
-    held: BTreeMap<u64, (Nanos, bool)>,
+    held: BTreeMap<u64, (Instant, bool)>,
 }
 
 /// What [`FlowOrder`] has counted.
@@ -71,18 +71,18 @@ pub type Release<K> = (K, bool);
 #[derive(Debug)]
 pub struct FlowOrder<K: Ord + Copy> {
     window: usize,
-    timeout: Nanos,
+    timeout: Duration,
     max_flows: usize,
     flows: HashMap<u64, Flow>,
     /// Held items: (flow, seq) → key, and by hold time for the oldest.
     keys: HashMap<(u64, u64), K>,
-    by_age: BTreeSet<(Nanos, u64, u64)>,
+    by_age: BTreeSet<(Instant, u64, u64)>,
     counters: OrderCounters,
 }
 
 impl<K: Ord + Copy> FlowOrder<K> {
     /// Hold at most `window` packets, each at most `timeout`; track at most `max_flows` flows.
-    pub fn new(window: usize, timeout: Nanos, max_flows: usize) -> Self {
+    pub fn new(window: usize, timeout: Duration, max_flows: usize) -> Self {
         Self {
             window,
             timeout,
@@ -110,7 +110,7 @@ impl<K: Ord + Copy> FlowOrder<K> {
 
     /// Change the window and timeout (held packets beyond the new window are released by the
     /// next completion or [`FlowOrder::expire`]).
-    pub fn set_window(&mut self, window: usize, timeout: Nanos) {
+    pub fn set_window(&mut self, window: usize, timeout: Duration) {
         self.window = window;
         self.timeout = timeout;
     }
@@ -142,7 +142,7 @@ impl<K: Ord + Copy> FlowOrder<K> {
         ticket: Ticket,
         key: K,
         sent: bool,
-        now: Nanos,
+        now: Instant,
         out: &mut Vec<Release<K>>,
     ) {
         let Some(seq) = ticket.seq else {
@@ -184,7 +184,7 @@ impl<K: Ord + Copy> FlowOrder<K> {
     }
 
     /// Release packets held longer than the timeout.
-    pub fn expire(&mut self, now: Nanos, out: &mut Vec<Release<K>>) {
+    pub fn expire(&mut self, now: Instant, out: &mut Vec<Release<K>>) {
         while let Some(&(t, _, _)) = self.by_age.first() {
             if now.saturating_sub(t) < self.timeout {
                 break;

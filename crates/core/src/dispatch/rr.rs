@@ -16,7 +16,7 @@
 //! The chain is rebuilt only when the number of workers changes. Memory: one id per worker.
 
 use super::{BlockKind, DecisionCost, Dispatch, DispatchProfile, WorkerId, WorkerView};
-use crate::Nanos;
+use crate::time::Instant;
 
 /// The successor chain: rank 0 of every engine, then rank 1, … (engines alternate).
 fn rr_chain(workers: &WorkerView) -> Vec<WorkerId> {
@@ -55,7 +55,12 @@ impl StaticRoundRobin {
 }
 
 impl Dispatch for StaticRoundRobin {
-    fn assign(&mut self, _block: BlockKind, workers: &WorkerView, _now: Nanos) -> Option<WorkerId> {
+    fn assign(
+        &mut self,
+        _block: BlockKind,
+        workers: &WorkerView,
+        _now: Instant,
+    ) -> Option<WorkerId> {
         if workers.is_empty() {
             return None;
         }
@@ -95,7 +100,12 @@ impl ModifiedRoundRobin {
 }
 
 impl Dispatch for ModifiedRoundRobin {
-    fn assign(&mut self, _block: BlockKind, workers: &WorkerView, _now: Nanos) -> Option<WorkerId> {
+    fn assign(
+        &mut self,
+        _block: BlockKind,
+        workers: &WorkerView,
+        _now: Instant,
+    ) -> Option<WorkerId> {
         if workers.is_empty() {
             return None;
         }

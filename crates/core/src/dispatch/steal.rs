@@ -11,7 +11,7 @@
 //! Cost: O(threads) per decision. Memory: one counter per engine, scratch, reused.
 
 use super::{BlockKind, DecisionCost, Dispatch, DispatchProfile, WorkerId, WorkerView};
-use crate::Nanos;
+use crate::time::Instant;
 
 #[derive(Debug, Clone, Default)]
 pub struct WorkStealing {
@@ -31,7 +31,12 @@ impl WorkStealing {
 }
 
 impl Dispatch for WorkStealing {
-    fn assign(&mut self, block: BlockKind, workers: &WorkerView, _now: Nanos) -> Option<WorkerId> {
+    fn assign(
+        &mut self,
+        block: BlockKind,
+        workers: &WorkerView,
+        _now: Instant,
+    ) -> Option<WorkerId> {
         if block.carries_header() || self.home.is_none() {
             self.idle_per_engine.clear();
             self.idle_per_engine.resize(workers.engines(), 0);

@@ -29,7 +29,7 @@ use super::prio::{
 use super::{
     ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict,
 };
-use crate::Nanos;
+use crate::time::Instant;
 
 /// Class of pure TCP ACKs.
 pub const ACK_CLASS: ClassId = 0;
@@ -165,7 +165,7 @@ impl<T: Packet> AckSeparation<T> {
 }
 
 impl<T: Packet> Qdisc<T> for AckSeparation<T> {
-    fn enqueue(&mut self, class: ClassId, item: T, now: Nanos) -> Verdict<T> {
+    fn enqueue(&mut self, class: ClassId, item: T, now: Instant) -> Verdict<T> {
         if class > OTHER_CLASS {
             return drop_unknown_class(&mut self.stats, item);
         }
@@ -195,7 +195,7 @@ impl<T: Packet> Qdisc<T> for AckSeparation<T> {
         band_enqueue(&mut self.queues[class], &mut self.stats, item, now)
     }
 
-    fn dequeue(&mut self, now: Nanos) -> Option<T> {
+    fn dequeue(&mut self, now: Instant) -> Option<T> {
         let class = self.ack_select()?;
         let both_backlogged = self.queues.iter().all(|q| !q.is_empty());
         let item = band_dequeue(&mut self.queues[class], &mut self.stats, now)?;
@@ -213,7 +213,7 @@ impl<T: Packet> Qdisc<T> for AckSeparation<T> {
         Some(item)
     }
 
-    fn peek(&mut self, now: Nanos) -> Option<&T> {
+    fn peek(&mut self, now: Instant) -> Option<&T> {
         let class = self.ack_select()?;
         self.queues[class].peek(now)
     }
@@ -285,7 +285,7 @@ mod tests {
     /// packet arrives; strict priority sends them all first, so the data waits
     /// 88 × 66 B / 800 kbit/s = 58.08 ms (the paper's "58 ms").
     #[test]
-    fn ack_p3_worst_case_data_waits_58ms_behind_88_acks() {
+    fn ack_separation_worst_case_data_waits_58ms_behind_88_acks() {
         let mut q: AckSeparation<Seg> = AckSeparation::p3();
         assert!(q.enqueue(OTHER_CLASS, data(0), 0).is_queued());
         for i in 1..=88 {
@@ -307,7 +307,7 @@ mod tests {
     /// collapse to the newest one: the data packet waits one ACK, 66 B at 800 kbit/s =
     /// 0.66 ms instead of 58.08 ms, and 87 ACKs are handed back as `ack_filtered`.
     #[test]
-    fn ack_filter_cuts_p3_worst_case_to_one_ack() {
+    fn ack_filter_cuts_the_adsl_worst_case_to_one_ack() {
         let mut q: AckSeparation<Seg> = AckSeparation::new(
             &default_separation_band(),
             &default_separation_band(),
@@ -342,7 +342,7 @@ mod tests {
     /// packets (half of them upload data, which collapses the upload's window); with the two
     /// 100-packet FIFOs of the fix nothing is lost.
     #[test]
-    fn ack_p3_separation_loses_nothing_where_fifo100_drops_data() {
+    fn ack_separation_loses_nothing_where_fifo100_drops_data() {
         let mut fifo: Fifo<Seg> = Fifo::new(100, u64::MAX);
         let mut sep: AckSeparation<Seg> = AckSeparation::p3();
         let (mut fifo_data_drops, mut sep_drops) = (0, 0);

@@ -10,7 +10,7 @@ use super::percentile::{PercentileDeadline, PercentileMemory, PercentileQueue};
 use super::prio::{BandConfig, StrictPriority};
 use super::wf2q::{Wf2qClassConfig, Wf2qPlus};
 use super::{ClassId, Feedback, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict};
-use crate::Nanos;
+use crate::time::Instant;
 use serde::{Deserialize, Serialize};
 
 /// Configuration of a discipline, as written in scenario and replay files.
@@ -83,38 +83,80 @@ fn default_batch() -> usize {
     238
 }
 
-crate::kinds::kinds! {
-    /// Every discipline kind, named as `kind = "..."` reads it. Adding a [`QdiscConfig`]
-    /// variant fails to compile until it has a kind here ([`QdiscConfig::kind`]), and a kind
-    /// fails to compile until the property tests (`tests/qdisc_props.rs`) and the benches
-    /// (`benches/core.rs`) map it to a configuration by exhaustive `match`.
-    pub enum QdiscKind {
-        Fifo => "fifo",
-        StrictPriority => "strict_priority",
-        Drr => "drr",
-        Wf2qPlus => "wf2q_plus",
-        Edf => "edf",
-        AckSeparation => "ack_separation",
-        Percentile => "percentile",
-        DelayConstrained => "delay_constrained",
-    }
+/// The discipline enums and their dispatch, from the one list in `kinds.rs`.
+macro_rules! qdisc_family {
+    ($($variant:ident => $text:literal => $ty:ident,)+) => {
+        crate::kinds::kinds! {
+            /// Every discipline kind, named as `kind = "..."` reads it. Adding a
+            /// [`QdiscConfig`] variant fails to compile until it has a kind in `kinds.rs`
+            /// ([`QdiscConfig::kind`]), and a kind fails to compile until the property tests
+            /// (`tests/qdisc_props.rs`) and the benches (`benches/core.rs`) map it to a
+            /// configuration by exhaustive `match`.
+            pub enum QdiscKind {
+                $($variant => $text,)+
+            }
+        }
+
+        impl QdiscConfig {
+            /// Which kind this is.
+            pub fn kind(&self) -> QdiscKind {
+                match self {
+                    $(QdiscConfig::$variant { .. } => QdiscKind::$variant,)+
+                }
+            }
+        }
+
+        /// Every discipline, statically dispatched.
+        #[derive(Debug)]
+        pub enum AnyQdisc<T> {
+            $($variant($ty<T>),)+
+        }
+
+        impl<T: Packet> Qdisc<T> for AnyQdisc<T> {
+            #[inline]
+            fn enqueue(&mut self, class: ClassId, item: T, now: Instant) -> Verdict<T> {
+                match self {
+                    $(AnyQdisc::$variant(q) => q.enqueue(class, item, now),)+
+                }
+            }
+            #[inline]
+            fn dequeue(&mut self, now: Instant) -> Option<T> {
+                match self {
+                    $(AnyQdisc::$variant(q) => q.dequeue(now),)+
+                }
+            }
+            fn peek(&mut self, now: Instant) -> Option<&T> {
+                match self {
+                    $(AnyQdisc::$variant(q) => q.peek(now),)+
+                }
+            }
+            fn reset(&mut self) -> Vec<T> {
+                match self {
+                    $(AnyQdisc::$variant(q) => q.reset(),)+
+                }
+            }
+            fn stats(&self) -> &QdiscStats {
+                match self {
+                    $(AnyQdisc::$variant(q) => q.stats(),)+
+                }
+            }
+            fn next_timer(&self, now: Instant) -> Option<Instant> {
+                match self {
+                    $(AnyQdisc::$variant(q) => q.next_timer(now),)+
+                }
+            }
+            fn feedback(&mut self, fb: Feedback, now: Instant) {
+                match self {
+                    $(AnyQdisc::$variant(q) => q.feedback(fb, now),)+
+                }
+            }
+        }
+    };
 }
 
-impl QdiscConfig {
-    /// Which kind this is.
-    pub fn kind(&self) -> QdiscKind {
-        match self {
-            QdiscConfig::Fifo { .. } => QdiscKind::Fifo,
-            QdiscConfig::StrictPriority { .. } => QdiscKind::StrictPriority,
-            QdiscConfig::Drr { .. } => QdiscKind::Drr,
-            QdiscConfig::Wf2qPlus { .. } => QdiscKind::Wf2qPlus,
-            QdiscConfig::Edf { .. } => QdiscKind::Edf,
-            QdiscConfig::AckSeparation { .. } => QdiscKind::AckSeparation,
-            QdiscConfig::Percentile { .. } => QdiscKind::Percentile,
-            QdiscConfig::DelayConstrained { .. } => QdiscKind::DelayConstrained,
-        }
-    }
+crate::kinds::qdisc_list!(qdisc_family);
 
+impl QdiscConfig {
     /// Build the discipline. `Err` names the field that is wrong.
     pub fn build<T: Packet>(&self) -> Result<AnyQdisc<T>, QdiscConfigError> {
         Ok(match self {
@@ -166,60 +208,6 @@ impl QdiscConfig {
                     .with_literal_fig4(*literal_fig4),
             ),
         })
-    }
-}
-
-/// Every discipline, statically dispatched.
-#[derive(Debug)]
-pub enum AnyQdisc<T> {
-    Fifo(Fifo<T>),
-    StrictPriority(StrictPriority<T>),
-    Drr(Drr<T>),
-    Wf2qPlus(Wf2qPlus<T>),
-    Edf(Edf<T>),
-    AckSeparation(AckSeparation<T>),
-    Percentile(PercentileQueue<T>),
-    DelayConstrained(DelayConstrained<T>),
-}
-
-macro_rules! each {
-    ($self:expr, $q:ident => $e:expr) => {
-        match $self {
-            AnyQdisc::Fifo($q) => $e,
-            AnyQdisc::StrictPriority($q) => $e,
-            AnyQdisc::Drr($q) => $e,
-            AnyQdisc::Wf2qPlus($q) => $e,
-            AnyQdisc::Edf($q) => $e,
-            AnyQdisc::AckSeparation($q) => $e,
-            AnyQdisc::Percentile($q) => $e,
-            AnyQdisc::DelayConstrained($q) => $e,
-        }
-    };
-}
-
-impl<T: Packet> Qdisc<T> for AnyQdisc<T> {
-    #[inline]
-    fn enqueue(&mut self, class: ClassId, item: T, now: Nanos) -> Verdict<T> {
-        each!(self, q => q.enqueue(class, item, now))
-    }
-    #[inline]
-    fn dequeue(&mut self, now: Nanos) -> Option<T> {
-        each!(self, q => q.dequeue(now))
-    }
-    fn peek(&mut self, now: Nanos) -> Option<&T> {
-        each!(self, q => q.peek(now))
-    }
-    fn reset(&mut self) -> Vec<T> {
-        each!(self, q => q.reset())
-    }
-    fn stats(&self) -> &QdiscStats {
-        each!(self, q => q.stats())
-    }
-    fn next_timer(&self, now: Nanos) -> Option<Nanos> {
-        each!(self, q => q.next_timer(now))
-    }
-    fn feedback(&mut self, fb: Feedback, now: Nanos) {
-        each!(self, q => q.feedback(fb, now))
     }
 }
 

@@ -64,7 +64,7 @@
 //! In packets, the wait is at most `(D_i + n − 2) · batch` packets of other interfaces. The
 //! `n − 1` term is the price of promotions falling due together; the paper's Fig. 5 shows
 //! two of them (Low and Middle) in the same round. Tested with random arrivals in
-//! `tests/p0p2_props.rs`.
+//! `tests/percentile_delay_props.rs`.
 //!
 //! ## Cost and memory
 //! A round start is O(n) (the update loop of Fig. 4 and the priority scan); the other
@@ -74,7 +74,7 @@
 use super::{
     ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict,
 };
-use crate::Nanos;
+use crate::time::Instant;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
@@ -151,7 +151,7 @@ pub struct DelayInterfaceConfig {
 
 #[derive(Debug, Clone)]
 struct DelayInterface<T> {
-    queue: VecDeque<(T, Nanos)>,
+    queue: VecDeque<(T, Instant)>,
     queued_bytes: u64,
     priority: u32,
     bitmap: DelayBitmap,
@@ -288,7 +288,7 @@ impl<T: Packet> DelayConstrained<T> {
 
     /// Start a round at `now` (Fig. 4): update bitmaps, pick the next interface, mark the
     /// passed-over ones preempted. `None` when nothing is queued.
-    fn delay_start_round(&mut self, now: Nanos) -> Option<usize> {
+    fn delay_start_round(&mut self, now: Instant) -> Option<usize> {
         if self.stats.queued_packets == 0 {
             return None;
         }
@@ -370,7 +370,7 @@ impl<T: Packet> DelayConstrained<T> {
         Some(next)
     }
 
-    fn delay_round_interface(&mut self, now: Nanos) -> Option<usize> {
+    fn delay_round_interface(&mut self, now: Instant) -> Option<usize> {
         match self.current {
             Some(i) => Some(i),
             None => self.delay_start_round(now),
@@ -407,7 +407,7 @@ impl<T: Packet> DelayConstrained<T> {
 }
 
 impl<T: Packet> Qdisc<T> for DelayConstrained<T> {
-    fn enqueue(&mut self, class: ClassId, item: T, now: Nanos) -> Verdict<T> {
+    fn enqueue(&mut self, class: ClassId, item: T, now: Instant) -> Verdict<T> {
         let Some(f) = self.ifaces.get_mut(class) else {
             self.stats.on_arrival_drop(DropReason::UnknownClass);
             return Verdict::Dropped {
@@ -429,7 +429,7 @@ impl<T: Packet> Qdisc<T> for DelayConstrained<T> {
         Verdict::Queued
     }
 
-    fn dequeue(&mut self, now: Nanos) -> Option<T> {
+    fn dequeue(&mut self, now: Instant) -> Option<T> {
         let i = self.delay_round_interface(now)?;
         let f = &mut self.ifaces[i];
         let (item, _) = f.queue.pop_front()?;
@@ -443,7 +443,7 @@ impl<T: Packet> Qdisc<T> for DelayConstrained<T> {
         Some(item)
     }
 
-    fn peek(&mut self, now: Nanos) -> Option<&T> {
+    fn peek(&mut self, now: Instant) -> Option<&T> {
         let i = self.delay_round_interface(now)?;
         self.ifaces[i].queue.front().map(|(item, _)| item)
     }
@@ -475,6 +475,7 @@ impl<T: Packet> Qdisc<T> for DelayConstrained<T> {
 mod tests {
     use super::*;
     use crate::qdisc::fifo::TestItem;
+    use crate::time::Duration;
     use crate::{MS, SEC};
 
     const HIGH: usize = 0;
@@ -490,7 +491,7 @@ mod tests {
         }
     }
 
-    fn push(q: &mut DelayConstrained<TestItem>, class: usize, count: u64, now: Nanos) {
+    fn push(q: &mut DelayConstrained<TestItem>, class: usize, count: u64, now: Instant) {
         for k in 0..count {
             assert!(q
                 .enqueue(
@@ -661,7 +662,7 @@ mod tests {
 
     /// Worst wait (ns) of the Low interface: High (priority 1) always backlogged, one Low
     /// packet every 50 ms, 1 ms per packet, rounds of `batch` packets.
-    fn worst_low_wait(wall_clock: bool, batch: usize) -> Nanos {
+    fn worst_low_wait(wall_clock: bool, batch: usize) -> Duration {
         let mut cfg = [iface(1, 2), iface(2, 3)];
         cfg[0].limit_packets = 1000;
         // High's backlog is permanently old; a loose bound keeps it from being promoted
@@ -671,7 +672,7 @@ mod tests {
         let mut q = DelayConstrained::new(&cfg, batch, wall_clock).unwrap();
         push(&mut q, HIGH, 200, 0);
         let mut worst = 0;
-        let mut now: Nanos = 0;
+        let mut now: Instant = 0;
         while now < 10_000 * MS {
             let _ = q.enqueue(HIGH, TestItem { id: 1, len: 100 }, now);
             if now.is_multiple_of(50 * MS) {
@@ -703,7 +704,7 @@ mod tests {
     #[test]
     fn wall_clock_bound_holds_in_time_bitmap_bound_in_rounds() {
         for batch in [2usize, 10, 20] {
-            let b = batch as Nanos * MS;
+            let b = batch as Duration * MS;
             let bitmap = worst_low_wait(false, batch);
             let wall = worst_low_wait(true, batch);
             assert!(

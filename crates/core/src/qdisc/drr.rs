@@ -19,7 +19,7 @@ use super::prio::{
     BandConfig,
 };
 use super::{ClassId, ClassStatus, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict};
-use crate::Nanos;
+use crate::time::Instant;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
@@ -158,7 +158,7 @@ impl<T: Packet> Drr<T> {
 }
 
 impl<T: Packet> Qdisc<T> for Drr<T> {
-    fn enqueue(&mut self, class: ClassId, item: T, now: Nanos) -> Verdict<T> {
+    fn enqueue(&mut self, class: ClassId, item: T, now: Instant) -> Verdict<T> {
         let Some(c) = self.classes.get_mut(class) else {
             return drop_unknown_class(&mut self.stats, item);
         };
@@ -172,7 +172,7 @@ impl<T: Packet> Qdisc<T> for Drr<T> {
         verdict
     }
 
-    fn dequeue(&mut self, now: Nanos) -> Option<T> {
+    fn dequeue(&mut self, now: Instant) -> Option<T> {
         let class = self.drr_select()?;
         let c = &mut self.classes[class];
         let item = band_dequeue(&mut c.queue, &mut self.stats, now)?;
@@ -185,7 +185,7 @@ impl<T: Packet> Qdisc<T> for Drr<T> {
         Some(item)
     }
 
-    fn peek(&mut self, now: Nanos) -> Option<&T> {
+    fn peek(&mut self, now: Instant) -> Option<&T> {
         let class = self.drr_select()?;
         self.classes[class].queue.peek(now)
     }

@@ -17,7 +17,7 @@ use super::prio::{check_class_count, BandConfig};
 use super::{
     ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict,
 };
-use crate::Nanos;
+use crate::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -47,7 +47,7 @@ impl EdfClassConfig {
 /// deadline, then the earliest arrival.
 #[derive(Debug, Clone)]
 struct EdfEntry<T> {
-    deadline: Nanos,
+    deadline: Instant,
     seq: u64,
     class: ClassId,
     item: T,
@@ -73,7 +73,7 @@ impl<T> Ord for EdfEntry<T> {
 
 #[derive(Debug, Clone)]
 struct EdfClass {
-    deadline: Nanos,
+    deadline: Duration,
     limit_packets: usize,
     limit_bytes: u64,
     stats: QdiscStats,
@@ -133,12 +133,12 @@ impl<T: Packet> Edf<T> {
     }
 
     /// Absolute deadline of the head item, if any.
-    pub fn earliest_deadline(&self) -> Option<Nanos> {
+    pub fn earliest_deadline(&self) -> Option<Instant> {
         self.heap.peek().map(|e| e.deadline)
     }
 
     /// Evict head items already past their deadline (only with `drop_expired`).
-    fn edf_evict_expired(&mut self, now: Nanos) {
+    fn edf_evict_expired(&mut self, now: Instant) {
         if !self.drop_expired {
             return;
         }
@@ -176,7 +176,7 @@ impl<T: Packet> Edf<T> {
 }
 
 impl<T: Packet> Qdisc<T> for Edf<T> {
-    fn enqueue(&mut self, class: ClassId, item: T, now: Nanos) -> Verdict<T> {
+    fn enqueue(&mut self, class: ClassId, item: T, now: Instant) -> Verdict<T> {
         let Some(c) = self.classes.get_mut(class) else {
             self.stats.on_arrival_drop(DropReason::UnknownClass);
             return Verdict::Dropped {
@@ -210,7 +210,7 @@ impl<T: Packet> Qdisc<T> for Edf<T> {
         Verdict::Queued
     }
 
-    fn dequeue(&mut self, now: Nanos) -> Option<T> {
+    fn dequeue(&mut self, now: Instant) -> Option<T> {
         self.edf_evict_expired(now);
         let e = self.heap.pop()?;
         let len = e.item.len();
@@ -219,7 +219,7 @@ impl<T: Packet> Qdisc<T> for Edf<T> {
         Some(e.item)
     }
 
-    fn peek(&mut self, now: Nanos) -> Option<&T> {
+    fn peek(&mut self, now: Instant) -> Option<&T> {
         self.edf_evict_expired(now);
         self.heap.peek().map(|e| &e.item)
     }

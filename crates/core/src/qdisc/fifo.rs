@@ -8,7 +8,7 @@
 //! Memory: `limit_packets` slots of `T` at most.
 
 use super::{ClassId, DropReason, Packet, Qdisc, QdiscStats, Verdict};
-use crate::Nanos;
+use crate::time::Instant;
 use std::collections::VecDeque;
 
 #[derive(Debug, Clone)]
@@ -79,7 +79,7 @@ impl<T: Packet> Fifo<T> {
 }
 
 impl<T: Packet> Qdisc<T> for Fifo<T> {
-    fn enqueue(&mut self, _class: ClassId, item: T, _now: Nanos) -> Verdict<T> {
+    fn enqueue(&mut self, _class: ClassId, item: T, _now: Instant) -> Verdict<T> {
         if let Some(reason) = self.fifo_would_drop(&item) {
             self.stats.on_arrival_drop(reason);
             return Verdict::Dropped { item, reason };
@@ -89,13 +89,13 @@ impl<T: Packet> Qdisc<T> for Fifo<T> {
         Verdict::Queued
     }
 
-    fn dequeue(&mut self, _now: Nanos) -> Option<T> {
+    fn dequeue(&mut self, _now: Instant) -> Option<T> {
         let item = self.queue.pop_front()?;
         self.stats.on_dequeue(item.len());
         Some(item)
     }
 
-    fn peek(&mut self, _now: Nanos) -> Option<&T> {
+    fn peek(&mut self, _now: Instant) -> Option<&T> {
         self.queue.front()
     }
 

@@ -8,7 +8,7 @@
 //! Cost: `record` O(1); `quantile` moves a cursor from the last answer (O(1) amortised while
 //! the asked quantile drifts slowly); 17.5 KiB whatever the number of samples. No clock.
 
-use crate::Nanos;
+use crate::time::Duration;
 
 /// Sub-buckets per power of two in [`LatencyQuantile`] (2^6 = 64: bucket width ≤ 1/64 of
 /// its lower edge, i.e. ≤ 1.6% relative resolution).
@@ -53,7 +53,7 @@ impl LatencyQuantile {
         }
     }
 
-    fn bucket(v: Nanos) -> usize {
+    fn bucket(v: Duration) -> usize {
         let v = v.min((1u64 << LQ_MAX_EXP) - 1);
         if v < LQ_SUB {
             return v as usize;
@@ -64,7 +64,7 @@ impl LatencyQuantile {
     }
 
     /// Lowest value of bucket `i` and its width.
-    fn bounds(i: usize) -> (Nanos, Nanos) {
+    fn bounds(i: usize) -> (Duration, Duration) {
         let i = i as u64;
         if i < LQ_SUB {
             return (i, 1);
@@ -90,7 +90,7 @@ impl LatencyQuantile {
         self.below = 0;
     }
 
-    pub fn record(&mut self, latency: Nanos) {
+    pub fn record(&mut self, latency: Duration) {
         let i = Self::bucket(latency);
         self.counts[i] += 1;
         self.total += 1;
@@ -108,7 +108,7 @@ impl LatencyQuantile {
     /// The `num/den`-quantile (0 < num/den ≤ 1): the smallest recorded value such that at
     /// least `⌈total·num/den⌉` samples are at or below it, interpolated inside its bucket.
     /// `None` without samples.
-    pub fn quantile(&mut self, num: u128, den: u128) -> Option<Nanos> {
+    pub fn quantile(&mut self, num: u128, den: u128) -> Option<Duration> {
         if self.total == 0 || den == 0 {
             return None;
         }
@@ -128,7 +128,7 @@ impl LatencyQuantile {
         }
         let (lo, width) = Self::bounds(self.idx);
         let (k, c) = (rank - self.below, self.counts[self.idx]);
-        Some(lo + ((width - 1) as u128 * k as u128 / c as u128) as Nanos)
+        Some(lo + ((width - 1) as u128 * k as u128 / c as u128) as Duration)
     }
 }
 
@@ -155,7 +155,7 @@ mod tests {
         let mut all = Vec::new();
         for _ in 0..20_000 {
             // log-uniform over 10 µs .. 10 s, the range of response times that matter
-            let v = (1e4 * 1e6f64.powf(rng.unit())) as Nanos;
+            let v = (1e4 * 1e6f64.powf(rng.unit())) as Duration;
             h.record(v);
             all.push(v);
         }

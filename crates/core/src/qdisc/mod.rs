@@ -16,7 +16,7 @@
 //!
 //! Engines dispatch through [`AnyQdisc`] (an enum, no boxed trait object per packet).
 
-use crate::Nanos;
+use crate::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 pub mod ack;
@@ -195,17 +195,17 @@ impl QdiscStats {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Feedback {
     /// A request of `class` completed; `latency` is its measured response time.
-    Completed { class: ClassId, latency: Nanos },
+    Completed { class: ClassId, latency: Duration },
 }
 
 /// The ops table of a queue discipline.
 pub trait Qdisc<T: Packet> {
     /// Offer `item` of `class` at time `now`.
-    fn enqueue(&mut self, class: ClassId, item: T, now: Nanos) -> Verdict<T>;
+    fn enqueue(&mut self, class: ClassId, item: T, now: Instant) -> Verdict<T>;
     /// Take the next item to send at `now`, if the discipline releases one now.
-    fn dequeue(&mut self, now: Nanos) -> Option<T>;
+    fn dequeue(&mut self, now: Instant) -> Option<T>;
     /// The item `dequeue(now)` would return, without taking it.
-    fn peek(&mut self, now: Nanos) -> Option<&T>;
+    fn peek(&mut self, now: Instant) -> Option<&T>;
     /// Remove everything queued (engine shutdown) and hand it back; counted as `Reset`.
     fn reset(&mut self) -> Vec<T>;
     fn stats(&self) -> &QdiscStats;
@@ -218,11 +218,11 @@ pub trait Qdisc<T: Packet> {
     }
     /// For non-work-conserving disciplines: the earliest time at which `dequeue` may return
     /// an item although it returns `None` now. Work-conserving disciplines return `None`.
-    fn next_timer(&self, _now: Nanos) -> Option<Nanos> {
+    fn next_timer(&self, _now: Instant) -> Option<Instant> {
         None
     }
     /// Outcome feedback (see [`Feedback`]); ignored by most disciplines.
-    fn feedback(&mut self, _fb: Feedback, _now: Nanos) {}
+    fn feedback(&mut self, _fb: Feedback, _now: Instant) {}
 }
 
 /// Per-class snapshot, for status tables and reports (queue length, and for Percentile the

@@ -15,7 +15,7 @@ use super::fifo::Fifo;
 use super::{
     ClassId, ClassStatus, DropReason, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict,
 };
-use crate::Nanos;
+use crate::time::Instant;
 use serde::{Deserialize, Serialize};
 
 /// Limits of one band/class queue (`limit_packets` default 1000, `limit_bytes` default none).
@@ -99,7 +99,7 @@ pub(super) fn band_enqueue<T: Packet>(
     band: &mut Fifo<T>,
     total: &mut QdiscStats,
     item: T,
-    now: Nanos,
+    now: Instant,
 ) -> Verdict<T> {
     let len = item.len();
     let verdict = band.enqueue(0, item, now);
@@ -118,7 +118,7 @@ pub(super) fn band_enqueue<T: Packet>(
 pub(super) fn band_dequeue<T: Packet>(
     band: &mut Fifo<T>,
     total: &mut QdiscStats,
-    now: Nanos,
+    now: Instant,
 ) -> Option<T> {
     let item = band.dequeue(now)?;
     total.on_dequeue(item.len());
@@ -205,19 +205,19 @@ impl<T: Packet> StrictPriority<T> {
 }
 
 impl<T: Packet> Qdisc<T> for StrictPriority<T> {
-    fn enqueue(&mut self, class: ClassId, item: T, now: Nanos) -> Verdict<T> {
+    fn enqueue(&mut self, class: ClassId, item: T, now: Instant) -> Verdict<T> {
         match self.bands.get_mut(class) {
             Some(band) => band_enqueue(band, &mut self.stats, item, now),
             None => drop_unknown_class(&mut self.stats, item),
         }
     }
 
-    fn dequeue(&mut self, now: Nanos) -> Option<T> {
+    fn dequeue(&mut self, now: Instant) -> Option<T> {
         let band = self.prio_first_backlogged()?;
         band_dequeue(&mut self.bands[band], &mut self.stats, now)
     }
 
-    fn peek(&mut self, now: Nanos) -> Option<&T> {
+    fn peek(&mut self, now: Instant) -> Option<&T> {
         let band = self.prio_first_backlogged()?;
         self.bands[band].peek(now)
     }

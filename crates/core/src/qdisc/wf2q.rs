@@ -41,7 +41,7 @@ use super::prio::{
     BandConfig,
 };
 use super::{ClassId, ClassStatus, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict};
-use crate::Nanos;
+use crate::time::Instant;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -248,7 +248,7 @@ impl<T: Packet> Wf2qPlus<T> {
 }
 
 impl<T: Packet> Qdisc<T> for Wf2qPlus<T> {
-    fn enqueue(&mut self, class: ClassId, item: T, now: Nanos) -> Verdict<T> {
+    fn enqueue(&mut self, class: ClassId, item: T, now: Instant) -> Verdict<T> {
         if class >= self.classes.len() {
             return drop_unknown_class(&mut self.stats, item);
         }
@@ -266,7 +266,7 @@ impl<T: Packet> Qdisc<T> for Wf2qPlus<T> {
         verdict
     }
 
-    fn dequeue(&mut self, now: Nanos) -> Option<T> {
+    fn dequeue(&mut self, now: Instant) -> Option<T> {
         let class = self.wf2q_select()?;
         let item = band_dequeue(&mut self.classes[class].queue, &mut self.stats, now)?;
         self.vtime += item.len() as u128 * VT_SCALE;
@@ -284,7 +284,7 @@ impl<T: Packet> Qdisc<T> for Wf2qPlus<T> {
         Some(item)
     }
 
-    fn peek(&mut self, now: Nanos) -> Option<&T> {
+    fn peek(&mut self, now: Instant) -> Option<&T> {
         let class = self.wf2q_select()?;
         self.classes[class].queue.peek(now)
     }
@@ -459,7 +459,7 @@ mod tests {
     }
 
     impl<T: Packet> Qdisc<T> for Wf2qScan<T> {
-        fn enqueue(&mut self, class: ClassId, item: T, now: Nanos) -> Verdict<T> {
+        fn enqueue(&mut self, class: ClassId, item: T, now: Instant) -> Verdict<T> {
             if class >= self.classes.len() {
                 return drop_unknown_class(&mut self.stats, item);
             }
@@ -476,7 +476,7 @@ mod tests {
             verdict
         }
 
-        fn dequeue(&mut self, now: Nanos) -> Option<T> {
+        fn dequeue(&mut self, now: Instant) -> Option<T> {
             let class = self.wf2q_select()?;
             let item = band_dequeue(&mut self.classes[class].queue, &mut self.stats, now)?;
             self.vtime += item.len() as u128 * VT_SCALE;
@@ -490,7 +490,7 @@ mod tests {
             Some(item)
         }
 
-        fn peek(&mut self, now: Nanos) -> Option<&T> {
+        fn peek(&mut self, now: Instant) -> Option<&T> {
             let class = self.wf2q_select()?;
             self.classes[class].queue.peek(now)
         }

@@ -526,10 +526,24 @@ fn transaction<T>(
     }
 }
 
-/// Install `plan` on `t` (`plan.up.dev` must be `t.dev`). Refuses, before changing anything,
-/// to discard a configuration netsched did not install unless `replace`; on failure restores
-/// the previous configuration and says whether that succeeded.
-pub fn apply(t: &Target, plan: &ShapePlan, replace: bool) -> Result<Applied> {
+/// What `apply` found before changing anything: the device, the record of an earlier apply,
+/// the devices it touches and their configuration now.
+struct Found {
+    link: LinkInfo,
+    cookie: u64,
+    inode: u64,
+    rec: Option<Installed>,
+    /// The IFB device the plan names, if it exists.
+    ifb_link: Option<LinkInfo>,
+    new_ifb: Option<String>,
+    old_ifb: Option<IfbRecord>,
+    /// The shaped device, the plan's IFB, and an old IFB apply had created, in that order.
+    devs: Vec<String>,
+    before: Vec<DeviceConfig>,
+}
+
+/// Check the plan against the target and record what is there (changes nothing).
+fn find_current(t: &Target, plan: &ShapePlan) -> Result<Found> {
     if plan.up.dev != t.dev || plan.ingress_dev != t.dev {
         bail!(
             "the plan shapes `{}`, the target is `{}`",
@@ -572,17 +586,31 @@ pub fn apply(t: &Target, plan: &ShapePlan, replace: bool) -> Result<Applied> {
         }
     }
     let before = capture_all(t, &devs)?;
-    let lines = rec.as_ref().map(|r| r.lines_by_part()).unwrap_or_default();
+    Ok(Found {
+        link,
+        cookie,
+        inode,
+        rec,
+        ifb_link,
+        new_ifb,
+        old_ifb,
+        devs,
+        before,
+    })
+}
 
-    // Judge every part this apply changes.
-    let dev_now = find(&before, &t.dev);
+/// Judge every part this apply changes: who owns it now, and the lines that rebuild it.
+fn judge_parts(t: &Target, plan: &ShapePlan, f: &Found) -> Vec<Touched> {
+    let rec = f.rec.as_ref();
+    let lines = rec.map(|r| r.lines_by_part()).unwrap_or_default();
+    let dev_now = find(&f.before, &t.dev);
     let mut touched = vec![Touched {
         dev: t.dev.clone(),
         side: Side::Egress,
-        owner: owner_of(&dev_now.egress, rec.as_ref().map(|r| &r.dev_egress)),
+        owner: owner_of(&dev_now.egress, rec.map(|r| &r.dev_egress)),
         rebuild: lines.dev_egress.clone(),
     }];
-    let rec_ingress = rec.as_ref().and_then(|r| r.dev_ingress.as_ref());
+    let rec_ingress = rec.and_then(|r| r.dev_ingress.as_ref());
     let ingress_owner = owner_of(&dev_now.ingress, rec_ingress);
     if plan.down.is_some() || (rec_ingress.is_some() && ingress_owner == Owner::Netsched) {
         touched.push(Touched {
@@ -592,18 +620,18 @@ pub fn apply(t: &Target, plan: &ShapePlan, replace: bool) -> Result<Applied> {
             rebuild: lines.dev_ingress.clone(),
         });
     }
-    for dev in devs.iter().skip(1) {
-        let was_ours = old_ifb.as_ref().is_some_and(|o| &o.dev == dev);
+    for dev in f.devs.iter().skip(1) {
+        let was_ours = f.old_ifb.as_ref().is_some_and(|o| &o.dev == dev);
         let owner = owner_of(
-            &find(&before, dev).egress,
+            &find(&f.before, dev).egress,
             if was_ours {
-                rec.as_ref().and_then(|r| r.ifb_egress.as_ref())
+                rec.and_then(|r| r.ifb_egress.as_ref())
             } else {
                 None
             },
         );
         // An old IFB that is no longer ours is left alone.
-        if Some(dev) != new_ifb.as_ref() && owner != Owner::Netsched {
+        if Some(dev) != f.new_ifb.as_ref() && owner != Owner::Netsched {
             continue;
         }
         touched.push(Touched {
@@ -617,6 +645,15 @@ pub fn apply(t: &Target, plan: &ShapePlan, replace: bool) -> Result<Applied> {
             },
         });
     }
+    touched
+}
+
+/// Install `plan` on `t` (`plan.up.dev` must be `t.dev`). Refuses, before changing anything,
+/// to discard a configuration netsched did not install unless `replace`; on failure restores
+/// the previous configuration and says whether that succeeded.
+pub fn apply(t: &Target, plan: &ShapePlan, replace: bool) -> Result<Applied> {
+    let found = find_current(t, plan)?;
+    let touched = judge_parts(t, plan, &found);
     let foreign: Vec<String> = touched
         .iter()
         .filter(|p| p.owner == Owner::Foreign)
@@ -625,7 +662,7 @@ pub fn apply(t: &Target, plan: &ShapePlan, replace: bool) -> Result<Applied> {
                 "{} {} [{}]",
                 p.dev,
                 p.side.name(),
-                p.side.of(find(&before, &p.dev)).summary()
+                p.side.of(find(&found.before, &p.dev)).summary()
             )
         })
         .collect();
@@ -640,99 +677,14 @@ pub fn apply(t: &Target, plan: &ShapePlan, replace: bool) -> Result<Applied> {
             t.dev
         );
     }
-
     let mut undo = LinkUndo::default();
-    transaction(t, &devs, &before, &touched, &mut undo, |undo| {
-        if let (Some(down), None) = (&plan.down, &ifb_link) {
-            t.run("ip", &["link", "add", &down.dev, "type", "ifb"], None)
-                .with_context(|| {
-                    format!(
-                        "`ip link add {} type ifb` failed (is the ifb module loaded?)",
-                        down.dev
-                    )
-                })?;
-            undo.created = Some(down.dev.clone());
-        }
-        if let Some(down) = &plan.down {
-            if !ifb_link.as_ref().is_some_and(|l| l.up) {
-                t.run("ip", &["link", "set", &down.dev, "up"], None)
-                    .with_context(|| format!("`ip link set {} up` failed", down.dev))?;
-                undo.set_up = Some(down.dev.clone());
-            }
-        }
-        for p in &touched {
-            if p.owner != Owner::Kernel {
-                p.side.delete(t, &p.dev, find(&before, &p.dev));
-            }
-        }
-        t.batch(&plan.batch_lines())?;
-        // Verify: the tree we planned is what tc shows now.
-        let after = capture_all(t, &devs)?;
-        let mut expect = vec![(t.dev.clone(), Side::Egress)];
-        if let Some(d) = &plan.down {
-            expect.push((t.dev.clone(), Side::Ingress));
-            expect.push((d.dev.clone(), Side::Egress));
-        }
-        let now_dev = |d: &str| {
-            after
-                .iter()
-                .find(|x| x.dev == d)
-                .cloned()
-                .map_or_else(|| DeviceConfig::capture(t, d), Ok)
-        };
-        let mut parts = Vec::new();
-        for (dev, side) in &expect {
-            let d = now_dev(dev)?;
-            let p = side.of(&d).clone();
-            let want = match side {
-                Side::Egress => "htb",
-                Side::Ingress => "ingress",
-            };
-            if !p
-                .qdiscs
-                .iter()
-                .any(|q| q.get("kind").and_then(|k| k.as_str()) == Some(want))
-            {
-                bail!("verify: {dev} {} shows [{}]", side.name(), p.summary());
-            }
-            parts.push((d, p));
-        }
-        // Remove an old IFB that apply had created and this plan no longer uses.
-        let mut ifb_rec = None;
-        if let Some(d) = &plan.down {
-            let ifb_now = now_dev(&d.dev)?;
-            let prev = old_ifb.as_ref().filter(|o| o.dev == d.dev);
-            ifb_rec = Some(IfbRecord {
-                dev: d.dev.clone(),
-                ifindex: ifb_now.ifindex,
-                created: undo.created.is_some() || prev.is_some_and(|o| o.created),
-                was_up: prev.map_or(ifb_link.as_ref().is_some_and(|l| l.up), |o| o.was_up),
-            });
-        }
-        let record = Installed {
-            netns_cookie: cookie,
-            netns_inode: inode,
-            dev: t.dev.clone(),
-            ifindex: link.ifindex,
-            lines: PartLines {
-                dev_egress: plan.up_lines(),
-                dev_ingress: plan.ingress_lines(),
-                ifb_egress: plan.down_lines(),
-            }
-            .into_lines(),
-            dev_egress: parts[0].1.clone(),
-            dev_ingress: parts.get(1).map(|p| p.1.clone()),
-            ifb: ifb_rec,
-            ifb_egress: parts.get(2).map(|p| p.1.clone()),
-            replaced: if foreign.is_empty() {
-                rec.as_ref().and_then(|r| r.replaced.clone())
-            } else {
-                Some(foreign.join("; "))
-            },
-        };
-        state::store(&record)?;
-        if let Some(o) = &old_ifb {
-            if Some(&o.dev) != new_ifb.as_ref() && o.created && devs.contains(&o.dev) {
+    transaction(t, &found.devs, &found.before, &touched, &mut undo, |undo| {
+        install(t, plan, &found, &touched, undo)?;
+        let (after, parts) = verify_installed(t, plan, &found.devs)?;
+        record_installed(t, plan, &found, &after, parts, undo, &foreign)?;
+        if let Some(o) = &found.old_ifb {
+            // Remove an old IFB that apply had created and this plan no longer uses.
+            if Some(&o.dev) != found.new_ifb.as_ref() && o.created && found.devs.contains(&o.dev) {
                 let _ = t.run("ip", &["link", "del", &o.dev], None);
             }
         }
@@ -740,6 +692,131 @@ pub fn apply(t: &Target, plan: &ShapePlan, replace: bool) -> Result<Applied> {
             replaced: foreign.clone(),
         })
     })
+}
+
+/// The change itself: create and raise the IFB device if needed, delete the parts being
+/// replaced, and run the plan's tc batch.
+fn install(
+    t: &Target,
+    plan: &ShapePlan,
+    f: &Found,
+    touched: &[Touched],
+    undo: &mut LinkUndo,
+) -> Result<()> {
+    if let (Some(down), None) = (&plan.down, &f.ifb_link) {
+        t.run("ip", &["link", "add", &down.dev, "type", "ifb"], None)
+            .with_context(|| {
+                format!(
+                    "`ip link add {} type ifb` failed (is the ifb module loaded?)",
+                    down.dev
+                )
+            })?;
+        undo.created = Some(down.dev.clone());
+    }
+    if let Some(down) = &plan.down {
+        if !f.ifb_link.as_ref().is_some_and(|l| l.up) {
+            t.run("ip", &["link", "set", &down.dev, "up"], None)
+                .with_context(|| format!("`ip link set {} up` failed", down.dev))?;
+            undo.set_up = Some(down.dev.clone());
+        }
+    }
+    for p in touched {
+        if p.owner != Owner::Kernel {
+            p.side.delete(t, &p.dev, find(&f.before, &p.dev));
+        }
+    }
+    t.batch(&plan.batch_lines())?;
+    Ok(())
+}
+
+/// Verify that the tree planned is what tc shows now: per planned part (device egress, then
+/// with an IFB device ingress and the IFB's egress), the device and the part as read; and
+/// every device as captured.
+#[allow(clippy::type_complexity)]
+fn verify_installed(
+    t: &Target,
+    plan: &ShapePlan,
+    devs: &[String],
+) -> Result<(Vec<DeviceConfig>, Vec<(DeviceConfig, Part)>)> {
+    let after = capture_all(t, devs)?;
+    let mut expect = vec![(t.dev.clone(), Side::Egress)];
+    if let Some(d) = &plan.down {
+        expect.push((t.dev.clone(), Side::Ingress));
+        expect.push((d.dev.clone(), Side::Egress));
+    }
+    let mut parts = Vec::new();
+    for (dev, side) in &expect {
+        let d = now_dev(t, &after, dev)?;
+        let p = side.of(&d).clone();
+        let want = match side {
+            Side::Egress => "htb",
+            Side::Ingress => "ingress",
+        };
+        if !p
+            .qdiscs
+            .iter()
+            .any(|q| q.get("kind").and_then(|k| k.as_str()) == Some(want))
+        {
+            bail!("verify: {dev} {} shows [{}]", side.name(), p.summary());
+        }
+        parts.push((d, p));
+    }
+    Ok((after, parts))
+}
+
+/// `dev` as captured in `after`, or captured now if it was not.
+fn now_dev(t: &Target, after: &[DeviceConfig], dev: &str) -> Result<DeviceConfig> {
+    after
+        .iter()
+        .find(|x| x.dev == dev)
+        .cloned()
+        .map_or_else(|| DeviceConfig::capture(t, dev), Ok)
+}
+
+/// Store the record of what this apply installed (what `clear` and the next apply read).
+fn record_installed(
+    t: &Target,
+    plan: &ShapePlan,
+    f: &Found,
+    after: &[DeviceConfig],
+    parts: Vec<(DeviceConfig, Part)>,
+    undo: &LinkUndo,
+    foreign: &[String],
+) -> Result<()> {
+    let mut ifb_rec = None;
+    if let Some(d) = &plan.down {
+        let ifb_now = now_dev(t, after, &d.dev)?;
+        let prev = f.old_ifb.as_ref().filter(|o| o.dev == d.dev);
+        ifb_rec = Some(IfbRecord {
+            dev: d.dev.clone(),
+            ifindex: ifb_now.ifindex,
+            created: undo.created.is_some() || prev.is_some_and(|o| o.created),
+            was_up: prev.map_or(f.ifb_link.as_ref().is_some_and(|l| l.up), |o| o.was_up),
+        });
+    }
+    let record = Installed {
+        netns_cookie: f.cookie,
+        netns_inode: f.inode,
+        dev: t.dev.clone(),
+        ifindex: f.link.ifindex,
+        lines: PartLines {
+            dev_egress: plan.up_lines(),
+            dev_ingress: plan.ingress_lines(),
+            ifb_egress: plan.down_lines(),
+        }
+        .into_lines(),
+        dev_egress: parts[0].1.clone(),
+        dev_ingress: parts.get(1).map(|p| p.1.clone()),
+        ifb: ifb_rec,
+        ifb_egress: parts.get(2).map(|p| p.1.clone()),
+        replaced: if foreign.is_empty() {
+            f.rec.as_ref().and_then(|r| r.replaced.clone())
+        } else {
+            Some(foreign.join("; "))
+        },
+    };
+    state::store(&record)?;
+    Ok(())
 }
 
 impl PartLines {

@@ -125,9 +125,7 @@ pub fn flooder(
 
 /// One frame out of `port` (a plain `send` on its socket).
 fn send_raw(port: &Port, frame: &[u8]) -> bool {
-    // SAFETY: a valid buffer for the call on the port's open socket.
-    let r = unsafe { libc::send(port.raw_fd(), frame.as_ptr() as *const _, frame.len(), 0) };
-    r == frame.len() as isize
+    port.send_frame(frame).is_ok_and(|r| r == frame.len())
 }
 
 /// Asserts no namespace of this testbed is left.

@@ -9,7 +9,7 @@
 
 use super::{LatencyQuantile, PercentileDeadline};
 use crate::qdisc::{ClassId, PercentileConfigError};
-use crate::Nanos;
+use crate::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// The quantile `AutoQuantile` judges against, as `(num, den)`: the request-weighted mean
@@ -58,10 +58,10 @@ pub struct PercentileJudge {
     latency_count: u64,
     quantile: Option<Box<LatencyQuantile>>,
     /// The deadline the last completion was judged against (`AutoQuantile`).
-    last_deadline: Option<Nanos>,
+    last_deadline: Option<Duration>,
     /// Beyond the thesis: a fixed deadline of one class, judged instead of the shared one
     /// (`None`: the class follows `mode`).
-    class_fixed: Vec<Option<Nanos>>,
+    class_fixed: Vec<Option<Duration>>,
 }
 
 impl PercentileJudge {
@@ -88,14 +88,14 @@ impl PercentileJudge {
     /// against its own fixed deadline, or against the shared one again (`None`). Its
     /// response times still feed the running figures of the auto modes. Unknown classes and
     /// a zero deadline are ignored by the judge; [`super::PercentileQueue`] refuses them.
-    pub fn set_class_deadline(&mut self, class: ClassId, deadline: Option<Nanos>) {
+    pub fn set_class_deadline(&mut self, class: ClassId, deadline: Option<Duration>) {
         if let Some(d) = self.class_fixed.get_mut(class) {
             *d = deadline.filter(|&ns| ns > 0);
         }
     }
 
     /// The deadline `class` is judged against now: its own, or the shared one.
-    pub fn class_deadline(&self, class: ClassId) -> Option<Nanos> {
+    pub fn class_deadline(&self, class: ClassId) -> Option<Duration> {
         self.class_fixed
             .get(class)
             .copied()
@@ -131,22 +131,22 @@ impl PercentileJudge {
 
     /// The deadline now: fixed; `Auto`: the running mean (`None` before the first
     /// completion); `AutoQuantile`: the one the last completion was judged against.
-    pub fn deadline(&self) -> Option<Nanos> {
+    pub fn deadline(&self) -> Option<Duration> {
         match self.mode {
             PercentileDeadline::AutoQuantile => self.last_deadline,
             PercentileDeadline::Auto => (self.latency_count > 0)
-                .then(|| (self.latency_sum / self.latency_count as u128) as Nanos),
+                .then(|| (self.latency_sum / self.latency_count as u128) as Duration),
             d => d.fixed_ns(),
         }
     }
 
     /// Record a response time into the running figures; the deadline it is judged against.
     /// `q` is asked for only in `AutoQuantile` (it costs a pass over the classes).
-    fn record(&mut self, latency: Nanos, q: impl FnOnce(&Self) -> (u128, u128)) -> Nanos {
+    fn record(&mut self, latency: Duration, q: impl FnOnce(&Self) -> (u128, u128)) -> Duration {
         self.latency_sum += latency as u128;
         self.latency_count += 1;
         match self.mode {
-            PercentileDeadline::Auto => (self.latency_sum / self.latency_count as u128) as Nanos,
+            PercentileDeadline::Auto => (self.latency_sum / self.latency_count as u128) as Duration,
             PercentileDeadline::AutoQuantile => {
                 let (num, den) = q(self);
                 let h = self
@@ -157,13 +157,13 @@ impl PercentileJudge {
                 self.last_deadline = Some(d);
                 d
             }
-            d => d.fixed_ns().unwrap_or(Nanos::MAX),
+            d => d.fixed_ns().unwrap_or(Duration::MAX),
         }
     }
 
     /// A completion of `class` after `latency`: judged (`true` = within the deadline) and
     /// counted; `q` of `AutoQuantile` from this judge's counters.
-    pub fn complete(&mut self, class: ClassId, latency: Nanos) -> bool {
+    pub fn complete(&mut self, class: ClassId, latency: Duration) -> bool {
         self.complete_with_q(class, latency, || None)
     }
 
@@ -173,7 +173,7 @@ impl PercentileJudge {
     pub fn complete_with_q(
         &mut self,
         class: ClassId,
-        latency: Nanos,
+        latency: Duration,
         q: impl FnOnce() -> Option<(u128, u128)>,
     ) -> bool {
         let shared = self.record(latency, |j| q().unwrap_or_else(|| j.quantile_weights()));
@@ -196,7 +196,7 @@ impl PercentileJudge {
 
     /// A request of `class` that failed whatever the deadline (aborted, timed out): `age`
     /// goes into the running figures, the class counts a failure.
-    pub fn complete_as_miss(&mut self, class: ClassId, age: Nanos) {
+    pub fn complete_as_miss(&mut self, class: ClassId, age: Duration) {
         self.record(age, Self::quantile_weights);
         if let Some(c) = self.counts.get_mut(class) {
             c.fail += 1;

@@ -99,7 +99,7 @@ pub use judge::{auto_quantile_q, JudgeCounts, PercentileJudge};
 pub use queue::{PercentileQueue, PERCENTILE_MAX_CLASSES};
 
 use super::PercentileConfigError;
-use crate::Nanos;
+use crate::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// How long the counters remember (serde: `"forever"`, `{ window = n }`,
@@ -145,10 +145,10 @@ impl PercentileDeadline {
             _ => Ok(()),
         }
     }
-    fn fixed_ns(&self) -> Option<Nanos> {
+    fn fixed_ns(&self) -> Option<Duration> {
         match *self {
             PercentileDeadline::Auto | PercentileDeadline::AutoQuantile => None,
-            PercentileDeadline::Ms(ms) => Some((ms * 1e6).round() as Nanos),
+            PercentileDeadline::Ms(ms) => Some((ms * 1e6).round() as Duration),
             PercentileDeadline::Ns(ns) => Some(ns),
         }
     }

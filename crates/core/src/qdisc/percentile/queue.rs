@@ -14,7 +14,7 @@ use crate::qdisc::{
     ClassId, ClassStatus, DropReason, Feedback, Packet, PercentileConfigError, Qdisc, QdiscStats,
     Verdict,
 };
-use crate::Nanos;
+use crate::time::{Duration, Instant};
 use std::collections::VecDeque;
 
 /// Most classes a Percentile queue takes (one bit each in the non-empty mask).
@@ -49,7 +49,7 @@ struct PercentileClass<T> {
     fail: u64,
     /// `n · p`, kept so that a comparison costs two multiplications.
     np: u64,
-    last_event: Nanos,
+    last_event: Instant,
     window: Option<OutcomeWindow>,
     dequeued: u64,
     dropped: u64,
@@ -192,7 +192,7 @@ impl<T: Packet> PercentileQueue<T> {
 
     /// The deadline a completion is judged against now (`None`: auto with no sample yet).
     /// `AutoQuantile`: the one the last completion was judged against.
-    pub fn current_deadline(&self) -> Option<Nanos> {
+    pub fn current_deadline(&self) -> Option<Duration> {
         self.judge.deadline()
     }
 
@@ -221,7 +221,7 @@ impl<T: Packet> PercentileQueue<T> {
     pub fn set_class_deadline(
         &mut self,
         class: ClassId,
-        deadline: Option<Nanos>,
+        deadline: Option<Duration>,
     ) -> Result<(), PercentileConfigError> {
         if class >= self.classes.len() {
             return Err(PercentileConfigError::UnknownClass { class });
@@ -240,7 +240,7 @@ impl<T: Packet> PercentileQueue<T> {
     pub fn arrive_unqueued(
         &mut self,
         class: ClassId,
-        now: Nanos,
+        now: Instant,
     ) -> Result<(), PercentileConfigError> {
         if class >= self.classes.len() {
             return Err(PercentileConfigError::UnknownClass { class });
@@ -252,7 +252,7 @@ impl<T: Packet> PercentileQueue<T> {
     /// A request of `class` that failed whatever the deadline (timed out waiting, its
     /// client left, its server failed): a failure for the decision and the judge, and `age`
     /// goes into the running auto-deadline figures ([`PercentileJudge::complete_as_miss`]).
-    pub fn report_miss(&mut self, class: ClassId, age: Nanos, now: Nanos) {
+    pub fn report_miss(&mut self, class: ClassId, age: Duration, now: Instant) {
         if class >= self.classes.len() {
             self.feedback_unknown_class += 1;
             return;
@@ -269,7 +269,7 @@ impl<T: Packet> PercentileQueue<T> {
         &mut self,
         class: ClassId,
         counts: super::JudgeCounts,
-        now: Nanos,
+        now: Instant,
     ) -> Result<(), PercentileConfigError> {
         if class >= self.classes.len() {
             return Err(PercentileConfigError::UnknownClass { class });
@@ -402,7 +402,7 @@ impl<T: Packet> PercentileQueue<T> {
     }
 
     /// Apply the pending decay of class `i` up to `now` (half-life memory only).
-    fn percentile_decay(&mut self, i: usize, now: Nanos) {
+    fn percentile_decay(&mut self, i: usize, now: Instant) {
         if self.half_life_ns <= 0.0 {
             return;
         }
@@ -430,7 +430,7 @@ impl<T: Packet> PercentileQueue<T> {
     }
 
     /// Count an enqueued request of class `i` (N += 1, `per_input_skb`).
-    fn percentile_count_arrival(&mut self, i: usize, now: Nanos) {
+    fn percentile_count_arrival(&mut self, i: usize, now: Instant) {
         self.percentile_decay(i, now);
         let unit = self.percentile_unit();
         let limit = match self.memory {
@@ -467,7 +467,7 @@ impl<T: Packet> PercentileQueue<T> {
     }
 
     /// Count a completion of class `i` (`per_fail_check`).
-    fn percentile_count_outcome(&mut self, i: usize, success: bool, now: Nanos) {
+    fn percentile_count_outcome(&mut self, i: usize, success: bool, now: Instant) {
         self.percentile_decay(i, now);
         let unit = self.percentile_unit();
         let decayed = self.half_life_ns > 0.0;
@@ -544,7 +544,7 @@ impl<T: Packet> PercentileQueue<T> {
 }
 
 impl<T: Packet> Qdisc<T> for PercentileQueue<T> {
-    fn enqueue(&mut self, class: ClassId, item: T, now: Nanos) -> Verdict<T> {
+    fn enqueue(&mut self, class: ClassId, item: T, now: Instant) -> Verdict<T> {
         let Some(c) = self.classes.get_mut(class) else {
             self.stats.on_arrival_drop(DropReason::UnknownClass);
             return Verdict::Dropped {
@@ -570,7 +570,7 @@ impl<T: Packet> Qdisc<T> for PercentileQueue<T> {
     }
 
     #[inline]
-    fn dequeue(&mut self, _now: Nanos) -> Option<T> {
+    fn dequeue(&mut self, _now: Instant) -> Option<T> {
         let i = self.percentile_choose()?;
         let c = &mut self.classes[i];
         let item = c.queue.pop_front()?;
@@ -584,7 +584,7 @@ impl<T: Packet> Qdisc<T> for PercentileQueue<T> {
         Some(item)
     }
 
-    fn peek(&mut self, _now: Nanos) -> Option<&T> {
+    fn peek(&mut self, _now: Instant) -> Option<&T> {
         let i = self.percentile_choose()?;
         self.classes[i].queue.front()
     }
@@ -616,7 +616,7 @@ impl<T: Packet> Qdisc<T> for PercentileQueue<T> {
         &self.stats
     }
 
-    fn feedback(&mut self, fb: Feedback, now: Nanos) {
+    fn feedback(&mut self, fb: Feedback, now: Instant) {
         let Feedback::Completed { class, latency } = fb;
         if class >= self.classes.len() {
             self.feedback_unknown_class += 1;
@@ -852,7 +852,7 @@ mod tests {
         let ps = [90u32, 80, 70, 60, 50];
         let mut q = queue(&ps, deadline);
         let mut rng = crate::rng::SplitMix64::new(11);
-        let mut now: Nanos = 0;
+        let mut now: Instant = 0;
         for c in 0..5 {
             for _ in 0..conns {
                 let _ = q.enqueue(
@@ -1146,7 +1146,7 @@ mod tests {
     fn load_change_scenario(memory: PercentileMemory, per_10ms: u64) -> [(u64, u64); 2] {
         let mut q =
             PercentileQueue::new(&[90, 50], 50, PercentileDeadline::Ms(5.0), memory).unwrap();
-        let mut now: Nanos = 0;
+        let mut now: Instant = 0;
         for k in 0..10_000u64 {
             now += MS;
             for c in 0..2 {

@@ -153,7 +153,7 @@ fn sensitivity_note(p: &Params, rows: &[SensRow], out: &Path) -> anyhow::Result<
             "up_kbps",
             "down_kbps",
             "ack_load_share",
-            "in_p3_regime",
+            "in_paper_regime",
             "fifo_up_share",
             "fifo_down_share",
             "acksep_up_share",

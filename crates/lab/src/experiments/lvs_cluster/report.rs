@@ -814,7 +814,7 @@ fn sensitivity_table(
             "dh_over_rr",
             "dh_scaling",
             "per_host_lc_lead",
-            "in_p4_regime",
+            "in_paper_regime",
             "regime",
         ],
         &csv,

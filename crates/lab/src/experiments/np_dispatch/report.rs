@@ -284,7 +284,7 @@ fn sensitivity_note(p: &Params, rows: &[SensRow], out: &Path) -> anyhow::Result<
         p.processor.threads_per_engine,
     );
     let t = t.finish(&reading);
-    let mut header = vec!["variant", "in_p1_regime", "regime"];
+    let mut header = vec!["variant", "in_paper_regime", "regime"];
     header.extend(names.iter().copied());
     netsched_report::csv::write_table(&out.join("sensitivity.csv"), &header, &csv_rows)?;
     Ok(t)

@@ -657,7 +657,7 @@ fn sensitivity_table(v: &View, n: usize, rows: &[SensRow], out: &Path) -> anyhow
             "dc_loss_pct",
             "sp_probe_loss_pct",
             "dc_probe_loss_pct",
-            "in_p2_regime",
+            "in_paper_regime",
             "regime",
         ],
         &csv,
@@ -722,7 +722,7 @@ mod tests {
     }
 
     #[test]
-    fn the_paper_column_uses_p2s_words_per_tier() {
+    fn the_paper_column_uses_the_papers_words_per_tier() {
         let s = |sch, n, t| paper_says(sch, n, 18, t, 3);
         assert!(s("strict_priority", 18, 1).contains("High and Mid"));
         assert!(s("strict_priority", 18, 2).contains("Low responds much slower"));

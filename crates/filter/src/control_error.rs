@@ -1,0 +1,167 @@
+//! What the filter's control path can get wrong, typed: an unknown dispatch name, a request
+//! line that does not parse (naming the word), rule or signature files that do not load on
+//! `reload` (naming file, line and field), and a packet thread that is busy, stopped or slow.
+//! The texts are the control protocol's `error: …` lines.
+//!
+//! Cost: built only when a request is refused.
+
+use crate::rules::RulesError;
+use crate::signatures::SignatureError;
+use netsched_core::classify::acl::ClassifierBuildError;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A dispatch name that is none of [`crate::pipeline::DispatchMode::NAMES`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownDispatch(pub String);
+
+impl fmt::Display for UnknownDispatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown dispatch {:?}; expected one of {}",
+            self.0,
+            crate::pipeline::DispatchMode::NAMES.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownDispatch {}
+
+/// A request line that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestError {
+    Empty,
+    /// A word after a complete command.
+    Unexpected {
+        command: String,
+        word: String,
+    },
+    /// An option `show` does not know.
+    ShowOption(String),
+    /// `set-dispatch` without its MODE.
+    MissingMode,
+    Dispatch(UnknownDispatch),
+    UnknownCommand(String),
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestError::Empty => {
+                f.write_str("empty request (try show, reload, set-dispatch MODE)")
+            }
+            RequestError::Unexpected { command, word } => {
+                write!(f, "{command}: unexpected {word:?}")
+            }
+            RequestError::ShowOption(o) => write!(f, "show: unknown option {o:?} (only --json)"),
+            RequestError::MissingMode => write!(
+                f,
+                "set-dispatch: missing MODE ({})",
+                crate::pipeline::DispatchMode::NAMES.join(", ")
+            ),
+            RequestError::Dispatch(e) => write!(f, "set-dispatch: {e}"),
+            RequestError::UnknownCommand(w) => write!(
+                f,
+                "unknown command {w:?} (show [--json], reload, set-dispatch MODE)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {}
+
+/// Rule or signature files that could not be made into tables.
+#[derive(Debug)]
+pub enum TablesError {
+    /// The rule file (names file, line, field, value).
+    Rules(RulesError),
+    /// The rules are too many for the chosen classifier structure.
+    Classifier {
+        rules: PathBuf,
+        source: ClassifierBuildError,
+    },
+    /// The signature file.
+    Signatures(SignatureError),
+}
+
+impl fmt::Display for TablesError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TablesError::Rules(e) => e.fmt(f),
+            TablesError::Classifier { rules, source } => write!(f, "{}: {source}", rules.display()),
+            TablesError::Signatures(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for TablesError {}
+
+/// Why a command got no answer from the packet thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandError {
+    /// The bounded command queue is full.
+    Busy { queue: usize },
+    /// The packet thread has stopped.
+    Stopped,
+    /// No answer before the deadline (the command may still apply).
+    NoAnswer { within: Duration },
+}
+
+impl fmt::Display for CommandError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CommandError::Busy { queue } => write!(
+                f,
+                "busy: {queue} commands already wait for the filter; try again"
+            ),
+            CommandError::Stopped => f.write_str("the filter has stopped"),
+            CommandError::NoAnswer { within } => write!(
+                f,
+                "the filter did not answer within {within:?} (the command may still apply)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CommandError {}
+
+/// Why a control request failed: its `error: …` line.
+#[derive(Debug)]
+pub enum ControlError {
+    Request(RequestError),
+    Tables(TablesError),
+    Command(CommandError),
+    /// The answer could not be encoded as JSON.
+    Encode(serde_json::Error),
+}
+
+impl fmt::Display for ControlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ControlError::Request(e) => e.fmt(f),
+            ControlError::Tables(e) => e.fmt(f),
+            ControlError::Command(e) => e.fmt(f),
+            ControlError::Encode(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ControlError {}
+
+impl From<RequestError> for ControlError {
+    fn from(e: RequestError) -> Self {
+        ControlError::Request(e)
+    }
+}
+impl From<TablesError> for ControlError {
+    fn from(e: TablesError) -> Self {
+        ControlError::Tables(e)
+    }
+}
+impl From<CommandError> for ControlError {
+    fn from(e: CommandError) -> Self {
+        ControlError::Command(e)
+    }
+}
