@@ -366,8 +366,13 @@ fn usage(cmd: &str) -> &'static str {
 /// `netsched balance ctl`.
 #[derive(Args, Debug, Clone)]
 pub struct CtlArgs {
-    /// Control socket of the running balancer.
-    #[arg(long, default_value = "/run/netsched-balance.sock")]
+    /// Control socket of the running balancer (`control_socket` of its configuration).
+    #[arg(
+        long = "control-socket",
+        alias = "socket",
+        global = true,
+        default_value = "/run/netsched-balance.sock"
+    )]
     pub socket: PathBuf,
     #[command(subcommand)]
     pub op: CtlOp,
@@ -376,7 +381,9 @@ pub struct CtlArgs {
 #[derive(Subcommand, Debug, Clone)]
 pub enum CtlOp {
     /// Servers with weight, state, health and connection counts.
-    ShowServers {
+    #[command(alias = "show-servers")]
+    Show {
+        /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
@@ -394,34 +401,49 @@ pub enum CtlOp {
         value: String,
     },
     /// Change a server's weight (0 drains); takes effect for the next pick.
-    SetWeight { name: String, weight: u32 },
+    SetWeight {
+        /// The server's name.
+        name: String,
+        /// The new weight (0 drains).
+        weight: u32,
+    },
     /// No new work; established connections finish. Several names: all or none.
     Drain {
+        /// The servers' names.
         #[arg(required = true)]
         names: Vec<String>,
     },
     /// Out of rotation and not health-checked; established connections finish. Several
     /// names: all or none.
     Maint {
+        /// The servers' names.
         #[arg(required = true)]
         names: Vec<String>,
     },
     /// Back in rotation (slow start applies). Several names: all or none.
     Ready {
+        /// The servers' names.
         #[arg(required = true)]
         names: Vec<String>,
     },
     /// Add a server.
     AddServer {
+        /// A new server name.
         name: String,
+        /// Its address, IP:PORT.
         addr: std::net::SocketAddr,
+        /// Its weight.
         #[arg(long, default_value_t = 1)]
         weight: u32,
+        /// Most connections open to it at once (default: `defaults.maxconn`).
         #[arg(long)]
         maxconn: Option<u32>,
     },
     /// Remove a server; its established connections go on.
-    DelServer { name: String },
+    DelServer {
+        /// The server's name.
+        name: String,
+    },
     /// Stop accepting and exit once every connection has ended, without a deadline (as
     /// SIGUSR1; SIGTERM afterwards cuts what is left after `timeouts.hard_stop_after`).
     SoftStop,
@@ -430,7 +452,7 @@ pub enum CtlOp {
 impl CtlOp {
     pub fn line(&self) -> String {
         match self {
-            CtlOp::ShowServers { json } => {
+            CtlOp::Show { json } => {
                 format!("show-servers{}", if *json { " --json" } else { "" })
             }
             CtlOp::ShowClasses { json } => {

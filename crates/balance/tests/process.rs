@@ -110,9 +110,9 @@ async fn sighup_reload_keeps_established_connections_and_a_bad_file_keeps_the_ol
     let out = Command::new(env!("CARGO_BIN_EXE_netsched-balanced"))
         .args([
             "ctl",
-            "--socket",
+            "--control-socket",
             sock.to_str().unwrap(),
-            "show-servers",
+            "show",
             "--json",
         ])
         .output()
@@ -125,7 +125,13 @@ async fn sighup_reload_keeps_established_connections_and_a_bad_file_keeps_the_ol
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v[0]["name"], "b", "{v}");
     let out = Command::new(env!("CARGO_BIN_EXE_netsched-balanced"))
-        .args(["ctl", "--socket", sock.to_str().unwrap(), "drain", "nobody"])
+        .args([
+            "ctl",
+            "--control-socket",
+            sock.to_str().unwrap(),
+            "drain",
+            "nobody",
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -740,7 +746,12 @@ async fn a_new_balancer_starts_beside_a_running_one_and_the_old_one_leaves_its_s
     );
     // `ctl soft-stop` stops the new one; with nothing open it exits at once.
     let out = Command::new(env!("CARGO_BIN_EXE_netsched-balanced"))
-        .args(["ctl", "--socket", sock.to_str().unwrap(), "soft-stop"])
+        .args([
+            "ctl",
+            "--control-socket",
+            sock.to_str().unwrap(),
+            "soft-stop",
+        ])
         .output()
         .unwrap();
     assert!(

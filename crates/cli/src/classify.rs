@@ -54,13 +54,13 @@ const BENCH_HELP: &str = "\
 Reads a rule file (ClassBench filter format, or our TOML form if the name ends in .toml) and a
 trace, builds each classifier, checks that every one gives the linear scan's answer (or the
 first listed one's) for every packet, then classifies the trace in a loop on this thread for
-at least --seconds of CPU time per classifier. Prints, per classifier: build time, memory, tuples (hash
+at least --duration of CPU time per classifier. Prints, per classifier: build time, memory, tuples (hash
 tables), million packets per CPU second of the classifying thread (Mpps_cpu: time spent
 waiting for a core on a busy machine is not counted) and per wall second, the speed relative to the first classifier listed
 (the baseline, measured in the same run).
 
 Classifiers: linear (the reference), tuple_space (priority-sorted tuple space search),
-tuple_merge (TupleMerge). Limits: --max-tuples, --max-entries, --max-bytes refuse a rule set
+tuple_merge (TupleMerge). Limits: --max-tuples, --max-entries, --max-memory refuse a rule set
 whose structure would pass them (tuple space explosion, CVE-2019-25076).
 
 For a stable figure run on a quiet core, e.g. `taskset -c 1 netsched classify bench ...`.
@@ -76,6 +76,7 @@ struct GenArgs {
     /// Number of rules (at most 10000000).
     #[arg(long, default_value_t = 10_000)]
     rules: usize,
+    /// Seed of the generator: the same profile, --rules and --seed give the same files.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Where to write the rules (ClassBench filter format).
@@ -107,14 +108,21 @@ struct BenchArgs {
         default_value = "linear,tuple_space,tuple_merge"
     )]
     classifier: Vec<ClassifierKind>,
-    /// Minimum measuring time per classifier.
-    #[arg(long, default_value_t = 1.0)]
-    seconds: f64,
+    /// Minimum measuring time (CPU time) per classifier, e.g. 1s or 500ms.
+    #[arg(long, default_value = "1s")]
+    duration: String,
+    /// Deprecated spelling of --duration in seconds (`--seconds 2` = `--duration 2s`).
+    #[arg(long, hide = true, conflicts_with = "duration")]
+    seconds: Option<f64>,
+    /// Refuse a rule set that needs more tuples (hash tables) than this.
     #[arg(long, default_value_t = ClassifierLimits::default().max_tuples)]
     max_tuples: usize,
+    /// Refuse a rule set that needs more table entries than this.
     #[arg(long, default_value_t = ClassifierLimits::default().max_entries)]
     max_entries: usize,
-    #[arg(long, default_value_t = ClassifierLimits::default().max_bytes)]
+    /// Refuse a rule set whose classifier structures need more memory than this (a size:
+    /// 1g, 512m, or bytes).
+    #[arg(long = "max-memory", alias = "max-bytes", default_value = "1g", value_parser = parse_memory)]
     max_bytes: usize,
 }
 
@@ -168,8 +176,17 @@ fn run_bench(a: &BenchArgs) -> Result<()> {
         &a.trace.display().to_string(),
         MAX_TRACE_PACKETS,
     )?;
-    if trace.is_empty() || a.classifier.is_empty() || a.seconds.is_nan() || a.seconds <= 0.0 {
-        bail!("need a non-empty trace, at least one classifier and --seconds > 0");
+    let seconds = match a.seconds {
+        Some(s) if s.is_finite() && s > 0.0 => s,
+        Some(s) => bail!("--seconds {s}: must be a positive number of seconds"),
+        None => {
+            netsched_core::units::parse_duration_in(&a.duration, 1, 3_600_000_000_000)
+                .context("--duration")? as f64
+                / 1e9
+        }
+    };
+    if trace.is_empty() || a.classifier.is_empty() {
+        bail!("need a non-empty trace and at least one classifier");
     }
     let limits = ClassifierLimits {
         max_tuples: a.max_tuples,
@@ -217,7 +234,7 @@ fn run_bench(a: &BenchArgs) -> Result<()> {
                 }
             }
         }
-        let (mpps, wall) = measure(&trace, |k| c.first_match(k), a.seconds);
+        let (mpps, wall) = measure(&trace, |k| c.first_match(k), seconds);
         let ratio = mpps / *first_mpps.get_or_insert(mpps);
         println!(
             "{:<12} {:>10.2} {:>12} {:>7} {:>9.3} {:>8.2} {:>10.3} {:>9}",
@@ -232,6 +249,13 @@ fn run_bench(a: &BenchArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `--max-memory`: a size in the units grammar (`1g`, `512m`, or bytes).
+fn parse_memory(text: &str) -> Result<usize, String> {
+    netsched_core::units::parse_size(text)
+        .map_err(|e| e.to_string())
+        .and_then(|b| usize::try_from(b).map_err(|_| format!("{text}: too large")))
 }
 
 /// Million lookups per second over whole passes of `trace`, for at least `seconds` of this
@@ -289,7 +313,8 @@ mod tests {
             rules: gen.out.clone(),
             trace: d.join("fw.trace"),
             classifier: ClassifierKind::ALL.to_vec(),
-            seconds: 0.01,
+            duration: "10ms".into(),
+            seconds: None,
             max_tuples: 4096,
             max_entries: 1 << 24,
             max_bytes: 1 << 30,

@@ -25,5 +25,63 @@ pub fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
 /// Parse configuration bytes read from `name`.
 pub fn parse_toml<T: serde::de::DeserializeOwned>(name: &str, bytes: &[u8]) -> Result<T> {
     let text = std::str::from_utf8(bytes).map_err(|e| anyhow!("{name}: not UTF-8 text: {e}"))?;
-    toml::from_str(text).map_err(|e| anyhow!("{name}: {e}"))
+    let value = toml::from_str(text).map_err(|e| anyhow!("{name}: {e}"))?;
+    if let Ok(table) = text.parse::<toml::Table>() {
+        for w in old_spellings(&table) {
+            eprintln!("netsched: warning: {name}: {w}");
+        }
+    }
+    Ok(value)
+}
+
+/// Old spellings in a replay configuration, each as a warning naming the new form: a
+/// discipline's `deadline = { ms = 4.0 }` is now `deadline = "4ms"` (units grammar).
+pub fn old_spellings(table: &toml::Table) -> Vec<String> {
+    let deadline = table
+        .get("qdisc")
+        .and_then(|q| q.get("deadline"))
+        .and_then(|d| d.as_table());
+    let mut out: Vec<String> = match deadline.and_then(|d| d.iter().next()) {
+        Some((unit, v)) => vec![format!(
+            "[qdisc] deadline = {{ {unit} = {v} }} is written deadline = \"{v}{unit}\" (units grammar)"
+        )],
+        None => Vec::new(),
+    };
+    let classes = table
+        .get("qdisc")
+        .and_then(|q| q.get("classes"))
+        .and_then(|c| c.as_array());
+    for c in classes.into_iter().flatten() {
+        if let Some(us) = c.get("deadline_us") {
+            out.push(format!(
+                "[qdisc] classes: deadline_us = {us} is written deadline = \"{us}us\" (units grammar)"
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_old_deadline_table_is_reported_with_its_new_form() {
+        let old: toml::Table = "[qdisc]\nkind = \"percentile\"\ndeadline = { ms = 4.0 }\n"
+            .parse()
+            .unwrap();
+        let w = super::old_spellings(&old);
+        assert!(
+            w.len() == 1 && w[0].contains("deadline = \"4.0ms\""),
+            "{w:?}"
+        );
+        let new: toml::Table = "[qdisc]\ndeadline = \"4ms\"\n".parse().unwrap();
+        assert!(super::old_spellings(&new).is_empty());
+        let edf: toml::Table = "[qdisc]\nclasses = [{ deadline_us = 15000 }]\n"
+            .parse()
+            .unwrap();
+        let w = super::old_spellings(&edf);
+        assert!(
+            w.len() == 1 && w[0].contains("deadline = \"15000us\""),
+            "{w:?}"
+        );
+    }
 }

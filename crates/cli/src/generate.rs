@@ -31,6 +31,7 @@ enum What {
     /// Write the completion script of SHELL into DIR (netsched.bash, _netsched,
     /// netsched.fish).
     Completions {
+        /// bash, zsh or fish (or elvish, powershell).
         shell: clap_complete::Shell,
         /// Output folder (created if missing).
         dir: PathBuf,

@@ -22,6 +22,9 @@ mod replay;
 mod replay_balance;
 mod replay_qdisc;
 mod trace;
+mod vocab;
+#[cfg(test)]
+mod vocab_walk;
 
 /// netsched decides who goes first when network work contends for a link, a server or a core,
 /// and proves it: in a deterministic simulator (`lab`) and on real Linux (`shape`, `link`,
@@ -47,9 +50,11 @@ enum Cmd {
     Shape(netsched_link::cli::ShapeArgs),
     /// Run the userspace link engine between two interfaces.
     Link(netsched_link::cli::LinkArgs),
-    /// Run the percentile scheduling daemon on the NFQUEUE packet path.
+    /// Run the percentile scheduling daemon on the NFQUEUE packet path (or `nfq ctl` to control
+    /// a running one).
     Nfq(netsched_nfq::cli::NfqArgs),
-    /// Control a running `netsched nfq` daemon.
+    /// Control a running `netsched nfq` daemon (old place of `netsched nfq ctl`).
+    #[command(hide = true)]
     Ctl(netsched_nfq::ctl_client::CtlArgs),
     /// Run the L4/L7 load balancer (or `balance ctl` to control a running one).
     Balance(netsched_balance::BalanceArgs),
@@ -65,6 +70,7 @@ enum Cmd {
 }
 
 fn main() {
+    vocab::warn_old_spellings();
     let cli = Cli::parse();
     let log = logging::install(cli.log_format);
     let result = match cli.cmd {

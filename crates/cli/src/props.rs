@@ -82,7 +82,7 @@ fn qdisc_with(kind: QdiscKind, v: u64) -> String {
         QdiscKind::StrictPriority => format!("bands = [{{ {lim} }}, {{ {lim} }}]"),
         QdiscKind::Drr => format!("classes = [{{ quantum = {v}, {lim} }}, {{ quantum = 1 }}]"),
         QdiscKind::Wf2qPlus => format!("classes = [{{ weight = {}, {lim} }}, {{ weight = 1 }}]", v.min(u64::from(u32::MAX))),
-        QdiscKind::Edf => format!("drop_expired = true\nclasses = [{{ deadline_us = {v}, {lim} }}, {{ deadline_us = 1 }}]"),
+        QdiscKind::Edf => format!("drop_expired = true\nclasses = [{{ deadline = \"{v}us\", {lim} }}, {{ deadline = \"1us\" }}]"),
         QdiscKind::AckSeparation => format!("ack = {{ {lim} }}\nother = {{ {lim} }}\nack_filter = true"),
         QdiscKind::Percentile => format!("percentiles = [{}, 50]\nlimit_packets = {v}\ndeadline = {{ ns = {v} }}", v.min(100)),
         QdiscKind::DelayConstrained => format!(

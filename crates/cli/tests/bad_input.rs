@@ -506,7 +506,15 @@ fn nfq_rejects_bad_flags_before_touching_the_system() {
     };
     run(
         &[
-            "nfq", "--port", "8080", "--class", "a=90", "--cpu", "100000", "--socket", &sock,
+            "nfq",
+            "--port",
+            "8080",
+            "--class",
+            "a=90",
+            "--cpu",
+            "100000",
+            "--control-socket",
+            &sock,
         ],
         &["cpu"],
     );
@@ -519,24 +527,30 @@ fn nfq_rejects_bad_flags_before_touching_the_system() {
             "a=90",
             "--deadline",
             "1e300s",
-            "--socket",
+            "--control-socket",
             &sock,
         ],
         &["1e300s", "deadline"],
     );
     run(
         &[
-            "nfq", "--port", "8080", "--class", "a=900", "--socket", &sock,
+            "nfq",
+            "--port",
+            "8080",
+            "--class",
+            "a=900",
+            "--control-socket",
+            &sock,
         ],
         &["900", "percentile"],
     );
     let junk = s.file("junk.toml", &binary_junk());
     run(
-        &["nfq", "--config", &junk, "--socket", &sock],
+        &["nfq", "--config", &junk, "--control-socket", &sock],
         &["junk.toml"],
     );
     run(
-        &["nfq", "--config", "/dev/zero", "--socket", &sock],
+        &["nfq", "--config", "/dev/zero", "--control-socket", &sock],
         &["/dev/zero"],
     );
 }
@@ -548,7 +562,14 @@ fn nfq_cleanup_never_deletes_a_file_that_is_not_a_socket() {
     };
     let s = Scratch::new("clean");
     let f = s.file("precious", b"data\n");
-    let args = ["nfq", "cleanup", "--socket", f.as_str(), "--queue", "4321"];
+    let args = [
+        "nfq",
+        "cleanup",
+        "--control-socket",
+        f.as_str(),
+        "--queue",
+        "4321",
+    ];
     let out = run_in(Some(&ns.0), &args);
     assert_ne!(out.code, Some(101), "panicked: {}", out.stderr);
     assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
@@ -563,18 +584,28 @@ fn nfq_cleanup_never_deletes_a_file_that_is_not_a_socket() {
 fn ctl_reports_a_missing_or_silent_daemon_clearly() {
     let s = Scratch::new("ctl");
     let missing = s.path("none.sock");
-    bad(&["ctl", "--socket", &missing, "status"], &["none.sock"]);
+    bad(
+        &["nfq", "ctl", "--control-socket", &missing, "show"],
+        &["none.sock"],
+    );
     // A listener that accepts nothing and never answers: a timeout, not EAGAIN.
     let silent = s.path("silent.sock");
     let _listener = std::os::unix::net::UnixListener::bind(&silent).unwrap();
-    let out = run_in(None, &["ctl", "--socket", &silent, "status"]);
+    let out = run_in(None, &["nfq", "ctl", "--control-socket", &silent, "show"]);
     assert_clean_error(
-        &["ctl", "--socket", &silent, "status"],
+        &["nfq", "ctl", "--control-socket", &silent, "show"],
         &out,
         &["timed out", "timeout", "no answer"],
     );
     bad(
-        &["ctl", "--socket", &missing, "set-deadline", "1e300s"],
+        &[
+            "nfq",
+            "ctl",
+            "--control-socket",
+            &missing,
+            "set-deadline",
+            "1e300s",
+        ],
         &["1e300s", "deadline"],
     );
 }
@@ -622,11 +653,11 @@ fn daemon_flags_configs_and_ctl_clients_fail_clearly() {
     // The ctl clients: no daemon, and a daemon that never answers (bounded wait, not a hang).
     let missing = s.path("none.sock");
     bad(
-        &["balance", "ctl", "--socket", &missing, "show-servers"],
+        &["balance", "ctl", "--control-socket", &missing, "show"],
         &["none.sock"],
     );
     bad(
-        &["vswitch", "ctl", "--socket", &missing, "show-ports"],
+        &["vswitch", "ctl", "--control-socket", &missing, "show"],
         &["none.sock"],
     );
     let silent = s.path("silent.sock");
@@ -635,11 +666,17 @@ fn daemon_flags_configs_and_ctl_clients_fail_clearly() {
         [
             "balance",
             "ctl",
-            "--socket",
+            "--control-socket",
             silent.as_str(),
-            "show-servers",
+            "show",
         ],
-        ["vswitch", "ctl", "--socket", silent.as_str(), "show-ports"],
+        [
+            "vswitch",
+            "ctl",
+            "--control-socket",
+            silent.as_str(),
+            "show",
+        ],
     ] {
         let out = run_in(None, &args);
         assert_clean_error(&args, &out, &["timed out"]);
@@ -742,7 +779,13 @@ fn filter_rejects_bad_flags_rule_files_and_signature_files() {
         &["no-such-if0"],
     );
     bad(
-        &["filter", "ctl", "--socket", &s.path("none.sock"), "show"],
+        &[
+            "filter",
+            "ctl",
+            "--control-socket",
+            &s.path("none.sock"),
+            "show",
+        ],
         &["none.sock"],
     );
 }

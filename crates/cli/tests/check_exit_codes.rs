@@ -138,7 +138,14 @@ fn vswitch_link_and_shape_checks_find_missing_interfaces() {
     let sock = d.path("vs.sock");
     if let Some(port) = &port {
         let ok = d.file("ok.toml", &cfg("lo", port));
-        let (code, out, err) = run(&["vswitch", "--config", &ok, "--control", &sock, "--check"]);
+        let (code, out, err) = run(&[
+            "vswitch",
+            "--config",
+            &ok,
+            "--control-socket",
+            &sock,
+            "--check",
+        ]);
         assert_eq!(code, 0, "{err}");
         assert!(out.contains("ok"), "{out}");
     } else {
@@ -150,7 +157,7 @@ fn vswitch_link_and_shape_checks_find_missing_interfaces() {
             "vswitch",
             "--config",
             &missing,
-            "--control",
+            "--control-socket",
             &sock,
             "--check",
         ],

@@ -42,7 +42,15 @@ fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
     let bed_dir = bed.dir.clone();
     let sock = bed.dir.join("ctl.sock");
     let sock_s = sock.display().to_string();
-    let mut args = vec!["nfq", "--port", "80", "--budget", "4", "--socket", &sock_s];
+    let mut args = vec![
+        "nfq",
+        "--port",
+        "80",
+        "--budget",
+        "4",
+        "--control-socket",
+        &sock_s,
+    ];
     let classes: Vec<String> = (0..5).map(|k| format!("C{k}={}", 90 - 10 * k)).collect();
     let maps: Vec<String> = (0..5).map(|k| format!("{}=C{k}", client_cidr(k))).collect();
     for c in &classes {
@@ -115,7 +123,7 @@ fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
         bed.tb.exec(
             &server_ns,
             bin,
-            &["ctl", "--socket", &sock_s, "status", "--json"],
+            &["nfq", "ctl", "--control-socket", &sock_s, "show", "--json"],
         )
     };
     let st = loop {
@@ -133,7 +141,7 @@ fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
     );
     // Every verb against the live daemon, taking effect without a restart.
     let ctl = |argv: &[&str]| -> Result<String, String> {
-        let mut full = vec!["ctl", "--socket", &sock_s];
+        let mut full = vec!["nfq", "ctl", "--control-socket", &sock_s];
         full.extend_from_slice(argv);
         bed.tb
             .exec(&server_ns, bin, &full)
@@ -144,20 +152,20 @@ fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
     ctl(&["set-deadline", "7ms"]).unwrap();
     ctl(&["set-budget", "6"]).unwrap();
     ctl(&["add-ip", "10.99.0.0/16", "C2"]).unwrap();
-    let st = json(&ctl(&["status", "--json"]).unwrap());
+    let st = json(&ctl(&["show", "--json"]).unwrap());
     assert_eq!(st["classes"][1]["percentile"], 75);
     assert_eq!(st["deadline_ns"], 7_000_000);
     assert_eq!(st["budget"], 6);
     assert_eq!(st["table"].as_array().unwrap().len(), 6);
     ctl(&["del-ip", "10.99.0.0/16"]).unwrap();
     ctl(&["stop"]).unwrap();
-    assert_eq!(json(&ctl(&["status", "--json"]).unwrap())["running"], false);
+    assert_eq!(json(&ctl(&["show", "--json"]).unwrap())["running"], false);
     ctl(&["start"]).unwrap();
     ctl(&["reset"]).unwrap();
-    let st = json(&ctl(&["status", "--json"]).unwrap());
+    let st = json(&ctl(&["show", "--json"]).unwrap());
     assert_eq!(st["running"], true);
     assert!(st["table"].as_array().unwrap().is_empty());
-    let table = ctl(&["status"]).unwrap();
+    let table = ctl(&["show"]).unwrap();
     assert!(
         table.contains("attainment") && table.contains("C4"),
         "{table}"
@@ -193,7 +201,11 @@ fn percentile_web_real_sigkill_fails_open_and_cleanup_removes_rules() {
     assert_eq!(bed.leftover_rules("iptables").unwrap(), 2);
     let out = bed
         .tb
-        .exec(&server_ns, bin, &["nfq", "cleanup", "--socket", &sock_s])
+        .exec(
+            &server_ns,
+            bin,
+            &["nfq", "cleanup", "--control-socket", &sock_s],
+        )
         .unwrap();
     assert!(out.contains("removed"), "{out}");
     assert_eq!(bed.leftover_rules("iptables").unwrap(), 0);

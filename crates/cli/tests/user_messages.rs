@@ -91,7 +91,7 @@ fn nfq_cleanup_with_a_missing_iptables_is_an_error() {
         "cleanup",
         "--iptables",
         "no-such-iptables-7f3a",
-        "--socket",
+        "--control-socket",
         "/nonexistent-netsched/nfq.sock",
     ]));
     assert_eq!(code, 1, "{text}");
@@ -118,7 +118,7 @@ fn nfq_without_privilege_says_it_needs_root() {
         "80",
         "--class",
         "a=90",
-        "--socket",
+        "--control-socket",
         socket.to_str().unwrap(),
     ];
     let mut cmd = if is_root {

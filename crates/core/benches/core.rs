@@ -83,7 +83,7 @@ fn qdisc_json(kind: QdiscKind, variant: &str, n: usize) -> Option<String> {
         QdiscKind::Edf => format!(
             r#"{{"kind": "edf", "classes": [{}]}}"#,
             repeat(n, |i| format!(
-                r#"{{"deadline_us": {}, {lim}}}"#,
+                r#"{{"deadline": "{}us", {lim}}}"#,
                 1000 * (i + 1)
             ))
         ),

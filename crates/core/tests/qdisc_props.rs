@@ -40,10 +40,10 @@ fn configs_for(kind: QdiscKind) -> Vec<QdiscConfig> {
             {"weight": 5, "limit_packets": 4}]}"#],
         QdiscKind::Edf => &[
             r#"{"kind": "edf", "drop_expired": false, "classes": [
-            {"deadline_us": 1000, "limit_packets": 5}, {"deadline_us": 5000, "limit_packets": 6},
-            {"deadline_us": 20000, "limit_packets": 4, "limit_bytes": 3000}]}"#,
+            {"deadline": "1ms", "limit_packets": 5}, {"deadline": "5ms", "limit_packets": 6},
+            {"deadline": "20ms", "limit_packets": 4, "limit_bytes": 3000}]}"#,
             r#"{"kind": "edf", "drop_expired": true, "classes": [
-            {"deadline_us": 500, "limit_packets": 5}, {"deadline_us": 3000, "limit_packets": 6},
+            {"deadline": "500us", "limit_packets": 5}, {"deadline": "3ms", "limit_packets": 6},
             {"deadline_us": 8000, "limit_packets": 4}]}"#,
         ],
         QdiscKind::AckSeparation => &[
@@ -399,7 +399,7 @@ fn bad_configs_name_the_field() {
         (
             r#"{"kind": "edf", "classes": [{"deadline_us": 18446744073709551615}]}"#,
             out_of_range(
-                "classes[0].deadline_us",
+                "classes[0].deadline",
                 "18446744073709551615",
                 format!("0..={}", u64::MAX / 1000),
             ),

@@ -36,7 +36,7 @@ Dispatch: static_rr, modified_rr, fcfs, modified_fcfs (one block at a time, P1),
 flow_hash, work_stealing (whole packets by flow bucket). See docs/filter.md.
 Turn offloads off on both interfaces (ethtool -K IF gro off gso off tso off).
 Ctrl-C / SIGTERM stops it: what is inside drains, the final counters print as one JSON line.
-Runtime control: netsched filter ctl [--socket S] show [--json] | reload | set-dispatch MODE."
+Runtime control: netsched filter ctl [--control-socket S] show [--json] | reload | set-dispatch MODE."
 )]
 pub struct FilterArgs {
     /// Interface frames arrive on.
@@ -93,8 +93,12 @@ pub struct FilterArgs {
     /// Receive ring frames per port (2 KiB each; 64..=65536, rounded up to 8).
     #[arg(long, default_value_t = 4096)]
     pub ring_frames: usize,
-    /// Pin workers to CPUs when there are more CPUs than workers.
-    #[arg(long)]
+    /// CPU pinning of the workers: `auto` pins one worker per CPU when there are more CPUs
+    /// than workers; `off` leaves them to the scheduler.
+    #[arg(long, default_value = "off", value_parser = ["auto", "off"])]
+    pub cpu: String,
+    /// Deprecated spelling of `--cpu auto`.
+    #[arg(long, hide = true)]
     pub pin: bool,
     /// Print counters as JSON lines this often (at least 100ms), e.g. `1s`.
     #[arg(long)]
@@ -105,8 +109,8 @@ pub struct FilterArgs {
     /// Enter this network namespace (`ip netns` name) before opening the interfaces.
     #[arg(long)]
     pub netns: Option<String>,
-    /// Control socket (mode 0660).
-    #[arg(long, default_value = control::DEFAULT_SOCKET)]
+    /// Control socket (mode 0660): `netsched filter ctl` talks to it.
+    #[arg(long = "control-socket", alias = "control", default_value = control::DEFAULT_SOCKET)]
     pub control: PathBuf,
     /// Group (name or gid) whose members may use the control socket besides root and us.
     #[arg(long)]
@@ -230,7 +234,7 @@ pub fn engine_config(a: &FilterArgs) -> Result<EngineConfig> {
                 accept_non_ip: a.non_ip == "accept",
                 fault_panic_on: a.fault_panic_on.as_ref().map(|s| s.as_bytes().to_vec()),
             },
-            pin: a.pin,
+            pin: a.pin || a.cpu == "auto",
         },
     })
 }

@@ -260,8 +260,8 @@ pub fn request(socket: &Path, line: &str) -> Result<String, netsched_control::Cl
 /// `netsched filter ctl`: talk to a running filter.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CtlArgs {
-    /// The filter's control socket (`--control` of `netsched filter`).
-    #[arg(long, default_value = DEFAULT_SOCKET)]
+    /// The filter's control socket (`--control-socket` of `netsched filter`).
+    #[arg(long = "control-socket", alias = "socket", global = true, default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
     #[command(subcommand)]
     pub op: CtlOp,
@@ -278,7 +278,10 @@ pub enum CtlOp {
     /// Re-read the rule and signature files and swap them in whole.
     Reload,
     /// Change the dispatch policy.
-    SetDispatch { mode: String },
+    SetDispatch {
+        /// static_rr, modified_rr, fcfs, modified_fcfs, flow_hash or work_stealing.
+        mode: String,
+    },
 }
 
 impl CtlOp {

@@ -50,7 +50,7 @@ fn sigterm_mid_run_drains_reports_and_removes_the_socket() {
             .arg(&rules)
             .arg("--signatures")
             .arg(&sigs)
-            .arg("--control")
+            .arg("--control-socket")
             .arg(&sock)
             .args(["--stats", "200ms"])
             .stdin(Stdio::null())

@@ -31,6 +31,7 @@ pub mod real;
 pub mod repeat;
 pub mod runner;
 pub mod scenario;
+pub mod scenario_units;
 pub mod series_error;
 pub mod slurm;
 pub mod sweep;

@@ -21,7 +21,7 @@ pub fn scenario_params(
     for s in sets {
         scenario::apply_set(&mut table, s)?;
     }
-    scenario::to_json(&table)
+    scenario::to_json_for(name, &table)
 }
 
 /// One run to perform.

@@ -55,7 +55,12 @@ pub fn load(name: &str, file: Option<&Path>) -> anyhow::Result<toml::Table> {
                 "scenario file",
             )?;
             let origin = p.display().to_string();
-            let table = parse(&text, &origin)?;
+            let mut table = parse(&text, &origin)?;
+            let mut warnings = Vec::new();
+            crate::scenario_units::upgrade_old_keys(&mut table, "", &mut warnings);
+            for w in warnings {
+                eprintln!("netsched: warning: scenario {origin}: {w}");
+            }
             if let Some(reference) = embedded(name) {
                 let reference = parse(reference, name)?;
                 if !table.keys().any(|k| reference.contains_key(k)) {
@@ -124,6 +129,18 @@ pub fn apply_set(table: &mut toml::Table, assignment: &str) -> anyhow::Result<()
     if key.is_empty() {
         bail!("--set {assignment:?}: empty key");
     }
+    // An old spelling with a unit in its name (`duration_s=80`): the new key, with a warning.
+    let leaf = key.rsplit('.').next().unwrap_or(key);
+    if let Some((new, value)) = crate::scenario_units::old_key(leaf, &parse_value(text.trim())) {
+        let new_key = match key.rsplit_once('.') {
+            Some((parent, _)) => format!("{parent}.{new}"),
+            None => new.to_string(),
+        };
+        if leaf_keys(table).contains(&new_key) {
+            eprintln!("netsched: warning: --set {key} is renamed {new_key} (units grammar: {new_key}={value})");
+            return apply_set(table, &format!("{new_key}={value}"));
+        }
+    }
     let valid = leaf_keys(table);
     let unknown = || {
         anyhow!(
@@ -162,9 +179,20 @@ pub fn apply_set(table: &mut toml::Table, assignment: &str) -> anyhow::Result<()
     Ok(())
 }
 
-/// The scenario as JSON, the form experiments receive.
+/// The scenario as JSON, the form experiments receive: durations, rates and sizes written in
+/// the units grammar become the numbers the experiments read ([`crate::scenario_units`]).
 pub fn to_json(table: &toml::Table) -> anyhow::Result<serde_json::Value> {
     serde_json::to_value(table).context("scenario cannot be expressed as JSON")
+}
+
+/// [`to_json`] for experiment `name`: the experiments listed in
+/// [`crate::scenario_units::EXPERIMENTS`] get their unit keys converted first.
+pub fn to_json_for(name: &str, table: &toml::Table) -> anyhow::Result<serde_json::Value> {
+    if !crate::scenario_units::EXPERIMENTS.contains(&name) {
+        return to_json(table);
+    }
+    let internal = crate::scenario_units::to_internal(table, "")?;
+    to_json(&internal)
 }
 
 /// The scenario parameters as a typed struct `T` (use `#[serde(deny_unknown_fields)]` so a

@@ -310,7 +310,7 @@ pub fn plan(a: &SweepSpec) -> Result<(Plan, PathBuf), SeriesError> {
         for (k, v) in point {
             scenario::apply_set(&mut table, &format!("{k}={v}"))?;
         }
-        let params = scenario::to_json(&table)?;
+        let params = scenario::to_json_for(exp.name, &table)?;
         for s in 0..a.seeds {
             let seed = a.seed + s;
             let mut key = format!("{}\n{}\n{seed}", exp.name, serde_json::to_string(&params)?);

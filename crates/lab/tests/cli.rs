@@ -228,9 +228,9 @@ fn strict_turns_a_failed_check_into_an_error() {
         "run",
         "np-dispatch",
         "--set",
-        "cost.late_signal_ns=0",
+        "cost.late_signal=0ns",
         "--set",
-        "cost.decision_scan_counters_ns=0",
+        "cost.decision_scan_counters=0ns",
         "--set",
         "traffic.packets=800",
         "--out",
@@ -516,7 +516,7 @@ fn sweep_and_run_counts_are_bounded_before_anything_runs() {
         "--grid",
         &grid,
         "--grid",
-        &grid.replace("cost.rules", "cost.eop_ns"),
+        &grid.replace("cost.rules", "cost.eop"),
     ])
     .unwrap_err()
     .to_string();

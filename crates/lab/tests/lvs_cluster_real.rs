@@ -279,9 +279,7 @@ fn client_spec(concurrency: usize, secs: u64, seed: u64) -> real::client::Client
 
 /// One server's row of `show-servers --json`.
 fn server_row(d: &Director, rig: &Rig, name: &str) -> Value {
-    let text = d
-        .ctl(rig.director().unwrap(), &["show-servers", "--json"])
-        .unwrap();
+    let text = d.ctl(rig.director().unwrap(), &["show", "--json"]).unwrap();
     let json = text.trim_start_matches("ok").trim();
     let rows: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {text}"));
     rows.as_array()

@@ -52,8 +52,8 @@ fn percentile_web_real_fifo_percentile_strict() {
         .iter()
         .find(|r| r.mode == DisciplineKind::Percentile)
         .unwrap();
-    // The experiment's default deadline is auto-quantile (docs/percentile-web-real.md, "Which deadline").
-    assert_eq!(pct.status.deadline_mode, "auto-quantile");
+    // The experiment's default deadline is auto_quantile (docs/percentile-web-real.md, "Which deadline").
+    assert_eq!(pct.status.deadline_mode, "auto_quantile");
     // ... and a max_hold that follows the server: k × its recent server time, clamped.
     assert_eq!(pct.status.max_hold_factor, Some(DEFAULT_MAX_HOLD_FACTOR));
     assert!(

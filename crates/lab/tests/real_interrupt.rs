@@ -75,7 +75,8 @@ fn child_vm_delay() {
 fn child_nfq_bench() {
     child_expects_interruption("nfq-bench", || {
         let args = netsched_nfq::bench::BenchArgs {
-            seconds: 60.0,
+            duration: "60s".into(),
+            seconds: None,
             flows: 100,
             samples: 200_000,
             cpu: 1,

@@ -3,10 +3,11 @@
 //! [--ports=tpacket,packet] [--tx-ring-frames=N]`
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let secs = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3);
+    let secs: u32 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3);
     let pings = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(300);
     netsched_link::bench::run(netsched_link::bench::BenchArgs {
-        secs,
+        duration: format!("{secs}s"),
+        secs: None,
         pings,
         json: args.iter().any(|a| a == "--json"),
         ports: args

@@ -6,7 +6,7 @@
 //!   interfaces, src and dst share one subnet.
 //!
 //! Packets/s: a generator thread in src (`AF_PACKET`, `sendmmsg` of prebuilt UDP frames,
-//! pinned to CPU 0) sends for `--secs` at full speed; the count of frames arriving on dst's
+//! pinned to CPU 0) sends for `--duration` at full speed; the count of frames arriving on dst's
 //! interface (its `rx_packets`) over the same time is the forwarding rate. Frames are addressed
 //! (MAC) to a host that does not exist on dst's link, so dst drops them at once without
 //! answering; the kernel forwarder reaches that MAC through a static neighbour entry. The
@@ -17,7 +17,7 @@
 //! the engine − p50 RTT through the kernel (each RTT crosses the forwarder twice).
 
 use crate::engine::{parse_qdisc, spawn_in_netns, DirConfig, EngineConfig};
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use netsched_sys::mmsg::send_repeated;
 use netsched_sys::packet::{PacketFd, PACKET_QDISC_BYPASS};
 use netsched_sys::{PortBackend, PortOptions, RingConfig};
@@ -32,11 +32,14 @@ use std::time::{Duration, Instant};
 /// Arguments of `netsched link bench`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(after_help = "Example:
-  netsched link bench --secs 3 --pings 300      # root; prints a table, --json for JSON")]
+  netsched link bench --duration 3s --pings 300   # root; prints a table, --json for JSON")]
 pub struct BenchArgs {
-    /// Seconds of traffic per packets/s measurement.
-    #[arg(long, default_value_t = 3)]
-    pub secs: u32,
+    /// Traffic per packets/s measurement, whole seconds from 1s to 60s (e.g. 3s).
+    #[arg(long, default_value = "3s")]
+    pub duration: String,
+    /// Deprecated spelling of --duration in seconds (`--secs 3` = `--duration 3s`).
+    #[arg(long, hide = true, conflicts_with = "duration")]
+    pub secs: Option<u32>,
     /// Pings per latency measurement (every 10 ms).
     #[arg(long, default_value_t = 300)]
     pub pings: u32,
@@ -102,9 +105,19 @@ pub struct BenchResult {
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
-    if a.secs == 0 || a.secs > 60 {
-        bail!("--secs {}: must be between 1 and 60", a.secs);
-    }
+    let secs = match a.secs {
+        Some(s) if (1..=60).contains(&s) => s,
+        Some(s) => bail!("--secs {s}: must be between 1 and 60"),
+        None => {
+            let ns =
+                netsched_core::units::parse_duration_in(&a.duration, 1_000_000_000, 60_000_000_000)
+                    .context("--duration")?;
+            if ns % 1_000_000_000 != 0 {
+                bail!("--duration {}: whole seconds (1s to 60s)", a.duration);
+            }
+            (ns / 1_000_000_000) as u32
+        }
+    };
     if a.pings < 10 || a.pings > 10_000 {
         bail!("--pings {}: must be between 10 and 10000", a.pings);
     }
@@ -120,7 +133,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if ports.is_empty() || ports.len() > 4 {
         bail!("--ports: one to four backends");
     }
-    let r = bench(a.secs, a.pings, &ports, a.tx_ring_frames)?;
+    let r = bench(secs, a.pings, &ports, a.tx_ring_frames)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {

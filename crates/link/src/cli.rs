@@ -95,13 +95,14 @@ pub struct RunArgs {
     /// Print a JSON line of counters at this interval (e.g. 1s; at least 100ms).
     #[arg(long)]
     pub stats: Option<String>,
-    /// Never sleep in poll: lowest latency, one core at 100 %.
-    #[arg(long)]
-    pub busy_poll: bool,
-    /// After a frame, keep looking for input without sleeping this long (0 = sleep at once;
-    /// at most 10ms): fewer wake-ups and less latency in bursts, for a little CPU.
-    #[arg(long, default_value = "50us")]
-    pub spin: String,
+    /// After a frame, keep polling for input without sleeping this long (0 = off, sleep at
+    /// once; at most 10ms): fewer wake-ups and less latency in bursts, for a little CPU.
+    /// `always` never sleeps: lowest latency, one core at 100 %.
+    #[arg(long, default_value = "50us", num_args = 0..=1, default_missing_value = "always")]
+    pub busy_poll: String,
+    /// Deprecated spelling of --busy-poll DURATION.
+    #[arg(long, hide = true, conflicts_with = "busy_poll")]
+    pub spin: Option<String>,
     /// Port backend: `tpacket` (mmap'ed TPACKET_V2 receive ring), `packet` (recvmmsg/sendmmsg)
     /// or `auto` (the ring, else packet with the reason printed).
     #[arg(long, default_value = "auto")]
@@ -355,9 +356,15 @@ impl RunArgs {
                 })
                 .transpose()
                 .context("--stats")?,
-            busy_poll: self.busy_poll,
-            spin: units::parse_duration_in(&self.spin, 0, crate::engine::MAX_SPIN)
-                .context("--spin")?,
+            busy_poll: self.busy_poll.trim() == "always",
+            spin: match (&self.spin, self.busy_poll.trim()) {
+                (Some(s), _) => {
+                    units::parse_duration_in(s, 0, crate::engine::MAX_SPIN).context("--spin")?
+                }
+                (None, "always") => crate::engine::DEFAULT_SPIN,
+                (None, d) => units::parse_duration_in(d, 0, crate::engine::MAX_SPIN)
+                    .context("--busy-poll (a duration such as 50us, 0 = off, or `always`)")?,
+            },
             port: netsched_sys::PortOptions {
                 backend: self
                     .port
@@ -529,7 +536,7 @@ mod tests {
             }
             _ => panic!("not link"),
         }
-        match ok(&["n", "link", "bench", "--secs", "2"]).cmd {
+        match ok(&["n", "link", "bench", "--duration", "2s"]).cmd {
             Cmd::Link(l) => assert!(l.sub.is_some()),
             _ => panic!("not link"),
         }
@@ -554,8 +561,8 @@ mod tests {
             pool: 1024,
             delay_line: 1024,
             stats: None,
-            busy_poll: false,
-            spin: "50us".into(),
+            busy_poll: "50us".into(),
+            spin: None,
             port: "auto".into(),
             ring_frames: 4096,
             tx_ring_frames: 0,

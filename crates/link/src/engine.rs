@@ -56,6 +56,8 @@ pub const METRICS_INTERVAL: Nanos = 100 * MS;
 const MAX_SLEEP: Nanos = 100 * MS;
 /// Longest `spin` (looking for input without sleeping after a frame): 10 ms.
 pub const MAX_SPIN: Nanos = 10 * MS;
+/// The CLI's default `--busy-poll` window.
+pub const DEFAULT_SPIN: Nanos = 50_000;
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -102,7 +104,7 @@ impl EngineConfig {
         }
         if self.spin > MAX_SPIN {
             bail!(
-                "--spin {}: must be at most {}",
+                "--busy-poll {}: must be at most {} (or `always`)",
                 netsched_core::units::format_duration(self.spin),
                 netsched_core::units::format_duration(MAX_SPIN)
             );

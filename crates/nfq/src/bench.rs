@@ -34,9 +34,12 @@ use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
-    /// Seconds of closed-loop load for the throughput figure.
-    #[arg(long, default_value_t = 5.0)]
-    pub seconds: f64,
+    /// How long the closed-loop load for the throughput figure runs (e.g. 5s; at most 10m).
+    #[arg(long, default_value = "5s")]
+    pub duration: String,
+    /// Deprecated spelling of --duration in seconds (`--seconds 5` = `--duration 5s`).
+    #[arg(long, hide = true, conflicts_with = "duration")]
+    pub seconds: Option<f64>,
     /// Concurrent UDP flows for the throughput figure (enough to keep the daemon's batches full).
     #[arg(long, default_value_t = 1000)]
     pub flows: usize,
@@ -274,6 +277,7 @@ fn daemon_config(socket: std::path::PathBuf) -> Result<Config> {
 /// Run the bench. SIGINT/SIGTERM stop it (see the module notes); everything it created is
 /// removed before it returns, whatever the outcome.
 pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
+    let load_secs = a.secs()?;
     let _signals = SignalGuard::install()?;
     let mut tb = Testbed::new("nfqb")?;
     let na = tb.add_ns("a")?;
@@ -289,7 +293,7 @@ pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
         sleep_unless_interrupted(Duration::from_millis(200))?;
         let mut without = latency(&na, a.load_cpu, a.samples)?;
         let t0 = Instant::now();
-        let base_done = throughput(&na, a.load_cpu, a.flows, a.seconds.min(3.0))?;
+        let base_done = throughput(&na, a.load_cpu, a.flows, load_secs.min(3.0))?;
         let base_rps = base_done as f64 / t0.elapsed().as_secs_f64();
         let dir = TempDir::new(tb.tag())?;
         let socket = dir.path().join("ctl.sock");
@@ -323,7 +327,7 @@ pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
             let st0 = status(&socket)?;
             let cpu0 = thread_cpu_s(tid)?;
             let t0 = Instant::now();
-            let done = throughput(&na, a.load_cpu, a.flows, a.seconds)?;
+            let done = throughput(&na, a.load_cpu, a.flows, load_secs)?;
             let secs = t0.elapsed().as_secs_f64();
             let cpu1 = thread_cpu_s(tid)?;
             let st1 = status(&socket)?;
@@ -339,7 +343,7 @@ pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
             sleep_unless_interrupted(Duration::from_millis(100))?;
             let f0 = status(&socket)?;
             let t0 = Instant::now();
-            let fsent = flood(&na, a.load_cpu, a.seconds.min(3.0))?;
+            let fsent = flood(&na, a.load_cpu, load_secs.min(3.0))?;
             // let the daemon drain what is queued before reading its counters
             sleep_unless_interrupted(Duration::from_millis(300))?;
             let fsecs = t0.elapsed().as_secs_f64() - 0.3;
@@ -417,6 +421,21 @@ fn status(socket: &std::path::Path) -> Result<crate::engine::Status> {
     r.status
         .map(|s| *s)
         .ok_or_else(|| anyhow!("status: {}", r.error.unwrap_or_default()))
+}
+
+impl BenchArgs {
+    /// The load's length in seconds, from `--duration` (or the deprecated `--seconds`).
+    pub fn secs(&self) -> Result<f64> {
+        let ns = match self.seconds {
+            Some(s) if s.is_finite() && s > 0.0 => (s * 1e9) as u64,
+            Some(s) => anyhow::bail!("--seconds {s}: must be a positive number of seconds"),
+            None => {
+                netsched_core::units::parse_duration_in(&self.duration, 1_000_000, 600_000_000_000)
+                    .context("--duration")?
+            }
+        };
+        Ok(ns as f64 / 1e9)
+    }
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {

@@ -24,9 +24,9 @@ Examples:
   netsched nfq --config /etc/netsched/nfq.toml
 
   # While it runs
-  netsched ctl status
-  netsched ctl set-percentile gold 95
-  netsched ctl add-ip 172.16.0.0/12 silver
+  netsched nfq ctl show
+  netsched nfq ctl set-percentile gold 95
+  netsched nfq ctl add-ip 172.16.0.0/12 silver
 
   # After a crash (SIGKILL): remove the iptables rules it left behind
   netsched nfq cleanup
@@ -58,11 +58,13 @@ pub enum NfqCmd {
         #[arg(long)]
         queue: Option<u16>,
         /// Control socket to remove if stale.
-        #[arg(long, default_value = config::DEFAULT_SOCKET)]
+        #[arg(long = "control-socket", alias = "socket", default_value = config::DEFAULT_SOCKET)]
         socket: PathBuf,
     },
     /// Measure the daemon's throughput and added latency between two scratch namespaces.
     Bench(crate::bench::BenchArgs),
+    /// Control a running daemon over its control socket.
+    Ctl(crate::ctl_client::CtlArgs),
 }
 
 /// Flags of the daemon itself (each overrides the config file).
@@ -92,7 +94,7 @@ pub struct RunArgs {
     /// Class of addresses no entry matches (name or index; default: the last class).
     #[arg(long)]
     pub default_class: Option<String>,
-    /// Deadline: a duration ("4ms"), "auto" (running mean response time) or "auto-quantile"
+    /// Deadline: a duration ("4ms"), "auto" (running mean response time) or "auto_quantile"
     /// (running q-quantile of response times, q = Σ N·P / Σ N).
     #[arg(long)]
     pub deadline: Option<String>,
@@ -103,10 +105,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub discipline: Option<String>,
     /// Control socket path.
-    #[arg(long)]
+    #[arg(long = "control-socket", alias = "socket")]
     pub socket: Option<PathBuf>,
     /// Group allowed to use the control socket.
-    #[arg(long)]
+    #[arg(long = "control-group", alias = "group")]
     pub group: Option<String>,
     /// iptables front end (iptables, iptables-legacy, iptables-nft).
     #[arg(long)]
@@ -115,7 +117,8 @@ pub struct RunArgs {
     /// late response leaves (false, default, as in the thesis).
     #[arg(long)]
     pub early_miss: Option<bool>,
-    /// Adaptive polling window after each burst of packets ("200us"; "0" always sleeps).
+    /// Keep polling this long after each burst of packets before sleeping ("200us"; "0" = off,
+    /// always sleep).
     #[arg(long)]
     pub busy_poll: Option<String>,
     /// Pin the daemon to this CPU.
@@ -249,6 +252,7 @@ pub fn run(args: NfqArgs) -> Result<()> {
             Ok(())
         }
         Some(NfqCmd::Bench(b)) => crate::bench::run(b),
+        Some(NfqCmd::Ctl(c)) => crate::ctl_client::run(c),
         None => {
             let cfg = args.run.to_config()?;
             if args.run.check {

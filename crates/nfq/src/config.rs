@@ -4,7 +4,7 @@
 //! queue = 0                      # NFQUEUE number
 //! discipline = "percentile"      # percentile | fifo | strict
 //! deadline = "auto"              # "4ms", "250us", "1.5s", "auto" (running mean response time)
-//!                                # or "auto-quantile" (running q-quantile, q = Σ N·P / Σ N)
+//!                                # or "auto_quantile" (running q-quantile, q = Σ N·P / Σ N)
 //! budget = 4                     # requests inside the server at once; omit: no budget
 //! default_class = "bronze"       # class of addresses no table entry matches
 //! control_socket = "/run/netsched-nfq.sock"
@@ -81,12 +81,12 @@ pub enum Deadline {
 }
 
 impl Deadline {
-    /// "fixed", "auto" or "auto-quantile" (status, reports).
+    /// "fixed", "auto" or "auto_quantile" (status, reports).
     pub fn mode(&self) -> &'static str {
         match self {
             Deadline::Fixed(_) => "fixed",
             Deadline::Auto { .. } => "auto",
-            Deadline::AutoQuantile { .. } => "auto-quantile",
+            Deadline::AutoQuantile { .. } => "auto_quantile",
         }
     }
 }
@@ -103,7 +103,7 @@ impl Deadline {
         }
     }
 
-    /// The deadline as `ctl` and the logs show it: `4ms`, `auto`, `auto-quantile`.
+    /// The deadline as `ctl` and the logs show it: `4ms`, `auto`, `auto_quantile`.
     pub fn describe(&self) -> String {
         match self {
             Deadline::Fixed(ns) => format_duration(*ns),
@@ -150,21 +150,26 @@ pub fn parse_duration(s: &str, (min, max): (Nanos, Nanos)) -> Result<Nanos> {
     })
 }
 
-/// "auto", "auto-quantile" or a duration in [`DEADLINE_RANGE`].
+/// "auto", "auto_quantile" or a duration in [`DEADLINE_RANGE`].
 pub fn parse_deadline(s: &str) -> Result<Deadline> {
     let t = s.trim();
     if t == "auto" {
         Ok(Deadline::Auto {
             initial: 10 * crate::MS,
         })
-    } else if t == "auto-quantile" || t == "auto_quantile" {
+    } else if t == "auto_quantile" || t == "auto-quantile" {
+        if t == "auto-quantile" {
+            eprintln!(
+                "netsched: warning: deadline \"auto-quantile\" is a deprecated spelling; write \"auto_quantile\""
+            );
+        }
         Ok(Deadline::AutoQuantile {
             initial: 10 * crate::MS,
         })
     } else if t.starts_with("auto") || t.is_empty() {
         bail!(
             "deadline {s:?}: expected a duration (\"4ms\"), \"auto\" (running mean response \
-             time) or \"auto-quantile\" (running quantile at the weighted mean target)"
+             time) or \"auto_quantile\" (running quantile at the weighted mean target)"
         )
     } else {
         let d = parse_duration(s, DEADLINE_RANGE).context("deadline")?;
@@ -239,6 +244,8 @@ struct FileLimits {
     request_timeout: Option<String>,
     max_hold: Option<String>,
     max_hold_factor: Option<f64>,
+    rcvbuf: Option<String>,
+    /// Old spelling of `rcvbuf` (bytes), read with a warning.
     rcvbuf_bytes: Option<usize>,
     kernel_queue_maxlen: Option<u32>,
 }
@@ -506,7 +513,13 @@ impl Config {
                 d.max_hold_factor = Some(validate_max_hold_factor(k).context("[limits]")?);
             }
             if let Some(v) = l.rcvbuf_bytes {
+                eprintln!("netsched: warning: [limits] rcvbuf_bytes is renamed rcvbuf = \"{v}b\" (units grammar)");
                 d.rcvbuf_bytes = v;
+            }
+            if let Some(v) = &l.rcvbuf {
+                let b = netsched_core::units::parse_size_in(v, 4096, 1 << 30)
+                    .context("[limits] rcvbuf")?;
+                d.rcvbuf_bytes = b as usize;
             }
             if let Some(v) = l.kernel_queue_maxlen {
                 d.kernel_queue_maxlen = v;
@@ -713,7 +726,7 @@ request_timeout = "2s"
         }
         let e = format!("{:#}", parse_deadline("auto-quantil").unwrap_err());
         assert!(
-            e.contains("\"auto-quantil\"") && e.contains("auto-quantile"),
+            e.contains("\"auto-quantil\"") && e.contains("auto_quantile"),
             "{e}"
         );
         let e = format!(

@@ -575,13 +575,13 @@ mod tests {
         assert!(
             call(
                 &mut e,
-                r#"{"cmd":"set_deadline","deadline":"auto-quantile"}"#
+                r#"{"cmd":"set_deadline","deadline":"auto_quantile"}"#
             )
             .0
             .ok
         );
         let st = e.status();
-        assert_eq!(st.deadline_mode, "auto-quantile");
+        assert_eq!(st.deadline_mode, "auto_quantile");
         assert!(st.deadline_quantile.is_some());
         // Budget 1: the second request waits; raising the budget releases it at once.
         let mut acc = Vec::new();
@@ -605,7 +605,7 @@ mod tests {
             (r#"{"cmd":"set_deadline","deadline":"soon"}"#, "soon"),
             (
                 r#"{"cmd":"set_deadline","deadline":"auto-q"}"#,
-                "auto-quantile",
+                "auto_quantile",
             ),
             (r#"{"cmd":"set_budget","budget":"0"}"#, "budget 0"),
             (r#"{"cmd":"set_budget","budget":"x"}"#, "\"x\""),

@@ -1,4 +1,4 @@
-//! The client of the daemon's control socket, `netsched ctl`: its arguments, the request each
+//! The client of the daemon's control socket, `netsched nfq ctl`: its arguments, the request each
 //! verb sends, and the status table it prints (the thesis's ioctl API, P0 Table 9, over the
 //! daemon's Unix socket; the daemon's side is [`crate::control`]).
 
@@ -10,23 +10,23 @@ use std::path::PathBuf;
 
 const EXAMPLES: &str = "\
 Examples:
-  netsched ctl status                      # per-class N, S, failures, P, priority, attainment
-  netsched ctl status --json
-  netsched ctl set-percentile gold 95      # class by name or index
-  netsched ctl set-deadline 4ms            # or: auto (running mean), auto-quantile
-  netsched ctl set-budget 4                # or: set-budget off
-  netsched ctl add-ip 192.168.1.0/24 gold
-  netsched ctl del-ip 192.168.1.0/24
-  netsched ctl stop                        # release everything held, pass in arrival order
-  netsched ctl start
-  netsched ctl reset                       # clear the address table and the counters";
+  netsched nfq ctl show                        # per-class N, S, failures, P, priority, attainment
+  netsched nfq ctl show --json
+  netsched nfq ctl set-percentile gold 95      # class by name or index
+  netsched nfq ctl set-deadline 4ms            # or: auto (running mean), auto_quantile
+  netsched nfq ctl set-budget 4                # or: set-budget off
+  netsched nfq ctl add-ip 192.168.1.0/24 gold
+  netsched nfq ctl del-ip 192.168.1.0/24
+  netsched nfq ctl stop                        # release everything held, pass in arrival order
+  netsched nfq ctl start
+  netsched nfq ctl reset                       # clear the address table and the counters";
 
-/// Arguments of `netsched ctl`.
+/// Arguments of `netsched nfq ctl`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct CtlArgs {
     /// The daemon's control socket.
-    #[arg(long, global = true, default_value = DEFAULT_SOCKET)]
+    #[arg(long = "control-socket", alias = "socket", global = true, default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
     #[command(subcommand)]
     pub cmd: CtlCmd,
@@ -41,22 +41,42 @@ pub enum CtlCmd {
     /// Clear the address table and all counters (perReset).
     Reset,
     /// Per-class N, S, failures, P, priority, attainment, queue; deadline; table; budget.
-    Status {
+    #[command(alias = "status")]
+    Show {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// Set a class's percentile target, 1..=100 (perSetPvalue).
-    SetPercentile { class: String, p: i64 },
+    SetPercentile {
+        /// The class, by name or index.
+        class: String,
+        /// The new target, 1..=100.
+        p: i64,
+    },
     /// Set the deadline: a duration ("4ms"), "auto" (running mean response time) or
-    /// "auto-quantile" (running quantile at the request-weighted mean target) (perSetNvalue).
-    SetDeadline { deadline: String },
+    /// "auto_quantile" (running quantile at the request-weighted mean target) (perSetNvalue).
+    SetDeadline {
+        /// A duration ("4ms"), "auto" or "auto_quantile".
+        deadline: String,
+    },
     /// Requests allowed inside the server at once: a number or "off".
-    SetBudget { budget: String },
+    SetBudget {
+        /// A number of requests, or "off".
+        budget: String,
+    },
     /// Map a CIDR prefix to a class (perAddIP).
-    AddIp { cidr: String, class: String },
+    AddIp {
+        /// The prefix, e.g. 192.168.1.0/24.
+        cidr: String,
+        /// The class, by name or index.
+        class: String,
+    },
     /// Remove a prefix from the table (perDeleteIP).
-    DelIp { cidr: String },
+    DelIp {
+        /// The prefix, as added.
+        cidr: String,
+    },
 }
 
 impl CtlCmd {
@@ -65,7 +85,7 @@ impl CtlCmd {
             CtlCmd::Start => Request::Start,
             CtlCmd::Stop => Request::Stop,
             CtlCmd::Reset => Request::Reset,
-            CtlCmd::Status { .. } => Request::Status,
+            CtlCmd::Show { .. } => Request::Status,
             CtlCmd::SetPercentile { class, p } => Request::SetPercentile { class, p },
             CtlCmd::SetDeadline { deadline } => Request::SetDeadline { deadline },
             CtlCmd::SetBudget { budget } => Request::SetBudget { budget },
@@ -86,7 +106,7 @@ pub fn run(args: CtlArgs) -> Result<()> {
         bail!("{}", resp.error.unwrap_or_else(|| "request failed".into()));
     }
     match (&args.cmd, resp.status) {
-        (CtlCmd::Status { json: true }, Some(st)) => {
+        (CtlCmd::Show { json: true }, Some(st)) => {
             println!("{}", serde_json::to_string_pretty(&st)?)
         }
         (_, Some(st)) => print!("{}", format_status(&st)),
@@ -113,9 +133,9 @@ pub fn format_status(st: &Status) -> String {
         st.discipline,
         fmt_duration(st.deadline_ns),
         match (st.deadline_mode.as_str(), st.deadline_quantile) {
-            ("auto-quantile", Some(q)) =>
-                format!(" (auto-quantile: running {:.1}th percentile)", q * 100.0),
-            ("auto-quantile", None) => " (auto-quantile)".to_string(),
+            ("auto_quantile", Some(q)) =>
+                format!(" (auto_quantile: running {:.1}th percentile)", q * 100.0),
+            ("auto_quantile", None) => " (auto_quantile)".to_string(),
             _ if st.deadline_auto => " (auto: running mean)".to_string(),
             _ => String::new(),
         },
@@ -153,7 +173,7 @@ pub fn format_status(st: &Status) -> String {
     out.push_str(&row(
         "mean response (ms)",
         c.iter()
-            .map(|r| format!("{:.3}", r.mean_response_ms))
+            .map(|r| format!("{:.3}", r.mean_response_ns as f64 / 1e6))
             .collect(),
     ));
     out.push_str(&row(
@@ -205,8 +225,9 @@ mod tests {
 
     #[test]
     fn ctl_every_verb_parses_to_its_request() {
-        let cases: [(&[&str], Request); 9] = [
+        let cases: [(&[&str], Request); 10] = [
             (&["start"], Request::Start),
+            (&["show", "--json"], Request::Status),
             (&["stop"], Request::Stop),
             (&["reset"], Request::Reset),
             (&["status", "--json"], Request::Status),

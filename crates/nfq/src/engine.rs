@@ -22,7 +22,7 @@
 //! - **Response time** is measured from the request's arrival at the daemon (before any
 //!   holding) to completion; success = within the deadline. The deadline is fixed, `auto`:
 //!   the running mean of all response times since start/reset (P0 §4: "the deadline is the
-//!   mean processing time"), or `auto-quantile`: the running `q`-quantile of them with
+//!   mean processing time"), or `auto_quantile`: the running `q`-quantile of them with
 //!   `q = Σ N_i·P_i / Σ N_i` (beyond the thesis; docs/nfq.md), kept in the core's bounded
 //!   `LatencyQuantile` histogram.
 //! - **Budget**: at most `budget` requests inside the server at once. With no budget every
@@ -146,7 +146,8 @@ pub struct ClassRow {
     pub held_packets: u64,
     pub completed: u64,
     pub timeouts: u64,
-    pub mean_response_ms: f64,
+    /// Mean response time of the class's answered requests, ns.
+    pub mean_response_ns: u64,
 }
 
 /// The `status` document.
@@ -155,20 +156,20 @@ pub struct Status {
     pub running: bool,
     pub discipline: String,
     pub deadline_ns: u64,
-    /// True for both running modes (`auto`, `auto-quantile`).
+    /// True for both running modes (`auto`, `auto_quantile`).
     pub deadline_auto: bool,
-    /// "fixed", "auto" (running mean) or "auto-quantile".
+    /// "fixed", "auto" (running mean) or "auto_quantile".
     #[serde(default)]
     pub deadline_mode: String,
-    /// `auto-quantile`: the quantile the deadline tracks now (`Σ N·P / Σ N`, a fraction).
+    /// `auto_quantile`: the quantile the deadline tracks now (`Σ N·P / Σ N`, a fraction).
     #[serde(default)]
     pub deadline_quantile: Option<f64>,
     pub budget: Option<usize>,
     pub in_server: usize,
-    /// Mean time a request spent inside the server (release → first response byte), ms:
+    /// Mean time a request spent inside the server (release → first response byte), ns:
     /// the thesis's "mean processing time" (P0 §4).
     #[serde(default)]
-    pub mean_server_ms: f64,
+    pub mean_server_ns: u64,
     /// The `max_hold` bound in force now, ns: `[limits] max_hold`, or with `max_hold_factor`
     /// that many recent server times, clamped (docs/nfq.md).
     #[serde(default)]
@@ -761,7 +762,7 @@ impl Engine {
         Ok(())
     }
 
-    /// Switching to `auto-quantile` starts its histogram empty (as the discipline does):
+    /// Switching to `auto_quantile` starts its histogram empty (as the discipline does):
     /// the initial deadline holds until the next completion.
     pub fn set_deadline(&mut self, d: Deadline) -> anyhow::Result<()> {
         self.sched
@@ -985,11 +986,10 @@ impl Snapshot {
                     held_packets: self.held_per_class[i],
                     completed: c.completed,
                     timeouts: c.timeouts,
-                    mean_response_ms: if c.responded > 0 {
-                        c.latency_sum_ns as f64 / 1e6 / c.responded as f64
-                    } else {
-                        0.0
-                    },
+                    mean_response_ns: c
+                        .latency_sum_ns
+                        .checked_div(c.responded as u128)
+                        .unwrap_or(0) as u64,
                 }
             })
             .collect();
@@ -1005,11 +1005,10 @@ impl Snapshot {
             }),
             budget: self.budget,
             in_server: self.in_server,
-            mean_server_ms: if self.server_time_count > 0 {
-                self.server_time_sum as f64 / 1e6 / self.server_time_count as f64
-            } else {
-                0.0
-            },
+            mean_server_ns: self
+                .server_time_sum
+                .checked_div(self.server_time_count as u128)
+                .unwrap_or(0) as u64,
             max_hold_ns: self.max_hold_ns,
             max_hold_factor: self.max_hold_factor,
             held_packets: self.held_packets,
@@ -1239,7 +1238,7 @@ mod tests {
         assert_eq!((st.classes[0].fail, st.classes[1].fail), (1, 1));
         assert_eq!((st.classes[0].s, st.classes[1].s), (0, 0));
         assert_eq!(st.classes[1].completed, 1);
-        assert!((st.classes[1].mean_response_ms - 7.0).abs() < 1e-9);
+        assert_eq!(st.classes[1].mean_response_ns, 7_000_000);
     }
 
     #[test]
@@ -1506,7 +1505,7 @@ mod tests {
         assert_eq!(e.deadline(), 4 * MS);
     }
 
-    /// `auto-quantile` in the engine's own counters (any discipline, here FIFO): all requests
+    /// `auto_quantile` in the engine's own counters (any discipline, here FIFO): all requests
     /// of class 0 (P = 90), so q = 0.9; the k-th response, the largest so far, is judged
     /// against the ⌈0.9·k⌉-th of the k: on time for k ≤ 9, late for k = 10.
     #[test]
@@ -1535,7 +1534,7 @@ mod tests {
         let st = e.status();
         assert_eq!((st.classes[0].s, st.classes[0].fail), (9, 1));
         assert_eq!(st.deadline_quantile, Some(0.9));
-        assert_eq!(st.deadline_mode, "auto-quantile");
+        assert_eq!(st.deadline_mode, "auto_quantile");
         let d = e.deadline() as f64;
         assert!((d / (9.0 * MS as f64) - 1.0).abs() <= 1.0 / 64.0, "{d}");
         e.reset();
@@ -1748,7 +1747,7 @@ mod closed_loop {
     }
 
     /// The testbed's setting (20 connections, budget 10, `max_hold` 400 ms as the real
-    /// experiment): with `auto-quantile` every class ends at its target, attainments within
+    /// experiment): with `auto_quantile` every class ends at its target, attainments within
     /// 2% (measured 0.996–1.003), means ordered C0 < … < C4 (50…180 ms); the status shows
     /// q = Σ N·P / Σ N. (`auto` equalises too in this model, at
     /// 1.086–1.092: the model's response times are less skewed than the testbed's.)
@@ -1764,7 +1763,7 @@ mod closed_loop {
         assert!(hi / lo - 1.0 <= 0.02 && (lo - 1.0).abs() < 0.03, "{att:?}");
         assert!(p.mean_ms.windows(2).all(|w| w[0] < w[1]), "{:?}", p.mean_ms);
         assert!(p.completed.iter().all(|&c| c > 0), "{:?}", p.completed);
-        assert_eq!(p.status.deadline_mode, "auto-quantile");
+        assert_eq!(p.status.deadline_mode, "auto_quantile");
         let n: Vec<u64> = p.status.classes.iter().map(|c| c.n).collect();
         let q = (0..5)
             .map(|k| n[k] as f64 * (90 - 10 * k) as f64)

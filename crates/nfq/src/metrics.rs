@@ -158,7 +158,7 @@ fn write(names: &[String], snap: &Snapshot, w: &mut Writer<'_>) -> fmt::Result {
     w.gauges(
         "class_mean_response_seconds",
         "Mean response time of the class's responded requests",
-        class_g(|c| c.mean_response_ms / 1e3),
+        class_g(|c| c.mean_response_ns as f64 / 1e9),
     )?;
     w.gauges(
         "class_priority",
@@ -175,7 +175,7 @@ fn write(names: &[String], snap: &Snapshot, w: &mut Writer<'_>) -> fmt::Result {
     if let Some(q) = st.deadline_quantile {
         w.gauge(
             "deadline_quantile",
-            "auto-quantile: the quantile of response times the deadline tracks now",
+            "auto_quantile: the quantile of response times the deadline tracks now",
             q,
         )?;
     }
@@ -201,7 +201,7 @@ fn write(names: &[String], snap: &Snapshot, w: &mut Writer<'_>) -> fmt::Result {
     w.gauge(
         "mean_server_seconds",
         "Mean time a request spent inside the server (release to first response byte)",
-        st.mean_server_ms / 1e3,
+        st.mean_server_ns as f64 / 1e9,
     )?;
     w.counter("packets", "Packets the engine decided", st.counters.packets)?;
     w.counter(

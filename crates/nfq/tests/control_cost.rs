@@ -88,7 +88,7 @@ fn control_command_cost_in_the_packet_loop() {
         t.elapsed()
     });
     time(
-        "set-deadline auto-quantile <-> 4ms (17.5 KiB histogram)",
+        "set-deadline auto_quantile <-> 4ms (17.5 KiB histogram)",
         200,
         || {
             let t = Instant::now();

@@ -172,7 +172,7 @@ fn sched_cost(bed: &Bed) {
         "delay_constrained",
         "delay_wall_clock",
         "drr",
-        "wf2q",
+        "wf2q_plus",
         "edf",
     ] {
         let cfg = config(bed, d);

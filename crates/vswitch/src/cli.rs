@@ -20,11 +20,11 @@ const MAX_INTERVAL: netsched_core::Nanos = units::MAX_DURATION;
   netsched vswitch --config host.toml --stats 1s
 
 The file names the uplink, the discipline (strict_priority, delay_constrained,
-delay_wall_clock, drr, wf2q, edf), the forwarding budget (packet_rate = N packets/s, or
+delay_wall_clock, drr, wf2q_plus, edf), the forwarding budget (packet_rate = N packets/s, or
 rate = \"100mbit\") and one [[port]] per guest (dev, tier, weight, bound). See docs/vswitch.md.
 Turn offloads off on every port (ethtool -K IF gro off gso off tso off).
 Ctrl-C / SIGTERM stops it and prints the final counters as one JSON line.
-Runtime control: netsched vswitch ctl [--socket S] show-ports [--json] | set-tier PORT TIER |
+Runtime control: netsched vswitch ctl [--control-socket S] show [--json] | set-tier PORT TIER |
 set-weight PORT W. Metrics: --metrics 127.0.0.1:9102 serves GET /metrics."
 )]
 pub struct VswitchArgs {
@@ -32,7 +32,7 @@ pub struct VswitchArgs {
     #[arg(long, required = true)]
     pub config: Option<PathBuf>,
     /// Control socket (mode 0660): `netsched vswitch ctl` talks to it.
-    #[arg(long, default_value = control::DEFAULT_SOCKET)]
+    #[arg(long = "control-socket", alias = "control", default_value = control::DEFAULT_SOCKET)]
     pub control: PathBuf,
     /// Group (name or gid) whose members may use the control socket besides root and us.
     #[arg(long)]
@@ -195,7 +195,7 @@ fn check_host(
         if let Some(g) = &args.control_group {
             check::group("--control-group", g)?;
         }
-        check::socket_path("--control", &args.control)?;
+        check::socket_path("--control-socket", &args.control)?;
     }
     if let Some(a) = metrics {
         check::tcp_address("--metrics", a)?;

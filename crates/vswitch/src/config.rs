@@ -4,7 +4,7 @@
 //! ```toml
 //! uplink = "up0"
 //! discipline = "delay_constrained"  # strict_priority | delay_constrained | delay_wall_clock
-//!                                   # | drr | wf2q | edf
+//!                                   # | drr | wf2q_plus | edf
 //! packet_rate = 20000               # forwarding budget, packets/s (or `rate = "100mbit"`)
 //! batch = 238                       # packets per round (delay_constrained; P2 §3.2.1)
 //!
@@ -60,7 +60,8 @@ pub enum Discipline {
     DelayWallClock,
     /// Deficit round robin, quantum = `weight` × 1514 bytes.
     Drr,
-    /// WF2Q+ with the port's `weight`.
+    /// WF2Q+ with the port's `weight` (`wf2q` is the old spelling, read with a warning).
+    #[serde(rename = "wf2q_plus", alias = "wf2q")]
     Wf2q,
     /// Earliest deadline first, deadline = the port's `bound`.
     Edf,
@@ -73,10 +74,20 @@ impl Discipline {
             Discipline::DelayConstrained => "delay_constrained",
             Discipline::DelayWallClock => "delay_wall_clock",
             Discipline::Drr => "drr",
-            Discipline::Wf2q => "wf2q",
+            Discipline::Wf2q => "wf2q_plus",
             Discipline::Edf => "edf",
         }
     }
+}
+
+/// Old spellings in a configuration file that still work for one release, each as a warning
+/// naming the new one (docs/cli.md, "Renames").
+pub fn old_spellings(table: &toml::Table) -> Vec<String> {
+    let mut out = Vec::new();
+    if table.get("discipline").and_then(|v| v.as_str()) == Some("wf2q") {
+        out.push("discipline = \"wf2q\" is renamed \"wf2q_plus\"".to_string());
+    }
+    out
 }
 
 fn default_tier() -> u32 {
@@ -240,6 +251,11 @@ impl SwitchConfig {
     pub fn parse(text: &str, origin: &str) -> Result<Self> {
         let cfg: SwitchConfig =
             toml::from_str(text).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        if let Ok(table) = text.parse::<toml::Table>() {
+            for w in old_spellings(&table) {
+                eprintln!("netsched: warning: {origin}: {w}");
+            }
+        }
         cfg.check().map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
         Ok(cfg)
     }
@@ -574,13 +590,23 @@ bound = "60ms"
             "delay_constrained",
             "delay_wall_clock",
             "drr",
-            "wf2q",
+            "wf2q_plus",
             "edf",
         ] {
             let t = OK.replace("delay_constrained", d);
             let c = SwitchConfig::parse(&t, "x").unwrap();
             assert_eq!(c.discipline.as_str(), d);
         }
+    }
+
+    #[test]
+    fn the_old_wf2q_spelling_still_reads_and_is_reported() {
+        let t = OK.replace("delay_constrained", "wf2q");
+        let c = SwitchConfig::parse(&t, "x").unwrap();
+        assert_eq!(c.discipline, Discipline::Wf2q);
+        let w = old_spellings(&t.parse().unwrap());
+        assert!(w.len() == 1 && w[0].contains("\"wf2q_plus\""), "{w:?}");
+        assert!(old_spellings(&OK.parse().unwrap()).is_empty());
     }
 
     #[test]

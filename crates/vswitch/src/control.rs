@@ -283,15 +283,15 @@ impl ControlServer {
 /// Send one request line to `socket`; the answer without its `ok` line, or the error text
 /// (the daemons' one client: [`netsched_control::request_line`]).
 pub fn request(socket: &Path, line: &str) -> Result<String, ClientError> {
-    let hint = format!("netsched vswitch --control {}", socket.display());
+    let hint = format!("netsched vswitch --control-socket {}", socket.display());
     netsched_control::request_line(socket, line, DEADLINE + Duration::from_secs(3), &hint)
 }
 
 /// `netsched vswitch ctl`: talk to a running switch.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CtlArgs {
-    /// The switch's control socket (`--control` of `netsched vswitch`).
-    #[arg(long, default_value = DEFAULT_SOCKET)]
+    /// The switch's control socket (`--control-socket` of `netsched vswitch`).
+    #[arg(long = "control-socket", alias = "socket", global = true, default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
     #[command(subcommand)]
     pub op: CtlOp,
@@ -300,21 +300,32 @@ pub struct CtlArgs {
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum CtlOp {
     /// Per port: tier, weight, received/forwarded/dropped/queued, pass-over measure.
-    ShowPorts {
+    #[command(alias = "show-ports")]
+    Show {
         /// The whole snapshot as one JSON object (the `--stats` line's form).
         #[arg(long)]
         json: bool,
     },
     /// Move a port to another tier (1 = most important); applies at the next round start.
-    SetTier { port: String, tier: u32 },
+    SetTier {
+        /// The port (its interface name).
+        port: String,
+        /// The new tier, 1 = most important.
+        tier: u32,
+    },
     /// Change a port's weight (DRR, WF2Q+); applies at the next round start.
-    SetWeight { port: String, weight: u32 },
+    SetWeight {
+        /// The port (its interface name).
+        port: String,
+        /// The new weight.
+        weight: u32,
+    },
 }
 
 impl CtlOp {
     pub fn line(&self) -> String {
         match self {
-            CtlOp::ShowPorts { json } => {
+            CtlOp::Show { json } => {
                 format!("show-ports{}", if *json { " --json" } else { "" })
             }
             CtlOp::SetTier { port, tier } => format!("set-tier {port} {tier}"),

@@ -212,7 +212,7 @@ fn a_vanished_port_is_removed_and_the_others_keep_forwarding() {
     {
         let net = build("vswrm", 3).unwrap();
         tag = net.tb.tag().to_string();
-        let cfg = net.config("wf2q", "packet_rate = 20000", &[(1, "30ms")]);
+        let cfg = net.config("wf2q_plus", "packet_rate = 20000", &[(1, "30ms")]);
         let sw = spawn_in_netns(&net.sw, cfg).unwrap();
         for (ns, _, _) in &net.guests {
             assert!(ping(ns, EXT_IP, 3, "0.1").1 >= 1, "{ns} before removal");
@@ -268,7 +268,7 @@ fn the_budget_bounds_forwarding_with_its_off_periods() {
         let net = build("vswbd", 2).unwrap();
         tag = net.tb.tag().to_string();
         let cfg = net.config(
-            "wf2q",
+            "wf2q_plus",
             "packet_rate = 4000\nbudget_busy = 0.5\nbudget_slice = \"10ms\"",
             &[(1, "30ms")],
         );

@@ -22,15 +22,72 @@ use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-/// One EDF class: relative deadline in microseconds and its queue limits.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One EDF class: relative deadline in microseconds and its queue limits. In configuration
+/// files the deadline is a duration in the units grammar, `deadline = "15ms"` (whole
+/// microseconds); the older `deadline_us = 15000` is still read.
+#[derive(Debug, Clone, PartialEq)]
 pub struct EdfClassConfig {
     pub deadline_us: u64,
-    #[serde(default = "super::limits::default_limit_packets")]
     pub limit_packets: usize,
-    #[serde(default = "super::limits::no_byte_limit")]
     pub limit_bytes: u64,
+}
+
+/// The file form of [`EdfClassConfig`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EdfClassFile {
+    deadline: Option<String>,
+    deadline_us: Option<u64>,
+    #[serde(default = "super::limits::default_limit_packets")]
+    limit_packets: usize,
+    #[serde(default = "super::limits::no_byte_limit")]
+    limit_bytes: u64,
+}
+
+impl<'de> Deserialize<'de> for EdfClassConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let f = EdfClassFile::deserialize(d)?;
+        let deadline_us = match (f.deadline, f.deadline_us) {
+            (Some(text), None) => {
+                let ns = crate::units::parse_duration(&text)
+                    .map_err(|e| D::Error::custom(format!("deadline: {e}")))?;
+                if ns % 1_000 != 0 {
+                    return Err(D::Error::custom(format!(
+                        "deadline {text:?}: whole microseconds"
+                    )));
+                }
+                ns / 1_000
+            }
+            (None, Some(us)) => us,
+            (Some(_), Some(_)) => {
+                return Err(D::Error::custom(
+                    "deadline and deadline_us (its old spelling) both given",
+                ))
+            }
+            (None, None) => return Err(D::Error::missing_field("deadline")),
+        };
+        Ok(EdfClassConfig {
+            deadline_us,
+            limit_packets: f.limit_packets,
+            limit_bytes: f.limit_bytes,
+        })
+    }
+}
+
+impl Serialize for EdfClassConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("EdfClassConfig", 3)?;
+        let deadline = match self.deadline_us.checked_mul(1_000) {
+            Some(ns) => crate::units::format_duration(ns),
+            None => format!("{}us", self.deadline_us),
+        };
+        st.serialize_field("deadline", &deadline)?;
+        st.serialize_field("limit_packets", &self.limit_packets)?;
+        st.serialize_field("limit_bytes", &self.limit_bytes)?;
+        st.end()
+    }
 }
 
 impl EdfClassConfig {
@@ -98,7 +155,7 @@ impl<T: Packet> Edf<T> {
         for (i, c) in classes.iter().enumerate() {
             let deadline = c.deadline_us.checked_mul(1_000).ok_or_else(|| {
                 QdiscConfigError::out_of_range(
-                    format!("classes[{i}].deadline_us"),
+                    format!("classes[{i}].deadline"),
                     c.deadline_us,
                     format!("0..={}", u64::MAX / 1_000),
                 )
@@ -321,7 +378,7 @@ mod tests {
         q.stats().check_identities().unwrap();
         let e = Edf::<TestItem>::new(&[EdfClassConfig::new(u64::MAX, 1, 1)], false).unwrap_err();
         assert!(
-            matches!(&e, QdiscConfigError::OutOfRange { field, .. } if field == "classes[0].deadline_us"),
+            matches!(&e, QdiscConfigError::OutOfRange { field, .. } if field == "classes[0].deadline"),
             "{e:?}"
         );
     }

@@ -116,9 +116,9 @@ pub enum PercentileMemory {
     HalfLifeMs(f64),
 }
 
-/// The success criterion (serde: `"auto"`, `"auto_quantile"`, `{ ms = 4.0 }`,
-/// `{ ns = 4000000 }`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+/// The success criterion (serde: `"auto"`, `"auto_quantile"`, or a duration in the units
+/// grammar, `"4ms"`; the older forms `{ ms = 4.0 }` and `{ ns = 4000000 }` are still read).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum PercentileDeadline {
     /// The running mean response time of all completions so far (P0 §3.2.2).
@@ -132,6 +132,58 @@ pub enum PercentileDeadline {
     Ms(f64),
     /// A fixed deadline in nanoseconds.
     Ns(u64),
+}
+
+impl<'de> Deserialize<'de> for PercentileDeadline {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(DeadlineVisitor)
+    }
+}
+
+struct DeadlineVisitor;
+
+impl<'de> serde::de::Visitor<'de> for DeadlineVisitor {
+    type Value = PercentileDeadline;
+
+    fn expecting(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+        f.write_str("\"auto\", \"auto_quantile\" or a duration such as \"4ms\"")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
+        match s.trim() {
+            "auto" => Ok(PercentileDeadline::Auto),
+            "auto_quantile" => Ok(PercentileDeadline::AutoQuantile),
+            t => crate::units::parse_duration(t)
+                .map(PercentileDeadline::Ns)
+                .map_err(|e| {
+                    E::custom(format!(
+                        "deadline {s:?}: {e}; or \"auto\", \"auto_quantile\""
+                    ))
+                }),
+        }
+    }
+
+    /// The older `{ ms = 4.0 }` / `{ ns = 4000000 }` forms.
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        use serde::de::Error;
+        let key: String = m
+            .next_key()?
+            .ok_or_else(|| A::Error::custom("deadline: empty table"))?;
+        let v = match key.as_str() {
+            "ms" => PercentileDeadline::Ms(m.next_value()?),
+            "ns" => PercentileDeadline::Ns(m.next_value()?),
+            other => {
+                return Err(A::Error::unknown_variant(
+                    other,
+                    &["auto", "auto_quantile", "ms", "ns"],
+                ))
+            }
+        };
+        if m.next_key::<String>()?.is_some() {
+            return Err(A::Error::custom("deadline: one key (ms or ns)"));
+        }
+        Ok(v)
+    }
 }
 
 impl PercentileDeadline {
@@ -210,6 +262,15 @@ mod tests {
         )
         .unwrap();
         assert!(cfg.build::<TestItem>().is_ok());
+        // The units grammar, and the older table form, give the same deadline.
+        let d: PercentileDeadline = serde_json::from_str(r#""4ms""#).unwrap();
+        assert_eq!(d.fixed_ns(), Some(4_000_000));
+        let d: PercentileDeadline = serde_json::from_str(r#"{"ms":4.0}"#).unwrap();
+        assert_eq!(d.fixed_ns(), Some(4_000_000));
+        let e = serde_json::from_str::<PercentileDeadline>(r#""4""#).unwrap_err();
+        assert!(e.to_string().contains("\"4\""), "{e}");
+        let e = serde_json::from_str::<PercentileDeadline>(r#"{"s":4}"#).unwrap_err();
+        assert!(e.to_string().contains("`s`"), "{e}");
         let cfg: QdiscConfig = serde_json::from_str(
             r#"{"kind":"percentile","percentiles":[90],"memory":{"window":5}}"#,
         )

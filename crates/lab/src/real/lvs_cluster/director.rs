@@ -189,14 +189,14 @@ impl Director {
         }
     }
 
-    /// Run `netsched balance ctl --socket <running.ctl> ARGS…` (netsched director only);
+    /// Run `netsched balance ctl --control-socket <running.ctl> ARGS…` (netsched director only);
     /// returns its standard output.
     pub fn ctl(&self, running: &RunningDirector, args: &[&str]) -> Result<String> {
         if self.kind != DirectorKind::Netsched {
             bail!("{} has no netsched control socket", self.name());
         }
         let sock = running.ctl.display().to_string();
-        let mut all = vec!["balance", "ctl", "--socket", &sock];
+        let mut all = vec!["balance", "ctl", "--control-socket", &sock];
         all.extend_from_slice(args);
         netsched_testbed::run(&self.binary.display().to_string(), &all)
     }

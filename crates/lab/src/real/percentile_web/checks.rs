@@ -116,7 +116,8 @@ pub const CLAIM_MEANS_ORDERED: &str =
 /// 10 ms tick of the daemon), then served (the run's mean time inside the server), so in
 /// `elapsed` it completes at least `elapsed / (max_hold + tick + server time)` on average.
 pub fn max_hold_floor(run: &ModeRun, threads: usize, max_hold: Duration) -> f64 {
-    let cycle_s = max_hold.as_secs_f64() + 0.010 + run.status.mean_server_ms.max(0.0) / 1e3;
+    let cycle_s =
+        max_hold.as_secs_f64() + 0.010 + (run.status.mean_server_ns as f64 / 1e6).max(0.0) / 1e3;
     threads as f64 * run.load.elapsed.as_secs_f64() / cycle_s
 }
 
@@ -129,7 +130,8 @@ pub fn run_max_hold(run: &ModeRun, p: &RealParams) -> Duration {
         Some(k) => {
             let ceiling = p.max_hold.as_secs_f64();
             let floor = (netsched_nfq::config::MAX_HOLD_AUTO_MIN as f64 / 1e9).min(ceiling);
-            let s = (k * run.status.mean_server_ms.max(0.0) / 1e3).clamp(floor, ceiling);
+            let s =
+                (k * (run.status.mean_server_ns as f64 / 1e6).max(0.0) / 1e3).clamp(floor, ceiling);
             Duration::from_secs_f64(s)
         }
     }
@@ -375,7 +377,7 @@ fn starvation_checks(pr: &ModeRun, p: &RealParams) -> Vec<Check> {
             pr.completed.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" / "),
             100.0 * min as f64 / fair.max(1e-9),
             floor,
-            pr.status.mean_server_ms,
+            pr.status.mean_server_ns as f64 / 1e6,
             pr.load.elapsed.as_secs_f64(),
             pr.status.counters.max_hold_releases
         ),

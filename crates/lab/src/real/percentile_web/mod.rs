@@ -8,7 +8,7 @@
 //! `percentile.deadline`; all optional):
 //! `percentiles` [90,80,70,60,50], `threads_per_client` 4 (5 × 4 = 20 connections, as the
 //! thesis's 5 clients × 4 threads), `budget` 10 (10 requests wait at a time; docs/percentile-web-real.md),
-//! `deadline` "auto-quantile" (the running q-quantile of response times, q = Σ N·P / Σ N:
+//! `deadline` "auto_quantile" (the running q-quantile of response times, q = Σ N·P / Σ N:
 //! the deadline at which the server as a whole meets the combined goal; or "auto": the
 //! thesis's running mean; or "fifo_server_mean": the FIFO run's mean time inside nginx, then
 //! fixed; or a duration — see docs/percentile-web-real.md), `page_kb` 24,
@@ -153,11 +153,11 @@ impl RealParams {
             bail!("params.threads_per_client: 1..=64");
         }
         let deadline = match get("deadline") {
-            None => "auto-quantile".to_string(),
+            None => "auto_quantile".to_string(),
             Some(Value::String(s)) => s.clone(),
             Some(Value::Number(n)) => format!("{n}ms"),
             Some(v) => bail!(
-                "params.deadline: expected \"auto-quantile\", \"auto\", \"fifo_server_mean\" \
+                "params.deadline: expected \"auto_quantile\", \"auto\", \"fifo_server_mean\" \
                  or a duration, got {v}"
             ),
         };
@@ -266,7 +266,7 @@ pub fn run_experiment(
             // running mean of whole response times instead moves with the scheduler's own
             // decisions (the lowest class's long waits relax it for everyone) and lets every
             // class over-achieve, where a work-conserving rule cannot equalise.
-            let ms = run.status.mean_server_ms;
+            let ms = run.status.mean_server_ns as f64 / 1e6;
             p.deadline = format!("{}ns", ((ms * 1e6) as u64).max(1));
         }
         runs.push(run);

@@ -143,7 +143,7 @@ fn mode_run(r: &ModeRun, p: &RealParams) -> Run {
             "first_errors": r.load.errors.iter().take(5).collect::<Vec<_>>(),
             "throughput_per_s": r.completed.iter().map(|c| *c as f64 / r.load.elapsed.as_secs_f64()).collect::<Vec<_>>(),
             "daemon_status": r.status,
-            "mean_server_ms": r.status.mean_server_ms,
+            "mean_server_ms": r.status.mean_server_ns as f64 / 1e6,
             "max_hold_mean_ms": run_max_hold(r, p).as_secs_f64() * 1e3,
             "max_hold_releases": r.status.counters.max_hold_releases,
             "released_at_exit": r.released_at_exit,
@@ -227,7 +227,7 @@ fn notes(runs: &[ModeRun], p: &RealParams, unsteady: &[String]) -> Vec<String> {
                         .map(|r| format!(
                             "{} {:.1} / {:.0} ms",
                             r.mode.as_str(),
-                            r.status.mean_server_ms,
+                            r.status.mean_server_ns as f64 / 1e6,
                             run_max_hold(r, p).as_secs_f64() * 1e3
                         ))
                         .collect::<Vec<_>>()
