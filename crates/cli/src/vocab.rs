@@ -125,7 +125,7 @@ pub fn warnings(args: &[String]) -> Vec<String> {
         }
         let bare_busy_poll = name == "--busy-poll"
             && !a.contains('=')
-            && args.get(i + 1).map_or(true, |next| next.starts_with('-'));
+            && args.get(i + 1).is_none_or(|next| next.starts_with('-'));
         if bare_busy_poll && path.starts_with("link") {
             out.push("--busy-poll without a value is written --busy-poll always".to_string());
         }
