@@ -353,11 +353,11 @@ fn bad_class_files_are_refused_naming_file_key_and_value() {
     assert!(e.contains("only in mode \"l7\""), "{e}");
 }
 
-/// The example of docs/balance.md ("Service classes and the queue discipline") is a valid
+/// The example of docs/balance-classes.md ("Service classes and the queue discipline") is a valid
 /// configuration with the classes it describes.
 #[test]
 fn the_documented_example_parses() {
-    let doc = include_str!("../../../docs/balance.md");
+    let doc = include_str!("../../../docs/balance-classes.md");
     let section = doc
         .split("## Service classes and the queue discipline")
         .nth(1)
