@@ -351,7 +351,7 @@ impl Config {
             });
         }
         if self.mode == Mode::L4 && self.hash_key != HashKey::Source {
-            return Err(ConfigProblem::HashKeyInL4(self.hash_key));
+            return Err(ConfigProblem::HashKeyInL4(self.hash_key.name()));
         }
         // Build once so a bad algorithm option is reported here, naming the field.
         self.algorithm

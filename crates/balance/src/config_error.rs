@@ -5,7 +5,6 @@
 //!
 //! Cost: built only when a configuration or a start is refused.
 
-use crate::config::HashKey;
 use crate::server_error::{AddrError, NameError, ServerError};
 use netsched_core::balance::BalancerConfigError;
 use std::fmt;
@@ -51,7 +50,7 @@ pub enum ConfigProblem {
     /// The service classes or the queue discipline (`[[class]]`, `queue`, `default_class`).
     Classes(crate::classes::ClassError),
     /// A hash key other than `source` in mode `l4`.
-    HashKeyInL4(HashKey),
+    HashKeyInL4(&'static str),
     /// The algorithm's options are refused by the core.
     Algorithm {
         name: &'static str,
@@ -116,7 +115,7 @@ impl fmt::Display for ConfigProblem {
             HashKeyInL4(k) => write!(
                 f,
                 "hash_key = \"{}\": only \"source\" in mode \"l4\" (there is no HTTP to read)",
-                k.name()
+                k
             ),
             Algorithm { name, source } => write!(f, "algorithm ({name}): {source}"),
             ServerName { index, name, why } => write!(f, "server[{index}].name = {name:?}: {why}"),

@@ -5,29 +5,13 @@
 //!
 //! Cost: built only when a request is refused.
 
+pub use crate::pipeline::UnknownDispatch;
 use crate::rules::RulesError;
 use crate::signatures::SignatureError;
 use netsched_core::classify::acl::ClassifierBuildError;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// A dispatch name that is none of [`crate::pipeline::DispatchMode::NAMES`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownDispatch(pub String);
-
-impl fmt::Display for UnknownDispatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown dispatch {:?}; expected one of {}",
-            self.0,
-            crate::pipeline::DispatchMode::NAMES.join(", ")
-        )
-    }
-}
-
-impl std::error::Error for UnknownDispatch {}
 
 /// A request line that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -35,6 +35,7 @@ use netsched_core::dispatch::{
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -67,7 +68,7 @@ impl DispatchMode {
         "work_stealing",
     ];
 
-    pub fn parse(name: &str) -> Result<Self, crate::control_error::UnknownDispatch> {
+    pub fn parse(name: &str) -> Result<Self, UnknownDispatch> {
         Ok(match name {
             "static_rr" => Self::Block(DispatchKind::StaticRr),
             "modified_rr" => Self::Block(DispatchKind::ModifiedRr),
@@ -75,7 +76,7 @@ impl DispatchMode {
             "modified_fcfs" => Self::Block(DispatchKind::ModifiedFcfs),
             "flow_hash" => Self::FlowHash,
             "work_stealing" => Self::WorkStealing,
-            other => return Err(crate::control_error::UnknownDispatch(other.to_string())),
+            other => return Err(UnknownDispatch(other.to_string())),
         })
     }
 
@@ -582,6 +583,23 @@ impl Pipeline {
         left
     }
 }
+
+/// A dispatch name that is none of [`DispatchMode::NAMES`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownDispatch(pub String);
+
+impl fmt::Display for UnknownDispatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown dispatch {:?}; expected one of {}",
+            self.0,
+            DispatchMode::NAMES.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownDispatch {}
 
 #[cfg(test)]
 mod tests {

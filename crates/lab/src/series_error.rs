@@ -87,6 +87,8 @@ pub enum SeriesError {
         out: PathBuf,
         found: String,
         wanted: String,
+        /// The run list that names the other experiment.
+        plan_file: &'static str,
     },
     /// The output folder has no readable run list.
     NotASweep { out: PathBuf, why: String },
@@ -171,11 +173,16 @@ impl fmt::Display for SeriesError {
             RealNeedsSlurm => f.write_str(
                 "--real sweeps run on Slurm (--on slurm), one real run per node at a time; a local sweep runs simulated runs",
             ),
-            OtherExperiment { out, found, wanted } => write!(
+            OtherExperiment {
+                out,
+                found,
+                wanted,
+                plan_file,
+            } => write!(
                 f,
                 "output folder {} holds a sweep of {found} (its {}), not {wanted}: choose another --out",
                 out.display(),
-                crate::sweep::PLAN_FILE
+                plan_file
             ),
             NotASweep { out, why } => {
                 write!(f, "{} is not a sweep's output folder: {why}", out.display())

@@ -350,6 +350,7 @@ pub fn check_same_experiment(plan: &Plan, out: &Path) -> Result<(), SeriesError>
             out: out.to_path_buf(),
             found: old.experiment,
             wanted: plan.experiment.clone(),
+            plan_file: PLAN_FILE,
         });
     }
     Ok(())

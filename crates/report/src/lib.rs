@@ -214,6 +214,7 @@ pub mod metric_name;
 pub mod sensitivity;
 pub mod style;
 pub mod svg;
+pub mod xml;
 
 /// Sample statistics and the bounded file read: their home is the leaf `netsched-util` (which
 /// data planes use without this crate); re-exported here for the lab and the CLI.

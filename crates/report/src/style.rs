@@ -11,7 +11,7 @@
 //! Error bars are drawn as a vertical line from the interval's low to its high end with short
 //! caps.
 
-use crate::svg::escape;
+use crate::xml::escape;
 use std::fmt::Write as _;
 
 /// Colours for series, in order (Wong 2011; the yellow last as it is the faintest on white).

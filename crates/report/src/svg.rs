@@ -25,6 +25,7 @@
 //! Cost: O(total points) time and output size.
 
 use crate::style::{self, n, series_style};
+pub use crate::xml::escape;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -37,22 +38,6 @@ const MARGIN_BOTTOM: f64 = 58.0;
 
 fn colour(i: usize) -> &'static str {
     series_style(i).colour
-}
-
-/// Escape text for an SVG text node or attribute.
-pub fn escape(text: &str) -> String {
-    let mut s = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => s.push_str("&amp;"),
-            '<' => s.push_str("&lt;"),
-            '>' => s.push_str("&gt;"),
-            '"' => s.push_str("&quot;"),
-            '\'' => s.push_str("&apos;"),
-            _ => s.push(c),
-        }
-    }
-    s
 }
 
 /// "Nice" tick positions covering `[lo, hi]`: about `target` ticks spaced by 1, 2, 2.5 or 5 ×
