@@ -21,6 +21,9 @@
 //! - Nothing is lost silently: every due request is answered (latency recorded), failed
 //!   (counted by reason) or, if still unsent when the run's grace period ends, counted
 //!   `not_sent`.
+//! - With `--header "NAME: VALUE"` given k times, connection `i` sends the `i mod k`-th on
+//!   every request, so k client classes (say, an `x-class` header per class) share the rate
+//!   equally, each on its own connections.
 //! - With `--retry`, a request whose reused keep-alive connection closes before any byte of
 //!   its response is sent once more on a new connection, as a client may do for an
 //!   idempotent request (RFC 9112 §9.3.1; RFC 9110 §9.2.2): a server that closes an idle
@@ -60,6 +63,9 @@ pub const MAX_CONNECTIONS: usize = 4096;
 pub const MAX_RATE: f64 = 1e6;
 /// Longest run.
 pub const MAX_DURATION: Nanos = 3600 * netsched_core::SEC;
+/// Most `--header` values, and the longest one (bytes).
+pub const MAX_HEADERS: usize = 64;
+pub const MAX_HEADER_LEN: usize = 1024;
 /// A connection's read buffer (a response head is at most
 /// `netsched_util::http1::MAX_RESPONSE_HEAD`).
 pub const MAX_HEAD: usize = 64 * 1024;
@@ -95,6 +101,10 @@ pub struct LoadArgs {
     /// closes before any byte of the response (RFC 9112 §9.3.1); counted `retried`.
     #[arg(long)]
     pub retry: bool,
+    /// `NAME: VALUE` added to the request; given k times, connection i sends the (i mod k)-th,
+    /// so k classes of clients share the rate equally.
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
 }
 
 /// Counters: values below 128 ns exactly, above with 64 sub-buckets per power of two.
@@ -369,7 +379,8 @@ struct Target<'a> {
     addr: SocketAddr,
     timeout: Duration,
     epoll: &'a Epoll,
-    request: &'a [u8],
+    /// One request per `--header` (or one without): connection `i` sends `requests[i % len]`.
+    requests: &'a [Vec<u8>],
     connections: usize,
     retry: bool,
 }
@@ -404,6 +415,10 @@ impl Target<'_> {
 
     /// Send request `slot.next` of connection `i`, due at `due`; false when its connection
     /// could not be opened (counted as failed, nothing sent).
+    fn request(&self, i: usize) -> &[u8] {
+        &self.requests[i % self.requests.len()]
+    }
+
     fn send(&self, r: &mut Report, slot: &mut Slot, i: usize, due: Instant) -> bool {
         if slot.stream.is_none() {
             match connect(self.addr, self.timeout, self.epoll, i as u64) {
@@ -418,13 +433,14 @@ impl Target<'_> {
             .record(Instant::now().saturating_duration_since(due).as_nanos() as u64);
         // One small request on a connection with nothing in flight: the socket buffer
         // takes it whole.
-        let sent = slot.stream.as_mut().map(|s| s.write(self.request));
+        let request = self.request(i);
+        let sent = slot.stream.as_mut().map(|s| s.write(request));
         slot.got_bytes = false;
         slot.retried = false;
         match sent {
-            Some(Ok(n)) if n == self.request.len() => slot.in_flight = Some(due),
+            Some(Ok(n)) if n == request.len() => slot.in_flight = Some(due),
             _ if self.retry && slot.may_retry(Failure::Closed) => {
-                match slot.resend(self.addr, self.timeout, self.epoll, i as u64, self.request) {
+                match slot.resend(self.addr, self.timeout, self.epoll, i as u64, request) {
                     Ok(()) => {
                         r.retried += 1;
                         slot.in_flight = Some(due);
@@ -463,7 +479,8 @@ impl Target<'_> {
                 }
             }
             Err(f) if self.retry && slot.may_retry(f) => {
-                match slot.resend(self.addr, self.timeout, self.epoll, token, self.request) {
+                let request = self.request(token as usize);
+                match slot.resend(self.addr, self.timeout, self.epoll, token, request) {
                     Ok(()) => r.retried += 1,
                     Err(f) => self.fail(r, slot, f),
                 }
@@ -497,6 +514,58 @@ pub fn run_load(
     timeout: Nanos,
     retry: bool,
 ) -> Result<Report> {
+    run_load_with_headers(url, rate, connections, duration, timeout, retry, &[])
+}
+
+/// The GET requests of a run: one per header (`NAME: VALUE`), or one with none.
+pub fn build_requests(host: &str, path: &str, headers: &[String]) -> Result<Vec<Vec<u8>>> {
+    if headers.len() > MAX_HEADERS {
+        bail!(
+            "--header given {} times: at most {MAX_HEADERS}",
+            headers.len()
+        );
+    }
+    let head = |extra: &str| {
+        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: netsched-load\r\n{extra}\r\n")
+            .into_bytes()
+    };
+    if headers.is_empty() {
+        return Ok(vec![head("")]);
+    }
+    let mut out = Vec::with_capacity(headers.len());
+    for h in headers {
+        let ok_name = |n: &str| {
+            !n.is_empty()
+                && n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        };
+        match h.split_once(':') {
+            Some((name, value))
+                if h.len() <= MAX_HEADER_LEN
+                    && ok_name(name)
+                    && !value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) =>
+            {
+                out.push(head(&format!("{name}: {}\r\n", value.trim())));
+            }
+            _ => bail!(
+                "--header {h:?}: must be NAME: VALUE (a token name, no CR/LF/NUL, at most \
+                 {MAX_HEADER_LEN} bytes)"
+            ),
+        }
+    }
+    Ok(out)
+}
+
+/// [`run_load`] with `--header` values (connection `i` sends the `i mod k`-th of k).
+pub fn run_load_with_headers(
+    url: &str,
+    rate: f64,
+    connections: usize,
+    duration: Nanos,
+    timeout: Nanos,
+    retry: bool,
+    headers: &[String],
+) -> Result<Report> {
     if !(rate > 0.0 && rate <= MAX_RATE) {
         bail!("--rate {rate}: must be above 0 and at most {MAX_RATE}");
     }
@@ -504,16 +573,14 @@ pub fn run_load(
         bail!("--connections {connections}: must be between 1 and {MAX_CONNECTIONS}");
     }
     let (host, addr, path) = parse_url(url)?;
-    let request =
-        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: netsched-load\r\n\r\n")
-            .into_bytes();
+    let requests = build_requests(&host, &path, headers)?;
     let timeout_d = Duration::from_nanos(timeout);
     let epoll = Epoll::new().context("epoll_create1")?;
     let target = Target {
         addr,
         timeout: timeout_d,
         epoll: &epoll,
-        request: &request,
+        requests: &requests,
         connections,
         retry,
     };
@@ -650,7 +717,15 @@ pub fn run(a: &LoadArgs) -> Result<()> {
             format_duration(duration)
         );
     }
-    let r = run_load(&a.url, a.rate, a.connections, duration, timeout, a.retry)?;
+    let r = run_load_with_headers(
+        &a.url,
+        a.rate,
+        a.connections,
+        duration,
+        timeout,
+        a.retry,
+        &a.headers,
+    )?;
     if a.json {
         println!("{}", r.to_json(a.rate));
         return Ok(());
@@ -686,6 +761,23 @@ pub fn run(a: &LoadArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn headers_make_one_request_each_and_bad_ones_are_refused() {
+        let one = build_requests("h", "/", &[]).unwrap();
+        assert_eq!(one.len(), 1);
+        assert!(one[0].ends_with(b"netsched-load\r\n\r\n"));
+        let hs: Vec<String> = (0..5).map(|k| format!("x-class: c{k}")).collect();
+        let five = build_requests("h", "/p", &hs).unwrap();
+        assert_eq!(five.len(), 5);
+        assert!(five[3].ends_with(b"\r\nx-class: c3\r\n\r\n"));
+        for bad in ["no-colon", ": v", "a b: v", "x: a\r\nevil: 1"] {
+            let e = build_requests("h", "/", &[bad.to_string()]).unwrap_err();
+            assert!(e.to_string().contains("--header"), "{bad}: {e}");
+        }
+        let many: Vec<String> = (0..=MAX_HEADERS).map(|k| format!("x: {k}")).collect();
+        assert!(build_requests("h", "/", &many).is_err());
+    }
 
     #[test]
     fn buckets_are_contiguous_and_within_one_64th() {
