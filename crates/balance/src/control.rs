@@ -389,15 +389,18 @@ pub enum CtlOp {
     },
     /// Service classes: target, deadline, N, S, attainment, queue, refusals.
     ShowClasses {
+        /// Print the classes as JSON (targets, deadlines, N, S, failures, queue) instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// Change a class's percentile target (1..=100) or deadline ("auto" or a duration up
     /// to its queue timeout); applied at the next decision.
     SetClass {
+        /// The class's name (`name` of its `[[class]]` table).
         name: String,
         /// `percentile` or `deadline`.
         field: String,
+        /// The new value: a percentile 1..=100, or a deadline ("auto" or a duration such as "200ms").
         value: String,
     },
     /// Change a server's weight (0 drains); takes effect for the next pick.
