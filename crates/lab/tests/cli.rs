@@ -54,10 +54,6 @@ fn bad_value_type_and_unknown_experiment_are_clear_errors() {
     assert!(e.contains("backend.batch") && e.contains("integer"), "{e}");
     let e = cli::main_with(&["run", "no-such"]).unwrap_err().to_string();
     assert!(e.contains("no-such") && e.contains("np-dispatch"), "{e}");
-    let e = cli::main_with(&["run", "np-dispatch", "--real"])
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("no real mode for np-dispatch"), "{e}");
     let e = cli::main_with(&["run", "np-dispatch", "--scenario", "/nonexistent/x.toml"])
         .unwrap_err()
         .to_string();

@@ -771,10 +771,6 @@ fn options_and_local_status_without_a_cluster() {
         e.contains("Slurm options") && e.contains("--on slurm"),
         "{e}"
     );
-    let e = cli::main_with(&["sweep", "np-dispatch", "--grid", "cost.rules=5", "--real"])
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("no real mode for np-dispatch"), "{e}");
     let e = cli::main_with(&["sweep", "vm-delay", "--grid", "backend.batch=1", "--real"])
         .unwrap_err()
         .to_string();
