@@ -161,8 +161,8 @@ fn percentile_web_real_params_follow_the_scenario_file() {
     let Ok(text) = text else {
         return; // the lab's scenario file is not in this checkout
     };
-    let v: toml::Value = toml::from_str(&text).unwrap();
-    let params = serde_json::to_value(v).unwrap();
+    let table = netsched_lab::scenario::parse(&text, "percentile-web.toml").unwrap();
+    let params = netsched_lab::scenario::to_json_for("percentile-web", &table).unwrap();
     let p = RealParams::from_json(&params, true).unwrap();
     let want: Vec<u32> = params["clients"]["percentiles"]
         .as_array()

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 fn scenario() -> serde_json::Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/adsl-ack.toml");
     let text = std::fs::read_to_string(&path).unwrap();
-    let toml: toml::Value = toml::from_str(&text).unwrap();
-    serde_json::to_value(toml).unwrap()
+    // As the runner reads it: unit-grammar keys become the numbers the experiment reads.
+    let table = netsched_lab::scenario::parse(&text, "adsl-ack.toml").unwrap();
+    netsched_lab::scenario::to_json_for("adsl-ack", &table).unwrap()
 }
 
 fn tempdir(name: &str) -> PathBuf {
