@@ -26,7 +26,7 @@
 //!
 //! Every error names the file, the field and the value.
 
-use anyhow::{anyhow, bail, Context, Result};
+pub use crate::config_error::ConfigError;
 use serde::Deserialize;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -46,12 +46,12 @@ pub enum DisciplineKind {
 }
 
 impl DisciplineKind {
-    pub fn parse(s: &str) -> Result<Self> {
+    pub fn parse(s: &str) -> Result<Self, ConfigError> {
         match s {
             "percentile" => Ok(Self::Percentile),
             "fifo" => Ok(Self::Fifo),
             "strict" | "strict_priority" | "prio" => Ok(Self::Strict),
-            _ => bail!("discipline: unknown value {s:?} (expected percentile, fifo or strict)"),
+            _ => Err(ConfigError::UnknownDiscipline(s.to_string())),
         }
     }
     pub fn as_str(self) -> &'static str {
@@ -127,17 +127,21 @@ pub const MAX_HOLD_AUTO_MIN: Nanos = 20 * crate::MS;
 pub const IDLE_RANGE: (Nanos, Nanos) = (crate::SEC, 24 * 3600 * crate::SEC);
 
 /// `max_hold_factor` within [`MAX_HOLD_FACTOR_RANGE`]; the error names the key and the value.
-pub fn validate_max_hold_factor(k: f64) -> Result<f64> {
+pub fn validate_max_hold_factor(k: f64) -> Result<f64, ConfigError> {
     let (lo, hi) = MAX_HOLD_FACTOR_RANGE;
     if !(lo..=hi).contains(&k) {
-        bail!("max_hold_factor = {k}: must be a number of server times in {lo}..={hi}");
+        return Err(ConfigError::MaxHoldFactor {
+            value: k,
+            min: lo,
+            max: hi,
+        });
     }
     Ok(k)
 }
 
 /// A duration in the core's grammar (`netsched_core::units`: "4ms", "250us", "1.5s"; bare
 /// numbers refused), within `range`. The error names the text, the bound and the forms.
-pub fn parse_duration(s: &str, (min, max): (Nanos, Nanos)) -> Result<Nanos> {
+pub fn parse_duration(s: &str, (min, max): (Nanos, Nanos)) -> Result<Nanos, ConfigError> {
     parse_duration_in(s, min, max).map_err(|mut e| {
         // Past the core's own ceiling the core names that; name this field's range instead.
         if let Problem::OutOfRange { .. } = e.problem {
@@ -146,12 +150,12 @@ pub fn parse_duration(s: &str, (min, max): (Nanos, Nanos)) -> Result<Nanos> {
                 max: format_duration(max),
             };
         }
-        e.into()
+        ConfigError::Unit(e)
     })
 }
 
 /// "auto", "auto_quantile" or a duration in [`DEADLINE_RANGE`].
-pub fn parse_deadline(s: &str) -> Result<Deadline> {
+pub fn parse_deadline(s: &str) -> Result<Deadline, ConfigError> {
     let t = s.trim();
     if t == "auto" {
         Ok(Deadline::Auto {
@@ -167,12 +171,9 @@ pub fn parse_deadline(s: &str) -> Result<Deadline> {
             initial: 10 * crate::MS,
         })
     } else if t.starts_with("auto") || t.is_empty() {
-        bail!(
-            "deadline {s:?}: expected a duration (\"4ms\"), \"auto\" (running mean response \
-             time) or \"auto_quantile\" (running quantile at the weighted mean target)"
-        )
+        Err(ConfigError::Deadline(s.to_string()))
     } else {
-        let d = parse_duration(s, DEADLINE_RANGE).context("deadline")?;
+        let d = parse_duration(s, DEADLINE_RANGE).map_err(|e| e.within("deadline"))?;
         Ok(Deadline::Fixed(d))
     }
 }
@@ -186,8 +187,8 @@ use netsched_core::units::{format_duration, parse_duration_in, Problem};
 pub use netsched_core::classify::Cidr;
 
 /// Parse "10.1.0.0/16", "2001:db8::/32" or a bare address.
-pub fn parse_cidr(s: &str) -> Result<Cidr> {
-    s.parse::<Cidr>().map_err(|e| anyhow!("{e}"))
+pub fn parse_cidr(s: &str) -> Result<Cidr, ConfigError> {
+    s.parse::<Cidr>().map_err(ConfigError::Cidr)
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -370,7 +371,7 @@ impl Default for Config {
 }
 
 /// Resolve a class given by name or index.
-pub fn resolve_class(classes: &[ClassSpec], v: &str) -> Result<usize> {
+pub fn resolve_class(classes: &[ClassSpec], v: &str) -> Result<usize, ConfigError> {
     if let Some(i) = classes.iter().position(|c| c.name == v) {
         return Ok(i);
     }
@@ -378,36 +379,37 @@ pub fn resolve_class(classes: &[ClassSpec], v: &str) -> Result<usize> {
         if i < classes.len() {
             return Ok(i);
         }
-        bail!(
-            "class {i}: no such class (there are {} classes, 0..{})",
-            classes.len(),
-            classes.len().saturating_sub(1)
-        );
+        return Err(ConfigError::ClassIndex {
+            index: i,
+            count: classes.len(),
+        });
     }
-    let names: Vec<&str> = classes.iter().map(|c| c.name.as_str()).collect();
-    bail!("class {v:?}: no such class (known: {})", names.join(", "))
+    Err(ConfigError::ClassName {
+        name: v.to_string(),
+        known: classes.iter().map(|c| c.name.clone()).collect(),
+    })
 }
 
-fn toml_class(classes: &[ClassSpec], v: &toml::Value) -> Result<usize> {
+fn toml_class(classes: &[ClassSpec], v: &toml::Value) -> Result<usize, ConfigError> {
     match v {
         toml::Value::String(s) => resolve_class(classes, s),
         toml::Value::Integer(i) if *i >= 0 => resolve_class(classes, &i.to_string()),
-        other => bail!("class: expected a class name or index, got {other}"),
+        other => Err(ConfigError::ClassValue(other.to_string())),
     }
 }
 
-pub fn parse_protocol(s: &str) -> Result<u8> {
+pub fn parse_protocol(s: &str) -> Result<u8, ConfigError> {
     match s {
         "tcp" => Ok(crate::packet::PROTO_TCP),
         "udp" => Ok(crate::packet::PROTO_UDP),
-        _ => bail!("protocol: unknown value {s:?} (expected tcp or udp)"),
+        _ => Err(ConfigError::Protocol(s.to_string())),
     }
 }
 
 /// A percentile target in percent, 1..=100 (the thesis's `perSetPvalue` takes an integer).
-pub fn validate_percentile(p: i64) -> Result<u32> {
+pub fn validate_percentile(p: i64) -> Result<u32, ConfigError> {
     if !(1..=100).contains(&p) {
-        bail!("percentile {p}: must be an integer in 1..=100");
+        return Err(ConfigError::Percentile(p));
     }
     Ok(p as u32)
 }
@@ -415,14 +417,16 @@ pub fn validate_percentile(p: i64) -> Result<u32> {
 impl Config {
     /// Read and validate a TOML file. Errors name the file (and, from the TOML parser, the
     /// line and column).
-    pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read config file {}", path.display()))?;
-        Self::from_toml(&text).with_context(|| format!("config file {}", path.display()))
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            file: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_toml(&text).map_err(|e| e.within(format!("config file {}", path.display())))
     }
 
-    pub fn from_toml(text: &str) -> Result<Self> {
-        let f: FileConfig = toml::from_str(text).map_err(|e| anyhow!("{e}"))?;
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let f: FileConfig = toml::from_str(text).map_err(ConfigError::Toml)?;
         let mut c = Config::default();
         if let Some(q) = f.queue {
             c.queue = q;
@@ -435,7 +439,7 @@ impl Config {
         }
         if let Some(b) = f.budget {
             if b == 0 {
-                bail!("budget = 0: must be at least 1 (omit it for no budget)");
+                return Err(ConfigError::ZeroBudget);
             }
             c.budget = Some(b);
         }
@@ -450,38 +454,38 @@ impl Config {
             c.early_miss = e;
         }
         if let Some(b) = &f.busy_poll {
-            c.busy_poll = parse_duration(b, BUSY_POLL_RANGE).context("busy_poll")?;
+            c.busy_poll = parse_duration(b, BUSY_POLL_RANGE).map_err(|e| e.within("busy_poll"))?;
         }
         if let Some(s) = f.service {
             if let Some(p) = &s.protocol {
-                c.service.protocol = parse_protocol(p).context("[service]")?;
+                c.service.protocol = parse_protocol(p).map_err(|e| e.within("[service]"))?;
             }
             if let Some(p) = s.ports {
                 c.service.ports = p;
             }
             if let Some(a) = &s.address {
-                c.service.address = Some(a.parse().map_err(|_| {
-                    anyhow!("[service] address {a:?}: not an IPv4 or IPv6 address")
-                })?);
+                c.service.address =
+                    Some(a.parse().map_err(|_| ConfigError::Address(a.to_string()))?);
             }
         }
         for (i, cl) in f.classes.iter().enumerate() {
             let p = validate_percentile(cl.percentile)
-                .with_context(|| format!("[[class]] #{} ({:?})", i + 1, cl.name))?;
+                .map_err(|e| e.within(format!("[[class]] #{} ({:?})", i + 1, cl.name)))?;
             c.classes.push(ClassSpec {
                 name: cl.name.clone(),
                 percentile: p,
             });
         }
         if let Some(d) = &f.default_class {
-            c.default_class = toml_class(&c.classes, d).context("default_class")?;
+            c.default_class = toml_class(&c.classes, d).map_err(|e| e.within("default_class"))?;
         } else {
             c.default_class = c.classes.len().saturating_sub(1);
         }
         for (i, e) in f.table.iter().enumerate() {
-            let cidr = parse_cidr(&e.cidr).with_context(|| format!("[[table]] #{}", i + 1))?;
+            let cidr =
+                parse_cidr(&e.cidr).map_err(|x| x.within(format!("[[table]] #{}", i + 1)))?;
             let class = toml_class(&c.classes, &e.class)
-                .with_context(|| format!("[[table]] #{} ({})", i + 1, e.cidr))?;
+                .map_err(|x| x.within(format!("[[table]] #{} ({})", i + 1, e.cidr)))?;
             c.table.push((cidr, class));
         }
         if let Some(l) = f.limits {
@@ -499,18 +503,20 @@ impl Config {
                 d.queue_limit = v;
             }
             if let Some(v) = &l.flow_idle_timeout {
-                d.flow_idle_timeout =
-                    parse_duration(v, IDLE_RANGE).context("[limits] flow_idle_timeout")?;
+                d.flow_idle_timeout = parse_duration(v, IDLE_RANGE)
+                    .map_err(|e| e.within("[limits] flow_idle_timeout"))?;
             }
             if let Some(v) = &l.request_timeout {
-                d.request_timeout =
-                    parse_duration(v, LIMIT_RANGE).context("[limits] request_timeout")?;
+                d.request_timeout = parse_duration(v, LIMIT_RANGE)
+                    .map_err(|e| e.within("[limits] request_timeout"))?;
             }
             if let Some(v) = &l.max_hold {
-                d.max_hold = parse_duration(v, LIMIT_RANGE).context("[limits] max_hold")?;
+                d.max_hold =
+                    parse_duration(v, LIMIT_RANGE).map_err(|e| e.within("[limits] max_hold"))?;
             }
             if let Some(k) = l.max_hold_factor {
-                d.max_hold_factor = Some(validate_max_hold_factor(k).context("[limits]")?);
+                d.max_hold_factor =
+                    Some(validate_max_hold_factor(k).map_err(|e| e.within("[limits]"))?);
             }
             if let Some(v) = l.rcvbuf_bytes {
                 eprintln!("netsched: warning: [limits] rcvbuf_bytes is renamed rcvbuf = \"{v}b\" (units grammar)");
@@ -518,7 +524,7 @@ impl Config {
             }
             if let Some(v) = &l.rcvbuf {
                 let b = netsched_core::units::parse_size_in(v, 4096, 1 << 30)
-                    .context("[limits] rcvbuf")?;
+                    .map_err(|e| ConfigError::Unit(e).within("[limits] rcvbuf"))?;
                 d.rcvbuf_bytes = b as usize;
             }
             if let Some(v) = l.kernel_queue_maxlen {
@@ -529,47 +535,45 @@ impl Config {
     }
 
     /// Checks that need the whole configuration (after flags were applied).
-    pub fn validate(&self) -> Result<()> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.classes.is_empty() {
-            bail!("no classes: give [[class]] entries in the config file or --class NAME=P");
+            return Err(ConfigError::NoClasses);
         }
         if self.classes.len() > 64 {
-            bail!("{} classes: at most 64", self.classes.len());
+            return Err(ConfigError::TooManyClasses(self.classes.len()));
         }
         for (i, a) in self.classes.iter().enumerate() {
             if self.classes[..i].iter().any(|b| b.name == a.name) {
-                bail!("class {:?} is defined twice", a.name);
+                return Err(ConfigError::ClassTwice(a.name.clone()));
             }
         }
         if self.default_class >= self.classes.len() {
-            bail!(
-                "default_class {}: no such class (0..{})",
-                self.default_class,
-                self.classes.len() - 1
-            );
+            return Err(ConfigError::DefaultClass {
+                index: self.default_class,
+                count: self.classes.len(),
+            });
         }
         if self.service.ports.is_empty() {
-            bail!("[service] ports: give at least one port");
+            return Err(ConfigError::NoPorts);
         }
         if self.service.ports.contains(&0) {
-            bail!("[service] ports: 0 is not a port");
+            return Err(ConfigError::PortZero);
         }
         if self.table.len() > self.limits.max_table_entries {
-            bail!(
-                "[[table]]: {} entries exceed max_table_entries = {}",
-                self.table.len(),
-                self.limits.max_table_entries
-            );
+            return Err(ConfigError::TableTooLong {
+                entries: self.table.len(),
+                max: self.limits.max_table_entries,
+            });
         }
         let l = &self.limits;
         if l.max_held_packets == 0 || l.max_flows == 0 || l.queue_limit == 0 {
-            bail!("[limits]: max_held_packets, max_flows and queue_limit must be at least 1");
+            return Err(ConfigError::LimitZero);
         }
         if l.request_timeout == 0 || l.flow_idle_timeout == 0 || l.max_hold == 0 {
-            bail!("[limits]: timeouts must be greater than zero");
+            return Err(ConfigError::TimeoutZero);
         }
         if let Some(k) = l.max_hold_factor {
-            validate_max_hold_factor(k).context("[limits]")?;
+            validate_max_hold_factor(k).map_err(|e| e.within("[limits]"))?;
         }
         Ok(())
     }
@@ -652,6 +656,42 @@ request_timeout = "2s"
         let e = format!("{:#}", Config::from_toml("bogus = 1").unwrap_err());
         assert!(e.contains("bogus"), "{e}");
         assert!(Config::default().validate().is_err());
+    }
+
+    #[test]
+    fn config_errors_are_typed_and_keep_their_texts_whole() {
+        let e = Config::from_toml("[[class]]\nname='a'\npercentile=120").unwrap_err();
+        match &e {
+            ConfigError::In { what, source } => {
+                assert_eq!(what, "[[class]] #1 (\"a\")");
+                assert!(
+                    matches!(**source, ConfigError::Percentile(120)),
+                    "{source:?}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            e.to_string(),
+            "[[class]] #1 (\"a\"): percentile 120: must be an integer in 1..=100"
+        );
+        let e = Config::from_toml("[service]\nprotocol = 'sctp'").unwrap_err();
+        assert_eq!(
+            format!("{e:#}"),
+            "[service]: protocol: unknown value \"sctp\" (expected tcp or udp)"
+        );
+        assert!(matches!(
+            Config::default().validate(),
+            Err(ConfigError::NoClasses)
+        ));
+        let missing = Path::new("/nonexistent/nfq.toml");
+        let e = Config::from_file(missing).unwrap_err();
+        assert!(matches!(e, ConfigError::Read { .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .starts_with("cannot read config file /nonexistent/nfq.toml: "),
+            "{e}"
+        );
     }
 
     #[test]

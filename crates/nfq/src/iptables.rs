@@ -11,7 +11,7 @@
 //! front end (`iptables`, nft-backed, or `iptables-legacy`) works in network namespaces.
 
 use crate::config::Service;
-use anyhow::{bail, Context, Result};
+use crate::iptables_error::IptablesError;
 use std::net::IpAddr;
 
 pub const COMMENT_PREFIX: &str = "netsched-nfq:q";
@@ -25,18 +25,21 @@ fn ip6_of(bin: &str) -> String {
     bin.replacen("iptables", "ip6tables", 1)
 }
 
-fn run(bin: &str, args: &[String]) -> Result<String> {
+fn run(bin: &str, args: &[String]) -> Result<String, IptablesError> {
     let out = std::process::Command::new(bin)
         .args(args)
         .stdin(std::process::Stdio::null())
         .output()
-        .with_context(|| format!("cannot run `{bin}` (is iptables installed?)"))?;
+        .map_err(|source| IptablesError::Spawn {
+            bin: bin.to_string(),
+            source,
+        })?;
     if !out.status.success() {
-        bail!(
-            "`{bin} {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+        return Err(IptablesError::Failed {
+            bin: bin.to_string(),
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -93,7 +96,7 @@ fn specs(service: &Service, queue: u16) -> Vec<(&'static str, Vec<String>)> {
 
 impl Rules {
     /// Remove leftovers of queue `queue`, then insert the rules at the top of INPUT/OUTPUT.
-    pub fn install(iptables: &str, service: &Service, queue: u16) -> Result<Self> {
+    pub fn install(iptables: &str, service: &Service, queue: u16) -> Result<Self, IptablesError> {
         cleanup(iptables, Some(queue))?;
         let mut rules = Rules {
             installed: Vec::new(),
@@ -201,7 +204,7 @@ pub fn leftover_rules(iptables: &str, queue: Option<u16>) -> Vec<(String, String
 }
 
 /// Delete every rule we installed earlier and left behind (after SIGKILL). Returns how many.
-pub fn cleanup(iptables: &str, queue: Option<u16>) -> Result<usize> {
+pub fn cleanup(iptables: &str, queue: Option<u16>) -> Result<usize, IptablesError> {
     let mut n = 0;
     for (bin, line) in leftover_rules(iptables, queue) {
         // `iptables -S` may quote the comment ("netsched-nfq:q0"); ours has no spaces, so
@@ -211,8 +214,31 @@ pub fn cleanup(iptables: &str, queue: Option<u16>) -> Result<usize> {
             .map(|w| w.trim_matches('"').to_string())
             .collect();
         args[0] = "-D".into();
-        run(&bin, &args).with_context(|| format!("removing leftover rule `{line}`"))?;
+        run(&bin, &args).map_err(|e| IptablesError::Leftover {
+            line: line.clone(),
+            source: Box::new(e),
+        })?;
         n += 1;
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_tool_and_a_failed_command_are_typed_and_named() {
+        let e = run("/nonexistent/iptables", &["-S".into()]).unwrap_err();
+        assert!(matches!(e, IptablesError::Spawn { .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .starts_with("cannot run `/nonexistent/iptables` (is iptables installed?): "),
+            "{e}"
+        );
+        // `false` runs and exits 1 with no stderr.
+        let e = run("false", &["-S".into(), "INPUT".into()]).unwrap_err();
+        assert!(matches!(e, IptablesError::Failed { .. }), "{e:?}");
+        assert_eq!(e.to_string(), "`false -S INPUT` failed: ");
+    }
 }

@@ -18,14 +18,14 @@
 //! Every error names the file, the key and the value. Durations and rates use the project's
 //! grammar (`netsched_core::units`, tc(8) units: `bit` = bits/s, `bps` = bytes/s).
 
-use anyhow::{bail, Result};
+use crate::config_error::{ConfigError, ConfigProblem, NeedsBudget};
 use netsched_core::qdisc::delay::DelayInterfaceConfig;
 use netsched_core::qdisc::drr::DrrClassConfig;
 use netsched_core::qdisc::edf::EdfClassConfig;
 use netsched_core::qdisc::prio::BandConfig;
 use netsched_core::qdisc::wf2q::Wf2qClassConfig;
 use netsched_core::qdisc::QdiscConfig;
-use netsched_core::units::{format_duration, serde_duration, serde_rate};
+use netsched_core::units::{serde_duration, serde_rate};
 use netsched_core::{Nanos, MS, SEC};
 use netsched_sys::{PortBackend, PortOptions, RingConfig};
 use serde::Deserialize;
@@ -241,150 +241,166 @@ impl SwitchConfig {
     }
 
     /// Read and check `path` (at most [`MAX_CONFIG_BYTES`]).
-    pub fn load(path: &Path) -> Result<Self> {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
         // A regular file only (`/dev/zero` or a FIFO would never end), bounded, UTF-8.
-        let text = netsched_util::read::read_text(path, MAX_CONFIG_BYTES, "switch configuration")?;
+        let text = netsched_util::read::read_text(path, MAX_CONFIG_BYTES, "switch configuration")
+            .map_err(|e| ConfigError::Read(format!("{e:#}")))?;
         Self::parse(&text, &path.display().to_string())
     }
 
     /// Parse and check `text`; `origin` (a file name) prefixes every error.
-    pub fn parse(text: &str, origin: &str) -> Result<Self> {
-        let cfg: SwitchConfig =
-            toml::from_str(text).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        let cfg: SwitchConfig = toml::from_str(text).map_err(|source| ConfigError::Toml {
+            file: origin.to_string(),
+            source,
+        })?;
         if let Ok(table) = text.parse::<toml::Table>() {
             for w in old_spellings(&table) {
                 eprintln!("netsched: warning: {origin}: {w}");
             }
         }
-        cfg.check().map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        cfg.check().map_err(|problem| ConfigError::Invalid {
+            file: origin.to_string(),
+            problem,
+        })?;
         Ok(cfg)
     }
 
     /// Bounds and consistency; the error names the key and its value.
-    pub fn check(&self) -> Result<()> {
+    pub fn check(&self) -> Result<(), ConfigProblem> {
         if self.ports.is_empty() {
-            bail!("[[port]]: at least one guest port is needed");
+            return Err(ConfigProblem::NoPorts);
         }
         if self.ports.len() > MAX_PORTS {
-            bail!(
-                "[[port]]: {} ports, more than the {MAX_PORTS} supported",
-                self.ports.len()
-            );
+            return Err(ConfigProblem::TooManyPorts {
+                count: self.ports.len(),
+                max: MAX_PORTS,
+            });
         }
-        if self.packet_rate.is_some() && self.rate.is_some() {
-            bail!("packet_rate and rate are both set: give one forwarding budget");
-        }
-        if let Some(r) = self.packet_rate {
-            if !(1..=100_000_000).contains(&r) {
-                bail!("packet_rate = {r}: must be between 1 and 100000000 packets/s");
-            }
-        }
-        if self.rate == Some(0) {
-            bail!("rate = \"0\": must be positive (leave it out for no budget)");
-        }
-        if !(0.0..=0.95).contains(&self.budget_busy) {
-            bail!(
-                "budget_busy = {}: must be between 0 and 0.95",
-                self.budget_busy
-            );
-        }
-        if self.budget_busy > 0.0 && self.packet_rate.is_none() && self.rate.is_none() {
-            bail!(
-                "budget_busy = {}: needs a budget (packet_rate or rate)",
-                self.budget_busy
-            );
-        }
-        if self.budget_catch_up > MAX_BUDGET_CATCH_UP {
-            bail!(
-                "budget_catch_up = {:?}: must be at most {}",
-                format_duration(self.budget_catch_up),
-                format_duration(MAX_BUDGET_CATCH_UP)
-            );
-        }
-        if self.budget_catch_up > 0 && self.packet_rate.is_none() && self.rate.is_none() {
-            bail!(
-                "budget_catch_up = {:?}: needs a budget (packet_rate or rate)",
-                format_duration(self.budget_catch_up)
-            );
-        }
-        if !(MS / 10..=10 * 1000 * MS).contains(&self.budget_slice) {
-            bail!(
-                "budget_slice = {:?}: must be between 100us and 10s",
-                format_duration(self.budget_slice)
-            );
-        }
-        if self.busy_poll > MAX_BUSY_POLL {
-            bail!(
-                "busy_poll = {:?}: must be between 0 (off) and 1s",
-                format_duration(self.busy_poll)
-            );
-        }
-        if self.batch == 0 || self.batch > 1 << 20 {
-            bail!("batch = {}: must be between 1 and 1048576", self.batch);
-        }
-        if self.queue == 0 || self.queue > MAX_QUEUE {
-            bail!("queue = {}: must be between 1 and {MAX_QUEUE}", self.queue);
-        }
+        self.check_budget()?;
+        count("batch", self.batch as u64, 1, 1 << 20)?;
+        count("queue", self.queue as u64, 1, MAX_QUEUE as u64)?;
         if self.port_backend != PortBackend::Packet {
-            self.port_options().ring.check("ring_frames", "tx ring")?;
+            self.port_options()
+                .ring
+                .check("ring_frames", "tx ring")
+                .map_err(ConfigProblem::Ring)?;
             let bytes =
                 (self.ports.len() + 1) * self.ring_frames * netsched_sys::tpacket::RING_FRAME;
             if bytes > MAX_RING_BYTES {
-                bail!(
-                    "ring_frames = {}: {} ports and the uplink would map {} MiB of rings, more \
-                     than the {} MiB allowed; lower ring_frames or use port_backend = \"packet\"",
-                    self.ring_frames,
-                    self.ports.len(),
-                    bytes >> 20,
-                    MAX_RING_BYTES >> 20
-                );
+                return Err(ConfigProblem::RingMemory {
+                    frames: self.ring_frames,
+                    ports: self.ports.len(),
+                    mib: bytes >> 20,
+                    max_mib: MAX_RING_BYTES >> 20,
+                });
             }
         }
-        if self.mac_table == 0 || self.mac_table > MAX_MAC_TABLE {
-            bail!(
-                "mac_table = {}: must be between 1 and {MAX_MAC_TABLE}",
-                self.mac_table
-            );
-        }
+        count("mac_table", self.mac_table as u64, 1, MAX_MAC_TABLE as u64)?;
         check_ifname("uplink", &self.uplink)?;
         for (i, p) in self.ports.iter().enumerate() {
-            check_ifname(&format!("port[{i}].dev"), &p.dev)?;
-            if p.dev == self.uplink {
-                bail!("port[{i}].dev = {:?}: is also the uplink", p.dev);
-            }
-            if let Some(j) = self.ports[..i].iter().position(|q| q.dev == p.dev) {
-                bail!("port[{i}].dev = {:?}: already port[{j}]", p.dev);
-            }
-            if !(1..=1000).contains(&p.tier) {
-                bail!("port[{i}].tier = {}: must be between 1 and 1000", p.tier);
-            }
-            if !(1..=1000).contains(&p.weight) {
-                bail!(
-                    "port[{i}].weight = {}: must be between 1 and 1000",
-                    p.weight
-                );
-            }
-            if p.bound == 0 || p.bound > 60_000 * MS {
-                bail!(
-                    "port[{i}].bound = {:?}: must be above 0 and at most 60s",
-                    format_duration(p.bound)
-                );
-            }
-            if let Some(b) = p.bitmap_len {
-                if !(2..=63).contains(&b) {
-                    bail!("port[{i}].bitmap_len = {b}: must be between 2 and 63");
-                }
-            }
-            if let Some(q) = p.queue {
-                if q == 0 || q > MAX_QUEUE {
-                    bail!("port[{i}].queue = {q}: must be between 1 and {MAX_QUEUE}");
-                }
-            }
+            self.check_port(i, p)?;
         }
         // The discipline itself refuses what it cannot build (names the class).
         self.qdisc()
             .build::<crate::frame::Frame>()
-            .map_err(|e| anyhow::anyhow!("discipline {}: {e}", self.discipline.as_str()))?;
+            .map_err(|source| ConfigProblem::Discipline {
+                name: self.discipline.as_str(),
+                source,
+            })?;
+        Ok(())
+    }
+
+    /// The forwarding budget's keys: `packet_rate`, `rate`, `budget_*` and `busy_poll`.
+    fn check_budget(&self) -> Result<(), ConfigProblem> {
+        let no_budget = self.packet_rate.is_none() && self.rate.is_none();
+        if self.packet_rate.is_some() && self.rate.is_some() {
+            return Err(ConfigProblem::TwoBudgets);
+        }
+        if let Some(r) = self.packet_rate {
+            if !(1..=100_000_000).contains(&r) {
+                return Err(ConfigProblem::Count {
+                    key: "packet_rate".to_string(),
+                    value: r,
+                    min: 1,
+                    max: 100_000_000,
+                    unit: "packets/s",
+                });
+            }
+        }
+        if self.rate == Some(0) {
+            return Err(ConfigProblem::ZeroRate);
+        }
+        if !(0.0..=0.95).contains(&self.budget_busy) {
+            return Err(ConfigProblem::BusyShare {
+                value: self.budget_busy,
+                max: 0.95,
+            });
+        }
+        if self.budget_busy > 0.0 && no_budget {
+            return Err(ConfigProblem::NeedsBudget(NeedsBudget::Busy(
+                self.budget_busy,
+            )));
+        }
+        if self.budget_catch_up > MAX_BUDGET_CATCH_UP {
+            return Err(ConfigProblem::CatchUp {
+                value: self.budget_catch_up,
+                max: MAX_BUDGET_CATCH_UP,
+            });
+        }
+        if self.budget_catch_up > 0 && no_budget {
+            return Err(ConfigProblem::NeedsBudget(NeedsBudget::CatchUp(
+                self.budget_catch_up,
+            )));
+        }
+        if !(MS / 10..=10 * 1000 * MS).contains(&self.budget_slice) {
+            return Err(ConfigProblem::Duration {
+                key: "budget_slice".to_string(),
+                value: self.budget_slice,
+                rule: "must be between 100us and 10s",
+            });
+        }
+        if self.busy_poll > MAX_BUSY_POLL {
+            return Err(ConfigProblem::Duration {
+                key: "busy_poll".to_string(),
+                value: self.busy_poll,
+                rule: "must be between 0 (off) and 1s",
+            });
+        }
+        Ok(())
+    }
+
+    /// `port[i]`: its device (a name, not the uplink, not another port's) and its values.
+    fn check_port(&self, i: usize, p: &PortConfig) -> Result<(), ConfigProblem> {
+        check_ifname(&format!("port[{i}].dev"), &p.dev)?;
+        if p.dev == self.uplink {
+            return Err(ConfigProblem::DevIsUplink {
+                index: i,
+                dev: p.dev.clone(),
+            });
+        }
+        if let Some(j) = self.ports[..i].iter().position(|q| q.dev == p.dev) {
+            return Err(ConfigProblem::DevTwice {
+                index: i,
+                dev: p.dev.clone(),
+                first: j,
+            });
+        }
+        count(&format!("port[{i}].tier"), p.tier.into(), 1, 1000)?;
+        count(&format!("port[{i}].weight"), p.weight.into(), 1, 1000)?;
+        if p.bound == 0 || p.bound > 60_000 * MS {
+            return Err(ConfigProblem::Duration {
+                key: format!("port[{i}].bound"),
+                value: p.bound,
+                rule: "must be above 0 and at most 60s",
+            });
+        }
+        if let Some(b) = p.bitmap_len {
+            count(&format!("port[{i}].bitmap_len"), b.into(), 2, 63)?;
+        }
+        if let Some(q) = p.queue {
+            count(&format!("port[{i}].queue"), q as u64, 1, MAX_QUEUE as u64)?;
+        }
         Ok(())
     }
 
@@ -465,9 +481,26 @@ impl SwitchConfig {
     }
 }
 
-fn check_ifname(key: &str, name: &str) -> Result<()> {
+/// `key = value` within `min..=max`.
+fn count(key: &str, value: u64, min: u64, max: u64) -> Result<(), ConfigProblem> {
+    if (min..=max).contains(&value) {
+        return Ok(());
+    }
+    Err(ConfigProblem::Count {
+        key: key.to_string(),
+        value,
+        min,
+        max,
+        unit: "",
+    })
+}
+
+fn check_ifname(key: &str, name: &str) -> Result<(), ConfigProblem> {
     if name.is_empty() || name.len() > 15 || name.contains(['/', ' ', '\0']) {
-        bail!("{key} = {name:?}: not an interface name (1..15 bytes, no '/', space or NUL)");
+        return Err(ConfigProblem::IfName {
+            key: key.to_string(),
+            name: name.to_string(),
+        });
     }
     Ok(())
 }
@@ -556,6 +589,40 @@ bound = "60ms"
             assert!(e.starts_with("sw.toml"), "{e}");
             assert!(e.contains(want), "want {want:?} in: {e}");
         }
+    }
+
+    #[test]
+    fn errors_are_typed_and_keep_their_texts_whole() {
+        let e = SwitchConfig::parse(&OK.replace("tier = 3", "tier = 0"), "sw.toml").unwrap_err();
+        match &e {
+            ConfigError::Invalid {
+                file,
+                problem: ConfigProblem::Count { key, value: 0, .. },
+            } => assert_eq!((file.as_str(), key.as_str()), ("sw.toml", "port[1].tier")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            e.to_string(),
+            "sw.toml: port[1].tier = 0: must be between 1 and 1000"
+        );
+        let text = OK.replace("packet_rate = 20000", "packet_rate = 0");
+        assert_eq!(
+            SwitchConfig::parse(&text, "sw.toml")
+                .unwrap_err()
+                .to_string(),
+            "sw.toml: packet_rate = 0: must be between 1 and 100000000 packets/s"
+        );
+        let text = OK.replace("packet_rate = 20000", "budget_busy = 0.5");
+        assert_eq!(
+            SwitchConfig::parse(&text, "sw.toml")
+                .unwrap_err()
+                .to_string(),
+            "sw.toml: budget_busy = 0.5: needs a budget (packet_rate or rate)"
+        );
+        let e = SwitchConfig::parse(&OK.replace("tier = 3", "tire = 3"), "sw.toml").unwrap_err();
+        assert!(matches!(e, ConfigError::Toml { .. }), "{e:?}");
+        let e = SwitchConfig::load(Path::new("/nonexistent/x.toml")).unwrap_err();
+        assert!(matches!(e, ConfigError::Read(_)), "{e:?}");
     }
 
     #[test]

@@ -28,6 +28,7 @@
 pub mod budget;
 pub mod cli;
 pub mod config;
+pub mod config_error;
 pub mod control;
 pub mod control_error;
 pub mod frame;

@@ -115,7 +115,10 @@ impl RealParams {
                 .map(|x| {
                     x.as_i64()
                         .ok_or_else(|| anyhow!("params.percentiles: {x} is not an integer"))
-                        .and_then(netsched_nfq::config::validate_percentile)
+                        .and_then(|p| {
+                            netsched_nfq::config::validate_percentile(p)
+                                .map_err(anyhow::Error::from)
+                        })
                 })
                 .collect::<Result<Vec<_>>>()?,
         };
@@ -133,7 +136,7 @@ impl RealParams {
                 .ok_or_else(|| anyhow!("params.modes: expected an array"))?
                 .iter()
                 .map(|m| DisciplineKind::parse(m.as_str().unwrap_or("?")))
-                .collect::<Result<Vec<_>>>()
+                .collect::<Result<Vec<_>, _>>()
                 .context("params.modes")?,
         };
         let dur = if quick {

@@ -72,5 +72,5 @@ pub(super) fn switch_config(bed: &Bed, cfg: &VmConfig, pps: u64) -> Result<Switc
             tier.bitmap_len
         );
     }
-    SwitchConfig::parse(&t, "vm-delay (generated)")
+    Ok(SwitchConfig::parse(&t, "vm-delay (generated)")?)
 }
