@@ -33,3 +33,79 @@ where
         Some(format!("error: {why}\n"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netsched_sys::PeerCred;
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    /// Collects what the subscriber writes.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn answer_logged(handler: &dyn Handler, line: &str) -> (String, String) {
+        let out = Captured::default();
+        let sink = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || sink.clone())
+            .with_ansi(false)
+            .finish();
+        let request = Request {
+            line,
+            peer: PeerCred {
+                pid: 4242,
+                uid: 1234,
+                gid: 1234,
+            },
+            deadline: Instant::now(),
+        };
+        let answer = tracing::subscriber::with_default(subscriber, || handler.answer(&request));
+        let log = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        (answer, log)
+    }
+
+    fn handler() -> OkOrError<impl Fn(&str, Instant) -> Result<String, String>> {
+        OkOrError(
+            |line: &str, _| match line {
+                "show" => Ok("state\n".to_string()),
+                "set-x 3" => Ok("x 3\n".to_string()),
+                _ => Err(format!("unknown command {line:?}")),
+            },
+            |verb| verb == "show",
+        )
+    }
+
+    #[test]
+    fn changes_are_logged_with_the_callers_uid_and_reads_are_not() {
+        let h = handler();
+        let (answer, log) = answer_logged(&h, "set-x 3");
+        assert_eq!(answer, "ok\nx 3\n");
+        assert!(log.contains("INFO"), "{log}");
+        assert!(log.contains("ctl set-x 3 by uid 1234: ok; x 3"), "{log}");
+        assert!(log.contains("pid=4242"), "{log}");
+
+        let (answer, log) = answer_logged(&h, "show");
+        assert_eq!(answer, "ok\nstate\n");
+        assert!(log.is_empty(), "a read-only request was logged: {log}");
+
+        let (answer, log) = answer_logged(&h, "nosuch 1");
+        assert_eq!(answer, "error: unknown command \"nosuch 1\"\n");
+        assert!(log.contains("WARN"), "{log}");
+        assert!(
+            log.contains("ctl nosuch 1 by uid 1234 refused: error: unknown command"),
+            "{log}"
+        );
+    }
+}
