@@ -9,7 +9,8 @@
 //! With `NETSCHED_STATUS_SCREENSHOT=path.png` the page is also saved there (docs/img).
 
 use netsched_metrics::{parse_exposition, scrape, Sample};
-use netsched_testbed::chromium::{self, cells, figures, refreshes, shown_number};
+use netsched_testbed::chromium;
+use netsched_testbed::status_page::{self, screenshot_asked, StatusPage};
 use netsched_testbed::{privileged_test_allowed, TempDir, Testbed};
 use std::io::{Read, Write};
 use std::process::Stdio;
@@ -19,13 +20,7 @@ const PATIENCE: Duration = Duration::from_secs(20);
 const ADMIN: &str = "127.0.0.1:9100";
 
 fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let ns = ns.to_string();
-    std::thread::spawn(move || {
-        netsched_testbed::enter_netns(&ns).expect("setns");
-        f()
-    })
-    .join()
-    .expect("thread in the namespace")
+    status_page::in_netns(Some(ns), f)
 }
 
 fn get(addr: &str) -> u16 {
@@ -134,32 +129,18 @@ control_socket = \"{}\"\n[health]\nkind = \"http\"\ninterval = \"200ms\"\nrise =
     let drained = netsched_balance::control::request(&sock, "drain b").unwrap();
     assert!(!drained.contains("error"), "{drained}");
 
-    let url = format!("http://{ADMIN}/");
-    let dom = chromium::dump_dom(Some(&ns), &url, Duration::from_secs(4), PATIENCE).unwrap();
+    // The daemon is quiescent by now: one load, the scrape right after.
+    let mut page = StatusPage::new(Some(&ns), &format!("http://{ADMIN}/"));
+    page.patience = PATIENCE;
+    let page_shown = page.load();
     let admin = ADMIN.parse().unwrap();
     let (code, text) = in_ns(&ns, move || scrape(admin, PATIENCE).unwrap());
     assert_eq!(code, 200);
     let samples = parse_exposition(&text).unwrap();
-    // Four seconds of virtual time: the first refresh at load, the next ones a second apart.
-    assert!(
-        refreshes(&dom) >= 2,
-        "the page did not refresh twice:\n{dom}"
-    );
-    let shown = cells(&dom);
-    let cell = |row: &str, col: &str| {
-        shown
-            .get(&(row.to_string(), col.to_string()))
-            .unwrap_or_else(|| panic!("no cell {row}/{col} on the page:\n{dom}"))
-            .clone()
-    };
-    let number = |row: &str, col: &str| {
-        let t = cell(row, col);
-        shown_number(&t).unwrap_or_else(|| panic!("{row}/{col} shows {t:?}, not a number"))
-    };
-    let mut rows: Vec<&str> = shown.keys().map(|(r, _)| r.as_str()).collect();
-    rows.sort();
-    rows.dedup();
-    assert_eq!(rows, ["a", "b", "c"], "{dom}");
+    let dom = &page_shown.dom;
+    let cell = |row: &str, col: &str| page_shown.cell(row, col);
+    let number = |row: &str, col: &str| page_shown.number(row, col);
+    assert_eq!(page_shown.rows(), ["a", "b", "c"], "{dom}");
     for b in ["a", "b", "c"] {
         let m = |name: &str| {
             value(&samples, name, Some(b)).unwrap_or_else(|| panic!("{name}{{backend={b}}}"))
@@ -214,8 +195,7 @@ control_socket = \"{}\"\n[health]\nkind = \"http\"\ninterval = \"200ms\"\nrise =
         ("ready".into(), "drain".into(), "down".into())
     );
     assert_eq!(number("a", "requests") + number("b", "requests"), 8.0);
-    let figs = figures(&dom);
-    let fig = |id: &str| shown_number(&figs[id]).unwrap_or(f64::NAN);
+    let fig = |id: &str| page_shown.figure_number(id);
     assert_eq!(
         fig("requests"),
         value(&samples, "netsched_balance_requests_total", None).unwrap()
@@ -236,16 +216,7 @@ control_socket = \"{}\"\n[health]\nkind = \"http\"\ninterval = \"200ms\"\nrise =
         fig("refused"),
         value(&samples, "netsched_balance_refused_total", None).unwrap_or(0.0)
     );
-    if let Ok(png) = std::env::var("NETSCHED_STATUS_SCREENSHOT") {
-        let png = std::path::PathBuf::from(png);
-        chromium::screenshot(
-            Some(&ns),
-            &url,
-            &png,
-            (1200, 800),
-            Duration::from_secs(3),
-            PATIENCE,
-        )
-        .unwrap();
+    if let Some(png) = screenshot_asked() {
+        page.screenshot(&png).unwrap();
     }
 }

@@ -19,14 +19,14 @@ use netsched_filter::rules::{build_classifier, RuleSet};
 use netsched_filter::signatures::Signatures;
 use netsched_filter::work::Tables;
 use netsched_metrics::{parse_exposition, scrape, Latest, Sample};
-use netsched_testbed::chromium::{self, cells, figures, refreshes, shown_number};
+use netsched_testbed::chromium;
+use netsched_testbed::status_page::{screenshot_asked, Shown, StatusPage};
 use netsched_testbed::{privileged_test_allowed, NetnsThread};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const PATIENCE: Duration = Duration::from_secs(30);
 const DROP_PORT_9: &str = "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = \"9\"\n";
 
 fn tables() -> Arc<Tables> {
@@ -69,25 +69,10 @@ fn fam(m: &[Sample], name: &str, label: Option<(&str, &str)>) -> f64 {
     hits.iter().sum()
 }
 
-fn compare_once(addr: SocketAddr) -> Result<(), String> {
-    let before = samples(addr);
-    let url = format!("http://{addr}/");
-    let dom = chromium::dump_dom(None, &url, Duration::from_secs(4), PATIENCE).unwrap();
-    let after = samples(addr);
-    if still(&after) != still(&before) {
-        return Err("the filter moved while the page was read".into());
-    }
-    assert!(
-        refreshes(&dom) >= 2,
-        "the page did not refresh twice:\n{dom}"
-    );
-    let shown = cells(&dom);
-    let number = |row: &str, col: &str| {
-        let t = shown
-            .get(&(row.to_string(), col.to_string()))
-            .unwrap_or_else(|| panic!("no cell {row}/{col} on the page:\n{dom}"));
-        shown_number(t).unwrap_or_else(|| panic!("{row}/{col} shows {t:?}"))
-    };
+/// Every figure the page shows against the scrape `after` it was loaded.
+fn check(page: &Shown, after: &[Sample]) {
+    let dom = &page.dom;
+    let number = |row: &str, col: &str| page.number(row, col);
     let workers: Vec<&str> = after
         .iter()
         .filter(|s| s.name == "netsched_filter_worker_blocks_total")
@@ -104,13 +89,13 @@ fn compare_once(addr: SocketAddr) -> Result<(), String> {
             ),
             ("panics", "netsched_filter_worker_panics_total"),
         ] {
-            assert_eq!(number(w, col), fam(&after, name, l), "worker {w}/{col}");
+            assert_eq!(number(w, col), fam(after, name, l), "worker {w}/{col}");
         }
         for (col, name) in [
             ("busy", "netsched_filter_worker_busy_ns_total"),
             ("idle", "netsched_filter_worker_idle_ns_total"),
         ] {
-            let exact = fam(&after, name, l) / 1e9;
+            let exact = fam(after, name, l) / 1e9;
             let v = number(w, col);
             // Shown in ms with 3 decimals below a second, in s with 3 decimals above.
             let half_step = if exact >= 1.0 { 0.5e-3 } else { 0.5e-6 };
@@ -128,27 +113,14 @@ fn compare_once(addr: SocketAddr) -> Result<(), String> {
         .collect();
     assert!(!reasons.is_empty());
     for r in &reasons {
-        let exact = fam(
-            &after,
-            "netsched_filter_dropped_total",
-            Some(("reason", *r)),
-        );
+        let exact = fam(after, "netsched_filter_dropped_total", Some(("reason", *r)));
         assert_eq!(number(r, "frames"), exact, "drop {r}");
         assert_eq!(number(r, "rate"), 0.0, "drop {r}: nothing moved");
     }
-    let mut rows: Vec<&str> = shown.keys().map(|(r, _)| r.as_str()).collect();
-    rows.sort();
-    rows.dedup();
     let mut want: Vec<&str> = workers.iter().chain(&reasons).copied().collect();
     want.sort();
-    assert_eq!(rows, want, "{dom}");
-    let figs = figures(&dom);
-    let fig = |id: &str| {
-        let t = figs
-            .get(id)
-            .unwrap_or_else(|| panic!("no figure {id}:\n{dom}"));
-        shown_number(t).unwrap_or_else(|| panic!("figure {id} shows {t:?}"))
-    };
+    assert_eq!(page.rows(), want, "{dom}");
+    let fig = |id: &str| page.figure_number(id);
     for (id, name) in [
         ("received", "netsched_filter_received_total"),
         ("forwarded", "netsched_filter_forwarded_total"),
@@ -163,7 +135,7 @@ fn compare_once(addr: SocketAddr) -> Result<(), String> {
             "netsched_filter_order_violations_after_total",
         ),
     ] {
-        assert_eq!(fig(id), fam(&after, name, None), "{id}");
+        assert_eq!(fig(id), fam(after, name, None), "{id}");
     }
     assert_eq!(fig("rate"), 0.0);
     // What the stream made: frames forwarded and the rule's drops, on the page.
@@ -171,7 +143,6 @@ fn compare_once(addr: SocketAddr) -> Result<(), String> {
         fig("forwarded") > 0.0 && number("rule", "frames") > 0.0,
         "{dom}"
     );
-    Ok(())
 }
 
 /// The filter on its own thread in namespace `ns`, publishing to `latest` (as `netsched
@@ -234,42 +205,22 @@ fn filter_status_page_shows_what_metrics_says_for_workers_and_drops() {
         )
         .unwrap();
         rx.wait_for(per_flow as u64 * (FLOWS as u64 - 1), Duration::from_secs(3));
-        let start = Instant::now();
-        let mut last = still(&samples(addr));
-        loop {
-            std::thread::sleep(Duration::from_secs(1));
-            let now = still(&samples(addr));
-            if now == last {
-                break;
-            }
-            assert!(start.elapsed() < PATIENCE, "the filter never stood still");
-            last = now;
-        }
-        let mut moved = Vec::new();
-        for _ in 0..3 {
-            match compare_once(addr) {
-                Ok(()) => break,
-                Err(e) => moved.push(e),
-            }
-        }
-        assert!(moved.len() < 3, "{moved:?}");
-        if let Ok(png) = std::env::var("NETSCHED_STATUS_SCREENSHOT") {
+        let page = StatusPage::new(None, &format!("http://{addr}/"));
+        page.wait_until_still("the filter", || still(&samples(addr)));
+        page.compare(
+            "the filter",
+            || samples(addr),
+            |s| still(s),
+            |shown, _, after| check(shown, after),
+        );
+        if let Some(png) = screenshot_asked() {
             // With traffic, so the rates show.
             let (snd, s0) = (net.snd.clone(), net.s0.clone());
             let sender = std::thread::spawn(move || {
                 send(&snd, &s0, stream(2000), 32, Duration::from_millis(2))
             });
             std::thread::sleep(Duration::from_millis(500));
-            let url = format!("http://{addr}/");
-            let png = std::path::PathBuf::from(png);
-            let shot = chromium::screenshot(
-                None,
-                &url,
-                &png,
-                (1200, 800),
-                Duration::from_secs(3),
-                PATIENCE,
-            );
+            let shot = page.screenshot(&png);
             sender.join().unwrap().unwrap();
             shot.unwrap();
         }

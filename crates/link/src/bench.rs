@@ -547,7 +547,7 @@ fn spawn_in_netns_pinned(ns: &str, cfg: EngineConfig) -> Result<crate::engine::E
         if allowed_cpus().contains(&1) {
             pin_to_cpu(1)?;
         }
-        spawn_in_netns(&ns, cfg)
+        Ok(spawn_in_netns(&ns, cfg)?)
     })
     .join()
     .map_err(|_| anyhow!("engine start thread panicked"))?

@@ -3,10 +3,11 @@
 //! [`crate::engine`] and [`crate::shape`], and the two entry points the `netsched` binary
 //! calls. Every duration and rate goes through `netsched_core::units` with this file's bounds.
 
+use crate::args_error::ArgsError;
 use crate::engine::{DirConfig, Engine, EngineConfig, StatsOutlet};
 use crate::shape::{self, ShapePlan, Target};
-use anyhow::{anyhow, Context, Result};
-use netsched_core::units::{self, format_rate};
+use anyhow::{Context, Result};
+use netsched_core::units::{self, format_rate, UnitError};
 use netsched_core::{Nanos, SEC};
 
 /// Longest propagation delay of one direction: 10 s (a delay line of 4096 frames at 10 s
@@ -283,7 +284,7 @@ pub fn run_link(args: LinkArgs) -> Result<()> {
 }
 
 /// A rate of `netsched link` (`none` = unlimited) in bits/s.
-pub fn parse_link_rate(text: &str) -> Result<Option<u64>> {
+pub fn parse_link_rate(text: &str) -> Result<Option<u64>, UnitError> {
     if text.trim().eq_ignore_ascii_case("none") {
         return Ok(None);
     }
@@ -294,13 +295,13 @@ pub fn parse_link_rate(text: &str) -> Result<Option<u64>> {
     )?))
 }
 
-fn parse_delay(text: &str) -> Result<Nanos> {
-    Ok(units::parse_duration_in(text, 0, MAX_DELAY)?)
+fn parse_delay(text: &str) -> Result<Nanos, UnitError> {
+    units::parse_duration_in(text, 0, MAX_DELAY)
 }
 
 impl RunArgs {
     /// The `--metrics` address, if given (loopback unless `--metrics-public`).
-    pub fn metrics_addr(&self) -> Result<Option<std::net::SocketAddr>> {
+    pub fn metrics_addr(&self) -> Result<Option<std::net::SocketAddr>, ArgsError> {
         self.metrics
             .as_deref()
             .map(|m| {
@@ -312,29 +313,28 @@ impl RunArgs {
                 )
             })
             .transpose()
-            .map_err(Into::into)
+            .map_err(ArgsError::Metrics)
     }
 
     /// The engine configuration, every value checked; errors name the flag and the text.
-    pub fn config(&self) -> Result<EngineConfig> {
-        let dev_a = self
-            .dev_a
-            .clone()
-            .ok_or_else(|| anyhow!("--dev-a is required"))?;
-        let dev_b = self
-            .dev_b
-            .clone()
-            .ok_or_else(|| anyhow!("--dev-b is required"))?;
-        let delay = parse_delay(&self.delay).context("--delay")?;
-        let dir = |rate: &str, d: &Option<String>, q: &str, name: &str| -> Result<DirConfig> {
-            Ok(DirConfig {
-                rate_bps: parse_link_rate(rate).with_context(|| format!("--{name}-rate"))?,
+    pub fn config(&self) -> Result<EngineConfig, ArgsError> {
+        let dev_a = self.dev_a.clone().ok_or(ArgsError::Missing("--dev-a"))?;
+        let dev_b = self.dev_b.clone().ok_or(ArgsError::Missing("--dev-b"))?;
+        let delay = parse_delay(&self.delay).map_err(ArgsError::units("--delay"))?;
+        let dir = |rate: &str, d: &Option<String>, q: &str, name: &str| {
+            Ok::<_, ArgsError>(DirConfig {
+                rate_bps: parse_link_rate(rate)
+                    .map_err(ArgsError::units(format!("--{name}-rate")))?,
                 delay: match d {
-                    Some(d) => parse_delay(d).with_context(|| format!("--{name}-delay"))?,
+                    Some(d) => {
+                        parse_delay(d).map_err(ArgsError::units(format!("--{name}-delay")))?
+                    }
                     None => delay,
                 },
-                qdisc: crate::qdisc_spec::parse_qdisc(q)
-                    .with_context(|| format!("--{name}-qdisc"))?,
+                qdisc: crate::qdisc_spec::parse_qdisc(q).map_err(|source| ArgsError::Qdisc {
+                    flag: format!("--{name}-qdisc"),
+                    source,
+                })?,
             })
         };
         let cfg = EngineConfig {
@@ -355,41 +355,43 @@ impl RunArgs {
                     )
                 })
                 .transpose()
-                .context("--stats")?,
+                .map_err(ArgsError::units("--stats"))?,
             busy_poll: self.busy_poll.trim() == "always",
             spin: match (&self.spin, self.busy_poll.trim()) {
-                (Some(s), _) => {
-                    units::parse_duration_in(s, 0, crate::engine::MAX_SPIN).context("--spin")?
-                }
+                (Some(s), _) => units::parse_duration_in(s, 0, crate::engine::MAX_SPIN)
+                    .map_err(ArgsError::units("--spin"))?,
                 (None, "always") => crate::engine::DEFAULT_SPIN,
-                (None, d) => units::parse_duration_in(d, 0, crate::engine::MAX_SPIN)
-                    .context("--busy-poll (a duration such as 50us, 0 = off, or `always`)")?,
+                (None, d) => units::parse_duration_in(d, 0, crate::engine::MAX_SPIN).map_err(
+                    ArgsError::units("--busy-poll (a duration such as 50us, 0 = off, or `always`)"),
+                )?,
             },
             port: netsched_sys::PortOptions {
                 backend: self
                     .port
                     .parse::<netsched_sys::PortBackend>()
-                    .context("--port")?,
+                    .map_err(ArgsError::Port)?,
                 ring: netsched_sys::RingConfig {
                     rx_frames: self.ring_frames,
                     tx_frames: self.tx_ring_frames,
                 },
             },
         };
-        cfg.check()?;
+        cfg.check().map_err(ArgsError::Engine)?;
         Ok(cfg)
     }
 }
 
 impl ApplyArgs {
     /// The plan, every value checked before anything changes.
-    pub fn plan(&self) -> Result<ShapePlan> {
+    pub fn plan(&self) -> Result<ShapePlan, ArgsError> {
         let rate = |t: &str| units::parse_rate_in(t, shape::MIN_RATE, shape::MAX_RATE);
-        let up = rate(&self.up).context("--up")?;
+        let up = rate(&self.up).map_err(ArgsError::units("--up"))?;
         let down = match (&self.down, &self.ifb) {
-            (Some(d), Some(ifb)) => Some((ifb.as_str(), rate(d).context("--down")?)),
+            (Some(d), Some(ifb)) => {
+                Some((ifb.as_str(), rate(d).map_err(ArgsError::units("--down"))?))
+            }
             (None, None) => None,
-            _ => anyhow::bail!("--down and --ifb go together"),
+            _ => return Err(ArgsError::DownWithoutIfb),
         };
         ShapePlan::new(
             &self.dev,
@@ -400,6 +402,7 @@ impl ApplyArgs {
             self.headroom,
             !self.no_ack_priority,
         )
+        .map_err(ArgsError::Plan)
     }
 }
 

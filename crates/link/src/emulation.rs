@@ -12,8 +12,8 @@
 //! Accounting: every frame received is sent, dropped for a counted reason, or still held —
 //! `rx == tx + drops + queued + in flight` ([`DirStats::check_accounting`]).
 
+use crate::engine_error::EngineError;
 use crate::qdisc_spec::{self, ClassMode};
-use anyhow::{anyhow, Result};
 use netsched_core::qdisc::{AnyQdisc, ClassId, DropReason, Packet, Qdisc, Verdict};
 use netsched_core::wire::{self, AckInfo};
 use netsched_core::{Nanos, SEC};
@@ -144,14 +144,10 @@ pub struct LinkEmulator {
 }
 
 impl LinkEmulator {
-    pub fn new(cfg: &DirConfig, pool_slots: usize, delay_cap: usize) -> Result<Self> {
+    pub fn new(cfg: &DirConfig, pool_slots: usize, delay_cap: usize) -> Result<Self, EngineError> {
         Ok(Self {
             pool: FramePool::new(pool_slots),
-            qdisc: cfg
-                .qdisc
-                .config
-                .build()
-                .map_err(|e| anyhow!("qdisc: {e}"))?,
+            qdisc: cfg.qdisc.config.build().map_err(EngineError::Qdisc)?,
             classify: cfg.qdisc.classify,
             rate_bps: cfg.rate_bps,
             delay: cfg.delay,

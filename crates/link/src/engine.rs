@@ -28,7 +28,7 @@
 //! ([`netsched_metrics::Latest`]); scrapes read the copy, never the loop's state.
 
 use crate::emulation::LinkEmulator;
-use anyhow::{bail, Context, Result};
+use crate::engine_error::{EngineConfigError, EngineError};
 use netsched_core::{Nanos, MS};
 use netsched_sys as sys;
 use netsched_sys::port::{FramePort, Rx, BATCH};
@@ -83,39 +83,41 @@ pub struct EngineConfig {
 impl EngineConfig {
     /// Bounds of the sizes: pool 64..=2^20 slots, delay line 1..=2^20 frames, stats interval
     /// ≥ [`MIN_STATS_INTERVAL`].
-    pub fn check(&self) -> Result<()> {
+    pub fn check(&self) -> Result<(), EngineConfigError> {
         if self.dev_a == self.dev_b {
-            bail!(
-                "--dev-a and --dev-b are both `{}`: they must differ",
-                self.dev_a
-            );
+            return Err(EngineConfigError::SameDevices(self.dev_a.clone()));
         }
         if self.pool < 64 || self.pool > 1 << 20 {
-            bail!("--pool {}: must be between 64 and 1048576 slots", self.pool);
+            return Err(EngineConfigError::Pool {
+                value: self.pool,
+                min: 64,
+                max: 1 << 20,
+            });
         }
         if self.delay_line < 1 || self.delay_line > 1 << 20 {
-            bail!(
-                "--delay-line {}: must be between 1 and 1048576",
-                self.delay_line
-            );
+            return Err(EngineConfigError::DelayLine {
+                value: self.delay_line,
+                max: 1 << 20,
+            });
         }
         if self.port.backend != PortBackend::Packet {
-            self.port.ring.check("--ring-frames", "--tx-ring-frames")?;
+            self.port
+                .ring
+                .check("--ring-frames", "--tx-ring-frames")
+                .map_err(EngineConfigError::Ring)?;
         }
         if self.spin > MAX_SPIN {
-            bail!(
-                "--busy-poll {}: must be at most {} (or `always`)",
-                netsched_core::units::format_duration(self.spin),
-                netsched_core::units::format_duration(MAX_SPIN)
-            );
+            return Err(EngineConfigError::Spin {
+                value: self.spin,
+                max: MAX_SPIN,
+            });
         }
         if let Some(i) = self.stats_interval {
             if i < MIN_STATS_INTERVAL {
-                bail!(
-                    "--stats {}: must be at least {}",
-                    netsched_core::units::format_duration(i),
-                    netsched_core::units::format_duration(MIN_STATS_INTERVAL)
-                );
+                return Err(EngineConfigError::StatsInterval {
+                    value: i,
+                    min: MIN_STATS_INTERVAL,
+                });
             }
         }
         Ok(())
@@ -192,10 +194,13 @@ pub struct Engine {
 
 impl Engine {
     /// Open both ports (in the current thread's network namespace).
-    pub fn open(cfg: &EngineConfig) -> Result<Self> {
+    pub fn open(cfg: &EngineConfig) -> Result<Self, EngineError> {
         cfg.check()?;
-        let (a, fa) = AnyPort::open(&cfg.dev_a, &cfg.port).context("--dev-a")?;
-        let (b, fb) = AnyPort::open(&cfg.dev_b, &cfg.port).context("--dev-b")?;
+        let port = |flag: &'static str, dev: &str| {
+            AnyPort::open(dev, &cfg.port).map_err(|source| EngineError::Port { flag, source })
+        };
+        let (a, fa) = port("--dev-a", &cfg.dev_a)?;
+        let (b, fb) = port("--dev-b", &cfg.dev_b)?;
         let ab = LinkEmulator::new(&cfg.ab, cfg.pool, cfg.delay_line)?;
         let ba = LinkEmulator::new(&cfg.ba, cfg.pool, cfg.delay_line)?;
         // Timer slack 1 µs: ppoll timeouts would otherwise be stretched by up to 50 µs.
@@ -290,7 +295,7 @@ impl Engine {
         stop: &dyn Fn() -> bool,
         duration: Option<Nanos>,
         outlet: Option<&StatsOutlet>,
-    ) -> Result<EngineStats> {
+    ) -> Result<EngineStats, EngineError> {
         let t0 = sys::now_ns();
         let end = duration.map(|d| t0 + d);
         let interval = outlet.and(self.stats_interval);
@@ -356,7 +361,7 @@ impl Engine {
                 ],
                 timeout,
             )
-            .context("ppoll")?;
+            .map_err(EngineError::Poll)?;
         }
         self.ab.shutdown();
         self.ba.shutdown();
@@ -391,14 +396,17 @@ pub type EngineHandle = netsched_testbed::NetnsThread<EngineStats>;
 
 /// Start an engine on a new thread that has entered network namespace `netns` (an `ip netns`
 /// name); returns once both ports are open (or with their error).
-pub fn spawn_in_netns(netns: &str, cfg: EngineConfig) -> Result<EngineHandle> {
+pub fn spawn_in_netns(netns: &str, cfg: EngineConfig) -> Result<EngineHandle, EngineError> {
+    // The testbed's thread speaks its own error type; the engine's errors go through it as
+    // text, and its error comes back as text.
     EngineHandle::spawn(
         "link engine",
         format!("link-{netns}"),
         netns,
-        move || Engine::open(&cfg),
-        |mut engine, stop| engine.run(stop, None, None),
+        move || Ok(Engine::open(&cfg)?),
+        |mut engine, stop| Ok(engine.run(stop, None, None)?),
     )
+    .map_err(|e| EngineError::Thread(format!("{e:#}")))
 }
 
 #[cfg(test)]

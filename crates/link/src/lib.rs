@@ -18,11 +18,14 @@
 
 #![forbid(unsafe_code)]
 
+pub mod args_error;
 pub mod bench;
 pub mod cli;
 pub mod emulation;
 pub mod engine;
+pub mod engine_error;
 pub mod metrics;
 pub mod qdisc_spec;
 pub mod shape;
+pub mod spec_error;
 pub mod status;

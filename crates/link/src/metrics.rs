@@ -12,8 +12,8 @@
 
 use crate::emulation::DirStats;
 use crate::engine::{Engine, EngineConfig, EngineStats};
+use crate::engine_error::EngineError;
 use crate::qdisc_spec::ClassMode;
-use anyhow::{Context, Result};
 use netsched_core::Nanos;
 use netsched_metrics::prometheus_client::registry::Registry;
 use netsched_metrics::{Latest, MetricsServer, Writer};
@@ -54,14 +54,18 @@ pub fn register(registry: &mut Registry, cfg: &EngineConfig, latest: Arc<Latest<
 
 /// Bind `addr`, make `engine` publish to it, and serve `/metrics` on a new thread (in the
 /// calling thread's network namespace). Errors name the flag and the address.
-pub fn serve(addr: SocketAddr, cfg: &EngineConfig, engine: &mut Engine) -> Result<MetricsServer> {
+pub fn serve(
+    addr: SocketAddr,
+    cfg: &EngineConfig,
+    engine: &mut Engine,
+) -> Result<MetricsServer, EngineError> {
     let latest = Arc::new(Latest::new());
     let mut registry = Registry::default();
     netsched_metrics::register_log_drops(&mut registry, netsched_util::logging::dropped_lines);
     register(&mut registry, cfg, Arc::clone(&latest));
     let page = Some(crate::status::PAGE);
     let server = netsched_metrics::serve_with_page(addr, Arc::new(Mutex::new(registry)), page)
-        .with_context(|| format!("--metrics {addr}"))?;
+        .map_err(|source| EngineError::Metrics { addr, source })?;
     engine.publish_metrics_to(latest);
     Ok(server)
 }

@@ -7,7 +7,7 @@
 //! classifier (`classify::PureAckClassifier`) and the pure-ACK test (`wire::ack_info`, RFC 3449
 //! §5.2.1) live in `netsched-core`; nothing here re-implements them.
 
-use anyhow::{anyhow, bail, Result};
+use crate::spec_error::{AckSepError, PacketCountError, QdiscSpecError};
 use netsched_core::qdisc::prio::BandConfig;
 use netsched_core::qdisc::{limits, ClassId, QdiscConfig};
 
@@ -33,11 +33,14 @@ pub struct QdiscSpec {
 pub const MAX_QUEUE_PACKETS: usize = 1 << 20;
 
 /// A packet count `1..=MAX_QUEUE_PACKETS`.
-fn packet_count(n: &str) -> Result<usize> {
+fn packet_count(n: &str) -> Result<usize, PacketCountError> {
     match n.parse::<usize>() {
         Ok(v) if (1..=MAX_QUEUE_PACKETS).contains(&v) => Ok(v),
-        Ok(_) => bail!("`{n}` packets: must be between 1 and {MAX_QUEUE_PACKETS}"),
-        Err(_) => bail!("`{n}` is not a packet count"),
+        Ok(_) => Err(PacketCountError::OutOfRange {
+            text: n.to_string(),
+            max: MAX_QUEUE_PACKETS,
+        }),
+        Err(_) => Err(PacketCountError::NotANumber(n.to_string())),
     }
 }
 
@@ -46,20 +49,33 @@ pub const MAX_SPEC: usize = 64 * 1024;
 
 /// Parse a discipline spec: `fifo[:N]`, `ack-sep[:N][+filter][+cap=S]` or JSON `{"kind": ...}`,
 /// and check it builds (so a bad config fails before any socket is opened).
-pub fn parse_qdisc(text: &str) -> Result<QdiscSpec> {
+pub fn parse_qdisc(text: &str) -> Result<QdiscSpec, QdiscSpecError> {
     let t = text.trim();
     if t.len() > MAX_SPEC {
-        bail!("qdisc spec of {} bytes: at most {MAX_SPEC}", t.len());
+        return Err(QdiscSpecError::TooLong {
+            len: t.len(),
+            max: MAX_SPEC,
+        });
     }
+    let spec = || t.to_string();
     let config: QdiscConfig = if t.starts_with('{') {
-        serde_json::from_str(t).map_err(|e| anyhow!("qdisc `{t}`: not a valid QdiscConfig: {e}"))?
+        serde_json::from_str(t).map_err(|source| QdiscSpecError::Json {
+            spec: spec(),
+            source,
+        })?
     } else if let Some(rest) = t.strip_prefix("ack-sep") {
-        ack_separation(rest).map_err(|e| anyhow!("qdisc `{t}`: {e}"))?
+        ack_separation(rest).map_err(|source| QdiscSpecError::AckSep {
+            spec: spec(),
+            source,
+        })?
     } else {
         let (name, n) = match t.split_once(':') {
             Some((a, b)) => (
                 a,
-                Some(packet_count(b).map_err(|e| anyhow!("qdisc `{t}`: {e}"))?),
+                Some(packet_count(b).map_err(|source| QdiscSpecError::Count {
+                    spec: spec(),
+                    source,
+                })?),
             ),
             None => (t, None),
         };
@@ -68,15 +84,21 @@ pub fn parse_qdisc(text: &str) -> Result<QdiscSpec> {
                 limit_packets: n.unwrap_or(limits::DEFAULT_LIMIT_PACKETS),
                 limit_bytes: limits::NO_BYTE_LIMIT,
             },
-            _ => bail!(
-                "qdisc `{t}`: unknown discipline `{name}` (fifo[:N], ack-sep[:N][+filter][+cap=S], or JSON)"
-            ),
+            _ => {
+                return Err(QdiscSpecError::Unknown {
+                    spec: spec(),
+                    name: name.to_string(),
+                })
+            }
         }
     };
     // Building does not depend on the item type: the core's plain sized item checks it.
     config
         .build::<netsched_core::qdisc::fifo::TestItem>()
-        .map_err(|e| anyhow!("qdisc `{t}`: {e}"))?;
+        .map_err(|source| QdiscSpecError::Build {
+            spec: spec(),
+            source,
+        })?;
     let classify = classifier_for(&config);
     Ok(QdiscSpec { config, classify })
 }
@@ -89,13 +111,13 @@ pub const BULK_CLASS: ClassId = netsched_core::qdisc::ack::OTHER_CLASS;
 /// Parse `ack-sep[:N][+filter][+cap=S]` (the part after `ack-sep`): N-packet queues for both
 /// classes (P3: 100), the RFC 3449 ACK filter, and an ACK-share cap S in (0, 1].
 /// Plain `ack-sep:100` is the paper's discipline: strict priority, no filter, no cap.
-pub fn ack_separation(spec: &str) -> Result<QdiscConfig> {
+pub fn ack_separation(spec: &str) -> Result<QdiscConfig, AckSepError> {
     let mut parts = spec.split('+');
     let head = parts.next().unwrap_or("");
     let limit = match head.strip_prefix(':') {
         None if head.is_empty() => 100,
-        Some(n) => packet_count(n).map_err(|e| anyhow!("ack-sep: {e}"))?,
-        None => bail!("ack-sep{spec}: expected ack-sep[:N][+filter][+cap=S]"),
+        Some(n) => packet_count(n).map_err(AckSepError::Count)?,
+        None => return Err(AckSepError::Syntax(spec.to_string())),
     };
     let mut ack_filter = false;
     let mut ack_share_max = None;
@@ -105,10 +127,10 @@ pub fn ack_separation(spec: &str) -> Result<QdiscConfig> {
         } else if let Some(s) = p.strip_prefix("cap=") {
             ack_share_max = Some(
                 s.parse::<f64>()
-                    .map_err(|_| anyhow!("ack-sep: cap `{s}` is not a number"))?,
+                    .map_err(|_| AckSepError::Cap(s.to_string()))?,
             );
         } else {
-            bail!("ack-sep: unknown option `{p}` (filter, cap=S)");
+            return Err(AckSepError::UnknownOption(p.to_string()));
         }
     }
     let band = BandConfig {

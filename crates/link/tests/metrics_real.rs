@@ -11,12 +11,11 @@
 
 mod common;
 
-use netsched_link::engine::Engine;
 use netsched_metrics::{hammer, parse_exposition, scrape, HammerOutcome, Sample};
 use netsched_testbed::{enter_netns, namespaces_with, privileged_test_allowed};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const SCRAPERS: usize = 50;
@@ -90,40 +89,7 @@ fn link_metrics_stay_consistent_and_frames_flow_while_scrapers_hammer() {
 
         // The engine and its metrics listener on their own thread in namespace m.
         let stop = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = mpsc::channel();
-        let engine = {
-            let (stop, m) = (Arc::clone(&stop), m.clone());
-            std::thread::spawn(move || -> anyhow::Result<_> {
-                let opened = (|| {
-                    enter_netns(&m)?;
-                    let mut e = Engine::open(&cfg)?;
-                    let srv = netsched_link::metrics::serve(
-                        "127.0.0.1:0".parse().unwrap(),
-                        &cfg,
-                        &mut e,
-                    )?;
-                    anyhow::Ok((e, srv))
-                })();
-                let (mut e, srv) = match opened {
-                    Ok(x) => x,
-                    Err(err) => {
-                        let _ = tx.send(Err(format!("{err:#}")));
-                        return Err(err);
-                    }
-                };
-                let _ = tx.send(Ok(srv.addr()));
-                let r = e.run(&|| stop.load(Ordering::Relaxed), None, None);
-                drop(srv);
-                r
-            })
-        };
-        let addr = match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(Ok(a)) => a,
-            other => {
-                stop.store(true, Ordering::Relaxed);
-                panic!("engine did not start: {other:?} {:?}", engine.join());
-            }
-        };
+        let (engine, addr) = common::engine_with_metrics(&m, cfg, Arc::clone(&stop));
 
         // Before traffic: every family is exported and consistent.
         let before = parsed(&m, addr);

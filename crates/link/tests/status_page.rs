@@ -14,18 +14,17 @@
 
 mod common;
 
-use netsched_link::engine::Engine;
 use netsched_metrics::{parse_exposition, scrape, Sample};
-use netsched_testbed::chromium::{self, cells, figures, refreshes, shown_number};
+use netsched_testbed::chromium;
+use netsched_testbed::status_page::{in_netns, screenshot_asked, Shown, StatusPage};
 use netsched_testbed::{enter_netns, namespaces_with, privileged_test_allowed};
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const NET: u8 = 83;
-const PATIENCE: Duration = Duration::from_secs(30);
 /// Families that move while the engine idles.
 const MOVING: [&str; 5] = [
     "netsched_link_uptime_seconds",
@@ -44,13 +43,9 @@ impl Drop for StopOnDrop {
 }
 
 fn samples_in(ns: &str, addr: SocketAddr) -> Vec<Sample> {
-    let ns = ns.to_string();
-    let (code, body) = std::thread::spawn(move || {
-        enter_netns(&ns).unwrap();
+    let (code, body) = in_netns(Some(ns), move || {
         scrape(addr, Duration::from_secs(10)).unwrap()
-    })
-    .join()
-    .unwrap();
+    });
     assert_eq!(code, 200, "{body}");
     parse_exposition(&body).unwrap()
 }
@@ -77,45 +72,13 @@ fn fam(m: &[Sample], name: &str, dir: Option<&str>) -> f64 {
     hits.iter().sum()
 }
 
-fn compare_once(ns: &str, addr: SocketAddr, devs: [(&str, &str); 2]) -> Result<(), String> {
-    let before = samples_in(ns, addr);
-    let url = format!("http://{addr}/");
-    let dom = chromium::dump_dom(Some(ns), &url, Duration::from_secs(4), PATIENCE).unwrap();
-    let after = samples_in(ns, addr);
-    let (b, a) = (still(&before), still(&after));
-    if a != b {
-        let mut moved: Vec<String> = a
-            .iter()
-            .filter(|(k, v)| b.get(*k) != Some(v))
-            .map(|(k, v)| format!("{k}: {:?} -> {v}", b.get(k)))
-            .collect();
-        moved.sort();
-        return Err(format!(
-            "the engine moved while the page was read: {moved:?}"
-        ));
-    }
-    assert!(
-        refreshes(&dom) >= 2,
-        "the page did not refresh twice:\n{dom}"
-    );
-    let shown = cells(&dom);
-    let cell = |row: &str, col: &str| {
-        shown
-            .get(&(row.to_string(), col.to_string()))
-            .unwrap_or_else(|| panic!("no cell {row}/{col} on the page:\n{dom}"))
-            .clone()
-    };
-    let number = |row: &str, col: &str| {
-        let t = cell(row, col);
-        shown_number(&t).unwrap_or_else(|| panic!("{row}/{col} shows {t:?}"))
-    };
-    let mut rows: Vec<&str> = shown.keys().map(|(r, _)| r.as_str()).collect();
-    rows.sort();
-    rows.dedup();
-    assert_eq!(rows, ["ab", "ba"], "{dom}");
+/// Every figure the page shows against the scrapes `before` and `after` it was loaded.
+fn check(page: &Shown, before: &[Sample], after: &[Sample], devs: [(&str, &str); 2]) {
+    let dom = &page.dom;
+    assert_eq!(page.rows(), ["ab", "ba"], "{dom}");
     for (dir, (from, to)) in ["ab", "ba"].into_iter().zip(devs) {
         assert_eq!(
-            (cell(dir, "from"), cell(dir, "to")),
+            (page.cell(dir, "from"), page.cell(dir, "to")),
             (from.into(), to.into())
         );
         let d = Some(dir);
@@ -127,62 +90,60 @@ fn compare_once(ns: &str, addr: SocketAddr, devs: [(&str, &str); 2]) -> Result<(
             ("in_flight", "netsched_link_in_flight_frames"),
             ("max_line", "netsched_link_max_delay_line_frames"),
         ] {
-            assert_eq!(number(dir, col), fam(&after, name, d), "{dir}/{col}");
+            assert_eq!(page.number(dir, col), fam(after, name, d), "{dir}/{col}");
         }
         let drops = after
             .iter()
             .filter(|s| s.name == "netsched_link_drops_total" && s.label("dir") == d)
             .map(|s| s.value)
             .sum::<f64>();
-        assert_eq!(number(dir, "drops"), drops, "{dir}/drops");
+        assert_eq!(page.number(dir, "drops"), drops, "{dir}/drops");
         // Bytes are shown with an SI prefix and 2 decimals.
-        let qb = fam(&after, "netsched_link_queued_bytes", d);
-        assert!((number(dir, "queued_bytes") - qb).abs() <= 0.005 * qb.max(1.0));
-        let delay = fam(&after, "netsched_link_delay_seconds", d);
+        let qb = fam(after, "netsched_link_queued_bytes", d);
+        assert!((page.number(dir, "queued_bytes") - qb).abs() <= 0.005 * qb.max(1.0));
+        let delay = fam(after, "netsched_link_delay_seconds", d);
         assert!(
-            (number(dir, "delay") - delay).abs() <= 0.5e-6,
+            (page.number(dir, "delay") - delay).abs() <= 0.5e-6,
             "{dir}/delay"
         );
-        let limit = fam(&after, "netsched_link_rate_limit_bits_per_second", d);
+        let limit = fam(after, "netsched_link_rate_limit_bits_per_second", d);
         if limit == 0.0 {
-            assert_eq!(cell(dir, "rate_limit"), "unshaped");
+            assert_eq!(page.cell(dir, "rate_limit"), "unshaped");
         } else {
-            assert!((number(dir, "rate_limit") - limit).abs() <= 0.005 * limit);
+            assert!((page.number(dir, "rate_limit") - limit).abs() <= 0.005 * limit);
         }
-        assert_eq!(number(dir, "rx_rate"), 0.0, "{dir}: nothing moved");
-        assert_eq!(number(dir, "tx_rate"), 0.0, "{dir}: nothing moved");
+        assert_eq!(page.number(dir, "rx_rate"), 0.0, "{dir}: nothing moved");
+        assert_eq!(page.number(dir, "tx_rate"), 0.0, "{dir}: nothing moved");
     }
-    let acks = fam(&after, "netsched_link_acks_classified_total", Some("ab"));
-    assert_eq!(number("ab", "acks"), acks);
-    assert_eq!(cell("ba", "acks"), "–", "b→a separates no ACKs");
+    let acks = fam(after, "netsched_link_acks_classified_total", Some("ab"));
+    assert_eq!(page.number("ab", "acks"), acks);
+    assert_eq!(page.cell("ba", "acks"), "–", "b→a separates no ACKs");
     // What the traffic made: a→b forwarded and dropped frames, on the page.
     assert!(
-        number("ab", "tx_frames") > 0.0 && number("ab", "drops") > 0.0,
+        page.number("ab", "tx_frames") > 0.0 && page.number("ab", "drops") > 0.0,
         "{dom}"
     );
-    let figs = figures(&dom);
     let backend = after
         .iter()
         .find(|s| s.name == "netsched_link_port_backend" && s.value == 1.0)
         .and_then(|s| s.label("backend"))
         .unwrap();
-    assert_eq!(figs["backend"], backend);
-    let ring = fam(&after, "netsched_link_ring_bytes", None);
-    let shown_ring = shown_number(&figs["ring"]).unwrap();
+    assert_eq!(page.figure("backend"), backend);
+    let ring = fam(after, "netsched_link_ring_bytes", None);
+    let shown_ring = page.figure_number("ring");
     assert!((shown_ring - ring).abs() <= 0.005 * ring.max(1.0), "ring");
     for (id, name) in [
         ("uptime", "netsched_link_uptime_seconds"),
         ("cpu", "netsched_link_cpu_seconds"),
         ("wakeups", "netsched_link_wakeups_total"),
     ] {
-        let v = shown_number(&figs[id]).unwrap();
-        let (lo, hi) = (fam(&before, name, None), fam(&after, name, None));
+        let v = page.figure_number(id);
+        let (lo, hi) = (fam(before, name, None), fam(after, name, None));
         assert!(
             lo - 0.0005 <= v && v <= hi + 0.0005,
             "{id}: {lo} <= {v} <= {hi}"
         );
     }
-    Ok(())
 }
 
 /// ~40 Mbit/s of 1000-byte UDP datagrams from `a` to `b` until `stop` (or 10 s).
@@ -232,83 +193,30 @@ fn link_status_page_shows_what_metrics_says_for_both_directions() {
         );
         let stop = Arc::new(AtomicBool::new(false));
         let _guard = StopOnDrop(Arc::clone(&stop));
-        let (tx, rx) = mpsc::channel();
-        let engine = {
-            let (stop, m) = (Arc::clone(&stop), m.clone());
-            std::thread::spawn(move || -> anyhow::Result<_> {
-                let opened = (|| {
-                    enter_netns(&m)?;
-                    let mut e = Engine::open(&cfg)?;
-                    let srv = netsched_link::metrics::serve(
-                        "127.0.0.1:0".parse().unwrap(),
-                        &cfg,
-                        &mut e,
-                    )?;
-                    anyhow::Ok((e, srv))
-                })();
-                let (mut e, srv) = match opened {
-                    Ok(x) => x,
-                    Err(err) => {
-                        let _ = tx.send(Err(format!("{err:#}")));
-                        return Err(err);
-                    }
-                };
-                let _ = tx.send(Ok(srv.addr()));
-                let r = e.run(&|| stop.load(Ordering::Relaxed), None, None);
-                drop(srv);
-                r
-            })
-        };
-        let addr = match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(Ok(a)) => a,
-            other => {
-                stop.store(true, Ordering::Relaxed);
-                panic!("engine did not start: {other:?} {:?}", engine.join());
-            }
-        };
+        let (engine, addr) = common::engine_with_metrics(&m, cfg, Arc::clone(&stop));
         let traffic = Arc::new(AtomicBool::new(false));
         let sender = send(a.clone(), Arc::clone(&traffic));
         std::thread::sleep(Duration::from_millis(500));
         traffic.store(true, Ordering::Relaxed);
         assert!(sender.join().unwrap().unwrap() > 0);
-        let start = Instant::now();
-        let mut last = still(&samples_in(&m, addr));
-        loop {
-            std::thread::sleep(Duration::from_secs(1));
-            let now = still(&samples_in(&m, addr));
-            if now == last {
-                break;
-            }
-            assert!(start.elapsed() < PATIENCE, "the engine never stood still");
-            last = now;
-        }
+        let page = StatusPage::new(Some(&m), &format!("http://{addr}/"));
+        page.wait_until_still("the engine", || still(&samples_in(&m, addr)));
         let devs = [
             (line.ma.as_str(), line.mb.as_str()),
             (line.mb.as_str(), line.ma.as_str()),
         ];
-        let mut moved = Vec::new();
-        for _ in 0..3 {
-            match compare_once(&m, addr, devs) {
-                Ok(()) => break,
-                Err(e) => moved.push(e),
-            }
-        }
-        assert!(moved.len() < 3, "{moved:?}");
-        if let Ok(png) = std::env::var("NETSCHED_STATUS_SCREENSHOT") {
+        page.compare(
+            "the engine",
+            || samples_in(&m, addr),
+            |s| still(s),
+            |shown, before, after| check(shown, before, after, devs),
+        );
+        if let Some(png) = screenshot_asked() {
             // With traffic, so the rates show.
             let traffic = Arc::new(AtomicBool::new(false));
             let sender = send(a.clone(), Arc::clone(&traffic));
             std::thread::sleep(Duration::from_secs(1));
-            let url = format!("http://{addr}/");
-            let png = std::path::PathBuf::from(png);
-            let shot = chromium::screenshot(
-                Some(&m),
-                &url,
-                &png,
-                (1200, 800),
-                Duration::from_secs(3),
-                PATIENCE,
-            );
+            let shot = page.screenshot(&png);
             traffic.store(true, Ordering::Relaxed);
             sender.join().unwrap().unwrap();
             shot.unwrap();

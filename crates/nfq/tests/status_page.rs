@@ -13,18 +13,18 @@
 mod common;
 
 use netsched_metrics::{parse_exposition, scrape, Sample};
-use netsched_testbed::chromium::{self, cells, figures, refreshes, shown_number};
+use netsched_testbed::chromium::{self, shown_number};
+use netsched_testbed::status_page::{in_netns, screenshot_asked, Shown, StatusPage};
 use netsched_testbed::{enter_netns, privileged_test_allowed, Testbed};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const NET: u8 = 5;
 /// The daemon's namespace is ours alone, so a fixed port cannot collide.
 const METRICS: &str = "127.0.0.1:9109";
-const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Sets a stop flag when dropped, so a failing test still ends its threads.
 struct StopOnDrop(Arc<AtomicBool>);
@@ -35,13 +35,9 @@ impl Drop for StopOnDrop {
 }
 
 fn scrape_in(ns: &str, addr: SocketAddr) -> Vec<Sample> {
-    let ns = ns.to_string();
-    let (status, body) = std::thread::spawn(move || {
-        enter_netns(&ns).unwrap();
+    let (status, body) = in_netns(Some(ns), move || {
         scrape(addr, Duration::from_secs(10)).unwrap()
-    })
-    .join()
-    .unwrap();
+    });
     assert_eq!(status, 200, "{body}");
     parse_exposition(&body).unwrap()
 }
@@ -80,35 +76,15 @@ fn close(what: &str, shown: &str, exact: f64, half_step: f64) {
     );
 }
 
-/// Load the page and compare; `Err` when the daemon moved while the browser ran.
-fn compare_once(ns: &str, addr: SocketAddr) -> Result<(), String> {
-    let before = shown_families(&scrape_in(ns, addr));
-    let url = format!("http://{METRICS}/");
-    let dom = chromium::dump_dom(Some(ns), &url, Duration::from_secs(4), PATIENCE).unwrap();
-    let after = scrape_in(ns, addr);
-    let m = shown_families(&after);
-    if m != before {
-        return Err("the daemon moved while the page was read".into());
-    }
-    assert!(
-        refreshes(&dom) >= 2,
-        "the page did not refresh twice:\n{dom}"
-    );
-    let shown = cells(&dom);
-    let cell = |row: &str, col: &str| {
-        shown
-            .get(&(row.to_string(), col.to_string()))
-            .unwrap_or_else(|| panic!("no cell {row}/{col} on the page:\n{dom}"))
-            .clone()
-    };
+/// Every figure the page shows against the families `m` scraped right after it was loaded.
+fn check(page: &Shown, m: &HashMap<(String, String), f64>) {
+    let dom = &page.dom;
+    let cell = |row: &str, col: &str| page.cell(row, col);
     let fam = |name: &str, class: &str| {
         *m.get(&(name.to_string(), class.to_string()))
             .unwrap_or_else(|| panic!("{name}{{class={class}}} not in /metrics"))
     };
-    let mut rows: Vec<&str> = shown.keys().map(|(r, _)| r.as_str()).collect();
-    rows.sort();
-    rows.dedup();
-    assert_eq!(rows, ["gold", "rest"], "{dom}");
+    assert_eq!(page.rows(), ["gold", "rest"], "{dom}");
     for c in ["gold", "rest"] {
         for (col, name) in [
             ("target", "netsched_nfq_class_percentile_target"),
@@ -147,12 +123,7 @@ fn compare_once(ns: &str, addr: SocketAddr) -> Result<(), String> {
             None => assert_eq!(cell(c, "priority"), "–", "{c}"),
         }
     }
-    let figs = figures(&dom);
-    let fig = |id: &str| {
-        figs.get(id)
-            .unwrap_or_else(|| panic!("no figure {id}:\n{dom}"))
-            .clone()
-    };
+    let fig = |id: &str| page.figure(id);
     assert_eq!(
         fig("running"),
         if fam("netsched_nfq_running", "") == 1.0 {
@@ -180,7 +151,6 @@ fn compare_once(ns: &str, addr: SocketAddr) -> Result<(), String> {
     // What the traffic made: gold judged requests, shown.
     let gold_n = shown_number(&cell("gold", "n")).unwrap();
     assert!(gold_n > 0.0, "no gold requests on the page:\n{dom}");
-    Ok(())
 }
 
 #[test]
@@ -235,37 +205,16 @@ fn nfq_status_page_shows_what_metrics_says_for_every_class() {
     let (answers, _) = probe.join().unwrap().unwrap();
     assert!(answers > 0, "no probe answered");
     // Quiescent: what the page shows stands still for a second.
-    let start = Instant::now();
-    let mut last = shown_families(&scrape_in(&nb, addr));
-    loop {
-        std::thread::sleep(Duration::from_secs(1));
-        let now = shown_families(&scrape_in(&nb, addr));
-        if now == last {
-            break;
-        }
-        assert!(start.elapsed() < PATIENCE, "the daemon never stood still");
-        last = now;
-    }
-    let mut moved = Vec::new();
-    for _ in 0..3 {
-        match compare_once(&nb, addr) {
-            Ok(()) => break,
-            Err(e) => moved.push(e),
-        }
-    }
-    assert!(moved.len() < 3, "{moved:?}");
-    if let Ok(png) = std::env::var("NETSCHED_STATUS_SCREENSHOT") {
-        let url = format!("http://{METRICS}/");
-        let png = std::path::PathBuf::from(png);
-        chromium::screenshot(
-            Some(&nb),
-            &url,
-            &png,
-            (1200, 800),
-            Duration::from_secs(3),
-            PATIENCE,
-        )
-        .unwrap();
+    let page = StatusPage::new(Some(&nb), &format!("http://{METRICS}/"));
+    page.wait_until_still("the daemon", || shown_families(&scrape_in(&nb, addr)));
+    page.compare(
+        "the daemon",
+        || shown_families(&scrape_in(&nb, addr)),
+        |m| m.clone(),
+        |shown, _, m| check(shown, m),
+    );
+    if let Some(png) = screenshot_asked() {
+        page.screenshot(&png).unwrap();
     }
     stop_daemon.store(true, Ordering::Relaxed);
     daemon.join().unwrap().unwrap();

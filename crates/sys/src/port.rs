@@ -123,6 +123,48 @@ impl Offloads {
     }
 }
 
+/// A packet socket for interface `dev` (in the calling thread's network namespace) and the
+/// interface's index: protocol 0 (nothing arrives before [`attach`]), our own transmissions
+/// ignored, the qdisc bypassed on send, a 4 MiB send buffer (and receive buffer when
+/// `rcvbuf`: a ring port receives through its ring). Errors name the interface.
+pub(crate) fn open_socket(dev: &str, rcvbuf: bool) -> io::Result<(PacketFd, u32)> {
+    let Some(ifindex) = socket::ifindex(dev) else {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("interface `{dev}` does not exist (in this network namespace)"),
+        ));
+    };
+    let fd = PacketFd::open().map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("socket(AF_PACKET) for {dev}: {e} (needs root / CAP_NET_RAW)"),
+        )
+    })?;
+    // Best effort: each only improves behaviour; their absence is not an error.
+    let _ = fd.set_int(libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1);
+    let _ = fd.set_int(libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1);
+    if rcvbuf {
+        let _ = fd.set_int(libc::SOL_SOCKET, libc::SO_RCVBUF, 4 << 20);
+    }
+    let _ = fd.set_int(libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
+    Ok((fd, ifindex))
+}
+
+/// Bind `fd` to interface `ifindex` (named `dev` in errors) for every protocol, join it
+/// promiscuously, and read which offloads are on.
+pub(crate) fn attach(fd: &PacketFd, ifindex: u32, dev: &str) -> io::Result<Offloads> {
+    fd.bind_all(ifindex)
+        .map_err(|e| io::Error::new(e.kind(), format!("bind AF_PACKET to {dev}: {e}")))?;
+    fd.add_promisc(ifindex)
+        .map_err(|e| io::Error::new(e.kind(), format!("promiscuous mode on {dev}: {e}")))?;
+    let on = |o| socket::offload_enabled(dev, o).unwrap_or(false);
+    Ok(Offloads {
+        gro: on(Offload::Gro),
+        gso: on(Offload::Gso),
+        tso: on(Offload::Tso),
+    })
+}
+
 /// An open port on one interface.
 #[derive(Debug)]
 pub struct Port {
@@ -134,33 +176,8 @@ pub struct Port {
 impl Port {
     /// Open interface `dev` in the calling thread's network namespace.
     pub fn open(dev: &str) -> io::Result<Self> {
-        let Some(ifindex) = socket::ifindex(dev) else {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("interface `{dev}` does not exist (in this network namespace)"),
-            ));
-        };
-        let fd = PacketFd::open().map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("socket(AF_PACKET) for {dev}: {e} (needs root / CAP_NET_RAW)"),
-            )
-        })?;
-        // Best effort: each only improves behaviour; their absence is not an error.
-        let _ = fd.set_int(libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1);
-        let _ = fd.set_int(libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1);
-        let _ = fd.set_int(libc::SOL_SOCKET, libc::SO_RCVBUF, 4 << 20);
-        let _ = fd.set_int(libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
-        fd.bind_all(ifindex)
-            .map_err(|e| io::Error::new(e.kind(), format!("bind AF_PACKET to {dev}: {e}")))?;
-        fd.add_promisc(ifindex)
-            .map_err(|e| io::Error::new(e.kind(), format!("promiscuous mode on {dev}: {e}")))?;
-        let on = |o| socket::offload_enabled(dev, o).unwrap_or(false);
-        let offloads = Offloads {
-            gro: on(Offload::Gro),
-            gso: on(Offload::Gso),
-            tso: on(Offload::Tso),
-        };
+        let (fd, ifindex) = open_socket(dev, true)?;
+        let offloads = attach(&fd, ifindex, dev)?;
         Ok(Self {
             fd,
             name: dev.to_string(),

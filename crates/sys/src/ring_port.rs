@@ -30,9 +30,8 @@
 //! Cost per frame: one status load, one copy of the frame, one status store; one `poll` or
 //! `epoll_wait` per wake-up. Memory: [`RingPort::ring_bytes`], mapped at open.
 
-use crate::packet::{PacketFd, PACKET_IGNORE_OUTGOING, PACKET_QDISC_BYPASS};
-use crate::port::{FramePool, FramePort, Offloads, Rx, BATCH, SLOT};
-use crate::socket::{self, Offload};
+use crate::packet::PacketFd;
+use crate::port::{self, FramePool, FramePort, Offloads, Rx, BATCH, SLOT};
 use crate::tpacket::{ring_frames, Ring};
 use std::cell::Cell;
 use std::io;
@@ -84,33 +83,11 @@ pub struct RingPort {
 impl RingPort {
     /// Open interface `dev` in the calling thread's network namespace with rings of `cfg`.
     pub fn open(dev: &str, cfg: RingConfig) -> io::Result<Self> {
-        let Some(ifindex) = socket::ifindex(dev) else {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("interface `{dev}` does not exist (in this network namespace)"),
-            ));
-        };
-        let fd = PacketFd::open().map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("socket(AF_PACKET) for {dev}: {e} (needs root / CAP_NET_RAW)"),
-            )
-        })?;
-        let _ = fd.set_int(libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1);
-        let _ = fd.set_int(libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1);
-        let _ = fd.set_int(libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
+        let (fd, ifindex) = port::open_socket(dev, false)?;
+        // The ring is set up before bind, so no frame arrives outside it.
         let ring = Ring::setup(&fd, cfg.rx_frames, cfg.tx_frames)
             .map_err(|e| io::Error::new(e.kind(), format!("ring on {dev}: {e}")))?;
-        fd.bind_all(ifindex)
-            .map_err(|e| io::Error::new(e.kind(), format!("bind AF_PACKET to {dev}: {e}")))?;
-        fd.add_promisc(ifindex)
-            .map_err(|e| io::Error::new(e.kind(), format!("promiscuous mode on {dev}: {e}")))?;
-        let on = |o| socket::offload_enabled(dev, o).unwrap_or(false);
-        let offloads = Offloads {
-            gro: on(Offload::Gro),
-            gso: on(Offload::Gso),
-            tso: on(Offload::Tso),
-        };
+        let offloads = port::attach(&fd, ifindex, dev)?;
         Ok(Self {
             ring,
             fd,

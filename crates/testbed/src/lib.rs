@@ -12,7 +12,8 @@
 //! processes stopped with their whole process group ([`process`]), private temporary
 //! folders ([`tempdir`]), what a
 //! daemon's `--check` asks of the host ([`check`]), Debian's headless Chromium for the status
-//! pages' tests ([`chromium`]). Data planes
+//! pages' tests ([`chromium`]) and the procedure those tests share: wait until still, load,
+//! compare with `/metrics` ([`status_page`]). Data planes
 //! and experiments call these; none keeps a copy. The system calls themselves are
 //! `netsched_sys`'s; this crate has no `unsafe`.
 
@@ -23,6 +24,7 @@ pub mod chromium;
 pub mod netns_thread;
 pub mod process;
 pub mod signal;
+pub mod status_page;
 pub mod sys;
 pub mod tempdir;
 

@@ -14,15 +14,15 @@ mod common;
 
 use common::{assert_gone, build, flooder, spawn_switch};
 use netsched_metrics::{parse_exposition, scrape, Sample};
-use netsched_testbed::chromium::{self, cells, figures, refreshes, shown_number};
+use netsched_testbed::chromium;
 use netsched_testbed::privileged_test_allowed;
+use netsched_testbed::status_page::{screenshot_asked, Shown, StatusPage};
 use netsched_vswitch::metrics::{Budget, SwitchMetrics};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SINK: [u8; 6] = [2, 0, 0, 0, 0, 0xfe];
-const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Every `netsched_vswitch_` sample but the packet thread's own bookkeeping, by series.
 fn series(addr: SocketAddr) -> HashMap<String, f64> {
@@ -55,31 +55,13 @@ fn fam(m: &HashMap<String, f64>, name: &str, with: &str) -> f64 {
     hits.iter().sum()
 }
 
-fn compare_once(addr: SocketAddr, ports: &[String]) -> Result<(), String> {
-    let before = series(addr);
-    let url = format!("http://{addr}/");
-    let dom = chromium::dump_dom(None, &url, Duration::from_secs(4), PATIENCE).unwrap();
-    let m = series(addr);
-    if m != before {
-        return Err("the switch moved while the page was read".into());
-    }
-    assert!(
-        refreshes(&dom) >= 2,
-        "the page did not refresh twice:\n{dom}"
-    );
-    let shown = cells(&dom);
-    let number = |row: &str, col: &str| {
-        let t = shown
-            .get(&(row.to_string(), col.to_string()))
-            .unwrap_or_else(|| panic!("no cell {row}/{col} on the page:\n{dom}"));
-        shown_number(t).unwrap_or_else(|| panic!("{row}/{col} shows {t:?}"))
-    };
-    let mut rows: Vec<&String> = shown.keys().map(|(r, _)| r).collect();
-    rows.sort();
-    rows.dedup();
-    let mut want: Vec<&String> = ports.iter().collect();
+/// Every figure the page shows against the series `m` scraped right after it was loaded.
+fn check(page: &Shown, m: &HashMap<String, f64>, ports: &[String]) {
+    let dom = &page.dom;
+    let number = |row: &str, col: &str| page.number(row, col);
+    let mut want: Vec<&str> = ports.iter().map(String::as_str).collect();
     want.sort();
-    assert_eq!(rows, want, "{dom}");
+    assert_eq!(page.rows(), want, "{dom}");
     for p in ports {
         let with = format!("port={p}");
         for (col, name) in [
@@ -94,7 +76,7 @@ fn compare_once(addr: SocketAddr, ports: &[String]) -> Result<(), String> {
             ("passed", "netsched_vswitch_port_max_rounds_passed"),
             ("bound", "netsched_vswitch_port_bound_rounds"),
         ] {
-            assert_eq!(number(p, col), fam(&m, name, &with), "{p}/{col}");
+            assert_eq!(number(p, col), fam(m, name, &with), "{p}/{col}");
         }
         assert_eq!(
             number(p, "rate"),
@@ -106,17 +88,11 @@ fn compare_once(addr: SocketAddr, ports: &[String]) -> Result<(), String> {
             0.0,
             "{p}: nothing moved between refreshes"
         );
-        let removed = fam(&m, "netsched_vswitch_port_removed", &with);
-        let word = &shown[&(p.clone(), "removed".to_string())];
+        let removed = fam(m, "netsched_vswitch_port_removed", &with);
+        let word = page.cell(p, "removed");
         assert_eq!(word, if removed == 1.0 { "removed" } else { "present" });
     }
-    let figs = figures(&dom);
-    let fig = |id: &str| {
-        let t = figs
-            .get(id)
-            .unwrap_or_else(|| panic!("no figure {id}:\n{dom}"));
-        shown_number(t).unwrap_or_else(|| panic!("figure {id} shows {t:?}"))
-    };
+    let fig = |id: &str| page.figure_number(id);
     for (id, name) in [
         ("budget_pps", "netsched_vswitch_budget_packets_per_second"),
         ("busy", "netsched_vswitch_budget_busy_permille"),
@@ -125,15 +101,14 @@ fn compare_once(addr: SocketAddr, ports: &[String]) -> Result<(), String> {
         ("uplink_dropped", "netsched_vswitch_uplink_dropped_total"),
         ("macs", "netsched_vswitch_mac_learned"),
     ] {
-        assert_eq!(fig(id), fam(&m, name, ""), "{id}");
+        assert_eq!(fig(id), fam(m, name, ""), "{id}");
     }
-    assert_eq!(figs["budget_bps"], "no bit budget");
+    assert_eq!(page.figure("budget_bps"), "no bit budget");
     // What the guests sent is on the page, not only equal to /metrics.
     assert!(
         ports.iter().all(|p| number(p, "forwarded") > 0.0),
         "a port forwarded nothing:\n{dom}"
     );
-    Ok(())
 }
 
 #[test]
@@ -181,26 +156,15 @@ fn vswitch_status_page_shows_what_metrics_says_for_every_port() {
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
             t.join().unwrap();
         }
-        let start = Instant::now();
-        let mut last = series(addr);
-        loop {
-            std::thread::sleep(Duration::from_secs(1));
-            let now = series(addr);
-            if now == last {
-                break;
-            }
-            assert!(start.elapsed() < PATIENCE, "the switch never stood still");
-            last = now;
-        }
-        let mut moved = Vec::new();
-        for _ in 0..3 {
-            match compare_once(addr, &names) {
-                Ok(()) => break,
-                Err(e) => moved.push(e),
-            }
-        }
-        assert!(moved.len() < 3, "{moved:?}");
-        if let Ok(png) = std::env::var("NETSCHED_STATUS_SCREENSHOT") {
+        let page = StatusPage::new(None, &format!("http://{addr}/"));
+        page.wait_until_still("the switch", || series(addr));
+        page.compare(
+            "the switch",
+            || series(addr),
+            |m| m.clone(),
+            |shown, _, m| check(shown, m, &names),
+        );
+        if let Some(png) = screenshot_asked() {
             // With traffic, so the rates show.
             let floods: Vec<_> = (0..3)
                 .map(|i| {
@@ -210,17 +174,7 @@ fn vswitch_status_page_shows_what_metrics_says_for_every_port() {
                 })
                 .collect();
             std::thread::sleep(Duration::from_secs(1));
-            let url = format!("http://{addr}/");
-            let png = std::path::PathBuf::from(png);
-            chromium::screenshot(
-                None,
-                &url,
-                &png,
-                (1200, 800),
-                Duration::from_secs(3),
-                PATIENCE,
-            )
-            .unwrap();
+            page.screenshot(&png).unwrap();
             for (stop, t) in floods {
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 t.join().unwrap();

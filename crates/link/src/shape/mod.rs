@@ -52,15 +52,18 @@
 //!
 //! Cost: 2 × 11 u32 filters, tried in order by the kernel per packet (a few dozen compares).
 
+pub mod error;
 pub mod show;
 pub mod snapshot;
 pub mod state;
 pub mod tc;
+pub mod tc_error;
 
+pub use error::{PlanError, Restore, ShapeError, StateError};
 pub use show::{parse_class_text, show, ClassState, QdiscState, ShapeState};
 pub use tc::{LinkInfo, Target};
+pub use tc_error::TcError;
 
-use anyhow::{anyhow, bail, Context, Result};
 use snapshot::{DeviceConfig, Owner, Part};
 use state::{IfbRecord, Installed};
 use std::fmt::Write as _;
@@ -180,14 +183,18 @@ impl ShapePlan {
         ack_queue: u32,
         headroom_pct: f64,
         ack_priority: bool,
-    ) -> Result<Self> {
-        validate_ifname(dev).context("--dev")?;
+    ) -> Result<Self, PlanError> {
+        validate_ifname("--dev", dev)?;
         if !(0.0..=50.0).contains(&headroom_pct) {
-            bail!("--headroom {headroom_pct}: must be between 0 and 50 percent");
+            return Err(PlanError::Headroom(headroom_pct));
         }
-        for (name, v) in [("--queue", queue), ("--ack-queue", ack_queue)] {
-            if v == 0 || v > MAX_QUEUE {
-                bail!("{name} {v}: must be between 1 and {MAX_QUEUE} packets");
+        for (flag, value) in [("--queue", queue), ("--ack-queue", ack_queue)] {
+            if value == 0 || value > MAX_QUEUE {
+                return Err(PlanError::Queue {
+                    flag,
+                    value,
+                    max: MAX_QUEUE,
+                });
             }
         }
         let tree = |dev: &str, bps: u64| TreePlan {
@@ -200,9 +207,9 @@ impl ShapePlan {
         };
         let down = match down {
             Some((ifb, bps)) => {
-                validate_ifname(ifb).context("--ifb")?;
+                validate_ifname("--ifb", ifb)?;
                 if ifb == dev {
-                    bail!("--ifb {ifb}: must differ from --dev");
+                    return Err(PlanError::IfbIsDev(ifb.to_string()));
                 }
                 Some(tree(ifb, bps))
             }
@@ -216,12 +223,12 @@ impl ShapePlan {
         for (flag, t) in [("--up", Some(&p.up)), ("--down", p.down.as_ref())] {
             if let Some(t) = t {
                 if !(MIN_RATE..=MAX_RATE).contains(&t.line_bps) || t.shaped_bps() < MIN_RATE {
-                    bail!(
-                        "{flag} {}: the shaped rate must be between {} and {}",
-                        netsched_core::units::format_rate(t.line_bps),
-                        netsched_core::units::format_rate(MIN_RATE),
-                        netsched_core::units::format_rate(MAX_RATE)
-                    );
+                    return Err(PlanError::Rate {
+                        flag,
+                        line_bps: t.line_bps,
+                        min: MIN_RATE,
+                        max: MAX_RATE,
+                    });
                 }
             }
         }
@@ -291,14 +298,17 @@ impl ShapePlan {
     }
 }
 
-fn validate_ifname(name: &str) -> Result<()> {
+fn validate_ifname(flag: &'static str, name: &str) -> Result<(), PlanError> {
     if name.is_empty()
         || name.len() > 15
         || !name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c))
     {
-        bail!("interface name `{name}` is not valid (1–15 characters: letters, digits, - _ . @)");
+        return Err(PlanError::IfName {
+            flag,
+            name: name.to_string(),
+        });
     }
     Ok(())
 }
@@ -417,7 +427,7 @@ fn find<'a>(all: &'a [DeviceConfig], dev: &str) -> &'a DeviceConfig {
         .expect("every touched device was captured")
 }
 
-fn capture_all(t: &Target, devs: &[String]) -> Result<Vec<DeviceConfig>> {
+fn capture_all(t: &Target, devs: &[String]) -> Result<Vec<DeviceConfig>, ShapeError> {
     devs.iter().map(|d| DeviceConfig::capture(t, d)).collect()
 }
 
@@ -438,8 +448,8 @@ fn transaction<T>(
     before: &[DeviceConfig],
     touched: &[Touched],
     undo: &mut LinkUndo,
-    change: impl FnOnce(&mut LinkUndo) -> Result<T>,
-) -> Result<T> {
+    change: impl FnOnce(&mut LinkUndo) -> Result<T, ShapeError>,
+) -> Result<T, ShapeError> {
     let e = match change(undo) {
         Ok(v) => return Ok(v),
         Err(e) => e,
@@ -462,13 +472,13 @@ fn transaction<T>(
         let _ = t.run("ip", &["link", "set", dev, "down"], None);
     }
     // Verify the restore: the same record as before?
+    let rolled_back = |restore| ShapeError::RolledBack {
+        restore,
+        source: Box::new(e),
+    };
     let after = match capture_all(t, devs) {
         Ok(a) => a,
-        Err(c) => {
-            return Err(e.context(format!(
-                "the previous configuration was put back but could not be checked: {c:#}"
-            )))
-        }
+        Err(c) => return Err(rolled_back(Restore::Unchecked(c.to_string()))),
     };
     let mut differs = Vec::new();
     for (b, a) in before.iter().zip(&after) {
@@ -506,24 +516,19 @@ fn transaction<T>(
         }
     }
     if let Err(r) = rebuilt {
-        differs.push(format!(
-            "re-running netsched's previous lines failed: {r:#}"
-        ));
+        differs.push(format!("re-running netsched's previous lines failed: {r}"));
     }
-    if differs.is_empty() {
-        Err(e.context(format!(
-            "nothing changed{}: the previous configuration of {} was restored (verified: tc \
-             shows the same qdiscs, classes and filters as before)",
-            t.ns_suffix(),
-            devs.join(", ")
-        )))
+    Err(rolled_back(if differs.is_empty() {
+        Restore::Verified {
+            ns: t.ns_suffix(),
+            devs: devs.to_vec(),
+        }
     } else {
-        Err(e.context(format!(
-            "the previous configuration{} could NOT be fully restored: {}",
-            t.ns_suffix(),
-            differs.join("; ")
-        )))
-    }
+        Restore::Incomplete {
+            ns: t.ns_suffix(),
+            differs,
+        }
+    }))
 }
 
 /// What `apply` found before changing anything: the device, the record of an earlier apply,
@@ -543,16 +548,18 @@ struct Found {
 }
 
 /// Check the plan against the target and record what is there (changes nothing).
-fn find_current(t: &Target, plan: &ShapePlan) -> Result<Found> {
+fn find_current(t: &Target, plan: &ShapePlan) -> Result<Found, ShapeError> {
     if plan.up.dev != t.dev || plan.ingress_dev != t.dev {
-        bail!(
-            "the plan shapes `{}`, the target is `{}`",
-            plan.up.dev,
-            t.dev
-        );
+        return Err(ShapeError::PlanTarget {
+            plan_dev: plan.up.dev.clone(),
+            target_dev: t.dev.clone(),
+        });
     }
     let Some(link) = t.link(&t.dev)? else {
-        bail!("interface `{}` does not exist{}", t.dev, t.ns_suffix());
+        return Err(ShapeError::NoSuchInterface {
+            dev: t.dev.clone(),
+            ns: t.ns_suffix(),
+        });
     };
     let (cookie, inode) = t.netns_id()?;
     let rec = state::load(t, cookie, link.ifindex)?;
@@ -562,17 +569,10 @@ fn find_current(t: &Target, plan: &ShapePlan) -> Result<Found> {
     };
     if let (Some(d), Some(l)) = (&plan.down, &ifb_link) {
         if l.kind != "ifb" {
-            bail!(
-                "--ifb {}: is a {} device, not an IFB: ingress redirected to it would leave \
-                 through it and be lost (create one with `ip link add NAME type ifb`, or name \
-                 a missing device and apply creates it)",
-                d.dev,
-                if l.kind.is_empty() {
-                    "physical"
-                } else {
-                    &l.kind
-                }
-            );
+            return Err(ShapeError::NotIfb {
+                dev: d.dev.clone(),
+                kind: l.kind.clone(),
+            });
         }
     }
     let new_ifb = plan.down.as_ref().map(|d| d.dev.clone());
@@ -651,7 +651,7 @@ fn judge_parts(t: &Target, plan: &ShapePlan, f: &Found) -> Vec<Touched> {
 /// Install `plan` on `t` (`plan.up.dev` must be `t.dev`). Refuses, before changing anything,
 /// to discard a configuration netsched did not install unless `replace`; on failure restores
 /// the previous configuration and says whether that succeeded.
-pub fn apply(t: &Target, plan: &ShapePlan, replace: bool) -> Result<Applied> {
+pub fn apply(t: &Target, plan: &ShapePlan, replace: bool) -> Result<Applied, ShapeError> {
     let found = find_current(t, plan)?;
     let touched = judge_parts(t, plan, &found);
     let foreign: Vec<String> = touched
@@ -667,15 +667,11 @@ pub fn apply(t: &Target, plan: &ShapePlan, replace: bool) -> Result<Applied> {
         })
         .collect();
     if !foreign.is_empty() && !replace {
-        bail!(
-            "{}{}: not installed by netsched shape: {}; nothing changed. Remove it yourself \
-             (e.g. `tc qdisc del dev {} root`) or pass --replace to discard it (it cannot be \
-             restored afterwards)",
-            t.dev,
-            t.ns_suffix(),
-            foreign.join("; "),
-            t.dev
-        );
+        return Err(ShapeError::Foreign {
+            dev: t.dev.clone(),
+            ns: t.ns_suffix(),
+            parts: foreign,
+        });
     }
     let mut undo = LinkUndo::default();
     transaction(t, &found.devs, &found.before, &touched, &mut undo, |undo| {
@@ -702,21 +698,20 @@ fn install(
     f: &Found,
     touched: &[Touched],
     undo: &mut LinkUndo,
-) -> Result<()> {
+) -> Result<(), ShapeError> {
+    let step = |step: String| move |source| ShapeError::Step { step, source };
     if let (Some(down), None) = (&plan.down, &f.ifb_link) {
         t.run("ip", &["link", "add", &down.dev, "type", "ifb"], None)
-            .with_context(|| {
-                format!(
-                    "`ip link add {} type ifb` failed (is the ifb module loaded?)",
-                    down.dev
-                )
-            })?;
+            .map_err(step(format!(
+                "`ip link add {} type ifb` failed (is the ifb module loaded?)",
+                down.dev
+            )))?;
         undo.created = Some(down.dev.clone());
     }
     if let Some(down) = &plan.down {
         if !f.ifb_link.as_ref().is_some_and(|l| l.up) {
             t.run("ip", &["link", "set", &down.dev, "up"], None)
-                .with_context(|| format!("`ip link set {} up` failed", down.dev))?;
+                .map_err(step(format!("`ip link set {} up` failed", down.dev)))?;
             undo.set_up = Some(down.dev.clone());
         }
     }
@@ -737,7 +732,7 @@ fn verify_installed(
     t: &Target,
     plan: &ShapePlan,
     devs: &[String],
-) -> Result<(Vec<DeviceConfig>, Vec<(DeviceConfig, Part)>)> {
+) -> Result<(Vec<DeviceConfig>, Vec<(DeviceConfig, Part)>), ShapeError> {
     let after = capture_all(t, devs)?;
     let mut expect = vec![(t.dev.clone(), Side::Egress)];
     if let Some(d) = &plan.down {
@@ -757,7 +752,12 @@ fn verify_installed(
             .iter()
             .any(|q| q.get("kind").and_then(|k| k.as_str()) == Some(want))
         {
-            bail!("verify: {dev} {} shows [{}]", side.name(), p.summary());
+            return Err(ShapeError::Verify {
+                dev: dev.clone(),
+                side: side.name(),
+                shows: p.summary(),
+                still: false,
+            });
         }
         parts.push((d, p));
     }
@@ -765,7 +765,7 @@ fn verify_installed(
 }
 
 /// `dev` as captured in `after`, or captured now if it was not.
-fn now_dev(t: &Target, after: &[DeviceConfig], dev: &str) -> Result<DeviceConfig> {
+fn now_dev(t: &Target, after: &[DeviceConfig], dev: &str) -> Result<DeviceConfig, ShapeError> {
     after
         .iter()
         .find(|x| x.dev == dev)
@@ -782,7 +782,7 @@ fn record_installed(
     parts: Vec<(DeviceConfig, Part)>,
     undo: &LinkUndo,
     foreign: &[String],
-) -> Result<()> {
+) -> Result<(), ShapeError> {
     let mut ifb_rec = None;
     if let Some(d) = &plan.down {
         let ifb_now = now_dev(t, after, &d.dev)?;
@@ -856,9 +856,12 @@ impl Installed {
 /// Remove what `apply` installed on `t.dev` — only parts still exactly as apply left them —
 /// and the IFB device if apply created it. A device netsched never shaped is not touched.
 /// Parts changed since apply are left as they are, and the error names them.
-pub fn clear(t: &Target) -> Result<Cleared> {
+pub fn clear(t: &Target) -> Result<Cleared, ShapeError> {
     let Some(link) = t.link(&t.dev)? else {
-        bail!("interface `{}` does not exist{}", t.dev, t.ns_suffix());
+        return Err(ShapeError::NoSuchInterface {
+            dev: t.dev.clone(),
+            ns: t.ns_suffix(),
+        });
     };
     let (cookie, _) = t.netns_id()?;
     let Some(rec) = state::load(t, cookie, link.ifindex)? else {
@@ -928,12 +931,12 @@ pub fn clear(t: &Target) -> Result<Cleared> {
         for p in &touched {
             let part = p.side.of(find(&after, &p.dev));
             if !part.is_kernel_default() {
-                bail!(
-                    "verify: {} {} still shows [{}]",
-                    p.dev,
-                    p.side.name(),
-                    part.summary()
-                );
+                return Err(ShapeError::Verify {
+                    dev: p.dev.clone(),
+                    side: p.side.name(),
+                    shows: part.summary(),
+                    still: true,
+                });
             }
         }
         let mut ifb_deleted = None;
@@ -941,7 +944,10 @@ pub fn clear(t: &Target) -> Result<Cleared> {
             let d = find(&after, &i.dev);
             if d.egress.is_kernel_default() && d.ingress.is_kernel_default() {
                 t.run("ip", &["link", "del", &i.dev], None)
-                    .with_context(|| format!("`ip link del {}`", i.dev))?;
+                    .map_err(|source| ShapeError::Step {
+                        step: format!("`ip link del {}`", i.dev),
+                        source,
+                    })?;
                 ifb_deleted = Some(i.dev.clone());
             } else {
                 left.push(format!(
@@ -969,13 +975,12 @@ pub fn clear(t: &Target) -> Result<Cleared> {
     // Nothing of the record is ours any more: removed, or changed by someone else.
     state::remove(cookie, &t.dev);
     if !left.is_empty() {
-        return Err(anyhow!(
-            "{}{}: {}; left as is: {}",
-            t.dev,
-            t.ns_suffix(),
-            cleared,
-            left.join("; ")
-        ));
+        return Err(ShapeError::LeftAsIs {
+            dev: t.dev.clone(),
+            ns: t.ns_suffix(),
+            cleared: cleared.to_string(),
+            left,
+        });
     }
     Ok(cleared)
 }

@@ -1,8 +1,9 @@
 //! `netsched shape show`: the installed classes and qdiscs with their counters.
 
+use super::error::ShapeError;
 use super::state;
 use super::tc::Target;
-use anyhow::{bail, Context, Result};
+use super::tc_error::TcError;
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -98,9 +99,12 @@ impl ShapeState {
 }
 
 /// Read classes and qdiscs of `t.dev` (and of its IFB, if `apply` installed one).
-pub fn show(t: &Target) -> Result<ShapeState> {
+pub fn show(t: &Target) -> Result<ShapeState, ShapeError> {
     let Some(link) = t.link(&t.dev)? else {
-        bail!("interface `{}` does not exist{}", t.dev, t.ns_suffix());
+        return Err(ShapeError::NoSuchInterface {
+            dev: t.dev.clone(),
+            ns: t.ns_suffix(),
+        });
     };
     let mut devs = vec![t.dev.clone()];
     let (cookie, _) = t.netns_id()?;
@@ -114,7 +118,10 @@ pub fn show(t: &Target) -> Result<ShapeState> {
         // `tc -j class show` is not JSON in iproute2 6.1 for htb, so the text form is parsed.
         let text = t
             .run("tc", &["-s", "class", "show", "dev", dev], None)
-            .with_context(|| format!("`tc -s class show dev {dev}`"))?;
+            .map_err(|e| TcError::Command {
+                command: format!("tc -s class show dev {dev}"),
+                source: Box::new(e),
+            })?;
         st.classes.extend(parse_class_text(dev, &text));
         for q in t.qdisc_json(dev, true)? {
             let g = |k: &str| q.get(k).and_then(|v| v.as_u64()).unwrap_or(0);

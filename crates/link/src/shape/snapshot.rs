@@ -7,8 +7,8 @@
 //! kernel-assigned reference fields (`refcnt`, action `index`, ...) are removed, so two records
 //! are equal exactly when the configuration is.
 
+use super::error::ShapeError;
 use super::tc::Target;
-use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -153,7 +153,7 @@ impl Part {
 
 impl DeviceConfig {
     /// Record `dev` as it is now.
-    pub fn capture(t: &Target, dev: &str) -> Result<Self> {
+    pub fn capture(t: &Target, dev: &str) -> Result<Self, ShapeError> {
         let Some(link) = t.link(dev)? else {
             return Ok(Self {
                 dev: dev.to_string(),
@@ -198,11 +198,11 @@ impl DeviceConfig {
             }
         }
         if parents.len() > MAX_FILTER_PARENTS {
-            bail!(
-                "{dev}: {} qdiscs and classes, more than the {MAX_FILTER_PARENTS} a snapshot \
-                 walks; refusing to change a configuration it cannot record",
-                parents.len()
-            );
+            return Err(ShapeError::TooManyParents {
+                dev: dev.to_string(),
+                count: parents.len(),
+                max: MAX_FILTER_PARENTS,
+            });
         }
         for (p, is_ingress) in parents {
             let mut f = if p == "ingress" || p == "egress" {

@@ -11,9 +11,9 @@
 //! ([`prune_dead`]): a record whose namespace inode no process, thread or `ip netns` mount
 //! holds belongs to a dead namespace. Only files of our own name pattern are ever removed.
 
+use super::error::StateError;
 use super::snapshot::Part;
 use super::tc::Target;
-use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -63,28 +63,37 @@ fn is_ours(name: &str) -> bool {
     name.starts_with("net") && name.ends_with(".json") && name[3..].contains('-')
 }
 
-fn read_record(p: &Path) -> Result<Option<Installed>> {
+fn read_record(p: &Path) -> Result<Option<Installed>, StateError> {
     use std::io::Read;
+    let read = |source| StateError::Read {
+        path: p.to_path_buf(),
+        source,
+    };
     let f = match std::fs::File::open(p) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("{}", p.display())),
+        Err(e) => return Err(read(e)),
     };
     let mut text = String::new();
     f.take(MAX_RECORD + 1)
         .read_to_string(&mut text)
-        .with_context(|| format!("{}", p.display()))?;
+        .map_err(read)?;
     if text.len() as u64 > MAX_RECORD {
-        bail!("{}: larger than {MAX_RECORD} bytes", p.display());
+        return Err(StateError::TooLarge {
+            path: p.to_path_buf(),
+            max: MAX_RECORD,
+        });
     }
-    let r = serde_json::from_str(&text)
-        .with_context(|| format!("{}: not a netsched shape record", p.display()))?;
+    let r = serde_json::from_str(&text).map_err(|source| StateError::Parse {
+        path: p.to_path_buf(),
+        source,
+    })?;
     Ok(Some(r))
 }
 
 /// The record for `t.dev` in `t`'s namespace, if it is still that device (same ifindex).
 /// A record for an interface that was deleted and re-created under the same name is removed.
-pub fn load(t: &Target, cookie: u64, ifindex: u32) -> Result<Option<Installed>> {
+pub fn load(t: &Target, cookie: u64, ifindex: u32) -> Result<Option<Installed>, StateError> {
     prune_dead();
     let p = path_for(cookie, &t.dev);
     match read_record(&p)? {
@@ -98,14 +107,15 @@ pub fn load(t: &Target, cookie: u64, ifindex: u32) -> Result<Option<Installed>> 
 }
 
 /// Write the record (atomically: a temporary file renamed over the old one).
-pub fn store(r: &Installed) -> Result<()> {
+pub fn store(r: &Installed) -> Result<(), StateError> {
+    let write = |doing: String| move |source| StateError::Write { doing, source };
     prune_dead();
-    std::fs::create_dir_all(STATE_DIR).with_context(|| format!("creating {STATE_DIR}"))?;
+    std::fs::create_dir_all(STATE_DIR).map_err(write(format!("creating {STATE_DIR}")))?;
     let p = path_for(r.netns_cookie, &r.dev);
     let tmp = p.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, serde_json::to_vec(r)?)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &p).with_context(|| format!("renaming to {}", p.display()))?;
+    std::fs::write(&tmp, serde_json::to_vec(r).map_err(StateError::Encode)?)
+        .map_err(write(format!("writing {}", tmp.display())))?;
+    std::fs::rename(&tmp, &p).map_err(write(format!("renaming to {}", p.display())))?;
     Ok(())
 }
 

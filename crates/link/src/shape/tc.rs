@@ -1,7 +1,7 @@
 //! Running `tc` and `ip` for `netsched shape`: where (an interface, optionally inside a named
 //! network namespace), with bounded output, and `tc -batch` errors that name the failing line.
 
-use anyhow::{bail, Context, Result};
+use super::tc_error::TcError;
 use std::io::Read;
 use std::process::{Command, Stdio};
 
@@ -67,8 +67,9 @@ impl Target {
     }
 
     /// Run `prog args`, with `stdin` fed if given; Err carries tc's/ip's message.
-    pub fn run(&self, prog: &str, args: &[&str], stdin: Option<&str>) -> Result<String> {
+    pub fn run(&self, prog: &str, args: &[&str], stdin: Option<&str>) -> Result<String, TcError> {
         use std::io::Write;
+        let io = |doing: String| move |source| TcError::Io { doing, source };
         let mut c = self.command(prog);
         c.args(args)
             .stdout(Stdio::piped())
@@ -78,13 +79,14 @@ impl Target {
             } else {
                 Stdio::null()
             });
-        let mut child = c
-            .spawn()
-            .with_context(|| format!("cannot start `{prog}` (is iproute2 installed?)"))?;
+        let mut child = c.spawn().map_err(|source| TcError::Spawn {
+            prog: prog.to_string(),
+            source,
+        })?;
         if let Some(input) = stdin {
             let mut si = child.stdin.take().expect("piped stdin");
             si.write_all(input.as_bytes())
-                .with_context(|| format!("writing to `{prog}`"))?;
+                .map_err(io(format!("writing to `{prog}`")))?;
         }
         // stderr is read on its own thread so neither pipe can fill and block the child.
         let mut err = child.stderr.take().expect("piped stderr");
@@ -100,39 +102,51 @@ impl Target {
             .expect("piped stdout")
             .take(MAX_OUTPUT + 1)
             .read_to_end(&mut out)
-            .with_context(|| format!("reading the output of `{prog}`"))?;
+            .map_err(io(format!("reading the output of `{prog}`")))?;
+        let command = || format!("{prog} {}", args.join(" "));
         if out.len() as u64 > MAX_OUTPUT {
             // It may be blocked writing the rest: end it (our own child) before waiting.
             let _ = child.kill();
             let _ = child.wait();
             let _ = err_reader.join();
-            bail!(
-                "`{prog} {}` printed more than {MAX_OUTPUT} bytes",
-                args.join(" ")
-            );
+            return Err(TcError::TooMuchOutput {
+                command: command(),
+                max: MAX_OUTPUT,
+            });
         }
-        let status = child.wait()?;
+        let status = child.wait().map_err(io(format!("waiting for `{prog}`")))?;
         let err = err_reader.join().unwrap_or_default();
         if !status.success() {
-            bail!("{}", String::from_utf8_lossy(&err).trim());
+            return Err(TcError::Failed {
+                command: command(),
+                stderr: String::from_utf8_lossy(&err).trim().to_string(),
+            });
         }
         Ok(String::from_utf8_lossy(&out).into_owned())
     }
 
     /// `ip -d -j link show dev DEV`, or None if there is no such interface.
-    pub fn link(&self, dev: &str) -> Result<Option<LinkInfo>> {
+    pub fn link(&self, dev: &str) -> Result<Option<LinkInfo>, TcError> {
+        let command = || format!("ip -d -j link show dev {dev}");
         let out = match self.run("ip", &["-d", "-j", "link", "show", "dev", dev], None) {
             Ok(o) => o,
+            Err(TcError::Failed { stderr, .. })
+                if stderr.contains("does not exist") || stderr.contains("Cannot find device") =>
+            {
+                return Ok(None);
+            }
             Err(e) => {
-                let m = e.to_string();
-                if m.contains("does not exist") || m.contains("Cannot find device") {
-                    return Ok(None);
-                }
-                return Err(e.context(format!("`ip -d -j link show dev {dev}`")));
+                return Err(TcError::Command {
+                    command: command(),
+                    source: Box::new(e),
+                })
             }
         };
-        let v: serde_json::Value = serde_json::from_str(out.trim())
-            .with_context(|| format!("cannot parse the JSON of `ip -d -j link show dev {dev}`"))?;
+        let v: serde_json::Value =
+            serde_json::from_str(out.trim()).map_err(|source| TcError::Json {
+                command: command(),
+                source,
+            })?;
         let Some(l) = v.as_array().and_then(|a| a.first()) else {
             return Ok(None);
         };
@@ -156,7 +170,7 @@ impl Target {
     }
 
     /// `tc -j [-s] qdisc show dev DEV` as JSON values.
-    pub fn qdisc_json(&self, dev: &str, stats: bool) -> Result<Vec<serde_json::Value>> {
+    pub fn qdisc_json(&self, dev: &str, stats: bool) -> Result<Vec<serde_json::Value>, TcError> {
         let mut args = vec!["-j"];
         if stats {
             args.push("-s");
@@ -166,55 +180,68 @@ impl Target {
     }
 
     /// Run `tc ARGS` and parse its JSON array (empty output is an empty array).
-    pub fn json(&self, args: &[&str]) -> Result<Vec<serde_json::Value>> {
-        let out = self
-            .run("tc", args, None)
-            .with_context(|| format!("`tc {}`", args.join(" ")))?;
+    pub fn json(&self, args: &[&str]) -> Result<Vec<serde_json::Value>, TcError> {
+        let command = || format!("tc {}", args.join(" "));
+        let out = self.run("tc", args, None).map_err(|e| TcError::Command {
+            command: command(),
+            source: Box::new(e),
+        })?;
         if out.trim().is_empty() {
             return Ok(Vec::new());
         }
-        let v: serde_json::Value = serde_json::from_str(out.trim())
-            .with_context(|| format!("cannot parse the JSON of `tc {}`", args.join(" ")))?;
+        let v: serde_json::Value =
+            serde_json::from_str(out.trim()).map_err(|source| TcError::Json {
+                command: command(),
+                source,
+            })?;
         Ok(v.as_array().cloned().unwrap_or_default())
     }
 
     /// Run batch lines; Err names the failing line and tc's message.
-    pub fn batch(&self, lines: &[String]) -> Result<()> {
+    pub fn batch(&self, lines: &[String]) -> Result<(), TcError> {
         if lines.is_empty() {
             return Ok(());
         }
         let mut input = lines.join("\n");
         input.push('\n');
-        match self.run("tc", &["-batch", "-"], Some(&input)) {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                let msg = e.to_string();
-                // tc -batch reports "Command failed -:N" (1-based line of the batch).
-                let failed = msg
-                    .lines()
-                    .find_map(|l| l.strip_prefix("Command failed -:"))
-                    .and_then(|n| n.trim().parse::<usize>().ok());
-                let reason: Vec<&str> = msg
+        let e = match self.run("tc", &["-batch", "-"], Some(&input)) {
+            Ok(_) => return Ok(()),
+            Err(e) => e,
+        };
+        if let TcError::Failed { stderr, .. } = &e {
+            // tc -batch reports "Command failed -:N" (1-based line of the batch).
+            let failed = stderr
+                .lines()
+                .find_map(|l| l.strip_prefix("Command failed -:"))
+                .and_then(|n| n.trim().parse::<usize>().ok());
+            if let Some(line) = failed.and_then(|n| lines.get(n.wrapping_sub(1))) {
+                let reason: Vec<&str> = stderr
                     .lines()
                     .filter(|l| !l.starts_with("Command failed"))
                     .collect();
-                match failed.and_then(|n| lines.get(n.wrapping_sub(1))) {
-                    Some(cmd) => bail!("`tc {cmd}` failed: {}", reason.join("; ")),
-                    None => bail!("`tc -batch` failed: {msg}"),
-                }
+                return Err(TcError::BatchLine {
+                    line: line.clone(),
+                    reason: reason.join("; "),
+                });
             }
         }
+        Err(TcError::Batch(Box::new(e)))
     }
 
     /// The identity of this target's network namespace: its cookie (see
     /// [`netsched_sys::socket::netns_cookie`]; never reused) and its nsfs inode number (reused once the
     /// namespace is gone, but cheap to check for liveness).
-    pub fn netns_id(&self) -> Result<(u64, u64)> {
-        fn here() -> Result<(u64, u64)> {
+    pub fn netns_id(&self) -> Result<(u64, u64), TcError> {
+        fn here() -> Result<(u64, u64), TcError> {
             use std::os::unix::fs::MetadataExt;
-            let cookie = netsched_sys::socket::netns_cookie().context("SO_NETNS_COOKIE")?;
-            let ino = std::fs::metadata("/proc/thread-self/ns/net")
-                .context("/proc/thread-self/ns/net")?
+            let cookie =
+                netsched_sys::socket::netns_cookie().map_err(|source| TcError::NetnsId {
+                    what: "SO_NETNS_COOKIE",
+                    source,
+                })?;
+            const NS: &str = "/proc/thread-self/ns/net";
+            let ino = std::fs::metadata(NS)
+                .map_err(|source| TcError::NetnsId { what: NS, source })?
                 .ino();
             Ok((cookie, ino))
         }
@@ -223,12 +250,13 @@ impl Target {
             Some(ns) => {
                 let ns = ns.clone();
                 // setns affects only the calling thread: do it on a short-lived one.
-                std::thread::spawn(move || -> Result<(u64, u64)> {
-                    netsched_testbed::enter_netns(&ns)?;
+                std::thread::spawn(move || -> Result<(u64, u64), TcError> {
+                    netsched_testbed::enter_netns(&ns)
+                        .map_err(|e| TcError::Netns(format!("{e:#}")))?;
                     here()
                 })
                 .join()
-                .map_err(|_| anyhow::anyhow!("the namespace-identity thread panicked"))?
+                .map_err(|_| TcError::Netns("the namespace-identity thread panicked".into()))?
             }
         }
     }

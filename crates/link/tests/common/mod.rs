@@ -1,8 +1,14 @@
 //! Set-up shared by the link engine's root tests: a line of three namespaces,
-//! `a` (10.N.0.1) — `m` (the engine, two bare ports) — `b` (10.N.0.2, reached through `m`).
+//! `a` (10.N.0.1) — `m` (the engine, two bare ports) — `b` (10.N.0.2, reached through `m`),
+//! and the engine with its `/metrics` listener on a thread inside `m`.
 
-use netsched_link::engine::{parse_qdisc, DirConfig, EngineConfig};
-use netsched_testbed::Testbed;
+use netsched_link::engine::{parse_qdisc, DirConfig, Engine, EngineConfig, EngineStats};
+use netsched_testbed::{enter_netns, Testbed};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// The three namespaces and the engine's two ports, on a fresh [`Testbed`] tagged `prefix`.
 pub struct Line {
@@ -55,5 +61,48 @@ pub fn engine_config(line: &Line, ab: DirConfig, ba: DirConfig) -> EngineConfig 
         busy_poll: false,
         spin: 0,
         port: netsched_sys::PortOptions::default(),
+    }
+}
+
+/// The engine of `cfg` and its `/metrics` listener (127.0.0.1, a free port) on a thread of
+/// their own inside namespace `ns`, as `netsched link --metrics` runs them. Returns the thread
+/// (it ends with the final counters once `stop` is set) and the listener's address; panics
+/// with the reason when the engine has not started within 20 s.
+#[allow(dead_code)] // Not every test that shares this module serves metrics.
+pub fn engine_with_metrics(
+    ns: &str,
+    cfg: EngineConfig,
+    stop: Arc<AtomicBool>,
+) -> (JoinHandle<anyhow::Result<EngineStats>>, SocketAddr) {
+    let (tx, rx) = mpsc::channel();
+    let engine = {
+        let (stop, ns) = (Arc::clone(&stop), ns.to_string());
+        std::thread::spawn(move || -> anyhow::Result<_> {
+            let opened = (|| {
+                enter_netns(&ns)?;
+                let mut e = Engine::open(&cfg)?;
+                let srv =
+                    netsched_link::metrics::serve("127.0.0.1:0".parse().unwrap(), &cfg, &mut e)?;
+                anyhow::Ok((e, srv))
+            })();
+            let (mut e, srv) = match opened {
+                Ok(x) => x,
+                Err(err) => {
+                    let _ = tx.send(Err(format!("{err:#}")));
+                    return Err(err);
+                }
+            };
+            let _ = tx.send(Ok(srv.addr()));
+            let r = e.run(&|| stop.load(Ordering::Relaxed), None, None);
+            drop(srv);
+            Ok(r?)
+        })
+    };
+    match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(Ok(addr)) => (engine, addr),
+        other => {
+            stop.store(true, Ordering::Relaxed);
+            panic!("engine did not start: {other:?} {:?}", engine.join());
+        }
     }
 }
