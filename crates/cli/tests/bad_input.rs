@@ -789,3 +789,226 @@ fn filter_rejects_bad_flags_rule_files_and_signature_files() {
         &["none.sock"],
     );
 }
+
+/// Rule sets past a classifier's bounds are refused with the bound named: `filter` with tuple
+/// space search over more tuples than its limit (4096), `classify bench` with TupleMerge
+/// under `--max-memory`.
+#[test]
+fn rule_sets_past_the_classifier_bounds_are_refused_naming_the_bound() {
+    let s = Scratch::new("bounds");
+    let mut toml = String::new();
+    for src in 1..=32 {
+        for dst in 1..=32 {
+            for dport in ["80", "0-1", "0-3", "0-7", "0-15"] {
+                toml.push_str(&format!(
+                    "[[rule]]\naction = \"drop\"\nsrc = \"0.0.0.0/{src}\"\ndst = \"0.0.0.0/{dst}\"\ndport = \"{dport}\"\n"
+                ));
+            }
+        }
+    }
+    let rules = s.file("tuples.toml", toml.as_bytes());
+    let args = [
+        "filter",
+        "--input",
+        "lo",
+        "--output",
+        "none",
+        "--no-control",
+        "--classifier",
+        "tuple_space",
+        "--rules",
+        rules.as_str(),
+    ];
+    let out = run_in(None, &args);
+    assert_clean_error(&args, &out, &["tuples.toml"]);
+    assert!(
+        out.stderr.contains("more than 4096 tuples"),
+        "{}",
+        out.stderr
+    );
+
+    let (cb, trace) = (s.path("acl.rules"), s.path("acl.trace"));
+    let gen = Command::new(bin())
+        .args(["classify", "gen", "--profile", "acl", "--rules", "3000"])
+        .args([
+            "--out",
+            cb.as_str(),
+            "--trace",
+            trace.as_str(),
+            "--packets",
+            "100",
+        ])
+        .output()
+        .unwrap();
+    assert!(gen.status.success(), "{gen:?}");
+    let args = [
+        "classify",
+        "bench",
+        "--rules",
+        cb.as_str(),
+        "--trace",
+        trace.as_str(),
+        "--classifier",
+        "tuple_merge",
+        "--max-memory",
+        "64k",
+    ];
+    let out = run_in(None, &args);
+    assert_clean_error(&args, &out, &["tuple_merge"]);
+    assert!(
+        out.stderr.contains("more than the limit of 65536"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// Malformed lines of every rule and trace format (ClassBench's fields up to its TCP flags
+/// field, our TOML) name the file, the line, the field and the value; malformed signature
+/// files and the flags that say what a signature or a fault does are refused the same way.
+#[test]
+fn malformed_rule_lines_and_signature_flags_name_file_line_field_and_value() {
+    let s = Scratch::new("lines");
+    let ok = "@10.0.0.0/8\t0.0.0.0/0\t0 : 65535\t80 : 80\t0x06/0xFF\n";
+    let trace = s.file("t.trace", b"167772161 1 2 80 6\n");
+    for (name, line, field, value) in [
+        (
+            "cb1.rules",
+            "@10.0.0.0/33\t0.0.0.0/0\t0 : 65535\t80 : 80\t0x06/0xFF",
+            "src",
+            "10.0.0.0/33",
+        ),
+        (
+            "cb2.rules",
+            "@10.0.0.0/8\t0.0.0.0/0\t0 : 65535\t90 : 80\t0x06/0xFF",
+            "dst_port",
+            "90 : 80",
+        ),
+        (
+            "cb3.rules",
+            "@10.0.0.0/8\t0.0.0.0/0\t0 : 65535\t80 : 80\t0x6/0xZZ",
+            "proto",
+            "0x6/0xZZ",
+        ),
+        (
+            "cb4.rules",
+            "@10.0.0.0/8\t0.0.0.0/0\t0 : 65535",
+            "dst_port",
+            "''",
+        ),
+        (
+            "cb5.rules",
+            "@10.0.0.0/8\t0.0.0.0/0\t0 : 65535\t80 : 80\t0x06/0xFF\t0x0000/0xZZZZ",
+            "flags",
+            "0x0000/0xZZZZ",
+        ),
+    ] {
+        let f = s.file(name, format!("{ok}{line}\n").as_bytes());
+        let args = [
+            "classify",
+            "bench",
+            "--rules",
+            f.as_str(),
+            "--trace",
+            trace.as_str(),
+        ];
+        let out = run_in(None, &args);
+        assert_clean_error(&args, &out, &[&format!("{name}:2")]);
+        for part in [field, value] {
+            assert!(out.stderr.contains(part), "{name}: {part}\n{}", out.stderr);
+        }
+    }
+    let rules = s.file("ok.rules", ok.as_bytes());
+    let t = s.file("bad.trace", b"167772161 1 2 80 6\n1 2 3 70000 6\n");
+    bad(
+        &["classify", "bench", "--rules", &rules, "--trace", &t],
+        &["bad.trace:2"],
+    );
+
+    let filter = |extra: &[&str], mentions: &[&str]| {
+        let mut args = vec![
+            "filter",
+            "--input",
+            "lo",
+            "--output",
+            "none",
+            "--no-control",
+        ];
+        args.extend_from_slice(extra);
+        let out = run_in(None, &args);
+        assert_clean_error(&args, &out, &mentions[..1]);
+        for m in mentions {
+            assert!(out.stderr.contains(m), "{m}\n{}", out.stderr);
+        }
+    };
+    for (name, body, line, field, value) in [
+        ("f1.toml", "dport = \"80-70\"", ":3:", "dport", "80-70"),
+        ("f2.toml", "proto = \"tcpx\"", ":3:", "proto", "tcpx"),
+        ("f3.toml", "sport = 70000", ":3:", "sport", "70000"),
+        (
+            "f4.toml",
+            "dst = \"10.0.0.1/8\"",
+            ":3:",
+            "dst",
+            "10.0.0.1/8",
+        ),
+        ("f5.toml", "dprot = \"80\"", ":3", "dprot", "dprot"),
+    ] {
+        let f = s.file(
+            name,
+            format!("[[rule]]\naction = \"drop\"\n{body}\n").as_bytes(),
+        );
+        filter(&["--rules", &f], &[&format!("{name}{line}"), field, value]);
+    }
+    let good = s.file("good.toml", b"[[rule]]\naction = \"drop\"\ndport = \"9\"\n");
+    let sig = s.file("x.sig", b"fine\nab\\x+1\n");
+    filter(
+        &["--rules", &good, "--signatures", &sig],
+        &["x.sig:2", "\\x+1"],
+    );
+    let sig = s.file("y.sig", b"fine\n\\xg0\n");
+    filter(
+        &["--rules", &good, "--signatures", &sig],
+        &["y.sig:2", "\\xg0"],
+    );
+    filter(
+        &["--rules", &good, "--signatures", &s.path("")],
+        &["signature"],
+    );
+    for (flag, value) in [
+        ("--on-signature", "marc"),
+        ("--on-panic", "maybe"),
+        ("--non-ip", "reject"),
+    ] {
+        filter(&["--rules", &good, flag, value], &[flag, value]);
+    }
+}
+
+/// A rule that repeats an earlier rule's fields never decides a packet: the filter says so,
+/// naming both lines, when it loads the file (and then goes on: such files are legal).
+#[test]
+fn duplicated_rules_are_reported_with_both_lines() {
+    let s = Scratch::new("dups");
+    let rules = s.file(
+        "dup.toml",
+        b"[[rule]]\naction = \"drop\"\ndport = \"80\"\n[[rule]]\naction = \"accept\"\ndport = 80\n[[rule]]\naction = \"accept\"\ndport = \"81\"\n",
+    );
+    let args = [
+        "filter",
+        "--input",
+        "no-such-if0",
+        "--output",
+        "none",
+        "--no-control",
+        "--rules",
+        rules.as_str(),
+    ];
+    let out = run_in(None, &args);
+    assert_clean_error(&args, &out, &["no-such-if0"]);
+    assert!(
+        out.stderr
+            .contains("dup.toml: line 5: rule 2 has the fields of rule 1 (line 2)"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("rule 3 has"), "{}", out.stderr);
+}

@@ -134,6 +134,25 @@ pub enum FilterCmd {
     Ctl(CtlArgs),
 }
 
+/// Duplicated rules reported shown at most, per load.
+const DUPLICATES_SHOWN: usize = 10;
+
+/// A warning per rule that repeats an earlier rule's fields (the first
+/// [`DUPLICATES_SHOWN`], then how many more).
+fn warn_duplicates(file: &std::path::Path, set: &RuleSet) {
+    let dups = set.duplicates();
+    for d in dups.iter().take(DUPLICATES_SHOWN) {
+        tracing::warn!("{}: {d}", file.display());
+    }
+    if dups.len() > DUPLICATES_SHOWN {
+        tracing::warn!(
+            "{}: {} more rules repeat an earlier rule's fields",
+            file.display(),
+            dups.len() - DUPLICATES_SHOWN
+        );
+    }
+}
+
 /// Read the rule (and signature) files into tables of generation `generation`.
 pub fn load_tables(
     rules: &std::path::Path,
@@ -142,6 +161,7 @@ pub fn load_tables(
     generation: u64,
 ) -> Result<Tables, TablesError> {
     let set = RuleSet::load(rules).map_err(TablesError::Rules)?;
+    warn_duplicates(rules, &set);
     let classifier =
         build_classifier(set, classifier, &ClassifierLimits::default()).map_err(|source| {
             TablesError::Classifier {

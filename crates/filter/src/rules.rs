@@ -67,6 +67,21 @@ impl AclRule {
 pub struct RuleSet {
     pub rules: Vec<AclRule>,
     pub default: Action,
+    /// The line of each rule's `action` in its file (0 when the set was not read from text).
+    pub lines: Vec<usize>,
+}
+
+/// A rule whose fields equal an earlier rule's: the earlier one matches every packet it
+/// would, so it never decides one (first match wins). Allowed, as iptables allows it, but
+/// reported: it is usually a mistake, and with another action a misleading one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Duplicate {
+    /// 0-based index of the later rule, and its line.
+    pub rule: usize,
+    pub line: usize,
+    /// 0-based index of the earlier rule with the same fields, and its line.
+    pub same_as: usize,
+    pub same_as_line: usize,
 }
 
 /// Why a rule file was refused.
@@ -122,6 +137,20 @@ impl fmt::Display for RulesError {
 }
 
 impl std::error::Error for RulesError {}
+
+impl fmt::Display for Duplicate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "line {}: rule {} has the fields of rule {} (line {}), which matches first: it never \
+             decides a packet",
+            self.line,
+            self.rule + 1,
+            self.same_as + 1,
+            self.same_as_line
+        )
+    }
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -203,10 +232,39 @@ impl RuleSet {
             },
         };
         let mut rules = Vec::with_capacity(raw.rule.len());
+        let mut lines = Vec::with_capacity(raw.rule.len());
         for r in &raw.rule {
             rules.push(rule(r, &field_err)?);
+            lines.push(line_of(text, r.action.span().start));
         }
-        Ok(RuleSet { rules, default })
+        Ok(RuleSet {
+            rules,
+            default,
+            lines,
+        })
+    }
+
+    /// Every rule whose match fields (protocol, prefixes, ports) equal an earlier rule's, in
+    /// file order. O(rules) with a hash set. A rule covered by an earlier, wider rule is not
+    /// reported (finding those is a pairwise check).
+    pub fn duplicates(&self) -> Vec<Duplicate> {
+        let mut first = std::collections::HashMap::with_capacity(self.rules.len());
+        let line = |i: usize| self.lines.get(i).copied().unwrap_or(0);
+        let mut out = Vec::new();
+        for (i, r) in self.rules.iter().enumerate() {
+            let key = (r.proto, r.src, r.dst, r.sport, r.dport);
+            if let Some(&j) = first.get(&key) {
+                out.push(Duplicate {
+                    rule: i,
+                    line: line(i),
+                    same_as: j,
+                    same_as_line: line(j),
+                });
+            } else {
+                first.insert(key, i);
+            }
+        }
+        out
     }
 
     /// The first matching rule's index and action (the default's when none matches: `None`).
@@ -436,6 +494,58 @@ mod tests {
             sport,
             dport,
         }
+    }
+
+    /// Rules with an earlier rule's fields (whatever their action) are reported with both
+    /// lines; overlapping but different rules are not; the answers are unchanged.
+    #[test]
+    fn duplicated_rules_are_reported_with_their_lines() {
+        let text = r#"
+[[rule]]
+action = "drop"
+dst = "10.0.0.0/8"
+dport = "80"
+[[rule]]
+action = "accept"
+dst = "10.0.0.0/8"
+[[rule]]
+action = "accept"
+dport = 80
+dst = "10.0.0.0/8"
+[[rule]]
+action = "drop"
+dst = "10.0.0.0/16"
+[[rule]]
+action = "class"
+class = 1
+dst = "10.0.0.0/8"
+"#;
+        let set = RuleSet::from_toml_str(text, "d.toml").unwrap();
+        let d = set.duplicates();
+        assert_eq!(
+            d,
+            vec![
+                Duplicate {
+                    rule: 2,
+                    line: 10,
+                    same_as: 0,
+                    same_as_line: 3
+                },
+                Duplicate {
+                    rule: 4,
+                    line: 17,
+                    same_as: 1,
+                    same_as_line: 7
+                }
+            ]
+        );
+        let msg = d[0].to_string();
+        assert!(
+            msg.contains("line 10: rule 3") && msg.contains("rule 1 (line 3)"),
+            "{msg}"
+        );
+        let t = tuple("10.0.0.1", "10.0.0.2", 6, 1, 80);
+        assert_eq!(set.first_match(&t), (Some(0), Action::Drop));
     }
 
     #[test]

@@ -111,6 +111,10 @@ fn unescape(line: &str) -> Result<Vec<u8>, String> {
             }
             Some(b'x') => {
                 let hex = line.get(i + 2..i + 4).ok_or("`\\x` needs two hex digits")?;
+                // Two hex digits exactly: from_str_radix alone would take a sign (`\x+1`).
+                if !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
+                    return Err(format!("`\\x{hex}` is not two hex digits"));
+                }
                 out.push(
                     u8::from_str_radix(hex, 16).map_err(|_| format!("`\\x{hex}` is not hex"))?,
                 );
@@ -273,6 +277,11 @@ mod tests {
         assert!(e.starts_with("s.txt:2: pattern \"bad\\\\q\""), "{e}");
         let e = Signatures::parse("\\x4", "s.txt").unwrap_err().to_string();
         assert!(e.starts_with("s.txt:1:"), "{e}");
+        // A sign is not a hex digit (u8::from_str_radix would read `+1` as 1).
+        let e = Signatures::parse("ok\nab\\x+1\n", "s.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("s.txt:2:") && e.contains("`\\x+1`"), "{e}");
         let long = "a".repeat(MAX_PATTERN_LEN + 1);
         let e = Signatures::parse(&long, "s.txt").unwrap_err().to_string();
         assert!(e.contains("longer than"), "{e}");

@@ -10,26 +10,28 @@
 //! time at the lowest priority ([`TupleMergeClassifier::push`]); `build` pushes the rules in
 //! order. The paper's collision limit `c` bounds a bucket: a rule goes to the most specific
 //! table that covers its tuple *and* whose bucket for it holds fewer than `c` rules; if none
-//! has room, a table is made for the rule's tuple relaxed (address lengths rounded down to a
-//! multiple of 8, port lengths to 0 unless the port is exact) — or, if that table exists and
-//! its bucket is full, for the rule's exact tuple. The paper splits a full bucket's rules into
-//! a new table instead; placing the new rule elsewhere (never moving rules) and the relaxation
-//! steps are our simplification, keeping each insert O(tables). A bucket passes `c` only when
-//! rules agree on every bit of their own tuple (equal prefixes, ports sharing the same
-//! prefix).
+//! has room, a table is made for the rule's tuple relaxed ([`relax`]: address lengths rounded
+//! down to a multiple of 8, the shorter address dropped when the other is much longer, ports
+//! kept only when exact, the protocol dropped) — or, if that table exists and its bucket is
+//! full, for the rule's exact tuple. The paper splits a full bucket's rules into a new table
+//! instead; placing the new rule elsewhere (never moving rules) and the relaxation steps are
+//! our simplification, keeping each insert O(tables). A bucket passes `c` only when rules
+//! agree on every bit of their own tuple (equal prefixes, ports sharing the same prefix).
 //!
-//! Lookup: tables are probed in the order of their best (lowest-index) rule, as in
-//! [`super::TupleSpaceClassifier`], and a bucket is scanned in rule order until a rule
-//! matches or cannot beat the match already found.
+//! Lookup (as in the paper: tables in the order of their best rule, stop at the first table
+//! whose best cannot beat the match found): per table, mask the header's two words, one
+//! multiply-xor-multiply hash, then linear probing over 8-byte slots (a 32-bit tag and the
+//! bucket's first rule), so a table the header misses costs one slot read, usually from the
+//! same cache line; only a tag that agrees leads to the bucket's rules (32 bytes each, in
+//! rule order, checked in full until one matches or cannot beat the match already found).
+//! No allocation, no pointer per bucket.
 //!
-//! Cost: a lookup is at most T probes plus the bucket scans (≤ c rules each, except the
-//! equal-tuple case). Insert O(T). Memory: 32 bytes per rule in buckets, plus 48-96 bytes per
-//! distinct key in the hash tables.
+//! Cost: a lookup is at most T probes plus one bucket scan per table whose tag agrees (≤ c
+//! rules, except the equal-tuple case). Insert O(T + c). Memory: 32 bytes per rule plus 8
+//! bytes × 4-8 slots per distinct key (tables at most a quarter full).
 
-use super::table::KeyTable;
 use super::{
-    rule_key, AclRule, ClassifierBuildError, ClassifierLimits, FiveTuple, PackedRule,
-    PacketClassifier, ProtoMatch, RuleSet, Tuple,
+    AclRule, ClassifierBuildError, ClassifierLimits, FiveTuple, PacketClassifier, RuleSet, Tuple,
 };
 use crate::classify::PortRange;
 
@@ -37,28 +39,274 @@ use crate::classify::PortRange;
 /// bucket scans short on the ClassBench-like sets of `docs/classify.md` (our choice).
 pub const DEFAULT_COLLISION_LIMIT: usize = 8;
 
+/// One rule as a table holds it, 32 bytes (half a cache line, aligned so none straddles
+/// two). A bucket's rules are chained through `next` in rule order.
 #[derive(Debug, Clone, Copy)]
+#[repr(C, align(32))]
 struct Entry {
     rule: u32,
-    proto: ProtoMatch,
-    fields: PackedRule,
+    src: u32,
+    dst: u32,
+    sp_lo: u16,
+    sp_hi: u16,
+    dp_lo: u16,
+    dp_hi: u16,
+    src_len: u8,
+    dst_len: u8,
+    proto: u8,
+    proto_mask: u8,
+    /// 1 + index in the table's `entries` of the bucket's next rule; 0 ends the chain.
+    next: u32,
 }
 
+/// A hash table slot, 8 bytes: a tag (the low bits of the key's hash, bit 0 set; 0 marks a
+/// free slot) and where the bucket's first rule is. A probe reads a rule only when its tag
+/// agrees, so a lookup that misses a table touches one slot line, 8 slots to a line.
+#[derive(Debug, Clone, Copy, Default)]
+struct Head {
+    tag: u32,
+    at: u32,
+}
+
+/// `a` and `b` agree on their first `len` bits (`len` 0-32; a `u64` shift, so 32 is defined).
+#[inline]
+fn same_prefix(a: u32, b: u32, len: u8) -> bool {
+    (u64::from(a ^ b) >> (32 - u32::from(len))) == 0
+}
+
+impl Entry {
+    fn of(rule: u32, r: &AclRule) -> Entry {
+        Entry {
+            rule,
+            src: r.src.addr(),
+            dst: r.dst.addr(),
+            sp_lo: r.src_port.low,
+            sp_hi: r.src_port.high,
+            dp_lo: r.dst_port.low,
+            dp_hi: r.dst_port.high,
+            src_len: r.src.prefix_len(),
+            dst_len: r.dst.prefix_len(),
+            proto: r.proto.value,
+            proto_mask: r.proto.mask,
+            next: 0,
+        }
+    }
+    #[inline]
+    fn matches(&self, k: &FiveTuple) -> bool {
+        same_prefix(k.src, self.src, self.src_len)
+            & same_prefix(k.dst, self.dst, self.dst_len)
+            & (k.src_port >= self.sp_lo)
+            & (k.src_port <= self.sp_hi)
+            & (k.dst_port >= self.dp_lo)
+            & (k.dst_port <= self.dp_hi)
+            & (k.proto & self.proto_mask == self.proto)
+    }
+}
+
+/// A header as two words: addresses (`src << 32 | dst`), then ports and protocol
+/// (`src_port << 24 | dst_port << 8 | proto`); a table's key is these words masked.
+#[inline]
+fn words(src: u32, dst: u32, sp: u16, dp: u16, proto: u8) -> (u64, u64) {
+    (
+        (u64::from(src) << 32) | u64::from(dst),
+        (u64::from(sp) << 24) | (u64::from(dp) << 8) | u64::from(proto),
+    )
+}
+
+/// The masks of a table's tuple over the two [`words`].
+#[derive(Debug, Clone, Copy)]
+struct Masks {
+    hi: u64,
+    lo: u64,
+}
+
+impl Masks {
+    fn of(t: &Tuple) -> Masks {
+        use super::prefix_mask;
+        let (hi, lo) = words(
+            prefix_mask(t.src, 32) as u32,
+            prefix_mask(t.dst, 32) as u32,
+            prefix_mask(t.sp, 16) as u16,
+            prefix_mask(t.dp, 16) as u16,
+            t.proto_mask,
+        );
+        Masks { hi, lo }
+    }
+    #[inline]
+    fn key(&self, (hi, lo): (u64, u64)) -> (u64, u64) {
+        (hi & self.hi, lo & self.lo)
+    }
+    /// The key of a rule (its low corner: every header the rule matches has this key).
+    #[inline]
+    fn key_of(&self, s: &Entry) -> (u64, u64) {
+        self.key(words(s.src, s.dst, s.sp_lo, s.dp_lo, s.proto))
+    }
+}
+
+/// Multiply-xor-multiply of the two key words; a table takes the top bits. The top bits of a
+/// product depend on every bit of its operands (Knuth's multiplicative hashing, TAOCP vol. 3,
+/// §6.4; constants from SplitMix64, Steele et al., OOPSLA 2014). Fixed, so builds are
+/// deterministic; a rule author who makes keys collide slows lookups, never changes answers.
+#[inline]
+fn hash((hi, lo): (u64, u64)) -> u64 {
+    (hi.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ lo).wrapping_mul(0xBF58_476D_1CE4_E5B9)
+}
+
+/// One table: a tuple and an open-addressing hash table (linear probing, power-of-two
+/// capacity at most a quarter full, Knuth TAOCP vol. 3 §6.4 algorithm L) of bucket heads.
 #[derive(Debug, Clone)]
 struct TmTable {
     tuple: Tuple,
-    mask: u128,
+    masks: Masks,
+    /// The lowest rule index in the table: lookups stop before a table that cannot win.
     best: u32,
-    /// Masked key → index in `buckets`.
-    keys: KeyTable,
-    buckets: Vec<Vec<Entry>>,
+    /// 64 − log2(slots).
+    shift: u32,
+    slots: Vec<Head>,
+    entries: Vec<Entry>,
+    /// Buckets (distinct keys).
+    keys: usize,
 }
 
+const FIRST_SLOTS: usize = 8;
+/// Slots per key at most (a quarter full): an unsuccessful probe reads ≈ 1.4 slots (Knuth's
+/// ½(1 + 1/(1−α)²) at α = ¼), and 8-byte slots keep the tables of 10k rules in L2.
+const SLOTS_PER_KEY: usize = 4;
+
 impl TmTable {
-    fn bucket_len(&self, key: u128) -> usize {
-        self.keys
-            .get(key)
-            .map_or(0, |b| self.buckets[b as usize].len())
+    fn new(tuple: Tuple, best: u32) -> TmTable {
+        TmTable {
+            tuple,
+            masks: Masks::of(&tuple),
+            best,
+            shift: 64 - FIRST_SLOTS.trailing_zeros(),
+            slots: vec![Head::default(); FIRST_SLOTS],
+            entries: Vec::new(),
+            keys: 0,
+        }
+    }
+    /// The slot holding the head of the bucket of `key`, or the free slot where it would go.
+    fn find(&self, key: (u64, u64)) -> usize {
+        let mask = self.slots.len() - 1;
+        let mut i = (hash(key) >> self.shift) as usize;
+        loop {
+            let h = self.slots[i];
+            if h.tag == 0 || self.masks.key_of(&self.entries[h.at as usize]) == key {
+                return i;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+    /// Rules in the bucket whose first rule is `at`.
+    fn chain_len(&self, at: u32) -> usize {
+        let mut n = 1;
+        let mut next = self.entries[at as usize].next;
+        while next != 0 {
+            n += 1;
+            next = self.entries[next as usize - 1].next;
+        }
+        n
+    }
+    fn bucket_len(&self, r: &AclRule) -> usize {
+        let h = self.slots[self.find(self.masks.key_of(&Entry::of(0, r)))];
+        if h.tag == 0 {
+            0
+        } else {
+            self.chain_len(h.at)
+        }
+    }
+    /// Bytes the table holds by capacity.
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<TmTable>()
+            + self.slots.capacity() * std::mem::size_of::<Head>()
+            + self.entries.capacity() * std::mem::size_of::<Entry>()
+    }
+    /// Bytes added by inserting `r` (a new key may double the slots), and the peak while the
+    /// slots are rehashed (old and new arrays both held).
+    fn growth(&self, r: &AclRule) -> (usize, usize) {
+        let entry = std::mem::size_of::<Entry>();
+        if self.bucket_len(r) == 0 && (self.keys + 1) * SLOTS_PER_KEY > self.slots.len() {
+            let old = self.slots.len() * std::mem::size_of::<Head>();
+            (old + entry, 2 * old + entry)
+        } else {
+            (entry, entry)
+        }
+    }
+    fn insert(&mut self, rule: u32, r: &AclRule) {
+        let entry = Entry::of(rule, r);
+        let key = self.masks.key_of(&entry);
+        let at = self.entries.len() as u32;
+        let mut i = self.find(key);
+        let head = self.slots[i];
+        self.entries.push(entry);
+        if head.tag != 0 {
+            let mut tail = head.at as usize;
+            while self.entries[tail].next != 0 {
+                tail = self.entries[tail].next as usize - 1;
+            }
+            self.entries[tail].next = at + 1;
+            return;
+        }
+        if (self.keys + 1) * SLOTS_PER_KEY > self.slots.len() {
+            self.grow();
+            i = self.find(key);
+        }
+        self.slots[i] = Head {
+            tag: hash(key) as u32 | 1,
+            at,
+        };
+        self.keys += 1;
+    }
+    fn grow(&mut self) {
+        let bigger = vec![Head::default(); self.slots.len() * 2];
+        let old = std::mem::replace(&mut self.slots, bigger);
+        self.shift -= 1;
+        for h in old.into_iter().filter(|h| h.tag != 0) {
+            let i = self.find(self.masks.key_of(&self.entries[h.at as usize]));
+            self.slots[i] = h;
+        }
+    }
+    /// The lowest-index rule of this table matching the header `k` (as [`words`] `w`) if it
+    /// is below `best`.
+    #[inline]
+    fn lookup(&self, k: &FiveTuple, w: (u64, u64), best: u32) -> Option<u32> {
+        let key = self.masks.key(w);
+        let h = hash(key);
+        let tag = h as u32 | 1;
+        let mask = self.slots.len() - 1;
+        let mut i = (h >> self.shift) as usize;
+        loop {
+            let s = self.slots[i];
+            if s.tag == tag {
+                let first = &self.entries[s.at as usize];
+                if let Some(r) = self.scan(first, k, best) {
+                    return Some(r);
+                }
+                if self.masks.key_of(first) == key {
+                    return None;
+                }
+            } else if s.tag == 0 {
+                return None;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+    /// The bucket from its first rule, in rule order: the first rule that matches is its
+    /// best.
+    #[inline]
+    fn scan<'a>(&'a self, mut e: &'a Entry, k: &FiveTuple, best: u32) -> Option<u32> {
+        loop {
+            if e.rule >= best {
+                return None;
+            }
+            if e.matches(k) {
+                return Some(e.rule);
+            }
+            if e.next == 0 {
+                return None;
+            }
+            e = &self.entries[e.next as usize - 1];
+        }
     }
 }
 
@@ -90,14 +338,26 @@ fn natural(r: &AclRule) -> Tuple {
     }
 }
 
+/// The tuple of a new table for a rule of tuple `t`: address lengths rounded down to a
+/// multiple of 8; of the two, the shorter dropped when the other exceeds it by more than 4
+/// bits (the threshold of Daly and Torng's published implementation: such a table keys on the
+/// longer address alone, so rules of many address-length pairs share it); port
+/// lengths 0 unless the port is exact; the protocol dropped (rules differing only in it
+/// share a bucket, and the collision limit bounds how many).
 fn relax(t: Tuple) -> Tuple {
     let port = |l: u8| if l == 16 { 16 } else { 0 };
+    let (mut src, mut dst) = (t.src / 8 * 8, t.dst / 8 * 8);
+    if src > dst + 4 {
+        dst = 0;
+    } else if dst > src + 4 {
+        src = 0;
+    }
     Tuple {
-        src: t.src / 8 * 8,
-        dst: t.dst / 8 * 8,
+        src,
+        dst,
         sp: port(t.sp),
         dp: port(t.dp),
-        proto_mask: t.proto_mask,
+        proto_mask: 0,
     }
 }
 
@@ -145,8 +405,8 @@ impl TupleMergeClassifier {
             });
         }
         let nat = natural(rule);
-        let t = match self.roomy_table(rule, &nat) {
-            Some(t) => t,
+        let (t, new_table) = match self.roomy_table(rule, &nat) {
+            Some(t) => (t, None),
             None => {
                 let relaxed = relax(nat);
                 let want = if self.find(&relaxed).is_some() {
@@ -155,40 +415,26 @@ impl TupleMergeClassifier {
                     relaxed
                 };
                 match self.find(&want) {
-                    Some(t) => t,
-                    None => self.add_table(want, index)?,
+                    Some(t) => (t, None),
+                    None => (self.tables.len(), Some(self.new_table(want, index)?)),
                 }
             }
         };
-        let table = &mut self.tables[t];
-        let key = rule_key(rule, table.mask);
-        let new_key = table.keys.get(key).is_none();
-        let grow = if new_key {
-            table.keys.memory_after_insert() - table.keys.memory_bytes()
-                + std::mem::size_of::<Vec<Entry>>()
-        } else {
-            0
-        };
-        let after = self.bytes + grow + std::mem::size_of::<Entry>();
-        if after > self.limits.max_bytes {
+        let table = new_table.as_ref().unwrap_or_else(|| &self.tables[t]);
+        let base = new_table.as_ref().map_or(0, TmTable::memory_bytes);
+        let (grow, peak) = table.growth(rule);
+        if self.bytes + base + peak > self.limits.max_bytes {
             return Err(ClassifierBuildError::TooManyBytes {
                 rule: index,
-                bytes: after,
+                bytes: self.bytes + base + peak,
                 max: self.limits.max_bytes,
             });
         }
-        let next = table.buckets.len() as u32;
-        let b = table.keys.get_or_insert(key, || next) as usize;
-        if b == table.buckets.len() {
-            table.buckets.push(Vec::new());
+        if let Some(table) = new_table {
+            self.tables.push(table);
         }
-        let (fields, proto) = PackedRule::new(rule);
-        table.buckets[b].push(Entry {
-            rule: index as u32,
-            proto,
-            fields,
-        });
-        self.bytes = after;
+        self.tables[t].insert(index as u32, rule);
+        self.bytes += base + grow;
         self.rules += 1;
         Ok(index as u32)
     }
@@ -201,7 +447,7 @@ impl TupleMergeClassifier {
             if !t.tuple.covers(nat) || choice.is_some_and(|(_, s)| s >= spec) {
                 continue;
             }
-            if t.bucket_len(rule_key(rule, t.mask)) < self.collision_limit {
+            if t.bucket_len(rule) < self.collision_limit {
                 choice = Some((i, spec));
             }
         }
@@ -212,23 +458,14 @@ impl TupleMergeClassifier {
         self.tables.iter().position(|t| t.tuple == *tuple)
     }
 
-    fn add_table(&mut self, tuple: Tuple, index: usize) -> Result<usize, ClassifierBuildError> {
+    fn new_table(&self, tuple: Tuple, index: usize) -> Result<TmTable, ClassifierBuildError> {
         if self.tables.len() >= self.limits.max_tuples {
             return Err(ClassifierBuildError::TooManyTuples {
                 rule: index,
                 max: self.limits.max_tuples,
             });
         }
-        let keys = KeyTable::new();
-        self.bytes += keys.memory_bytes() + std::mem::size_of::<TmTable>();
-        self.tables.push(TmTable {
-            tuple,
-            mask: tuple.mask(),
-            best: index as u32,
-            keys,
-            buckets: Vec::new(),
-        });
-        Ok(self.tables.len() - 1)
+        Ok(TmTable::new(tuple, index as u32))
     }
 
     /// Rules held.
@@ -242,7 +479,12 @@ impl TupleMergeClassifier {
     pub fn longest_bucket(&self) -> usize {
         self.tables
             .iter()
-            .flat_map(|t| t.buckets.iter().map(Vec::len))
+            .flat_map(|t| {
+                t.slots
+                    .iter()
+                    .filter(|h| h.tag != 0)
+                    .map(|h| t.chain_len(h.at))
+            })
             .max()
             .unwrap_or(0)
     }
@@ -250,23 +492,14 @@ impl TupleMergeClassifier {
 
 impl PacketClassifier for TupleMergeClassifier {
     fn first_match(&self, key: &FiveTuple) -> Option<u32> {
-        let k = super::pack_key(key);
+        let w = words(key.src, key.dst, key.src_port, key.dst_port, key.proto);
         let mut best = u32::MAX;
         for t in &self.tables {
             if t.best >= best {
                 break;
             }
-            let Some(b) = t.keys.get(k & t.mask) else {
-                continue;
-            };
-            for e in &t.buckets[b as usize] {
-                if e.rule >= best {
-                    break;
-                }
-                if e.proto.matches(key.proto) && e.fields.matches_fields(key) {
-                    best = e.rule;
-                    break;
-                }
+            if let Some(r) = t.lookup(key, w, best) {
+                best = r;
             }
         }
         (best != u32::MAX).then_some(best)
@@ -276,14 +509,7 @@ impl PacketClassifier for TupleMergeClassifier {
             + self
                 .tables
                 .iter()
-                .map(|t| {
-                    t.keys.memory_bytes()
-                        + t.buckets.capacity() * std::mem::size_of::<Vec<Entry>>()
-                        + t.buckets
-                            .iter()
-                            .map(|b| b.capacity() * std::mem::size_of::<Entry>())
-                            .sum::<usize>()
-                })
+                .map(|t| t.memory_bytes() - std::mem::size_of::<TmTable>())
                 .sum::<usize>()
     }
     fn tuples(&self) -> usize {
@@ -293,7 +519,7 @@ impl PacketClassifier for TupleMergeClassifier {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Action, Ipv4Prefix, LinearClassifier, ANY_PORT};
+    use super::super::{Action, Ipv4Prefix, LinearClassifier, ProtoMatch, ANY_PORT};
     use super::*;
 
     #[test]
@@ -393,5 +619,91 @@ mod tests {
             ..FiveTuple::default()
         };
         assert_eq!(c.first_match(&k), Some(0));
+    }
+
+    /// Two keys whose hashes agree on the tag and on the home slot of an 8-slot table: a probe
+    /// for the second passes the first's slot, whose tag agrees but whose rules do not match,
+    /// and must go on to the second's slot rather than stop.
+    #[test]
+    fn a_tag_that_agrees_for_another_key_does_not_end_the_probe() {
+        let home = |h: u64| (h >> 61, h as u32 | 1);
+        let mut seen = std::collections::HashMap::new();
+        let (a, b) = (0u32..1 << 20)
+            .find_map(|src| {
+                let h = hash((u64::from(src) << 32, 0));
+                seen.insert(home(h), src).map(|other| (other, src))
+            })
+            .expect("a pair in 2^20 keys (about 16 are expected)");
+        let rule = |src| AclRule {
+            src: Ipv4Prefix::new(src, 32).unwrap(),
+            ..AclRule::any(Action::Accept)
+        };
+        let set = RuleSet::new(vec![rule(a), rule(b)]);
+        let c = TupleMergeClassifier::build(&set, &ClassifierLimits::default()).unwrap();
+        assert_eq!(c.tuples(), 1);
+        assert_eq!(c.tables[0].slots.len(), FIRST_SLOTS);
+        for (src, want) in [(a, Some(0)), (b, Some(1)), (a ^ 1, None)] {
+            let k = FiveTuple {
+                src,
+                ..FiveTuple::default()
+            };
+            assert_eq!(c.first_match(&k), want, "{src:#x}");
+        }
+    }
+
+    /// Thousands of keys over several tables (slots grow and rehash many times, buckets chain
+    /// past their head): the answers are the linear scan's, for headers inside every rule and
+    /// beside it.
+    #[test]
+    fn tables_that_grow_keep_the_linear_answers() {
+        let mut rng = crate::rng::SplitMix64::new(7);
+        let mut rules = Vec::new();
+        for i in 0..6000u32 {
+            let len = [32u8, 24, 16, 8][(i % 4) as usize];
+            let port = (rng.below(4) * 1000) as u16;
+            rules.push(AclRule {
+                src: Ipv4Prefix::truncating(0x0A00_0000 | (rng.below(1 << 16) as u32) << 4, len),
+                dst: Ipv4Prefix::truncating(0xC0A8_0000 | rng.below(256) as u32, 32 - len / 2),
+                dst_port: PortRange {
+                    low: port,
+                    high: port + (i % 3) as u16 * 7,
+                },
+                proto: if i % 5 == 0 {
+                    ProtoMatch::ANY
+                } else {
+                    ProtoMatch::exact(6)
+                },
+                ..AclRule::any(Action::Accept)
+            });
+        }
+        let set = RuleSet::new(rules);
+        let lim = ClassifierLimits::default();
+        let lin = LinearClassifier::build(&set, &lim).unwrap();
+        for limit in [1, 2, DEFAULT_COLLISION_LIMIT] {
+            let c = TupleMergeClassifier::build_with_limit(&set, &lim, limit).unwrap();
+            assert!(
+                c.tables.iter().any(|t| t.slots.len() >= 1024),
+                "limit {limit}"
+            );
+            for (i, r) in set.rules.iter().enumerate() {
+                let k = FiveTuple {
+                    src: r.src.addr() | (i as u32 & !r.src.mask()),
+                    dst: r.dst.addr(),
+                    src_port: 1,
+                    dst_port: r.dst_port.high,
+                    proto: 6,
+                };
+                let beside = FiveTuple {
+                    dst_port: r.dst_port.high.wrapping_add(1),
+                    ..k
+                };
+                assert_eq!(
+                    c.first_match(&k),
+                    lin.first_match(&k),
+                    "limit {limit} {k:?}"
+                );
+                assert_eq!(c.first_match(&beside), lin.first_match(&beside));
+            }
+        }
     }
 }
