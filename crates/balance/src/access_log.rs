@@ -15,8 +15,9 @@
 //! - `Tr`: from the request sent to the response head received;
 //! - `Tt`: from Tq's start to the response's last byte handed to the client (or its end).
 //!
-//! `bytes` counts the response body bytes handed to the client connection (HAProxy counts the
-//! head too). `server` is `<NOSRV>` when no server was chosen. The two-letter termination state
+//! `bytes` counts every byte of the response the client connection's socket accepted, head
+//! and body (chunk framing included), as HAProxy's `bytes_read` does (§8.2.3:
+//! headers included); see [`crate::sent_bytes`]. `server` is `<NOSRV>` when no server was chosen. The two-letter termination state
 //! (first: who ended it, second: in which phase) is listed in docs/balance.md.
 //!
 //! Never on the data path's clock: a request builds an [`Entry`] (a few fields, the request line

@@ -10,11 +10,16 @@
 //! Cost: nothing while writes complete; the timer is allocated on the first write that has
 //! to wait and re-armed (not reallocated) after each stall. Reads pass through untouched: the
 //! request head has hyper's limit and the request body `h1::Conn::send_request`'s.
+//!
+//! With the access log on it also counts the bytes the socket accepted and reports each
+//! completed flush to the connection's [`SentBytes`] (one relaxed atomic add per write).
 
+use crate::sent_bytes::SentBytes;
 use hyper::rt::{Read, ReadBufCursor, Write};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::{Instant, Sleep};
@@ -39,6 +44,8 @@ pub struct WriteIdleLimit<T> {
     timer: Option<Pin<Box<Sleep>>>,
     /// The timer runs for the current stall (armed at its first `Pending`).
     armed: bool,
+    /// Where written bytes and flushes are reported (the access log is on).
+    sent: Option<Arc<SentBytes>>,
 }
 
 impl<T> WriteIdleLimit<T> {
@@ -48,6 +55,19 @@ impl<T> WriteIdleLimit<T> {
             limit,
             timer: None,
             armed: false,
+            sent: None,
+        }
+    }
+
+    /// Report every byte the socket accepts, and every completed flush, to `sent`.
+    pub fn counting(mut self, sent: Option<Arc<SentBytes>>) -> Self {
+        self.sent = sent;
+        self
+    }
+
+    fn wrote(&self, r: &Poll<io::Result<usize>>) {
+        if let (Some(s), Poll::Ready(Ok(n))) = (&self.sent, r) {
+            s.wrote(*n);
         }
     }
 
@@ -103,12 +123,16 @@ impl<T: Write + Unpin> Write for WriteIdleLimit<T> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.wrote(&r);
         this.progressed(r, cx)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.inner).poll_flush(cx);
+        if let (Some(s), Poll::Ready(Ok(()))) = (&this.sent, &r) {
+            s.flushed();
+        }
         this.progressed(r, cx)
     }
 
@@ -127,6 +151,7 @@ impl<T: Write + Unpin> Write for WriteIdleLimit<T> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.wrote(&r);
         this.progressed(r, cx)
     }
 }

@@ -34,6 +34,7 @@ use crate::classes::Classifier;
 use crate::client_io::WriteIdleLimit;
 use crate::config::HashKey;
 use crate::h1::{self, BackendBody, Conn, NotReusable, RequestBody};
+use crate::sent_bytes::SentBytes;
 use crate::service::{Lease, Refusal, Service};
 use crate::stop::{Acceptor, Stop};
 use bytes::Bytes;
@@ -70,10 +71,11 @@ enum Kind {
     Backend(BackendBody, InFlight),
 }
 
-/// The access log's view of a response being sent: bytes so far, and how it ended.
+/// The access log's view of a response being sent: how it ended, and where its bytes are
+/// counted (head included: [`crate::sent_bytes`]).
 struct Tail {
     pending: Pending,
-    bytes: u64,
+    sent: Arc<SentBytes>,
     /// The state when the body ends normally (`--`, or the local answer's own state).
     normal: [u8; 2],
     ended: Option<[u8; 2]>,
@@ -89,11 +91,18 @@ impl ProxyBody {
         }
     }
 
-    /// The entry is sent when this body ends (or is dropped unfinished: the client left).
-    fn attach(&mut self, pending: Pending, normal: [u8; 2], mark: Arc<Mutex<Instant>>) {
+    /// The entry is sent when this body ends and is flushed (or is dropped unfinished: the
+    /// client left).
+    fn attach(
+        &mut self,
+        pending: Pending,
+        sent: Arc<SentBytes>,
+        normal: [u8; 2],
+        mark: Arc<Mutex<Instant>>,
+    ) {
         self.log = Some(Box::new(Tail {
             pending,
-            bytes: 0,
+            sent,
             normal,
             ended: None,
             mark,
@@ -104,8 +113,7 @@ impl ProxyBody {
         let end = self.is_end_stream();
         let Some(t) = self.log.as_mut() else { return };
         match r {
-            Poll::Ready(Some(Ok(f))) => {
-                t.bytes += f.data_ref().map_or(0, |d| d.len() as u64);
+            Poll::Ready(Some(Ok(_))) => {
                 if end {
                     t.ended = Some(t.normal);
                 }
@@ -158,10 +166,13 @@ impl Drop for ProxyBody {
             flight.finish(b);
         }
         if let Some(t) = self.log.take() {
-            // Dropped before its end: the client connection went away mid-response.
-            let state = t.ended.unwrap_or(if end { t.normal } else { *b"CD" });
             *t.mark.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
-            t.pending.finish(t.bytes, state);
+            match t.ended.or(if end { Some(t.normal) } else { None }) {
+                // Its last bytes are in hyper's buffer: logged once they are flushed.
+                Some(state) => t.sent.ended(t.pending, state),
+                // Dropped before its end: the client connection went away mid-response.
+                None => t.sent.cut(t.pending, *b"CD"),
+            }
         }
     }
 }
@@ -385,11 +396,14 @@ pub async fn serve(
             // each response's end).
             let log = svc.access.get().cloned();
             let mark = log.as_ref().map(|_| Arc::new(Mutex::new(Instant::now())));
+            let sent = log.as_ref().map(|_| Arc::new(SentBytes::default()));
+            let sent2 = sent.clone();
             let service = hyper::service::service_fn(move |req| {
                 let svc = svc2.clone();
                 let xff = xff.clone();
                 begun2.store(true, Ordering::SeqCst);
                 let last = stopping.load(Ordering::SeqCst);
+                let sent = sent2.clone();
                 let logged = log.clone().zip(mark.clone()).map(|(log, mark)| {
                     let line = access_log::request_line(
                         req.method().as_str(),
@@ -405,9 +419,9 @@ pub async fn serve(
                         resp.headers_mut()
                             .insert(CONNECTION, HeaderValue::from_static("close"));
                     }
-                    if let Some((log, mark, line, head_at)) = logged {
+                    if let (Some((log, mark, line, head_at)), Some(sent)) = (logged, sent) {
                         let pending = t.pending(log, &mark, head_at, peer, frontend, line, &resp);
-                        resp.body_mut().attach(pending, t.state, mark);
+                        resp.body_mut().attach(pending, sent, t.state, mark);
                     }
                     Ok::<_, Infallible>(resp)
                 }
@@ -415,7 +429,8 @@ pub async fn serve(
             let io = WriteIdleLimit::new(
                 TokioIo::new(stream),
                 Duration::from_nanos(rt.timeouts.client),
-            );
+            )
+            .counting(sent);
             let mut b = hyper::server::conn::http1::Builder::new();
             b.timer(TokioTimer::new())
                 .header_read_timeout(Duration::from_nanos(rt.timeouts.header))

@@ -42,6 +42,7 @@ pub mod load;
 pub mod metrics;
 pub mod pool;
 pub mod queue;
+pub mod sent_bytes;
 pub mod server_error;
 pub mod service;
 pub mod status;

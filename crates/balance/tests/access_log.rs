@@ -71,9 +71,9 @@ async fn a_slow_backend_shows_in_tr_and_a_normal_request_ends_dash_dash() {
         &dir,
     )
     .await;
-    let (s1, _) = get(r.listen[0], "/sleep/300", "x").await;
+    let raw = get_raw(r.listen[0], "/sleep/300").await;
     let (s2, _) = get(r.listen[0], "/fast", "x").await;
-    assert_eq!((s1, s2), (200, 200));
+    assert_eq!((parse(&raw).0, s2), (200, 200));
     let ls = lines(&path, 2).await;
     let slow = ls
         .iter()
@@ -85,10 +85,12 @@ async fn a_slow_backend_shows_in_tr_and_a_normal_request_ends_dash_dash() {
         slow.t[4] >= slow.t[0] + slow.t[1] + slow.t[2] + slow.t[3],
         "{slow:?}"
     );
+    // Every byte the client read, head included (HAProxy's bytes_read), the 1-byte body too.
     assert_eq!(
         (slow.status, slow.bytes, slow.state.as_str()),
-        (200, 1, "--")
+        (200, raw.len() as u64, "--")
     );
+    assert!(raw.ends_with(b"\r\n\r\na"), "{raw:?}");
     assert_eq!(slow.server, "a");
     assert!(slow.client.starts_with("127.0.0.1:"), "{slow:?}");
     let fast = ls
@@ -97,6 +99,77 @@ async fn a_slow_backend_shows_in_tr_and_a_normal_request_ends_dash_dash() {
         .unwrap();
     assert_eq!((fast.status, fast.state.as_str()), (200, "--"));
     assert!(fast.t.iter().all(|&v| v >= 0), "{fast:?}");
+    drop(r);
+}
+
+/// One `Connection: close` request; every byte of the response as read.
+async fn get_raw(addr: SocketAddr, path: &str) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(PATIENCE, s.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    out
+}
+
+/// One response on a kept-alive connection, read to the end of its `Content-Length` body:
+/// every byte of it as read.
+async fn read_response(c: &mut TcpStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(end) = out.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&out[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|h| h.strip_prefix("content-length:"))
+                .map(|v| v.trim().parse().unwrap())
+                .expect("a Content-Length response");
+            if out.len() >= end + 4 + len {
+                assert_eq!(out.len(), end + 4 + len, "nothing past the response");
+                return out;
+            }
+        }
+        let n = tokio::time::timeout(PATIENCE, c.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "closed mid-response: {out:?}");
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_count_each_response_head_included_on_a_kept_alive_connection() {
+    let b = http_backend("abc").await;
+    let dir = TempDir::new("bal-alog-bytes").unwrap();
+    let (top, path) = with_log(&dir);
+    let r = start(
+        &config_text("l7", "{ kind = \"rr\" }", &top, "", &[&b], &dir),
+        &dir,
+    )
+    .await;
+    let mut c = TcpStream::connect(r.listen[0]).await.unwrap();
+    let mut got = Vec::new();
+    for path in ["/one", "/two-longer-path", "/three"] {
+        let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
+        c.write_all(req.as_bytes()).await.unwrap();
+        got.push(read_response(&mut c).await);
+    }
+    drop(c);
+    let ls = lines(&path, 3).await;
+    assert_eq!(ls.len(), 3, "{ls:?}");
+    for (l, raw) in ls.iter().zip(&got) {
+        assert!(raw.ends_with(b"\r\n\r\nabc"), "{raw:?}");
+        assert_eq!(
+            (l.status, l.bytes, l.state.as_str()),
+            (200, raw.len() as u64, "--"),
+            "{l:?}"
+        );
+    }
     drop(r);
 }
 
@@ -128,9 +201,11 @@ async fn a_refused_backend_is_logged_sc_and_once_down_503_nosrv() {
     assert_eq!((l.status, l.t[2], l.t[3]), (502, -1, -1), "{l:?}");
     // Taken out of rotation: no server to choose, 503 and <NOSRV>.
     netsched_balance::control::execute("maint gone", &r.service).unwrap();
-    let (status, _) = get(r.listen[0], "/b", "x").await;
-    assert_eq!(status, 503);
+    let raw = get_raw(r.listen[0], "/b").await;
+    assert_eq!(parse(&raw).0, 503);
     let l = &lines(&path, 2).await[1];
+    // The balancer's own answer is counted as sent, head included.
+    assert_eq!(l.bytes, raw.len() as u64, "{l:?}");
     assert_eq!(
         (l.server.as_str(), l.state.as_str()),
         ("<NOSRV>", "SC"),

@@ -5,8 +5,10 @@
 //!
 //! Layout: every run's full output in its own folder (`seed-S/` or `repeat-I/`), and at the top
 //! the aggregate `results.json` ([`netsched_report::aggregate::Aggregate`]) and `report.md`: every
-//! metric as mean ± 95% interval, the "paper | this run" table as mean ± half-width, and every
-//! check decided over the runs (rule: [`netsched_report::aggregate`]).
+//! metric as mean ± 95% interval, the "paper | this run" table as mean ± half-width, every
+//! check decided over the runs (rule: [`netsched_report::aggregate`]), and every chart drawn
+//! again at the top as the mean over the runs with 95% error bars
+//! ([`netsched_report::chart_mean`]).
 //!
 //! A run that fails is listed in the aggregate (its folder removed if it created it) and the
 //! command ends with an error after writing the aggregate of the others; if none completed,
@@ -21,6 +23,7 @@ use crate::progress::Progress;
 use crate::runner::{self, RunRequest};
 use crate::series_error::{RunFailure, SeriesError};
 use netsched_report::aggregate::{self, Aggregate, Failure, Member, Over};
+use netsched_report::chart_mean;
 use netsched_report::markdown::{self, IndexEntry};
 use netsched_report::ExperimentOutput;
 use std::path::{Path, PathBuf};
@@ -118,7 +121,8 @@ fn finish(
             }),
         }
     }
-    let agg = aggregate::aggregate(over, &members, failed);
+    let mut agg = aggregate::aggregate(over, &members, failed);
+    chart_mean::draw_into(&mut agg, dir, &members)?;
     agg.write(dir)?;
     let md = markdown::render_aggregate(&agg, exp.title, exp.paper);
     let path = dir.join("report.md");

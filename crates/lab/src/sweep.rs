@@ -630,10 +630,7 @@ pub fn plot_metric(plan: &Plan, per_point: &PerPoint, metric: &str) -> String {
     let mean = |pi: usize| intervals[pi].map(|i| i.mean).unwrap_or(f64::NAN);
     let ends: Vec<(f64, f64)> = intervals
         .iter()
-        .map(|i| {
-            i.and_then(|i| i.half_width.map(|_| (i.lo(), i.hi())))
-                .unwrap_or((f64::NAN, f64::NAN))
-        })
+        .map(|i| svg::interval_ends(i.as_ref()))
         .collect();
     let with_interval = plan.seeds > 1;
     let opts = svg::ChartOptions {
@@ -642,7 +639,7 @@ pub fn plot_metric(plan: &Plan, per_point: &PerPoint, metric: &str) -> String {
         } else {
             Vec::new()
         },
-        intervals_legend: Some(format!("95% interval over {} seeds", plan.seeds)),
+        intervals_legend: Some(svg::interval_legend_text(plan.seeds as usize, "seed")),
         ..Default::default()
     };
     let (what, unit) = metric_name::split_unit(metric);

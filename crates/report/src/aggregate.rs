@@ -169,8 +169,13 @@ pub struct Aggregate {
     pub runs: Vec<AggregateRun>,
     pub comparisons: Vec<AggregateComparison>,
     pub checks: Vec<AggregateCheck>,
-    /// The first run's figures, with their paths relative to the aggregate's folder.
+    /// The figures, with their paths relative to the aggregate's folder: each the mean over
+    /// the runs with its 95% interval when drawn so ([`crate::chart_mean`]), else the first
+    /// run's.
     pub figures: Vec<Figure>,
+    /// The figures that are the first run's only (their file), and why.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub first_run_figures: BTreeMap<String, String>,
     /// The first run's notes.
     pub notes: Vec<String>,
     pub netsched_version: String,
@@ -231,6 +236,19 @@ pub fn aggregate(over: Over, members: &[Member], failed: Vec<Failure>) -> Aggreg
                     .map(|f| Figure {
                         title: f.title.clone(),
                         file: format!("{}/{}", m.folder, f.file),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        first_run_figures: members
+            .first()
+            .map(|m| {
+                m.output
+                    .figures
+                    .iter()
+                    .map(|f| {
+                        let file = format!("{}/{}", m.folder, f.file);
+                        (file, "not drawn as a mean".to_string())
                     })
                     .collect()
             })

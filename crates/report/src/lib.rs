@@ -207,8 +207,11 @@ pub struct ExperimentOutput {
 }
 
 pub mod aggregate;
+pub mod chart_data;
+pub mod chart_mean;
 pub mod csv;
 pub mod figure;
+pub mod mark;
 pub mod markdown;
 pub mod metric_name;
 pub mod sensitivity;

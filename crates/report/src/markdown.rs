@@ -276,14 +276,23 @@ fn aggregate_metrics(s: &mut String, a: &Aggregate) {
     }
 }
 
-/// The first member's figures, the notes, and the parameters.
+/// The figures (the mean over the runs, or the first run's where they could not be
+/// averaged), the notes, and the parameters.
 fn aggregate_figures_notes_parameters(s: &mut String, a: &Aggregate) {
     let noun = a.over.noun();
     if !a.figures.is_empty() {
         let first = a.members.first().map(|m| m.label.as_str()).unwrap_or("");
-        let _ = writeln!(s, "## Figures ({first})\n");
+        let n = a.members.len();
+        let _ = writeln!(
+            s,
+            "## Figures\n\nEach chart shows the mean over the {n} {noun}(s), with error bars for the 95% interval of the mean where the {noun}s differ; a chart that could not be averaged shows {first} only, and says why.\n"
+        );
         for f in &a.figures {
-            let _ = writeln!(s, "### {}\n\n![{}]({})\n", f.title, cell(&f.title), f.file);
+            let _ = writeln!(s, "### {}\n", f.title);
+            if let Some(why) = a.first_run_figures.get(&f.file) {
+                let _ = writeln!(s, "{first} only: {}\n", why.trim_end());
+            }
+            let _ = writeln!(s, "![{}]({})\n", cell(&f.title), f.file);
         }
     }
     if !a.notes.is_empty() {

@@ -7,7 +7,8 @@
 //! Every chart has a title, axes with "nice" ticks (1, 2, 2.5 or 5 × 10^k), axis labels and a
 //! legend. Non-finite values are skipped, never drawn.
 //!
-//! API (all write a file and also have a `*_svg` variant returning the text):
+//! API (all write a file — and next to it the chart's data, [`crate::chart_data`], from which a
+//! series of runs draws its mean — and also have a `*_svg` variant returning the text):
 //! - [`line_chart`]`(title, x_label, y_label, series, path)` — `series: &[(name, Vec<(x, y)>)]`
 //! - [`cdf_chart`]`(title, x_label, samples, path)` — `samples: &[(name, Vec<value>)]`; draws
 //!   the empirical CDF of each sample set (y axis: fraction 0–1)
@@ -24,6 +25,9 @@
 //!
 //! Cost: O(total points) time and output size.
 
+use crate::chart_data::{self, ChartData};
+pub use crate::mark::Mark;
+use crate::stats::Interval;
 use crate::style::{self, n, series_style};
 pub use crate::xml::escape;
 use std::fmt::Write as _;
@@ -468,40 +472,6 @@ pub fn bar_chart_svg<C: AsRef<str>, S: AsRef<str>>(
     bar_chart_svg_with(title, y_label, categories, series, &ChartOptions::default())
 }
 
-/// A reference value drawn over a chart, e.g. the figure a paper printed for the same quantity.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Mark {
-    /// Shown as the mark's tooltip, e.g. "P0 Table 14: 11.85 ms".
-    pub label: String,
-    pub value: f64,
-    /// Bar charts: the category (group) the mark belongs to; `None` draws it across the chart.
-    pub category: Option<usize>,
-    /// Bar charts: the series (bar) within the group; `None` spans the whole group.
-    pub series: Option<usize>,
-}
-
-impl Mark {
-    /// A mark over bar `series` of group `category`.
-    pub fn bar(label: impl Into<String>, value: f64, category: usize, series: usize) -> Self {
-        Self {
-            label: label.into(),
-            value,
-            category: Some(category),
-            series: Some(series),
-        }
-    }
-
-    /// A horizontal reference line across the whole chart.
-    pub fn line(label: impl Into<String>, value: f64) -> Self {
-        Self {
-            label: label.into(),
-            value,
-            category: None,
-            series: None,
-        }
-    }
-}
-
 /// How to draw a chart beyond its data.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ChartOptions {
@@ -866,12 +836,72 @@ fn x_axis(lo: f64, hi: f64, log_x: bool) -> (f64, f64, Vec<(f64, String)>) {
     }
 }
 
-fn write(path: &Path, svg: &str) -> anyhow::Result<()> {
+/// Write the SVG text `svg` to `path` (its folder created if missing).
+pub fn write(path: &Path, svg: &str) -> anyhow::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
     }
     std::fs::write(path, svg).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+}
+
+/// Write the chart and, next to it, its data ([`chart_data`]).
+fn write_with_data(path: &Path, svg: &str, data: &ChartData) -> anyhow::Result<()> {
+    write(path, svg)?;
+    chart_data::save(path, data)
+}
+
+fn named<S: AsRef<str>, T>(
+    series: &[(S, T)],
+    f: impl Fn(&T) -> Vec<(f64, Option<f64>)>,
+) -> Vec<(String, chart_data::Points)> {
+    series
+        .iter()
+        .map(|(name, v)| (name.as_ref().to_string(), f(v)))
+        .collect()
+}
+
+fn line_data<S: AsRef<str>>(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[(S, Vec<(f64, f64)>)],
+    opts: &ChartOptions,
+) -> ChartData {
+    ChartData::Line {
+        title: title.to_string(),
+        x_label: x_label.to_string(),
+        y_label: y_label.to_string(),
+        series: named(series, |p| chart_data::points(p)),
+        log_x: opts.log_x,
+        log_y: opts.log_y,
+        marks: opts.marks.clone(),
+        marks_legend: opts.marks_legend.clone(),
+    }
+}
+
+fn bar_data<C: AsRef<str>, S: AsRef<str>>(
+    title: &str,
+    y_label: &str,
+    categories: &[C],
+    series: &[(S, Vec<f64>)],
+    opts: &ChartOptions,
+) -> ChartData {
+    ChartData::Bar {
+        title: title.to_string(),
+        y_label: y_label.to_string(),
+        categories: categories.iter().map(|c| c.as_ref().to_string()).collect(),
+        series: series
+            .iter()
+            .map(|(name, v)| {
+                let vals = v.iter().map(|x| chart_data::finite(*x)).collect();
+                (name.as_ref().to_string(), vals)
+            })
+            .collect(),
+        log_y: opts.log_y,
+        marks: opts.marks.clone(),
+        marks_legend: opts.marks_legend.clone(),
+    }
 }
 
 /// Write a line chart of named (x, y) series to `path`.
@@ -882,7 +912,14 @@ pub fn line_chart<S: AsRef<str>>(
     series: &[(S, Vec<(f64, f64)>)],
     path: &Path,
 ) -> anyhow::Result<()> {
-    write(path, &line_chart_svg(title, x_label, y_label, series))
+    line_chart_with(
+        title,
+        x_label,
+        y_label,
+        series,
+        &ChartOptions::default(),
+        path,
+    )
 }
 
 /// Write a line chart with [`ChartOptions`] to `path` (see [`line_chart_svg_with`]).
@@ -894,9 +931,10 @@ pub fn line_chart_with<S: AsRef<str>>(
     opts: &ChartOptions,
     path: &Path,
 ) -> anyhow::Result<()> {
-    write(
+    write_with_data(
         path,
         &line_chart_svg_with(title, x_label, y_label, series, opts),
+        &line_data(title, x_label, y_label, series, opts),
     )
 }
 
@@ -909,9 +947,10 @@ pub fn bar_chart_with<C: AsRef<str>, S: AsRef<str>>(
     opts: &ChartOptions,
     path: &Path,
 ) -> anyhow::Result<()> {
-    write(
+    write_with_data(
         path,
         &bar_chart_svg_with(title, y_label, categories, series, opts),
+        &bar_data(title, y_label, categories, series, opts),
     )
 }
 
@@ -922,7 +961,12 @@ pub fn cdf_chart<S: AsRef<str>>(
     samples: &[(S, Vec<f64>)],
     path: &Path,
 ) -> anyhow::Result<()> {
-    write(path, &cdf_chart_svg(title, x_label, samples))
+    let data = ChartData::Cdf {
+        title: title.to_string(),
+        x_label: x_label.to_string(),
+        series: named(samples, |v| chart_data::points(&cdf_points(v))),
+    };
+    write_with_data(path, &cdf_chart_svg(title, x_label, samples), &data)
 }
 
 /// Write a grouped bar chart to `path` (see [`bar_chart_svg`]).
@@ -933,7 +977,27 @@ pub fn bar_chart<C: AsRef<str>, S: AsRef<str>>(
     series: &[(S, Vec<f64>)],
     path: &Path,
 ) -> anyhow::Result<()> {
-    write(path, &bar_chart_svg(title, y_label, categories, series))
+    bar_chart_with(
+        title,
+        y_label,
+        categories,
+        series,
+        &ChartOptions::default(),
+        path,
+    )
+}
+
+/// The ends of a mean's 95% interval as drawn by an error bar ([`ChartOptions::intervals`]):
+/// (low, high), or NaN ends (nothing drawn) without an interval (one run, no value). Sweeps and
+/// series of runs draw their error bars with it.
+pub fn interval_ends(i: Option<&Interval>) -> (f64, f64) {
+    i.and_then(|i| i.half_width.map(|_| (i.lo(), i.hi())))
+        .unwrap_or((f64::NAN, f64::NAN))
+}
+
+/// The legend entry of those error bars: "95% interval over 3 seeds".
+pub fn interval_legend_text(runs: usize, noun: &str) -> String {
+    format!("95% interval over {runs} {noun}s")
 }
 
 /// Split `label` at spaces into lines no wider than `width` pixels (12 px sans-serif is about
