@@ -3,7 +3,8 @@
 //! SIGTERM or SIGINT, and asserts, within a bounded time, that the run stopped with an
 //! "interrupted" error and left nothing with its tag: no namespace (so no veth, qdisc or
 //! iptables rule inside one), no process it started (nginx, iperf3, ping — nor anything they
-//! forked), no temporary folder. Covered: percentile-web, adsl-ack, vm-delay (the switch
+//! forked), no temporary folder. Covered: percentile-web (with the nfq daemon, and at the
+//! balancer's queue: netsched balance and nginx backends), adsl-ack, vm-delay (the switch
 //! thread and the guests' pings), nfq's bench.
 //!
 //! Budget: ≈ 10–25 s per test (set-up, a few seconds of running, clean-up).
@@ -35,6 +36,21 @@ fn child_percentile_web() {
         let out = std::env::temp_dir().join(format!("netsched-int-out-{}", std::process::id()));
         let params = serde_json::json!({ "quick_duration_s": 120, "modes": ["percentile"] });
         let r = netsched_lab::real::percentile_web::run_real(&params, 1, &out, true);
+        let _ = std::fs::remove_dir_all(&out);
+        r.map(|_| ())
+    });
+}
+
+#[test]
+fn child_balance_classes() {
+    child_expects_interruption("balance-classes", || {
+        let out = std::env::temp_dir().join(format!("netsched-int-out-{}", std::process::id()));
+        let params = serde_json::json!({ "real": { "engine": "balance", "balance": {
+            "quick_duration_s": 120,
+            "engines": ["netsched-percentile", "haproxy-class"],
+            "deadline": "50ms"
+        } } });
+        let r = netsched_lab::real::balance_classes::run_real(&params, 1, &out, true);
         let _ = std::fs::remove_dir_all(&out);
         r.map(|_| ())
     });
@@ -227,6 +243,18 @@ fn percentile_web_real_stops_and_cleans_up_on_sigint() {
     }
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     interrupt("percentile-web", "child_percentile_web", "-INT");
+}
+
+#[test]
+fn balance_classes_real_stops_and_cleans_up_on_sigint() {
+    if std::env::var(CHILD).is_ok()
+        || !privileged_test_allowed("balance_classes_real_stops_and_cleans_up_on_sigint")
+    {
+        return;
+    }
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Under way: the balancer, two nginx and the load threads are in the testbed's namespaces.
+    interrupt("balance-classes", "child_balance_classes", "-INT");
 }
 
 #[test]

@@ -41,7 +41,7 @@ pub static ALL: &[Experiment] = &[
         title: "percentile-web — percentile scheduling of web requests by customer class",
         summary: "5 client classes with percentile targets 90..50 share one web server; FIFO vs Percentile",
         run: percentile_web::run,
-        run_real: Some(crate::real::percentile_web::run_real),
+        run_real: Some(percentile_web_real),
     },
     Experiment {
         name: "np-dispatch",
@@ -77,6 +77,30 @@ pub static ALL: &[Experiment] = &[
     },
 ];
 
+/// percentile-web's real mode: `real.engine = "nfq"` (default) drives the NFQUEUE daemon in
+/// front of one nginx (`real::percentile_web`); `"balance"` puts P0's classes at a load
+/// balancer's request queue, netsched balance against HAProxy (`real::balance_classes`).
+fn percentile_web_real(
+    params: &serde_json::Value,
+    seed: u64,
+    out: &Path,
+    quick: bool,
+) -> anyhow::Result<ExperimentOutput> {
+    match params.pointer("/real/engine") {
+        None => crate::real::percentile_web::run_real(params, seed, out, quick),
+        Some(v) if v.as_str() == Some("nfq") => {
+            crate::real::percentile_web::run_real(params, seed, out, quick)
+        }
+        Some(v) if v.as_str() == Some("balance") => {
+            crate::real::balance_classes::run_real(params, seed, out, quick)
+        }
+        Some(v) => anyhow::bail!(
+            "real.engine = {v}: expected \"nfq\" (the NFQUEUE daemon) or \"balance\" \
+             (netsched balance and HAProxy)"
+        ),
+    }
+}
+
 /// The experiment called `name`, or an error listing the valid names.
 pub fn find(name: &str) -> anyhow::Result<&'static Experiment> {
     ALL.iter().find(|e| e.name == name).ok_or_else(|| {
@@ -86,4 +110,18 @@ pub fn find(name: &str) -> anyhow::Result<&'static Experiment> {
             names.join(", ")
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_unknown_real_engine_is_refused_by_name() {
+        let params = serde_json::json!({ "real": { "engine": "xdp" } });
+        let out = std::env::temp_dir().join("netsched-no-such-run");
+        let e = super::percentile_web_real(&params, 1, &out, true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("real.engine = \"xdp\""), "{e}");
+        assert!(!out.exists());
+    }
 }

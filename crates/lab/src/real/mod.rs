@@ -10,9 +10,11 @@
 //! | [`np_dispatch`] | P1, block dispatch on a multi-threaded network processor | `netsched filter` (AF_PACKET, worker threads) |
 //! | [`percentile_web`] | P0, percentile scheduling of web requests | `netsched nfq` (NFQUEUE) + nginx |
 //! | [`vm_delay`] | P2, delay-constrained scheduling of guest interfaces | `netsched vswitch` (AF_PACKET ports) |
+//! | [`balance_classes`] | P0's classes at a balancer's request queue | `netsched balance` or HAProxy + nginx |
 //! | [`lvs_cluster`] | P4, LVS-NAT cluster of 1–15 hosts | `netsched balance` or HAProxy, emulated hosts |
 
 pub mod adsl_ack;
+pub mod balance_classes;
 pub mod lvs_cluster;
 pub mod np_dispatch;
 pub mod percentile_web;

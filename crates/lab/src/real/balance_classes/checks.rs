@@ -1,0 +1,124 @@
+//! P0's claims, measured on balance-classes' runs. Decided from what P0 claims (Table 14 and
+//! §4's reading: every class served, attainment S/(N·P) equalised, response times and
+//! attainment ordered by class) and from the claim about strict priority, with
+//! thresholds fixed before any real run:
+//!
+//! - percentile serves the last class at least half of an equal share of the answered
+//!   requests (P0: "without starving lower classes"; Table 14's C4 got 17% of N);
+//! - percentile's attainment S/N (client-measured, against the one deadline) is ordered by P;
+//! - percentile equalises S/(N·P) within 5% (max ≤ 1.05 × min, the balancer's own counters:
+//!   P0's Table 14 is the scheduler's status, 0.755–0.761);
+//! - percentile orders the mean response times by class, C0 < C1 < … (Table 14);
+//! - strict priority, netsched's and HAProxy's `set-priority-class`, starve the last class
+//!   under this overload: it gets fewer than 10% of the answers it gets under FIFO.
+//!
+//! HAProxy's `set-priority-offset` has no claim: P0 says nothing of a fixed head start; its
+//! row is reported beside the others.
+
+use super::run::EngineRun;
+use super::{ClassesRun, Engine, Params};
+use netsched_report::{Check, Cmp};
+
+pub const CLAIM_NO_STARVATION: &str =
+    "percentile: the last class gets at least half of an equal share of the answers";
+pub const CLAIM_ATTAINMENT_ORDER: &str =
+    "percentile: attainment S/N is ordered by the classes' targets P";
+pub const CLAIM_EQUALISED: &str = "percentile: S/(N·P) of every class within 5% of each other";
+pub const CLAIM_MEANS_ORDERED: &str =
+    "percentile: mean response time ordered C0 < C1 < … (P0 Table 14)";
+pub const CLAIM_PRIORITY_STARVES: &str =
+    "netsched priority: the last class gets < 10% of its FIFO answers";
+pub const CLAIM_HAPROXY_STARVES: &str =
+    "HAProxy set-priority-class: the last class gets < 10% of its FIFO answers";
+
+fn find(run: &ClassesRun, e: Engine) -> Option<&EngineRun> {
+    run.runs.iter().find(|r| r.engine == e)
+}
+
+/// Class indices from the highest target P to the lowest.
+fn by_target(p: &Params) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..p.percentiles.len()).collect();
+    order.sort_by_key(|&k| std::cmp::Reverse(p.percentiles[k]));
+    order
+}
+
+fn list(v: impl Iterator<Item = f64>, prec: usize) -> String {
+    v.map(|x| format!("{x:.prec$}"))
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
+/// Every claim the engines that ran can decide.
+pub fn checks(run: &ClassesRun, p: &Params) -> Vec<Check> {
+    let mut out = Vec::new();
+    let n = p.percentiles.len();
+    let order = by_target(p);
+    let last = *order.last().unwrap_or(&0);
+    if let Some(r) = find(run, Engine::NetschedPercentile) {
+        let total: u64 = (0..n).map(|k| r.completed(k)).sum();
+        let share = r.completed(last) as f64 / total.max(1) as f64;
+        out.push(Check::measured(
+            CLAIM_NO_STARVATION,
+            share,
+            Cmp::Ge,
+            0.5 / n as f64,
+            format!(
+                "answers per class {}",
+                list((0..n).map(|k| r.completed(k) as f64), 0)
+            ),
+        ));
+        let att: Vec<f64> = order
+            .iter()
+            .map(|&k| r.attainment(k, run.deadline_ms))
+            .collect();
+        out.push(Check::new(
+            CLAIM_ATTAINMENT_ORDER,
+            att.windows(2).all(|w| w[0] > w[1]),
+            format!(
+                "S/N by falling P: {} (deadline {:.2} ms)",
+                list(att.iter().copied(), 3),
+                run.deadline_ms
+            ),
+        ));
+        if let Some(rows) = &r.balancer {
+            let ratios: Vec<f64> = rows.iter().map(|c| c.attainment).collect();
+            let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = ratios.iter().copied().fold(0.0, f64::max);
+            out.push(Check::measured(
+                CLAIM_EQUALISED,
+                if lo > 0.0 { hi / lo } else { f64::INFINITY },
+                Cmp::Le,
+                1.05,
+                format!("S/(N·P) per class {}", list(ratios.iter().copied(), 3)),
+            ));
+        }
+        let means: Vec<f64> = order.iter().map(|&k| r.mean_ms(k)).collect();
+        out.push(Check::new(
+            CLAIM_MEANS_ORDERED,
+            means.windows(2).all(|w| w[0] < w[1]),
+            format!("mean ms by falling P: {}", list(means.iter().copied(), 2)),
+        ));
+    }
+    if let Some(fifo) = find(run, Engine::NetschedFifo) {
+        let base = fifo.completed(last).max(1) as f64;
+        for (e, claim) in [
+            (Engine::NetschedPriority, CLAIM_PRIORITY_STARVES),
+            (Engine::HaproxyClass, CLAIM_HAPROXY_STARVES),
+        ] {
+            if let Some(r) = find(run, e) {
+                out.push(Check::measured(
+                    claim,
+                    r.completed(last) as f64 / base,
+                    Cmp::Lt,
+                    0.10,
+                    format!(
+                        "last class {} answers vs {} under netsched FIFO",
+                        r.completed(last),
+                        fifo.completed(last)
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
