@@ -77,8 +77,8 @@ pub fn render(
             r.name,
             r.percentile,
             r.deadline,
-            r.deadline_now_ms
-                .map_or("-".to_string(), |d| format!("{d:.3}")),
+            r.deadline_now_ns
+                .map_or("-".to_string(), |d| format!("{:.3}", d as f64 / 1e6)),
             r.n,
             r.s,
             r.fail,

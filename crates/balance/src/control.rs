@@ -96,10 +96,13 @@ impl Handler for BalanceHandler {
     }
 }
 
-/// One log line per command that changes state (everything but `show-servers`): what was
+/// One log line per command that changes state (everything but `show-servers`/`show`): what was
 /// asked, by whom (`SO_PEERCRED` uid and pid), and what came of it.
 fn log_change(line: &str, r: &Request<'_>, done: &Result<String, ControlError>) {
-    if line.split_whitespace().next() == Some("show-servers") {
+    if matches!(
+        line.split_whitespace().next(),
+        Some("show-servers" | "show")
+    ) {
         return;
     }
     let (uid, pid) = (r.peer.uid, r.peer.pid);
@@ -226,10 +229,13 @@ pub fn execute(line: &str, svc: &Service) -> Result<String, ControlError> {
     };
     match w.first().copied() {
         None => Err(ControlError::Request("empty request".into())),
-        Some("show-servers") => {
+        // `show` is the CLI's verb; `show-servers` the wire's first one (both kept: see
+        // docs/cli.md, "Control socket verbs").
+        Some("show-servers" | "show") => {
             if w.get(1).is_some_and(|o| *o != "--json") {
                 return Err(ControlError::Request(format!(
-                    "show-servers: unknown option {:?} (usage: {})",
+                    "{}: unknown option {:?} (usage: {})",
+                    w[0],
                     w[1],
                     usage(w[0])
                 )));
@@ -350,6 +356,7 @@ pub fn execute(line: &str, svc: &Service) -> Result<String, ControlError> {
 fn usage(cmd: &str) -> &'static str {
     match cmd {
         "show-servers" => "show-servers [--json]",
+        "show" => "show [--json]",
         "show-classes" => "show-classes [--json]",
         "set-class" => "set-class NAME percentile P|deadline auto|DURATION",
         "set-weight" => "set-weight NAME W",
@@ -359,7 +366,7 @@ fn usage(cmd: &str) -> &'static str {
         "add-server" => "add-server NAME ADDR:PORT [--weight W] [--maxconn N]",
         "del-server" => "del-server NAME",
         "soft-stop" => "soft-stop",
-        _ => "show-servers [--json] | show-classes [--json] | set-class NAME percentile P|deadline auto|DURATION | set-weight NAME W | drain NAME... | maint NAME... | ready NAME... | add-server NAME ADDR:PORT [--weight W] [--maxconn N] | del-server NAME | soft-stop",
+        _ => "show [--json] | show-servers [--json] | show-classes [--json] | set-class NAME percentile P|deadline auto|DURATION | set-weight NAME W | drain NAME... | maint NAME... | ready NAME... | add-server NAME ADDR:PORT [--weight W] [--maxconn N] | del-server NAME | soft-stop",
     }
 }
 

@@ -680,25 +680,26 @@ fn ms(ns: u64) -> f64 {
 }
 
 impl Report {
+    /// `--json`: times in whole nanoseconds, the rate per second (docs/cli.md, "JSON outputs").
     pub fn to_json(&self, rate: f64) -> serde_json::Value {
         let q = |h: &Histogram| {
             serde_json::json!({
-                "p50": ms(h.quantile(0.5)), "p90": ms(h.quantile(0.9)),
-                "p99": ms(h.quantile(0.99)), "p999": ms(h.quantile(0.999)),
-                "max": ms(h.quantile(1.0)),
+                "p50_ns": h.quantile(0.5), "p90_ns": h.quantile(0.9),
+                "p99_ns": h.quantile(0.99), "p999_ns": h.quantile(0.999),
+                "max_ns": h.quantile(1.0),
             })
         };
         serde_json::json!({
-            "offered_rate": rate,
+            "offered_per_s": rate,
             "due": self.due,
             "answered": self.answered,
             "errors": self.errors,
             "not_sent": self.not_sent,
             "idle_closes": self.idle_closes,
             "retried": self.retried,
-            "elapsed_s": self.elapsed.as_secs_f64(),
-            "latency_ms": q(&self.latency),
-            "generator_lateness_ms": q(&self.lateness),
+            "elapsed_ns": u64::try_from(self.elapsed.as_nanos()).unwrap_or(u64::MAX),
+            "latency": q(&self.latency),
+            "generator_lateness": q(&self.lateness),
         })
     }
 }
@@ -777,6 +778,32 @@ mod tests {
         }
         let many: Vec<String> = (0..=MAX_HEADERS).map(|k| format!("x: {k}")).collect();
         assert!(build_requests("h", "/", &many).is_err());
+    }
+
+    #[test]
+    fn the_json_report_names_every_number_with_its_unit() {
+        let mut latency = Histogram::default();
+        latency.record(1_500_000);
+        let r = Report {
+            idle_closes: 1,
+            retried: 2,
+            due: 10,
+            answered: 8,
+            errors: BTreeMap::from([("timeout".to_string(), 2)]),
+            not_sent: 0,
+            latency,
+            lateness: Histogram::default(),
+            elapsed: Duration::from_millis(2500),
+        };
+        let v = r.to_json(4.0);
+        let bad = netsched_util::json_units::violations(&v);
+        assert!(bad.is_empty(), "{bad:?}\n{v}");
+        assert_eq!(v["elapsed_ns"], 2_500_000_000u64);
+        let p50 = v["latency"]["p50_ns"].as_u64().unwrap();
+        assert!(
+            (1_500_000..=1_500_000 + 1_500_000 / 64 + 1).contains(&p50),
+            "{v}"
+        );
     }
 
     #[test]

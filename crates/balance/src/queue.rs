@@ -305,9 +305,9 @@ pub struct ClassView {
     pub percentile: u32,
     /// `auto` or a duration.
     pub deadline: String,
-    /// The deadline requests of the class are judged against now (ms; absent while auto
-    /// has no sample).
-    pub deadline_now_ms: Option<f64>,
+    /// The deadline requests of the class are judged against now, nanoseconds (absent while
+    /// auto has no sample; was `deadline_now_ms`, a float).
+    pub deadline_now_ns: Option<u64>,
     pub n: u64,
     pub s: u64,
     pub fail: u64,
@@ -318,7 +318,8 @@ pub struct ClassView {
     pub decision_attainment: f64,
     pub queued: usize,
     pub queue_limit: usize,
-    pub queue_timeout_ms: f64,
+    /// Nanoseconds (was `queue_timeout_ms`, a float).
+    pub queue_timeout_ns: u64,
     pub served_at_once: u64,
     pub served_from_queue: u64,
     /// Refusals by reason.
@@ -616,7 +617,7 @@ impl<L> RequestQueue<L> {
                     name: c.spec.name.clone(),
                     percentile: c.spec.percentile,
                     deadline: c.spec.deadline.to_string(),
-                    deadline_now_ms: self.judge.class_deadline(i).map(|d| d as f64 / 1e6),
+                    deadline_now_ns: self.judge.class_deadline(i),
                     n: k.n,
                     s: k.s,
                     fail: k.fail,
@@ -624,7 +625,7 @@ impl<L> RequestQueue<L> {
                     decision_attainment: attainment(d, c.spec.percentile),
                     queued: c.live,
                     queue_limit: c.spec.queue_limit,
-                    queue_timeout_ms: c.spec.queue_timeout as f64 / 1e6,
+                    queue_timeout_ns: c.spec.queue_timeout,
                     served_at_once: c.served_at_once,
                     served_from_queue: c.served_from_queue,
                     refused: REASONS

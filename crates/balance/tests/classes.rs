@@ -33,8 +33,12 @@ async fn get_class(addr: SocketAddr, path: &str, class: &str) -> (u16, String) {
     parse(&out)
 }
 
+/// `show-classes --json`, every number in it named with its unit (docs/cli.md).
 fn classes_json(r: &netsched_balance::Running) -> Value {
-    serde_json::from_str(&ctl(r, "show-classes --json").unwrap()).unwrap()
+    let v = serde_json::from_str(&ctl(r, "show-classes --json").unwrap()).unwrap();
+    let bad = netsched_util::json_units::violations(&v);
+    assert!(bad.is_empty(), "numbers without their unit: {bad:?}\n{v}");
+    v
 }
 
 fn class<'a>(v: &'a Value, name: &str) -> &'a Value {
@@ -207,7 +211,7 @@ async fn set_class_and_show_classes_through_the_control_socket() {
         (g["percentile"].as_u64(), g["deadline"].as_str()),
         (Some(75), Some("150ms"))
     );
-    assert_eq!(g["deadline_now_ms"].as_f64(), Some(150.0));
+    assert_eq!(g["deadline_now_ns"].as_u64(), Some(150_000_000));
     assert_eq!(g["n"], 1);
     let table = ctl(&r, "show-classes").unwrap();
     assert!(table.starts_with("queue percentile\n"), "{table}");

@@ -367,6 +367,19 @@ async fn set_weight_drain_ready_and_slow_start_take_effect_without_restart() {
     let json = ctl("show-servers --json").unwrap();
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 2, "{json}");
+    let bad = netsched_util::json_units::violations(&v);
+    assert!(
+        bad.is_empty(),
+        "numbers without their unit: {bad:?}\n{json}"
+    );
+    // `show` (the CLI's verb) is the same request on the wire (b's effective weight may have
+    // moved on in between: slow start).
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        let rows = v.as_array().unwrap().iter();
+        rows.map(|r| r["name"].to_string()).collect()
+    };
+    let again: serde_json::Value = serde_json::from_str(&ctl("show --json").unwrap()).unwrap();
+    assert_eq!(names(&again), names(&v), "{again}");
     // add-server / del-server.
     let c = http_backend("c").await;
     ctl(&format!("add-server c {} --weight 1", c.addr)).unwrap();

@@ -241,6 +241,7 @@ async fn control_takes_several_names_refuses_extra_arguments_and_answers_bad_lin
         ("del-server a b", "\"b\""),
         ("show-servers --json x", "\"x\""),
         ("show-servers --jsn", "\"--jsn\""),
+        ("show --jsn", "\"--jsn\""),
     ] {
         let e = ctl(&r, line).unwrap_err();
         assert!(e.contains(extra), "{line}: {e}");

@@ -171,7 +171,7 @@ pub(crate) fn replay<R: BufRead, W: Write>(
                         writeln!(
                             out,
                             "{}",
-                            json!({"t": t, "event": "pick", "conn": conn, "server": id.0,
+                            json!({"time_ns": t, "event": "pick", "conn": conn, "server": id.0,
                                    "addr": s.addr.to_string()})
                         )?;
                     }
@@ -180,7 +180,7 @@ pub(crate) fn replay<R: BufRead, W: Write>(
                         writeln!(
                             out,
                             "{}",
-                            json!({"t": t, "event": "reject", "conn": conn,
+                            json!({"time_ns": t, "event": "reject", "conn": conn,
                                    "reason": "no server available"})
                         )?;
                     }
@@ -197,13 +197,13 @@ pub(crate) fn replay<R: BufRead, W: Write>(
                         writeln!(
                             out,
                             "{}",
-                            json!({"t": t, "event": "close", "conn": conn, "server": id.0})
+                            json!({"time_ns": t, "event": "close", "conn": conn, "server": id.0})
                         )?;
                     }
                     None => writeln!(
                         out,
                         "{}",
-                        json!({"t": t, "event": "close_unknown", "conn": conn})
+                        json!({"time_ns": t, "event": "close_unknown", "conn": conn})
                     )?,
                 }
             }

@@ -231,7 +231,7 @@ impl<R: BufRead, W: Write> Replay<'_, R, W> {
                 .map_or(usize::MAX, |m| m.class);
             self.dropped += 1;
             self.emit(
-                json!({"t": now, "event": "evict", "id": late.id, "class": class,
+                json!({"time_ns": now, "event": "evict", "id": late.id, "class": class,
                              "reason": reason.as_str()}),
             )?;
         }
@@ -252,7 +252,9 @@ impl<R: BufRead, W: Write> Replay<'_, R, W> {
                         Nanos::MAX
                     )
                 })?;
-            self.emit(json!({"t": now, "event": "dequeue", "id": item.id, "class": m.class}))?;
+            self.emit(
+                json!({"time_ns": now, "event": "dequeue", "id": item.id, "class": m.class}),
+            )?;
             self.in_service = Some((item, done));
         }
         Ok(())
@@ -280,13 +282,15 @@ impl<R: BufRead, W: Write> Replay<'_, R, W> {
         }
         match self.q.enqueue(class, item, t) {
             Verdict::Queued => {
-                self.emit(json!({"t": t, "event": "enqueue", "id": item.id, "class": class}))?;
+                self.emit(
+                    json!({"time_ns": t, "event": "enqueue", "id": item.id, "class": class}),
+                )?;
             }
             Verdict::Dropped { item, reason } => {
                 self.in_flight.remove(&item.id);
                 self.dropped += 1;
                 self.emit(
-                    json!({"t": t, "event": "drop", "id": item.id, "class": class,
+                    json!({"time_ns": t, "event": "drop", "id": item.id, "class": class,
                                  "reason": reason.as_str()}),
                 )?;
             }
@@ -296,9 +300,11 @@ impl<R: BufRead, W: Write> Replay<'_, R, W> {
                     .remove(&evicted.id)
                     .map_or(usize::MAX, |m| m.class);
                 self.dropped += 1;
-                self.emit(json!({"t": t, "event": "enqueue", "id": item.id, "class": class}))?;
                 self.emit(
-                    json!({"t": t, "event": "evict", "id": evicted.id, "class": eclass,
+                    json!({"time_ns": t, "event": "enqueue", "id": item.id, "class": class}),
+                )?;
+                self.emit(
+                    json!({"time_ns": t, "event": "evict", "id": evicted.id, "class": eclass,
                                  "reason": reason.as_str()}),
                 )?;
             }
@@ -326,7 +332,7 @@ impl<R: BufRead, W: Write> Replay<'_, R, W> {
         );
         self.completed += 1;
         self.emit(
-            json!({"t": t, "event": "complete", "id": item.id, "class": m.class,
+            json!({"time_ns": t, "event": "complete", "id": item.id, "class": m.class,
                          "latency_ns": latency}),
         )
     }

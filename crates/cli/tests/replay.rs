@@ -15,10 +15,15 @@ fn replay(args: &[&str]) -> (bool, Vec<Value>, String) {
         .current_dir(root())
         .output()
         .expect("run netsched");
-    let events = String::from_utf8_lossy(&out.stdout)
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("JSON line"))
         .collect();
+    // Every number of every event named with its unit (docs/cli.md, "JSON outputs").
+    for e in &events {
+        let bad = netsched_util::json_units::violations(e);
+        assert!(bad.is_empty(), "numbers without their unit: {bad:?}\n{e}");
+    }
     (
         out.status.success(),
         events,
@@ -75,7 +80,7 @@ fn fifo_burst_tail_drops() {
     assert_eq!(ids(&ev, "dequeue"), vec![1, 2, 3, 4, 7]);
     // 1500 B at 800 kbit/s = 15 ms per packet.
     let first = ev.iter().find(|e| e["event"] == "complete").unwrap();
-    assert_eq!(first["t"], 15_000_000);
+    assert_eq!(first["time_ns"], 15_000_000);
     let summary = ev.last().unwrap();
     assert_eq!(summary["event"], "summary");
     assert_eq!(summary["completed"], 5);
@@ -229,7 +234,7 @@ fn edf_expired_items_are_reported() {
     assert!(ev
         .iter()
         .filter(|e| e["event"] == "evict")
-        .all(|e| e["reason"] == "deadline_expired" && e["t"] == 20_000_000));
+        .all(|e| e["reason"] == "deadline_expired" && e["time_ns"] == 20_000_000));
     assert_eq!(ev.last().unwrap()["dropped"], 2);
 }
 
@@ -272,7 +277,7 @@ fn largest_item_gets_the_exact_latency() {
     assert!(ok, "{err}");
     let done = ev.iter().find(|e| e["event"] == "complete").unwrap();
     assert_eq!(done["latency_ns"], 42_949_672_950_000u64);
-    assert_eq!(done["t"], 42_949_672_950_000u64);
+    assert_eq!(done["time_ns"], 42_949_672_950_000u64);
 }
 
 /// A size beyond u32::MAX bytes, and a service time beyond u64 ns (1 bit/s), are errors

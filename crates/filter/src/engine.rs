@@ -144,8 +144,8 @@ impl Engine {
     /// The counters now (identity checked).
     pub fn stats(&mut self) -> FilterStats {
         let queued = (self.pipeline.in_flight() + self.to_send.len()) as u64;
-        let ms = self.start.elapsed().as_millis() as u64;
-        self.totals.line(ms, queued, self.pipeline.stats())
+        let ns = self.start.elapsed().as_nanos() as u64;
+        self.totals.line(ns, queued, self.pipeline.stats())
     }
 
     fn receive(&mut self) -> bool {
@@ -340,7 +340,7 @@ impl Engine {
         }
         p.in_flight = 0;
         p.waiting_tasks = 0;
-        totals.line(start.elapsed().as_millis() as u64, to_send.len() as u64, p)
+        totals.line(start.elapsed().as_nanos() as u64, to_send.len() as u64, p)
     }
 
     /// Change the dispatch policy now.

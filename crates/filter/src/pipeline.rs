@@ -754,6 +754,13 @@ mod tests {
             let panics: u64 = s.workers.iter().map(|w| w.panics).sum();
             assert_eq!(panics, 1, "{name}");
             assert!(blocks >= n as u64, "{name}");
+            // The stats line this pipeline is part of names every number with its unit.
+            let mut totals = crate::stats::Totals::default();
+            totals.drop(DropReason::Rule, 3);
+            totals.forwarded_by_class.insert(2, 5);
+            let line = serde_json::to_value(totals.line(1_500_000, 0, s)).unwrap();
+            let bad = netsched_util::json_units::violations(&line);
+            assert!(bad.is_empty(), "{name}: {bad:?}\n{line}");
             assert!(p.stop().is_empty());
         }
     }

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 /// One stats line (JSON), also the final line.
 #[derive(Debug, Clone, Serialize)]
 pub struct FilterStats {
-    pub elapsed_ms: u64,
+    /// Time since the engine started, nanoseconds (was `elapsed_ms`).
+    pub elapsed_ns: u64,
     /// Frames taken from the input interface (oversize ones included).
     pub received: u64,
     /// Frames the output interface took (or accepted with `--output none`: see `no_output`).
@@ -64,14 +65,14 @@ impl Totals {
     }
 
     /// A stats line with `queued` packets inside; checks (and counts a failure of) the identity.
-    pub fn line(&mut self, elapsed_ms: u64, queued: u64, pipeline: PipelineStats) -> FilterStats {
+    pub fn line(&mut self, elapsed_ns: u64, queued: u64, pipeline: PipelineStats) -> FilterStats {
         let dropped = self.dropped();
         let holds = self.received == self.forwarded + dropped + queued;
         if !holds {
             self.identity_failures += 1;
         }
         FilterStats {
-            elapsed_ms,
+            elapsed_ns,
             received: self.received,
             forwarded: self.forwarded,
             dropped,

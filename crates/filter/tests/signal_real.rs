@@ -119,6 +119,11 @@ fn sigterm_mid_run_drains_reports_and_removes_the_socket() {
                 &v
             };
             assert_eq!(s["identity_holds"], true, "{line}");
+            let bad = netsched_util::json_units::violations(&v);
+            assert!(
+                bad.is_empty(),
+                "numbers without their unit: {bad:?}\n{line}"
+            );
         }
         assert!(!err.contains("panicked"), "{err}");
     }

@@ -24,6 +24,7 @@ use netsched_sys::{PortBackend, PortOptions, RingConfig};
 use netsched_testbed::{
     allowed_cpus, check_interrupted, enter_netns, interrupted, pin_to_cpu, SignalGuard, Testbed,
 };
+use netsched_util::json_units::us_as_ns;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -57,14 +58,22 @@ pub struct BenchArgs {
 /// The engine's `spin` in every phase (the CLI's default).
 const DEFAULT_SPIN: netsched_core::Nanos = 50_000;
 
+/// One path's figures. Fields keep their measuring unit (µs, packets/s); `--json` prints
+/// them in the JSON rule's units (docs/cli.md): whole nanoseconds and `*_per_s`.
 #[derive(Debug, Clone, Serialize)]
 pub struct PathResult {
     pub path: String,
+    #[serde(rename = "packets_64b_per_s")]
     pub pps_64: f64,
+    #[serde(rename = "packets_1500b_per_s")]
     pub pps_1500: f64,
+    #[serde(rename = "offered_packets_64b_per_s")]
     pub offered_pps_64: f64,
+    #[serde(rename = "offered_packets_1500b_per_s")]
     pub offered_pps_1500: f64,
+    #[serde(rename = "rtt_p50_ns", serialize_with = "us_as_ns")]
     pub rtt_p50_us: f64,
+    #[serde(rename = "rtt_p90_ns", serialize_with = "us_as_ns")]
     pub rtt_p90_us: f64,
 }
 
@@ -77,10 +86,14 @@ pub struct EnginePath {
     pub wakeups_per_frame_1500: f64,
     /// Frames forwarded per second of the engine thread's CPU time: its rate on one whole
     /// core, whatever else the machine was running.
+    #[serde(rename = "packets_64b_per_cpu_s")]
     pub pps_per_cpu_second_64: f64,
+    #[serde(rename = "packets_1500b_per_cpu_s")]
     pub pps_per_cpu_second_1500: f64,
     /// RTT with `--busy-poll` (the engine never sleeps).
+    #[serde(rename = "busy_poll_rtt_p50_ns", serialize_with = "us_as_ns")]
     pub busy_poll_rtt_p50_us: f64,
+    #[serde(rename = "busy_poll_rtt_p90_ns", serialize_with = "us_as_ns")]
     pub busy_poll_rtt_p90_us: f64,
 }
 
@@ -89,9 +102,12 @@ pub struct EngineRun {
     #[serde(flatten)]
     pub engine: EnginePath,
     /// Engine p50 RTT − kernel p50 RTT, µs (two forwarder crossings).
+    #[serde(rename = "added_rtt_p50_ns", serialize_with = "us_as_ns")]
     pub added_rtt_p50_us: f64,
     /// Half of it: added latency of one crossing of the engine.
+    #[serde(rename = "added_one_way_p50_ns", serialize_with = "us_as_ns")]
     pub added_one_way_p50_us: f64,
+    #[serde(rename = "busy_poll_added_one_way_p50_ns", serialize_with = "us_as_ns")]
     pub busy_poll_added_one_way_p50_us: f64,
 }
 
@@ -500,8 +516,8 @@ fn engine_path(
         let (pps, offered) =
             measure_pps(&c, SINK_MAC, [10, 205, 0, 99], [10, 205, 0, 1], len, secs)?;
         let st = h.stop()?;
-        let per_cpu = if st.cpu_s > 0.0 {
-            st.ab.tx_frames as f64 / st.cpu_s
+        let per_cpu = if st.cpu_ns > 0 {
+            st.ab.tx_frames as f64 / (st.cpu_ns as f64 / 1e9)
         } else {
             0.0
         };
@@ -575,5 +591,41 @@ mod tests {
             udp_frame(1514, SINK_MAC, SINK_MAC, [1; 4], [2; 4]).len(),
             1514
         );
+    }
+
+    #[test]
+    fn the_json_report_names_every_number_with_its_unit() {
+        let path = |name: &str| PathResult {
+            path: name.into(),
+            pps_64: 1.5,
+            pps_1500: 2.0,
+            offered_pps_64: 3.0,
+            offered_pps_1500: 4.0,
+            rtt_p50_us: 12.3456,
+            rtt_p90_us: 20.0,
+        };
+        let r = BenchResult {
+            kernel: path("kernel"),
+            engines: vec![EngineRun {
+                engine: EnginePath {
+                    path: path("engine/tpacket"),
+                    wakeups_per_frame_64: 0.5,
+                    wakeups_per_frame_1500: 0.25,
+                    pps_per_cpu_second_64: 1e6,
+                    pps_per_cpu_second_1500: 1e5,
+                    busy_poll_rtt_p50_us: 8.0,
+                    busy_poll_rtt_p90_us: 9.0,
+                },
+                added_rtt_p50_us: 4.0,
+                added_one_way_p50_us: 2.0,
+                busy_poll_added_one_way_p50_us: 1.0,
+            }],
+            load_average: "0.50".into(),
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        let bad = netsched_util::json_units::violations(&v);
+        assert!(bad.is_empty(), "{bad:?}");
+        assert_eq!(v["kernel"]["rtt_p50_ns"], 12346);
+        assert_eq!(v["engines"][0]["added_one_way_p50_ns"], 2000);
     }
 }

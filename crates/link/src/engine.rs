@@ -126,10 +126,11 @@ impl EngineConfig {
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct EngineStats {
-    /// Seconds since the engine started.
-    pub t: f64,
-    /// CPU seconds the engine thread used (`CLOCK_THREAD_CPUTIME_ID`).
-    pub cpu_s: f64,
+    /// Time since the engine started, nanoseconds (was `t`, seconds as a float).
+    pub elapsed_ns: u64,
+    /// CPU time the engine thread used (`CLOCK_THREAD_CPUTIME_ID`), nanoseconds (was `cpu_s`,
+    /// seconds as a float).
+    pub cpu_ns: u64,
     /// Snapshots the printer could not take in time (dropped, never blocking the loop).
     pub stats_dropped: u64,
     /// The port backend in use (`tpacket` or `packet`).
@@ -243,8 +244,8 @@ impl Engine {
         let (ab, ba) = (self.ab.stats(), self.ba.stats());
         let rx = ab.rx_frames + ba.rx_frames;
         EngineStats {
-            t: (sys::now_ns() - t0) as f64 / 1e9,
-            cpu_s: sys::thread_cpu_ns() as f64 / 1e9,
+            elapsed_ns: sys::now_ns().saturating_sub(t0),
+            cpu_ns: sys::thread_cpu_ns(),
             stats_dropped: 0,
             port: self.a.backend(),
             ring_bytes: (self.a.ring_bytes() + self.b.ring_bytes()) as u64,
@@ -412,6 +413,19 @@ pub fn spawn_in_netns(netns: &str, cfg: EngineConfig) -> Result<EngineHandle, En
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stats_line_names_every_number_with_its_unit() {
+        let mut s = EngineStats {
+            elapsed_ns: 1_500_000_000,
+            wakeups_per_frame: 0.25,
+            ..EngineStats::default()
+        };
+        s.ab.drops.insert("tail".into(), 2);
+        let v = serde_json::to_value(&s).unwrap();
+        let bad = netsched_util::json_units::violations(&v);
+        assert!(bad.is_empty(), "{bad:?}\n{v}");
+    }
 
     #[test]
     fn a_reader_that_never_reads_cannot_block_the_packet_thread() {

@@ -174,7 +174,11 @@ fn write(shape: &Shape, s: &EngineStats, w: &mut Writer<'_>) -> fmt::Result {
     w.gauge(
         "uptime_seconds",
         "Seconds since the engine started forwarding",
-        s.t,
+        s.elapsed_ns as f64 / 1e9,
     )?;
-    w.gauge("cpu_seconds", "CPU seconds the packet thread used", s.cpu_s)
+    w.gauge(
+        "cpu_seconds",
+        "CPU seconds the packet thread used",
+        s.cpu_ns as f64 / 1e9,
+    )
 }

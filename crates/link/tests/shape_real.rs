@@ -119,6 +119,11 @@ fn shape_apply_show_clear_and_restore_on_failure() {
         .find(|q| q.dev == ifb && q.kind == "htb")
         .unwrap();
     assert!(ifb_root.packets >= 3, "not redirected: {ifb_root:?}");
+    // `shape show --json` prints this value: every number named with its unit.
+    let v = serde_json::to_value(&st).unwrap();
+    let bad = netsched_util::json_units::violations(&v);
+    assert!(bad.is_empty(), "numbers without their unit: {bad:?}\n{v}");
+    assert!(ifb_root.sent_bytes > 0, "{ifb_root:?}");
     shape::clear(&t).unwrap();
     assert!(
         tb.exec(&a, "ip", &["link", "show", &ifb]).is_err(),

@@ -25,6 +25,7 @@ use netsched_testbed::{
     check_interrupted, enter_netns, interrupted, pin_to_cpu, sleep_unless_interrupted, SignalGuard,
     TempDir, Testbed,
 };
+use netsched_util::json_units::{s_as_ns, us_as_ns};
 use serde::Serialize;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
@@ -58,20 +59,32 @@ pub struct BenchArgs {
 }
 
 #[derive(Debug, Clone, Serialize)]
+/// The bench's figures. Fields keep their measuring unit (µs, seconds); `--json` prints them
+/// in the JSON rule's units (docs/cli.md): whole nanoseconds, `*_per_s`.
 pub struct BenchResult {
+    #[serde(rename = "rtt_p50_without_ns", serialize_with = "us_as_ns")]
     pub rtt_p50_us_without: f64,
+    #[serde(rename = "rtt_p99_without_ns", serialize_with = "us_as_ns")]
     pub rtt_p99_us_without: f64,
+    #[serde(rename = "rtt_p50_with_ns", serialize_with = "us_as_ns")]
     pub rtt_p50_us_with: f64,
+    #[serde(rename = "rtt_p99_with_ns", serialize_with = "us_as_ns")]
     pub rtt_p99_us_with: f64,
+    #[serde(rename = "added_rtt_p50_ns", serialize_with = "us_as_ns")]
     pub added_rtt_p50_us: f64,
+    #[serde(rename = "added_per_packet_p50_ns", serialize_with = "us_as_ns")]
     pub added_per_packet_p50_us: f64,
+    #[serde(rename = "added_rtt_p99_ns", serialize_with = "us_as_ns")]
     pub added_rtt_p99_us: f64,
     pub packets_per_s: f64,
     /// Closed-loop round trips per second with no NFQUEUE rule (the load's own limit).
+    #[serde(rename = "requests_without_per_s")]
     pub requests_per_s_without: f64,
     /// CPU time (user + system) the daemon's thread spent per packet, and the rate one core
     /// would sustain at that cost: the capacity figure, robust to a busy machine.
+    #[serde(rename = "daemon_cpu_per_packet_ns", serialize_with = "us_as_ns")]
     pub daemon_cpu_us_per_packet: f64,
+    #[serde(rename = "one_core_capacity_packets_per_s")]
     pub one_core_capacity_pps: f64,
     /// Open-loop flood (64 flows, sendmmsg, no answers): packets/s the daemon verdicted while
     /// saturated, and what the kernel let bypass it (fail-open, counted, not in the rate).
@@ -80,11 +93,13 @@ pub struct BenchResult {
     pub flood_bypassed: u64,
     pub flood_enobufs: u64,
     /// Load average when the bench ran (a busy machine inflates the latency figures).
+    #[serde(rename = "load_average")]
     pub loadavg_1min: f64,
     pub requests_per_s: f64,
     pub daemon_packets: u64,
     pub bypassed_fail_open: u64,
     pub enobufs: u64,
+    #[serde(rename = "duration_ns", serialize_with = "s_as_ns")]
     pub seconds: f64,
     pub flows: usize,
 }
@@ -463,4 +478,42 @@ pub fn run(a: BenchArgs) -> Result<()> {
         r.flood_sent_per_s, r.flood_packets_per_s, r.flood_bypassed, r.flood_enobufs
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_json_report_names_every_number_with_its_unit() {
+        let r = BenchResult {
+            rtt_p50_us_without: 30.5,
+            rtt_p99_us_without: 60.0,
+            rtt_p50_us_with: 50.25,
+            rtt_p99_us_with: 90.0,
+            added_rtt_p50_us: 19.75,
+            added_per_packet_p50_us: 9.875,
+            added_rtt_p99_us: 30.0,
+            packets_per_s: 1000.0,
+            requests_per_s_without: 20000.0,
+            daemon_cpu_us_per_packet: 2.5,
+            one_core_capacity_pps: 400000.0,
+            flood_packets_per_s: 1e5,
+            flood_sent_per_s: 2e5,
+            flood_bypassed: 3,
+            flood_enobufs: 4,
+            loadavg_1min: 0.5,
+            requests_per_s: 500.0,
+            daemon_packets: 1000,
+            bypassed_fail_open: 0,
+            enobufs: 0,
+            seconds: 2.0,
+            flows: 1,
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        let bad = netsched_util::json_units::violations(&v);
+        assert!(bad.is_empty(), "{bad:?}");
+        assert_eq!(v["added_per_packet_p50_ns"], 9875);
+        assert_eq!(v["duration_ns"], 2_000_000_000u64);
+    }
 }

@@ -59,6 +59,9 @@ pub enum Request {
     Start,
     Stop,
     Reset,
+    /// `{"cmd":"status"}`, also `{"cmd":"show"}` (the CLI's verb; docs/cli.md, "Control
+    /// socket verbs").
+    #[serde(alias = "show")]
     Status,
     SetPercentile {
         class: String,
@@ -532,6 +535,16 @@ mod tests {
             st.table,
             vec![("10.0.0.0/24".to_string(), "c0".to_string())]
         );
+        // `ctl show --json` prints this: every number named with its unit.
+        let v = serde_json::to_value(&*st).unwrap();
+        let bad = netsched_util::json_units::violations(&v);
+        assert!(bad.is_empty(), "{bad:?}\n{v}");
+        // `show` is the same request on the wire.
+        let show: Request = serde_json::from_str(r#"{"cmd":"show"}"#).unwrap();
+        assert!(show == Request::Status && show.is_read_only());
+        let (r, _) = call(&mut e, r#"{"cmd":"show"}"#);
+        assert!(r.ok, "{r:?}");
+        assert_eq!(r.status.unwrap().classes.len(), 3);
         // JSON round trip of the whole answer.
         let back: Response = serde_json::from_str(
             &serde_json::to_string(&Response {

@@ -13,7 +13,8 @@
 //!   [`journal`] and [`journal_entry`]: the journald sink and journald's native protocol.
 //! - [`http1`]: the one HTTP/1.x response reader (head, framing, body decoding), shared by the
 //!   balancer's backend client and every load generator.
-//! - [`json_lines`]: the packet engines' `--stats` printer thread (one JSON line a snapshot).
+//! - [`json_lines`]: the packet engines' `--stats` printer thread (one JSON line a snapshot);
+//!   [`json_units`]: the JSON outputs' unit rule, checked, and serializers into its units.
 //!
 //! A leaf: it depends on `serde`, `serde_json`, `anyhow`, `httparse` and the `tracing` family
 //! only, so a data plane can use it without
@@ -25,6 +26,7 @@ pub mod http1;
 pub mod journal;
 pub mod journal_entry;
 pub mod json_lines;
+pub mod json_units;
 pub mod logging;
 pub mod notify;
 pub mod read;

@@ -447,7 +447,7 @@ impl Running {
     /// Stop it; the packet thread's CPU seconds.
     fn stop(self) -> anyhow::Result<f64> {
         match self {
-            Running::Thread(h) => Ok(h.stop()?.cpu_s),
+            Running::Thread(h) => Ok(h.stop()?.cpu_ns as f64 / 1e9),
             Running::Proc(p, out) => {
                 p.stop(Duration::from_secs(3));
                 let text = std::fs::read_to_string(&out)?;
@@ -457,7 +457,9 @@ impl Running {
                     .find(|l| l.starts_with("{\"final\""))
                     .ok_or_else(|| anyhow::anyhow!("no final line from the switch"))?;
                 let v: serde_json::Value = serde_json::from_str(last)?;
-                Ok(v["final"]["cpu_s"].as_f64().unwrap_or(f64::NAN))
+                Ok(v["final"]["cpu_ns"]
+                    .as_u64()
+                    .map_or(f64::NAN, |ns| ns as f64 / 1e9))
             }
         }
     }
@@ -680,7 +682,7 @@ fn backends(bed: &Bed, rounds: usize) -> anyhow::Result<()> {
                 sent as f64 / secs,
                 fwd as f64 / secs,
                 got as f64 / secs,
-                fwd as f64 / st.cpu_s.max(1e-9),
+                fwd as f64 / (st.cpu_ns as f64 / 1e9).max(1e-9),
                 st.wakeups_per_frame,
                 st.ports.iter().map(|p| p.kernel_drops).sum::<u64>(),
                 st.ring_bytes / 1024,
@@ -711,8 +713,8 @@ fn throughput(bed: &Bed) -> anyhow::Result<()> {
             sent as f64 / secs,
             fwd as f64 / secs,
             got as f64 / secs,
-            st.cpu_s,
-            fwd as f64 / st.cpu_s.max(1e-9),
+            st.cpu_ns as f64 / 1e9,
+            fwd as f64 / (st.cpu_ns as f64 / 1e9).max(1e-9),
             st.ports.iter().map(|p| p.kernel_drops).sum::<u64>(),
             st.ports.iter().map(|p| p.dropped_queue_full).sum::<u64>(),
         );

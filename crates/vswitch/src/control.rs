@@ -7,7 +7,7 @@
 //!
 //! | command | effect |
 //! |---|---|
-//! | `show-ports [--json]` | per port: tier, weight, the accounting, the pass-over measure |
+//! | `show [--json]` (also `show-ports`) | per port: tier, weight, the accounting, the pass-over measure |
 //! | `set-tier PORT TIER` | the port's tier (strict priority, delay-constrained, wall-clock) |
 //! | `set-weight PORT W` | the port's weight (DRR quantum `W × 1514` B, WF2Q+ weight) |
 //!
@@ -163,7 +163,9 @@ pub fn parse(line: &str) -> Result<(Command, bool), RequestError> {
         }
     };
     match command {
-        "show-ports" => match w.get(1).copied() {
+        // `show` is the CLI's verb; `show-ports` the wire's first one (both kept: see
+        // docs/cli.md, "Control socket verbs").
+        "show" | "show-ports" => match w.get(1).copied() {
             None => Ok((Command::Show, false)),
             Some("--json") => arity(2).map(|()| (Command::Show, true)),
             Some(other) => Err(RequestError::UnknownOption {
@@ -351,6 +353,8 @@ mod tests {
     #[test]
     fn requests_parse_and_errors_name_the_wrong_word() {
         assert_eq!(parse("show-ports").unwrap(), (Command::Show, false));
+        assert_eq!(parse("show").unwrap(), (Command::Show, false));
+        assert_eq!(parse("show --json").unwrap(), (Command::Show, true));
         assert_eq!(
             parse(" show-ports  --json ").unwrap(),
             (Command::Show, true)

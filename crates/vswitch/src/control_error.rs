@@ -15,7 +15,7 @@ pub enum RequestError {
     Empty,
     /// The first word is no command.
     UnknownCommand { word: String },
-    /// `show-ports` with an option other than `--json`.
+    /// `show` with an option other than `--json`.
     UnknownOption { command: String, option: String },
     /// An argument is missing (`what`: "PORT (…)", "TIER", "W").
     Missing { command: String, what: &'static str },
@@ -33,10 +33,10 @@ pub enum RequestError {
 impl fmt::Display for RequestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RequestError::Empty => f.write_str("empty request (try show-ports, set-tier, set-weight)"),
+            RequestError::Empty => f.write_str("empty request (try show, set-tier, set-weight)"),
             RequestError::UnknownCommand { word } => write!(
                 f,
-                "unknown command {word:?} (show-ports [--json], set-tier PORT TIER, set-weight PORT W)"
+                "unknown command {word:?} (show [--json], set-tier PORT TIER, set-weight PORT W)"
             ),
             RequestError::UnknownOption { command, option } => {
                 write!(f, "{command}: unknown option {option:?} (only --json)")
@@ -47,7 +47,10 @@ impl fmt::Display for RequestError {
                 port,
                 what,
                 value,
-            } => write!(f, "{command} {port}: {what} {value:?} is not a whole number"),
+            } => write!(
+                f,
+                "{command} {port}: {what} {value:?} is not a whole number"
+            ),
             RequestError::Unexpected { command, word } => {
                 write!(f, "{command}: unexpected {word:?}")
             }

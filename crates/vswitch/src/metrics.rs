@@ -356,7 +356,7 @@ impl SwitchMetrics {
         // A float counter keeps its value's bits (prometheus-client's f64 atomic).
         self.budget_lost
             .inner()
-            .store(s.budget_lost_s.to_bits(), Ordering::Relaxed);
+            .store((s.budget_lost_ns as f64 / 1e9).to_bits(), Ordering::Relaxed);
         self.mac_learned.set(gauge(s.mac_learned));
         set_counter(&self.mac_table_full, s.mac_table_full);
         let UplinkStats {
@@ -401,7 +401,7 @@ mod tests {
         );
         let mut s = SwitchStats {
             rounds: 9,
-            budget_lost_s: 0.25,
+            budget_lost_ns: 250_000_000,
             ..SwitchStats::default()
         };
         s.ports = vec![

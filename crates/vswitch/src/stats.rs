@@ -1,5 +1,5 @@
 //! What the switch counts: per guest port, for the uplink, and one snapshot of both (the
-//! `--stats` line, `show-ports --json`, what `/metrics` publishes). Every frame read from a
+//! `--stats` line, `ctl show --json`, what `/metrics` publishes). Every frame read from a
 //! guest port is accounted on it: `received = forwarded + dropped (per reason) + queued`.
 
 use serde::Serialize;
@@ -84,10 +84,10 @@ pub struct UplinkStats {
 /// One snapshot, a `--stats` JSON line.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SwitchStats {
-    /// Seconds since start.
-    pub t: f64,
-    /// CPU seconds of the packet thread.
-    pub cpu_s: f64,
+    /// Time since start, nanoseconds (was `t`, seconds as a float).
+    pub elapsed_ns: u64,
+    /// CPU time of the packet thread, nanoseconds (was `cpu_s`, seconds as a float).
+    pub cpu_ns: u64,
     pub discipline: String,
     /// Round starts (delay_constrained); dequeues otherwise.
     pub rounds: u64,
@@ -95,8 +95,9 @@ pub struct SwitchStats {
     pub rebuilds: u64,
     /// Budget on-time lost while frames waited for it: the packet thread woke more than the
     /// budget's 1 ms of credit after the next frame was due (a busy host), seconds. The
-    /// offered load the discipline saw rose by that share of the on-time.
-    pub budget_lost_s: f64,
+    /// offered load the discipline saw rose by that share of the on-time. Nanoseconds (was
+    /// `budget_lost_s`, seconds as a float).
+    pub budget_lost_ns: u64,
     pub mac_learned: u64,
     /// New source addresses not learned because the table was full.
     pub mac_table_full: u64,
@@ -123,6 +124,19 @@ impl SwitchStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stats_line_names_every_number_with_its_unit() {
+        let s = SwitchStats {
+            elapsed_ns: 1_500_000_000,
+            wakeups_per_frame: 0.25,
+            ports: vec![PortStats::default()],
+            ..SwitchStats::default()
+        };
+        let v = serde_json::to_value(&s).unwrap();
+        let bad = netsched_util::json_units::violations(&v);
+        assert!(bad.is_empty(), "{bad:?}\n{v}");
+    }
 
     #[test]
     fn identity_counts_every_drop_reason() {

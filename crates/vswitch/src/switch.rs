@@ -429,12 +429,12 @@ impl Switch {
         }
         self.up.kernel_drops += self.uplink.take_kernel_drops();
         SwitchStats {
-            t: (sys::now_ns().saturating_sub(t0)) as f64 / 1e9,
-            cpu_s: sys::thread_cpu_ns() as f64 / 1e9,
+            elapsed_ns: sys::now_ns().saturating_sub(t0),
+            cpu_ns: sys::thread_cpu_ns(),
             discipline: self.discipline.as_str().to_string(),
             rounds: self.rounds,
             rebuilds: self.rebuilds,
-            budget_lost_s: self.budget.lost_ns() as f64 / 1e9,
+            budget_lost_ns: self.budget.lost_ns(),
             mac_learned: self.macs.len() as u64,
             mac_table_full: self.macs.refused(),
             stats_dropped: 0,

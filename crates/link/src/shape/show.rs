@@ -34,11 +34,20 @@ pub struct QdiscState {
     pub handle: String,
     pub parent: String,
     pub packets: u64,
-    pub bytes: u64,
+    /// Bytes sent (was `bytes`; the classes' name).
+    pub sent_bytes: u64,
     pub drops: u64,
     pub backlog_bytes: u64,
     pub backlog_packets: u64,
-    pub limit: Option<u64>,
+    /// The queue limit of a qdisc that counts packets (pfifo, fq_codel, …), or of one that
+    /// counts bytes (bfifo, tbf) — tc's one `limit` split by its unit (was `limit`).
+    pub limit_packets: Option<u64>,
+    pub limit_bytes: Option<u64>,
+}
+
+/// Whether `kind`'s `limit` counts bytes (tc-bfifo(8), tc-tbf(8)); otherwise packets.
+fn limit_in_bytes(kind: &str) -> bool {
+    matches!(kind, "bfifo" | "tbf")
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -80,7 +89,11 @@ impl ShapeState {
                 q.kind,
                 q.handle,
                 q.parent,
-                q.limit.map(|l| l.to_string()).unwrap_or_else(|| "-".into()),
+                match (q.limit_packets, q.limit_bytes) {
+                    (Some(p), _) => format!("{p}p"),
+                    (None, Some(b)) => format!("{b}b"),
+                    (None, None) => "-".into(),
+                },
                 q.packets,
                 q.drops,
                 q.backlog_packets,
@@ -126,9 +139,19 @@ pub fn show(t: &Target) -> Result<ShapeState, ShapeError> {
         for q in t.qdisc_json(dev, true)? {
             let g = |k: &str| q.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
             let s = |k: &str| q.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
+            let kind = s("kind");
+            let limit = q
+                .get("options")
+                .and_then(|o| o.get("limit"))
+                .and_then(|l| l.as_u64());
+            let (limit_packets, limit_bytes) = if limit_in_bytes(&kind) {
+                (None, limit)
+            } else {
+                (limit, None)
+            };
             st.qdiscs.push(QdiscState {
                 dev: dev.clone(),
-                kind: s("kind"),
+                kind,
                 handle: s("handle"),
                 parent: if q.get("root").and_then(|r| r.as_bool()) == Some(true) {
                     "root".into()
@@ -136,14 +159,12 @@ pub fn show(t: &Target) -> Result<ShapeState, ShapeError> {
                     s("parent")
                 },
                 packets: g("packets"),
-                bytes: g("bytes"),
+                sent_bytes: g("bytes"),
                 drops: g("drops"),
                 backlog_bytes: g("backlog"),
                 backlog_packets: g("qlen"),
-                limit: q
-                    .get("options")
-                    .and_then(|o| o.get("limit"))
-                    .and_then(|l| l.as_u64()),
+                limit_packets,
+                limit_bytes,
             });
         }
     }
@@ -211,6 +232,25 @@ pub fn parse_class_text(dev: &str, text: &str) -> Vec<ClassState> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_json_names_every_number_with_its_unit() {
+        let st = ShapeState {
+            classes: vec![ClassState {
+                prio: Some(1),
+                ..ClassState::default()
+            }],
+            qdiscs: vec![QdiscState {
+                limit_packets: Some(100),
+                limit_bytes: Some(3000),
+                ..QdiscState::default()
+            }],
+        };
+        let v = serde_json::to_value(&st).unwrap();
+        let bad = netsched_util::json_units::violations(&v);
+        assert!(bad.is_empty(), "{bad:?}\n{v}");
+        assert!(limit_in_bytes("tbf") && !limit_in_bytes("pfifo"));
+    }
 
     #[test]
     fn class_text_is_parsed() {

@@ -294,7 +294,7 @@ fn host_kept_up(r: &Runs, checks: &mut Vec<Check>) -> Result<()> {
     }
     // (2) At the largest count the backend is nearly saturated, and every millisecond of
     // budget a busy host takes from the switch while frames wait (a wake-up later than its
-    // 1 ms of credit; the switch counts it, `budget_lost_s`) raises the load the discipline
+    // 1 ms of credit; the switch counts it, `budget_lost_ns`) raises the load the discipline
     // sees, which inflates strict priority's Low-tier loss and tail. The claims' margins were
     // checked in the simulator over `MARGIN_SEEDS`, whose traffic realises loads that differ
     // by seed; a run counts as one more such seed only while the host's take stays within

@@ -29,7 +29,7 @@ pub struct RealRun {
     /// that sends faster than queue / stall).
     pub host_max_late_ms: f64,
     /// Share of the budget's on-time over the traffic time (%) the switch itself lost while
-    /// frames waited for it (its `budget_lost_s`): by this share, the load the discipline
+    /// frames waited for it (its `budget_lost_ns`): by this share, the load the discipline
     /// saw exceeded the one offered.
     pub budget_lost_pct: f64,
     /// The tag of the testbed it ran in (its namespaces' names contain it).
@@ -95,7 +95,7 @@ pub(super) fn run_one(
         write_trace(Path::new(&dir), cfg, &trace)?;
     }
     let tiers = tier_results(cfg, &pings, &stats, sent);
-    let budget_lost_pct = 100.0 * stats.budget_lost_s
+    let budget_lost_pct = 100.0 * (stats.budget_lost_ns as f64 / 1e9)
         / (dur as f64 / SEC as f64 * (1.0 - cfg.cpu_busy)).max(f64::MIN_POSITIVE);
     Ok(RealRun {
         scheduler: cfg.scheduler.clone(),
