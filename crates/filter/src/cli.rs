@@ -86,11 +86,13 @@ pub struct FilterArgs {
     /// Receive buffer slots (frames inside the filter at most).
     #[arg(long, default_value_t = 4096)]
     pub pool: usize,
-    /// Port backend: `tpacket` (mmap'ed TPACKET_V2 receive ring), `packet` (recvmmsg/sendmmsg)
-    /// or `auto` (the ring, else packet with the reason printed).
+    /// Port backend: `xdp` (AF_XDP socket fed by an XDP program, native mode), `tpacket`
+    /// (mmap'ed TPACKET_V2 receive ring), `packet` (recvmmsg/sendmmsg) or `auto` (xdp, else
+    /// the ring, else packet, with the reasons printed).
     #[arg(long, default_value = "auto")]
     pub port: String,
-    /// Receive ring frames per port (2 KiB each; 64..=65536, rounded up to 8).
+    /// Receive ring frames per port (2 KiB each; 64..=65536, rounded up to 8; xdp: UMEM
+    /// receive chunks, at most 32768, rounded up to a power of two).
     #[arg(long, default_value_t = 4096)]
     pub ring_frames: usize,
     /// CPU pinning of the workers: `auto` pins one worker per CPU when there are more CPUs

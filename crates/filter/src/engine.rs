@@ -77,15 +77,15 @@ pub struct Engine {
     workers: usize,
 }
 
-/// Open `dev` on the configured backend; a ring refused under `auto` falls back to the
-/// `packet` backend and the reason is printed.
+/// Open `dev` on the configured backend; under `auto` a refused backend falls back to the next
+/// (`xdp`, `tpacket`, `packet`) and the reasons are printed.
 fn open(dev: &str, opts: &PortOptions) -> Result<Box<dyn FramePort + Send>, EngineError> {
     let (port, fallback) = AnyPort::open(dev, opts).map_err(|error| EngineError::Open {
         dev: dev.into(),
         error,
     })?;
     if let Some(reason) = fallback {
-        tracing::warn!("{dev}: ring refused ({reason}); using the packet backend");
+        tracing::warn!("{reason}");
     }
     tracing::info!(
         "{dev}: port backend {} (ring {} KiB)",

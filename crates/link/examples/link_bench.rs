@@ -1,6 +1,6 @@
 //! `netsched link bench` without the CLI (root):
 //! `cargo run --release -p netsched-link --example link_bench -- 3 300 [--json]
-//! [--ports=tpacket,packet] [--tx-ring-frames=N]`
+//! [--ports=xdp,tpacket,packet] [--tx-ring-frames=N]`
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let secs: u32 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3);
@@ -13,7 +13,7 @@ fn main() -> anyhow::Result<()> {
         ports: args
             .iter()
             .find_map(|a| a.strip_prefix("--ports="))
-            .unwrap_or("tpacket,packet")
+            .unwrap_or("xdp,tpacket,packet")
             .to_string(),
         tx_ring_frames: args
             .iter()

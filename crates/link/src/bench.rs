@@ -48,9 +48,10 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
     /// Port backends to measure the engine on, in this order (comma-separated).
-    #[arg(long, default_value = "tpacket,packet")]
+    #[arg(long, default_value = "xdp,tpacket,packet")]
     pub ports: String,
-    /// Transmit ring frames of the `tpacket` ports (0 = sendmmsg).
+    /// Transmit ring frames of the `tpacket` ports (0 = sendmmsg); TX chunks of the `xdp`
+    /// ports (0 = 1024).
     #[arg(long, default_value_t = 0)]
     pub tx_ring_frames: usize,
 }

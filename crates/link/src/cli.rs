@@ -104,14 +104,17 @@ pub struct RunArgs {
     /// Deprecated spelling of --busy-poll DURATION.
     #[arg(long, hide = true, conflicts_with = "busy_poll")]
     pub spin: Option<String>,
-    /// Port backend: `tpacket` (mmap'ed TPACKET_V2 receive ring), `packet` (recvmmsg/sendmmsg)
-    /// or `auto` (the ring, else packet with the reason printed).
+    /// Port backend: `xdp` (AF_XDP socket fed by an XDP program, native mode), `tpacket`
+    /// (mmap'ed TPACKET_V2 receive ring), `packet` (recvmmsg/sendmmsg) or `auto` (xdp, else
+    /// the ring, else packet, with the reasons printed).
     #[arg(long, default_value = "auto")]
     pub port: String,
-    /// Receive ring frames per port (2 KiB each; 64..=65536, rounded up to 8).
+    /// Receive ring frames per port (2 KiB each; 64..=65536, rounded up to 8; xdp: UMEM
+    /// receive chunks, at most 32768, rounded up to a power of two).
     #[arg(long, default_value_t = 4096)]
     pub ring_frames: usize,
-    /// Transmit ring frames per port (2 KiB each; 0 = send with sendmmsg).
+    /// Transmit ring frames per port (2 KiB each; 0 = send with sendmmsg; xdp: UMEM transmit
+    /// chunks, 0 = 1024).
     #[arg(long, default_value_t = 0)]
     pub tx_ring_frames: usize,
     /// Stop after this long (e.g. 30s); default: until SIGINT/SIGTERM.

@@ -32,7 +32,7 @@ use crate::engine_error::{EngineConfigError, EngineError};
 use netsched_core::{Nanos, MS};
 use netsched_sys as sys;
 use netsched_sys::port::{FramePort, Rx, BATCH};
-use netsched_sys::{AnyPort, PortBackend, PortOptions};
+use netsched_sys::{AnyPort, PortBackend, PortOptions, XdpStats};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
@@ -133,10 +133,14 @@ pub struct EngineStats {
     pub cpu_ns: u64,
     /// Snapshots the printer could not take in time (dropped, never blocking the loop).
     pub stats_dropped: u64,
-    /// The port backend in use (`tpacket` or `packet`).
+    /// The port backend in use (`xdp`, `tpacket` or `packet`).
     pub port: PortBackend,
-    /// Bytes of ring memory both ports mapped (0 for `packet`).
+    /// Bytes of ring memory both ports mapped (0 for `packet`; UMEM and rings for `xdp`).
     pub ring_bytes: u64,
+    /// The `xdp` backend's AF_XDP drop and error counters (`XDP_STATISTICS`) of port a and
+    /// port b since open (zeros on other backends). Their receive losses are also in each
+    /// direction's `kernel_socket_drops`.
+    pub xdp_drops: [XdpStats; 2],
     /// Times the loop woke from `ppoll` (input, timer or stop check).
     pub wakeups: u64,
     /// `wakeups` per frame received (both directions); 0 before the first frame.
@@ -249,6 +253,7 @@ impl Engine {
             stats_dropped: 0,
             port: self.a.backend(),
             ring_bytes: (self.a.ring_bytes() + self.b.ring_bytes()) as u64,
+            xdp_drops: [self.a.xdp_stats(), self.b.xdp_stats()],
             wakeups: self.wakeups,
             wakeups_per_frame: if rx == 0 {
                 0.0

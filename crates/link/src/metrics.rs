@@ -166,6 +166,23 @@ fn write(shape: &Shape, s: &EngineStats, w: &mut Writer<'_>) -> fmt::Result {
         "Bytes of ring memory both ports mapped (0 for the packet backend)",
         s.ring_bytes as f64,
     )?;
+    let devs = [&shape.dev_a, &shape.dev_b];
+    w.counters(
+        "xdp_drops",
+        "Frames and descriptors each port's AF_XDP socket lost, by reason (XDP_STATISTICS; 0 unless the xdp backend runs)",
+        devs.into_iter().zip(&s.xdp_drops).flat_map(|(dev, x)| {
+            x.drops()
+                .map(|(reason, v)| ([("dev", dev.as_str()), ("reason", reason)], v))
+        }),
+    )?;
+    w.counters(
+        "xdp_ring_empty",
+        "Times the kernel found a port's AF_XDP fill or TX ring empty (XDP_STATISTICS; events, not losses: an idle socket's every poll counts one on tx)",
+        devs.into_iter().zip(&s.xdp_drops).flat_map(|(dev, x)| {
+            x.empty()
+                .map(|(ring, v)| ([("dev", dev.as_str()), ("ring", ring)], v))
+        }),
+    )?;
     w.counter(
         "wakeups",
         "Times the packet thread woke from ppoll",

@@ -121,7 +121,7 @@ fn a_bad_engine_flag_is_named_with_its_value() {
         ),
         (
             Box::new(|a| a.port = "rings".into()),
-            "--port: port backend `rings`: unknown (one of auto, tpacket, packet)",
+            "--port: port backend `rings`: unknown (one of auto, xdp, tpacket, packet)",
         ),
     ];
     for (change, text) in cases {

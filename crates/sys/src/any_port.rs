@@ -1,31 +1,36 @@
 //! The port backend a data plane runs on, chosen at start: `packet` ([`Port`], `AF_PACKET`
-//! with `recvmmsg`/`sendmmsg`), `tpacket` ([`RingPort`], an mmap'ed `TPACKET_V2` RX ring), or
-//! `auto` (the ring, falling back to `packet` with the reason when the kernel refuses the
-//! ring). [`AnyPort`] is either, behind the one [`FramePort`] contract, so the link engine and
-//! the host switch need no second code path. Selection costs one `match` per batch.
+//! with `recvmmsg`/`sendmmsg`), `tpacket` ([`RingPort`], an mmap'ed `TPACKET_V2` RX ring),
+//! `xdp` ([`XdpPort`], an AF_XDP socket fed by an XDP program), or `auto` (`xdp`, else the
+//! ring, else `packet`, each step with the reason the kernel or the build gave). [`AnyPort`] is
+//! any of them, behind the one [`FramePort`] contract, so the link engine and the host switch
+//! need no second code path. Selection costs one `match` per batch.
 
 use crate::port::{FramePool, FramePort, Offloads, Port, Rx};
 use crate::ring_port::{RingConfig, RingPort};
+use crate::xdp_port::XdpPort;
+use crate::xsk::XdpStats;
 use std::io;
 use std::os::fd::RawFd;
 
-/// Which port implementation to open (`port = "auto" | "tpacket" | "packet"`).
+/// Which port implementation to open (`port = "auto" | "xdp" | "tpacket" | "packet"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PortBackend {
-    /// The ring, else `packet` (the reason is returned by [`AnyPort::open`]).
+    /// `xdp`, else `tpacket`, else `packet` (the reasons are returned by [`AnyPort::open`]).
     #[default]
     Auto,
+    Xdp,
     Tpacket,
     Packet,
 }
 
 impl PortBackend {
-    pub const NAMES: &'static str = "auto, tpacket, packet";
+    pub const NAMES: &'static str = "auto, xdp, tpacket, packet";
 
     pub fn name(self) -> &'static str {
         match self {
             PortBackend::Auto => "auto",
+            PortBackend::Xdp => "xdp",
             PortBackend::Tpacket => "tpacket",
             PortBackend::Packet => "packet",
         }
@@ -54,6 +59,7 @@ impl std::str::FromStr for PortBackend {
     fn from_str(s: &str) -> Result<Self, UnknownBackend> {
         match s {
             "auto" => Ok(PortBackend::Auto),
+            "xdp" => Ok(PortBackend::Xdp),
             "tpacket" => Ok(PortBackend::Tpacket),
             "packet" => Ok(PortBackend::Packet),
             _ => Err(UnknownBackend(s.to_string())),
@@ -71,56 +77,85 @@ impl std::fmt::Display for PortBackend {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PortOptions {
     pub backend: PortBackend,
-    /// Ring sizes (`tpacket`, `auto`).
+    /// Ring sizes (`tpacket`, `xdp`, `auto`; for `xdp` the UMEM's receive and transmit
+    /// chunks, rounded up to powers of two, `tx_frames = 0` meaning
+    /// [`crate::xdp_port::DEFAULT_TX_FRAMES`]).
     pub ring: RingConfig,
 }
 
-/// An open port of either backend.
+/// An open port of any backend.
 #[derive(Debug)]
 pub enum AnyPort {
     Packet(Port),
     Ring(RingPort),
+    /// Boxed: the socket, its four rings and the BPF objects make it several times the others.
+    Xdp(Box<XdpPort>),
+}
+
+/// A missing interface or privilege fails the same way on every backend: `auto` says it once
+/// instead of falling back.
+fn fatal(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
+    )
 }
 
 impl AnyPort {
-    /// Open `dev` as `opts` says. With `auto`, a refused ring falls back to `packet`; the
-    /// second value is then the reason, for the caller to print.
+    /// Open `dev` as `opts` says. With `auto`, a refused `xdp` falls back to the ring and a
+    /// refused ring to `packet`; the second value then holds the reasons, for the caller to
+    /// print.
     pub fn open(dev: &str, opts: &PortOptions) -> io::Result<(Self, Option<String>)> {
         match opts.backend {
             PortBackend::Packet => Ok((AnyPort::Packet(Port::open(dev)?), None)),
             PortBackend::Tpacket => Ok((AnyPort::Ring(RingPort::open(dev, opts.ring)?), None)),
-            PortBackend::Auto => match RingPort::open(dev, opts.ring) {
-                Ok(r) => Ok((AnyPort::Ring(r), None)),
-                // A missing interface or privilege fails the same way on both: say it once.
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
-                    ) =>
-                {
-                    Err(e)
+            PortBackend::Xdp => Ok((AnyPort::Xdp(Box::new(XdpPort::open(dev, opts.ring)?)), None)),
+            PortBackend::Auto => {
+                let xdp = match XdpPort::open(dev, opts.ring) {
+                    Ok(x) => return Ok((AnyPort::Xdp(Box::new(x)), None)),
+                    Err(e) if fatal(&e) => return Err(e),
+                    Err(e) => e,
+                };
+                match RingPort::open(dev, opts.ring) {
+                    Ok(r) => Ok((
+                        AnyPort::Ring(r),
+                        Some(format!("{dev}: xdp refused ({xdp}); using tpacket")),
+                    )),
+                    Err(e) if fatal(&e) => Err(e),
+                    Err(e) => Ok((
+                        AnyPort::Packet(Port::open(dev)?),
+                        Some(format!(
+                            "{dev}: xdp refused ({xdp}); tpacket ring refused ({e}); using packet"
+                        )),
+                    )),
                 }
-                Err(e) => Ok((
-                    AnyPort::Packet(Port::open(dev)?),
-                    Some(format!("{dev}: tpacket ring refused ({e}); using packet")),
-                )),
-            },
+            }
         }
     }
 
-    /// The backend in use: `tpacket` or `packet` (never `auto`).
+    /// The backend in use: `xdp`, `tpacket` or `packet` (never `auto`).
     pub fn backend(&self) -> PortBackend {
         match self {
             AnyPort::Packet(_) => PortBackend::Packet,
             AnyPort::Ring(_) => PortBackend::Tpacket,
+            AnyPort::Xdp(_) => PortBackend::Xdp,
         }
     }
 
-    /// Bytes of ring memory this port mapped (0 for `packet`).
+    /// Bytes of ring memory this port mapped (0 for `packet`; UMEM and rings for `xdp`).
     pub fn ring_bytes(&self) -> usize {
         match self {
             AnyPort::Packet(_) => 0,
             AnyPort::Ring(r) => r.ring_bytes(),
+            AnyPort::Xdp(x) => x.ring_bytes(),
+        }
+    }
+
+    /// The AF_XDP socket's drop and error counters since open (zeros on other backends).
+    pub fn xdp_stats(&self) -> XdpStats {
+        match self {
+            AnyPort::Xdp(x) => x.stats(),
+            _ => XdpStats::default(),
         }
     }
 
@@ -137,12 +172,14 @@ impl FramePort for AnyPort {
         match self {
             AnyPort::Packet(p) => p.name(),
             AnyPort::Ring(r) => FramePort::name(r),
+            AnyPort::Xdp(x) => FramePort::name(x.as_ref()),
         }
     }
     fn raw_fd(&self) -> RawFd {
         match self {
             AnyPort::Packet(p) => p.raw_fd(),
             AnyPort::Ring(r) => FramePort::raw_fd(r),
+            AnyPort::Xdp(x) => FramePort::raw_fd(x.as_ref()),
         }
     }
     #[inline]
@@ -150,6 +187,7 @@ impl FramePort for AnyPort {
         match self {
             AnyPort::Packet(p) => p.recv(pool, out),
             AnyPort::Ring(r) => r.recv(pool, out),
+            AnyPort::Xdp(x) => x.recv(pool, out),
         }
     }
     #[inline]
@@ -157,18 +195,21 @@ impl FramePort for AnyPort {
         match self {
             AnyPort::Packet(p) => p.send(pool, frames),
             AnyPort::Ring(r) => r.send(pool, frames),
+            AnyPort::Xdp(x) => x.send(pool, frames),
         }
     }
     fn take_kernel_drops(&self) -> u64 {
         match self {
             AnyPort::Packet(p) => p.take_kernel_drops(),
             AnyPort::Ring(r) => r.take_kernel_drops(),
+            AnyPort::Xdp(x) => x.take_kernel_drops(),
         }
     }
     fn offloads(&self) -> Offloads {
         match self {
             AnyPort::Packet(p) => p.offloads(),
             AnyPort::Ring(r) => FramePort::offloads(r),
+            AnyPort::Xdp(x) => FramePort::offloads(x.as_ref()),
         }
     }
 }
@@ -179,19 +220,29 @@ mod tests {
 
     #[test]
     fn backend_names_parse_both_ways_and_an_unknown_one_is_named() {
-        for b in [PortBackend::Auto, PortBackend::Tpacket, PortBackend::Packet] {
+        for b in [
+            PortBackend::Auto,
+            PortBackend::Xdp,
+            PortBackend::Tpacket,
+            PortBackend::Packet,
+        ] {
             assert_eq!(b.name().parse::<PortBackend>(), Ok(b));
         }
         let e = "xdpp".parse::<PortBackend>().unwrap_err().to_string();
         assert!(
-            e.contains("`xdpp`") && e.contains("auto, tpacket, packet"),
+            e.contains("`xdpp`") && e.contains("auto, xdp, tpacket, packet"),
             "{e}"
         );
     }
 
     #[test]
     fn every_backend_refuses_an_unknown_interface_by_name() {
-        for backend in [PortBackend::Auto, PortBackend::Tpacket, PortBackend::Packet] {
+        for backend in [
+            PortBackend::Auto,
+            PortBackend::Xdp,
+            PortBackend::Tpacket,
+            PortBackend::Packet,
+        ] {
             let opts = PortOptions {
                 backend,
                 ..PortOptions::default()

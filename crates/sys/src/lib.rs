@@ -16,8 +16,11 @@
 //!   they fill;
 //! - [`tpacket`]: `TPACKET_V2` receive and transmit rings of an `AF_PACKET` socket (mmap);
 //! - [`ring_port`]: the ring port ([`RingPort`]) on them, a [`FramePort`];
-//! - [`any_port`]: the port backend chosen at start ([`PortBackend`]: `auto`, `tpacket`,
-//!   `packet`) and [`AnyPort`], either port behind one type;
+//! - [`bpf`], [`bpf_object`]: raw `bpf(2)` calls (XSKMAP, XDP program load, BPF link) and
+//!   the reader of the XDP program's object file (crates/sys/bpf/redirect.c, built by build.rs);
+//! - [`xsk`]: an AF_XDP socket with its UMEM and rings; [`xdp_port`]: the `xdp` port on it;
+//! - [`any_port`]: the port backend chosen at start ([`PortBackend`]: `auto`, `xdp`,
+//!   `tpacket`, `packet`) and [`AnyPort`], any port behind one type;
 //! - [`mmsg`]: `sendmmsg`/`recvmmsg` on any socket (load generators, netlink batches);
 //! - [`netlink`]: raw netlink sockets ([`NetlinkSocket`]);
 //! - [`tap`]: TAP devices;
@@ -38,6 +41,8 @@
 //! `#[inline]`, so a data plane calling them from its own crate pays no extra call.
 
 pub mod any_port;
+pub mod bpf;
+pub mod bpf_object;
 pub mod clock;
 pub mod epoll;
 pub mod fs;
@@ -52,6 +57,8 @@ pub mod socket;
 pub mod tap;
 pub mod thread;
 pub mod tpacket;
+pub mod xdp_port;
+pub mod xsk;
 
 pub use any_port::{AnyPort, PortBackend, PortOptions, UnknownBackend};
 pub use clock::{now_ns, thread_cpu_ns};
@@ -64,6 +71,8 @@ pub use ring_port::{RingConfig, RingPort};
 pub use socket::{ifindex, PeerCred};
 pub use tap::Tap;
 pub use thread::set_timer_slack;
+pub use xdp_port::XdpPort;
+pub use xsk::XdpStats;
 
 /// Nanoseconds (`netsched_core::Nanos` is the same `u64`).
 pub type Nanos = u64;

@@ -64,6 +64,31 @@ pub(crate) fn getsockopt_int(fd: &impl AsRawFd, level: i32, opt: i32) -> io::Res
     Ok(v)
 }
 
+/// `getsockopt(2)` into a plain value `val`; a shorter answer leaves the rest of `val` as it
+/// was (an older kernel's smaller struct).
+pub(crate) fn getsockopt_into<T>(
+    fd: &impl AsRawFd,
+    level: i32,
+    opt: i32,
+    val: &mut T,
+) -> io::Result<()> {
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: pointer to a live T and its size; the kernel writes at most `len` bytes.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            opt,
+            val as *mut T as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Index of interface `dev` in the calling thread's network namespace, `None` if absent.
 pub fn ifindex(dev: &str) -> Option<u32> {
     let name = std::ffi::CString::new(dev).ok()?;
@@ -246,4 +271,49 @@ mod tests {
         let f = std::fs::File::open("/proc/self/status").unwrap();
         assert!(peer_cred(&f).is_err());
     }
+}
+
+/// `ETHTOOL_GCHANNELS` (include/uapi/linux/ethtool.h).
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
+
+/// `struct ethtool_channels`.
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolChannels {
+    cmd: u32,
+    max_rx: u32,
+    max_tx: u32,
+    max_other: u32,
+    max_combined: u32,
+    rx_count: u32,
+    tx_count: u32,
+    other_count: u32,
+    combined_count: u32,
+}
+
+/// How many receive queues `dev` has (`ethtool -l`: RX plus combined channels, at least 1).
+pub fn rx_queues(dev: &str) -> io::Result<u32> {
+    if dev.is_empty() || dev.len() >= libc::IFNAMSIZ {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "interface name too long",
+        ));
+    }
+    let fd = socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
+    let mut ch = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..EthtoolChannels::default()
+    };
+    // SAFETY: a zeroed ifreq is valid; the name fits (checked above, NUL stays).
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in ifr.ifr_name.iter_mut().zip(dev.bytes()) {
+        *d = s as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = &mut ch as *mut EthtoolChannels as *mut libc::c_char;
+    // SAFETY: ifreq points at `ch`, which lives for the call.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((ch.rx_count + ch.combined_count).max(1))
 }

@@ -66,9 +66,9 @@ pub const UNITLESS: &[&str] = &[
     "enqueued", "dequeued", "drops_on_arrival", "drops_evicted", "queued_packets",
 ];
 
-/// Objects whose keys are data (a drop reason, a class number, an error kind) and whose
-/// numbers are counts.
-pub const COUNT_MAPS: &[&str] = &["drops", "forwarded_by_class", "errors"];
+/// Objects whose keys are data (a drop reason, a class number, an error kind, the kernel's
+/// `struct xdp_statistics` counters of an AF_XDP socket) and whose numbers are counts.
+pub const COUNT_MAPS: &[&str] = &["drops", "forwarded_by_class", "errors", "xdp_drops"];
 
 /// One number that breaks the rule: where it is (`a.b[2].c`) and why.
 #[derive(Debug, Clone, PartialEq, Eq)]

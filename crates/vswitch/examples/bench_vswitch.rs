@@ -13,7 +13,7 @@
 //!
 //! ```text
 //! bench_vswitch                      throughput, discipline cost, latency (3 rounds, in-process)
-//! bench_vswitch backends [--rounds R]   packets/s at 64 B, tpacket vs packet port backend
+//! bench_vswitch backends [--rounds R]   packets/s at 64 B, xdp vs tpacket vs packet port backend
 //! bench_vswitch latency [--rounds R] [--probes P] [--busy-poll 0,200us]
 //!                       [--switch NAME=PATH]...  [--ping-cpu C] [--switch-cpu C|none] [--same-cpu-too]
 //! ```
@@ -197,7 +197,7 @@ fn config(bed: &Bed, d: &str) -> SwitchConfig {
     config_polling(bed, d, None)
 }
 
-/// The default configuration on port backend `backend` (`tpacket`, `packet`).
+/// The default configuration on port backend `backend` (`xdp`, `tpacket`, `packet`).
 fn config_on(bed: &Bed, d: &str, backend: &str) -> SwitchConfig {
     let text = config_text(bed, d, None).replacen(
         "batch = 8\n",
@@ -594,7 +594,7 @@ fn latency(bed: &Bed, o: &LatencyOpts) -> anyhow::Result<()> {
 
 const USAGE: &str = "\
 bench_vswitch                      throughput, discipline cost, latency (3 rounds, in-process)
-bench_vswitch backends [--rounds R]  packets/s at 64 B on the tpacket and packet backends
+bench_vswitch backends [--rounds R]  packets/s at 64 B on the xdp, tpacket and packet backends
 bench_vswitch latency [--rounds R] [--probes P] [--busy-poll 0,200us,50ms]
                       [--switch NAME=PATH]... [--ping-cpu C] [--switch-cpu C|none] [--same-cpu-too]
 
@@ -652,15 +652,12 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// Packets/s of the switch at 64 B on each port backend, `rounds` rounds, the order of the
-/// backends alternating from round to round; the load average before each measurement.
+/// backends rotating from round to round; the load average before each measurement.
 fn backends(bed: &Bed, rounds: usize) -> anyhow::Result<()> {
     let dur = Duration::from_secs(3);
     for round in 0..rounds {
-        let order = if round % 2 == 0 {
-            ["tpacket", "packet"]
-        } else {
-            ["packet", "tpacket"]
-        };
+        let mut order = ["xdp", "tpacket", "packet"];
+        order.rotate_left(round % 3);
         for backend in order {
             let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
             let sw = spawn_in_netns(&bed.sw, config_on(bed, "delay_constrained", backend))?;

@@ -124,7 +124,7 @@ pub const MAX_BUDGET_CATCH_UP: Nanos = SEC;
 fn default_busy_poll() -> Nanos {
     DEFAULT_BUSY_POLL
 }
-/// Most ring memory of all ports together (`tpacket`): 1 GiB.
+/// Most ring memory of all ports together (`tpacket` rings, `xdp` UMEM): 1 GiB.
 pub const MAX_RING_BYTES: usize = 1 << 30;
 /// Default of [`SwitchConfig::ring_frames`]: 1024 (2 MiB per port, 38 MiB for 18 ports and the
 /// uplink).
@@ -209,8 +209,8 @@ pub struct SwitchConfig {
     /// longer than the gap between packets keeps the thread awake on a dedicated core.
     #[serde(default = "default_busy_poll", deserialize_with = "serde_duration")]
     pub busy_poll: Nanos,
-    /// Port backend: `auto` (the `TPACKET_V2` ring, else `packet` with the reason printed),
-    /// `tpacket` or `packet` (`recvmmsg`/`sendmmsg`).
+    /// Port backend: `auto` (`xdp`, else the `TPACKET_V2` ring, else `packet`, with the
+    /// reasons printed), `xdp` (AF_XDP), `tpacket` or `packet` (`recvmmsg`/`sendmmsg`).
     #[serde(rename = "port_backend", default, deserialize_with = "serde_backend")]
     pub port_backend: PortBackend,
     /// Receive ring frames per port (2 KiB each, 64..=65536, rounded up to 8); every port and
@@ -285,8 +285,15 @@ impl SwitchConfig {
                 .ring
                 .check("ring_frames", "tx ring")
                 .map_err(ConfigProblem::Ring)?;
-            let bytes =
-                (self.ports.len() + 1) * self.ring_frames * netsched_sys::tpacket::RING_FRAME;
+            // `xdp` (tried first by `auto`) maps a power of two of receive chunks plus its
+            // transmit chunks per port: the larger of the two backends' needs.
+            let per_port = match self.port_backend {
+                PortBackend::Tpacket => self.ring_frames,
+                _ => {
+                    self.ring_frames.next_power_of_two() + netsched_sys::xdp_port::DEFAULT_TX_FRAMES
+                }
+            };
+            let bytes = (self.ports.len() + 1) * per_port * netsched_sys::tpacket::RING_FRAME;
             if bytes > MAX_RING_BYTES {
                 return Err(ConfigProblem::RingMemory {
                     frames: self.ring_frames,

@@ -87,6 +87,9 @@ pub struct SwitchMetrics {
     up_unicast: Counter,
     up_flooded: Counter,
     up_dropped: [Counter; UPLINK_DROP_REASONS.len()],
+    /// `XDP_STATISTICS` over all ports: the four loss counters, then the two "found empty".
+    xdp_drops: [Counter; 4],
+    xdp_empty: [Counter; 2],
     published: Counter,
 }
 
@@ -277,6 +280,32 @@ impl SwitchMetrics {
                 })
                 .clone()
         });
+        let xdp_drops_f: Family<ReasonLabel, Counter> = Family::default();
+        r.register(
+            "xdp_drops",
+            "Frames and descriptors the ports' AF_XDP sockets lost, by reason (XDP_STATISTICS summed over ports; 0 unless the xdp backend runs)",
+            xdp_drops_f.clone(),
+        );
+        let xdp_drops = netsched_sys::XdpStats::default().drops().map(|(why, _)| {
+            xdp_drops_f
+                .get_or_create(&ReasonLabel {
+                    reason: why.to_string(),
+                })
+                .clone()
+        });
+        let xdp_empty_f: Family<ReasonLabel, Counter> = Family::default();
+        r.register(
+            "xdp_ring_empty",
+            "Times the kernel found the ports' AF_XDP fill or TX ring empty (reason = the ring; events, not losses)",
+            xdp_empty_f.clone(),
+        );
+        let xdp_empty = netsched_sys::XdpStats::default().empty().map(|(ring, _)| {
+            xdp_empty_f
+                .get_or_create(&ReasonLabel {
+                    reason: ring.to_string(),
+                })
+                .clone()
+        });
         let published = register_counter(
             r,
             "publications",
@@ -285,7 +314,7 @@ impl SwitchMetrics {
         let port_backend: Family<BackendLabel, Gauge> = Family::default();
         r.register(
             "port_backend",
-            "The port backend in use (1 for the one running: tpacket or packet)",
+            "The port backend in use (1 for the one running: xdp, tpacket or packet)",
             port_backend.clone(),
         );
         let ring_bytes = register_gauge(
@@ -314,6 +343,8 @@ impl SwitchMetrics {
             up_unicast,
             up_flooded,
             up_dropped,
+            xdp_drops,
+            xdp_empty,
             published,
         }
     }
@@ -327,6 +358,12 @@ impl SwitchMetrics {
             .set(1);
         self.ring_bytes.set(gauge(s.ring_bytes));
         set_counter(&self.wakeups, s.wakeups);
+        for (c, (_, v)) in self.xdp_drops.iter().zip(s.xdp_drops.drops()) {
+            set_counter(c, v);
+        }
+        for (c, (_, v)) in self.xdp_empty.iter().zip(s.xdp_drops.empty()) {
+            set_counter(c, v);
+        }
         for (m, p) in self.ports.iter().zip(&s.ports) {
             set_counter(&m.received, p.received);
             set_counter(&m.forwarded, p.forwarded);
@@ -441,6 +478,8 @@ mod tests {
             "netsched_vswitch_port_backend{backend=\"auto\"} 1",
             "netsched_vswitch_ring_bytes 0",
             "netsched_vswitch_wakeups_total 0",
+            "netsched_vswitch_xdp_drops_total{reason=\"rx_ring_full\"} 0",
+            "netsched_vswitch_xdp_ring_empty_total{reason=\"tx\"} 0",
         ] {
             assert!(text.contains(want), "missing {want:?} in:\n{text}");
         }

@@ -102,10 +102,13 @@ pub struct SwitchStats {
     /// New source addresses not learned because the table was full.
     pub mac_table_full: u64,
     pub stats_dropped: u64,
-    /// The port backend in use (`tpacket` or `packet`).
+    /// The port backend in use (`xdp`, `tpacket` or `packet`).
     pub port_backend: netsched_sys::PortBackend,
     /// Bytes of ring memory all open ports mapped (0 for `packet`).
     pub ring_bytes: u64,
+    /// The `xdp` backend's AF_XDP drop and error counters (`XDP_STATISTICS`), summed over the
+    /// open ports (zeros on other backends). Receive losses are also in `kernel_drops`.
+    pub xdp_drops: netsched_sys::XdpStats,
     /// Blocking waits for input or a timer that returned (sleeps, not polling-window looks).
     pub wakeups: u64,
     /// `wakeups` per frame received (guest ports and uplink); 0 before the first frame.

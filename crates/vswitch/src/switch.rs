@@ -440,6 +440,12 @@ impl Switch {
             stats_dropped: 0,
             port_backend: self.uplink.backend(),
             ring_bytes: self.ports().map(|p| p.ring_bytes() as u64).sum(),
+            xdp_drops: self
+                .ports()
+                .fold(netsched_sys::XdpStats::default(), |mut t, p| {
+                    t.add(&p.xdp_stats());
+                    t
+                }),
             wakeups: self.wakeups,
             wakeups_per_frame: {
                 let rx =
