@@ -25,7 +25,7 @@ struct xdp_md {
 // enum xdp_action, include/uapi/linux/bpf.h.
 #define XDP_PASS 2
 
-// BPF_FUNC_redirect_map is helper 51 (include/uapi/linux/bpf.h, __BPF_FUNC_MAPPER).
+// BPF_FUNC_redirect_map is the kernel function with id 51 (include/uapi/linux/bpf.h, __BPF_FUNC_MAPPER).
 static long (*bpf_redirect_map)(void *map, u64 key, u64 flags) = (void *)51;
 
 // Placeholder for the XSKMAP the loader creates; only its symbol name matters.

@@ -250,7 +250,7 @@ mod tests {
         assert_eq!(p.insns.len() % 8, 0);
         assert_eq!(p.map_loads.len(), 1, "{p:?}");
         assert_eq!(p.license, "Dual MIT/GPL");
-        // The call is helper 51, bpf_redirect_map (`call` = opcode 0x85, helper id in imm).
+        // The call is kernel function 51, bpf_redirect_map (`call` = opcode 0x85, function id in imm).
         assert!(
             p.insns
                 .chunks(8)
