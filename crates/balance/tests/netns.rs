@@ -3,10 +3,11 @@
 //! Skips with a reason without root; everything it starts is killed by pid and the namespace
 //! deleted when the testbed drops, also on failure.
 
+mod nginx;
+
 use netsched_testbed::{privileged_test_allowed, TempDir, Testbed};
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -38,18 +39,6 @@ fn get(addr: &str) -> (u16, String) {
     (status, body)
 }
 
-fn nginx_conf(dir: &std::path::Path, name: &str, port: u16) -> String {
-    let d = dir.join(name);
-    std::fs::create_dir_all(d.join("tmp")).unwrap();
-    format!(
-        "master_process off;\ndaemon off;\nworker_processes 1;\nuser root root;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n\
-events {{ worker_connections 1024; }}\nhttp {{\n access_log off;\n client_body_temp_path {d}/tmp/body;\n proxy_temp_path {d}/tmp/proxy;\n\
- fastcgi_temp_path {d}/tmp/fastcgi;\n uwsgi_temp_path {d}/tmp/uwsgi;\n scgi_temp_path {d}/tmp/scgi;\n\
- server {{ listen 127.0.0.1:{port}; location / {{ return 200 \"{name}\"; }} }}\n}}\n",
-        d = d.display()
-    )
-}
-
 #[test]
 fn balancer_in_a_namespace_spreads_over_nginx_and_takes_a_killed_one_out() {
     if !privileged_test_allowed(
@@ -60,20 +49,11 @@ fn balancer_in_a_namespace_spreads_over_nginx_and_takes_a_killed_one_out() {
     let mut tb = Testbed::new("bal").unwrap();
     let ns = tb.add_ns("lb").unwrap();
     let dir = TempDir::new("bal-netns").unwrap();
-    let mut pids = HashMap::new();
-    for (name, port) in [("a", 8081u16), ("b", 8082)] {
-        let conf = dir.path().join(format!("{name}.conf"));
-        std::fs::write(&conf, nginx_conf(dir.path(), name, port)).unwrap();
-        let pid = tb
-            .spawn(
-                &ns,
-                "nginx",
-                &["-c", conf.to_str().unwrap(), "-e", "stderr"],
-                name,
-            )
-            .unwrap();
-        pids.insert(name, pid);
+    let pids = nginx::Nginx {
+        connections: 1024,
+        keepalive_requests: None,
     }
+    .start(&mut tb, &ns, dir.path());
     let sock = dir.path().join("ctl.sock");
     let cfg = dir.path().join("balance.toml");
     std::fs::write(
@@ -86,16 +66,7 @@ fn balancer_in_a_namespace_spreads_over_nginx_and_takes_a_killed_one_out() {
         ),
     )
     .unwrap();
-    let log = std::fs::File::create(dir.path().join("log")).unwrap();
-    tb.spawn_with(
-        &ns,
-        env!("CARGO_BIN_EXE_netsched-balanced"),
-        &["--config", cfg.to_str().unwrap()],
-        "balance",
-        Stdio::null(),
-        Stdio::from(log),
-    )
-    .unwrap();
+    nginx::start_balancer(&mut tb, &ns, &cfg, &dir.path().join("log"));
     // Wait until the balancer and both nginx answer through it.
     let ready = in_ns(&ns, || {
         let end = Instant::now() + PATIENCE;

@@ -19,6 +19,8 @@
 //! Skips with a reason without root; everything it starts is killed by pid and the namespace
 //! deleted when the test ends, also on failure.
 
+mod nginx;
+
 use netsched_balance::load::run_load;
 use netsched_testbed::{privileged_test_allowed, TempDir, Testbed};
 use std::io::{Read, Write};
@@ -119,18 +121,6 @@ fn fetch(addr: &str) -> Result<u16, String> {
     }
 }
 
-fn nginx_conf(dir: &std::path::Path, name: &str, port: u16) -> String {
-    let d = dir.join(name);
-    std::fs::create_dir_all(d.join("tmp")).unwrap();
-    format!(
-        "master_process off;\ndaemon off;\nworker_processes 1;\nuser root root;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n\
-events {{ worker_connections 1024; }}\nhttp {{\n access_log off;\n keepalive_requests 1000000;\n client_body_temp_path {d}/tmp/body;\n\
- proxy_temp_path {d}/tmp/proxy;\n fastcgi_temp_path {d}/tmp/fastcgi;\n uwsgi_temp_path {d}/tmp/uwsgi;\n scgi_temp_path {d}/tmp/scgi;\n\
- server {{ listen 127.0.0.1:{port}; location / {{ return 200 \"{name}\"; }} }}\n}}\n",
-        d = d.display()
-    )
-}
-
 #[test]
 fn a_restart_under_load_loses_no_request() {
     if !privileged_test_allowed("a_restart_under_load_loses_no_request") {
@@ -143,17 +133,11 @@ fn a_restart_under_load_loses_no_request() {
         eprintln!("this kernel has no net.ipv4.tcp_migrate_req (Linux < 5.14): the new-connection client's failures are printed, not asserted");
     }
     let dir = TempDir::new("bal-restart").unwrap();
-    for (name, port) in [("a", 8081u16), ("b", 8082)] {
-        let conf = dir.path().join(format!("{name}.conf"));
-        std::fs::write(&conf, nginx_conf(dir.path(), name, port)).unwrap();
-        tb.spawn(
-            &ns,
-            "nginx",
-            &["-c", conf.to_str().unwrap(), "-e", "stderr"],
-            name,
-        )
-        .unwrap();
+    nginx::Nginx {
+        connections: 1024,
+        keepalive_requests: Some(1_000_000),
     }
+    .start(&mut tb, &ns, dir.path());
     let cfg = dir.path().join("balance.toml");
     std::fs::write(
         &cfg,

@@ -8,12 +8,13 @@
 //! profile is removed.
 //! With `NETSCHED_STATUS_SCREENSHOT=path.png` the page is also saved there (docs/img).
 
+mod nginx;
+
 use netsched_metrics::{parse_exposition, scrape, Sample};
 use netsched_testbed::chromium;
 use netsched_testbed::status_page::{self, screenshot_asked, StatusPage};
 use netsched_testbed::{privileged_test_allowed, TempDir, Testbed};
 use std::io::{Read, Write};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -32,18 +33,6 @@ fn get(addr: &str) -> u16 {
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0)
-}
-
-fn nginx_conf(dir: &std::path::Path, name: &str, port: u16) -> String {
-    let d = dir.join(name);
-    std::fs::create_dir_all(d.join("tmp")).unwrap();
-    format!(
-        "master_process off;\ndaemon off;\nworker_processes 1;\nuser root root;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n\
-events {{ worker_connections 64; }}\nhttp {{\n access_log off;\n client_body_temp_path {d}/tmp/body;\n proxy_temp_path {d}/tmp/proxy;\n\
- fastcgi_temp_path {d}/tmp/fastcgi;\n uwsgi_temp_path {d}/tmp/uwsgi;\n scgi_temp_path {d}/tmp/scgi;\n\
- server {{ listen 127.0.0.1:{port}; location / {{ return 200 \"{name}\"; }} }}\n}}\n",
-        d = d.display()
-    )
 }
 
 /// The value of family `name` for `backend` (summed over other labels); None when absent.
@@ -68,17 +57,11 @@ fn status_page_shows_what_metrics_says_for_every_server() {
     let mut tb = Testbed::new("bstat").unwrap();
     let ns = tb.add_ns("lb").unwrap();
     let dir = TempDir::new("bal-status").unwrap();
-    for (name, port) in [("a", 8081u16), ("b", 8082)] {
-        let conf = dir.path().join(format!("{name}.conf"));
-        std::fs::write(&conf, nginx_conf(dir.path(), name, port)).unwrap();
-        tb.spawn(
-            &ns,
-            "nginx",
-            &["-c", conf.to_str().unwrap(), "-e", "stderr"],
-            name,
-        )
-        .unwrap();
+    nginx::Nginx {
+        connections: 64,
+        keepalive_requests: None,
     }
+    .start(&mut tb, &ns, dir.path());
     let sock = dir.path().join("ctl.sock");
     let cfg = dir.path().join("balance.toml");
     std::fs::write(
@@ -92,16 +75,7 @@ control_socket = \"{}\"\n[health]\nkind = \"http\"\ninterval = \"200ms\"\nrise =
         ),
     )
     .unwrap();
-    let log = std::fs::File::create(dir.path().join("log")).unwrap();
-    tb.spawn_with(
-        &ns,
-        env!("CARGO_BIN_EXE_netsched-balanced"),
-        &["--config", cfg.to_str().unwrap()],
-        "balance",
-        Stdio::null(),
-        Stdio::from(log),
-    )
-    .unwrap();
+    nginx::start_balancer(&mut tb, &ns, &cfg, &dir.path().join("log"));
     let log = || std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
     // c (no nginx) is taken down by its checks; a and b stay up.
     let start = Instant::now();

@@ -6,10 +6,12 @@
 //! [`socket_file`]), who may connect ([`access`]: root, the daemon's user, or the control
 //! group, by `SO_PEERCRED`), a bounded server that runs the daemon's handler off the packet
 //! path ([`server`]: connections, line length, request time; [`line_handler`] words the
-//! `ok`/`error:` answers of a line protocol), and the one client
-//! ([`client`]), and the log line of each request that changes state ([`audit`]). What the
-//! requests mean — their verbs, their answers, how a command reaches
-//! a packet thread — stays in each daemon.
+//! `ok`/`error:` answers of a line protocol), the bounded hand-off of commands from the
+//! control threads to a packet thread and of answers back ([`handoff`]), and the one client
+//! ([`client`]), and the log line of each request that changes state ([`audit`]; tests read
+//! it with [`log_capture`]). What the
+//! requests mean — their verbs, their answers, when the packet thread looks for commands —
+//! stays in each daemon.
 //!
 //! Why a crate of its own: all three data planes need it and none may depend on another; it
 //! needs only `netsched-sys` (the socket option, `poll`, `nice`), so it sits beside
@@ -21,11 +23,15 @@
 pub mod access;
 pub mod audit;
 pub mod client;
+pub mod handoff;
 pub mod line_handler;
+pub mod log_capture;
 pub mod server;
 pub mod socket_file;
 
 pub use client::{exchange, request_line, ClientError, MAX_ANSWER};
+pub use handoff::HandOffError;
 pub use line_handler::OkOrError;
+pub use log_capture::LogCapture;
 pub use server::{Handler, Limits, LineEnd, Refusal, Request, Server, ServerConfig, WhenFull};
 pub use socket_file::{remove_stale_socket, BindError, BindMode};

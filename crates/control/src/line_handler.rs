@@ -37,26 +37,11 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::LogCapture;
     use netsched_sys::PeerCred;
-    use std::io::Write;
-    use std::sync::{Arc, Mutex};
-
-    /// Collects what the subscriber writes.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Captured {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
 
     fn answer_logged(handler: &dyn Handler, line: &str) -> (String, String) {
-        let out = Captured::default();
+        let out = LogCapture::default();
         let sink = out.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_writer(move || sink.clone())
@@ -72,8 +57,7 @@ mod tests {
             deadline: Instant::now(),
         };
         let answer = tracing::subscriber::with_default(subscriber, || handler.answer(&request));
-        let log = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
-        (answer, log)
+        (answer, out.text())
     }
 
     fn handler() -> OkOrError<impl Fn(&str, Instant) -> Result<String, String>> {

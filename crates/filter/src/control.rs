@@ -28,9 +28,8 @@ use crate::stats::FilterStats;
 use crate::work::Tables;
 use netsched_control::server::{Limits, LineEnd, Server, ServerConfig, WhenFull};
 use netsched_control::socket_file::BindMode;
-use netsched_control::OkOrError;
+use netsched_control::{handoff, HandOffError, OkOrError};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -61,29 +60,12 @@ pub enum Answer {
     Done(String),
 }
 
-/// A command and where its answer goes.
-pub struct Envelope {
-    pub command: Command,
-    reply: SyncSender<Answer>,
-}
-
-impl Envelope {
-    /// Answer the command; never blocks.
-    pub fn answer(self, a: Answer) {
-        let _ = self.reply.try_send(a);
-    }
-}
+/// A command and where its answer goes (the daemons' one hand-off:
+/// [`netsched_control::handoff`]).
+pub type Envelope = handoff::Envelope<Command, Answer>;
 
 /// The packet thread's end: [`Inbox::take`] never blocks.
-pub struct Inbox {
-    rx: Receiver<Envelope>,
-}
-
-impl Inbox {
-    pub fn take(&self) -> Option<Envelope> {
-        self.rx.try_recv().ok()
-    }
-}
+pub type Inbox = handoff::Inbox<Command, Answer>;
 
 /// Builds fresh tables (the `reload` command); runs on the control thread.
 pub type Loader = Arc<dyn Fn() -> Result<Arc<Tables>, TablesError> + Send + Sync>;
@@ -91,35 +73,26 @@ pub type Loader = Arc<dyn Fn() -> Result<Arc<Tables>, TablesError> + Send + Sync
 /// The control thread's end.
 #[derive(Clone)]
 pub struct Outbox {
-    tx: SyncSender<Envelope>,
+    commands: handoff::Outbox<Command, Answer>,
     loader: Loader,
 }
 
 /// A bounded command channel; `loader` compiles the tables for `reload`.
 pub fn channel(loader: Loader) -> (Outbox, Inbox) {
-    let (tx, rx) = sync_channel(COMMAND_QUEUE);
-    (Outbox { tx, loader }, Inbox { rx })
+    let (commands, inbox) = handoff::channel(COMMAND_QUEUE);
+    (Outbox { commands, loader }, inbox)
 }
 
 impl Outbox {
     /// Hand `command` to the packet thread and wait for its answer until `deadline`.
     pub fn execute(&self, command: Command, deadline: Instant) -> Result<Answer, CommandError> {
-        let (reply, answer) = sync_channel(1);
-        match self.tx.try_send(Envelope { command, reply }) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                return Err(CommandError::Busy {
-                    queue: COMMAND_QUEUE,
-                })
-            }
-            Err(TrySendError::Disconnected(_)) => return Err(CommandError::Stopped),
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        match answer.recv_timeout(left) {
-            Ok(a) => Ok(a),
-            Err(RecvTimeoutError::Timeout) => Err(CommandError::NoAnswer { within: DEADLINE }),
-            Err(RecvTimeoutError::Disconnected) => Err(CommandError::Stopped),
-        }
+        self.commands
+            .execute(command, deadline)
+            .map_err(|e| match e {
+                HandOffError::Busy { waiting } => CommandError::Busy { queue: waiting },
+                HandOffError::Stopped | HandOffError::Dropped => CommandError::Stopped,
+                HandOffError::NoAnswer => CommandError::NoAnswer { within: DEADLINE },
+            })
     }
 }
 
@@ -343,13 +316,7 @@ mod tests {
             .to_string();
         assert!(e.contains("rules.toml:3"), "{e}");
         for _ in 0..COMMAND_QUEUE {
-            let (reply, _a) = sync_channel(1);
-            out.tx
-                .try_send(Envelope {
-                    command: Command::Show,
-                    reply,
-                })
-                .unwrap();
+            out.commands.send(Command::Show).unwrap();
         }
         let e = execute_line("show", &out, Instant::now() + DEADLINE)
             .unwrap_err()

@@ -485,10 +485,16 @@ fn apply_check_host(a: &ApplyArgs, plan: &ShapePlan) -> Result<()> {
     Ok(())
 }
 
+/// Valid flags the tests start from (shared with `tests/error_texts.rs`).
+#[cfg(test)]
+#[path = "../tests/example_args/mod.rs"]
+mod example_args;
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    use super::example_args::{apply_args as args, run_args};
     use clap::{CommandFactory, Parser};
 
     /// The two subcommands as the `netsched` binary mounts them.
@@ -551,32 +557,6 @@ mod tests {
             "n", "shape", "apply", "--dev", "e", "--up", "1mbit", "--down", "2mbit"
         ])
         .is_err());
-    }
-
-    fn run_args() -> RunArgs {
-        RunArgs {
-            dev_a: Some("a".into()),
-            dev_b: Some("b".into()),
-            ab_rate: "800kbit".into(),
-            ba_rate: "2mbit".into(),
-            delay: "10ms".into(),
-            ab_delay: None,
-            ba_delay: None,
-            ab_qdisc: "fifo:100".into(),
-            ba_qdisc: "fifo:1000".into(),
-            pool: 1024,
-            delay_line: 1024,
-            stats: None,
-            busy_poll: "50us".into(),
-            spin: None,
-            port: "auto".into(),
-            ring_frames: 4096,
-            tx_ring_frames: 0,
-            duration: None,
-            metrics: None,
-            metrics_public: false,
-            check: false,
-        }
     }
 
     #[test]
@@ -645,22 +625,6 @@ mod tests {
             a.config().unwrap().stats_interval,
             Some(crate::engine::MIN_STATS_INTERVAL)
         );
-    }
-
-    fn args(dev: &str, up: &str) -> ApplyArgs {
-        ApplyArgs {
-            dev: dev.into(),
-            up: up.into(),
-            down: None,
-            ifb: None,
-            queue: 100,
-            ack_queue: 100,
-            headroom: 5.0,
-            no_ack_priority: false,
-            replace: false,
-            dry_run: true,
-            check: false,
-        }
     }
 
     #[test]

@@ -7,51 +7,12 @@ use netsched_link::cli::{ApplyArgs, RunArgs};
 use netsched_link::engine::parse_qdisc;
 use netsched_link::shape::{Restore, ShapeError, TcError};
 
+mod example_args;
+use example_args::{apply_args, run_args};
+
 /// A change to the flags of `netsched link`, and to those of `shape apply`.
 type RunChange = Box<dyn Fn(&mut RunArgs)>;
 type ApplyChange = Box<dyn Fn(&mut ApplyArgs)>;
-
-fn run_args() -> RunArgs {
-    RunArgs {
-        dev_a: Some("a".into()),
-        dev_b: Some("b".into()),
-        ab_rate: "800kbit".into(),
-        ba_rate: "2mbit".into(),
-        delay: "10ms".into(),
-        ab_delay: None,
-        ba_delay: None,
-        ab_qdisc: "fifo:100".into(),
-        ba_qdisc: "fifo:1000".into(),
-        pool: 1024,
-        delay_line: 1024,
-        stats: None,
-        busy_poll: "50us".into(),
-        spin: None,
-        port: "auto".into(),
-        ring_frames: 4096,
-        tx_ring_frames: 0,
-        duration: None,
-        metrics: None,
-        metrics_public: false,
-        check: false,
-    }
-}
-
-fn apply_args() -> ApplyArgs {
-    ApplyArgs {
-        dev: "eth1".into(),
-        up: "1mbit".into(),
-        down: None,
-        ifb: None,
-        queue: 100,
-        ack_queue: 100,
-        headroom: 5.0,
-        no_ack_priority: false,
-        replace: false,
-        dry_run: true,
-        check: false,
-    }
-}
 
 #[test]
 fn a_bad_discipline_spec_names_the_spec_the_value_and_the_rule() {
@@ -202,11 +163,11 @@ fn a_bad_shape_flag_is_named_with_its_value() {
         ),
     ];
     for (change, text) in cases {
-        let mut a = apply_args();
+        let mut a = apply_args("eth1", "1mbit");
         change(&mut a);
         assert_eq!(a.plan().unwrap_err().to_string(), text);
     }
-    let mut a = apply_args();
+    let mut a = apply_args("eth1", "1mbit");
     a.up = "fast".into();
     let e = a.plan().unwrap_err().to_string();
     assert!(e.starts_with("--up: ") && e.contains("`fast`"), "{e}");

@@ -11,8 +11,10 @@
 
 mod common;
 
-use netsched_metrics::{hammer, parse_exposition, scrape, HammerOutcome, Sample};
-use netsched_testbed::{enter_netns, namespaces_with, privileged_test_allowed};
+use netsched_metrics::{hammer, scrape_samples, HammerOutcome, Sample};
+use netsched_testbed::{
+    enter_netns, in_netns, namespaces_with, netns_entry, privileged_test_allowed,
+};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -53,20 +55,11 @@ fn check_identity(samples: &[Sample]) -> Result<(), String> {
 }
 
 /// Scrape from inside namespace `ns` (the listener is on that namespace's loopback).
-fn scrape_in(ns: &str, addr: SocketAddr) -> std::io::Result<(u16, String)> {
-    let ns = ns.to_string();
-    std::thread::spawn(move || {
-        enter_netns(&ns).map_err(std::io::Error::other)?;
-        scrape(addr, Duration::from_secs(10))
-    })
-    .join()
-    .unwrap()
-}
-
 fn parsed(ns: &str, addr: SocketAddr) -> Vec<Sample> {
-    let (status, body) = scrape_in(ns, addr).unwrap();
-    assert_eq!(status, 200, "{body}");
-    parse_exposition(&body).unwrap()
+    in_netns(Some(ns), move || {
+        scrape_samples(addr, Duration::from_secs(10))
+    })
+    .unwrap()
 }
 
 #[test]
@@ -144,17 +137,13 @@ fn link_metrics_stay_consistent_and_frames_flow_while_scrapers_hammer() {
 
         // The hammer: half-open clients holding slots, and 50 scrapers in a loop for 2 s, from
         // inside the daemon's namespace.
-        let enter = {
-            let ns = m.clone();
-            Arc::new(move || enter_netns(&ns).unwrap()) as Arc<dyn Fn() + Send + Sync>
-        };
         let HammerOutcome {
             answered: ok,
             refused,
             inconsistent: bad,
         } = hammer(
             addr,
-            enter,
+            netns_entry(&m),
             SCRAPERS,
             HALF_OPEN,
             Duration::from_secs(2),

@@ -14,7 +14,7 @@
 
 mod common;
 
-use netsched_metrics::{parse_exposition, scrape, Sample};
+use netsched_metrics::{scrape_samples, Sample};
 use netsched_testbed::chromium;
 use netsched_testbed::status_page::{in_netns, screenshot_asked, Shown, StatusPage};
 use netsched_testbed::{enter_netns, namespaces_with, privileged_test_allowed};
@@ -45,11 +45,10 @@ impl Drop for StopOnDrop {
 }
 
 fn samples_in(ns: &str, addr: SocketAddr) -> Vec<Sample> {
-    let (code, body) = in_netns(Some(ns), move || {
-        scrape(addr, Duration::from_secs(10)).unwrap()
-    });
-    assert_eq!(code, 200, "{body}");
-    parse_exposition(&body).unwrap()
+    in_netns(Some(ns), move || {
+        scrape_samples(addr, Duration::from_secs(10))
+    })
+    .unwrap()
 }
 
 /// The series that stand still when no frame moves, by name and labels.

@@ -49,6 +49,17 @@ pub fn scrape(addr: SocketAddr, timeout: Duration) -> std::io::Result<(u16, Stri
     Ok((status, body))
 }
 
+/// One scrape that must be answered 200, read into samples: what the tests of every daemon
+/// compare. The error names the address and what went wrong: the I/O error, another status
+/// (with its body), or the line that does not parse.
+pub fn scrape_samples(addr: SocketAddr, timeout: Duration) -> Result<Vec<Sample>, String> {
+    let (status, body) = scrape(addr, timeout).map_err(|e| format!("scrape {addr}: {e}"))?;
+    if status != 200 {
+        return Err(format!("scrape {addr}: status {status}: {body}"));
+    }
+    parse_exposition(&body).map_err(|e| format!("scrape {addr}: {e}"))
+}
+
 /// The samples of a text exposition; comment lines (`# TYPE`, `# HELP`, `# EOF`) are skipped.
 /// Errors name the line.
 pub fn parse_exposition(text: &str) -> Result<Vec<Sample>, String> {
@@ -102,6 +113,39 @@ fn parse_labels(mut s: &str) -> Option<Vec<(String, String)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A listener that answers one connection with `answer` after reading its request head.
+    fn answer_once(answer: &'static str) -> SocketAddr {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut head = Vec::new();
+            let mut b = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && s.read(&mut b).unwrap_or(0) == 1 {
+                head.push(b[0]);
+            }
+            s.write_all(answer.as_bytes()).unwrap();
+        });
+        addr
+    }
+
+    #[test]
+    fn scrape_samples_reads_a_200_and_names_another_status_or_a_bad_line() {
+        let t = Duration::from_secs(10);
+        let ok = answer_once("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\na 1\n");
+        let s = scrape_samples(ok, t).unwrap();
+        assert_eq!((s[0].name.as_str(), s[0].value), ("a", 1.0));
+        let busy = answer_once("HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\nfull");
+        let e = scrape_samples(busy, t).unwrap_err();
+        assert!(
+            e.contains(&busy.to_string()) && e.contains("status 503: full"),
+            "{e}"
+        );
+        let bad = answer_once("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nb x\n");
+        let e = scrape_samples(bad, t).unwrap_err();
+        assert!(e.contains("line 1: value is not a number"), "{e}");
+    }
 
     #[test]
     fn reads_what_the_encoder_writes_and_names_a_bad_line() {

@@ -22,7 +22,8 @@
 //! waits: when a scrape is copying the slot out, that publication is skipped and counted), and
 //! [`register_snapshot`] turns the latest copy into families at scrape time through a
 //! [`Writer`]. [`parse_addr`] reads a `--metrics ADDR` flag the same way for every daemon;
-//! [`scrape`] and [`parse_exposition`] are the scraping side, for tests and tools.
+//! [`scrape`], [`parse_exposition`] and [`scrape_samples`] (the two, answered 200) are the
+//! scraping side, for tests and tools.
 
 #![forbid(unsafe_code)]
 
@@ -31,7 +32,9 @@ mod read_counter;
 mod snapshot;
 mod status;
 
-pub use client::{hammer, parse_exposition, scrape, HammerOutcome, Sample, MAX_SCRAPE_BYTES};
+pub use client::{
+    hammer, parse_exposition, scrape, scrape_samples, HammerOutcome, Sample, MAX_SCRAPE_BYTES,
+};
 /// The crate the registries and families come from, for daemons that only need its types.
 pub use prometheus_client;
 pub use read_counter::{register_log_drops, register_read_counter};

@@ -29,12 +29,12 @@ use crate::engine::{Applied, Command, Status};
 use anyhow::{anyhow, bail, Context, Result};
 use netsched_control::socket_file::SocketFile;
 use netsched_control::{
-    BindError, BindMode, Handler, Limits, LineEnd, Refusal, Server, ServerConfig, WhenFull,
+    handoff, BindError, BindMode, HandOffError, Handler, Limits, LineEnd, Refusal, Server,
+    ServerConfig, WhenFull,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -260,15 +260,13 @@ impl Response {
     }
 }
 
-/// A command on its way to the packet loop, with the channel its answer goes back on.
-pub struct Envelope {
-    pub cmd: Command,
-    pub reply: SyncSender<Result<Applied, CommandError>>,
-}
+/// What the packet loop answers a command with.
+type Reply = Result<Applied, CommandError>;
 
-/// The packet loop's end of the command channel.
+/// The packet loop's end of the command channel (the daemons' one hand-off,
+/// [`netsched_control::handoff`], and an eventfd to poll).
 pub struct CommandInbox {
-    rx: Receiver<Envelope>,
+    inbox: handoff::Inbox<Command, Reply>,
     waker: netsched_sys::EventFd,
 }
 
@@ -284,10 +282,10 @@ impl CommandInbox {
         self.waker.drain();
         let mut n = 0;
         while n < COMMAND_QUEUE {
-            let Ok(env) = self.rx.try_recv() else { break };
-            let answer = apply(env.cmd);
+            let Some(env) = self.inbox.take() else { break };
+            let answer = apply(env.command);
             // The control thread may have given up (timeout): the answer is dropped.
-            let _ = env.reply.try_send(answer);
+            env.answer(answer);
             n += 1;
         }
         if n == COMMAND_QUEUE {
@@ -301,42 +299,39 @@ impl CommandInbox {
 /// The control thread's end of the command channel.
 #[derive(Clone)]
 pub struct CommandOutbox {
-    tx: SyncSender<Envelope>,
+    commands: handoff::Outbox<Command, Reply>,
     waker: std::sync::Arc<netsched_sys::EventFd>,
 }
 
 /// A bounded command channel between the control thread and the packet loop.
 pub fn command_channel() -> Result<(CommandOutbox, CommandInbox)> {
-    let (tx, rx) = std::sync::mpsc::sync_channel(COMMAND_QUEUE);
+    let (commands, inbox) = handoff::channel(COMMAND_QUEUE);
     let waker = netsched_sys::EventFd::new().context("eventfd for the command channel")?;
     let dup = waker
         .try_clone()
         .context("eventfd for the command channel")?;
     Ok((
         CommandOutbox {
-            tx,
+            commands,
             waker: std::sync::Arc::new(dup),
         },
-        CommandInbox { rx, waker },
+        CommandInbox { inbox, waker },
     ))
 }
 
 impl CommandOutbox {
     /// Send `cmd` to the packet loop and wait (at most `timeout`) for its answer.
     pub fn execute(&self, cmd: Command, timeout: Duration) -> Result<Applied, CommandError> {
-        let (reply, answer) = std::sync::mpsc::sync_channel(1);
-        match self.tx.try_send(Envelope { cmd, reply }) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                return Err(CommandError::Busy {
-                    waiting: COMMAND_QUEUE,
-                })
+        let pending = self.commands.send(cmd).map_err(|e| match e {
+            HandOffError::Busy { waiting } => CommandError::Busy { waiting },
+            HandOffError::Stopped | HandOffError::NoAnswer | HandOffError::Dropped => {
+                CommandError::ShuttingDown
             }
-            Err(TrySendError::Disconnected(_)) => return Err(CommandError::ShuttingDown),
-        }
+        })?;
         self.waker.wake();
-        answer
-            .recv_timeout(timeout)
+        // No answer in time, or the packet loop dropped the command: not applied (yet).
+        pending
+            .wait(std::time::Instant::now() + timeout)
             .unwrap_or(Err(CommandError::NotApplied { within: timeout }))
     }
 }

@@ -15,7 +15,7 @@
 mod common;
 
 use netsched_nfq::control::{request, Request};
-use netsched_testbed::{enter_netns, privileged_test_allowed, Testbed};
+use netsched_testbed::privileged_test_allowed;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -79,12 +79,11 @@ fn hostile_control_clients_do_not_stall_traffic() {
     if !privileged_test_allowed("hostile_control_clients_do_not_stall_traffic") {
         return;
     }
-    let mut tb = Testbed::new("nfqctl").unwrap();
-    let na = tb.add_ns("a").unwrap();
-    let nb = tb.add_ns("b").unwrap();
-    let (ia, ib) = (tb.ifname("a"), tb.ifname("b"));
-    tb.veth((&na, &ia, "10.78.1.1/24"), (&nb, &ib, "10.78.1.2/24"))
-        .unwrap();
+    let common::Pair {
+        tb: _tb,
+        ns: [na, nb],
+        ..
+    } = common::pair("nfqctl", NET);
     let dir = netsched_testbed::TempDir::new("nfqctl").unwrap();
     let socket = dir.path().join("ctl.sock");
 
@@ -93,26 +92,8 @@ fn hostile_control_clients_do_not_stall_traffic() {
         let (ns, stop) = (nb.clone(), Arc::clone(&stop_echo));
         std::thread::spawn(move || common::echo_server(ns, NET, stop))
     };
-    let stop_daemon = Arc::new(AtomicBool::new(false));
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let daemon = {
-        let (ns, stop, cfg) = (
-            nb.clone(),
-            Arc::clone(&stop_daemon),
-            common::daemon_config(socket.clone(), NET, 4),
-        );
-        std::thread::spawn(move || -> anyhow::Result<_> {
-            enter_netns(&ns)?;
-            netsched_nfq::daemon::run_daemon(cfg, &stop, |_| {
-                let _ = ready_tx.send(());
-            })
-        })
-    };
-    let ready = ready_rx.recv_timeout(Duration::from_secs(20)).is_ok();
-    if !ready {
-        stop_daemon.store(true, Ordering::Relaxed);
-        panic!("daemon did not start: {:?}", daemon.join());
-    }
+    let daemon = common::Daemon::start(&nb, common::daemon_config(socket.clone(), NET, 4))
+        .unwrap_or_else(|e| panic!("{e}"));
 
     let stop_probe = Arc::new(AtomicBool::new(false));
     let probe_h = {
@@ -142,8 +123,7 @@ fn hostile_control_clients_do_not_stall_traffic() {
     std::thread::sleep(Duration::from_millis(200));
     stop_probe.store(true, Ordering::Relaxed);
     let probe_r = probe_h.join().unwrap();
-    stop_daemon.store(true, Ordering::Relaxed);
-    let summary = daemon.join().unwrap();
+    let summary = daemon.stop();
     stop_echo.store(true, Ordering::Relaxed);
     let _ = echo.join();
 

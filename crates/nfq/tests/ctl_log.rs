@@ -5,33 +5,12 @@
 //! control state and the engine, a real client connection, and the text lines of a `tracing`
 //! fmt subscriber as the daemon writes them.
 
+use netsched_control::LogCapture;
 use netsched_nfq::config::{ClassSpec, Config, Deadline, DisciplineKind};
 use netsched_nfq::control::{request_with_timeout, ControlServer, ControlState, Request};
 use netsched_nfq::engine::Engine;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
-
-/// Collects what the subscriber writes (the whole process's events: this test binary has one
-/// test, and the control threads log from their own threads).
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-    }
-}
 
 fn engine() -> Engine {
     let mut c = Config {
@@ -51,7 +30,9 @@ fn engine() -> Engine {
 
 #[test]
 fn a_change_is_logged_with_the_callers_uid_and_pid_and_a_read_is_not() {
-    let out = Captured::default();
+    // The whole process's events: this test binary has one test, and the control threads log
+    // from their own threads.
+    let out = LogCapture::default();
     let sink = out.clone();
     tracing_subscriber::fmt()
         .with_writer(move || sink.clone())

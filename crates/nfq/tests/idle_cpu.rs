@@ -7,11 +7,11 @@
 //! kept spinning would use its whole share of a core — even on this 2-core machine at load 10
 //! that is ≈ 2/11 ≈ 18%, and close to 100% when less loaded.
 
+mod common;
+
 use netsched_nfq::config::{ClassSpec, Config, DisciplineKind};
 use netsched_testbed::{enter_netns, privileged_test_allowed, Testbed};
 use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PORT: u16 = 9200;
@@ -45,22 +45,8 @@ fn idle_daemon_sleeps_after_traffic() {
         percentile: 90,
     });
     assert!(cfg.busy_poll > 0, "the default polls adaptively");
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let daemon = {
-        let (ns, stop) = (ns.clone(), Arc::clone(&stop));
-        std::thread::spawn(move || -> anyhow::Result<_> {
-            enter_netns(&ns)?;
-            let tid = netsched_sys::thread::gettid();
-            netsched_nfq::daemon::run_daemon(cfg, &stop, |_| {
-                let _ = tx.send(tid);
-            })
-        })
-    };
-    let Ok(tid) = rx.recv_timeout(Duration::from_secs(20)) else {
-        stop.store(true, Ordering::Relaxed);
-        panic!("daemon did not start: {:?}", daemon.join());
-    };
+    let daemon = common::Daemon::start(&ns, cfg).unwrap_or_else(|e| panic!("{e}"));
+    let tid = daemon.tid;
     // A burst of datagrams through the daemon (loopback of the namespace), then silence.
     let sent = {
         let ns = ns.clone();
@@ -87,8 +73,7 @@ fn idle_daemon_sleeps_after_traffic() {
     let (c0, t0) = (thread_cpu_s(tid), Instant::now());
     std::thread::sleep(Duration::from_secs(3));
     let (c1, wall) = (thread_cpu_s(tid), t0.elapsed().as_secs_f64());
-    stop.store(true, Ordering::Relaxed);
-    let summary = daemon.join().unwrap().expect("daemon");
+    let summary = daemon.stop().expect("daemon");
     let share = (c1 - c0) / wall;
     eprintln!(
         "{sent} of 200 datagrams through the daemon ({} packets seen); idle CPU {:.1}% of a core",

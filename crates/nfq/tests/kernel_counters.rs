@@ -6,12 +6,12 @@
 //! queueing them (`nfqnl_enqueue_packet`, net/netfilter/nfnetlink_queue.c), so the daemon
 //! received more packets than the rules matched. Root; ~3 s.
 
+mod common;
+
 use netsched_nfq::config::{ClassSpec, Config, DisciplineKind};
-use netsched_testbed::{enter_netns, privileged_test_allowed, Testbed};
+use netsched_testbed::{enter_netns, privileged_test_allowed};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 const PORT: u16 = 9100;
@@ -22,12 +22,11 @@ fn received_never_exceeds_rule_matches_with_offloads_on() {
     if !privileged_test_allowed("received_never_exceeds_rule_matches_with_offloads_on") {
         return;
     }
-    let mut tb = Testbed::new("nfqgso").unwrap();
-    let na = tb.add_ns("a").unwrap();
-    let nb = tb.add_ns("b").unwrap();
-    let (ia, ib) = (tb.ifname("a"), tb.ifname("b"));
-    tb.veth((&na, &ia, "10.78.2.1/24"), (&nb, &ib, "10.78.2.2/24"))
-        .unwrap();
+    let common::Pair {
+        tb,
+        ns: [na, nb],
+        dev: [ia, ib],
+    } = common::pair("nfqgso", 2);
     // The default of a veth (the testbed turns them off for qdisc experiments).
     for (ns, ifn) in [(&na, &ia), (&nb, &ib)] {
         tb.exec(
@@ -50,21 +49,7 @@ fn received_never_exceeds_rule_matches_with_offloads_on() {
         name: "all".into(),
         percentile: 90,
     });
-    let stop = Arc::new(AtomicBool::new(false));
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let daemon = {
-        let (ns, stop) = (nb.clone(), Arc::clone(&stop));
-        std::thread::spawn(move || -> anyhow::Result<_> {
-            enter_netns(&ns)?;
-            netsched_nfq::daemon::run_daemon(cfg, &stop, |_| {
-                let _ = ready_tx.send(());
-            })
-        })
-    };
-    if ready_rx.recv_timeout(Duration::from_secs(20)).is_err() {
-        stop.store(true, Ordering::Relaxed);
-        panic!("daemon did not start: {:?}", daemon.join());
-    }
+    let daemon = common::Daemon::start(&nb, cfg).unwrap_or_else(|e| panic!("{e}"));
     let server = {
         let ns = nb.clone();
         std::thread::spawn(move || -> anyhow::Result<()> {
@@ -106,8 +91,7 @@ fn received_never_exceeds_rule_matches_with_offloads_on() {
     .expect("status")
     .status
     .expect("status document");
-    stop.store(true, Ordering::Relaxed);
-    daemon.join().unwrap().expect("daemon");
+    daemon.stop().expect("daemon");
     let k = &st.kernel;
     eprintln!(
         "{done} transfers of {RESPONSE} bytes: rule matched {}, received {}, still queued {}",

@@ -15,9 +15,9 @@
 
 mod common;
 
-use netsched_metrics::{hammer, parse_exposition, scrape, HammerOutcome, Sample};
+use netsched_metrics::{hammer, scrape_samples, HammerOutcome, Sample};
 use netsched_nfq::config::Config;
-use netsched_testbed::{enter_netns, privileged_test_allowed, Testbed};
+use netsched_testbed::{in_netns, netns_entry, privileged_test_allowed};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,15 +79,10 @@ fn check_identity(samples: &[Sample]) -> Result<(), String> {
 }
 
 fn scrape_in(ns: &str, addr: SocketAddr) -> Vec<Sample> {
-    let ns = ns.to_string();
-    let (status, body) = std::thread::spawn(move || {
-        enter_netns(&ns).unwrap();
-        scrape(addr, Duration::from_secs(10)).unwrap()
+    in_netns(Some(ns), move || {
+        scrape_samples(addr, Duration::from_secs(10))
     })
-    .join()
-    .unwrap();
-    assert_eq!(status, 200, "{body}");
-    parse_exposition(&body).unwrap()
+    .unwrap()
 }
 
 #[test]
@@ -97,12 +92,11 @@ fn nfq_metrics_stay_consistent_and_traffic_flows_while_scrapers_hammer() {
     ) {
         return;
     }
-    let mut tb = Testbed::new("nfqmet").unwrap();
-    let na = tb.add_ns("a").unwrap();
-    let nb = tb.add_ns("b").unwrap();
-    let (ia, ib) = (tb.ifname("a"), tb.ifname("b"));
-    tb.veth((&na, &ia, "10.78.3.1/24"), (&nb, &ib, "10.78.3.2/24"))
-        .unwrap();
+    let common::Pair {
+        tb: _tb,
+        ns: [na, nb],
+        ..
+    } = common::pair("nfqmet", NET);
     let dir = netsched_testbed::TempDir::new("nfqmet").unwrap();
     let addr: SocketAddr = METRICS.parse().unwrap();
 
@@ -111,26 +105,11 @@ fn nfq_metrics_stay_consistent_and_traffic_flows_while_scrapers_hammer() {
         let (ns, stop) = (nb.clone(), Arc::clone(&stop_echo));
         std::thread::spawn(move || common::echo_server(ns, NET, stop))
     };
-    let stop_daemon = Arc::new(AtomicBool::new(false));
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let daemon = {
-        let (ns, stop, cfg) = (
-            nb.clone(),
-            Arc::clone(&stop_daemon),
-            daemon_config(dir.path().join("ctl.sock")),
-        );
-        std::thread::spawn(move || -> anyhow::Result<_> {
-            enter_netns(&ns)?;
-            netsched_nfq::daemon::run_daemon(cfg, &stop, |_| {
-                let _ = ready_tx.send(());
-            })
-        })
-    };
-    if ready_rx.recv_timeout(Duration::from_secs(20)).is_err() {
-        stop_daemon.store(true, Ordering::Relaxed);
-        stop_echo.store(true, Ordering::Relaxed);
-        panic!("daemon did not start: {:?}", daemon.join());
-    }
+    let daemon = common::Daemon::start(&nb, daemon_config(dir.path().join("ctl.sock")))
+        .unwrap_or_else(|e| {
+            stop_echo.store(true, Ordering::Relaxed);
+            panic!("{e}")
+        });
 
     // Before traffic: the families are there, consistent, and at zero.
     let before = scrape_in(&nb, addr);
@@ -174,17 +153,13 @@ fn nfq_metrics_stay_consistent_and_traffic_flows_while_scrapers_hammer() {
 
     // The hammer: half-open clients holding slots, and 50 scrapers in a loop for 2 s, from
     // inside the daemon's namespace.
-    let enter = {
-        let ns = nb.clone();
-        Arc::new(move || enter_netns(&ns).unwrap()) as Arc<dyn Fn() + Send + Sync>
-    };
     let HammerOutcome {
         answered: ok,
         refused,
         inconsistent: bad,
     } = hammer(
         addr,
-        enter,
+        netns_entry(&nb),
         SCRAPERS,
         HALF_OPEN,
         Duration::from_secs(2),
@@ -194,8 +169,7 @@ fn nfq_metrics_stay_consistent_and_traffic_flows_while_scrapers_hammer() {
     let end = scrape_in(&nb, addr);
     stop_probe.store(true, Ordering::Relaxed);
     let probe_r = probe_h.join().unwrap();
-    stop_daemon.store(true, Ordering::Relaxed);
-    let summary = daemon.join().unwrap();
+    let summary = daemon.stop();
     stop_echo.store(true, Ordering::Relaxed);
     let _ = echo.join();
 

@@ -12,10 +12,10 @@
 
 mod common;
 
-use netsched_metrics::{parse_exposition, scrape, Sample};
+use netsched_metrics::{scrape_samples, Sample};
 use netsched_testbed::chromium::{self, shown_number};
+use netsched_testbed::privileged_test_allowed;
 use netsched_testbed::status_page::{in_netns, screenshot_asked, Shown, StatusPage};
-use netsched_testbed::{enter_netns, privileged_test_allowed, Testbed};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,11 +35,10 @@ impl Drop for StopOnDrop {
 }
 
 fn scrape_in(ns: &str, addr: SocketAddr) -> Vec<Sample> {
-    let (status, body) = in_netns(Some(ns), move || {
-        scrape(addr, Duration::from_secs(10)).unwrap()
-    });
-    assert_eq!(status, 200, "{body}");
-    parse_exposition(&body).unwrap()
+    in_netns(Some(ns), move || {
+        scrape_samples(addr, Duration::from_secs(10))
+    })
+    .unwrap()
 }
 
 /// The families the page shows, by (name, class): what must stand still to compare.
@@ -162,12 +161,11 @@ fn nfq_status_page_shows_what_metrics_says_for_every_class() {
     if !chromium::test_allowed(test) {
         return;
     }
-    let mut tb = Testbed::new("nfqst").unwrap();
-    let na = tb.add_ns("a").unwrap();
-    let nb = tb.add_ns("b").unwrap();
-    let (ia, ib) = (tb.ifname("a"), tb.ifname("b"));
-    let (a, b) = (format!("10.78.{NET}.1/24"), format!("10.78.{NET}.2/24"));
-    tb.veth((&na, &ia, &a), (&nb, &ib, &b)).unwrap();
+    let common::Pair {
+        tb: _tb,
+        ns: [na, nb],
+        ..
+    } = common::pair("nfqst", NET);
     let dir = netsched_testbed::TempDir::new("nfqst").unwrap();
     let addr: SocketAddr = METRICS.parse().unwrap();
 
@@ -177,24 +175,10 @@ fn nfq_status_page_shows_what_metrics_says_for_every_class() {
         let (ns, stop) = (nb.clone(), Arc::clone(&stop_echo));
         std::thread::spawn(move || common::echo_server(ns, NET, stop))
     };
-    let stop_daemon = Arc::new(AtomicBool::new(false));
-    let _daemon_guard = StopOnDrop(Arc::clone(&stop_daemon));
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let daemon = {
-        let mut cfg = common::daemon_config(dir.path().join("ctl.sock"), NET, 1);
-        cfg.metrics = Some(addr);
-        let (ns, stop) = (nb.clone(), Arc::clone(&stop_daemon));
-        std::thread::spawn(move || -> anyhow::Result<_> {
-            enter_netns(&ns)?;
-            netsched_nfq::daemon::run_daemon(cfg, &stop, |_| {
-                let _ = ready_tx.send(());
-            })
-        })
-    };
-    if ready_rx.recv_timeout(Duration::from_secs(20)).is_err() {
-        stop_daemon.store(true, Ordering::Relaxed);
-        panic!("daemon did not start: {:?}", daemon.join());
-    }
+    let mut cfg = common::daemon_config(dir.path().join("ctl.sock"), NET, 1);
+    cfg.metrics = Some(addr);
+    let daemon = common::Daemon::start(&nb, cfg).unwrap_or_else(|e| panic!("{e}"));
+    let _daemon_guard = StopOnDrop(Arc::clone(&daemon.stop_flag));
     let stop_probe = Arc::new(AtomicBool::new(false));
     let probe = {
         let (ns, stop) = (na.clone(), Arc::clone(&stop_probe));
@@ -216,8 +200,7 @@ fn nfq_status_page_shows_what_metrics_says_for_every_class() {
     if let Some(png) = screenshot_asked() {
         page.screenshot(&png).unwrap();
     }
-    stop_daemon.store(true, Ordering::Relaxed);
-    daemon.join().unwrap().unwrap();
+    daemon.stop().unwrap();
     stop_echo.store(true, Ordering::Relaxed);
     echo.join().unwrap().unwrap();
 }

@@ -98,14 +98,38 @@ pub fn draw_into(agg: &mut Aggregate, dir: &Path, members: &[Member]) -> anyhow:
     Ok(())
 }
 
-fn opts(marks: &[svg::Mark], marks_legend: &Option<String>, log: (bool, bool)) -> ChartOptions {
+/// The options of a mean chart: the first run's marks and log axes, the runs' intervals.
+fn opts(
+    marks: &[svg::Mark],
+    marks_legend: &Option<String>,
+    log: (bool, bool),
+    intervals: Vec<Vec<(f64, f64)>>,
+    intervals_legend: Option<String>,
+) -> ChartOptions {
     ChartOptions {
         log_x: log.0,
         log_y: log.1,
         marks: marks.to_vec(),
         marks_legend: marks_legend.clone(),
-        ..Default::default()
+        intervals,
+        intervals_legend,
     }
+}
+
+/// Every run's series of a line chart or a CDF, when every run drew the first run's kind.
+fn runs_series(charts: &[ChartData]) -> Result<Vec<&Vec<(String, Points)>>, String> {
+    let kind = std::mem::discriminant(&charts[0]);
+    charts
+        .iter()
+        .map(|c| match c {
+            ChartData::Line { series, .. } | ChartData::Cdf { series, .. }
+                if std::mem::discriminant(c) == kind =>
+            {
+                Ok(series)
+            }
+            _ => Err("the runs drew different kinds of chart".to_string()),
+        })
+        .collect()
 }
 
 /// The SVG of the mean of `charts` (one per run), or why they cannot be averaged.
@@ -123,9 +147,7 @@ pub fn mean_svg(charts: &[ChartData], runs: usize, noun: &str) -> Result<String,
             marks_legend,
         } => {
             let (means, ends) = bar_means(charts, categories, series)?;
-            let mut o = opts(marks, marks_legend, (false, *log_y));
-            o.intervals = ends;
-            o.intervals_legend = legend;
+            let o = opts(marks, marks_legend, (false, *log_y), ends, legend);
             Ok(svg::bar_chart_svg_with(
                 &title(t),
                 y_label,
@@ -144,17 +166,8 @@ pub fn mean_svg(charts: &[ChartData], runs: usize, noun: &str) -> Result<String,
             marks,
             marks_legend,
         } => {
-            let per_run = charts
-                .iter()
-                .map(|c| match c {
-                    ChartData::Line { series, .. } => Ok(series),
-                    _ => Err("the runs drew different kinds of chart".to_string()),
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let (means, ends) = line_means(&per_run, series)?;
-            let mut o = opts(marks, marks_legend, (*log_x, *log_y));
-            o.intervals = ends;
-            o.intervals_legend = legend;
+            let (means, ends) = line_means(&runs_series(charts)?, series)?;
+            let o = opts(marks, marks_legend, (*log_x, *log_y), ends, legend);
             Ok(svg::line_chart_svg_with(
                 &title(t),
                 x_label,
@@ -168,19 +181,8 @@ pub fn mean_svg(charts: &[ChartData], runs: usize, noun: &str) -> Result<String,
             x_label,
             series,
         } => {
-            let per_run = charts
-                .iter()
-                .map(|c| match c {
-                    ChartData::Cdf { series, .. } => Ok(series),
-                    _ => Err("the runs drew different kinds of chart".to_string()),
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let (means, ends) = cdf_means(&per_run, series)?;
-            let o = ChartOptions {
-                intervals: ends,
-                intervals_legend: legend,
-                ..Default::default()
-            };
+            let (means, ends) = cdf_means(&runs_series(charts)?, series)?;
+            let o = opts(&[], &None, (false, false), ends, legend);
             let y = "fraction ≤ x (CDF, mean)";
             Ok(svg::line_chart_svg_with(&title(t), x_label, y, &means, &o))
         }
@@ -188,6 +190,12 @@ pub fn mean_svg(charts: &[ChartData], runs: usize, noun: &str) -> Result<String,
 }
 
 type Means<T> = (Vec<(String, Vec<T>)>, Vec<Vec<(f64, f64)>>);
+
+/// A point's y at x: a run's value there (linear between points, or an empirical CDF's step).
+type ValueAt = fn(&[(f64, Option<f64>)], f64) -> Option<f64>;
+
+/// One line's (x, mean) points and its interval ends.
+type MeanLine = (Vec<(f64, f64)>, Vec<(f64, f64)>);
 
 /// Mean and interval of one value across runs (`None` in any run: no value).
 fn across(values: &[Option<f64>]) -> Option<Interval> {
@@ -271,6 +279,27 @@ fn sorted(p: &Points) -> Points {
     v
 }
 
+/// Series `name` of every run, its points sorted by x.
+fn sorted_series(runs: &[&Vec<(String, Points)>], name: &str) -> Result<Vec<Points>, String> {
+    runs.iter()
+        .map(|r| series_of(r, name).map(sorted))
+        .collect()
+}
+
+/// One series' mean over the runs' points `per_run` at each of `xs` (a run's value at x is
+/// `at(points, x)`), and its interval ends, thinned.
+fn mean_line(per_run: &[Points], xs: impl Iterator<Item = f64>, at: ValueAt) -> MeanLine {
+    let mut pts = Vec::new();
+    let mut e = Vec::new();
+    for x in xs {
+        let iv = across(&per_run.iter().map(|p| at(p, x)).collect::<Vec<_>>());
+        pts.push((x, iv.map_or(f64::NAN, |i| i.mean)));
+        e.push(svg::interval_ends(iv.as_ref()));
+    }
+    thin(&mut e);
+    (pts, e)
+}
+
 fn line_means(
     runs: &[&Vec<(String, Points)>],
     series: &[(String, Points)],
@@ -278,18 +307,8 @@ fn line_means(
     let mut means = Vec::new();
     let mut ends = Vec::new();
     for (name, first) in series {
-        let others = runs
-            .iter()
-            .map(|r| series_of(r, name).map(sorted))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut pts = Vec::new();
-        let mut e = Vec::new();
-        for &(x, _) in first {
-            let iv = across(&others.iter().map(|p| value_at(p, x)).collect::<Vec<_>>());
-            pts.push((x, iv.map_or(f64::NAN, |i| i.mean)));
-            e.push(svg::interval_ends(iv.as_ref()));
-        }
-        thin(&mut e);
+        let others = sorted_series(runs, name)?;
+        let (pts, e) = mean_line(&others, first.iter().map(|p| p.0), value_at);
         means.push((name.clone(), pts));
         ends.push(e);
     }
@@ -314,10 +333,7 @@ fn cdf_means(
     let mut means = Vec::new();
     let mut ends = Vec::new();
     for (name, _) in series {
-        let per_run = runs
-            .iter()
-            .map(|r| series_of(r, name).map(sorted))
-            .collect::<Result<Vec<_>, _>>()?;
+        let per_run = sorted_series(runs, name)?;
         let lo = per_run
             .iter()
             .filter_map(|p| p.first())
@@ -331,15 +347,8 @@ fn cdf_means(
         if !(lo.is_finite() && hi.is_finite()) {
             return Err(format!("series {name:?} has no points"));
         }
-        let mut pts = Vec::new();
-        let mut e = Vec::new();
-        for k in 0..CDF_GRID {
-            let x = lo + (hi - lo) * k as f64 / (CDF_GRID - 1) as f64;
-            let iv = across(&per_run.iter().map(|p| cdf_at(p, x)).collect::<Vec<_>>());
-            pts.push((x, iv.map_or(f64::NAN, |i| i.mean)));
-            e.push(svg::interval_ends(iv.as_ref()));
-        }
-        thin(&mut e);
+        let grid = (0..CDF_GRID).map(|k| lo + (hi - lo) * k as f64 / (CDF_GRID - 1) as f64);
+        let (pts, e) = mean_line(&per_run, grid, cdf_at);
         means.push((name.clone(), pts));
         ends.push(e);
     }

@@ -7,8 +7,9 @@
 //! rules with them. Traffic stays inside these namespaces.
 //!
 //! The crate also owns what every real run needs around its namespaces: entering one from a
-//! thread and pinning to a CPU ([`sys`]), a loop on its own thread inside a namespace with a
-//! stop flag ([`netns_thread`]), Ctrl-C/SIGTERM handling ([`signal`]), child
+//! thread and pinning to a CPU ([`sys`]), a function run inside a namespace from outside it
+//! ([`netns_call`]), a loop on its own thread inside a namespace with a stop flag
+//! ([`netns_thread`]), Ctrl-C/SIGTERM handling ([`signal`]), child
 //! processes stopped with their whole process group ([`process`]), private temporary
 //! folders ([`tempdir`]), what a
 //! daemon's `--check` asks of the host ([`check`]), Debian's headless Chromium for the status
@@ -21,6 +22,7 @@
 
 pub mod check;
 pub mod chromium;
+pub mod netns_call;
 pub mod netns_thread;
 pub mod process;
 pub mod signal;
@@ -28,6 +30,7 @@ pub mod status_page;
 pub mod sys;
 pub mod tempdir;
 
+pub use netns_call::{in_netns, netns_entry};
 pub use netns_thread::NetnsThread;
 pub use process::{children_of, netns_of_tree, processes_with, Process};
 pub use signal::{check_interrupted, interrupted, sleep_unless_interrupted, SignalGuard};

@@ -28,19 +28,8 @@ pub const SCREENSHOT_SIZE: (u32, u32) = (1200, 800);
 /// Virtual time before a screenshot is taken.
 const SCREENSHOT_BUDGET: Duration = Duration::from_secs(3);
 
-/// Run `f` on a thread that has entered network namespace `ns` (here when `None`); panics if
-/// the namespace cannot be entered or `f` panics.
-pub fn in_netns<T: Send + 'static>(ns: Option<&str>, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let ns = ns.map(str::to_string);
-    std::thread::spawn(move || {
-        if let Some(ns) = &ns {
-            crate::enter_netns(ns).expect("setns");
-        }
-        f()
-    })
-    .join()
-    .expect("thread in the namespace")
-}
+/// Run `f` inside a namespace (the status pages' tests scrape and browse from there).
+pub use crate::netns_call::in_netns;
 
 /// Where `NETSCHED_STATUS_SCREENSHOT` asks the page to be saved (a `.png` path), if it does.
 pub fn screenshot_asked() -> Option<PathBuf> {

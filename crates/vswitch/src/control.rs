@@ -27,10 +27,10 @@
 pub use crate::control_error::{ControlError, RequestError};
 use crate::stats::SwitchStats;
 use netsched_control::{
-    BindError, BindMode, ClientError, Limits, LineEnd, OkOrError, Server, ServerConfig, WhenFull,
+    handoff, BindError, BindMode, ClientError, HandOffError, Limits, LineEnd, OkOrError, Server,
+    ServerConfig, WhenFull,
 };
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -68,62 +68,35 @@ pub enum Answer {
     Refused(String),
 }
 
-/// A command and where its answer goes.
-pub struct Envelope {
-    pub command: Command,
-    reply: SyncSender<Answer>,
-}
-
-impl Envelope {
-    /// Answer the command; never blocks (the reply channel has one place, used once).
-    pub fn answer(self, a: Answer) {
-        let _ = self.reply.try_send(a);
-    }
-}
+/// A command and where its answer goes (the daemons' one hand-off:
+/// [`netsched_control::handoff`]); answering never blocks.
+pub type Envelope = handoff::Envelope<Command, Answer>;
 
 /// The packet thread's end: [`Inbox::take`] never blocks.
-pub struct Inbox {
-    rx: Receiver<Envelope>,
-}
-
-impl Inbox {
-    /// The next waiting command, if any.
-    pub fn take(&self) -> Option<Envelope> {
-        self.rx.try_recv().ok()
-    }
-}
+pub type Inbox = handoff::Inbox<Command, Answer>;
 
 /// The control thread's end.
 #[derive(Clone)]
 pub struct Outbox {
-    tx: SyncSender<Envelope>,
+    commands: handoff::Outbox<Command, Answer>,
 }
 
 /// A bounded command channel: the control side and the packet thread's side.
 pub fn channel() -> (Outbox, Inbox) {
-    let (tx, rx) = sync_channel(COMMAND_QUEUE);
-    (Outbox { tx }, Inbox { rx })
+    let (commands, inbox) = handoff::channel(COMMAND_QUEUE);
+    (Outbox { commands }, inbox)
 }
 
 impl Outbox {
     /// Hand `command` to the packet thread and wait for its answer until `deadline`.
     pub fn execute(&self, command: Command, deadline: Instant) -> Result<Answer, ControlError> {
-        let (reply, answer) = sync_channel(1);
-        match self.tx.try_send(Envelope { command, reply }) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                return Err(ControlError::Busy {
-                    waiting: COMMAND_QUEUE,
-                })
-            }
-            Err(TrySendError::Disconnected(_)) => return Err(ControlError::Stopped),
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        match answer.recv_timeout(left) {
-            Ok(a) => Ok(a),
-            Err(RecvTimeoutError::Timeout) => Err(ControlError::NoAnswer { within: DEADLINE }),
-            Err(RecvTimeoutError::Disconnected) => Err(ControlError::Stopped),
-        }
+        self.commands
+            .execute(command, deadline)
+            .map_err(|e| match e {
+                HandOffError::Busy { waiting } => ControlError::Busy { waiting },
+                HandOffError::Stopped | HandOffError::Dropped => ControlError::Stopped,
+                HandOffError::NoAnswer => ControlError::NoAnswer { within: DEADLINE },
+            })
     }
 }
 

@@ -13,7 +13,7 @@
 mod common;
 
 use common::{assert_gone, build, flooder, spawn_switch};
-use netsched_metrics::{parse_exposition, scrape, Sample};
+use netsched_metrics::{scrape_samples, Sample};
 use netsched_testbed::chromium;
 use netsched_testbed::privileged_test_allowed;
 use netsched_testbed::status_page::{screenshot_asked, Shown, StatusPage};
@@ -26,9 +26,7 @@ const SINK: [u8; 6] = [2, 0, 0, 0, 0, 0xfe];
 
 /// Every `netsched_vswitch_` sample but the packet thread's own bookkeeping, by series.
 fn series(addr: SocketAddr) -> HashMap<String, f64> {
-    let (code, body) = scrape(addr, Duration::from_secs(10)).unwrap();
-    assert_eq!(code, 200, "{body}");
-    parse_exposition(&body)
+    scrape_samples(addr, Duration::from_secs(10))
         .unwrap()
         .into_iter()
         .filter(|s| {
