@@ -86,9 +86,10 @@ pub struct FilterArgs {
     /// Receive buffer slots (frames inside the filter at most).
     #[arg(long, default_value_t = 4096)]
     pub pool: usize,
-    /// Port backend: `xdp` (AF_XDP socket fed by an XDP program, native mode), `tpacket`
-    /// (mmap'ed TPACKET_V2 receive ring), `packet` (recvmmsg/sendmmsg) or `auto` (xdp, else
-    /// the ring, else packet, with the reasons printed).
+    /// Port backend: `xdp` (an AF_XDP socket per receive queue fed by an XDP program, native
+    /// mode), `tpacket` (mmap'ed TPACKET_V2 receive ring), `tpacket-v3` (TPACKET_V3 receive
+    /// ring of blocks, 1 ms retire timer), `packet` (recvmmsg/sendmmsg) or `auto` (xdp, else
+    /// the tpacket ring, else packet, with the reasons printed).
     #[arg(long, default_value = "auto")]
     pub port: String,
     /// Receive ring frames per port (2 KiB each; 64..=65536, rounded up to 8; xdp: UMEM
@@ -329,7 +330,7 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
         Some(addr) => {
             let latest = Arc::new(netsched_metrics::Latest::new());
             engine.attach_metrics(latest.clone());
-            let server = crate::metrics::serve(addr, latest)?;
+            let server = crate::metrics::serve(addr, latest, engine.devs())?;
             tracing::info!("metrics on http://{}/metrics", server.addr());
             Some(server)
         }

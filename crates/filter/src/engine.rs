@@ -64,8 +64,8 @@ impl std::error::Error for EngineError {}
 
 /// The open filter.
 pub struct Engine {
-    rx: Box<dyn FramePort + Send>,
-    tx: Option<Box<dyn FramePort + Send>>,
+    rx: AnyPort,
+    tx: Option<AnyPort>,
     pool: FramePool,
     pipeline: Pipeline,
     totals: Totals,
@@ -79,7 +79,7 @@ pub struct Engine {
 
 /// Open `dev` on the configured backend; under `auto` a refused backend falls back to the next
 /// (`xdp`, `tpacket`, `packet`) and the reasons are printed.
-fn open(dev: &str, opts: &PortOptions) -> Result<Box<dyn FramePort + Send>, EngineError> {
+fn open(dev: &str, opts: &PortOptions) -> Result<AnyPort, EngineError> {
     let (port, fallback) = AnyPort::open(dev, opts).map_err(|error| EngineError::Open {
         dev: dev.into(),
         error,
@@ -92,7 +92,7 @@ fn open(dev: &str, opts: &PortOptions) -> Result<Box<dyn FramePort + Send>, Engi
         port.backend(),
         port.ring_bytes() / 1024
     );
-    Ok(Box::new(port))
+    Ok(port)
 }
 
 impl Engine {
@@ -109,12 +109,17 @@ impl Engine {
             .transpose()?;
         let pipeline =
             Pipeline::start(cfg.pipeline.clone(), tables).map_err(EngineError::Pipeline)?;
+        let totals = Totals {
+            port: rx.backend(),
+            ring_bytes: (rx.ring_bytes() + tx.as_ref().map_or(0, |t| t.ring_bytes())) as u64,
+            ..Totals::default()
+        };
         Ok(Self {
             rx,
             tx,
             pool: FramePool::new(cfg.pool_slots),
             pipeline,
-            totals: Totals::default(),
+            totals,
             to_send: Vec::with_capacity(cfg.pool_slots),
             released: Vec::with_capacity(BATCH),
             control: None,
@@ -126,11 +131,30 @@ impl Engine {
 
     /// The ports, for the offload warning.
     pub fn ports(&self) -> Vec<&dyn FramePort> {
-        let mut v: Vec<&dyn FramePort> = vec![self.rx.as_ref()];
+        let mut v: Vec<&dyn FramePort> = vec![&self.rx];
         if let Some(t) = &self.tx {
-            v.push(t.as_ref());
+            v.push(t);
         }
         v
+    }
+
+    /// The input and output interface names (`""` without an output), as the metrics label
+    /// them.
+    pub fn devs(&self) -> [String; 2] {
+        [
+            self.rx.name().to_string(),
+            self.tx
+                .as_ref()
+                .map_or(String::new(), |t| t.name().to_string()),
+        ]
+    }
+
+    /// The AF_XDP counters of both ports (zeros off `xdp`).
+    fn xdp_drops(&self) -> [netsched_sys::XdpStats; 2] {
+        [
+            self.rx.xdp_stats(),
+            self.tx.as_ref().map(|t| t.xdp_stats()).unwrap_or_default(),
+        ]
     }
 
     pub fn attach_control(&mut self, inbox: Inbox) {
@@ -145,6 +169,7 @@ impl Engine {
     pub fn stats(&mut self) -> FilterStats {
         let queued = (self.pipeline.in_flight() + self.to_send.len()) as u64;
         let ns = self.start.elapsed().as_nanos() as u64;
+        self.totals.xdp_drops = self.xdp_drops();
         self.totals.line(ns, queued, self.pipeline.stats())
     }
 
@@ -324,7 +349,9 @@ impl Engine {
 
     /// Stop the workers; anything still inside counts as dropped (`shutdown`). The final
     /// counters.
-    pub fn finish(self) -> FilterStats {
+    pub fn finish(mut self) -> FilterStats {
+        self.totals.kernel_drops += self.rx.take_kernel_drops();
+        self.totals.xdp_drops = self.xdp_drops();
         let Engine {
             pipeline,
             mut pool,

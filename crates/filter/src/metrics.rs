@@ -11,21 +11,61 @@ use netsched_metrics::{Latest, MetricsServer, Writer};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-/// Bind `addr` and serve the families of `latest` (in the calling thread's namespace).
+/// Bind `addr` and serve the families of `latest` (in the calling thread's namespace); `devs`
+/// are the input and output interfaces (`""`: none), the label of the per-port families.
 pub fn serve(
     addr: std::net::SocketAddr,
     latest: Arc<Latest<FilterStats>>,
+    devs: [String; 2],
 ) -> anyhow::Result<MetricsServer> {
-    netsched_metrics::serve_with_page(addr, registry(latest), Some(crate::status::PAGE))
+    netsched_metrics::serve_with_page(addr, registry(latest, devs), Some(crate::status::PAGE))
         .map_err(|e| anyhow::anyhow!("--metrics {addr}: {e}"))
 }
 
 /// The registry with the `netsched_filter_*` families written from `latest`.
-pub fn registry(latest: Arc<Latest<FilterStats>>) -> netsched_metrics::Shared {
+pub fn registry(latest: Arc<Latest<FilterStats>>, devs: [String; 2]) -> netsched_metrics::Shared {
     let mut registry = Registry::default();
     netsched_metrics::register_log_drops(&mut registry, netsched_util::logging::dropped_lines);
-    netsched_metrics::register_snapshot(&mut registry, "netsched_filter", latest, write);
+    netsched_metrics::register_snapshot(&mut registry, "netsched_filter", latest, move |s, w| {
+        write(s, w)?;
+        write_ports(s, &devs, w)
+    });
     Arc::new(Mutex::new(registry))
+}
+
+/// The port backend, its ring memory and each port's AF_XDP counters (`XDP_STATISTICS`).
+fn write_ports(s: &FilterStats, devs: &[String; 2], w: &mut Writer<'_>) -> fmt::Result {
+    w.gauges(
+        "port_backend",
+        "The port backend of the input interface (1 for the one running)",
+        [([("backend", s.port.name())], 1.0)],
+    )?;
+    w.gauge(
+        "ring_bytes",
+        "Bytes of ring memory both ports mapped (0 for the packet backend)",
+        s.ring_bytes as f64,
+    )?;
+    let ports = || {
+        devs.iter()
+            .zip(&s.xdp_drops)
+            .filter(|(dev, _)| !dev.is_empty())
+    };
+    w.counters(
+        "xdp_drops",
+        "Frames and descriptors each port's AF_XDP socket lost, by reason (XDP_STATISTICS; 0 unless the xdp backend runs)",
+        ports().flat_map(|(dev, x)| {
+            x.drops()
+                .map(|(reason, v)| ([("dev", dev.as_str()), ("reason", reason)], v))
+        }),
+    )?;
+    w.counters(
+        "xdp_ring_empty",
+        "Times the kernel found a port's AF_XDP fill or TX ring empty (XDP_STATISTICS; events, not losses: an idle socket's every poll counts one on tx)",
+        ports().flat_map(|(dev, x)| {
+            x.empty()
+                .map(|(ring, v)| ([("dev", dev.as_str()), ("ring", ring)], v))
+        }),
+    )
 }
 
 fn write(s: &FilterStats, w: &mut Writer<'_>) -> fmt::Result {
@@ -212,9 +252,12 @@ mod tests {
             ..Totals::default()
         };
         totals.drop(DropReason::Rule, 1);
+        totals.port = netsched_sys::PortBackend::Xdp;
+        totals.xdp_drops[0].rx_ring_full = 3;
         let latest = Arc::new(Latest::new());
         latest.publish(totals.line(5, 0, p.stats()));
-        let text = netsched_metrics::render(&registry(latest));
+        let devs = ["fin0".to_string(), String::new()];
+        let text = netsched_metrics::render(&registry(latest, devs));
         for want in [
             "netsched_filter_received_total 1",
             "netsched_filter_dropped_total{reason=\"rule\"} 1",
@@ -223,9 +266,14 @@ mod tests {
             "netsched_filter_worker_blocks_total{worker=\"1\"}",
             "netsched_filter_stall_no_idle_worker_total{policy=\"fcfs\"}",
             "netsched_filter_rules_generation 1",
+            "netsched_filter_port_backend{backend=\"xdp\"} 1",
+            "netsched_filter_xdp_drops_total{dev=\"fin0\",reason=\"rx_ring_full\"} 3",
+            "netsched_filter_xdp_ring_empty_total{dev=\"fin0\",ring=\"tx\"} 0",
         ] {
             assert!(text.contains(want), "missing {want:?} in\n{text}");
         }
+        // No output: no series labelled with an empty interface name.
+        assert!(!text.contains("dev=\"\""), "{text}");
         let blocks: u64 = p.stats().workers.iter().map(|w| w.blocks).sum();
         assert_eq!(blocks, 4, "a 242-byte frame is four 64-byte blocks");
         p.stop();

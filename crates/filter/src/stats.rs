@@ -4,6 +4,7 @@
 
 use crate::pipeline::PipelineStats;
 use crate::verdict::DropReason;
+use netsched_sys::{PortBackend, XdpStats};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -29,12 +30,21 @@ pub struct FilterStats {
     pub forwarded_by_class: BTreeMap<u32, u64>,
     /// Forwarded frames in which a signature matched (`--on-signature mark`).
     pub signature_marked: u64,
-    /// Frames the kernel dropped before the filter saw them (socket queue full).
+    /// Frames the kernel dropped before the filter saw them (socket queue full; on `xdp` the
+    /// input socket's `rx_dropped + rx_ring_full`).
     pub kernel_drops: u64,
     /// Send attempts the output refused for now (retried).
     pub tx_retries: u64,
     /// Swaps of the rule set done.
     pub rule_swaps: u64,
+    /// The port backend of the input interface (`xdp`, `tpacket` or `packet`).
+    pub port: PortBackend,
+    /// Bytes of ring memory both ports mapped (0 for `packet`).
+    pub ring_bytes: u64,
+    /// The `xdp` backend's `XDP_STATISTICS` of the input and the output port since open
+    /// (zeros on other backends or without an output). The input's receive losses are also
+    /// in `kernel_drops`.
+    pub xdp_drops: [XdpStats; 2],
     #[serde(flatten)]
     pub pipeline: PipelineStats,
 }
@@ -51,6 +61,9 @@ pub struct Totals {
     pub tx_retries: u64,
     pub rule_swaps: u64,
     pub identity_failures: u64,
+    pub port: PortBackend,
+    pub ring_bytes: u64,
+    pub xdp_drops: [XdpStats; 2],
 }
 
 impl Totals {
@@ -85,6 +98,9 @@ impl Totals {
             kernel_drops: self.kernel_drops,
             tx_retries: self.tx_retries,
             rule_swaps: self.rule_swaps,
+            port: self.port,
+            ring_bytes: self.ring_bytes,
+            xdp_drops: self.xdp_drops,
             pipeline,
         }
     }

@@ -104,9 +104,10 @@ pub struct RunArgs {
     /// Deprecated spelling of --busy-poll DURATION.
     #[arg(long, hide = true, conflicts_with = "busy_poll")]
     pub spin: Option<String>,
-    /// Port backend: `xdp` (AF_XDP socket fed by an XDP program, native mode), `tpacket`
-    /// (mmap'ed TPACKET_V2 receive ring), `packet` (recvmmsg/sendmmsg) or `auto` (xdp, else
-    /// the ring, else packet, with the reasons printed).
+    /// Port backend: `xdp` (an AF_XDP socket per receive queue fed by an XDP program, native
+    /// mode), `tpacket` (mmap'ed TPACKET_V2 receive ring), `tpacket-v3` (TPACKET_V3 receive
+    /// ring of blocks, 1 ms retire timer), `packet` (recvmmsg/sendmmsg) or `auto` (xdp, else
+    /// the tpacket ring, else packet, with the reasons printed).
     #[arg(long, default_value = "auto")]
     pub port: String,
     /// Receive ring frames per port (2 KiB each; 64..=65536, rounded up to 8; xdp: UMEM

@@ -82,7 +82,7 @@ fn a_bad_engine_flag_is_named_with_its_value() {
         ),
         (
             Box::new(|a| a.port = "rings".into()),
-            "--port: port backend `rings`: unknown (one of auto, xdp, tpacket, packet)",
+            "--port: port backend `rings`: unknown (one of auto, xdp, tpacket, tpacket-v3, packet)",
         ),
     ];
     for (change, text) in cases {

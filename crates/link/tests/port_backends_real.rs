@@ -1,6 +1,7 @@
 //! Privileged tests of the link engine on each port backend (root; CI runs them): the same
 //! line of namespaces and the same accounting on `xdp` (AF_XDP in native mode on veth),
-//! `tpacket` (receive ring, `sendmmsg`), `tpacket` with a transmit ring, and `packet`
+//! `tpacket` (receive ring, `sendmmsg`), `tpacket` with a transmit ring, `tpacket-v3` (a
+//! receive ring of blocks), and `packet`
 //! (`recvmmsg`/`sendmmsg`).
 
 mod common;
@@ -12,9 +13,14 @@ use netsched_testbed::{namespaces_with, privileged_test_allowed};
 /// Pings `a → b` through the engine on `port`: a slow series (the engine sleeps between
 /// echoes) and a fast one (batches); every frame accounted, the backend the one asked for.
 fn forwards_on(label: &str, net: u8, port: PortOptions) {
+    forwards_on_line(common::line(label, net), label, net, port);
+}
+
+/// [`forwards_on`] over the line `line` (made with `net`).
+fn forwards_on_line(line: common::Line, label: &str, net: u8, port: PortOptions) {
     let tag;
     {
-        let line = common::line(label, net);
+        let line = line;
         tag = line.tb.tag().to_string();
         let mut cfg = common::engine_config(
             &line,
@@ -39,7 +45,7 @@ fn forwards_on(label: &str, net: u8, port: PortOptions) {
             "ping",
             &["-n", "-q", "-c", "300", "-i", "0.002", "-W", "1", &dst],
         );
-        if port.backend == PortBackend::Xdp {
+        if matches!(port.backend, PortBackend::Xdp | PortBackend::Auto) {
             let shown = line
                 .tb
                 .exec(&line.m, "ip", &["link", "show", &line.ma])
@@ -54,7 +60,12 @@ fn forwards_on(label: &str, net: u8, port: PortOptions) {
         }
         let replies = slow.lines().filter(|l| l.contains("time=")).count();
         assert!(replies >= 18, "{label}: {replies}/20 replies:\n{slow}");
-        assert_eq!(st.port, port.backend, "{label}: {st:?}");
+        // `auto` is asked for only where `xdp` must be taken.
+        let want = match port.backend {
+            PortBackend::Auto => PortBackend::Xdp,
+            b => b,
+        };
+        assert_eq!(st.port, want, "{label}: {st:?}");
         assert_eq!(st.ring_bytes > 0, port.backend != PortBackend::Packet);
         assert!(st.ab.tx_frames >= 20 && st.ba.tx_frames >= 20, "{st:?}");
         // The engine slept between the slow series' echoes, and a wake-up carried at least
@@ -73,7 +84,7 @@ fn forwards_on(label: &str, net: u8, port: PortOptions) {
         assert_eq!(xa.tx_invalid_descs + xb.tx_invalid_descs, 0, "{st:?}");
         assert!(
             st.ab.kernel_socket_drops + st.ba.kernel_socket_drops
-                <= if port.backend == PortBackend::Xdp {
+                <= if want == PortBackend::Xdp {
                     xa.rx_lost() + xb.rx_lost()
                 } else {
                     u64::MAX
@@ -121,6 +132,24 @@ fn the_engine_forwards_and_accounts_on_the_tpacket_tx_ring() {
 }
 
 #[test]
+fn the_engine_forwards_and_accounts_on_the_tpacket_v3_ring() {
+    if !privileged_test_allowed("the_engine_forwards_and_accounts_on_the_tpacket_v3_ring") {
+        return;
+    }
+    forwards_on(
+        "lnkv3",
+        89,
+        PortOptions {
+            backend: PortBackend::TpacketV3,
+            ring: RingConfig {
+                rx_frames: 256,
+                tx_frames: 0,
+            },
+        },
+    );
+}
+
+#[test]
 fn the_engine_forwards_and_accounts_on_packet_sockets() {
     if !privileged_test_allowed("the_engine_forwards_and_accounts_on_packet_sockets") {
         return;
@@ -157,11 +186,136 @@ fn the_engine_forwards_and_accounts_on_af_xdp() {
     );
 }
 
-/// On an interface with two receive queues `xdp` refuses (one socket serves queue 0 only) and
-/// `auto` takes the ring instead, saying why.
+/// The engine on two-queue veths runs on `xdp` (a socket per queue), every frame accounted.
 #[test]
-fn auto_leaves_xdp_for_the_ring_with_the_reason_on_a_two_queue_veth() {
-    let test = "auto_leaves_xdp_for_the_ring_with_the_reason_on_a_two_queue_veth";
+fn the_engine_forwards_and_accounts_on_af_xdp_over_two_queue_veths() {
+    let test = "the_engine_forwards_and_accounts_on_af_xdp_over_two_queue_veths";
+    if !privileged_test_allowed(test) {
+        return;
+    }
+    if let Some(why) = netsched_sys::xdp_port::unavailable() {
+        eprintln!("SKIP {test}: {why}");
+        return;
+    }
+    forwards_on_line(
+        common::line_with_queues("lnkmq", 86, 2),
+        "lnkmq",
+        86,
+        PortOptions {
+            backend: PortBackend::Auto,
+            ring: RingConfig {
+                rx_frames: 256,
+                tx_frames: 256,
+            },
+        },
+    );
+}
+
+/// Frames sent into a two-queue veth from CPU 0 and from CPU 1 reach its queues 0 and 1 (with
+/// `PACKET_QDISC_BYPASS` the sender's queue is its CPU modulo the queue count: net/packet/
+/// af_packet.c, `packet_pick_tx_queue`); `auto` opens `xdp` with a socket on each queue, and
+/// each queue's socket reads exactly the frames sent to it.
+#[test]
+fn an_xdp_port_reads_every_queue_of_a_two_queue_veth() {
+    use netsched_sys::FramePort;
+    let test = "an_xdp_port_reads_every_queue_of_a_two_queue_veth";
+    if !privileged_test_allowed(test) {
+        return;
+    }
+    if let Some(why) = netsched_sys::xdp_port::unavailable() {
+        eprintln!("SKIP {test}: {why}");
+        return;
+    }
+    let cpus = netsched_sys::thread::allowed_cpus();
+    if !(cpus.contains(&0) && cpus.contains(&1)) {
+        eprintln!("SKIP {test}: CPUs 0 and 1 are not both allowed ({cpus:?})");
+        return;
+    }
+    let tag;
+    {
+        let line = common::line_with_queues("lnkmqr", 87, 2);
+        tag = line.tb.tag().to_string();
+        // No IPv6 neighbour traffic: every frame on the port is one the test sent.
+        for ns in line.tb.namespaces() {
+            line.tb
+                .sysctl(ns, "net.ipv6.conf.all.disable_ipv6=1")
+                .unwrap();
+        }
+        let (m, ma, a, ia) = (
+            line.m.clone(),
+            line.ma.clone(),
+            line.a.clone(),
+            line.tb.ifname("a"),
+        );
+        let (opened, per_queue, lost, sent) = std::thread::spawn(move || {
+            netsched_testbed::enter_netns(&m).unwrap();
+            let opts = PortOptions {
+                ring: RingConfig {
+                    rx_frames: 256,
+                    tx_frames: 64,
+                },
+                ..PortOptions::default()
+            };
+            let (port, why) = netsched_sys::AnyPort::open(&ma, &opts).unwrap();
+            let mut pool = netsched_sys::FramePool::new(1024);
+            let mut ev = [netsched_sys::Rx::Oversize { len: 0 }; netsched_sys::BATCH];
+            let (mut sent, mut got) = (0u64, 0u64);
+            for round in 0..20 {
+                // A thread of its own per round (a pinned thread may not re-pin elsewhere).
+                let (a, ia) = (a.clone(), ia.clone());
+                sent += std::thread::spawn(move || {
+                    netsched_testbed::enter_netns(&a).unwrap();
+                    netsched_sys::thread::pin_to_cpu(round % 2).unwrap();
+                    let sender = netsched_sys::Port::open(&ia).unwrap();
+                    // To a MAC nobody has, a local experimental EtherType: the program takes it.
+                    let mut frame = vec![0u8; 60];
+                    frame[..6].copy_from_slice(&[0x02, 0, 0, 0, 0xee, 0x01]);
+                    frame[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0xee, 0x02]);
+                    frame[12..14].copy_from_slice(&[0x88, 0xb5]);
+                    for _ in 0..16 {
+                        sender.send_frame(&frame).unwrap();
+                    }
+                    16
+                })
+                .join()
+                .unwrap();
+                // Lockstep: read what this round sent before the next, so no ring overflows.
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+                while got < sent && std::time::Instant::now() < until {
+                    let (_, n) = port.recv(&mut pool, &mut ev);
+                    for e in &ev[..n] {
+                        if let netsched_sys::Rx::Frame { slot, .. } = *e {
+                            pool.release(slot);
+                        }
+                    }
+                    got += n as u64;
+                    if n == 0 {
+                        let _ = netsched_sys::poll_in(&[(port.raw_fd(), true)], 10_000_000);
+                    }
+                }
+            }
+            let per_queue = match &port {
+                netsched_sys::AnyPort::Xdp(x) => x.rx_per_queue(),
+                _ => Vec::new(),
+            };
+            let lost = port.take_kernel_drops();
+            ((port.backend(), why), per_queue, lost, sent)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(opened, (PortBackend::Xdp, None), "{opened:?}");
+        assert_eq!(lost, 0, "{per_queue:?}");
+        // Half the rounds from each CPU: each queue's socket read exactly its half.
+        assert_eq!(per_queue, vec![sent / 2, sent / 2], "of {sent} sent");
+    }
+    assert!(namespaces_with(&tag).is_empty(), "namespaces leaked");
+}
+
+/// An interface whose queue another socket holds refuses `xdp` (after the bounded wait for a
+/// closing socket's release), and `auto` takes the ring instead, saying why.
+#[test]
+fn auto_leaves_xdp_for_the_ring_with_the_reason_when_the_queue_is_taken() {
+    let test = "auto_leaves_xdp_for_the_ring_with_the_reason_when_the_queue_is_taken";
     if !privileged_test_allowed(test) {
         return;
     }
@@ -171,41 +325,37 @@ fn auto_leaves_xdp_for_the_ring_with_the_reason_on_a_two_queue_veth() {
     }
     let tag;
     {
-        let mut tb = netsched_testbed::Testbed::new("lnkmq").unwrap();
-        tag = tb.tag().to_string();
-        let m = tb.add_ns("m").unwrap();
-        let (x, y) = (tb.ifname("x"), tb.ifname("y"));
-        let two = ["numrxqueues", "2", "numtxqueues", "2"];
-        let mut args = vec!["link", "add", &x];
-        args.extend(two);
-        args.extend(["type", "veth", "peer", "name", &y]);
-        args.extend(two);
-        tb.exec(&m, "ip", &args).unwrap();
-        for dev in [&x, &y] {
-            tb.exec(&m, "ip", &["link", "set", dev, "up"]).unwrap();
-        }
+        let line = common::line("lnktkn", 88);
+        tag = line.tb.tag().to_string();
+        let (m, ma) = (line.m.clone(), line.ma.clone());
         let (explicit, auto) = std::thread::spawn(move || {
             netsched_testbed::enter_netns(&m).unwrap();
             let xdp = PortOptions {
                 backend: PortBackend::Xdp,
-                ..PortOptions::default()
+                ring: RingConfig {
+                    rx_frames: 64,
+                    tx_frames: 64,
+                },
             };
-            let explicit = netsched_sys::AnyPort::open(&x, &xdp).map(|_| ());
-            let auto = netsched_sys::AnyPort::open(&x, &PortOptions::default())
+            let (first, _) = netsched_sys::AnyPort::open(&ma, &xdp).unwrap();
+            assert_eq!(first.backend(), PortBackend::Xdp);
+            let explicit = netsched_sys::AnyPort::open(&ma, &xdp).map(|_| ());
+            let auto = netsched_sys::AnyPort::open(&ma, &PortOptions::default())
                 .map(|(p, why)| (p.backend(), why));
+            drop(first);
             (explicit, auto)
         })
         .join()
         .unwrap();
         let e = explicit.unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::Unsupported, "{e}");
-        assert!(e.to_string().contains("2 receive queues"), "{e}");
+        assert!(e.to_string().contains("queue 0"), "{e}");
         let (backend, why) = auto.unwrap();
         assert_eq!(backend, PortBackend::Tpacket);
         let why = why.unwrap();
         assert!(
             why.contains("xdp refused")
-                && why.contains("2 receive queues")
+                && why.contains("queue 0")
                 && why.ends_with("using tpacket"),
             "{why}"
         );

@@ -1,5 +1,6 @@
 //! The port backend a data plane runs on, chosen at start: `packet` ([`Port`], `AF_PACKET`
 //! with `recvmmsg`/`sendmmsg`), `tpacket` ([`RingPort`], an mmap'ed `TPACKET_V2` RX ring),
+//! `tpacket-v3` (the same port on a `TPACKET_V3` RX ring of blocks),
 //! `xdp` ([`XdpPort`], an AF_XDP socket fed by an XDP program), or `auto` (`xdp`, else the
 //! ring, else `packet`, each step with the reason the kernel or the build gave). [`AnyPort`] is
 //! any of them, behind the one [`FramePort`] contract, so the link engine and the host switch
@@ -20,18 +21,23 @@ pub enum PortBackend {
     #[default]
     Auto,
     Xdp,
+    /// The `TPACKET_V2` ring (frame by frame).
     Tpacket,
+    /// The `TPACKET_V3` ring (block by block; receive only, `sendmmsg` to transmit).
+    #[serde(rename = "tpacket-v3")]
+    TpacketV3,
     Packet,
 }
 
 impl PortBackend {
-    pub const NAMES: &'static str = "auto, xdp, tpacket, packet";
+    pub const NAMES: &'static str = "auto, xdp, tpacket, tpacket-v3, packet";
 
     pub fn name(self) -> &'static str {
         match self {
             PortBackend::Auto => "auto",
             PortBackend::Xdp => "xdp",
             PortBackend::Tpacket => "tpacket",
+            PortBackend::TpacketV3 => "tpacket-v3",
             PortBackend::Packet => "packet",
         }
     }
@@ -61,6 +67,7 @@ impl std::str::FromStr for PortBackend {
             "auto" => Ok(PortBackend::Auto),
             "xdp" => Ok(PortBackend::Xdp),
             "tpacket" => Ok(PortBackend::Tpacket),
+            "tpacket-v3" => Ok(PortBackend::TpacketV3),
             "packet" => Ok(PortBackend::Packet),
             _ => Err(UnknownBackend(s.to_string())),
         }
@@ -109,6 +116,7 @@ impl AnyPort {
         match opts.backend {
             PortBackend::Packet => Ok((AnyPort::Packet(Port::open(dev)?), None)),
             PortBackend::Tpacket => Ok((AnyPort::Ring(RingPort::open(dev, opts.ring)?), None)),
+            PortBackend::TpacketV3 => Ok((AnyPort::Ring(RingPort::open_v3(dev, opts.ring)?), None)),
             PortBackend::Xdp => Ok((AnyPort::Xdp(Box::new(XdpPort::open(dev, opts.ring)?)), None)),
             PortBackend::Auto => {
                 let xdp = match XdpPort::open(dev, opts.ring) {
@@ -133,10 +141,11 @@ impl AnyPort {
         }
     }
 
-    /// The backend in use: `xdp`, `tpacket` or `packet` (never `auto`).
+    /// The backend in use: `xdp`, `tpacket`, `tpacket-v3` or `packet` (never `auto`).
     pub fn backend(&self) -> PortBackend {
         match self {
             AnyPort::Packet(_) => PortBackend::Packet,
+            AnyPort::Ring(r) if r.is_v3() => PortBackend::TpacketV3,
             AnyPort::Ring(_) => PortBackend::Tpacket,
             AnyPort::Xdp(_) => PortBackend::Xdp,
         }
@@ -224,13 +233,14 @@ mod tests {
             PortBackend::Auto,
             PortBackend::Xdp,
             PortBackend::Tpacket,
+            PortBackend::TpacketV3,
             PortBackend::Packet,
         ] {
             assert_eq!(b.name().parse::<PortBackend>(), Ok(b));
         }
         let e = "xdpp".parse::<PortBackend>().unwrap_err().to_string();
         assert!(
-            e.contains("`xdpp`") && e.contains("auto, xdp, tpacket, packet"),
+            e.contains("`xdpp`") && e.contains("auto, xdp, tpacket, tpacket-v3, packet"),
             "{e}"
         );
     }
@@ -241,6 +251,7 @@ mod tests {
             PortBackend::Auto,
             PortBackend::Xdp,
             PortBackend::Tpacket,
+            PortBackend::TpacketV3,
             PortBackend::Packet,
         ] {
             let opts = PortOptions {

@@ -59,6 +59,12 @@ impl Epoll {
         })
     }
 
+    /// The epoll descriptor itself: readable while any watched descriptor has input, so one
+    /// `poll` on it waits for all of them.
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
     /// Watch `fd` for input; [`Epoll::wait`] reports it with `token`.
     pub fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
         let mut ev = libc::epoll_event {

@@ -15,12 +15,13 @@
 //! - [`port`]: frame ports over it ([`Port`], the [`FramePort`] trait) and the [`FramePool`]
 //!   they fill;
 //! - [`tpacket`]: `TPACKET_V2` receive and transmit rings of an `AF_PACKET` socket (mmap);
-//! - [`ring_port`]: the ring port ([`RingPort`]) on them, a [`FramePort`];
+//!   [`tpacket_v3`]: a `TPACKET_V3` receive ring (blocks);
+//! - [`ring_port`]: the ring port ([`RingPort`]) on either, a [`FramePort`];
 //! - [`bpf`], [`bpf_object`]: raw `bpf(2)` calls (XSKMAP, XDP program load, BPF link) and
 //!   the reader of the XDP program's object file (crates/sys/bpf/redirect.c, built by build.rs);
 //! - [`xsk`]: an AF_XDP socket with its UMEM and rings; [`xdp_port`]: the `xdp` port on it;
 //! - [`any_port`]: the port backend chosen at start ([`PortBackend`]: `auto`, `xdp`,
-//!   `tpacket`, `packet`) and [`AnyPort`], any port behind one type;
+//!   `tpacket`, `tpacket-v3`, `packet`) and [`AnyPort`], any port behind one type;
 //! - [`mmsg`]: `sendmmsg`/`recvmmsg` on any socket (load generators, netlink batches);
 //! - [`netlink`]: raw netlink sockets ([`NetlinkSocket`]);
 //! - [`tap`]: TAP devices;
@@ -57,6 +58,7 @@ pub mod socket;
 pub mod tap;
 pub mod thread;
 pub mod tpacket;
+pub mod tpacket_v3;
 pub mod xdp_port;
 pub mod xsk;
 

@@ -1,19 +1,20 @@
 //! The ring port: one interface read through an mmap'ed `PACKET_RX_RING` (`TPACKET_V2`,
-//! [`crate::tpacket`]) and written with `sendmmsg(2)` or through a `PACKET_TX_RING`
+//! [`crate::tpacket`], or `TPACKET_V3`, [`crate::tpacket_v3`]) and written with `sendmmsg(2)` or through a `PACKET_TX_RING`
 //! (packet(7); kernel Documentation/networking/packet_mmap.rst). It implements
 //! [`FramePort`], so the link engine and the host switch run on it unchanged: each frame is
 //! copied out of the ring into a [`FramePool`] slot and its ring frame handed straight back,
 //! because a frame may then wait for a long time (a delay line, a scheduler queue) and must not
 //! hold the ring.
 //!
-//! **Why `TPACKET_V2` and not `TPACKET_V3`**: a V3 block is handed to userspace only when it is
-//! full or when its retire timer (`tp_retire_blk_tov`, whole milliseconds) fires
-//! (packet_mmap.rst, "TPACKET_V3"), so a lone frame waits up to that timer — a floor of the
-//! order of 1 ms against the ≤ 5 µs target. V2 hands over every frame as soon as it is written
-//! (per-frame `tp_status`) and saves the same receive work (no socket queue, no `recvmmsg`).
-//! V3 was not built, so its floor is the documented timer, not a measurement. Measured
-//! (docs/bench-link.md, six runs on 2026-11-26, load 15–19): per CPU-second of the link
-//! engine's thread at 64 B, 528–720 k pkt/s on this ring against 309–429 k on `recvmmsg`.
+//! **`TPACKET_V2` by default, `TPACKET_V3` on request** ([`RingPort::open_v3`], backend
+//! `tpacket-v3`): a V3 block is handed to userspace only when it is full or when its retire
+//! timer (`tp_retire_blk_tov`, whole milliseconds) fires (packet_mmap.rst, "TPACKET_V3"), and
+//! the socket is woken per block; V2 hands over every frame as soon as it is written. Measured
+//! (docs/bench-link.md, "Receive ring", eight alternating runs on 2026-11-27, load 7–9): per
+//! CPU-second of the link engine's thread the two forward the same (V3/V2 median 1.01× at 64 B,
+//! 0.98× at 1500 B), while V3 adds 0.2–1.7 ms per crossing at light load against 15–34 µs on
+//! V2. Against `recvmmsg` (six runs on 2026-11-26, load 15–19): 528–720 k pkt/s per CPU-second
+//! at 64 B on the V2 ring against 309–429 k.
 //!
 //! **Transmit**: `sendmmsg` from the pool by default; with `tx_frames > 0` the frames are copied
 //! into a `PACKET_TX_RING` and sent by one `send(2)` with no data (`MSG_DONTWAIT`), which the
@@ -32,7 +33,8 @@
 
 use crate::packet::PacketFd;
 use crate::port::{self, FramePool, FramePort, Offloads, Rx, BATCH, SLOT};
-use crate::tpacket::{ring_frames, Ring};
+use crate::tpacket::{ring_frames, Ring, RxFrame};
+use crate::tpacket_v3::RingV3;
 use std::cell::Cell;
 use std::io;
 use std::os::fd::RawFd;
@@ -69,10 +71,18 @@ impl RingConfig {
     }
 }
 
+/// The receive ring of a [`RingPort`]: frame by frame (`TPACKET_V2`, with an optional TX
+/// ring) or block by block (`TPACKET_V3`, receive only).
+#[derive(Debug)]
+enum RxRing {
+    V2(Ring),
+    V3(RingV3),
+}
+
 /// An open ring port on one interface.
 #[derive(Debug)]
 pub struct RingPort {
-    ring: Ring,
+    ring: RxRing,
     fd: PacketFd,
     name: String,
     offloads: Offloads,
@@ -81,12 +91,36 @@ pub struct RingPort {
 }
 
 impl RingPort {
-    /// Open interface `dev` in the calling thread's network namespace with rings of `cfg`.
+    /// Open interface `dev` in the calling thread's network namespace with `TPACKET_V2` rings
+    /// of `cfg`.
     pub fn open(dev: &str, cfg: RingConfig) -> io::Result<Self> {
+        Self::open_version(dev, cfg, false)
+    }
+
+    /// Open interface `dev` with a `TPACKET_V3` receive ring of `cfg.rx_frames` frames' worth
+    /// of blocks; it transmits with `sendmmsg` (a `cfg.tx_frames` other than 0 is refused).
+    pub fn open_v3(dev: &str, cfg: RingConfig) -> io::Result<Self> {
+        Self::open_version(dev, cfg, true)
+    }
+
+    fn open_version(dev: &str, cfg: RingConfig, v3: bool) -> io::Result<Self> {
+        if v3 && cfg.tx_frames != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "ring on {dev}: tpacket-v3 transmits with sendmmsg; tx ring frames {} must be 0",
+                    cfg.tx_frames
+                ),
+            ));
+        }
         let (fd, ifindex) = port::open_socket(dev, false)?;
         // The ring is set up before bind, so no frame arrives outside it.
-        let ring = Ring::setup(&fd, cfg.rx_frames, cfg.tx_frames)
-            .map_err(|e| io::Error::new(e.kind(), format!("ring on {dev}: {e}")))?;
+        let ring = if v3 {
+            RingV3::setup(&fd, cfg.rx_frames).map(RxRing::V3)
+        } else {
+            Ring::setup(&fd, cfg.rx_frames, cfg.tx_frames).map(RxRing::V2)
+        }
+        .map_err(|e| io::Error::new(e.kind(), format!("ring on {dev}: {e}")))?;
         let offloads = port::attach(&fd, ifindex, dev)?;
         Ok(Self {
             ring,
@@ -97,21 +131,46 @@ impl RingPort {
         })
     }
 
+    /// `true` on a `TPACKET_V3` receive ring.
+    pub fn is_v3(&self) -> bool {
+        matches!(self.ring, RxRing::V3(_))
+    }
     /// Bytes of ring memory mapped for this port.
     pub fn ring_bytes(&self) -> usize {
-        self.ring.bytes()
+        match &self.ring {
+            RxRing::V2(r) => r.bytes(),
+            RxRing::V3(r) => r.bytes(),
+        }
     }
     /// The ring sizes in use (after rounding to whole blocks).
     pub fn ring_config(&self) -> RingConfig {
-        RingConfig {
-            rx_frames: self.ring.rx_frames(),
-            tx_frames: self.ring.tx_frames(),
+        match &self.ring {
+            RxRing::V2(r) => RingConfig {
+                rx_frames: r.rx_frames(),
+                tx_frames: r.tx_frames(),
+            },
+            RxRing::V3(r) => RingConfig {
+                rx_frames: r.rx_frames(),
+                tx_frames: 0,
+            },
         }
     }
     /// TX ring frames the kernel refused so far (`TP_STATUS_WRONG_FORMAT`; the engines count
     /// such a frame as sent: it left their pool).
     pub fn tx_rejected(&self) -> u64 {
-        self.ring.tx_rejected()
+        match &self.ring {
+            RxRing::V2(r) => r.tx_rejected(),
+            RxRing::V3(_) => 0,
+        }
+    }
+
+    /// The next received frame to `f`, from whichever ring this port has.
+    #[inline]
+    fn rx_next<R>(&self, f: impl FnOnce(RxFrame<'_>) -> R) -> Option<R> {
+        match &self.ring {
+            RxRing::V2(r) => r.rx_next(f),
+            RxRing::V3(r) => r.rx_next(f),
+        }
     }
     /// TX ring kicks (`send(2)`) that failed so far.
     pub fn kick_errors(&self) -> u64 {
@@ -126,7 +185,7 @@ impl RingPort {
         let want = out.len().min(BATCH);
         while k < want {
             let Some(slot) = pool.alloc() else { break };
-            let got = self.ring.rx_next(|f| {
+            let got = self.rx_next(|f| {
                 if f.outgoing {
                     return None;
                 }
@@ -169,12 +228,13 @@ impl RingPort {
     #[inline]
     pub fn send(&self, pool: &FramePool, frames: &[(u32, u32)]) -> io::Result<usize> {
         let frames = &frames[..frames.len().min(BATCH)];
-        if self.ring.tx_frames() == 0 {
-            return self.fd.send_batch(pool.bytes(), SLOT, frames);
-        }
+        let ring = match &self.ring {
+            RxRing::V2(r) if r.tx_frames() > 0 => r,
+            _ => return self.fd.send_batch(pool.bytes(), SLOT, frames),
+        };
         let mut put = 0;
         for &(slot, len) in frames {
-            if len as usize > SLOT || !self.ring.tx_put(pool.data(slot, len)) {
+            if len as usize > SLOT || !ring.tx_put(pool.data(slot, len)) {
                 break;
             }
             put += 1;
@@ -211,5 +271,24 @@ impl FramePort for RingPort {
     }
     fn offloads(&self) -> Offloads {
         self.offloads
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_v3_ring_with_a_tx_ring_is_refused_by_name() {
+        let cfg = RingConfig {
+            rx_frames: 64,
+            tx_frames: 64,
+        };
+        let e = RingPort::open_v3("nsx-any0", cfg).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(
+            e.to_string().contains("nsx-any0") && e.to_string().contains("tx ring frames 64"),
+            "{e}"
+        );
     }
 }

@@ -25,17 +25,17 @@ use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// `include/uapi/linux/if_packet.h`.
-const PACKET_RX_RING: i32 = 5;
+pub(crate) const PACKET_RX_RING: i32 = 5;
 /// `include/uapi/linux/if_packet.h`.
-const PACKET_VERSION: i32 = 10;
+pub(crate) const PACKET_VERSION: i32 = 10;
 /// `include/uapi/linux/if_packet.h`.
 const PACKET_TX_RING: i32 = 13;
 /// `include/uapi/linux/if_packet.h` (`enum tpacket_versions`).
 const TPACKET_V2: i32 = 1;
 /// `include/uapi/linux/if_packet.h`.
-const TP_STATUS_KERNEL: u32 = 0;
+pub(crate) const TP_STATUS_KERNEL: u32 = 0;
 /// `include/uapi/linux/if_packet.h`.
-const TP_STATUS_USER: u32 = 1;
+pub(crate) const TP_STATUS_USER: u32 = 1;
 /// `include/uapi/linux/if_packet.h` (TX: frame waiting for the kernel).
 const TP_STATUS_SEND_REQUEST: u32 = 1;
 /// `include/uapi/linux/if_packet.h` (TX: frame free).
@@ -54,7 +54,7 @@ const SLL_PKTTYPE_OFFSET: usize = 32 + 10;
 pub const RING_FRAME: usize = 2048;
 /// Bytes per ring block (4 pages: an order-2 allocation the kernel finds easily).
 pub const RING_BLOCK: usize = 16 * 1024;
-const FRAMES_PER_BLOCK: usize = RING_BLOCK / RING_FRAME;
+pub(crate) const FRAMES_PER_BLOCK: usize = RING_BLOCK / RING_FRAME;
 /// Fewest frames of a ring.
 pub const MIN_RING_FRAMES: usize = 64;
 /// Most frames of a ring (128 MiB at [`RING_FRAME`]).
@@ -82,9 +82,9 @@ pub struct RxFrame<'a> {
 
 /// A shared mapping of a socket's rings, unmapped on drop.
 #[derive(Debug)]
-struct Mapping {
-    base: *mut u8,
-    len: usize,
+pub(crate) struct Mapping {
+    pub(crate) base: *mut u8,
+    pub(crate) len: usize,
 }
 
 // SAFETY: the mapping is plain shared memory; `Ring` hands out access through `&`/`&mut self`.

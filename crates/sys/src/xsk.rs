@@ -267,6 +267,8 @@ pub struct Xsk {
     /// Free TX chunk addresses.
     tx_free: std::cell::RefCell<Vec<u64>>,
     ring_bytes: usize,
+    /// Frames read from the RX ring since open.
+    rx_total: Cell<u64>,
 }
 
 /// A frame count within [`MIN_FRAMES`]..=[`MAX_FRAMES`], rounded up to a power of two.
@@ -350,6 +352,7 @@ impl Xsk {
                     .collect(),
             ),
             ring_bytes,
+            rx_total: Cell::new(0),
         };
         // Every receive chunk goes to the fill ring before the socket is bound.
         for i in 0..rx_frames as u32 {
@@ -412,6 +415,10 @@ impl Xsk {
     pub fn tx_frames(&self) -> usize {
         self.tx_frames
     }
+    /// Frames read from the RX ring since open.
+    pub fn rx_total(&self) -> u64 {
+        self.rx_total.get()
+    }
 
     /// Hand up to `max` received frames to `f` in order, each read in place and its chunk
     /// given back to the fill ring after `f` returns; returns how many. No system call.
@@ -444,6 +451,7 @@ impl Xsk {
             // The chunk's base: copy mode offsets data inside the chunk by the headroom.
             self.fill_put(fill_at.wrapping_add(k), addr & !(CHUNK as u64 - 1));
         }
+        self.rx_total.set(self.rx_total.get() + n as u64);
         self.rx.local.set(cons.wrapping_add(n as u32));
         self.rx
             .index(self.rx.consumer)

@@ -210,7 +210,8 @@ pub struct SwitchConfig {
     #[serde(default = "default_busy_poll", deserialize_with = "serde_duration")]
     pub busy_poll: Nanos,
     /// Port backend: `auto` (`xdp`, else the `TPACKET_V2` ring, else `packet`, with the
-    /// reasons printed), `xdp` (AF_XDP), `tpacket` or `packet` (`recvmmsg`/`sendmmsg`).
+    /// reasons printed), `xdp` (AF_XDP), `tpacket`, `tpacket-v3` (TPACKET_V3 blocks, 1 ms retire
+    /// timer) or `packet` (`recvmmsg`/`sendmmsg`).
     #[serde(rename = "port_backend", default, deserialize_with = "serde_backend")]
     pub port_backend: PortBackend,
     /// Receive ring frames per port (2 KiB each, 64..=65536, rounded up to 8); every port and

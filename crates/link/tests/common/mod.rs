@@ -39,6 +39,65 @@ pub fn line(prefix: &str, net: u8) -> Line {
     Line { tb, a, m, ma, mb }
 }
 
+/// [`line`] with veths of `queues` receive and transmit queues each (`numrxqueues`).
+#[allow(dead_code)] // Only the port backend tests use several queues.
+pub fn line_with_queues(prefix: &str, net: u8, queues: u32) -> Line {
+    let mut tb = Testbed::new(prefix).unwrap();
+    let a = tb.add_ns("a").unwrap();
+    let m = tb.add_ns("m").unwrap();
+    let b = tb.add_ns("b").unwrap();
+    let (ia, ma, mb, ib) = (
+        tb.ifname("a"),
+        tb.ifname("ma"),
+        tb.ifname("mb"),
+        tb.ifname("b"),
+    );
+    let q = queues.to_string();
+    for ((ns_x, x, addr_x), (ns_y, y, addr_y)) in [
+        (
+            (&a, &ia, format!("10.{net}.0.1/24")),
+            (&m, &ma, String::new()),
+        ),
+        (
+            (&m, &mb, String::new()),
+            (&b, &ib, format!("10.{net}.0.2/24")),
+        ),
+    ] {
+        let out = std::process::Command::new("ip")
+            .args([
+                "link",
+                "add",
+                x,
+                "netns",
+                ns_x,
+                "numrxqueues",
+                &q,
+                "numtxqueues",
+                &q,
+            ])
+            .args(["type", "veth", "peer", "name", y, "netns", ns_y])
+            .args(["numrxqueues", &q, "numtxqueues", &q])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ip link add {x}: {out:?}");
+        for (ns, dev, addr) in [(ns_x, x, &addr_x), (ns_y, y, &addr_y)] {
+            if !addr.is_empty() {
+                tb.exec(ns, "ip", &["addr", "add", addr, "dev", dev])
+                    .unwrap();
+            }
+            tb.exec(ns, "ip", &["link", "set", dev, "up"]).unwrap();
+            let _ = tb.exec(
+                ns,
+                "ethtool",
+                &[
+                    "-K", dev, "tso", "off", "gso", "off", "gro", "off", "tx", "off", "rx", "off",
+                ],
+            );
+        }
+    }
+    Line { tb, a, m, ma, mb }
+}
+
 /// One direction: rate (bits/s, `None` = unshaped), one-way delay (ms), qdisc spec.
 pub fn dir(rate_bps: Option<u64>, delay_ms: u64, qdisc: &str) -> DirConfig {
     DirConfig {
