@@ -23,7 +23,8 @@
 //! - [`stats`]: the counters and the accounting identity;
 //! - [`control`]: the control socket (`reload`, `set-dispatch`, `show`) and `netsched filter ctl`;
 //! - [`control_error`]: what a control request can get wrong (request, tables, packet thread), typed;
-//! - [`metrics`]: `GET /metrics`.
+//! - [`metrics`]: `GET /metrics`;
+//! - [`rig`]: the sender — filter — receiver namespaces of the root tests and the lab's real run.
 //!
 //! The dispatch policies, the flow buckets and the reorder window are
 //! `netsched_core::dispatch`'s; ports, the frame pool, polling and pinning `netsched_sys`'s.
@@ -37,6 +38,7 @@ pub mod engine;
 pub mod metrics;
 pub mod packet;
 pub mod pipeline;
+pub mod rig;
 pub mod rules;
 pub mod signatures;
 pub mod stats;

@@ -44,8 +44,13 @@ fn every_policy_forwards_in_flow_order_with_exact_accounting_and_drops_by_rule()
         let per_flow = 250;
         for mode in netsched_filter::pipeline::DispatchMode::NAMES {
             let rx = receiver(&net.rcv, &net.r0).unwrap();
-            let f =
-                spawn_in_netns(&net.flt, net.config(mode), tables(DROP_PORT_9, 1), None).unwrap();
+            let f = spawn_in_netns(
+                &net.flt,
+                common::config(&net, mode),
+                tables(DROP_PORT_9, 1),
+                None,
+            )
+            .unwrap();
             send(
                 &net.snd,
                 &net.s0,
@@ -136,7 +141,7 @@ fn a_rule_swap_under_traffic_loses_nothing_and_applies_whole() {
         let rx = receiver(&net.rcv, &net.r0).unwrap();
         let f = spawn_in_netns(
             &net.flt,
-            net.config("modified_fcfs"),
+            common::config(&net, "modified_fcfs"),
             tables(DROP_PORT_9, 1),
             Some(inbox),
         )
@@ -257,8 +262,13 @@ fn hostile_frames_are_parsed_counted_and_accounted_under_every_policy() {
         let net = build("flhf").unwrap();
         tag = net.tb.tag().to_string();
         for mode in netsched_filter::pipeline::DispatchMode::NAMES {
-            let f =
-                spawn_in_netns(&net.flt, net.config(mode), tables(DROP_PORT_9, 1), None).unwrap();
+            let f = spawn_in_netns(
+                &net.flt,
+                common::config(&net, mode),
+                tables(DROP_PORT_9, 1),
+                None,
+            )
+            .unwrap();
             let frames: Vec<Vec<u8>> = (0..20).flat_map(|_| hostile_frames()).collect();
             let sent = frames.len() as u64;
             send(&net.snd, &net.s0, frames, 16, Duration::from_millis(2)).unwrap();

@@ -153,7 +153,7 @@ fn spawn(
     net: &common::Net,
     latest: Arc<Latest<netsched_filter::stats::FilterStats>>,
 ) -> NetnsThread<()> {
-    let cfg = net.config("work_stealing");
+    let cfg = common::config(net, "work_stealing");
     NetnsThread::spawn(
         "filter",
         "filter-status".to_string(),

@@ -8,11 +8,10 @@
 use anyhow::Result;
 use netsched_filter::engine::EngineConfig;
 use netsched_filter::packet::udp4_frame;
-use netsched_filter::pipeline::{DispatchMode, PipelineConfig};
-use netsched_filter::verdict::{OnPanic, OnSignature};
-use netsched_filter::work::WorkPolicy;
+use netsched_filter::pipeline::DispatchMode;
+use netsched_filter::rig::RigSpec;
 use netsched_sys::port::{FramePool, Port, Rx, BATCH};
-use netsched_testbed::{NetnsThread, Testbed};
+use netsched_testbed::NetnsThread;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -22,68 +21,21 @@ pub const MAGIC: &[u8; 4] = b"NSF1";
 /// Flows of the test stream; flow 7 goes to UDP port 9 (the drop rule's).
 pub const FLOWS: u8 = 8;
 
-pub struct Net {
-    pub tb: Testbed,
-    pub snd: String,
-    pub flt: String,
-    pub rcv: String,
-    pub s0: String,
-    pub fin: String,
-    pub fout: String,
-    pub r0: String,
-}
+pub use netsched_filter::rig::Net;
 
+/// snd 10.99.0.1/24 ── filter ── 10.99.0.2/24 rcv.
 pub fn build(label: &str) -> Result<Net> {
-    let mut tb = Testbed::new(label)?;
-    let snd = tb.add_ns("snd")?;
-    let flt = tb.add_ns("flt")?;
-    let rcv = tb.add_ns("rcv")?;
-    let (s0, fin, fout, r0) = (
-        tb.ifname("s0"),
-        tb.ifname("fi"),
-        tb.ifname("fo"),
-        tb.ifname("r0"),
-    );
-    tb.veth((&snd, &s0, "10.99.0.1/24"), (&flt, &fin, ""))?;
-    tb.veth((&flt, &fout, ""), (&rcv, &r0, "10.99.0.2/24"))?;
-    Ok(Net {
-        tb,
-        snd,
-        flt,
-        rcv,
-        s0,
-        fin,
-        fout,
-        r0,
+    netsched_filter::rig::build(RigSpec {
+        label,
+        snd_addr: "10.99.0.1/24",
+        rcv_addr: "10.99.0.2/24",
+        ipv6_off: false,
     })
 }
 
-impl Net {
-    pub fn config(&self, mode: &str) -> EngineConfig {
-        EngineConfig {
-            input: self.fin.clone(),
-            output: Some(self.fout.clone()),
-            pool_slots: 4096,
-            port: netsched_sys::PortOptions::default(),
-            pipeline: PipelineConfig {
-                workers: 4,
-                block_size: 64,
-                worker_queue: 64,
-                // The window holds everything inside: order is restored for every packet.
-                reorder_window: 4096,
-                reorder_timeout_ns: 5_000_000_000,
-                max_flows: 16384,
-                mode: DispatchMode::parse(mode).unwrap(),
-                work: WorkPolicy {
-                    on_signature: OnSignature::Drop,
-                    on_panic: OnPanic::Drop,
-                    accept_non_ip: true,
-                    fault_panic_on: None,
-                },
-                pin: true,
-            },
-        }
-    }
+/// The filter under `mode`: 4 workers, 4096 frames held, a window that holds them all.
+pub fn config(net: &Net, mode: &str) -> EngineConfig {
+    net.engine_config(4, DispatchMode::parse(mode).unwrap(), 4096, 16384)
 }
 
 /// Test frame `seq` of `flow` with `size` payload bytes (≥ 9).

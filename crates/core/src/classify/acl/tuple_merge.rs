@@ -9,14 +9,18 @@
 //! Insertion is online (the paper's point: a rule is added without rebuilding), one rule at a
 //! time at the lowest priority ([`TupleMergeClassifier::push`]); `build` pushes the rules in
 //! order. The paper's collision limit `c` bounds a bucket: a rule goes to the most specific
-//! table that covers its tuple *and* whose bucket for it holds fewer than `c` rules; if none
-//! has room, a table is made for the rule's tuple relaxed ([`relax`]: address lengths rounded
-//! down to a multiple of 8, the shorter address dropped when the other is much longer, ports
-//! kept only when exact, the protocol dropped) — or, if that table exists and its bucket is
-//! full, for the rule's exact tuple. The paper splits a full bucket's rules into a new table
-//! instead; placing the new rule elsewhere (never moving rules) and the relaxation steps are
-//! our simplification, keeping each insert O(tables). A bucket passes `c` only when rules
-//! agree on every bit of their own tuple (equal prefixes, ports sharing the same prefix).
+//! table that covers its tuple *and* whose bucket for it holds fewer than the table's limit;
+//! if none has room, a table is made for the rule's tuple relaxed ([`relax`]: address lengths
+//! rounded down to a multiple of 8, the shorter address dropped when the other is much longer,
+//! ports kept only when exact and the addresses short, the protocol dropped) — or, if that
+//! table exists and its bucket is full, for the rule's exact tuple. The paper splits a full
+//! bucket's rules into a new table instead; placing the new rule elsewhere (never moving
+//! rules) and the relaxation steps are our simplification, keeping each insert O(tables).
+//! A table's limit is `c`, or 4`c` when it keys on at least 16 address bits
+//! ([`WIDE_ADDRESS_BITS`]): only headers inside one prefix pair reach such a bucket, so its
+//! length costs few lookups, while every table saved is a probe saved on every lookup. A
+//! bucket passes its limit only when rules agree on every bit of their own tuple (equal
+//! prefixes, ports sharing the same prefix).
 //!
 //! Lookup (as in the paper: tables in the order of their best rule, stop at the first table
 //! whose best cannot beat the match found): per table, mask the header's two words, one
@@ -24,9 +28,10 @@
 //! bucket's first rule), so a table the header misses costs one slot read, usually from the
 //! same cache line; only a tag that agrees leads to the bucket's rules (32 bytes each, in
 //! rule order, checked in full until one matches or cannot beat the match already found).
-//! No allocation, no pointer per bucket.
+//! The home slots of 8 tables are read before the first of them is examined, so their cache
+//! misses overlap instead of following one another. No allocation, no pointer per bucket.
 //!
-//! Cost: a lookup is at most T probes plus one bucket scan per table whose tag agrees (≤ c
+//! Cost: a lookup is at most T probes plus one bucket scan per table whose tag agrees (≤ 4c
 //! rules, except the equal-tuple case). Insert O(T + c). Memory: 32 bytes per rule plus 8
 //! bytes × 4-8 slots per distinct key (tables at most a quarter full).
 
@@ -34,6 +39,17 @@ use super::{
     AclRule, ClassifierBuildError, ClassifierLimits, FiveTuple, PacketClassifier, RuleSet, Tuple,
 };
 use crate::classify::PortRange;
+
+/// Address bits (source + destination) from which a table's keys are considered spread by
+/// their addresses: its tuple keeps no port bits ([`relax`]) and its buckets may hold
+/// [`WIDE_LIMIT_FACTOR`] × `c` rules. Such a bucket is reached only by headers inside one
+/// prefix pair, so a longer bucket costs few lookups, while a table fewer keeps a probe off
+/// every lookup; a table keyed on few bits (a bucket like "every source, port 80") is
+/// reached by many headers and keeps `c`.
+const WIDE_ADDRESS_BITS: u8 = 16;
+/// See [`WIDE_ADDRESS_BITS`]; measured with 1 (the paper's single `c`), 2 and 4 on the sets of
+/// `docs/classify.md`.
+const WIDE_LIMIT_FACTOR: usize = 4;
 
 /// The collision limit `c` when none is given. The paper studies several values; 8 keeps
 /// bucket scans short on the ClassBench-like sets of `docs/classify.md` (our choice).
@@ -169,6 +185,10 @@ struct TmTable {
 }
 
 const FIRST_SLOTS: usize = 8;
+/// Tables whose home slots a lookup reads before it examines the first of them. Measured
+/// against 4, 16 and one at a time on the sets of `docs/classify.md`: 8 was best or equal on
+/// all three; 16 computes keys for tables the priority stop would have skipped.
+const PROBE_GROUP: usize = 8;
 /// Slots per key at most (a quarter full): an unsuccessful probe reads ≈ 1.4 slots (Knuth's
 /// ½(1 + 1/(1−α)²) at α = ¼), and 8-byte slots keep the tables of 10k rules in L2.
 const SLOTS_PER_KEY: usize = 4;
@@ -266,17 +286,29 @@ impl TmTable {
             self.slots[i] = h;
         }
     }
-    /// The lowest-index rule of this table matching the header `k` (as [`words`] `w`) if it
-    /// is below `best`.
+    /// The hash of the header's key in this table (`w` as [`words`]) and the key's home slot.
+    /// Reading it is the probe's likely cache miss; a lookup reads the home slots of several
+    /// tables before it examines any, so their misses overlap.
     #[inline]
-    fn lookup(&self, k: &FiveTuple, w: (u64, u64), best: u32) -> Option<u32> {
+    fn home(&self, w: (u64, u64)) -> (u64, Head) {
+        let h = hash(self.masks.key(w));
+        (h, self.slots[(h >> self.shift) as usize])
+    }
+    /// The lowest-index rule of this table matching the header `k` (as [`words`] `w`) if it
+    /// is below `best`, probing from the home slot `s` of the key's hash `h`.
+    #[inline]
+    fn lookup(
+        &self,
+        k: &FiveTuple,
+        w: (u64, u64),
+        (h, mut s): (u64, Head),
+        best: u32,
+    ) -> Option<u32> {
         let key = self.masks.key(w);
-        let h = hash(key);
         let tag = h as u32 | 1;
         let mask = self.slots.len() - 1;
         let mut i = (h >> self.shift) as usize;
         loop {
-            let s = self.slots[i];
             if s.tag == tag {
                 let first = &self.entries[s.at as usize];
                 if let Some(r) = self.scan(first, k, best) {
@@ -289,6 +321,7 @@ impl TmTable {
                 return None;
             }
             i = (i + 1) & mask;
+            s = self.slots[i];
         }
     }
     /// The bucket from its first rule, in rule order: the first rule that matches is its
@@ -341,9 +374,11 @@ fn natural(r: &AclRule) -> Tuple {
 /// The tuple of a new table for a rule of tuple `t`: address lengths rounded down to a
 /// multiple of 8; of the two, the shorter dropped when the other exceeds it by more than 4
 /// bits (the threshold of Daly and Torng's published implementation: such a table keys on the
-/// longer address alone, so rules of many address-length pairs share it); port
-/// lengths 0 unless the port is exact; the protocol dropped (rules differing only in it
-/// share a bucket, and the collision limit bounds how many).
+/// longer address alone, so rules of many address-length pairs share it); port lengths 0
+/// unless the port is exact and the addresses keep fewer than [`WIDE_ADDRESS_BITS`] bits (a
+/// table keyed on a /24 gains little from the port and would split rules that differ only in
+/// it over two tables); the protocol dropped (rules differing only in it share a bucket, and
+/// the collision limit bounds how many).
 fn relax(t: Tuple) -> Tuple {
     let port = |l: u8| if l == 16 { 16 } else { 0 };
     let (mut src, mut dst) = (t.src / 8 * 8, t.dst / 8 * 8);
@@ -352,11 +387,12 @@ fn relax(t: Tuple) -> Tuple {
     } else if dst > src + 4 {
         src = 0;
     }
+    let ported = src + dst < WIDE_ADDRESS_BITS;
     Tuple {
         src,
         dst,
-        sp: port(t.sp),
-        dp: port(t.dp),
+        sp: if ported { port(t.sp) } else { 0 },
+        dp: if ported { port(t.dp) } else { 0 },
         proto_mask: 0,
     }
 }
@@ -447,11 +483,21 @@ impl TupleMergeClassifier {
             if !t.tuple.covers(nat) || choice.is_some_and(|(_, s)| s >= spec) {
                 continue;
             }
-            if t.bucket_len(rule) < self.collision_limit {
+            if t.bucket_len(rule) < self.limit_of(&t.tuple) {
                 choice = Some((i, spec));
             }
         }
         choice.map(|(i, _)| i)
+    }
+
+    /// The collision limit of a table of tuple `t`: `c`, or [`WIDE_LIMIT_FACTOR`] × `c` when
+    /// the table keys on at least [`WIDE_ADDRESS_BITS`] address bits.
+    fn limit_of(&self, t: &Tuple) -> usize {
+        if t.src + t.dst >= WIDE_ADDRESS_BITS {
+            self.collision_limit * WIDE_LIMIT_FACTOR
+        } else {
+            self.collision_limit
+        }
     }
 
     fn find(&self, tuple: &Tuple) -> Option<usize> {
@@ -491,15 +537,27 @@ impl TupleMergeClassifier {
 }
 
 impl PacketClassifier for TupleMergeClassifier {
+    /// Tables in the order of their best rule, [`PROBE_GROUP`] at a time: the home slots of
+    /// a group are read first (independent loads, whose cache misses overlap), then its
+    /// tables are examined in order until one's best rule cannot beat the match found.
     fn first_match(&self, key: &FiveTuple) -> Option<u32> {
         let w = words(key.src, key.dst, key.src_port, key.dst_port, key.proto);
         let mut best = u32::MAX;
-        for t in &self.tables {
-            if t.best >= best {
+        for group in self.tables.chunks(PROBE_GROUP) {
+            if group[0].best >= best {
                 break;
             }
-            if let Some(r) = t.lookup(key, w, best) {
-                best = r;
+            let mut homes = [(0u64, Head::default()); PROBE_GROUP];
+            for (t, home) in group.iter().zip(homes.iter_mut()) {
+                *home = t.home(w);
+            }
+            for (t, &home) in group.iter().zip(&homes) {
+                if t.best >= best {
+                    break;
+                }
+                if let Some(r) = t.lookup(key, w, home, best) {
+                    best = r;
+                }
             }
         }
         (best != u32::MAX).then_some(best)
@@ -577,6 +635,52 @@ mod tests {
                     src_port: 1,
                     dst_port: dp,
                     proto: 17,
+                };
+                assert_eq!(c.first_match(&k), lin.first_match(&k), "{k:?}");
+            }
+        }
+    }
+
+    /// A table keyed on 16 or more address bits holds up to 4c rules per bucket, one keyed on
+    /// fewer holds c; ports are part of a new table's tuple only with short addresses.
+    #[test]
+    fn wide_tables_hold_longer_buckets_and_drop_ports() {
+        let net = Ipv4Prefix::new(0xC0A8_0100, 24).unwrap();
+        let rule = |dst, port: u16| AclRule {
+            dst,
+            dst_port: PortRange {
+                low: port,
+                high: port,
+            },
+            proto: ProtoMatch::exact(6),
+            ..AclRule::any(Action::Accept)
+        };
+        // 20 rules on one /24, exact ports 1000..1020: the /24 table (no port in its tuple)
+        // takes 16 in one bucket, the rest go to the rules' exact tuple.
+        let mut rules: Vec<AclRule> = (0..20).map(|i| rule(net, 1000 + i)).collect();
+        // 6 rules on 0/0 with exact ports: a table keyed on the destination port alone.
+        rules.extend((0..6).map(|i| rule(Ipv4Prefix::ANY, 2000 + i)));
+        let set = RuleSet::new(rules);
+        let lim = ClassifierLimits::default();
+        let c = TupleMergeClassifier::build_with_limit(&set, &lim, 4).unwrap();
+        let tuples: Vec<Tuple> = c.tables.iter().map(|t| t.tuple).collect();
+        assert_eq!(tuples[0].dst, 24);
+        assert_eq!(tuples[0].dp, 0, "{tuples:?}");
+        assert_eq!(c.tables[0].entries.len(), 16);
+        assert!(
+            tuples.iter().any(|t| (t.dst, t.dp) == (0, 16)),
+            "{tuples:?}"
+        );
+        assert_eq!(c.longest_bucket(), 16);
+        let lin = LinearClassifier::build(&set, &lim).unwrap();
+        for dst in [0xC0A8_0101u32, 0xC0A8_0201] {
+            for dp in [999u16, 1000, 1015, 1016, 1019, 1020, 2000, 2005, 2006] {
+                let k = FiveTuple {
+                    src: 1,
+                    dst,
+                    src_port: 1,
+                    dst_port: dp,
+                    proto: 6,
                 };
                 assert_eq!(c.first_match(&k), lin.first_match(&k), "{k:?}");
             }

@@ -3,14 +3,14 @@
 //! the filter's configuration and tables for one run.
 
 use super::params::{RealParams, BLOCK_BYTES};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use netsched_filter::engine::EngineConfig;
-use netsched_filter::pipeline::{DispatchMode, PipelineConfig};
+use netsched_filter::pipeline::DispatchMode;
+pub use netsched_filter::rig::Net;
+use netsched_filter::rig::RigSpec;
 use netsched_filter::rules::{build_classifier, RuleSet};
 use netsched_filter::signatures::Signatures;
-use netsched_filter::verdict::{OnPanic, OnSignature};
-use netsched_filter::work::{Tables, WorkPolicy};
-use netsched_testbed::Testbed;
+use netsched_filter::work::Tables;
 use std::sync::Arc;
 
 /// Source and destination of the test stream (never on an interface).
@@ -19,76 +19,21 @@ pub const DST: [u8; 4] = [10, 99, 0, 2];
 /// Frames the filter may hold (its buffer pool).
 const POOL: usize = 8192;
 
-/// The namespaces of the run.
-pub struct Net {
-    pub tb: Testbed,
-    pub snd: String,
-    pub flt: String,
-    pub rcv: String,
-    pub s0: String,
-    pub fin: String,
-    pub fout: String,
-    pub r0: String,
-}
-
 /// snd ── flt ── rcv, IPv6 off before the links come up, no addresses.
 pub fn build() -> Result<Net> {
-    let mut tb = Testbed::new("npr")?;
-    let snd = tb.add_ns("snd")?;
-    let flt = tb.add_ns("flt")?;
-    let rcv = tb.add_ns("rcv")?;
-    for ns in [&snd, &flt, &rcv] {
-        // No router solicitations or MLD reports: nothing but the test frames on the links.
-        tb.sysctl(ns, "net.ipv6.conf.all.disable_ipv6=1")?;
-        tb.sysctl(ns, "net.ipv6.conf.default.disable_ipv6=1")?;
-    }
-    let (s0, fin, fout, r0) = (
-        tb.ifname("s0"),
-        tb.ifname("fi"),
-        tb.ifname("fo"),
-        tb.ifname("r0"),
-    );
-    tb.veth((&snd, &s0, ""), (&flt, &fin, ""))
-        .context("veth snd — flt")?;
-    tb.veth((&flt, &fout, ""), (&rcv, &r0, ""))
-        .context("veth flt — rcv")?;
-    Ok(Net {
-        tb,
-        snd,
-        flt,
-        rcv,
-        s0,
-        fin,
-        fout,
-        r0,
+    netsched_filter::rig::build(RigSpec {
+        label: "npr",
+        ipv6_off: true,
+        ..RigSpec::default()
     })
 }
 
-/// The filter of one run: `policy`, P1's 64 B blocks, a window that holds everything inside.
+/// The filter of one run: `policy`, P1's blocks, a window that holds everything inside.
 pub fn engine_config(net: &Net, rp: &RealParams, policy: &str) -> Result<EngineConfig> {
     let mode = DispatchMode::parse(policy).map_err(|e| anyhow::anyhow!(e))?;
-    Ok(EngineConfig {
-        input: net.fin.clone(),
-        output: Some(net.fout.clone()),
-        pool_slots: POOL,
-        port: netsched_sys::PortOptions::default(),
-        pipeline: PipelineConfig {
-            workers: rp.workers,
-            block_size: BLOCK_BYTES,
-            worker_queue: 64,
-            reorder_window: POOL,
-            reorder_timeout_ns: 5_000_000_000,
-            max_flows: 1024,
-            mode,
-            work: WorkPolicy {
-                on_signature: OnSignature::Drop,
-                on_panic: OnPanic::Drop,
-                accept_non_ip: true,
-                fault_panic_on: None,
-            },
-            pin: true,
-        },
-    })
+    let mut cfg = net.engine_config(rp.workers, mode, POOL, 1024);
+    cfg.pipeline.block_size = BLOCK_BYTES as _;
+    Ok(cfg)
 }
 
 /// `n` rules the test stream never matches (sources in 10.200.0.0/16, UDP to low ports), so
