@@ -62,8 +62,19 @@ pub fn render(
     }
     let mut out = format!("queue {}\n", kind.name());
     out += &format!(
-        "{:<16} {:>3} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {}\n",
-        "class", "P", "deadline", "now_ms", "N", "S", "fail", "attainment", "queued", "refused"
+        "{:<16} {:>3} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>9} {:>8} {}\n",
+        "class",
+        "P",
+        "deadline",
+        "now_ms",
+        "N",
+        "S",
+        "fail",
+        "attainment",
+        "queued",
+        "max_hold",
+        "by_hold",
+        "refused"
     );
     for r in rows {
         let refused: Vec<String> = r
@@ -73,7 +84,7 @@ pub fn render(
             .map(|(why, n)| format!("{why}={n}"))
             .collect();
         out += &format!(
-            "{:<16} {:>3} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10.3} {:>7} {}\n",
+            "{:<16} {:>3} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10.3} {:>7} {:>9} {:>8} {}\n",
             r.name,
             r.percentile,
             r.deadline,
@@ -84,6 +95,8 @@ pub fn render(
             r.fail,
             r.attainment,
             r.queued,
+            r.max_hold,
+            r.served_by_max_hold,
             if refused.is_empty() {
                 "-".to_string()
             } else {

@@ -19,14 +19,15 @@
 //! beyond the class's queue timeout, at least one rule unless it is the default class (a
 //! class matched by nothing would never see a request: an error, not a warning), no CIDR,
 //! header rule or path prefix given to two classes (the second could never match), and its
-//! own `queue_limit` / `queue_timeout` no larger than the balancer's. At most
+//! own `queue_limit` / `queue_timeout` no larger than the balancer's, and a `max_hold` that is
+//! `"off"`, `"deadline"` or a duration above 0 not beyond the class's queue timeout. At most
 //! [`MAX_CLASSES`] classes (the Percentile queue's bound), [`MAX_SOURCES`] CIDRs each.
 //!
 //! Cost per request: one header look-up per header rule, a scan of the path prefixes
 //! (longest first) and one longest-prefix match; no allocation.
 
 use netsched_core::classify::{Cidr, CidrTable};
-use netsched_core::qdisc::percentile::PERCENTILE_MAX_CLASSES;
+use netsched_core::qdisc::percentile::{MaxHold, PERCENTILE_MAX_CLASSES};
 use netsched_core::qdisc::ClassId;
 use netsched_core::units::{format_duration, parse_duration_in};
 use netsched_core::{Nanos, SEC};
@@ -97,7 +98,18 @@ pub struct ClassConf {
     /// Longest wait of this class (default and maximum: `timeouts.queue`).
     #[serde(default)]
     pub queue_timeout: Option<String>,
+    /// With `queue = "percentile"`: how long a request of this class may wait before it
+    /// leaves whatever P0's rule says (`"off"`, `"deadline"` or a duration; default
+    /// [`DEFAULT_MAX_HOLD`], capped by the class's queue timeout).
+    #[serde(default)]
+    pub max_hold: Option<String>,
 }
+
+/// The default `max_hold` of a class: nfq's default bound on holding a request (docs/nfq.md,
+/// `[limits] max_hold`), far above a web request's deadline, so P0's rule decides whenever
+/// waits are short and the bound acts only on a class the rule would leave waiting (and no
+/// longer than the class's queue timeout, when that is shorter).
+pub const DEFAULT_MAX_HOLD: Nanos = SEC;
 
 /// A class's deadline: P0's automatic one, or fixed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +155,8 @@ pub struct ClassSpec {
     pub deadline: Deadline,
     pub queue_limit: usize,
     pub queue_timeout: Nanos,
+    /// The percentile queue's bound on waiting (core `MaxHold`).
+    pub max_hold: MaxHold,
 }
 
 /// Why the classes of a configuration cannot be used; the text names the key and the value.
@@ -256,6 +270,7 @@ impl ClassSet {
                     deadline: Deadline::Auto,
                     queue_limit: bounds.queue_limit,
                     queue_timeout: bounds.queue_timeout,
+                    max_hold: MaxHold::Off,
                 }],
                 classifier: Classifier::single(),
             });
@@ -370,12 +385,32 @@ fn spec(
         Some(t) => Deadline::parse(t, queue_timeout.min(3600 * SEC))
             .map_err(|why| field_err(i, c, "deadline", format!("{t:?}"), why))?,
     };
+    let max_hold = match &c.max_hold {
+        None => MaxHold::Fixed(DEFAULT_MAX_HOLD.min(queue_timeout)),
+        Some(t) => match MaxHold::parse(t) {
+            Ok(MaxHold::Fixed(ns)) if ns > queue_timeout => {
+                return Err(field_err(
+                    i,
+                    c,
+                    "max_hold",
+                    format!("{t:?}"),
+                    format!(
+                        "beyond the class's queue timeout ({}): the request would be refused first",
+                        format_duration(queue_timeout)
+                    ),
+                ))
+            }
+            Ok(m) => m,
+            Err(why) => return Err(field_err(i, c, "max_hold", format!("{t:?}"), why)),
+        },
+    };
     Ok(ClassSpec {
         name: c.name.clone(),
         percentile,
         deadline,
         queue_limit,
         queue_timeout,
+        max_hold,
     })
 }
 
@@ -550,6 +585,7 @@ mod tests {
             path_prefix: None,
             queue_limit: None,
             queue_timeout: None,
+            max_hold: None,
         }
     }
 
@@ -640,6 +676,18 @@ mod tests {
         );
         let e = with(|a| a.deadline = Some("soon".into()));
         assert!(e.contains("deadline = \"soon\""), "{e}");
+        let e = with(|a| a.max_hold = Some("0ms".into()));
+        assert_eq!(
+            e,
+            "class[0] (\"a\").max_hold = \"0ms\": \"off\", \"deadline\" or a duration above zero: got zero"
+        );
+        let e = with(|a| a.max_hold = Some("later".into()));
+        assert!(e.contains("max_hold = \"later\""), "{e}");
+        let e = with(|a| a.max_hold = Some("2s".into()));
+        assert!(
+            e.contains("max_hold = \"2s\"") && e.contains("queue timeout (1s)"),
+            "{e}"
+        );
         let e = with(|a| a.sources.push("10.0.0.0/8".into()));
         assert!(
             e.contains("sources[1]") && e.contains("listed twice"),
@@ -707,5 +755,16 @@ mod tests {
         assert_eq!(set.specs[1].deadline, Deadline::Auto);
         assert_eq!(set.specs[1].queue_limit, 100);
         assert_eq!(set.index_of("b"), Some(1));
+        // max_hold: 1 s by default, no longer than the class's queue timeout; or as written.
+        assert_eq!(set.specs[1].max_hold, MaxHold::Fixed(SEC));
+        let mut a = conf("a");
+        a.sources = vec!["10.0.0.0/8".into()];
+        a.queue_timeout = Some("300ms".into());
+        let mut b = conf("b");
+        b.max_hold = Some("deadline".into());
+        let set = build(&[a, b], None).unwrap();
+        let ms = netsched_core::MS;
+        assert_eq!(set.specs[0].max_hold, MaxHold::Fixed(300 * ms));
+        assert_eq!(set.specs[1].max_hold, MaxHold::Deadline);
     }
 }

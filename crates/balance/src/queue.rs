@@ -25,6 +25,11 @@
 //! refused at arrival does not raise its class's priority, else a class flooding beyond its
 //! `queue_limit` would look furthest below its target and take every slot.
 //!
+//! Bound on waiting (percentile only): a class's `max_hold` (core `MaxHold`) lets its oldest
+//! waiter leave before P0's rule decides once it has waited that long (the overdue waiter that
+//! came first goes first); each such hand-over is counted by class (`served_by_max_hold`), so
+//! an operator sees how much of a class's service came from the bound rather than the rule.
+//!
 //! Bounds: at most `defaults.queue_limit` live waiters over all classes and each class's own
 //! `queue_limit`; each refusal counted by class and reason (`queue_full`,
 //! `class_queue_full`, `no_server`, `queue_timeout`, `client_gone`).
@@ -127,6 +132,7 @@ pub struct ClassMetrics {
     pub queue_length: Family<ClassLabel, Gauge>,
     pub wait_seconds: Family<ClassLabel, Histogram, fn() -> Histogram>,
     pub refused: Family<ClassReasonLabel, Counter>,
+    pub max_hold_served: Family<ClassLabel, Counter>,
 }
 
 impl ClassMetrics {
@@ -139,8 +145,9 @@ impl ClassMetrics {
             queue_length: Family::default(),
             wait_seconds: Family::new_with_constructor(wait_hist),
             refused: Family::default(),
+            max_hold_served: Family::default(),
         };
-        let help: [(&str, &str); 7] = [
+        let help: [(&str, &str); 8] = [
             (
                 "class_requests",
                 "Requests classified in the class (P0's N)",
@@ -166,6 +173,10 @@ impl ClassMetrics {
                 "Time requests of the class waited in the queue (those that waited)",
             ),
             ("class_refused", "Requests of the class refused, by reason"),
+            (
+                "class_max_hold_served",
+                "Requests of the class that left the queue by its max_hold, not by the percentile rule",
+            ),
         ];
         r.register(help[0].0, help[0].1, m.requests.clone());
         r.register(help[1].0, help[1].1, m.within_deadline.clone());
@@ -174,6 +185,7 @@ impl ClassMetrics {
         r.register(help[4].0, help[4].1, m.queue_length.clone());
         r.register(help[5].0, help[5].1, m.wait_seconds.clone());
         r.register(help[6].0, help[6].1, m.refused.clone());
+        r.register(help[7].0, help[7].1, m.max_hold_served.clone());
         m
     }
 
@@ -185,6 +197,7 @@ impl ClassMetrics {
         self.attainment.remove(&l);
         self.queue_length.remove(&l);
         self.wait_seconds.remove(&l);
+        self.max_hold_served.remove(&l);
         for r in reasons {
             self.refused.remove(&ClassReasonLabel {
                 class: name.into(),
@@ -212,6 +225,9 @@ struct ClassState {
     refused: [u64; 6],
     served_at_once: u64,
     served_from_queue: u64,
+    /// Of `served_from_queue`, those the bound on waiting chose.
+    served_by_max_hold: u64,
+    max_hold_served: Counter,
     requests: Counter,
     within: Counter,
     failed: Counter,
@@ -232,6 +248,8 @@ impl ClassState {
             refused: [0; 6],
             served_at_once: 0,
             served_from_queue: 0,
+            served_by_max_hold: 0,
+            max_hold_served: m.max_hold_served.get_or_create(&l).clone(),
             requests: m.requests.get_or_create(&l).clone(),
             within: m.within_deadline.get_or_create(&l).clone(),
             failed: m.failed.get_or_create(&l).clone(),
@@ -274,6 +292,8 @@ impl<L> Discipline<L> {
                 .expect("percentiles checked in classes.rs");
                 for (i, s) in set.specs.iter().enumerate() {
                     let _ = q.set_class_deadline(i, s.deadline.fixed());
+                    q.set_max_hold(i, s.max_hold)
+                        .expect("max_hold checked in classes.rs");
                 }
                 Discipline::Percentile(q)
             }
@@ -322,6 +342,10 @@ pub struct ClassView {
     pub queue_timeout_ns: u64,
     pub served_at_once: u64,
     pub served_from_queue: u64,
+    /// The class's bound on waiting (`off`, `deadline` or a duration; percentile only).
+    pub max_hold: String,
+    /// Of `served_from_queue`, the requests the bound on waiting chose, not P0's rule.
+    pub served_by_max_hold: u64,
     /// Refusals by reason.
     pub refused: Vec<(String, u64)>,
 }
@@ -534,16 +558,30 @@ impl<L> RequestQueue<L> {
     /// Give `lease` to the waiter [`next_waiter`](Self::next_waiter) returned. `Err` hands
     /// the lease back if that waiter is gone (it cannot be while the lock is held).
     pub fn hand(&mut self, lease: L, now: Nanos) -> Result<(), L> {
+        let before = self.max_hold_releases();
         let Some(t) = self.disc.q().dequeue(now) else {
             return Err(lease);
         };
+        let by_bound = self.max_hold_releases() > before;
         let c = &mut self.classes[t.class];
         c.live -= 1;
         c.served_from_queue += 1;
+        if by_bound {
+            c.served_by_max_hold += 1;
+            c.max_hold_served.inc();
+        }
         c.queue_length.set(c.live as i64);
         c.wait.observe(now.saturating_sub(t.since) as f64 / 1e9);
         self.live_total -= 1;
         t.tx.send(lease)
+    }
+
+    /// Hand-overs the percentile queue's bound on waiting made, over all classes.
+    fn max_hold_releases(&self) -> u64 {
+        match &self.disc {
+            Discipline::Percentile(q) => (0..q.class_count()).map(|i| q.max_hold_releases(i)).sum(),
+            _ => 0,
+        }
     }
 
     /// No usable server: every waiter is released (its receiver sees the sender dropped
@@ -628,6 +666,11 @@ impl<L> RequestQueue<L> {
                     queue_timeout_ns: c.spec.queue_timeout,
                     served_at_once: c.served_at_once,
                     served_from_queue: c.served_from_queue,
+                    max_hold: match self.kind {
+                        QueueKind::Percentile => c.spec.max_hold.to_string(),
+                        _ => "off".to_string(),
+                    },
+                    served_by_max_hold: c.served_by_max_hold,
                     refused: REASONS
                         .iter()
                         .map(|r| (r.reason().to_string(), c.refused[*r as usize]))
@@ -719,6 +762,7 @@ impl<L> RequestQueue<L> {
                 if let Discipline::Percentile(q) = &mut self.disc {
                     let _ = q.set_percentile(i, s.percentile);
                     let _ = q.set_class_deadline(i, s.deadline.fixed());
+                    let _ = q.set_max_hold(i, s.max_hold);
                 }
                 self.classes[i].spec = s.clone();
             }
@@ -745,6 +789,7 @@ impl<L> RequestQueue<L> {
                     n.refused = c.refused;
                     n.served_at_once = c.served_at_once;
                     n.served_from_queue = c.served_from_queue;
+                    n.served_by_max_hold = c.served_by_max_hold;
                 }
                 None => {
                     notes.push(format!("class {} removed", c.spec.name));
@@ -794,6 +839,7 @@ fn attainment(k: JudgeCounts, p: u32) -> f64 {
 mod tests {
     use super::*;
     use crate::classes::{ClassConf, HeaderRule, QueueBounds};
+    use netsched_core::qdisc::percentile::MaxHold;
     use netsched_core::{MS, SEC};
 
     fn set(queue: QueueKind, ps: &[u32], class_limit: Option<usize>) -> ClassSet {
@@ -812,6 +858,7 @@ mod tests {
                 path_prefix: None,
                 queue_limit: class_limit,
                 queue_timeout: None,
+                max_hold: None,
             })
             .collect();
         let b = QueueBounds {
@@ -889,6 +936,44 @@ mod tests {
             for r in &v {
                 assert_eq!(r.n, r.s + r.fail + r.queued as u64, "nothing lost: {r:?}");
             }
+        }
+    }
+
+    /// A class P0's rule leaves waiting (class 0 below its target forever: every answer
+    /// late; class 1 tied at 0 loses to the lower index) is served once its oldest waiter
+    /// has waited its `max_hold`, and the hand-over is counted for it in show-classes and
+    /// /metrics; with `max_hold = "off"` it waits for as long as class 0 has requests.
+    #[test]
+    fn max_hold_serves_a_class_the_rule_leaves_waiting_and_counts_it() {
+        for (hold, want) in [(MaxHold::Off, None), (MaxHold::Fixed(50 * MS), Some(5))] {
+            let mut s = set(QueueKind::Percentile, &[90, 50], None);
+            s.specs[1].max_hold = hold;
+            let mut reg = Registry::default();
+            let m = ClassMetrics::register(&mut reg);
+            let mut q = RequestQueue::<u32>::new(&s, 1000, m.clone());
+            let mut rxs = vec![q.enqueue(1, key(), 0).unwrap()];
+            for _ in 0..30 {
+                rxs.push(q.enqueue(0, key(), 0).unwrap());
+            }
+            let mut now = 0;
+            let mut served_1_at = None;
+            for slot in 0..20 {
+                let class = q.next_waiter(now).unwrap().class;
+                q.hand(7, now).unwrap();
+                if class == 1 {
+                    served_1_at = Some(slot);
+                }
+                now += 10 * MS;
+                q.complete(class, Some(20 * MS), now);
+            }
+            assert_eq!(served_1_at, want, "{hold}");
+            let v = q.view();
+            let by_hold = want.is_some() as u64;
+            assert_eq!(v[1].served_by_max_hold, by_hold);
+            assert_eq!(v[0].served_by_max_hold, 0);
+            assert_eq!(v[1].max_hold, hold.to_string());
+            let l = ClassLabel { class: "c1".into() };
+            assert_eq!(m.max_hold_served.get_or_create(&l).get(), by_hold);
         }
     }
 

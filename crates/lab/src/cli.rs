@@ -7,6 +7,8 @@
 //! - `netsched lab run NAME --seeds K` — K seeds (N..N+K−1) in parallel, each in `seed-S/`, and
 //!   their aggregate at the top (`netsched lab --seeds K` does this for all five);
 //! - `netsched lab run NAME --real --repeat N` — the real run N times, one after another;
+//! - `netsched lab run NAME --real --engine E` — which data plane a real run drives, for an
+//!   experiment that has several (percentile-web: `nfq` or `balance`; = `--set real.engine=E`);
 //! - `netsched lab sweep NAME --grid key=v1,v2 [--grid ...] [--seeds N] [--out DIR]`, on this
 //!   machine or `--on slurm` (one job array and a merge job; see [`crate::slurm`]);
 //! - `netsched lab sweep --status OUT` — a sweep's done/running/failed/pending counts.
@@ -107,9 +109,46 @@ pub struct RunArgs {
     /// Shorter real runs (for smoke tests).
     #[arg(long)]
     pub quick: bool,
+    /// With --real: the data plane the real run drives, for an experiment that has several
+    /// (percentile-web: `nfq`, the default, the NFQUEUE daemon; `balance`, netsched balance
+    /// against HAProxy). The same as `--set real.engine=E`.
+    #[arg(long, value_name = "E", requires = "real")]
+    pub engine: Option<String>,
     /// Make any failed check an error (non-zero exit).
     #[arg(long)]
     pub strict: bool,
+}
+
+/// `--engine E` as the `--set` it stands for; `Err` names the engines the experiment has, or
+/// a `--set real.engine` that says otherwise.
+pub fn engine_set(exp: &Experiment, engine: &str, sets: &[String]) -> anyhow::Result<String> {
+    if !exp.real_engines.contains(&engine) {
+        if exp.real_engines.is_empty() {
+            anyhow::bail!(
+                "--engine {engine}: {}'s real run has one data plane (engines exist for {})",
+                exp.name,
+                experiments::ALL
+                    .iter()
+                    .filter(|e| !e.real_engines.is_empty())
+                    .map(|e| e.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        anyhow::bail!(
+            "--engine {engine}: {} has the engines {}",
+            exp.name,
+            exp.real_engines.join(", ")
+        );
+    }
+    let set = format!("real.engine={engine}");
+    if let Some(other) = sets.iter().find(|s| {
+        s.strip_prefix("real.engine=")
+            .is_some_and(|v| v.trim().trim_matches('"') != engine)
+    }) {
+        anyhow::bail!("--engine {engine} and --set {other}: choose one");
+    }
+    Ok(set)
 }
 
 /// `lab sweep`. With `--on slurm` the output folder must be on a filesystem every node sees at
@@ -274,6 +313,11 @@ fn run_single(a: RunArgs) -> anyhow::Result<()> {
             real_names().join(", ")
         );
     }
+    let mut a = a;
+    if let Some(e) = &a.engine {
+        let set = engine_set(exp, e, &a.set)?;
+        a.set.push(set);
+    }
     let seeds = limits::seed_range(a.seed, a.seeds)?;
     limits::check_count("--repeat", a.repeat, limits::MAX_REPEATS)?;
     if a.repeat > 1 && !a.real {
@@ -399,4 +443,34 @@ fn run_all(out: Option<PathBuf>, seed: u64, seeds: u64, strict: bool) -> anyhow:
         anyhow::bail!("{failed_checks} check(s) failed (--strict); see the report");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn engine_flag_is_the_set_it_stands_for_and_refuses_what_does_not_exist() {
+        let pw = super::experiments::find("percentile-web").unwrap();
+        let set = super::engine_set(pw, "balance", &[]).unwrap();
+        assert_eq!(set, "real.engine=balance");
+        let same = ["real.engine=\"balance\"".to_string()];
+        assert!(super::engine_set(pw, "balance", &same).is_ok());
+        let e = super::engine_set(pw, "xdp", &[]).unwrap_err().to_string();
+        assert!(
+            e.contains("--engine xdp") && e.contains("nfq, balance"),
+            "{e}"
+        );
+        let other = ["real.engine=nfq".to_string()];
+        let e = super::engine_set(pw, "balance", &other)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--set real.engine=nfq"), "{e}");
+        let ack = super::experiments::find("adsl-ack").unwrap();
+        let e = super::engine_set(ack, "balance", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("one data plane") && e.contains("percentile-web"),
+            "{e}"
+        );
+    }
 }

@@ -96,6 +96,11 @@ pub const UNIT_KEYS: &[(&str, &str, Unit)] = &[
     ("lock_ns", "lock", Unit::Nanos),
 ];
 
+/// Keys read as written (a string the experiment parses itself with the units grammar and
+/// words): the percentile queue's bound on waiting, `"off"`, `"deadline"` or a duration
+/// (core `MaxHold`), which shares its name with nfq's `[real] max_hold`.
+pub const AS_WRITTEN: &[&str] = &["percentile.max_hold", "real.balance.max_hold"];
+
 fn unit_of_file_key(key: &str) -> Option<(&'static str, Unit)> {
     UNIT_KEYS
         .iter()
@@ -144,7 +149,7 @@ pub fn to_internal(table: &toml::Table, path: &str) -> Result<toml::Table> {
         } else {
             format!("{path}.{k}")
         };
-        let unit_key = unit_of_file_key(k);
+        let unit_key = unit_of_file_key(k).filter(|_| !AS_WRITTEN.contains(&here.as_str()));
         let converted = match (v, unit_key) {
             (toml::Value::String(s), Some((internal, unit))) => {
                 Some((internal, convert(&here, s, unit)?))
@@ -288,6 +293,21 @@ mod tests {
         assert_eq!(i["real"]["max_hold_ms"].as_integer(), Some(1000));
         assert_eq!(i["real"]["deadline"].as_str(), Some("auto"));
         assert_eq!(i["cost"]["sop_base_ns"].as_integer(), Some(300));
+    }
+
+    /// The percentile discipline's `max_hold` (words or a duration, read by core `MaxHold`)
+    /// stays as written in `[percentile]` and `[real.balance]`; nfq's `[real] max_hold` is
+    /// still converted to its milliseconds.
+    #[test]
+    fn the_percentile_bound_on_waiting_is_read_as_written() {
+        let table = t(
+            "[percentile]\nmax_hold = \"deadline\"\n[real]\nmax_hold = \"1s\"\n\
+             [real.balance]\nmax_hold = \"500ms\"\n",
+        );
+        let i = to_internal(&table, "").unwrap();
+        assert_eq!(i["percentile"]["max_hold"].as_str(), Some("deadline"));
+        assert_eq!(i["real"]["max_hold_ms"].as_integer(), Some(1000));
+        assert_eq!(i["real"]["balance"]["max_hold"].as_str(), Some("500ms"));
     }
 
     #[test]

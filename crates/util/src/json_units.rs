@@ -60,7 +60,7 @@ pub const UNITLESS: &[&str] = &[
     "n", "s", "fail", "percentile", "attainment", "decision_attainment",
     // balance: servers, service classes and `balance load`.
     "effective_weight", "maxconn", "active", "inactive", "queue_limit", "served_at_once",
-    "served_from_queue", "refused", "due", "answered", "not_sent", "idle_closes", "retried",
+    "served_from_queue", "served_by_max_hold", "refused", "due", "answered", "not_sent", "idle_closes", "retried",
     // replay: event identifiers and the summaries' counts (the disciplines' `QdiscStats`).
     "id", "conn", "server", "per_server", "items", "picks", "rejects", "still_open",
     "enqueued", "dequeued", "drops_on_arrival", "drops_evicted", "queued_packets",

@@ -6,7 +6,7 @@ use super::delay::{DelayConstrained, DelayInterfaceConfig};
 use super::drr::{Drr, DrrClassConfig};
 use super::edf::{Edf, EdfClassConfig};
 use super::fifo::Fifo;
-use super::percentile::{PercentileDeadline, PercentileMemory, PercentileQueue};
+use super::percentile::{MaxHold, PercentileDeadline, PercentileMemory, PercentileQueue};
 use super::prio::{BandConfig, StrictPriority};
 use super::wf2q::{Wf2qClassConfig, Wf2qPlus};
 use super::{ClassId, Feedback, Packet, Qdisc, QdiscConfigError, QdiscStats, Verdict};
@@ -62,6 +62,10 @@ pub enum QdiscConfig {
         /// `"forever"`, `{ window = n }` or `{ half_life_ms = x }`.
         #[serde(default)]
         memory: PercentileMemory,
+        /// Beyond the thesis: every class's bound on waiting, `"off"` (default),
+        /// `"deadline"` or a duration (`percentile/max_hold.rs`).
+        #[serde(default)]
+        max_hold: MaxHold,
     },
     /// P2 delay-constrained priority over interfaces in batch rounds, with delay bitmaps
     /// (`delay.rs`); `wall_clock = true` promotes by the head packet's age instead.
@@ -194,10 +198,16 @@ impl QdiscConfig {
                 limit_packets,
                 deadline,
                 memory,
-            } => AnyQdisc::Percentile(
-                PercentileQueue::new(percentiles, *limit_packets, *deadline, *memory)
-                    .map_err(QdiscConfigError::Percentile)?,
-            ),
+                max_hold,
+            } => {
+                let mut q = PercentileQueue::new(percentiles, *limit_packets, *deadline, *memory)
+                    .map_err(QdiscConfigError::Percentile)?;
+                for class in 0..percentiles.len() {
+                    q.set_max_hold(class, *max_hold)
+                        .map_err(QdiscConfigError::Percentile)?;
+                }
+                AnyQdisc::Percentile(q)
+            }
             QdiscConfig::DelayConstrained {
                 interfaces,
                 batch,

@@ -138,6 +138,8 @@ pub enum PercentileConfigError {
     LimitPacketsZero,
     /// A control request names `class`, which is not configured.
     UnknownClass { class: usize },
+    /// `max_hold` is a zero duration.
+    MaxHoldZero,
 }
 
 impl PercentileConfigError {
@@ -158,6 +160,7 @@ impl PercentileConfigError {
             PercentileConfigError::PercentileOutOfRange { index: None, .. } => "percentile".into(),
             PercentileConfigError::LimitPacketsZero => "limit_packets".into(),
             PercentileConfigError::UnknownClass { .. } => "class".into(),
+            PercentileConfigError::MaxHoldZero => "max_hold".into(),
         }
     }
 }
@@ -174,7 +177,8 @@ impl fmt::Display for PercentileConfigError {
             }
             PercentileConfigError::DeadlineNsZero
             | PercentileConfigError::MemoryWindowZero
-            | PercentileConfigError::LimitPacketsZero => write!(f, "{field}: must be at least 1"),
+            | PercentileConfigError::LimitPacketsZero
+            | PercentileConfigError::MaxHoldZero => write!(f, "{field}: must be at least 1"),
             PercentileConfigError::MemoryWindowTooLarge { window, max } => {
                 write!(f, "{field}: at most {max}, got {window}")
             }

@@ -31,6 +31,9 @@ pub struct Experiment {
     pub summary: &'static str,
     pub run: SimFn,
     pub run_real: Option<RealFn>,
+    /// The data planes the real run can drive (`lab run --real --engine NAME`, the same as
+    /// `--set real.engine=NAME`), the default first; empty when there is one.
+    pub real_engines: &'static [&'static str],
 }
 
 /// Every experiment, in paper order.
@@ -42,6 +45,7 @@ pub static ALL: &[Experiment] = &[
         summary: "5 client classes with percentile targets 90..50 share one web server; FIFO vs Percentile",
         run: percentile_web::run,
         run_real: Some(percentile_web_real),
+        real_engines: &["nfq", "balance"],
     },
     Experiment {
         name: "np-dispatch",
@@ -50,6 +54,7 @@ pub static ALL: &[Experiment] = &[
         summary: "6 engines × 4 threads, 64-byte blocks; RR, FCFS, modified FCFS, modified RR: idle time and rate per packet size",
         run: np_dispatch::run,
         run_real: Some(crate::real::np_dispatch::run_real),
+        real_engines: &[],
     },
     Experiment {
         name: "vm-delay",
@@ -58,6 +63,7 @@ pub static ALL: &[Experiment] = &[
         summary: "9/18 domains in 3 tiers behind dom0 netback; strict priority vs delay-constrained bitmaps: tail latency and loss",
         run: vm_delay::run,
         run_real: Some(crate::real::vm_delay::run_real),
+        real_engines: &[],
     },
     Experiment {
         name: "adsl-ack",
@@ -66,6 +72,7 @@ pub static ALL: &[Experiment] = &[
         summary: "upload + download over 800k/2.1M ADSL; FIFO-100 vs ACK-priority queue",
         run: adsl_ack::run,
         run_real: Some(crate::real::adsl_ack::run_real),
+        real_engines: &[],
     },
     Experiment {
         name: "lvs-cluster",
@@ -74,6 +81,7 @@ pub static ALL: &[Experiment] = &[
         summary: "LVS-NAT director + 1..15 hosts, closed-loop client; rr, lc, lblc, dh (+ extras), same vs per-host object sizes",
         run: lvs_cluster::run,
         run_real: Some(crate::real::lvs_cluster::run_real),
+        real_engines: &[],
     },
 ];
 

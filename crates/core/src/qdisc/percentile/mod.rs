@@ -64,6 +64,11 @@
 //! [`PercentileQueue::report_miss`]. A class may be judged against its own fixed deadline
 //! ([`PercentileQueue::set_class_deadline`]); the others keep the shared one.
 //!
+//! ## Beyond the thesis: a bound on waiting
+//! [`PercentileQueue::set_max_hold`] gives a class a [`MaxHold`]: once a class's oldest
+//! request has waited that long, the overdue head that arrived first leaves before P0's rule
+//! is asked (see `max_hold.rs`). Off by default: the thesis's rule alone.
+//!
 //! ## Control API (daemons call these at run time; P0 Table 9)
 //! `perSetPvalue` → [`PercentileQueue::set_percentile`], `perSetNvalue` →
 //! [`PercentileQueue::set_deadline`], `perReset` → [`PercentileQueue::reset_counters`]
@@ -87,15 +92,18 @@
 //! ## Files
 //! - `judge.rs`: [`PercentileJudge`], the per-class `N`, `S`, `fail` and the deadline a
 //!   completion is judged against, shared by every engine;
+//! - `max_hold.rs`: [`MaxHold`], the bound on waiting;
 //! - `queue.rs`: [`PercentileQueue`], the discipline (per-class FIFOs, the selection and its
 //!   cache, the memories);
 //! - this file: the configuration (deadline, memory) and the thesis's integer priority.
 
 mod judge;
+mod max_hold;
 mod queue;
 
 pub use super::latency_quantile::LatencyQuantile;
 pub use judge::{auto_quantile_q, JudgeCounts, PercentileJudge};
+pub use max_hold::MaxHold;
 pub use queue::{PercentileQueue, PERCENTILE_MAX_CLASSES};
 
 use super::PercentileConfigError;

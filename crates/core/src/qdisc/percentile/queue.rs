@@ -8,7 +8,8 @@
 //! items, one byte per window slot with `window`.
 
 use super::{
-    auto_quantile_q, thesis_priority, PercentileDeadline, PercentileJudge, PercentileMemory,
+    auto_quantile_q, thesis_priority, MaxHold, PercentileDeadline, PercentileJudge,
+    PercentileMemory,
 };
 use crate::qdisc::{
     ClassId, ClassStatus, DropReason, Feedback, Packet, PercentileConfigError, Qdisc, QdiscStats,
@@ -41,6 +42,11 @@ const SLOT_FAIL: u8 = 2;
 #[derive(Debug, Clone)]
 struct PercentileClass<T> {
     queue: VecDeque<T>,
+    /// When each queued item was enqueued, in the queue's order.
+    since: VecDeque<Instant>,
+    max_hold: MaxHold,
+    /// Items that left by the bound on waiting, not by P0's rule.
+    max_hold_releases: u64,
     queued_bytes: u64,
     p: u32,
     /// Counters used for the decision (in `DECAY_SCALE` units with `half_life_ms`).
@@ -70,6 +76,8 @@ pub struct PercentileQueue<T> {
     /// Cached result of the selection scan (`None`: unknown, rescan).
     best: Option<usize>,
     limit_packets: usize,
+    /// Some class has a bound on waiting (else the overdue scan is skipped).
+    any_max_hold: bool,
     /// Cumulative N, S, fail and the deadline in every mode (status and the success test).
     judge: PercentileJudge,
     memory: PercentileMemory,
@@ -117,6 +125,9 @@ impl<T: Packet> PercentileQueue<T> {
             .iter()
             .map(|&p| PercentileClass {
                 queue: VecDeque::new(),
+                since: VecDeque::new(),
+                max_hold: MaxHold::Off,
+                max_hold_releases: 0,
                 queued_bytes: 0,
                 p,
                 n: 0,
@@ -134,6 +145,7 @@ impl<T: Packet> PercentileQueue<T> {
             nonempty: 0,
             best: None,
             limit_packets,
+            any_max_hold: false,
             judge: PercentileJudge::new(percentiles, deadline)?,
             memory,
             half_life_ns,
@@ -233,6 +245,71 @@ impl<T: Packet> PercentileQueue<T> {
         Ok(())
     }
 
+    /// Beyond the thesis: the class's bound on waiting ([`MaxHold`], see `max_hold.rs`).
+    /// `Err` for an unknown class or a zero bound.
+    pub fn set_max_hold(
+        &mut self,
+        class: ClassId,
+        bound: MaxHold,
+    ) -> Result<(), PercentileConfigError> {
+        if bound == MaxHold::Fixed(0) {
+            return Err(PercentileConfigError::MaxHoldZero);
+        }
+        let c = self
+            .classes
+            .get_mut(class)
+            .ok_or(PercentileConfigError::UnknownClass { class })?;
+        c.max_hold = bound;
+        self.any_max_hold = self.classes.iter().any(|c| c.max_hold != MaxHold::Off);
+        Ok(())
+    }
+
+    /// The class's bound on waiting (`Off` for an unknown class).
+    pub fn max_hold(&self, class: ClassId) -> MaxHold {
+        self.classes.get(class).map_or(MaxHold::Off, |c| c.max_hold)
+    }
+
+    /// Items of the class that left by the bound on waiting (0 for an unknown class).
+    pub fn max_hold_releases(&self, class: ClassId) -> u64 {
+        self.classes.get(class).map_or(0, |c| c.max_hold_releases)
+    }
+
+    /// The class whose head leaves by the bound on waiting at `now`: among the non-empty
+    /// classes whose oldest item has waited at least its bound, the one enqueued first (ties
+    /// to the lower index). O(non-empty classes) when some class has a bound.
+    #[inline]
+    fn overdue_class(&self, now: Instant) -> Option<usize> {
+        if !self.any_max_hold {
+            return None;
+        }
+        let mut mask = self.nonempty;
+        let mut best: Option<(Instant, usize)> = None;
+        while mask != 0 {
+            let i = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            let c = &self.classes[i];
+            let Some(bound) = c.max_hold.bound(self.judge.class_deadline(i)) else {
+                continue;
+            };
+            let Some(&since) = c.since.front() else {
+                continue;
+            };
+            if now.saturating_sub(since) >= bound && best.is_none_or(|(b, _)| since < b) {
+                best = Some((since, i));
+            }
+        }
+        best.map(|(_, i)| i)
+    }
+
+    /// The class `dequeue(now)` serves, and whether the bound on waiting chose it.
+    #[inline]
+    fn choose_at(&mut self, now: Instant) -> Option<(usize, bool)> {
+        match self.overdue_class(now) {
+            Some(i) => Some((i, true)),
+            None => self.percentile_choose().map(|i| (i, false)),
+        }
+    }
+
     /// A request of `class` that an engine served at once, without queueing it (a server
     /// had a free slot): counted like an enqueued one (N += 1, `per_input_skb`), so the
     /// attainment covers every request of the class, queued or not; its completion comes
@@ -300,9 +377,11 @@ impl<T: Packet> PercentileQueue<T> {
                 continue;
             }
             let mut kept = VecDeque::with_capacity(c.queue.len());
-            for item in c.queue.drain(..) {
+            let mut kept_since = VecDeque::with_capacity(c.queue.len());
+            for (item, since) in c.queue.drain(..).zip(c.since.drain(..)) {
                 if keep(&item) {
                     kept.push_back(item);
+                    kept_since.push_back(since);
                 } else {
                     c.queued_bytes -= item.len() as u64;
                     c.dropped += 1;
@@ -311,6 +390,7 @@ impl<T: Packet> PercentileQueue<T> {
                 }
             }
             c.queue = kept;
+            c.since = kept_since;
             if c.queue.is_empty() {
                 self.nonempty &= !(1 << i);
             }
@@ -530,6 +610,7 @@ impl<T: Packet> PercentileQueue<T> {
                 };
                 extra.push(("attainment".to_string(), attainment));
                 extra.push(("queue_len".to_string(), c.queue.len() as f64));
+                extra.push(("max_hold_releases".to_string(), c.max_hold_releases as f64));
                 ClassStatus {
                     class: i,
                     queued_packets: c.queue.len() as u64,
@@ -563,6 +644,7 @@ impl<T: Packet> Qdisc<T> for PercentileQueue<T> {
         c.queued_bytes += item.len() as u64;
         self.stats.on_enqueue(item.len());
         c.queue.push_back(item);
+        c.since.push_back(now);
         self.nonempty |= 1 << class;
         // Counting may move the class's key; it also covers "became non-empty".
         self.percentile_count_arrival(class, now);
@@ -570,10 +652,14 @@ impl<T: Packet> Qdisc<T> for PercentileQueue<T> {
     }
 
     #[inline]
-    fn dequeue(&mut self, _now: Instant) -> Option<T> {
-        let i = self.percentile_choose()?;
+    fn dequeue(&mut self, now: Instant) -> Option<T> {
+        let (i, by_bound) = self.choose_at(now)?;
         let c = &mut self.classes[i];
         let item = c.queue.pop_front()?;
+        c.since.pop_front();
+        if by_bound {
+            c.max_hold_releases += 1;
+        }
         if c.queue.is_empty() {
             self.nonempty &= !(1 << i);
             self.best = None;
@@ -584,8 +670,8 @@ impl<T: Packet> Qdisc<T> for PercentileQueue<T> {
         Some(item)
     }
 
-    fn peek(&mut self, _now: Instant) -> Option<&T> {
-        let i = self.percentile_choose()?;
+    fn peek(&mut self, now: Instant) -> Option<&T> {
+        let (i, _) = self.choose_at(now)?;
         self.classes[i].queue.front()
     }
 
@@ -600,6 +686,7 @@ impl<T: Packet> Qdisc<T> for PercentileQueue<T> {
                 c.n = w.slots.len() as u64;
                 c.refresh_np();
             }
+            c.since.clear();
             for item in c.queue.drain(..) {
                 self.stats.on_evict(item.len(), DropReason::Reset);
                 c.dropped += 1;

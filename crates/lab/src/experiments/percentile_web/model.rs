@@ -1,6 +1,6 @@
 //! percentile-web's model: the scenario (typed, bounded) and one simulated run of a scheduler.
 
-use netsched_core::qdisc::percentile::{PercentileDeadline, PercentileMemory};
+use netsched_core::qdisc::percentile::{MaxHold, PercentileDeadline, PercentileMemory};
 use netsched_core::qdisc::{prio::BandConfig, QdiscConfig};
 use netsched_core::{Nanos, MS, SEC};
 use netsched_sim::app::{ClientConfig, ClientMode, Dist, ServerConfig};
@@ -78,6 +78,8 @@ pub struct Percentile {
     pub extra_fixed_deadline_ms: Option<f64>,
     pub memory: PercentileMemory,
     pub limit_packets: usize,
+    /// Every class's bound on waiting (core `MaxHold`: "off", "deadline" or a duration).
+    pub max_hold: MaxHold,
 }
 
 impl Default for Params {
@@ -135,6 +137,7 @@ impl Default for Percentile {
             extra_fixed_deadline_ms: Some(4.0),
             memory: PercentileMemory::Forever,
             limit_packets: 1000,
+            max_hold: MaxHold::Off,
         }
     }
 }
@@ -270,6 +273,7 @@ impl Params {
                     _ => self.percentile.deadline,
                 },
                 memory: self.percentile.memory,
+                max_hold: self.percentile.max_hold,
             },
             "strict_priority" => QdiscConfig::StrictPriority {
                 bands: vec![BandConfig::with_limits(self.queue_limit, u64::MAX); classes],

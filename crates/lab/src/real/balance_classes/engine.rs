@@ -79,6 +79,8 @@ pub struct Shape {
     pub deadline_ns: Option<u64>,
     /// HAProxy offset of class k = k × this, ms.
     pub offset_step_ms: u64,
+    /// netsched's `max_hold` of every class (used by the percentile queue).
+    pub max_hold: netsched_core::qdisc::percentile::MaxHold,
 }
 
 /// `netsched balance`'s TOML for a netsched engine (`ctl`: the control socket).
@@ -109,7 +111,8 @@ pub fn netsched_config(e: Engine, s: &Shape, ctl: &str) -> String {
         let _ = write!(
             t,
             "\n[[class]]\nname = \"C{k}\"\npercentile = {p}\ndeadline = \"{deadline}\"\n\
-             sources = [\"{cidr}\"]\n"
+             max_hold = \"{}\"\nsources = [\"{cidr}\"]\n",
+            s.max_hold
         );
     }
     t
@@ -157,6 +160,7 @@ mod tests {
             classes: vec![("10.77.0.0/24".into(), 90), ("10.77.1.0/24".into(), 50)],
             deadline_ns: Some(12_345_678),
             offset_step_ms: 12,
+            max_hold: netsched_core::qdisc::percentile::MaxHold::Deadline,
         }
     }
 
@@ -173,6 +177,7 @@ mod tests {
             assert_eq!(t["defaults"]["maxconn"].as_integer(), Some(2));
             assert_eq!(t["class"][1]["sources"][0].as_str(), Some("10.77.1.0/24"));
             assert_eq!(t["class"][0]["deadline"].as_str(), Some("12345us"));
+            assert_eq!(t["class"][0]["max_hold"].as_str(), Some("deadline"));
             assert_eq!(t["default_class"].as_str(), Some("C1"));
         }
     }

@@ -21,24 +21,29 @@
 //! `backends` 2, `maxconn` 2 (per backend: 4 slots for 20 connections), `page_kb` 24,
 //! `server_cpu` 0 (nginx), `client_cpu` 1 (the load and the balancer), `engines` (all five),
 //! `deadline` ("fifo_mean", "fifo_server_mean" or a duration), `offset_step` ("deadline" or a duration: HAProxy
-//! class k's offset is k × this). The percentiles are the scenario's `clients.percentiles`.
+//! class k's offset is k × this), `max_hold` (every netsched class's bound on waiting in the
+//! percentile queue: "deadline", the default, "off" or a duration). The percentiles are the
+//! scenario's `clients.percentiles`.
 //!
 //! Inside: [`rig`] the namespaces and nginx, [`engine`] the five configurations, [`run`] one
-//! engine, [`checks`] P0's claims, [`report`] Table 14 per engine and the files.
+//! engine, [`sim`] the simulated twin (run first: the sim column), [`checks`] P0's claims,
+//! [`report`] Table 14 per engine and the files.
 
 pub mod checks;
 pub mod engine;
 pub mod report;
 pub mod rig;
 pub mod run;
+pub mod sim;
 
 pub use checks::checks;
 pub use engine::{Engine, ALL_ENGINES};
 pub use run::EngineRun;
 
-use crate::real::percentile_web::rig::client_cidr;
+use crate::real::percentile_web::star::client_cidr;
 use crate::real::percentile_web::THESIS_P;
 use anyhow::{anyhow, bail, Context, Result};
+use netsched_core::qdisc::percentile::MaxHold;
 use netsched_report::ExperimentOutput;
 use serde_json::Value;
 use std::path::Path;
@@ -71,6 +76,8 @@ pub struct Params {
     pub deadline: DeadlineChoice,
     /// HAProxy's offset per class step; `None` = the deadline.
     pub offset_step: Option<Duration>,
+    /// Every netsched class's `max_hold` (the percentile queue's bound on waiting).
+    pub max_hold: MaxHold,
 }
 
 fn parse_dur(key: &str, v: &Value) -> Result<Duration> {
@@ -143,6 +150,15 @@ impl Params {
             Some(Value::String(s)) if s == "deadline" => None,
             Some(v) => Some(parse_dur("offset_step", v)?),
         };
+        let max_hold = match b.get("max_hold") {
+            None => MaxHold::Deadline,
+            Some(Value::String(s)) => {
+                MaxHold::parse(s).map_err(|why| anyhow!("real.balance.max_hold = {s:?}: {why}"))?
+            }
+            Some(v) => {
+                bail!("real.balance.max_hold = {v}: expected \"off\", \"deadline\" or a duration")
+            }
+        };
         let dur = if quick {
             num("quick_duration_s", 10.0, 1.0, 3600.0)?
         } else {
@@ -160,6 +176,7 @@ impl Params {
             engines,
             deadline,
             offset_step,
+            max_hold,
         })
     }
 }
@@ -174,6 +191,8 @@ pub struct ClassesRun {
     pub offset_step_ms: u64,
     /// The unique tag of the testbed (in every namespace name, folder and config path it made).
     pub testbed_tag: String,
+    /// The simulated twin at the same shape, run before the real engines.
+    pub sim: sim::SimColumn,
 }
 
 /// Build the testbed, run every engine, write the files, return the output and the runs.
@@ -191,6 +210,8 @@ pub fn run_experiment(
         )?;
     }
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    // The sim column first: the claims' margins are read from it, not from the real run.
+    let sim = sim::simulate(&p, p.max_hold, seed).context("the simulated twin")?;
     // Ctrl-C / SIGTERM: the load stops within a response time, the balancer is stopped by its
     // id, the bed (nginx, namespaces, folder) is dropped, and the run returns an error.
     let _signals = netsched_testbed::SignalGuard::install()?;
@@ -215,6 +236,7 @@ pub fn run_experiment(
             _ => None,
         },
         offset_step_ms: 0,
+        max_hold: p.max_hold,
     };
     let mut runs = Vec::new();
     for e in engines {
@@ -249,6 +271,7 @@ pub fn run_experiment(
         runs,
         deadline_ms: shape.deadline_ns.unwrap_or(0) as f64 / 1e6,
         offset_step_ms: shape.offset_step_ms,
+        sim,
     };
     let output = report::output(params, seed, out, &p, &run)?;
     Ok((output, run))
@@ -283,6 +306,11 @@ mod tests {
         assert!(e.contains("needs the netsched-fifo engine"), "{e}");
         let p = bad(json!({ "engines": ["haproxy-class"], "deadline": "20ms" })).unwrap();
         assert_eq!(p.deadline, DeadlineChoice::Fixed(Duration::from_millis(20)));
+        assert_eq!(p.max_hold, MaxHold::Deadline);
+        let e = bad(json!({ "max_hold": "0s" })).unwrap_err().to_string();
+        assert!(e.contains("real.balance.max_hold = \"0s\""), "{e}");
+        let p = bad(json!({ "max_hold": "off" })).unwrap();
+        assert_eq!(p.max_hold, MaxHold::Off);
         let e = Params::from_json(&json!({ "clients": { "percentiles": [90, 0] } }), true)
             .unwrap_err()
             .to_string();

@@ -28,11 +28,15 @@ fn engine_table(r: &EngineRun, p: &Params, deadline_ms: f64) -> String {
             ""
         },
         if r.balancer.is_some() {
-            " balancer N | balancer S/(N·P) |"
+            " balancer N | balancer S/(N·P) | by max_hold |"
         } else {
             ""
         },
-        if r.balancer.is_some() { "---|---|" } else { "" },
+        if r.balancer.is_some() {
+            "---|---|---|"
+        } else {
+            ""
+        },
     );
     for (k, &pc) in p.percentiles.iter().enumerate() {
         let n = r.load.sent[k];
@@ -48,7 +52,11 @@ fn engine_table(r: &EngineRun, p: &Params, deadline_ms: f64) -> String {
         );
         if let Some(rows) = &r.balancer {
             if let Some(c) = rows.get(k) {
-                let _ = write!(s, " {} | {:.3} |", c.n, c.attainment);
+                let _ = write!(
+                    s,
+                    " {} | {:.3} | {} |",
+                    c.n, c.attainment, c.served_by_max_hold
+                );
             }
         }
         s.push('\n');
@@ -71,6 +79,81 @@ fn thesis_table() -> String {
             THESIS_S[k],
             att * 100.0 / THESIS_P[k] as f64,
             THESIS_PCT_MEAN_S[k] * 1000.0
+        );
+    }
+    s
+}
+
+/// P0 Table 14's columns for the percentile scheduler, paper | sim | real, class by class:
+/// share of the answers, S/N, S/(N·P) and mean response time.
+fn paper_sim_real(run: &ClassesRun, p: &Params) -> String {
+    let mut s = format!(
+        "**Percentile, paper | sim | real** (sim: the simulated twin at this shape, deadline \
+         {:.2} ms, max_hold {}; real: deadline {:.2} ms, max_hold {})\n\n\
+         | class | P | share of answers | S/N | S/(N·P) | mean ms |\n|---|---|---|---|---|---|\n",
+        run.sim.deadline_ms, run.sim.max_hold, run.deadline_ms, p.max_hold
+    );
+    let sim = run.sim.run(super::Engine::NetschedPercentile);
+    let real = run
+        .runs
+        .iter()
+        .find(|r| r.engine == super::Engine::NetschedPercentile);
+    let total_real: u64 = real.map_or(0, |r| {
+        (0..p.percentiles.len()).map(|k| r.completed(k)).sum()
+    });
+    let paper_total: u64 = THESIS_N.iter().sum();
+    let cell = |x: Option<f64>, prec: usize| x.map_or("—".to_string(), |v| format!("{v:.prec$}"));
+    for (k, &pc) in p.percentiles.iter().enumerate() {
+        let paper = (k < 5 && pc == THESIS_P[k]).then_some(k);
+        let sim_c = sim.and_then(|r| r.classes.get(k));
+        let real_att = real.map(|r| r.attainment(k, run.deadline_ms));
+        let _ = writeln!(
+            s,
+            "| C{k} | {pc} | {} \\| {} \\| {} | {} \\| {} \\| {} | {} \\| {} \\| {} | {} \\| {} \\| {} |",
+            cell(paper.map(|k| THESIS_N[k] as f64 / paper_total as f64), 3),
+            cell(sim.map(|r| r.share(k)), 3),
+            cell(real.map(|r| r.completed(k) as f64 / total_real.max(1) as f64), 3),
+            cell(paper.map(|k| THESIS_S[k] as f64 / THESIS_N[k] as f64), 3),
+            cell(sim_c.map(|c| c.s / c.n.max(1.0)), 3),
+            cell(real_att, 3),
+            cell(paper.map(|k| THESIS_S[k] as f64 * 100.0 / (THESIS_N[k] as f64 * THESIS_P[k] as f64)), 3),
+            cell(sim_c.map(|c| c.attainment), 3),
+            cell(real_att.map(|a| a * 100.0 / pc as f64), 3),
+            cell(paper.map(|k| THESIS_PCT_MEAN_S[k] * 1000.0), 2),
+            cell(sim_c.map(|c| c.mean_s * 1000.0), 2),
+            cell(real.map(|r| r.mean_ms(k)), 2),
+        );
+    }
+    s
+}
+
+/// The simulated twin's engines: answers and mean response time per class.
+fn sim_table(run: &ClassesRun) -> String {
+    let mut s = format!(
+        "**Simulated twin** (percentile-web's simulator at this shape; deadline {:.2} ms = its \
+         FIFO run's mean response time)\n\n| engine | answers per class | S/(N·P) per class | \
+         mean ms per class |\n|---|---|---|---|\n",
+        run.sim.deadline_ms
+    );
+    let join = |v: Vec<String>| v.join(" / ");
+    for r in &run.sim.runs {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            r.engine.name(),
+            join(r.classes.iter().map(|c| c.completed.to_string()).collect()),
+            join(
+                r.classes
+                    .iter()
+                    .map(|c| format!("{:.3}", c.attainment))
+                    .collect()
+            ),
+            join(
+                r.classes
+                    .iter()
+                    .map(|c| format!("{:.1}", c.mean_s * 1e3))
+                    .collect()
+            ),
         );
     }
     s
@@ -156,6 +239,7 @@ pub fn output(
         run.offset_step_ms
     )];
     notes.push(thesis_table());
+    notes.push(sim_table(run));
     let mut comparisons = Vec::new();
     for r in &run.runs {
         results.runs.push(engine_run(r, p, run.deadline_ms));
@@ -178,11 +262,19 @@ pub fn output(
                         "{:.3}",
                         THESIS_S[k] as f64 * 100.0 / (THESIS_N[k] as f64 * THESIS_P[k] as f64)
                     ),
-                    ours: format!("{:.3}", att * 100.0 / p.percentiles[k] as f64),
+                    ours: format!(
+                        "{:.3} (sim {})",
+                        att * 100.0 / p.percentiles[k] as f64,
+                        run.sim
+                            .run(super::Engine::NetschedPercentile)
+                            .and_then(|r| r.classes.get(k))
+                            .map_or("—".to_string(), |c| format!("{:.3}", c.attainment))
+                    ),
                 });
             }
         }
     }
+    notes.push(paper_sim_real(run, p));
     Ok(ExperimentOutput {
         results,
         comparisons,

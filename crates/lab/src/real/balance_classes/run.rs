@@ -9,7 +9,7 @@ use super::engine::{haproxy_config, netsched_config, Engine, Shape};
 use super::rig::ClassBed;
 use super::Params;
 use crate::real::percentile_web::client::{run_load, LoadResult, LoadSpec};
-use crate::real::percentile_web::rig::server_addr;
+use crate::real::percentile_web::star::server_addr;
 use anyhow::{anyhow, Context, Result};
 use serde::Deserialize;
 use std::process::Stdio;
@@ -23,6 +23,9 @@ pub struct ClassRow {
     pub n: u64,
     pub s: u64,
     pub fail: u64,
+    /// Requests that left the queue by the class's `max_hold`, not by P0's rule.
+    #[serde(default)]
+    pub served_by_max_hold: u64,
     /// S / (N·P): the figure P0's judge equalises (Table 14's Priority row, inverted).
     pub attainment: f64,
 }

@@ -34,6 +34,7 @@ mod format;
 pub mod report;
 pub mod rig;
 pub mod run;
+pub mod star;
 
 pub use checks::*;
 pub use run::{daemon_config, run_mode, ModeRun};
