@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{assert_gone, build, check_order, receiver, send, stream, FLOWS};
+use common::{assert_gone, build, check_order, config, receiver, send, stream, FLOWS};
 use netsched_filter::engine::spawn_in_netns;
 use netsched_filter::rules::{build_classifier, RuleSet};
 use netsched_filter::signatures::Signatures;
@@ -53,7 +53,7 @@ fn the_filter_forwards_and_accounts_every_frame_on_af_xdp() {
                 .sysctl(ns, "net.ipv6.conf.all.disable_ipv6=1")
                 .unwrap();
         }
-        let mut cfg = net.config("fcfs");
+        let mut cfg = config(&net, "fcfs");
         cfg.port = PortOptions {
             backend: PortBackend::Xdp,
             ring: RingConfig {
