@@ -4,7 +4,8 @@
 //! units (`systemd-analyze verify`, and `systemd-analyze security --offline=yes` at most
 //! [`MAX_EXPOSURE`]), each unit's check command (its `ExecStartPre=`, `--check` on the
 //! installed example) in a scratch network namespace with the interfaces the example names,
-//! and `balance` and `nfq` started from their units' `ExecStart=` lines with `NOTIFY_SOCKET`
+//! tab completion in bash, and each daemon (`balance`, `nfq`, `vswitch`, `link`) started from
+//! its unit's `ExecStart=` line with `NOTIFY_SOCKET`
 //! pointing at a datagram socket this test reads: `READY=1` within [`READY_WITHIN`], then
 //! `STOPPING=1` and a clean exit after SIGTERM. Then `dpkg --purge`, and nothing the
 //! package installed or made is left.
@@ -293,11 +294,29 @@ fn the_package_installs_runs_its_units_and_purges_clean() {
     ] {
         assert!(Path::new(f).is_file(), "{f} missing");
     }
-    let bash = std::fs::read_to_string("/usr/share/bash-completion/completions/netsched").unwrap();
-    assert!(
-        bash.contains("balance") && bash.contains("--check"),
-        "bash completion"
-    );
+    // Tab completion in bash: the installed script, sourced, completes a command's name and
+    // a daemon's flag (clap_complete's function `_netsched` fills COMPREPLY).
+    for (line, want) in [
+        ("netsched bal", "balance"),
+        ("netsched balance --ch", "--check"),
+    ] {
+        let words: Vec<&str> = line.split(' ').collect();
+        let script = format!(
+            ". /usr/share/bash-completion/completions/netsched; \
+             COMP_WORDS=({}); COMP_CWORD={}; COMP_LINE='{line}'; COMP_POINT={}; \
+             _netsched netsched '{}' '{}'; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            words.join(" "),
+            words.len() - 1,
+            line.len(),
+            words[words.len() - 1],
+            words[words.len() - 2],
+        );
+        let got = must(Command::new("bash").args(["-c", &script]));
+        assert!(
+            got.lines().any(|l| l.trim() == want),
+            "bash completion of {line:?}: {got:?}"
+        );
+    }
     let conffiles = std::fs::read_to_string("/var/lib/dpkg/info/netsched.conffiles").unwrap();
     assert!(
         conffiles.contains("/etc/netsched/balance/example.toml"),
@@ -332,9 +351,10 @@ fn the_package_installs_runs_its_units_and_purges_clean() {
         );
     }
 
-    // balance and nfq from their units, readiness through NOTIFY_SOCKET.
-    start_from_unit("balance", &dir);
-    start_from_unit("nfq", &dir);
+    // Every daemon from its unit, readiness through NOTIFY_SOCKET.
+    for u in ["balance", "nfq", "vswitch", "link"] {
+        start_from_unit(u, &dir);
+    }
 
     // Purge: nothing of the package is left.
     drop(guard);

@@ -10,6 +10,7 @@
 //! | duration | `250ns` `250us` (`µs`, `usec`) `4ms` (`msec`) `1.5s` (`sec`, `secs`) `2m` (`min`) `1h` | nanoseconds |
 //! | rate | `800kbit` `2.1mbit` `1gbit` `1tbit`, a bare number (bits/s); `bps` `kbps` `mbps` `gbps` `tbps` = **bytes**/s; IEC `kibit` `mibit` `gibit` `kibps` … (×1024) | bits per second |
 //! | size | `1500`, `1500b` (bytes); `k`/`kb` `m`/`mb` `g`/`gb` (×1024, bytes); `kbit` `mbit` `gbit` (×1024, bits ÷ 8) | bytes |
+//! | frequency | `200MHz`, `1.2GHz`, `32kHz`, `50Hz` (a unit is required) | hertz |
 //!
 //! - **`bit` means bits/s and `bps` means bytes/s**, as in tc(8): `1000bps` is 8000 bit/s.
 //! - Units are case-insensitive, and a space between number and unit is allowed (`4 ms`).
@@ -31,6 +32,7 @@ pub enum Quantity {
     Duration,
     Rate,
     Size,
+    Frequency,
 }
 
 impl Quantity {
@@ -39,6 +41,7 @@ impl Quantity {
             Quantity::Duration => "duration",
             Quantity::Rate => "rate",
             Quantity::Size => "size",
+            Quantity::Frequency => "frequency",
         }
     }
 
@@ -50,6 +53,7 @@ impl Quantity {
                 "e.g. 800kbit, 2.1mbit, 1gbit (bits/s), or 100kbps (bytes/s, as in tc(8))"
             }
             Quantity::Size => "e.g. 1500, 1500b, 64k, 1m (bytes; k/m/g are ×1024 as in tc(8))",
+            Quantity::Frequency => "e.g. 200MHz, 1.2GHz, 32kHz (units Hz, kHz, MHz, GHz)",
         }
     }
 }
@@ -106,6 +110,8 @@ pub const MAX_DURATION: Duration = 30 * 24 * 3600 * 1_000_000_000;
 pub const MAX_RATE_BITS: u64 = 10_000_000_000_000;
 /// The largest size any netsched input accepts: 1 TiB. Callers narrow it further.
 pub const MAX_SIZE_BYTES: u64 = 1 << 40;
+/// The largest frequency any netsched input accepts: 1 THz. Callers narrow it further.
+pub const MAX_FREQUENCY_HZ: u64 = 1_000_000_000_000;
 
 fn split_number(text: &str) -> (&str, &str) {
     let t = text.trim();
@@ -251,6 +257,34 @@ pub fn parse_rate(text: &str) -> Result<u64, UnitError> {
     )
 }
 
+/// Read a frequency (`200MHz`, `1.2GHz`) into hertz, at most [`MAX_FREQUENCY_HZ`]. A bare
+/// number is refused, as for durations: "200" could mean Hz or MHz, a factor of a million.
+pub fn parse_frequency(text: &str) -> Result<u64, UnitError> {
+    let (num, unit) = split_number(text);
+    let v = number(Quantity::Frequency, text, num)?;
+    let err = |problem| UnitError {
+        quantity: Quantity::Frequency,
+        text: text.trim().to_string(),
+        problem,
+    };
+    let mult = match unit.to_ascii_lowercase().as_str() {
+        "hz" => 1.0,
+        "khz" => 1e3,
+        "mhz" => 1e6,
+        "ghz" => 1e9,
+        "" => return Err(err(Problem::MissingUnit)),
+        _ => return Err(err(Problem::UnknownUnit(unit.to_string()))),
+    };
+    scaled(
+        Quantity::Frequency,
+        text,
+        v,
+        mult,
+        MAX_FREQUENCY_HZ,
+        format_frequency,
+    )
+}
+
 /// Read a size (`1500`, `64k`, `1mb`) into bytes, at most [`MAX_SIZE_BYTES`].
 pub fn parse_size(text: &str) -> Result<u64, UnitError> {
     let (num, unit) = split_number(text);
@@ -368,6 +402,17 @@ pub fn format_size(bytes: u64) -> String {
     }
 }
 
+/// A frequency in hertz in its shortest exact unit (`200MHz`, `1.2GHz`, `50Hz`).
+pub fn format_frequency(hz: u64) -> String {
+    for (div, unit) in [(1_000_000_000, "GHz"), (1_000_000, "MHz"), (1_000, "kHz")] {
+        if hz >= div {
+            let v = hz as f64 / div as f64;
+            return format!("{}{unit}", (v * 1000.0).round() / 1000.0);
+        }
+    }
+    format!("{hz}Hz")
+}
+
 /// Serde adapters for configuration files: a duration, rate or size written as a string in this
 /// grammar (`deadline = "4ms"`), e.g. `#[serde(deserialize_with = "units::serde_duration")]`.
 pub fn serde_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -483,5 +528,33 @@ mod tests {
         for s in [1, 1500, 65_536, 1 << 20] {
             assert_eq!(parse_size(&format_size(s)), Ok(s), "{s}");
         }
+    }
+
+    #[test]
+    fn frequencies_need_a_unit_and_stay_in_range() {
+        assert_eq!(parse_frequency("200MHz"), Ok(200_000_000));
+        assert_eq!(parse_frequency("1.2 GHz"), Ok(1_200_000_000));
+        assert_eq!(parse_frequency("32khz"), Ok(32_000));
+        assert_eq!(parse_frequency("50Hz"), Ok(50));
+        assert_eq!(
+            parse_frequency("200").unwrap_err().problem,
+            Problem::MissingUnit
+        );
+        assert!(matches!(
+            parse_frequency("2THz").unwrap_err().problem,
+            Problem::UnknownUnit(_)
+        ));
+        assert!(matches!(
+            parse_frequency("2000GHz").unwrap_err().problem,
+            Problem::OutOfRange { .. }
+        ));
+        let e = parse_frequency("-5MHz").unwrap_err().to_string();
+        assert!(
+            e.contains("frequency `-5MHz`") && e.contains("200MHz"),
+            "{e}"
+        );
+        assert_eq!(format_frequency(166_000_000), "166MHz");
+        assert_eq!(format_frequency(1_200_000_000), "1.2GHz");
+        assert_eq!(format_frequency(50), "50Hz");
     }
 }

@@ -30,6 +30,8 @@ pub enum Unit {
     Bytes,
     /// KiB, an integer.
     KiB,
+    /// MHz, a float.
+    Mhz,
 }
 
 /// The experiments whose scenarios [`UNIT_KEYS`] applies to (the others read durations in the
@@ -56,6 +58,15 @@ pub const UNIT_KEYS: &[(&str, &str, Unit)] = &[
     ("delack_timeout_ms", "delack_timeout", Unit::Millis),
     ("per_packet_us", "per_packet_time", Unit::Micros),
     ("packet_bytes", "packet_size", Unit::Bytes),
+    // adsl-ack on real Linux (docs/shape-and-link.md): its own duration, the topology's rates
+    // and delay overridden for real runs, and the strongly asymmetric link.
+    ("real_duration_s", "real_duration", Unit::Seconds),
+    ("up_kbit", "real_up", Unit::Kbit),
+    ("down_kbit", "real_down", Unit::Kbit),
+    ("lan_kbit", "real_lan_rate", Unit::Kbit),
+    ("delay_ms", "real_wan_delay", Unit::Millis),
+    ("strong_up_kbit", "strong_up", Unit::Kbit),
+    ("strong_down_kbit", "strong_down", Unit::Kbit),
     // percentile-web
     ("max_duration_s", "max_duration", Unit::Seconds),
     ("bin_s", "bin", Unit::Seconds),
@@ -94,6 +105,7 @@ pub const UNIT_KEYS: &[(&str, &str, Unit)] = &[
     ),
     ("late_signal_ns", "late_signal", Unit::Nanos),
     ("lock_ns", "lock", Unit::Nanos),
+    ("clock_mhz", "clock", Unit::Mhz),
 ];
 
 /// Keys read as written (a string the experiment parses itself with the units grammar and
@@ -134,6 +146,7 @@ fn convert(key: &str, text: &str, unit: Unit) -> Result<toml::Value> {
             }
             toml::Value::Integer(i64::try_from(b / 1024)?)
         }
+        Unit::Mhz => toml::Value::Float(units::parse_frequency(text).map_err(err)? as f64 / 1e6),
     };
     Ok(v)
 }
@@ -195,7 +208,8 @@ pub fn to_internal(table: &toml::Table, path: &str) -> Result<toml::Table> {
 pub fn has_unit_suffix(key: &str) -> bool {
     const SUFFIXES: &[&str] = &[
         "_ns", "_us", "_ms", "_s", "_sec", "_secs", "_seconds", "_kbps", "_mbps", "_gbps", "_bps",
-        "_kbit", "_mbit", "_gbit", "_bytes", "_kb", "_mb", "_kib", "_mib", "_pct",
+        "_kbit", "_mbit", "_gbit", "_bytes", "_kb", "_mb", "_kib", "_mib", "_pct", "_hz", "_khz",
+        "_mhz", "_ghz",
     ];
     SUFFIXES.iter().any(|s| key.ends_with(s))
 }
@@ -218,6 +232,7 @@ pub fn old_key(key: &str, number: &toml::Value) -> Option<(&'static str, String)
         Unit::Mbit => format!("{n}mbit"),
         Unit::Bytes => format!("{n}b"),
         Unit::KiB => format!("{n}k"),
+        Unit::Mhz => format!("{n}MHz"),
     };
     Some((file, text))
 }
@@ -339,6 +354,25 @@ mod tests {
         assert_eq!(i["duration_s"].as_float(), Some(70.0));
         assert_eq!(i["topology"]["up_kbps"].as_float(), Some(800.0));
         assert_eq!(i["matrix"]["min_rto_ms"][1].as_float(), Some(200.0));
+    }
+
+    #[test]
+    fn adsl_ack_s_real_parameters_take_the_units_grammar() {
+        let table = t("real_duration = \"15s\"\nreal_up = \"1mbit\"\nstrong_down = \"25mbit\"\n");
+        let i = to_internal(&table, "").unwrap();
+        assert_eq!(i["real_duration_s"].as_float(), Some(15.0));
+        assert_eq!(i["up_kbit"].as_float(), Some(1000.0));
+        assert_eq!(i["strong_down_kbit"].as_float(), Some(25_000.0));
+        let mut old = t("real_duration_s = 12\ndelay_ms = 10.0\n");
+        let mut w = Vec::new();
+        upgrade_old_keys(&mut old, "", &mut w);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w
+            .iter()
+            .any(|x| x.contains("delay_ms is renamed real_wan_delay")));
+        let i = to_internal(&old, "").unwrap();
+        assert_eq!(i["real_duration_s"].as_float(), Some(12.0));
+        assert_eq!(i["delay_ms"].as_float(), Some(10.0));
     }
 
     #[test]

@@ -332,11 +332,27 @@ pub fn plan(a: &SweepSpec) -> Result<(Plan, PathBuf), SeriesError> {
         points,
         seeds: a.seeds,
         seed: a.seed,
-        metric: a.metric.clone(),
+        metric: a.metric.iter().map(|m| metric_filter(m)).collect(),
         real: a.real,
         runs,
     };
     Ok((plan, out))
+}
+
+/// A `--metric` filter in the names `results.json` uses: a working name (`p99_ms`,
+/// `idle_pct`) is the rule's name (`p99_ns`, `idle_percent`; docs/cli.md, "JSON outputs")
+/// for one release, with a warning naming it.
+pub fn metric_filter(m: &str) -> String {
+    match netsched_report::lab_units::rule_name(m) {
+        Some(new) => {
+            eprintln!(
+                "netsched: warning: --metric {m}: results.json names it {new} (JSON unit \
+                 rule); the old name works for one release"
+            );
+            new
+        }
+        None => m.to_string(),
+    }
 }
 
 /// Refuse to put `plan` into a folder that holds a sweep of another experiment.
@@ -627,10 +643,18 @@ pub fn plot_metric(plan: &Plan, per_point: &PerPoint, metric: &str) -> String {
                 .and_then(|xs| stats::mean_ci95(xs))
         })
         .collect();
-    let mean = |pi: usize| intervals[pi].map(|i| i.mean).unwrap_or(f64::NAN);
+    // The axis in a readable multiple of the metric's unit (`p99_ns` in ms).
+    let max_abs = intervals
+        .iter()
+        .flatten()
+        .map(|i| i.mean.abs().max(i.hi().abs()))
+        .fold(0.0, f64::max);
+    let (what, unit, factor) = metric_name::scaled(metric, max_abs);
+    let mean = |pi: usize| intervals[pi].map(|i| i.mean / factor).unwrap_or(f64::NAN);
     let ends: Vec<(f64, f64)> = intervals
         .iter()
         .map(|i| svg::interval_ends(i.as_ref()))
+        .map(|(lo, hi)| (lo / factor, hi / factor))
         .collect();
     let with_interval = plan.seeds > 1;
     let opts = svg::ChartOptions {
@@ -642,8 +666,10 @@ pub fn plot_metric(plan: &Plan, per_point: &PerPoint, metric: &str) -> String {
         intervals_legend: Some(svg::interval_legend_text(plan.seeds as usize, "seed")),
         ..Default::default()
     };
-    let (what, unit) = metric_name::split_unit(metric);
-    let y_label = metric_name::axis_label(metric);
+    let y_label = match unit {
+        Some(u) => format!("{what} ({u})"),
+        None => what.clone(),
+    };
     let title = format!(
         "{}: {what}{} — mean over {} seed(s)",
         plan.experiment,

@@ -7,7 +7,7 @@
 
 #[path = "common_lab.rs"]
 mod common_lab;
-use common_lab::print_checks;
+use common_lab::{assert_json_units, print_checks};
 use netsched_lab::real::adsl_ack::{run_one, run_real, Access, RunSpec, Separation, Variant};
 use netsched_testbed::{namespaces_with, privileged_test_allowed};
 
@@ -75,6 +75,7 @@ fn adsl_ack_real_fifo_vs_ack_separation_and_strong_asymmetry() {
     });
     let r = run_real(&params, 7, &out, true).expect("adsl-ack --real runs");
     print_checks(&r);
+    assert_json_units(&r);
     assert_eq!(r.results.mode, "real");
     assert_eq!(r.results.runs.len(), 10);
     assert!(out.join("throughput.csv").exists());

@@ -5,7 +5,7 @@
 
 #[path = "common_lab.rs"]
 mod common_lab;
-use common_lab::print_checks;
+use common_lab::{assert_json_units, print_checks};
 use netsched_lab::real::balance_classes::checks::{
     CLAIM_EQUALISED, CLAIM_HAPROXY_STARVES, CLAIM_MEANS_ORDERED, CLAIM_NO_STARVATION,
     CLAIM_PRIORITY_STARVES,
@@ -23,6 +23,7 @@ fn balance_classes_real_five_engines() {
     let params = serde_json::json!({ "real": { "balance": { "quick_duration_s": 8 } } });
     let (output, run) = run_experiment(&params, 1, &out, true).expect("experiment runs");
     print_checks(&output);
+    assert_json_units(&output);
     assert_eq!(run.runs.len(), 5);
     assert!(run.deadline_ms > 0.0);
     for r in &run.runs {

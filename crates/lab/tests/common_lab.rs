@@ -59,3 +59,19 @@ pub fn results_without_command_line(dir: &std::path::Path) -> serde_json::Value 
     v.as_object_mut().unwrap().remove("command_line");
     v
 }
+
+/// Every run's metrics, as `results.json` writes them, follow the JSON unit rule
+/// (docs/cli.md, "JSON outputs"): the checker finds nothing.
+pub fn assert_json_units(o: &ExperimentOutput) {
+    let written = o.results.to_rule();
+    let bad: Vec<String> = written
+        .runs
+        .iter()
+        .flat_map(|r| {
+            netsched_util::json_units::violations(&r.metrics)
+                .into_iter()
+                .map(move |v| format!("{}: {v}", r.config))
+        })
+        .collect();
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}

@@ -16,6 +16,9 @@
 //! The quick run and the three balancer tests need the `netsched` binary of this build
 //! (`cargo test --workspace` builds it first; alone: `cargo build --release -p netsched`).
 
+#[path = "common_lab.rs"]
+mod common_lab;
+use common_lab::assert_json_units;
 use netsched_lab::experiments::lvs_cluster::{Case, Setup};
 use netsched_lab::real::lvs_cluster::{
     self as real, director::Director, measure_cell, rig::Rig, services, CellSpec, RealParams,
@@ -55,6 +58,7 @@ fn quick_real_run_scales_holds_table4_and_loses_nothing() {
     assert!(Director::detect("auto").unwrap().kind == d.kind);
     let params = scenario();
     let out = real::run_real(&params, 7, dir.path(), true).unwrap();
+    assert_json_units(&out);
     for r in &out.results.runs {
         assert_eq!(r.config["director"], "netsched balance", "{}", r.config);
         assert_eq!(r.config["mode"], "l7", "{}", r.config);

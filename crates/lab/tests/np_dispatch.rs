@@ -100,7 +100,7 @@ fn np_dispatch_checks_hold_over_the_sourced_latency_range() {
     for (cycles, mhz) in [(12, 232), (20, 166), (40, 166)] {
         let sets = [
             format!("cost.mem_read_cycles={cycles}"),
-            format!("cost.clock_mhz={mhz}"),
+            format!("cost.clock={mhz}MHz"),
             "traffic.packets=2000".to_string(),
             "sensitivity=false".to_string(),
         ];
@@ -122,7 +122,7 @@ fn np_dispatch_zero_clock_is_a_named_error() {
     let params = netsched_lab::runner::scenario_params(
         "np-dispatch",
         None,
-        &["cost.clock_mhz=0".to_string()],
+        &["cost.clock=0MHz".to_string()],
     )
     .unwrap();
     let req = netsched_lab::runner::RunRequest {
@@ -134,7 +134,7 @@ fn np_dispatch_zero_clock_is_a_named_error() {
         quick: false,
     };
     let e = netsched_lab::runner::execute(&req).unwrap_err();
-    assert!(format!("{e:#}").contains("cost.clock_mhz"), "{e:#}");
+    assert!(format!("{e:#}").contains("cost.clock = 0MHz"), "{e:#}");
 }
 
 #[test]

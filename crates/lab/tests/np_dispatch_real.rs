@@ -9,7 +9,7 @@
 
 #[path = "common_lab.rs"]
 mod common_lab;
-use common_lab::{print_checks, temp_dir};
+use common_lab::{assert_json_units, print_checks, temp_dir};
 use netsched_lab::real::np_dispatch::run_real;
 use netsched_testbed::{namespaces_left_by_this_process, privileged_test_allowed};
 
@@ -25,6 +25,7 @@ fn np_dispatch_real_decides_what_this_host_can_and_reports_the_rest() {
     let out = temp_dir("np-real");
     let r = run_real(&params, 1, &out, false).expect("np-dispatch --real runs");
     print_checks(&r);
+    assert_json_units(&r);
     assert!(namespaces_left_by_this_process().is_empty());
     assert_eq!(r.results.runs.len(), 24, "4 sizes × 6 policies");
     assert!(out.join("real.csv").exists() && out.join("real_sop_share.svg").exists());

@@ -3,7 +3,7 @@
 
 #[path = "common_lab.rs"]
 mod common_lab;
-use common_lab::print_checks;
+use common_lab::{assert_json_units, print_checks};
 use netsched_lab::real::percentile_web::{
     checks, run_experiment, steadiness, RealParams, CLAIM_MEANS_ORDERED, CLAIM_NO_PAIR_REVERSED,
     CLAIM_TABLE14, DEFAULT_MAX_HOLD_FACTOR, MIN_STEADINESS,
@@ -35,6 +35,7 @@ fn percentile_web_real_fifo_percentile_strict() {
     let (output, runs) = run_experiment(&params, 1, &out, true).expect("experiment runs");
     // The measured figures, in the test log (CI) whatever the outcome.
     print_checks(&output);
+    assert_json_units(&output);
     assert_eq!(runs.len(), 3);
     for r in &runs {
         let sent: u64 = r.load.sent.iter().sum();

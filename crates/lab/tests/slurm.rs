@@ -328,7 +328,7 @@ fn sweep_args(out: &Path) -> Vec<String> {
         "--seeds",
         "4",
         "--metric",
-        "idle_pct",
+        "idle_percent",
         "--out",
     ]
     .iter()
@@ -667,7 +667,7 @@ fn scale_1000_run_sweep() {
             "--seeds",
             "4",
             "--metric",
-            "idle_pct",
+            "idle_percent",
             "--grid",
         ]
         .iter()
@@ -791,7 +791,7 @@ fn options_and_local_status_without_a_cluster() {
         "--set",
         "traffic.packets=300",
         "--metric",
-        "idle_pct",
+        "idle_percent",
         "--out",
         out,
     ])

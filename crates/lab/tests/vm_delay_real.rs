@@ -20,6 +20,9 @@
 //! scenario, so there is nothing to lower, and its share above 60 ms has no margin in the
 //! simulator.
 
+#[path = "common_lab.rs"]
+mod common_lab;
+use common_lab::assert_json_units;
 use netsched_lab::experiments::vm_delay::Setup;
 use netsched_lab::real::vm_delay::{RealOptions, PING_PRELOAD};
 use netsched_report::ExperimentOutput;
@@ -38,6 +41,7 @@ fn run() -> ExperimentOutput {
     let out = netsched_lab::real::vm_delay::run_real(&p, 1, dir.path(), true).unwrap();
     assert!(dir.path().join("real.csv").exists());
     no_namespace_left(&out, 2);
+    assert_json_units(&out);
     out
 }
 
@@ -47,6 +51,7 @@ fn run_with(opts: &RealOptions) -> ExperimentOutput {
     let out = netsched_lab::real::vm_delay::run_real_with(&p, 1, dir.path(), opts).unwrap();
     let testbeds = Setup::from_params(&p).unwrap().counts.len();
     no_namespace_left(&out, testbeds);
+    assert_json_units(&out);
     out
 }
 

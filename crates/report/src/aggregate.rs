@@ -184,12 +184,21 @@ pub struct Aggregate {
 }
 
 impl Aggregate {
-    /// Write `results.json` into `dir` (created if missing).
+    /// Write `results.json` into `dir` (created if missing), the metrics named and converted
+    /// by the JSON unit rule ([`crate::lab_units`]).
     pub fn write(&self, dir: &std::path::Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
         let path = dir.join("results.json");
-        let text = serde_json::to_string_pretty(self)?;
+        let mut doc = serde_json::to_value(self)?;
+        if let Some(runs) = doc.get_mut("runs").and_then(Value::as_array_mut) {
+            for run in runs {
+                if let Some(m) = run.get_mut("metrics") {
+                    *m = crate::lab_units::intervals_to_rule(m);
+                }
+            }
+        }
+        let text = serde_json::to_string_pretty(&doc)?;
         std::fs::write(&path, text + "\n")
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
     }

@@ -3,7 +3,8 @@
 //! Every experiment, whether `"mode": "sim"` (the lab) or `"mode": "real"` (namespaces and real
 //! Linux), writes the same things into its output folder:
 //! - `results.json` ([`Results`]): experiment, mode, seed, every parameter, the netsched version
-//!   and git commit, the command line, and one entry per run configuration with its metrics;
+//!   and git commit, the command line, and one entry per run configuration with its metrics,
+//!   named and converted by the JSON unit rule on the way out ([`lab_units`]);
 //! - CSV series (time series, CDFs);
 //! - SVG plots (drawn by this crate, no font or system library needed);
 //! - `report.md`: a "paper | this run" table for every number the paper reports ([`Comparison`]).
@@ -60,15 +61,28 @@ impl Results {
         }
     }
 
-    /// Write `results.json` into `dir` (created if missing).
+    /// Write `results.json` into `dir` (created if missing), the metrics named and converted
+    /// by the JSON unit rule ([`lab_units`]).
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
         let path = dir.join("results.json");
-        let text = serde_json::to_string_pretty(self)?;
+        let text = serde_json::to_string_pretty(&self.to_rule())?;
         std::fs::write(&path, text + "\n")
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
         Ok(())
+    }
+}
+
+impl Results {
+    /// This document as written: every run's metrics named and converted by the JSON unit
+    /// rule ([`lab_units::to_rule`]).
+    pub fn to_rule(&self) -> Results {
+        let mut r = self.clone();
+        for run in &mut r.runs {
+            run.metrics = lab_units::to_rule(&run.metrics);
+        }
+        r
     }
 }
 
@@ -211,6 +225,7 @@ pub mod chart_data;
 pub mod chart_mean;
 pub mod csv;
 pub mod figure;
+pub mod lab_units;
 pub mod mark;
 pub mod markdown;
 pub mod metric_name;

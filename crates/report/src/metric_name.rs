@@ -1,14 +1,20 @@
-//! Axis labels from metric names. The experiments name their metrics with the unit as a
-//! suffix (`p99_ms`, `idle_pct`, `rate_mbps`, `req_per_s`); a chart's axis shows the metric's
-//! leaf name and that unit, e.g. `p99_ms` → "p99 (ms)". A name without a known suffix is shown
-//! as it is, with no unit guessed.
+//! Axis labels from metric names. A metric's name ends with its unit: in `results.json` by the
+//! JSON unit rule (`p99_ns`, `idle_percent`, `rate_bits_per_s`, `req_per_s`; docs/cli.md), in
+//! an experiment's working names by its paper's unit (`p99_ms`, `idle_pct`). A chart's axis
+//! shows the metric's leaf name and that unit, e.g. `p99_ms` → "p99 (ms)"; [`scaled`] picks a
+//! readable multiple for the rule's base units (`p99_ns` of about 12,000,000 → "p99 (ms)",
+//! values divided by 10⁶). A name without a known suffix is shown as it is, with no unit
+//! guessed.
 
 /// Unit suffixes and how an axis writes them; longer suffixes first.
-const SUFFIXES: [(&str, &str); 14] = [
+const SUFFIXES: [(&str, &str); 17] = [
     ("_req_per_s", "requests/s"),
+    ("_bits_per_s", "bit/s"),
+    ("_per_cpu_s", "per CPU second"),
     ("_per_s", "per second"),
     ("_pct", "%"),
     ("_percent", "%"),
+    ("_kbit", "kbit/s"),
     ("_mbps", "Mbit/s"),
     ("_kbps", "kbit/s"),
     ("_bps", "bit/s"),
@@ -52,6 +58,32 @@ pub fn axis_label(name: &str) -> String {
     }
 }
 
+/// Multiples of the rule's base units an axis may show instead: (base unit, [(factor,
+/// unit)]) largest first.
+const MULTIPLES: [(&str, [(f64, &str); 3]); 2] = [
+    ("ns", [(1e9, "s"), (1e6, "ms"), (1e3, "µs")]),
+    ("bit/s", [(1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")]),
+];
+
+/// An axis for values of metric `name` up to `max_abs` in magnitude: the quantity, its unit
+/// and the factor to divide the values by — the largest multiple of a base unit (ns, bit/s)
+/// that `max_abs` reaches, so an axis reads "p99 (ms)" with 12.3 rather than "p99 (ns)" with
+/// 12,300,000.
+pub fn scaled(name: &str, max_abs: f64) -> (String, Option<&'static str>, f64) {
+    let (q, unit) = split_unit(name);
+    let pick = MULTIPLES
+        .iter()
+        .find(|(base, _)| Some(*base) == unit)
+        .and_then(|(_, ms)| {
+            ms.iter()
+                .find(|(f, _)| max_abs.is_finite() && max_abs >= *f)
+        });
+    match pick {
+        Some((f, u)) => (q, Some(u), *f),
+        None => (q, unit, 1.0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,8 +102,29 @@ mod tests {
         assert_eq!(axis_label("x | rate_mbps"), "rate (Mbit/s)");
         assert_eq!(axis_label("algorithm=rr | req_per_s"), "rate (requests/s)");
         assert_eq!(axis_label("elapsed_s"), "elapsed (s)");
+        assert_eq!(axis_label("x | rate_bits_per_s"), "rate (bit/s)");
+        assert_eq!(axis_label("x | idle_percent"), "idle (%)");
+        assert_eq!(axis_label("x | p99_ns"), "p99 (ns)");
         // No known suffix: the name, no unit made up.
         assert_eq!(axis_label("c | sop_threads"), "sop threads");
         assert_eq!(split_unit("blocks"), ("blocks".to_string(), None));
+    }
+
+    #[test]
+    fn base_units_scale_to_a_readable_multiple() {
+        assert_eq!(
+            scaled("c | p99_ns", 12.3e6),
+            ("p99".into(), Some("ms"), 1e6)
+        );
+        assert_eq!(scaled("p99_ns", 999.0), ("p99".into(), Some("ns"), 1.0));
+        assert_eq!(scaled("p99_ns", 2.5e9), ("p99".into(), Some("s"), 1e9));
+        assert_eq!(
+            scaled("rate_bits_per_s", 2.9e9),
+            ("rate".into(), Some("Gbit/s"), 1e9)
+        );
+        assert_eq!(scaled("up_bits_per_s", 7.5e5).1, Some("kbit/s"));
+        assert_eq!(scaled("idle_percent", 1e9), ("idle".into(), Some("%"), 1.0));
+        assert_eq!(scaled("blocks", 1e9), ("blocks".into(), None, 1.0));
+        assert_eq!(scaled("p99_ns", f64::NAN).2, 1.0);
     }
 }

@@ -1,8 +1,14 @@
 //! The JSON outputs' unit rule (docs/cli.md, "JSON outputs") as code: every number a command
 //! prints as JSON is named with its unit — `*_ns` (nanoseconds), `*_bytes`, `*_bits_per_s`,
-//! `*_per_s` (events per second), `*_per_cpu_s` (events per second of one CPU's time) — or is
-//! a count, ratio or identifier listed in [`UNITLESS`]. Times, sizes and bit rates are
-//! integers; frequencies and ratios may have a fraction.
+//! `*_per_s` (events per second), `*_per_cpu_s` (events per second of one CPU's time),
+//! `*_percent` (hundredths of a whole) — or is a count, ratio or identifier listed in
+//! [`UNITLESS`]. Times, sizes and bit rates are integers; frequencies, percentages and ratios
+//! may have a fraction.
+//!
+//! Two shapes name their numbers through their parent: an object of summary statistics
+//! ([`STAT_KEYS`]: `mean`, `sd`, `min`...) under a named metric has that metric's unit, and
+//! in a dotted key (`upload_tcp.timeouts`, the lab's flattened metric paths) the last part is
+//! the name.
 //!
 //! [`violations`] walks a JSON value and names every number that breaks the rule; each
 //! command's tests run it on what the command prints. The `serialize_with` functions below
@@ -20,6 +26,7 @@ pub const UNIT_SUFFIXES: &[(&str, bool)] = &[
     ("_bits_per_s", true),
     ("_per_cpu_s", false),
     ("_per_s", false),
+    ("_percent", false),
 ];
 
 /// Names of numbers without a unit: counts (of frames, packets, requests, connections, events),
@@ -64,7 +71,35 @@ pub const UNITLESS: &[&str] = &[
     // replay: event identifiers and the summaries' counts (the disciplines' `QdiscStats`).
     "id", "conn", "server", "per_server", "items", "picks", "rejects", "still_open",
     "enqueued", "dequeued", "drops_on_arrival", "drops_evicted", "queued_packets",
+    // The lab's results (`netsched lab`): packets, segments, requests and frames counted by
+    // the simulations and the real runs, and their ratios (a utilisation, an offered load, a
+    // share, TCP's congestion window in segments, a class's weight).
+    "acks_received", "acks_sent", "ack_filtered", "arrived", "blocks", "bulk_lost", "bulk_sent",
+    "data_delivered", "data_held", "data_lost", "data_sent", "delivered_segments",
+    "download_received", "download_sent", "download_timeouts", "events", "fast_recoveries",
+    "gateway_input_drops", "gateway_input_received", "max_cwnd", "offered_load", "ok",
+    "ok_in_window", "out_of_order_at_receiver", "p", "per_host_requests", "ping_received",
+    "ping_sent", "probe_delivered", "probe_held", "probe_lost", "probe_sent",
+    "receiver_kernel_drops", "released_at_exit", "responses", "retransmits", "reused_connections",
+    "seeds", "segments_sent", "sent", "server_utilisation", "sop_share", "sop_threads",
+    "sop_workers", "stream_delivered", "stream_held", "stream_lost", "stream_sent", "unplaced",
+    "uplink_drops_ack", "uplink_drops_data", "uplink_max_queue", "uplink_qdisc_drops",
+    "uplink_tx_acks", "uplink_utilisation", "upload_received", "upload_sent", "upload_timeouts",
+    "errors", "cut_at_end", "unaccounted", "host_served", "host_busy", "host_bad_requests",
+    "balancer_attainment_over_p",
+    // vm-delay's arrival trace: frames per clump and per window, clumps and bursts counted.
+    "frames", "merged_frames", "clumps", "clump_max", "clump_mean", "clump_p99", "window_max",
+    "all_ports_window_max", "bursts", "caught_up", "sent_overflow", "read", "switch_dropped",
+    "replay_dropped", "shutdown_in_flight", "overflow", "merged", "max_clump",
 ];
+
+/// Summary statistics of one metric over several runs (the lab's aggregates; `window_max`'s
+/// per-window frames): a number under one of these keys has the unit of the object's name.
+pub const STAT_KEYS: &[&str] = &["mean", "half_width", "sd", "min", "max"];
+
+/// Objects whose keys are data and whose numbers are ratios (a fraction allowed): the CPUs a
+/// lab run's roles kept busy, in CPU seconds per second.
+pub const RATIO_MAPS: &[&str] = &["cpu_cores"];
 
 /// Objects whose keys are data (a drop reason, a class number, an error kind, the kernel's
 /// `struct xdp_statistics` counters of an AF_XDP socket) and whose numbers are counts.
@@ -86,7 +121,7 @@ impl std::fmt::Display for Violation {
 /// Every number in `v` that breaks the rule (none: an empty list).
 pub fn violations(v: &Value) -> Vec<Violation> {
     let mut out = Vec::new();
-    walk(v, "", None, false, &mut out);
+    walk(v, "", None, Keys::Names, &mut out);
     out
 }
 
@@ -98,26 +133,50 @@ pub fn unit_of(name: &str) -> Option<(&'static str, bool)> {
         .copied()
 }
 
-fn walk(v: &Value, path: &str, name: Option<&str>, in_count_map: bool, out: &mut Vec<Violation>) {
+/// What the keys of an object under `name` are.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keys {
+    /// Names of their own.
+    Names,
+    /// Data, over counts ([`COUNT_MAPS`]).
+    Counts,
+    /// Data, over ratios ([`RATIO_MAPS`]).
+    Ratios,
+}
+
+/// Whether the rule knows `name`: a unit suffix, or a listed unitless name.
+fn named(name: &str) -> bool {
+    unit_of(name).is_some() || UNITLESS.contains(&name)
+}
+
+fn walk(v: &Value, path: &str, name: Option<&str>, keys: Keys, out: &mut Vec<Violation>) {
     match v {
         Value::Object(m) => {
-            let counts = name.is_some_and(|n| COUNT_MAPS.contains(&n));
+            let inner = match name {
+                Some(n) if COUNT_MAPS.contains(&n) => Keys::Counts,
+                Some(n) if RATIO_MAPS.contains(&n) => Keys::Ratios,
+                _ => Keys::Names,
+            };
             for (k, x) in m {
                 let p = if path.is_empty() {
                     k.clone()
                 } else {
                     format!("{path}.{k}")
                 };
-                walk(x, &p, Some(k), counts, out);
+                // A dotted key is a flattened path: its last part is the name.
+                let own = k.rsplit('.').next().unwrap_or(k);
+                let stat_of = name.filter(|n| STAT_KEYS.contains(&own) && named(n));
+                walk(x, &p, Some(stat_of.unwrap_or(own)), inner, out);
             }
         }
         Value::Array(xs) => {
             for (i, x) in xs.iter().enumerate() {
-                walk(x, &format!("{path}[{i}]"), name, in_count_map, out);
+                walk(x, &format!("{path}[{i}]"), name, keys, out);
             }
         }
+        Value::Number(_) if keys == Keys::Ratios => {}
         Value::Number(n) => {
-            if in_count_map {
+            if keys == Keys::Counts {
                 if !n.is_u64() {
                     out.push(Violation {
                         path: path.to_string(),
@@ -212,6 +271,19 @@ mod tests {
     fn a_count_map_holds_whole_numbers_and_a_bare_number_fails() {
         assert_eq!(violations(&json!({"drops": {"late": 0.5}})).len(), 1);
         assert_eq!(violations(&json!([1, 2])).len(), 2);
+    }
+
+    #[test]
+    fn statistics_and_dotted_keys_take_the_metric_s_name() {
+        let ok = json!({
+            "p99_ns": {"n": 3, "mean": 12, "half_width": 2, "sd": 1, "min": 10, "max": 14},
+            "upload_tcp.timeouts": {"n": 3, "mean": 1.5, "half_width": 0.5, "sd": 0.5, "min": 1, "max": 2},
+            "idle_percent": {"mean": 3.25}, "cpu_cores": {"client": 0.5},
+        });
+        assert_eq!(violations(&ok), vec![]);
+        let bad = json!({"p99_ns": {"mean": 12.5}, "p99_ms": {"mean": 1}, "x": {"mean": 1}});
+        let got: Vec<String> = violations(&bad).into_iter().map(|x| x.path).collect();
+        assert_eq!(got, ["p99_ms.mean", "p99_ns.mean", "x.mean"]);
     }
 
     #[test]

@@ -562,7 +562,7 @@ impl Params {
         }
         if !(c.clock_mhz.is_finite() && c.clock_mhz > 0.0 && c.clock_mhz <= 100_000.0) {
             bail!(
-                "np-dispatch: cost.clock_mhz = {}: must be in (0, 100000]",
+                "np-dispatch: cost.clock = {}MHz: must be in (0, 100GHz]",
                 c.clock_mhz
             );
         }
