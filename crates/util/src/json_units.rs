@@ -82,6 +82,7 @@ pub const UNITLESS: &[&str] = &[
     "ping_sent", "probe_delivered", "probe_held", "probe_lost", "probe_sent",
     "receiver_kernel_drops", "released_at_exit", "responses", "retransmits", "reused_connections",
     "seeds", "segments_sent", "sent", "server_utilisation", "sop_share", "sop_threads",
+    "work_imbalance",
     "sop_workers", "stream_delivered", "stream_held", "stream_lost", "stream_sent", "unplaced",
     "uplink_drops_ack", "uplink_drops_data", "uplink_max_queue", "uplink_qdisc_drops",
     "uplink_tx_acks", "uplink_utilisation", "upload_received", "upload_sent", "upload_timeouts",

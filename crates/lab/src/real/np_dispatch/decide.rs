@@ -87,6 +87,17 @@ pub fn top_share(work: &[f64], sops: &[u64], k: usize) -> f64 {
     }
 }
 
+/// Worker imbalance: the busiest worker's work over the mean (1 = even; `n` = one worker did
+/// everything). NaN when no work was done.
+pub fn imbalance(work: &[f64]) -> f64 {
+    let total: f64 = work.iter().sum();
+    if work.is_empty() || total <= 0.0 {
+        return f64::NAN;
+    }
+    let max = work.iter().cloned().fold(0.0, f64::max);
+    max / (total / work.len() as f64)
+}
+
 /// The host's shape: the most engines ≤ `cores` that divide `workers`.
 fn shape(workers: usize, cores: usize) -> (usize, usize) {
     let e = (1..=cores.min(workers))
@@ -204,4 +215,18 @@ pub fn decide(
                          saturated input)"
             .into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn imbalance_is_the_busiest_worker_over_the_mean() {
+        assert_eq!(imbalance(&[1.0, 1.0, 1.0, 1.0]), 1.0);
+        assert_eq!(imbalance(&[4.0, 0.0, 0.0, 0.0]), 4.0);
+        assert_eq!(imbalance(&[3.0, 1.0]), 1.5);
+        assert!(imbalance(&[0.0, 0.0]).is_nan());
+        assert!(imbalance(&[]).is_nan());
+    }
 }

@@ -4,7 +4,7 @@
 
 use super::calibrate::BlockCosts;
 use super::checks::{checks, Ordering};
-use super::decide::{sop_workers, top_share, Decided};
+use super::decide::{imbalance, sop_workers, top_share, Decided};
 use super::params::RealParams;
 use super::run::RealRun;
 use crate::experiments::np_dispatch::model::Params;
@@ -36,6 +36,7 @@ pub(super) fn output(
                 "idle_pct": r.idle_pct(), "rate_mbps": r.rate_mbps(),
                 "sop_workers": r.sop_workers(),
                 "sop_share": top_share(&r.work_ns(), &r.sops(), sop_workers(r.workers, r.size)),
+                "work_imbalance": imbalance(&r.work_ns()),
                 "sent": r.sent, "refused": r.refused, "arrived": r.arrived,
                 "out_of_order_at_receiver": r.out_of_order_at_receiver,
                 "receiver_kernel_drops": r.receiver_kernel_drops, "span_s": r.span_s,
@@ -125,7 +126,7 @@ fn claims_table(d: &Decided, orderings: &[Ordering], runs: &[RealRun]) -> String
 /// Per run: the model at this host's shape | the measurement.
 fn runs_table(d: &Decided, runs: &[RealRun]) -> String {
     let mut t = String::from(
-        "**Per run** (sim: idle % / Mbit/s / SOP threads of the model at this host's shape; real: idle % / Mbit/s at the paced input / SOP workers / SOP workers' work share / order violations before the window):\n\n| policy | size | sim | real |\n|---|---|---|---|\n",
+        "**Per run** (sim: idle % / Mbit/s / SOP threads of the model at this host's shape; real: idle % / Mbit/s at the paced input / SOP workers / SOP workers' work share / worker imbalance, the busiest worker's work over the mean / order violations before the window):\n\n| policy | size | sim | real |\n|---|---|---|---|\n",
     );
     for r in runs {
         let sim = d
@@ -135,13 +136,14 @@ fn runs_table(d: &Decided, runs: &[RealRun]) -> String {
                 format!("{:.1} / {:.0} / {}", s.idle_pct, s.rate_mbps, s.sop_threads)
             });
         t += &format!(
-            "| {} | {} | {sim} | {:.1} / {:.0} / {} / {:.2} / {} |\n",
+            "| {} | {} | {sim} | {:.1} / {:.0} / {} / {:.2} / {:.2} / {} |\n",
             r.policy,
             r.size,
             r.idle_pct(),
             r.rate_mbps(),
             r.sop_workers(),
             top_share(&r.work_ns(), &r.sops(), sop_workers(r.workers, r.size)),
+            imbalance(&r.work_ns()),
             r.filter.pipeline.order.violations_before
         );
     }
@@ -173,6 +175,7 @@ fn write_csv(out: &Path, runs: &[RealRun], d: &Decided) -> Result<()> {
                     "{:.3}",
                     top_share(&r.work_ns(), &r.sops(), sop_workers(r.workers, r.size))
                 ),
+                format!("{:.3}", imbalance(&r.work_ns())),
                 sim.map_or(String::new(), |s| format!("{:.2}", s.idle_pct)),
                 sim.map_or(String::new(), |s| format!("{:.1}", s.rate_mbps)),
                 sim.map_or(String::new(), |s| s.sop_threads.to_string()),
@@ -198,6 +201,7 @@ fn write_csv(out: &Path, runs: &[RealRun], d: &Decided) -> Result<()> {
             "real_rate_mbps",
             "real_sop_workers",
             "real_sop_work_share",
+            "real_work_imbalance",
             "sim_idle_pct",
             "sim_rate_mbps",
             "sim_sop_threads",
