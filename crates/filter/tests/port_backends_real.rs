@@ -12,7 +12,7 @@ use netsched_filter::signatures::Signatures;
 use netsched_filter::verdict::DropReason;
 use netsched_filter::work::Tables;
 use netsched_sys::{PortBackend, PortOptions, RingConfig};
-use netsched_testbed::privileged_test_allowed;
+use netsched_testbed::xdp_test_allowed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,11 +36,7 @@ fn drop_port_9() -> Arc<Tables> {
 #[test]
 fn the_filter_forwards_and_accounts_every_frame_on_af_xdp() {
     let test = "the_filter_forwards_and_accounts_every_frame_on_af_xdp";
-    if !privileged_test_allowed(test) {
-        return;
-    }
-    if let Some(why) = netsched_sys::xdp_port::unavailable() {
-        eprintln!("SKIP {test}: {why}");
+    if !xdp_test_allowed(test) {
         return;
     }
     let tag;

@@ -8,7 +8,7 @@ mod common;
 
 use netsched_link::engine::spawn_in_netns;
 use netsched_sys::{PortBackend, PortOptions, RingConfig};
-use netsched_testbed::{namespaces_with, privileged_test_allowed};
+use netsched_testbed::{namespaces_with, privileged_test_allowed, xdp_test_allowed};
 
 /// Pings `a → b` through the engine on `port`: a slow series (the engine sleeps between
 /// echoes) and a fast one (batches); every frame accounted, the backend the one asked for.
@@ -166,11 +166,7 @@ fn the_engine_forwards_and_accounts_on_packet_sockets() {
 
 #[test]
 fn the_engine_forwards_and_accounts_on_af_xdp() {
-    if !privileged_test_allowed("the_engine_forwards_and_accounts_on_af_xdp") {
-        return;
-    }
-    if let Some(why) = netsched_sys::xdp_port::unavailable() {
-        eprintln!("SKIP the_engine_forwards_and_accounts_on_af_xdp: {why}");
+    if !xdp_test_allowed("the_engine_forwards_and_accounts_on_af_xdp") {
         return;
     }
     forwards_on(
@@ -190,11 +186,7 @@ fn the_engine_forwards_and_accounts_on_af_xdp() {
 #[test]
 fn the_engine_forwards_and_accounts_on_af_xdp_over_two_queue_veths() {
     let test = "the_engine_forwards_and_accounts_on_af_xdp_over_two_queue_veths";
-    if !privileged_test_allowed(test) {
-        return;
-    }
-    if let Some(why) = netsched_sys::xdp_port::unavailable() {
-        eprintln!("SKIP {test}: {why}");
+    if !xdp_test_allowed(test) {
         return;
     }
     forwards_on_line(
@@ -219,11 +211,7 @@ fn the_engine_forwards_and_accounts_on_af_xdp_over_two_queue_veths() {
 fn an_xdp_port_reads_every_queue_of_a_two_queue_veth() {
     use netsched_sys::FramePort;
     let test = "an_xdp_port_reads_every_queue_of_a_two_queue_veth";
-    if !privileged_test_allowed(test) {
-        return;
-    }
-    if let Some(why) = netsched_sys::xdp_port::unavailable() {
-        eprintln!("SKIP {test}: {why}");
+    if !xdp_test_allowed(test) {
         return;
     }
     let cpus = netsched_sys::thread::allowed_cpus();
@@ -316,11 +304,7 @@ fn an_xdp_port_reads_every_queue_of_a_two_queue_veth() {
 #[test]
 fn auto_leaves_xdp_for_the_ring_with_the_reason_when_the_queue_is_taken() {
     let test = "auto_leaves_xdp_for_the_ring_with_the_reason_when_the_queue_is_taken";
-    if !privileged_test_allowed(test) {
-        return;
-    }
-    if let Some(why) = netsched_sys::xdp_port::unavailable() {
-        eprintln!("SKIP {test}: {why}");
+    if !xdp_test_allowed(test) {
         return;
     }
     let tag;
@@ -368,11 +352,7 @@ fn auto_leaves_xdp_for_the_ring_with_the_reason_when_the_queue_is_taken() {
 #[test]
 fn an_xdp_port_reopens_at_once_after_a_stop() {
     let test = "an_xdp_port_reopens_at_once_after_a_stop";
-    if !privileged_test_allowed(test) {
-        return;
-    }
-    if let Some(why) = netsched_sys::xdp_port::unavailable() {
-        eprintln!("SKIP {test}: {why}");
+    if !xdp_test_allowed(test) {
         return;
     }
     let tag;

@@ -73,6 +73,19 @@ pub fn privileged_test_allowed(test: &str) -> bool {
     false
 }
 
+/// For privileged tests of the `xdp` port backend: [`privileged_test_allowed`], and a build
+/// with the XDP program and a kernel that takes it; otherwise it prints why it skips.
+pub fn xdp_test_allowed(test: &str) -> bool {
+    if !privileged_test_allowed(test) {
+        return false;
+    }
+    if let Some(why) = netsched_sys::xdp_port::unavailable() {
+        eprintln!("SKIP {test}: {why}");
+        return false;
+    }
+    true
+}
+
 /// Run a command to completion; `Err` carries the command line and its stderr.
 pub fn run(cmd: &str, args: &[&str]) -> Result<String> {
     let out = Command::new(cmd)
