@@ -7,7 +7,7 @@
 
 use crate::stats::FilterStats;
 use netsched_metrics::prometheus_client::registry::Registry;
-use netsched_metrics::{Latest, MetricsServer, Writer};
+use netsched_metrics::{Latest, MetricsServer, PortCounters, Writer};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -35,36 +35,21 @@ pub fn registry(latest: Arc<Latest<FilterStats>>, devs: [String; 2]) -> netsched
 
 /// The port backend, its ring memory and each port's AF_XDP counters (`XDP_STATISTICS`).
 fn write_ports(s: &FilterStats, devs: &[String; 2], w: &mut Writer<'_>) -> fmt::Result {
-    w.gauges(
-        "port_backend",
+    let ports: Vec<PortCounters<'_>> = devs
+        .iter()
+        .zip(&s.xdp_drops)
+        .filter(|(dev, _)| !dev.is_empty())
+        .map(|(dev, x)| PortCounters {
+            dev,
+            drops: x.drops(),
+            empty: x.empty(),
+        })
+        .collect();
+    w.port_families(
         "The port backend of the input interface (1 for the one running)",
-        [([("backend", s.port.name())], 1.0)],
-    )?;
-    w.gauge(
-        "ring_bytes",
-        "Bytes of ring memory both ports mapped (0 for the packet backend)",
-        s.ring_bytes as f64,
-    )?;
-    let ports = || {
-        devs.iter()
-            .zip(&s.xdp_drops)
-            .filter(|(dev, _)| !dev.is_empty())
-    };
-    w.counters(
-        "xdp_drops",
-        "Frames and descriptors each port's AF_XDP socket lost, by reason (XDP_STATISTICS; 0 unless the xdp backend runs)",
-        ports().flat_map(|(dev, x)| {
-            x.drops()
-                .map(|(reason, v)| ([("dev", dev.as_str()), ("reason", reason)], v))
-        }),
-    )?;
-    w.counters(
-        "xdp_ring_empty",
-        "Times the kernel found a port's AF_XDP fill or TX ring empty (XDP_STATISTICS; events, not losses: an idle socket's every poll counts one on tx)",
-        ports().flat_map(|(dev, x)| {
-            x.empty()
-                .map(|(ring, v)| ([("dev", dev.as_str()), ("ring", ring)], v))
-        }),
+        s.port.name(),
+        s.ring_bytes,
+        &ports,
     )
 }
 

@@ -16,7 +16,7 @@ use crate::engine_error::EngineError;
 use crate::qdisc_spec::ClassMode;
 use netsched_core::Nanos;
 use netsched_metrics::prometheus_client::registry::Registry;
-use netsched_metrics::{Latest, MetricsServer, Writer};
+use netsched_metrics::{Latest, MetricsServer, PortCounters, Writer};
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -156,32 +156,20 @@ fn write(shape: &Shape, s: &EngineStats, w: &mut Writer<'_>) -> fmt::Result {
             .filter(|(_, _, _, _, ack)| *ack)
             .map(|(d, _, _, st, _)| ([("dir", *d)], st.acks_classified)),
     )?;
-    w.gauges(
-        "port_backend",
+    let ports = [
+        (&shape.dev_a, &s.xdp_drops[0]),
+        (&shape.dev_b, &s.xdp_drops[1]),
+    ]
+    .map(|(dev, x)| PortCounters {
+        dev,
+        drops: x.drops(),
+        empty: x.empty(),
+    });
+    w.port_families(
         "The port backend in use (1 for the one running)",
-        [([("backend", s.port.name())], 1.0)],
-    )?;
-    w.gauge(
-        "ring_bytes",
-        "Bytes of ring memory both ports mapped (0 for the packet backend)",
-        s.ring_bytes as f64,
-    )?;
-    let devs = [&shape.dev_a, &shape.dev_b];
-    w.counters(
-        "xdp_drops",
-        "Frames and descriptors each port's AF_XDP socket lost, by reason (XDP_STATISTICS; 0 unless the xdp backend runs)",
-        devs.into_iter().zip(&s.xdp_drops).flat_map(|(dev, x)| {
-            x.drops()
-                .map(|(reason, v)| ([("dev", dev.as_str()), ("reason", reason)], v))
-        }),
-    )?;
-    w.counters(
-        "xdp_ring_empty",
-        "Times the kernel found a port's AF_XDP fill or TX ring empty (XDP_STATISTICS; events, not losses: an idle socket's every poll counts one on tx)",
-        devs.into_iter().zip(&s.xdp_drops).flat_map(|(dev, x)| {
-            x.empty()
-                .map(|(ring, v)| ([("dev", dev.as_str()), ("ring", ring)], v))
-        }),
+        s.port.name(),
+        s.ring_bytes,
+        &ports,
     )?;
     w.counter(
         "wakeups",

@@ -28,6 +28,7 @@
 #![forbid(unsafe_code)]
 
 mod client;
+mod port_families;
 mod read_counter;
 mod snapshot;
 mod status;
@@ -35,6 +36,7 @@ mod status;
 pub use client::{
     hammer, parse_exposition, scrape, scrape_samples, HammerOutcome, Sample, MAX_SCRAPE_BYTES,
 };
+pub use port_families::PortCounters;
 /// The crate the registries and families come from, for daemons that only need its types.
 pub use prometheus_client;
 pub use read_counter::{register_log_drops, register_read_counter};

@@ -90,6 +90,33 @@ pub(crate) struct Mapping {
 // SAFETY: the mapping is plain shared memory; `Ring` hands out access through `&`/`&mut self`.
 unsafe impl Send for Mapping {}
 
+impl Mapping {
+    /// Map `len` bytes of `fd`'s packet rings, shared with the kernel; `what` names the rings
+    /// in the error.
+    pub(crate) fn of_rings(fd: &PacketFd, len: usize, what: &str) -> io::Result<Self> {
+        // SAFETY: a fresh shared mapping of the socket's rings, of the length the kernel
+        // allocated for them (packet_mmap.rst: RX ring then TX ring, one mmap call).
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.raw(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(e.kind(), format!("mmap of {what}: {e}")));
+        }
+        Ok(Self {
+            base: p as *mut u8,
+            len,
+        })
+    }
+}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: `base`/`len` are exactly what `mmap` returned; nothing borrows the mapping
@@ -152,27 +179,8 @@ impl Ring {
                 .map_err(|e| io::Error::new(e.kind(), format!("PACKET_TX_RING: {e}")))?;
         }
         let len = (rx_frames + tx_frames) * RING_FRAME;
-        // SAFETY: a fresh shared mapping of the socket's rings, of the length the kernel
-        // allocated for them (packet_mmap.rst: RX ring then TX ring, one mmap call).
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.raw(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            let e = io::Error::last_os_error();
-            return Err(io::Error::new(e.kind(), format!("mmap of the rings: {e}")));
-        }
         Ok(Self {
-            map: Mapping {
-                base: p as *mut u8,
-                len,
-            },
+            map: Mapping::of_rings(fd, len, "the rings")?,
             rx_frames,
             tx_frames,
             rx_head: Cell::new(0),

@@ -86,31 +86,8 @@ impl RingV3 {
         };
         setsockopt(fd, libc::SOL_PACKET, PACKET_RX_RING, &req)
             .map_err(|e| io::Error::new(e.kind(), format!("PACKET_RX_RING (V3): {e}")))?;
-        let len = blocks * RING_BLOCK;
-        // SAFETY: a fresh shared mapping of the socket's RX ring, of the length the kernel
-        // allocated for it (packet_mmap.rst).
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.raw(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            let e = io::Error::last_os_error();
-            return Err(io::Error::new(
-                e.kind(),
-                format!("mmap of the V3 ring: {e}"),
-            ));
-        }
         Ok(Self {
-            map: Mapping {
-                base: p as *mut u8,
-                len,
-            },
+            map: Mapping::of_rings(fd, blocks * RING_BLOCK, "the V3 ring")?,
             blocks,
             rx_frames,
             cur: Cell::new(0),
