@@ -83,12 +83,7 @@ pub async fn serve(
         .ok()
         .filter(|a| !a.ip().is_unspecified());
     let mut acceptor = Acceptor::new(listener, stop.clone());
-    while let Some(accepted) = acceptor.next().await {
-        let Ok((client, peer)) = accepted else {
-            // EMFILE and friends: back off instead of spinning.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
+    while let Some((client, peer)) = acceptor.next().await {
         let Ok(permit) = conns.clone().try_acquire_owned() else {
             svc.metrics.refuse("max_connections");
             continue; // dropping `client` closes it

@@ -369,11 +369,7 @@ pub async fn serve(
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     let mut acceptor = Acceptor::new(listener, stop.clone());
-    while let Some(accepted) = acceptor.next().await {
-        let Ok((stream, peer)) = accepted else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
+    while let Some((stream, peer)) = acceptor.next().await {
         let Ok(permit) = conns.clone().try_acquire_owned() else {
             svc.metrics.refuse("max_connections");
             continue;

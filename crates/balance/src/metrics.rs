@@ -71,6 +71,9 @@ pub struct Metrics {
     /// max_connections, bad_request, header_timeout, client_timeout, client_error,
     /// stop_accept.
     pub refused: Family<ReasonLabel, Counter>,
+    /// Failed `accept(2)` calls on a listener, by reason (stop.rs, [`accept_error_reason`]):
+    /// the client stays in the listen backlog and is taken once the cause passes.
+    pub accept_errors: Family<ReasonLabel, Counter>,
     pub queue_length: Gauge,
     pub response_seconds: Family<BackendLabel, Histogram, fn() -> Histogram>,
     pub client_connections: Gauge,
@@ -98,6 +101,7 @@ impl Metrics {
             errors: Family::default(),
             retries: Family::default(),
             refused: Family::default(),
+            accept_errors: Family::default(),
             queue_length: Gauge::default(),
             response_seconds: Family::new_with_constructor(hist),
             client_connections: Gauge::default(),
@@ -153,6 +157,11 @@ impl Metrics {
             "refused",
             "Work refused before reaching a backend, by reason",
             m.refused.clone(),
+        );
+        r.register(
+            "accept_errors",
+            "Failed accepts on a listener, by reason (the client waits in the listen backlog)",
+            m.accept_errors.clone(),
         );
         r.register(
             "queue_length",
@@ -268,11 +277,33 @@ impl Metrics {
         self.retries.get_or_create(&Metrics::backend(backend)).inc();
     }
 
+    /// Count a failed `accept(2)` ([`accept_error_reason`]).
+    pub fn accept_error(&self, e: &std::io::Error) {
+        self.accept_errors
+            .get_or_create(&ReasonLabel {
+                reason: accept_error_reason(e).to_string(),
+            })
+            .inc();
+    }
+
     pub fn refuse(&self, reason: &str) {
         self.refused
             .get_or_create(&ReasonLabel {
                 reason: reason.to_string(),
             })
             .inc();
+    }
+}
+
+/// The `reason` label of a failed accept: `process_nofile` (EMFILE: the process's open-file
+/// limit, two descriptors per proxied connection), `system_nofile` (ENFILE), `memory`
+/// (ENOBUFS, ENOMEM), `aborted` (ECONNABORTED: the client reset while queued), `other`.
+pub fn accept_error_reason(e: &std::io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::EMFILE) => "process_nofile",
+        Some(libc::ENFILE) => "system_nofile",
+        Some(libc::ENOBUFS) | Some(libc::ENOMEM) => "memory",
+        Some(libc::ECONNABORTED) => "aborted",
+        _ => "other",
     }
 }

@@ -35,6 +35,12 @@ use tokio::sync::watch;
 /// listener open).
 pub const MAX_BACKLOG_DRAIN: usize = 65_536;
 
+/// The wait before accepting again after a failed accept (no spinning while descriptors are
+/// short).
+pub const ACCEPT_RETRY_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
+/// Failed accepts are logged at most this often per listener (all are counted).
+pub const ACCEPT_ERROR_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
     Running,
@@ -154,6 +160,8 @@ pub struct Acceptor {
     listener: Option<TcpListener>,
     queued: VecDeque<(TcpStream, SocketAddr)>,
     stop: Stop,
+    /// When a failed accept was last logged.
+    logged: Option<std::time::Instant>,
 }
 
 impl Acceptor {
@@ -162,6 +170,7 @@ impl Acceptor {
             listener: Some(listener),
             queued: VecDeque::new(),
             stop,
+            logged: None,
         }
     }
 
@@ -171,20 +180,54 @@ impl Acceptor {
 
     /// The next connection; `None` once the stop has begun, the accept queue has been emptied
     /// and the listener is closed.
-    pub async fn next(&mut self) -> Option<std::io::Result<(TcpStream, SocketAddr)>> {
-        if let Some(l) = &self.listener {
-            tokio::select! {
+    ///
+    /// A failed accept (descriptors or memory run out: [`crate::metrics::accept_error_reason`])
+    /// is counted, logged at most once per [`ACCEPT_ERROR_LOG_EVERY`], and retried after
+    /// [`ACCEPT_RETRY_AFTER`]; the client waits in the listen backlog meanwhile, as HAProxy's
+    /// listeners pause on a full descriptor table and resume when one frees.
+    pub async fn next(&mut self) -> Option<(TcpStream, SocketAddr)> {
+        while let Some(l) = &self.listener {
+            let accepted = tokio::select! {
                 biased;
-                _ = self.stop.draining() => {}
-                r = l.accept() => return Some(r),
-            }
-            if let Some(l) = self.listener.take() {
-                self.queued = take_backlog(l, &self.stop.metrics);
-                let n = self.queued.len() as u64;
-                self.stop.counts.from_queue.fetch_add(n, Ordering::Relaxed);
+                _ = self.stop.draining() => None,
+                r = l.accept() => Some(r),
+            };
+            match accepted {
+                Some(Ok(c)) => return Some(c),
+                Some(Err(e)) => self.accept_failed(&e).await,
+                None => {
+                    if let Some(l) = self.listener.take() {
+                        self.queued = take_backlog(l, &self.stop.metrics);
+                        let n = self.queued.len() as u64;
+                        self.stop.counts.from_queue.fetch_add(n, Ordering::Relaxed);
+                    }
+                }
             }
         }
-        self.queued.pop_front().map(Ok)
+        self.queued.pop_front()
+    }
+
+    async fn accept_failed(&mut self, e: &std::io::Error) {
+        self.stop.metrics.accept_error(e);
+        let now = std::time::Instant::now();
+        if self
+            .logged
+            .is_none_or(|t| now.duration_since(t) >= ACCEPT_ERROR_LOG_EVERY)
+        {
+            self.logged = Some(now);
+            let addr = self.listener.as_ref().and_then(|l| l.local_addr().ok());
+            tracing::warn!(
+                listener = ?addr,
+                reason = crate::metrics::accept_error_reason(e),
+                "accept failed: {e}; clients wait in the listen backlog \
+                 (netsched_balance_accept_errors_total)"
+            );
+        }
+        tokio::select! {
+            biased;
+            _ = self.stop.draining() => {}
+            _ = tokio::time::sleep(ACCEPT_RETRY_AFTER) => {}
+        }
     }
 }
 
@@ -243,8 +286,7 @@ mod tests {
         }
         st.advance(Phase::Draining);
         let mut served = 0;
-        while let Some(c) = acc.next().await {
-            let (mut s, _) = c.unwrap();
+        while let Some((mut s, _)) = acc.next().await {
             s.write_all(b"hi").await.unwrap();
             served += 1;
         }

@@ -15,7 +15,6 @@
 //! is not this test's to remove). A failure anywhere still purges what this test installed.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -28,10 +27,6 @@ const MAX_EXPOSURE: f64 = 3.0;
 const READY_WITHIN: Duration = Duration::from_secs(20);
 
 const UNITS: &[&str] = &["balance", "nfq", "vswitch", "link", "shape"];
-
-fn is_root() -> bool {
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-}
 
 fn have(program: &str) -> bool {
     Command::new("sh")
@@ -207,8 +202,9 @@ fn exposure(path: &str) -> f64 {
 
 #[test]
 fn the_package_installs_runs_its_units_and_purges_clean() {
-    if !is_root() {
-        eprintln!("SKIP: needs root (dpkg -i, network namespaces)");
+    if !netsched_testbed::privileged_test_allowed(
+        "the_package_installs_runs_its_units_and_purges_clean",
+    ) {
         return;
     }
     for p in [

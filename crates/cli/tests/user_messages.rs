@@ -106,12 +106,14 @@ fn nfq_without_privilege_says_it_needs_root() {
     let is_root = std::fs::metadata("/proc/self")
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
         .unwrap_or(false);
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("nfq-noroot-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    // As root, run it as nobody (setpriv, util-linux), with a socket nobody may create.
-    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    let socket = dir.join("nfq.sock");
+    // As root, run it as nobody (setpriv, util-linux). Everything nobody touches lives in a
+    // fresh folder under the system's temporary folder, owned by nobody: a copy of the binary
+    // and the socket's place. The checkout may sit in a folder nobody cannot search (mode
+    // 0700), so neither the build's binary nor the target folder is reachable from there.
+    let dir = netsched_testbed::TempDir::new("nfq-noroot").unwrap();
+    let exe = dir.path().join("netsched");
+    std::fs::copy(bin(), &exe).unwrap();
+    let socket = dir.path().join("nfq.sock");
     let args = [
         "nfq",
         "--port",
@@ -122,14 +124,15 @@ fn nfq_without_privilege_says_it_needs_root() {
         socket.to_str().unwrap(),
     ];
     let mut cmd = if is_root {
+        dir.hand_to(65534, 65534, &[]).unwrap();
         let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin()]);
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+        c.arg(&exe);
         c
     } else {
-        Command::new(bin())
+        Command::new(&exe)
     };
     let (code, text) = run(cmd.args(args));
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("needs root (CAP_NET_ADMIN)"), "{text}");
 }

@@ -35,6 +35,9 @@ fn which(name: &str) -> Option<PathBuf> {
 
 /// `None` when the test can run; otherwise why not (a failure under CI when packages lack).
 fn skip_reason() -> Option<String> {
+    if netsched_testbed::quick_tier() {
+        return Some("not in the quick tier (scripts/test --quick)".into());
+    }
     if !is_root() {
         return Some("not root: the test starts munged, slurmctld and slurmd".into());
     }
@@ -77,9 +80,13 @@ impl Cluster {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("slurm-{}-{nanos}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        // A fresh folder (mkdtemp) under the system's temporary folder, not inside the
+        // checkout: munged refuses a socket unless every folder above it is searchable by all
+        // ("execute permissions for all required"), and a checkout may sit in a folder of mode
+        // 0700. `Drop` removes it once the daemons are gone.
+        let dir = netsched_testbed::TempDir::new("slurm")
+            .expect("a temporary folder")
+            .keep();
         let mut c = Cluster {
             conf: dir.join("slurm.conf"),
             dir: dir.clone(),

@@ -68,6 +68,38 @@ pub fn raise_nofile_limit() -> std::io::Result<u64> {
     Ok(l.rlim_cur)
 }
 
+/// Raise the open-file limit to at least `want` descriptors where this process may: the soft
+/// limit up to the hard one, and with CAP_SYS_RESOURCE (root) the hard one too, up to
+/// `/proc/sys/fs/nr_open`. Children inherit it. Returns the soft limit now in force, which
+/// is below `want` when the process may not raise it that far.
+pub fn raise_nofile_limit_to(want: u64) -> std::io::Result<u64> {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `l` is a writable rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if l.rlim_cur >= want {
+        return Ok(l.rlim_cur);
+    }
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .unwrap_or(l.rlim_max);
+    let raised = libc::rlimit {
+        rlim_cur: want.min(nr_open),
+        rlim_max: l.rlim_max.max(want.min(nr_open)),
+    };
+    // SAFETY: `raised` is a valid rlimit; the kernel refuses a hard limit above the current
+    // one without CAP_SYS_RESOURCE, leaving the limits as they were.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+        return Ok(raised.rlim_cur);
+    }
+    raise_nofile_limit()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -60,9 +60,33 @@ pub fn namespaces_left_by_this_process() -> Vec<String> {
         .collect()
 }
 
+/// The variable that selects the quick tier: `NETSCHED_TEST_TIER=quick` (`scripts/test
+/// --quick`).
+pub const TIER_VAR: &str = "NETSCHED_TEST_TIER";
+
+/// True in the quick tier: the edit-test loop (`scripts/test --quick`), which runs no
+/// privileged test, makes no namespace and starts no long real run. CI runs the full tier.
+pub fn quick_tier() -> bool {
+    std::env::var(TIER_VAR).is_ok_and(|v| v == "quick")
+}
+
+/// For tests the quick tier leaves out (long real runs that need no root, e.g. a local
+/// cluster of daemons): `true` if the test may run; in the quick tier it prints why it skips.
+pub fn full_tier_test_allowed(test: &str) -> bool {
+    if quick_tier() {
+        eprintln!("SKIP {test}: not in the quick tier ({TIER_VAR}=quick); scripts/test runs it");
+        return false;
+    }
+    true
+}
+
 /// For privileged tests: `true` if the test may run. Without root it prints why it skips —
-/// unless `CI=true`, where a privileged test must run, so it panics instead.
+/// unless `CI=true`, where a privileged test must run, so it panics instead. The quick tier
+/// ([`quick_tier`]) skips every privileged test, root or not.
 pub fn privileged_test_allowed(test: &str) -> bool {
+    if !full_tier_test_allowed(test) {
+        return false;
+    }
     if is_root() {
         return true;
     }

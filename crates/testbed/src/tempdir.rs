@@ -34,6 +34,12 @@ impl TempDir {
         &self.path
     }
 
+    /// The folder's path, handing its removal to the caller (nothing is removed on drop).
+    pub fn keep(self) -> PathBuf {
+        let mut me = std::mem::ManuallyDrop::new(self);
+        std::mem::take(&mut me.path)
+    }
+
     /// Create a new file inside the folder (`name` may go through sub-folders made with
     /// [`TempDir::create_dir`]), refusing to follow or replace anything already there
     /// (`O_CREAT | O_EXCL`, so a planted symlink is an error, not a redirect).

@@ -131,6 +131,8 @@ pub async fn tcp_backend(name: &str, release: Arc<Notify>) -> Backend {
         let mut conns = JoinSet::new();
         loop {
             let Ok((mut s, _)) = l.accept().await else {
+                // Out of descriptors: wait for one to free instead of spinning.
+                tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             };
             h.fetch_add(1, Ordering::SeqCst);
