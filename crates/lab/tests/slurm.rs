@@ -307,8 +307,20 @@ impl Drop for Cluster {
     }
 }
 
-/// The `netsched` binary the Slurm jobs run (built first, so the jobs run this tree's code).
+/// The `netsched` binary the Slurm jobs run: `NETSCHED_BIN` when set (scripts/test sets it to
+/// the binary its workspace build made, so nothing is built twice), else built first with
+/// `cargo build -p netsched`, so the jobs run this tree's code. (Built alone, the package's
+/// features resolve apart from the workspace's, and cargo rebuilds half the workspace.)
 fn netsched_binary() -> PathBuf {
+    if let Some(bin) = std::env::var_os("NETSCHED_BIN") {
+        let bin = PathBuf::from(bin);
+        assert!(
+            bin.is_file(),
+            "NETSCHED_BIN={}: no such file",
+            bin.display()
+        );
+        return bin;
+    }
     let release = !cfg!(debug_assertions);
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);

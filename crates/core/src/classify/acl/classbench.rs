@@ -134,7 +134,7 @@ fn parse_rule_line(source: &str, n: usize, line: &str) -> Result<AclRule, RuleFi
             value: v & m,
             mask: m,
         })
-        .ok_or_else(|| err("proto", proto_t, K::BadProtocol))?;
+        .ok_or_else(|| err("proto", proto_t, K::BadClassBenchProtocol))?;
     if let Ok(flags) = next("flags") {
         if parse_hex_pair(flags, 0xffff).is_none() {
             return Err(err("flags", flags, K::Unexpected));
@@ -293,6 +293,12 @@ mod tests {
         assert!(e("@1.0.0.0/8 2.0.0.300/8").starts_with("f.txt:1: dst '2.0.0.300/8'"));
         assert!(e("@1.0.0.0/8 2.0.0.0/8 0 : 65535").starts_with("f.txt:1: dst_port '': missing"));
         assert!(e("@1.0.0.0/8 2.0.0.0/8 0 : 65535 0 : 1 tcp").starts_with("f.txt:1: proto 'tcp'"));
+        // The format's protocol is value/mask in hex; the message says so, not "0-255".
+        assert_eq!(
+            e("@1.0.0.0/8 2.0.0.0/8 0 : 65535 0 : 1 6"),
+            "f.txt:1: proto '6': not a ClassBench protocol: value/mask in hex, 0x06/0xFF for \
+             TCP, 0x00/0x00 for any"
+        );
         assert!(
             e("@1.0.0.0/8 2.0.0.0/8 0 : 65535 0 : 1 0x06/0xFF 0x0/0x0 x")
                 .starts_with("f.txt:1: end of line 'x'")

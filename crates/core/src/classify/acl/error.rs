@@ -23,6 +23,9 @@ pub enum RuleFileErrorKind {
     BadPortRange,
     /// Not a protocol name (`tcp`, `udp`, `icmp`, `any`), a number 0-255 or `value/mask`.
     BadProtocol,
+    /// A ClassBench protocol field that is not `value/mask` in hex (the format has no names or
+    /// decimal numbers).
+    BadClassBenchProtocol,
     /// Not `accept`, `drop` or `class:N`.
     BadAction,
     /// Not a decimal number in range.
@@ -101,6 +104,9 @@ impl fmt::Display for RuleFileError {
             ),
             BadProtocol => f.write_str(
                 "not tcp, udp, icmp, any, a protocol number 0-255 or value/mask (0x06/0xFF)",
+            ),
+            BadClassBenchProtocol => f.write_str(
+                "not a ClassBench protocol: value/mask in hex, 0x06/0xFF for TCP, 0x00/0x00 for any",
             ),
             BadAction => f.write_str("not accept, drop or class:N"),
             BadNumber => f.write_str("not a decimal number in range"),
