@@ -178,7 +178,12 @@ impl Running {
 /// the same address while this one runs (a restart), and Linux spreads new connections over
 /// both. Port 0 (any free port) gets no `SO_REUSEPORT`: no successor could name that port,
 /// so sharing it would serve nothing.
-fn bind_listener(a: SocketAddr) -> std::io::Result<TcpListener> {
+///
+/// The listen backlog asked for is `max_connections`, as HAProxy's `backlog` defaults to the
+/// frontend's `maxconn` (configuration manual, `backlog`); the kernel caps it at
+/// `net.core.somaxconn` (4096 by default since Linux 5.4). A burst of connects larger than the
+/// backlog has SYNs dropped and sent again a second later.
+fn bind_listener(a: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
     let s = if a.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
@@ -187,8 +192,7 @@ fn bind_listener(a: SocketAddr) -> std::io::Result<TcpListener> {
     s.set_reuseaddr(true)?;
     s.set_reuseport(a.port() != 0)?;
     s.bind(a)?;
-    // The backlog `TcpListener::bind` uses; the kernel caps it at net.core.somaxconn.
-    s.listen(1024)
+    s.listen(backlog)
 }
 
 /// Start everything on the current tokio runtime.
@@ -215,7 +219,7 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, StartErro
     }
     let mut listeners = Vec::new();
     for a in &cfg.listen {
-        let l = bind_listener(*a).map_err(|source| StartError::Listen { addr: *a, source })?;
+        let l = bind_listener(*a, cfg.max_connections as u32).map_err(|source| StartError::Listen { addr: *a, source })?;
         listeners.push(l);
     }
     let listen = listeners
