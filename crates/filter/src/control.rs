@@ -25,10 +25,12 @@
 use crate::control_error::{CommandError, ControlError, RequestError, TablesError};
 use crate::pipeline::DispatchMode;
 use crate::stats::FilterStats;
+use crate::watchdog::Health;
 use crate::work::Tables;
 use netsched_control::server::{Limits, LineEnd, Server, ServerConfig, WhenFull};
 use netsched_control::socket_file::BindMode;
 use netsched_control::{handoff, HandOffError, OkOrError};
+use netsched_metrics::Latest;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,6 +43,8 @@ pub const DEADLINE: Duration = Duration::from_secs(10);
 pub const COMMAND_QUEUE: usize = 8;
 /// Connections served at once; one more is answered "busy" and closed.
 pub const MAX_CONNECTIONS: usize = 16;
+/// How often a control thread waiting for the packet thread's answer looks at the watchdog.
+const STALL_LOOK: Duration = Duration::from_millis(50);
 /// The default socket path.
 pub const DEFAULT_SOCKET: &str = "/run/netsched-filter.sock";
 
@@ -75,24 +79,69 @@ pub type Loader = Arc<dyn Fn() -> Result<Arc<Tables>, TablesError> + Send + Sync
 pub struct Outbox {
     commands: handoff::Outbox<Command, Answer>,
     loader: Loader,
+    watch: Option<Watch>,
+}
+
+/// What the control thread reads itself while the packet thread is stalled: the watchdog's
+/// verdict and the packet thread's last published counters.
+#[derive(Clone)]
+struct Watch {
+    health: Arc<Health>,
+    latest: Arc<Latest<FilterStats>>,
 }
 
 /// A bounded command channel; `loader` compiles the tables for `reload`.
 pub fn channel(loader: Loader) -> (Outbox, Inbox) {
     let (commands, inbox) = handoff::channel(COMMAND_QUEUE);
-    (Outbox { commands, loader }, inbox)
+    (
+        Outbox {
+            commands,
+            loader,
+            watch: None,
+        },
+        inbox,
+    )
 }
 
 impl Outbox {
+    /// While `health` says the packet thread is stalled, `show` is answered by the control
+    /// thread from `latest` (the packet thread's last published counters, with the stall
+    /// count of now) and other commands fail at once, instead of waiting in the queue.
+    pub fn with_watchdog(mut self, health: Arc<Health>, latest: Arc<Latest<FilterStats>>) -> Self {
+        self.watch = Some(Watch { health, latest });
+        self
+    }
+
+    /// The answer to `request` without the packet thread, when it is stalled.
+    fn stalled_answer(&self, request: &Request) -> Option<Result<Answer, CommandError>> {
+        let w = self.watch.as_ref().filter(|w| w.health.stalled())?;
+        Some(match request {
+            Request::Show { .. } => match w.latest.get() {
+                Some((_, s)) => {
+                    let mut s = FilterStats::clone(&s);
+                    s.packet_thread_stalls = w.health.stalls();
+                    Ok(Answer::Stats(Box::new(s)))
+                }
+                None => Err(CommandError::Stalled),
+            },
+            _ => Err(CommandError::Stalled),
+        })
+    }
+
     /// Hand `command` to the packet thread and wait for its answer until `deadline`.
     pub fn execute(&self, command: Command, deadline: Instant) -> Result<Answer, CommandError> {
-        self.commands
-            .execute(command, deadline)
-            .map_err(|e| match e {
-                HandOffError::Busy { waiting } => CommandError::Busy { queue: waiting },
-                HandOffError::Stopped | HandOffError::Dropped => CommandError::Stopped,
-                HandOffError::NoAnswer => CommandError::NoAnswer { within: DEADLINE },
-            })
+        let pending = self.commands.send(command);
+        let answer = match (&self.watch, pending) {
+            (_, Err(e)) => Err(e),
+            (None, Ok(p)) => p.wait(deadline),
+            // A command taken just before a stall is never answered: stop waiting then.
+            (Some(w), Ok(p)) => p.wait_or(deadline, STALL_LOOK, || w.health.stalled()),
+        };
+        answer.map_err(|e| match e {
+            HandOffError::Busy { waiting } => CommandError::Busy { queue: waiting },
+            HandOffError::Stopped | HandOffError::Dropped => CommandError::Stopped,
+            HandOffError::NoAnswer => CommandError::NoAnswer { within: DEADLINE },
+        })
     }
 }
 
@@ -145,6 +194,9 @@ pub fn summary(s: &FilterStats) -> String {
         s.queued,
         if s.identity_holds { "holds" } else { "BROKEN" }
     );
+    if s.packet_thread_stalls > 0 {
+        out += &format!("packet thread stalls {}\n", s.packet_thread_stalls);
+    }
     for (r, n) in &s.drops {
         out += &format!("  dropped {}: {n}\n", r.name());
     }
@@ -167,15 +219,33 @@ pub fn summary(s: &FilterStats) -> String {
 }
 
 fn execute_line(line: &str, out: &Outbox, deadline: Instant) -> Result<String, ControlError> {
-    let (cmd, json) = match parse(line)? {
-        Request::Show { json } => (Command::Show, json),
-        Request::Reload => (Command::SwapTables((out.loader)()?), false),
-        Request::SetDispatch(m) => (Command::SetDispatch(m), false),
+    let request = parse(line)?;
+    let json = matches!(request, Request::Show { json: true });
+    let (answer, stalled) = match out.stalled_answer(&request) {
+        Some(a) => (a?, true),
+        None => {
+            let cmd = match &request {
+                Request::Show { .. } => Command::Show,
+                Request::Reload => Command::SwapTables((out.loader)()?),
+                Request::SetDispatch(m) => Command::SetDispatch(*m),
+            };
+            match out.execute(cmd, deadline) {
+                Err(e @ CommandError::NoAnswer { .. }) => match out.stalled_answer(&request) {
+                    Some(a) => (a?, true),
+                    None => return Err(e.into()),
+                },
+                r => (r?, false),
+            }
+        }
     };
-    match out.execute(cmd, deadline)? {
+    match answer {
         Answer::Stats(s) if json => serde_json::to_string(&s)
             .map(|t| t + "\n")
             .map_err(ControlError::Encode),
+        Answer::Stats(s) if stalled => Ok(format!(
+            "packet thread stalled: the counters it last published\n{}",
+            summary(&s)
+        )),
         Answer::Stats(s) => Ok(summary(&s)),
         Answer::Done(msg) => Ok(msg + "\n"),
     }

@@ -91,6 +91,8 @@ pub enum CommandError {
     Stopped,
     /// No answer before the deadline (the command may still apply).
     NoAnswer { within: Duration },
+    /// The watchdog finds the packet thread without progress: it takes no command.
+    Stalled,
 }
 
 impl fmt::Display for CommandError {
@@ -104,6 +106,9 @@ impl fmt::Display for CommandError {
             CommandError::NoAnswer { within } => write!(
                 f,
                 "the filter did not answer within {within:?} (the command may still apply)"
+            ),
+            CommandError::Stalled => f.write_str(
+                "the packet thread is stalled (no progress); `show` answers its last counters",
             ),
         }
     }

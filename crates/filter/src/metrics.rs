@@ -26,6 +26,14 @@ pub fn serve(
 pub fn registry(latest: Arc<Latest<FilterStats>>, devs: [String; 2]) -> netsched_metrics::Shared {
     let mut registry = Registry::default();
     netsched_metrics::register_log_drops(&mut registry, netsched_util::logging::dropped_lines);
+    // Read at scrape time, not from the packet thread's snapshot: it counts while that thread
+    // is stalled.
+    netsched_metrics::register_read_counter(
+        &mut registry,
+        "netsched_filter_packet_thread_stalls",
+        "Times the watchdog found the packet thread without progress (docs/filter.md, Watchdog)",
+        crate::watchdog::stalls_total,
+    );
     netsched_metrics::register_snapshot(&mut registry, "netsched_filter", latest, move |s, w| {
         write(s, w)?;
         write_ports(s, &devs, w)
