@@ -105,8 +105,8 @@ pub fn channel(loader: Loader) -> (Outbox, Inbox) {
 
 impl Outbox {
     /// While `health` says the packet thread is stalled, `show` is answered by the control
-    /// thread from `latest` (the packet thread's last published counters, with the stall
-    /// count of now) and other commands fail at once, instead of waiting in the queue.
+    /// thread from `latest` (the packet thread's last published counters, with the
+    /// watchdog's stall count) and other commands fail at once, instead of waiting in the queue.
     pub fn with_watchdog(mut self, health: Arc<Health>, latest: Arc<Latest<FilterStats>>) -> Self {
         self.watch = Some(Watch { health, latest });
         self
