@@ -13,7 +13,6 @@ use anyhow::{Context, Result};
 use netsched_core::classify::acl::{ClassifierKind, ClassifierLimits};
 use netsched_core::units;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -334,11 +333,8 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
     let _control = if a.no_control {
         None
     } else {
-        let generation = Arc::new(AtomicU64::new(1));
-        let loader: Loader = Arc::new(move || {
-            let g = generation.fetch_add(1, Ordering::Relaxed) + 1;
-            load_tables(&rules, sigs.as_deref(), kind, g).map(Arc::new)
-        });
+        let loader: Loader =
+            Arc::new(move |g| load_tables(&rules, sigs.as_deref(), kind, g).map(Arc::new));
         let (outbox, inbox) = control::channel(loader);
         let outbox = outbox.with_watchdog(health.clone(), latest.clone());
         let server = ControlServer::start(&a.control, a.control_group.as_deref(), outbox)?;

@@ -286,14 +286,13 @@ impl Engine {
             let answer = match &env.command {
                 Command::Show => Answer::Stats(Box::new(self.stats())),
                 Command::SwapTables(t) => {
-                    self.pipeline.set_tables(t.clone());
-                    self.totals.rule_swaps += 1;
-                    Answer::Done(format!(
-                        "rules generation {}: {} rules, {} signatures",
-                        t.generation,
-                        t.classifier.rules(),
-                        t.signatures.len()
-                    ))
+                    let mut in_force = self.pipeline.tables().clone();
+                    let answer = crate::control::swap_in(&mut in_force, t);
+                    if let Answer::Done(_) = answer {
+                        self.pipeline.set_tables(in_force);
+                        self.totals.rule_swaps += 1;
+                    }
+                    answer
                 }
                 Command::SetDispatch(m) => {
                     self.pipeline.set_mode(*m);

@@ -1,7 +1,9 @@
 //! Header parsing of one Ethernet frame into the 5-tuple the rules match and the offset where
 //! the payload the signatures scan begins.
 //!
-//! Ethernet II with at most two VLAN tags (802.1Q/802.1ad), then IPv4 (RFC 791: IHL 5..15 with
+//! Ethernet II with at most [`MAX_VLAN_TAGS`] VLAN tags (TPID 0x8100, 0x88a8 or 0x9100; a
+//! deeper stack is [`Parsed::Malformed`] with field [`TOO_DEEP`], never non-IP: what it
+//! carries is unread), then IPv4 (RFC 791: IHL 5..15 with
 //! options, total length bounds the packet, fragments by offset/MF) or IPv6 (RFC 8200: the
 //! extension headers hop-by-hop, routing, destination options and fragment are walked, at most
 //! [`MAX_EXT_HEADERS`]; AH/ESP/unknown next headers end the walk with that protocol), then TCP
@@ -12,6 +14,12 @@
 //! Cost: O(header bytes). Memory: none.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// VLAN tags read at most (more: [`TOO_DEEP`]).
+pub const MAX_VLAN_TAGS: usize = 3;
+
+/// The [`Parsed::Malformed`] field of a frame with more than [`MAX_VLAN_TAGS`] tags.
+pub const TOO_DEEP: &str = "vlan tag stack deeper than read";
 
 /// IPv6 extension headers walked at most (more: malformed).
 pub const MAX_EXT_HEADERS: usize = 8;
@@ -95,15 +103,20 @@ pub fn parse(frame: &[u8]) -> Parsed {
             field: "ethernet header",
         };
     };
+    let is_tag = |t: u16| matches!(t, 0x8100 | 0x88a8 | 0x9100);
     let mut at = 14;
-    for _ in 0..2 {
-        if ethertype == 0x8100 || ethertype == 0x88a8 {
-            let Some(t) = be16(frame, at + 2) else {
-                return Parsed::Malformed { field: "vlan tag" };
-            };
-            ethertype = t;
-            at += 4;
+    for _ in 0..MAX_VLAN_TAGS {
+        if !is_tag(ethertype) {
+            break;
         }
+        let Some(t) = be16(frame, at + 2) else {
+            return Parsed::Malformed { field: "vlan tag" };
+        };
+        ethertype = t;
+        at += 4;
+    }
+    if is_tag(ethertype) {
+        return Parsed::Malformed { field: TOO_DEEP };
     }
     match ethertype {
         0x0800 => ipv4(frame, at),
@@ -382,5 +395,38 @@ mod tests {
         long[18..20].copy_from_slice(&(chain.len() as u16).to_be_bytes());
         long.extend_from_slice(&chain);
         assert!(matches!(parse(&long), Parsed::Malformed { .. }));
+    }
+
+    /// `f` with `tags` VLAN tags (TPIDs cycling 0x88a8, 0x8100, 0x9100) after the MACs.
+    fn tagged(f: &[u8], tags: usize) -> Vec<u8> {
+        let mut out = f[..12].to_vec();
+        for i in 0..tags {
+            let tpid: u16 = [0x88a8, 0x8100, 0x9100][i % 3];
+            out.extend_from_slice(&tpid.to_be_bytes());
+            out.extend_from_slice(&(100 + i as u16).to_be_bytes());
+        }
+        out.extend_from_slice(&f[12..]);
+        out
+    }
+
+    #[test]
+    fn vlan_stacks_up_to_the_bound_are_read_and_deeper_ones_are_too_deep() {
+        let f = udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 7, 5000, b"x");
+        for tags in 0..=MAX_VLAN_TAGS {
+            let Parsed::Ip { tuple, .. } = parse(&tagged(&f, tags)) else {
+                panic!("{tags} tags: {:?}", parse(&tagged(&f, tags)));
+            };
+            assert_eq!((tuple.proto, tuple.dport), (17, 5000), "{tags} tags");
+        }
+        for tags in [MAX_VLAN_TAGS + 1, MAX_VLAN_TAGS + 5] {
+            assert_eq!(
+                parse(&tagged(&f, tags)),
+                Parsed::Malformed { field: TOO_DEEP },
+                "{tags} tags"
+            );
+        }
+        let mut arp = f.clone();
+        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        assert_eq!(parse(&tagged(&arp, 2)), Parsed::NotIp { ethertype: 0x0806 });
     }
 }

@@ -14,6 +14,9 @@ pub enum DropReason {
     Malformed,
     /// Not IPv4/IPv6 and `--non-ip drop`.
     NonIp,
+    /// More VLAN tags than the parser reads ([`crate::packet::MAX_VLAN_TAGS`]): what the tags
+    /// carry is unknown, so it is neither matched nor called non-IP.
+    HeaderTooDeep,
     /// The worker's code panicked on this packet and the filter fails closed.
     WorkerPanic,
     /// Longer than a buffer slot (offloads on).
@@ -32,6 +35,7 @@ impl DropReason {
         DropReason::Signature,
         DropReason::Malformed,
         DropReason::NonIp,
+        DropReason::HeaderTooDeep,
         DropReason::WorkerPanic,
         DropReason::Oversize,
         DropReason::TxError,
@@ -45,6 +49,7 @@ impl DropReason {
             DropReason::Signature => "signature",
             DropReason::Malformed => "malformed",
             DropReason::NonIp => "non_ip",
+            DropReason::HeaderTooDeep => "header_too_deep",
             DropReason::WorkerPanic => "worker_panic",
             DropReason::Oversize => "oversize",
             DropReason::TxError => "tx_error",

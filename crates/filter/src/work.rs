@@ -28,7 +28,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 pub struct Tables {
     pub classifier: Box<dyn PacketClassifier>,
     pub signatures: Signatures,
-    /// 1 for the tables at start, +1 per swap.
+    /// 1 for the tables at start, +1 per `reload` asked for (in arrival order).
     pub generation: u64,
 }
 
@@ -178,6 +178,9 @@ impl Packet {
                 },
                 Parsed::NotIp { .. } if policy.accept_non_ip => None,
                 Parsed::NotIp { .. } => Some(Verdict::Drop(DropReason::NonIp)),
+                Parsed::Malformed {
+                    field: crate::packet::TOO_DEEP,
+                } => Some(Verdict::Drop(DropReason::HeaderTooDeep)),
                 Parsed::Malformed { .. } => Some(Verdict::Drop(DropReason::Malformed)),
             };
         }
@@ -253,6 +256,43 @@ mod tests {
         let outs: Vec<BlockOutcome> = handles.into_iter().map(|h| h.join().unwrap()).collect();
         let last = outs.iter().find_map(|o| o.verdict).unwrap();
         assert_eq!(last, Verdict::Drop(DropReason::Signature));
+    }
+
+    #[test]
+    fn a_vlan_stack_deeper_than_read_is_dropped_as_too_deep_and_arp_passes() {
+        let t = tables(
+            "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = \"5000\"\n",
+            "",
+        );
+        let f = udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1, 5000, b"x");
+        let tagged = |tags: usize| {
+            let mut out = f[..12].to_vec();
+            for _ in 0..tags {
+                out.extend_from_slice(&[0x81, 0x00, 0x00, 0x64]);
+            }
+            out.extend_from_slice(&f[12..]);
+            out
+        };
+        let verdict = |frame: &[u8]| {
+            run_all(
+                &Packet::new(0, frame, parse(frame), t.clone(), 64),
+                &policy(),
+            )
+        };
+        assert_eq!(
+            verdict(&tagged(4)),
+            Verdict::Drop(DropReason::HeaderTooDeep)
+        );
+        assert_eq!(verdict(&tagged(3)), Verdict::Drop(DropReason::Rule));
+        let mut arp = f.clone();
+        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        assert_eq!(
+            verdict(&arp),
+            Verdict::Forward {
+                class: None,
+                marked: false
+            }
+        );
     }
 
     #[test]

@@ -134,7 +134,7 @@ fn a_rule_swap_under_traffic_loses_nothing_and_applies_whole() {
         let dir = netsched_testbed::TempDir::new("filter-swap").unwrap();
         // After the swap: flow 7 passes, flow 3 (port 2003) is dropped.
         let next = "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = \"2003\"\n";
-        let loader: Loader = Arc::new(move || Ok(tables(next, 2)));
+        let loader: Loader = Arc::new(move |g| Ok(tables(next, g)));
         let (outbox, inbox) = control::channel(loader);
         let sock = dir.path().join("filter.sock");
         let server = ControlServer::start(&sock, None, outbox).unwrap();
