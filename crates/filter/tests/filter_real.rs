@@ -14,7 +14,7 @@ use netsched_filter::signatures::Signatures;
 use netsched_filter::verdict::DropReason;
 use netsched_filter::work::Tables;
 use netsched_testbed::privileged_test_allowed;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const DROP_PORT_9: &str = "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = \"9\"\n";
@@ -305,6 +305,69 @@ fn hostile_frames_are_parsed_counted_and_accounted_under_every_policy() {
             let panics: u64 = st.pipeline.workers.iter().map(|w| w.panics).sum();
             assert_eq!(panics, 0, "{mode}: a hostile frame made a worker panic");
         }
+    }
+    assert_gone(&tag);
+}
+
+/// Reload A (generation 2, 50 rules) blocks in its build; reload B (generation 3, one rule)
+/// is answered and in force; A, released, is discarded by the running filter's packet thread
+/// and its client told so: generation 3 stays in force, one swap.
+#[test]
+fn an_earlier_slow_reload_never_overtakes_a_later_one_in_the_running_filter() {
+    if !privileged_test_allowed("an_earlier_slow_reload_never_overtakes_a_later_one") {
+        return;
+    }
+    let tag;
+    {
+        let net = build("flro").unwrap();
+        tag = net.tb.tag().to_string();
+        let dir = netsched_testbed::TempDir::new("filter-reload-order").unwrap();
+        let (started_tx, started_rx) = std::sync::mpsc::channel::<u64>();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let (started_tx, release_rx) = (Mutex::new(started_tx), Mutex::new(release_rx));
+        let many: String = (0..50)
+            .map(|i| {
+                format!(
+                    "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = \"{}\"\n",
+                    1000 + i
+                )
+            })
+            .collect();
+        let loader: Loader = Arc::new(move |g| {
+            started_tx.lock().unwrap().send(g).unwrap();
+            if g == 2 {
+                let wait = Duration::from_secs(20);
+                release_rx.lock().unwrap().recv_timeout(wait).unwrap();
+                return Ok(tables(&many, g));
+            }
+            Ok(tables(DROP_PORT_9, g))
+        });
+        let (outbox, inbox) = control::channel(loader);
+        let sock = dir.path().join("filter.sock");
+        let server = ControlServer::start(&sock, None, outbox).unwrap();
+        let f = spawn_in_netns(
+            &net.flt,
+            common::config(&net, "modified_fcfs"),
+            tables(DROP_PORT_9, 1),
+            Some(inbox),
+        )
+        .unwrap();
+        let a = {
+            let sock = sock.clone();
+            std::thread::spawn(move || control::request(&sock, "reload"))
+        };
+        assert_eq!(started_rx.recv_timeout(control::DEADLINE).unwrap(), 2);
+        let b = control::request(&sock, "reload").unwrap();
+        assert!(b.contains("rules generation 3: 1 rules"), "{b}");
+        release_tx.send(()).unwrap();
+        let a = a.join().unwrap().unwrap_err().to_string();
+        assert!(a.contains("generation 2 superseded by generation 3"), "{a}");
+        let show = control::request(&sock, "show").unwrap();
+        assert!(show.contains("rules generation 3"), "{show}");
+        let st = f.stop().unwrap();
+        drop(server);
+        assert_eq!(st.rule_swaps, 1);
+        assert_eq!(st.pipeline.rules_generation, 3);
     }
     assert_gone(&tag);
 }
