@@ -6,7 +6,7 @@ use crate::engine::{Engine, EngineConfig, MAX_POOL};
 use crate::pipeline::{DispatchMode, PipelineConfig, MAX_WORKERS};
 use crate::rules::{build_classifier, RuleSet};
 use crate::signatures::Signatures;
-use crate::verdict::{OnPanic, OnSignature};
+use crate::verdict::{Fragments, OnPanic, OnSignature};
 use crate::watchdog;
 use crate::work::{Tables, WorkPolicy};
 use anyhow::{Context, Result};
@@ -65,6 +65,11 @@ pub struct FilterArgs {
     /// Frames that are not IPv4/IPv6 (ARP…): accept or drop.
     #[arg(long, default_value = "accept", value_parser = ["accept", "drop"])]
     pub non_ip: String,
+    /// IP fragments (IPv4 MF or offset ≠ 0, IPv6 Fragment header): drop (counted as
+    /// `fragment`) or pass (each classified on its own: a later one without ports, and a
+    /// signature split across fragments is not seen).
+    #[arg(long, default_value = "drop", value_parser = ["drop", "pass"])]
+    pub fragments: String,
     /// static_rr, modified_rr, fcfs, modified_fcfs, flow_hash or work_stealing.
     #[arg(long, default_value = "modified_fcfs")]
     pub dispatch: String,
@@ -259,6 +264,11 @@ pub fn engine_config(a: &FilterArgs) -> Result<EngineConfig> {
                     OnPanic::Drop
                 },
                 accept_non_ip: a.non_ip == "accept",
+                fragments: if a.fragments == "pass" {
+                    Fragments::Pass
+                } else {
+                    Fragments::Drop
+                },
                 fault_panic_on: a.fault_panic_on.as_ref().map(|s| s.as_bytes().to_vec()),
             },
             pin: a.pin || a.cpu == "auto",
@@ -423,5 +433,41 @@ fn watch(
         }
         // The watchdog's period: a signal or a stall is seen within one tick.
         std::thread::sleep(watchdog::TICK);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        filter: FilterArgs,
+    }
+
+    fn parse(extra: &[&str]) -> Result<EngineConfig> {
+        let base = [
+            "filter", "--input", "a", "--output", "b", "--rules", "r.toml",
+        ];
+        let args = Cmd::try_parse_from(base.iter().chain(extra))?;
+        engine_config(&args.filter)
+    }
+
+    #[test]
+    fn fragments_drop_by_default_pass_on_request_and_nothing_else_is_taken() {
+        let fragments = |extra: &[&str]| parse(extra).map(|c| c.pipeline.work.fragments);
+        assert_eq!(fragments(&[]).unwrap(), Fragments::Drop);
+        assert_eq!(
+            fragments(&["--fragments", "drop"]).unwrap(),
+            Fragments::Drop
+        );
+        assert_eq!(
+            fragments(&["--fragments", "pass"]).unwrap(),
+            Fragments::Pass
+        );
+        let e = fragments(&["--fragments", "reassemble"]).unwrap_err();
+        assert!(e.to_string().contains("reassemble"), "{e}");
     }
 }
