@@ -9,9 +9,10 @@ mod common;
 use common::{assert_gone, build, check_order, receiver, send, stream, FLOWS};
 use netsched_filter::control::{self, ControlServer, Loader};
 use netsched_filter::engine::spawn_in_netns;
+use netsched_filter::packet;
 use netsched_filter::rules::{build_classifier, RuleSet};
 use netsched_filter::signatures::Signatures;
-use netsched_filter::verdict::DropReason;
+use netsched_filter::verdict::{DropReason, Fragments};
 use netsched_filter::work::Tables;
 use netsched_testbed::privileged_test_allowed;
 use std::sync::{Arc, Mutex};
@@ -368,6 +369,85 @@ fn an_earlier_slow_reload_never_overtakes_a_later_one_in_the_running_filter() {
         drop(server);
         assert_eq!(st.rule_swaps, 1);
         assert_eq!(st.pipeline.rules_generation, 3);
+    }
+    assert_gone(&tag);
+}
+
+/// Two fragments of one UDP datagram whose payload reassembles to `…EVILSIG…` (`EVIL` ends
+/// the first, `SIG` starts the second), a whole DF packet and a whole DF packet holding
+/// `EVILSIG`, sent into the running filter. Under the default (`drop`) neither fragment
+/// arrives and both are counted as `fragment`; under `pass` both arrive (each is checked on its
+/// own, and the signature is in neither); the DF packets are decided the same under both.
+#[test]
+fn fragments_are_dropped_and_counted_by_default_and_pass_on_request() {
+    if !privileged_test_allowed("fragments_are_dropped_and_counted_by_default") {
+        return;
+    }
+    let (a, b) = ([10, 99, 0, 1], [10, 99, 0, 2]);
+    // Flow 1: seq 0 in the first fragment (8 bytes of UDP header + 16 of data), seq 1 in the
+    // last (offset 3 × 8 bytes).
+    let mut first_data = common::MAGIC.to_vec();
+    first_data.extend_from_slice(&[1, 0, 0, 0, 0]);
+    first_data.extend_from_slice(b"...EVIL");
+    let first =
+        packet::with_ipv4_fragment(&packet::udp4_frame(a, b, 1001, 2001, &first_data), 0x2000);
+    let mut later_data = b"SIG".to_vec();
+    later_data.extend_from_slice(common::MAGIC);
+    later_data.extend_from_slice(&[1, 0, 0, 0, 1]);
+    let later = packet::ipv4_later_fragment(a, b, 3, false, &later_data);
+    let df = |flow: u8, tail: &[u8]| {
+        let mut f = common::frame(flow, 0, 9);
+        f.extend_from_slice(tail);
+        let total = u16::from_be_bytes([f[16], f[17]]) + tail.len() as u16;
+        f[16..18].copy_from_slice(&total.to_be_bytes());
+        packet::with_ipv4_fragment(&f, 0x4000)
+    };
+    let frames = vec![first, later, df(2, b""), df(3, b"EVILSIG")];
+    let tag;
+    {
+        let net = build("flfr").unwrap();
+        tag = net.tb.tag().to_string();
+        let t = Arc::new(Tables {
+            signatures: Signatures::parse("EVILSIG\n", "test sigs").unwrap(),
+            ..Arc::into_inner(tables("", 1)).unwrap()
+        });
+        for (fragments, want) in [
+            (Fragments::Drop, vec![(2, 0)]),
+            (Fragments::Pass, vec![(1, 0), (1, 1), (2, 0)]),
+        ] {
+            let mut cfg = common::config(&net, "modified_fcfs");
+            if fragments == Fragments::Pass {
+                cfg.pipeline.work.fragments = Fragments::Pass;
+            }
+            let rx = receiver(&net.rcv, &net.r0).unwrap();
+            let f = spawn_in_netns(&net.flt, cfg, t.clone(), None).unwrap();
+            send(
+                &net.snd,
+                &net.s0,
+                frames.clone(),
+                1,
+                Duration::from_millis(5),
+            )
+            .unwrap();
+            rx.wait_for(want.len() as u64 + 1, Duration::from_secs(1));
+            let st = f.stop().unwrap();
+            let (mut got, _) = rx.stop().unwrap();
+            got.sort();
+            eprintln!("{fragments:?}: arrived {got:?}, drops {:?}", st.drops);
+            assert_eq!(got, want, "{fragments:?}");
+            let fragment_drops = st.drops.get(&DropReason::Fragment).copied().unwrap_or(0);
+            let expect = if fragments == Fragments::Drop { 2 } else { 0 };
+            assert_eq!(fragment_drops, expect, "{fragments:?}: {:?}", st.drops);
+            assert_eq!(
+                st.drops.get(&DropReason::Signature),
+                Some(&1),
+                "{fragments:?}"
+            );
+            assert!(
+                st.identity_holds && st.queued == 0,
+                "{fragments:?}: {st:#?}"
+            );
+        }
     }
     assert_gone(&tag);
 }
