@@ -978,6 +978,7 @@ fn malformed_rule_lines_and_signature_flags_name_file_line_field_and_value() {
         ("--on-signature", "marc"),
         ("--on-panic", "maybe"),
         ("--non-ip", "reject"),
+        ("--fragments", "reassemble"),
     ] {
         filter(&["--rules", &good, flag, value], &[flag, value]);
     }

@@ -10,7 +10,7 @@
 
 use std::fmt;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A command and where its answer goes.
 pub struct Envelope<C, A> {
@@ -101,6 +101,28 @@ impl<A> Pending<A> {
             Err(RecvTimeoutError::Disconnected) => Err(HandOffError::Dropped),
         }
     }
+
+    /// Wait for the answer until `deadline`, asking `give_up` every `every`: `NoAnswer` as
+    /// soon as it says so (the packet side is known not to answer: a watchdog found it stalled).
+    pub fn wait_or(
+        self,
+        deadline: Instant,
+        every: Duration,
+        give_up: impl Fn() -> bool,
+    ) -> Result<A, HandOffError> {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.answer.recv_timeout(left.min(every)) {
+                Ok(a) => return Ok(a),
+                Err(RecvTimeoutError::Disconnected) => return Err(HandOffError::Dropped),
+                Err(RecvTimeoutError::Timeout) => {
+                    if left <= every || give_up() {
+                        return Err(HandOffError::NoAnswer);
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl<C, A> Outbox<C, A> {
@@ -126,7 +148,6 @@ impl<C, A> Outbox<C, A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn a_full_queue_is_busy_at_once_a_silent_side_times_out_and_a_gone_one_is_stopped() {
@@ -148,6 +169,24 @@ mod tests {
         assert_eq!(pending.wait(far), Err(HandOffError::Dropped));
         drop(inbox);
         assert_eq!(out.send(5).err(), Some(HandOffError::Stopped));
+    }
+
+    #[test]
+    fn a_wait_gives_up_when_told_and_ends_at_the_deadline_otherwise() {
+        let (out, _inbox) = channel::<u32, u32>(2);
+        let give_up = std::sync::atomic::AtomicBool::new(true);
+        let t = Instant::now();
+        let far = t + Duration::from_secs(10);
+        let every = Duration::from_millis(10);
+        let r = out.send(1).unwrap().wait_or(far, every, || {
+            give_up.load(std::sync::atomic::Ordering::Relaxed)
+        });
+        assert_eq!(r, Err(HandOffError::NoAnswer));
+        assert!(t.elapsed() < Duration::from_secs(5));
+        let soon = Instant::now() + Duration::from_millis(30);
+        let r = out.send(2).unwrap().wait_or(soon, every, || false);
+        assert_eq!(r, Err(HandOffError::NoAnswer));
+        assert!(Instant::now() >= soon);
     }
 
     #[test]

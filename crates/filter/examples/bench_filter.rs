@@ -9,7 +9,7 @@ use netsched_filter::packet::udp4_frame;
 use netsched_filter::pipeline::{DispatchMode, Pipeline, PipelineConfig};
 use netsched_filter::rules::{build_classifier, RuleSet};
 use netsched_filter::signatures::Signatures;
-use netsched_filter::verdict::{OnPanic, OnSignature};
+use netsched_filter::verdict::{Fragments, OnPanic, OnSignature};
 use netsched_filter::work::{Tables, WorkPolicy};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,6 +52,7 @@ fn run(mode: DispatchMode, workers: usize, size: usize, packets: u32) -> f64 {
             on_signature: OnSignature::Drop,
             on_panic: OnPanic::Drop,
             accept_non_ip: true,
+            fragments: Fragments::Drop,
             fault_panic_on: None,
         },
         pin: false,

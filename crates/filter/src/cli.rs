@@ -6,15 +6,15 @@ use crate::engine::{Engine, EngineConfig, MAX_POOL};
 use crate::pipeline::{DispatchMode, PipelineConfig, MAX_WORKERS};
 use crate::rules::{build_classifier, RuleSet};
 use crate::signatures::Signatures;
-use crate::verdict::{OnPanic, OnSignature};
+use crate::verdict::{Fragments, OnPanic, OnSignature};
+use crate::watchdog;
 use crate::work::{Tables, WorkPolicy};
 use anyhow::{Context, Result};
 use netsched_core::classify::acl::{ClassifierKind, ClassifierLimits};
 use netsched_core::units;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Largest `--block-size` (a buffer slot).
 pub const MAX_BLOCK: u32 = 2048;
@@ -65,6 +65,11 @@ pub struct FilterArgs {
     /// Frames that are not IPv4/IPv6 (ARP…): accept or drop.
     #[arg(long, default_value = "accept", value_parser = ["accept", "drop"])]
     pub non_ip: String,
+    /// IP fragments (IPv4 MF or offset ≠ 0, IPv6 Fragment header): drop (counted as
+    /// `fragment`) or pass (each classified on its own: a later one without ports, and a
+    /// signature split across fragments is not seen).
+    #[arg(long, default_value = "drop", value_parser = ["drop", "pass"])]
+    pub fragments: String,
     /// static_rr, modified_rr, fcfs, modified_fcfs, flow_hash or work_stealing.
     #[arg(long, default_value = "modified_fcfs")]
     pub dispatch: String,
@@ -127,6 +132,10 @@ pub struct FilterArgs {
     /// Test hook: a block holding these bytes makes its worker panic.
     #[arg(long, hide = true)]
     pub fault_panic_on: Option<String>,
+    /// Test hook: this long after start (e.g. `300ms`) the packet thread stops making
+    /// progress for good, so the watchdog's tests can stall it (`Engine::stall_after`).
+    #[arg(long, hide = true)]
+    pub fault_stall_after: Option<String>,
     #[command(subcommand)]
     pub cmd: Option<FilterCmd>,
 }
@@ -255,6 +264,11 @@ pub fn engine_config(a: &FilterArgs) -> Result<EngineConfig> {
                     OnPanic::Drop
                 },
                 accept_non_ip: a.non_ip == "accept",
+                fragments: if a.fragments == "pass" {
+                    Fragments::Pass
+                } else {
+                    Fragments::Drop
+                },
                 fault_panic_on: a.fault_panic_on.as_ref().map(|s| s.as_bytes().to_vec()),
             },
             pin: a.pin || a.cpu == "auto",
@@ -293,11 +307,26 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
         .transpose()
         .context("--duration")?
         .map(Duration::from_nanos);
+    let stall_after = a
+        .fault_stall_after
+        .as_deref()
+        .map(|d| units::parse_duration_in(d, 1, units::MAX_DURATION))
+        .transpose()
+        .context("--fault-stall-after")?
+        .map(Duration::from_nanos);
     let _signals = netsched_testbed::SignalGuard::install()?;
     if let Some(ns) = &a.netns {
         netsched_testbed::enter_netns(ns).with_context(|| format!("--netns {ns}"))?;
     }
     let mut engine = Engine::open(&cfg, Arc::new(tables))?;
+    if let Some(d) = stall_after {
+        engine.stall_after(d);
+    }
+    let health = engine.health();
+    // The packet thread's counters, published every ~100 ms: `/metrics` scrapes them, and
+    // `show` reads them while the packet thread is stalled.
+    let latest = Arc::new(netsched_metrics::Latest::new());
+    engine.attach_metrics(latest.clone());
     for p in engine.ports() {
         if let Some(w) = p.offloads().warning("netsched filter", p.name()) {
             tracing::warn!("{w}");
@@ -314,12 +343,10 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
     let _control = if a.no_control {
         None
     } else {
-        let generation = Arc::new(AtomicU64::new(1));
-        let loader: Loader = Arc::new(move || {
-            let g = generation.fetch_add(1, Ordering::Relaxed) + 1;
-            load_tables(&rules, sigs.as_deref(), kind, g).map(Arc::new)
-        });
+        let loader: Loader =
+            Arc::new(move |g| load_tables(&rules, sigs.as_deref(), kind, g).map(Arc::new));
         let (outbox, inbox) = control::channel(loader);
+        let outbox = outbox.with_watchdog(health.clone(), latest.clone());
         let server = ControlServer::start(&a.control, a.control_group.as_deref(), outbox)?;
         engine.attach_control(inbox);
         tracing::info!("control socket {}", a.control.display());
@@ -328,26 +355,32 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
     let _metrics = match metrics_addr {
         None => None,
         Some(addr) => {
-            let latest = Arc::new(netsched_metrics::Latest::new());
-            engine.attach_metrics(latest.clone());
-            let server = crate::metrics::serve(addr, latest, engine.devs())?;
+            let server = crate::metrics::serve(addr, latest.clone(), engine.devs())?;
             tracing::info!("metrics on http://{}/metrics", server.addr());
             Some(server)
         }
     };
-    let mut print = |s: &crate::stats::FilterStats| {
+    let print = |s: &crate::stats::FilterStats| {
         if !s.identity_holds {
             tracing::error!("accounting identity broken: {s:?}");
         }
         println!("{}", serde_json::to_string(s).unwrap_or_default());
     };
-    engine.run(
-        &netsched_testbed::interrupted,
-        duration,
-        stats_every,
-        &mut print,
-    );
-    let final_stats = engine.finish();
+    // The packet thread runs the engine; this thread answers signals and watches it.
+    let packet = std::thread::Builder::new()
+        .name("filter-packet".into())
+        .spawn(move || {
+            let mut print = print;
+            engine.run(
+                &netsched_testbed::interrupted,
+                duration,
+                stats_every,
+                &mut print,
+            );
+            engine.finish()
+        })
+        .context("starting the packet thread")?;
+    let final_stats = watch(packet, &health)?;
     println!(
         "{}",
         serde_json::to_string(&serde_json::json!({ "final": final_stats }))?
@@ -361,4 +394,80 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
         final_stats.queued
     );
     Ok(())
+}
+
+/// Wait for the packet thread, watching its heartbeat ([`crate::watchdog`]). After
+/// SIGINT/SIGTERM it gets until it stops on its own, unless it is stalled or has not stopped
+/// within [`watchdog::STOP_BOUND`]: then the error returned makes the caller clean up (the
+/// control socket file goes with its server) and exit non-zero without it.
+fn watch(
+    packet: std::thread::JoinHandle<crate::stats::FilterStats>,
+    health: &crate::watchdog::Health,
+) -> Result<crate::stats::FilterStats> {
+    let mut dog = watchdog::Watchdog::new(health, watchdog::STALL, Instant::now());
+    let mut signalled: Option<Instant> = None;
+    loop {
+        if packet.is_finished() {
+            return packet
+                .join()
+                .map_err(|_| anyhow::anyhow!("the packet thread panicked"));
+        }
+        let now = Instant::now();
+        let stalled = dog.check(health, now);
+        if netsched_testbed::interrupted() {
+            let at = *signalled.get_or_insert(now);
+            if stalled || now.duration_since(at) >= watchdog::STOP_BOUND {
+                tracing::error!(
+                    "stopping without the packet thread ({}): no final counters",
+                    if stalled {
+                        "stalled"
+                    } else {
+                        "not stopped in time"
+                    }
+                );
+                anyhow::bail!(
+                    "the packet thread did not stop after the signal ({} stalls); exited without it",
+                    health.stalls()
+                );
+            }
+        }
+        // The watchdog's period: a signal or a stall is seen within one tick.
+        std::thread::sleep(watchdog::TICK);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        filter: FilterArgs,
+    }
+
+    fn parse(extra: &[&str]) -> Result<EngineConfig> {
+        let base = [
+            "filter", "--input", "a", "--output", "b", "--rules", "r.toml",
+        ];
+        let args = Cmd::try_parse_from(base.iter().chain(extra))?;
+        engine_config(&args.filter)
+    }
+
+    #[test]
+    fn fragments_drop_by_default_pass_on_request_and_nothing_else_is_taken() {
+        let fragments = |extra: &[&str]| parse(extra).map(|c| c.pipeline.work.fragments);
+        assert_eq!(fragments(&[]).unwrap(), Fragments::Drop);
+        assert_eq!(
+            fragments(&["--fragments", "drop"]).unwrap(),
+            Fragments::Drop
+        );
+        assert_eq!(
+            fragments(&["--fragments", "pass"]).unwrap(),
+            Fragments::Pass
+        );
+        let e = fragments(&["--fragments", "reassemble"]).unwrap_err();
+        assert!(e.to_string().contains("reassemble"), "{e}");
+    }
 }

@@ -17,6 +17,15 @@
 //! finish against the tables they started with (each holds its own `Arc`); nothing is dropped
 //! for a swap. A bad file is refused with its error and the running tables stay.
 //!
+//! **Reloads take effect in the order they were asked for.** Each `reload` is stamped with
+//! the next generation when it arrives (the tables given at start are generation 1) and is
+//! built on its own thread; the packet thread swaps in a build only when its generation is
+//! above the one in force, so a slow build finishing after a later one is discarded and its
+//! client told "superseded by generation N". A build still running when the answer is due
+//! (within [`DEADLINE`]) is answered with what will happen: it is swapped in when built
+//! unless a later generation is in force by then. A finished build is never dropped for a
+//! full queue: it waits for a place.
+//!
 //! The socket, its access rule and its bounds are every daemon's (`netsched_control`): mode
 //! 0660 (group `--control-group` when given); each connection's `SO_PEERCRED` must be root,
 //! our own uid, or a member of that group; one thread per connection, at most
@@ -25,12 +34,15 @@
 use crate::control_error::{CommandError, ControlError, RequestError, TablesError};
 use crate::pipeline::DispatchMode;
 use crate::stats::FilterStats;
+use crate::watchdog::Health;
 use crate::work::Tables;
 use netsched_control::server::{Limits, LineEnd, Server, ServerConfig, WhenFull};
 use netsched_control::socket_file::BindMode;
 use netsched_control::{handoff, HandOffError, OkOrError};
+use netsched_metrics::Latest;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// Longest request line, bytes.
@@ -41,6 +53,11 @@ pub const DEADLINE: Duration = Duration::from_secs(10);
 pub const COMMAND_QUEUE: usize = 8;
 /// Connections served at once; one more is answered "busy" and closed.
 pub const MAX_CONNECTIONS: usize = 16;
+/// How often a control thread waiting for the packet thread's answer looks at the watchdog,
+/// and how often a finished build retries a full queue.
+const STALL_LOOK: Duration = Duration::from_millis(50);
+/// Time kept back from a request's deadline to write the answer of a reload still building.
+const REPLY_MARGIN: Duration = Duration::from_millis(500);
 /// The default socket path.
 pub const DEFAULT_SOCKET: &str = "/run/netsched-filter.sock";
 
@@ -48,7 +65,8 @@ pub const DEFAULT_SOCKET: &str = "/run/netsched-filter.sock";
 #[derive(Debug, Clone)]
 pub enum Command {
     Show,
-    /// Tables compiled by the control thread, to be used from the next packet on.
+    /// Tables compiled by the control thread, to be used from the next packet on when their
+    /// generation is above the one in force ([`swap_in`]).
     SwapTables(Arc<Tables>),
     SetDispatch(DispatchMode),
 }
@@ -58,6 +76,30 @@ pub enum Command {
 pub enum Answer {
     Stats(Box<FilterStats>),
     Done(String),
+    /// A build of generation `requested` arrived after generation `in_force` was swapped in.
+    Superseded {
+        requested: u64,
+        in_force: u64,
+    },
+}
+
+/// The packet thread's ordering decision for a built rule set: `new` replaces `in_force` only
+/// when its generation is higher; otherwise it is discarded (a later reload is already in
+/// force). Cost: one comparison; the discarded tables are freed by their last `Arc`.
+pub fn swap_in(in_force: &mut Arc<Tables>, new: &Arc<Tables>) -> Answer {
+    if new.generation <= in_force.generation {
+        return Answer::Superseded {
+            requested: new.generation,
+            in_force: in_force.generation,
+        };
+    }
+    *in_force = new.clone();
+    Answer::Done(format!(
+        "rules generation {}: {} rules, {} signatures",
+        new.generation,
+        new.classifier.rules(),
+        new.signatures.len()
+    ))
 }
 
 /// A command and where its answer goes (the daemons' one hand-off:
@@ -67,32 +109,144 @@ pub type Envelope = handoff::Envelope<Command, Answer>;
 /// The packet thread's end: [`Inbox::take`] never blocks.
 pub type Inbox = handoff::Inbox<Command, Answer>;
 
-/// Builds fresh tables (the `reload` command); runs on the control thread.
-pub type Loader = Arc<dyn Fn() -> Result<Arc<Tables>, TablesError> + Send + Sync>;
+/// Builds fresh tables of the given generation (the `reload` command); runs on a build thread
+/// of its own, off the packet path.
+pub type Loader = Arc<dyn Fn(u64) -> Result<Arc<Tables>, TablesError> + Send + Sync>;
 
 /// The control thread's end.
 #[derive(Clone)]
 pub struct Outbox {
     commands: handoff::Outbox<Command, Answer>,
     loader: Loader,
+    /// The generation given to the last `reload` asked for.
+    generation: Arc<AtomicU64>,
+    watch: Option<Watch>,
+}
+
+/// What the control thread reads itself while the packet thread is stalled: the watchdog's
+/// verdict and the packet thread's last published counters.
+#[derive(Clone)]
+struct Watch {
+    health: Arc<Health>,
+    latest: Arc<Latest<FilterStats>>,
 }
 
 /// A bounded command channel; `loader` compiles the tables for `reload`.
 pub fn channel(loader: Loader) -> (Outbox, Inbox) {
     let (commands, inbox) = handoff::channel(COMMAND_QUEUE);
-    (Outbox { commands, loader }, inbox)
+    (
+        Outbox {
+            commands,
+            loader,
+            generation: Arc::new(AtomicU64::new(1)),
+            watch: None,
+        },
+        inbox,
+    )
 }
 
 impl Outbox {
+    /// While `health` says the packet thread is stalled, `show` is answered by the control
+    /// thread from `latest` (the packet thread's last published counters, with the
+    /// watchdog's stall count) and other commands fail at once, instead of waiting in the queue.
+    pub fn with_watchdog(mut self, health: Arc<Health>, latest: Arc<Latest<FilterStats>>) -> Self {
+        self.watch = Some(Watch { health, latest });
+        self
+    }
+
+    /// The answer to `request` without the packet thread, when it is stalled.
+    fn stalled_answer(&self, request: &Request) -> Option<Result<Answer, CommandError>> {
+        let w = self.watch.as_ref().filter(|w| w.health.stalled())?;
+        Some(match request {
+            Request::Show { .. } => match w.latest.get() {
+                Some((_, s)) => {
+                    let mut s = FilterStats::clone(&s);
+                    s.packet_thread_stalls = w.health.stalls();
+                    Ok(Answer::Stats(Box::new(s)))
+                }
+                None => Err(CommandError::Stalled),
+            },
+            _ => Err(CommandError::Stalled),
+        })
+    }
+
     /// Hand `command` to the packet thread and wait for its answer until `deadline`.
     pub fn execute(&self, command: Command, deadline: Instant) -> Result<Answer, CommandError> {
-        self.commands
-            .execute(command, deadline)
-            .map_err(|e| match e {
-                HandOffError::Busy { waiting } => CommandError::Busy { queue: waiting },
-                HandOffError::Stopped | HandOffError::Dropped => CommandError::Stopped,
-                HandOffError::NoAnswer => CommandError::NoAnswer { within: DEADLINE },
-            })
+        let pending = self.commands.send(command);
+        let answer = match (&self.watch, pending) {
+            (_, Err(e)) => Err(e),
+            (None, Ok(p)) => p.wait(deadline),
+            // A command taken just before a stall is never answered: stop waiting then.
+            (Some(w), Ok(p)) => p.wait_or(deadline, STALL_LOOK, || w.health.stalled()),
+        };
+        answer.map_err(|e| match e {
+            HandOffError::Busy { waiting } => CommandError::Busy { queue: waiting },
+            HandOffError::Stopped | HandOffError::Dropped => CommandError::Stopped,
+            HandOffError::NoAnswer => CommandError::NoAnswer { within: DEADLINE },
+        })
+    }
+}
+
+impl Outbox {
+    /// Stamp a reload with the next generation, build it on its own thread and hand it to the
+    /// packet thread; the answer when it comes before `deadline` less [`REPLY_MARGIN`],
+    /// otherwise [`CommandError::StillBuilding`] (the build goes on and is handed over when
+    /// done). A built set waits for a place in a full queue instead of being dropped.
+    fn reload(&self, deadline: Instant) -> Result<Answer, ControlError> {
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let (tx, rx) = mpsc::channel();
+        let out = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("filter-reload".into())
+            .spawn(move || {
+                let result = (out.loader)(generation)
+                    .map_err(ControlError::Tables)
+                    .and_then(|t| out.hand_over(t).map_err(ControlError::Command));
+                if let Err(mpsc::SendError(r)) = tx.send(result) {
+                    // Nobody waits any more: the client was told this would happen.
+                    match r {
+                        Ok(Answer::Done(msg)) => tracing::info!("reload: {msg}"),
+                        Ok(Answer::Superseded {
+                            requested,
+                            in_force,
+                        }) => tracing::info!(
+                            "reload as generation {requested}: superseded by generation {in_force}"
+                        ),
+                        Ok(Answer::Stats(_)) => {}
+                        Err(e) => tracing::warn!("reload as generation {generation}: {e}"),
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("reload: no build thread: {e}");
+            return Err(CommandError::Stopped.into());
+        }
+        let wait = deadline
+            .saturating_duration_since(Instant::now())
+            .saturating_sub(REPLY_MARGIN);
+        match rx.recv_timeout(wait) {
+            Ok(r) => r,
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(CommandError::StillBuilding {
+                generation,
+                after: wait,
+            }
+            .into()),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(CommandError::Stopped.into()),
+        }
+    }
+
+    /// Queue built tables, waiting for a place while the queue is full, then wait for the
+    /// packet thread's answer within [`DEADLINE`].
+    fn hand_over(&self, tables: Arc<Tables>) -> Result<Answer, CommandError> {
+        loop {
+            match self.execute(
+                Command::SwapTables(tables.clone()),
+                Instant::now() + DEADLINE,
+            ) {
+                Err(CommandError::Busy { .. }) => std::thread::sleep(STALL_LOOK),
+                r => return r,
+            }
+        }
     }
 }
 
@@ -145,6 +299,9 @@ pub fn summary(s: &FilterStats) -> String {
         s.queued,
         if s.identity_holds { "holds" } else { "BROKEN" }
     );
+    if s.packet_thread_stalls > 0 {
+        out += &format!("packet thread stalls {}\n", s.packet_thread_stalls);
+    }
     for (r, n) in &s.drops {
         out += &format!("  dropped {}: {n}\n", r.name());
     }
@@ -167,17 +324,47 @@ pub fn summary(s: &FilterStats) -> String {
 }
 
 fn execute_line(line: &str, out: &Outbox, deadline: Instant) -> Result<String, ControlError> {
-    let (cmd, json) = match parse(line)? {
-        Request::Show { json } => (Command::Show, json),
-        Request::Reload => (Command::SwapTables((out.loader)()?), false),
-        Request::SetDispatch(m) => (Command::SetDispatch(m), false),
+    let request = parse(line)?;
+    let json = matches!(request, Request::Show { json: true });
+    let (answer, stalled) = match out.stalled_answer(&request) {
+        Some(a) => (a?, true),
+        None => {
+            let cmd = match &request {
+                Request::Show { .. } => Command::Show,
+                Request::Reload => return answer_text(out.reload(deadline)?, json, false),
+                Request::SetDispatch(m) => Command::SetDispatch(*m),
+            };
+            match out.execute(cmd, deadline) {
+                Err(e @ CommandError::NoAnswer { .. }) => match out.stalled_answer(&request) {
+                    Some(a) => (a?, true),
+                    None => return Err(e.into()),
+                },
+                r => (r?, false),
+            }
+        }
     };
-    match out.execute(cmd, deadline)? {
+    answer_text(answer, json, stalled)
+}
+
+fn answer_text(answer: Answer, json: bool, stalled: bool) -> Result<String, ControlError> {
+    match answer {
         Answer::Stats(s) if json => serde_json::to_string(&s)
             .map(|t| t + "\n")
             .map_err(ControlError::Encode),
+        Answer::Stats(s) if stalled => Ok(format!(
+            "packet thread stalled: the counters it last published\n{}",
+            summary(&s)
+        )),
         Answer::Stats(s) => Ok(summary(&s)),
         Answer::Done(msg) => Ok(msg + "\n"),
+        Answer::Superseded {
+            requested,
+            in_force,
+        } => Err(CommandError::Superseded {
+            requested,
+            in_force,
+        }
+        .into()),
     }
 }
 
@@ -301,7 +488,7 @@ mod tests {
 
     #[test]
     fn a_failed_reload_answers_the_error_and_a_full_queue_answers_busy() {
-        let loader: Loader = Arc::new(|| {
+        let loader: Loader = Arc::new(|_| {
             Err(TablesError::Rules(crate::rules::RulesError::Field {
                 file: "rules.toml".to_string(),
                 line: 3,
@@ -322,5 +509,116 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("busy"), "{e}");
+    }
+
+    /// Tables of `generation` with one rule; `rules()` tells them apart.
+    fn built(generation: u64, rules: usize) -> Arc<Tables> {
+        let text: String = (0..rules)
+            .map(|i| {
+                format!(
+                    "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = \"{}\"\n",
+                    1000 + i
+                )
+            })
+            .collect();
+        Arc::new(Tables {
+            classifier: crate::rules::build_classifier(
+                crate::rules::RuleSet::from_toml_str(&text, "t").unwrap(),
+                netsched_core::classify::acl::ClassifierKind::TupleMerge,
+                &Default::default(),
+            )
+            .unwrap(),
+            signatures: crate::signatures::Signatures::empty(),
+            generation,
+        })
+    }
+
+    /// A stand-in packet thread: carries out `swaps` swap commands with [`swap_in`] (giving
+    /// up after 30 s); the tables in force at the end.
+    fn packet_thread(inbox: Inbox, swaps: usize) -> std::thread::JoinHandle<Arc<Tables>> {
+        std::thread::spawn(move || {
+            let mut in_force = built(1, 1);
+            let mut left = swaps;
+            let end = Instant::now() + Duration::from_secs(30);
+            while left > 0 && Instant::now() < end {
+                match inbox.take() {
+                    Some(env) => {
+                        let a = match &env.command {
+                            Command::SwapTables(t) => {
+                                left -= 1;
+                                swap_in(&mut in_force, t)
+                            }
+                            _ => Answer::Done(String::new()),
+                        };
+                        env.answer(a);
+                    }
+                    None => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+            in_force
+        })
+    }
+
+    /// Reload A (generation 2) blocks in its build until released; reload B (generation 3)
+    /// builds at once. B is answered and in force; A, released, is discarded and its client
+    /// told so; generation 3 stays in force.
+    #[test]
+    fn a_slow_earlier_reload_never_overtakes_a_later_one() {
+        let (started_tx, started_rx) = mpsc::channel::<u64>();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let release_rx = std::sync::Mutex::new(release_rx);
+        let started_tx = std::sync::Mutex::new(started_tx);
+        let loader: Loader = Arc::new(move |g| {
+            started_tx.lock().unwrap().send(g).unwrap();
+            if g == 2 {
+                release_rx
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(Duration::from_secs(20))
+                    .unwrap();
+                return Ok(built(g, 50));
+            }
+            Ok(built(g, 1))
+        });
+        let (out, inbox) = channel(loader);
+        let packet = packet_thread(inbox, 2);
+        let a = {
+            let out = out.clone();
+            std::thread::spawn(move || execute_line("reload", &out, Instant::now() + DEADLINE))
+        };
+        assert_eq!(started_rx.recv_timeout(DEADLINE).unwrap(), 2);
+        let b = execute_line("reload", &out, Instant::now() + DEADLINE).unwrap();
+        assert!(b.contains("rules generation 3: 1 rules"), "{b}");
+        release_tx.send(()).unwrap();
+        let a = a.join().unwrap().unwrap_err().to_string();
+        assert!(a.contains("generation 2 superseded by generation 3"), "{a}");
+        let in_force = packet.join().unwrap();
+        assert_eq!((in_force.generation, in_force.classifier.rules()), (3, 1));
+    }
+
+    /// A build still running when the answer is due is answered with its generation and what
+    /// will happen, and is swapped in when it is built.
+    #[test]
+    fn a_reload_still_building_at_the_deadline_says_so_and_lands_later() {
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let release_rx = std::sync::Mutex::new(release_rx);
+        let loader: Loader = Arc::new(move |g| {
+            release_rx
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap();
+            Ok(built(g, 2))
+        });
+        let (out, inbox) = channel(loader);
+        let packet = packet_thread(inbox, 1);
+        let e = execute_line("reload", &out, Instant::now() + REPLY_MARGIN * 2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("generation 2 still building"), "{e}");
+        assert!(e.contains("swapped in when built"), "{e}");
+        release_tx.send(()).unwrap();
+        let in_force = packet.join().unwrap();
+        assert_eq!((in_force.generation, in_force.classifier.rules()), (2, 2));
     }
 }

@@ -91,6 +91,12 @@ pub enum CommandError {
     Stopped,
     /// No answer before the deadline (the command may still apply).
     NoAnswer { within: Duration },
+    /// The watchdog finds the packet thread without progress: it takes no command.
+    Stalled,
+    /// A reload built after a later one was swapped in: discarded.
+    Superseded { requested: u64, in_force: u64 },
+    /// A reload still building when its answer was due: handed over when built.
+    StillBuilding { generation: u64, after: Duration },
 }
 
 impl fmt::Display for CommandError {
@@ -104,6 +110,23 @@ impl fmt::Display for CommandError {
             CommandError::NoAnswer { within } => write!(
                 f,
                 "the filter did not answer within {within:?} (the command may still apply)"
+            ),
+            CommandError::Stalled => f.write_str(
+                "the packet thread is stalled (no progress); `show` answers its last counters",
+            ),
+            CommandError::Superseded {
+                requested,
+                in_force,
+            } => write!(
+                f,
+                "reload as generation {requested} superseded by generation {in_force}: \
+                 discarded, generation {in_force} stays in force"
+            ),
+            CommandError::StillBuilding { generation, after } => write!(
+                f,
+                "reload as generation {generation} still building after {after:?}: it is \
+                 swapped in when built unless a later generation is in force by then \
+                 (`show` gives the rules generation in force)"
             ),
         }
     }

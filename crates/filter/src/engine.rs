@@ -11,12 +11,17 @@
 //! Stop (flag, duration): no more receiving; what is inside drains for up to [`DRAIN`], the
 //! reorder window is flushed, and anything still inside is counted as dropped (`shutdown`).
 //!
+//! Progress: each loop iteration and drain step bumps the heartbeat of a
+//! [`crate::watchdog::Health`]; the wait for traffic is marked idle. The daemon's main thread
+//! watches it ([`crate::watchdog`]).
+//!
 //! Cost per frame: a copy into the packet, the pipeline's work, one slot of a batched send.
 
 use crate::control::{Answer, Command, Inbox};
 use crate::pipeline::{DispatchMode, Pipeline, PipelineConfig, Released};
 use crate::stats::{FilterStats, Totals};
 use crate::verdict::{DropReason, Verdict};
+use crate::watchdog::Health;
 use crate::work::Tables;
 use netsched_sys::port::{FramePool, FramePort, Rx, BATCH};
 use netsched_sys::{AnyPort, PortOptions};
@@ -75,6 +80,9 @@ pub struct Engine {
     metrics: Option<Arc<netsched_metrics::Latest<FilterStats>>>,
     start: Instant,
     workers: usize,
+    health: Arc<Health>,
+    /// Test hook ([`Engine::stall_after`]): when the packet thread stops making progress.
+    stall_at: Option<Instant>,
 }
 
 /// Open `dev` on the configured backend; under `auto` a refused backend falls back to the next
@@ -126,6 +134,8 @@ impl Engine {
             metrics: None,
             start: Instant::now(),
             workers: cfg.pipeline.workers,
+            health: Arc::new(Health::default()),
+            stall_at: None,
         })
     }
 
@@ -165,11 +175,24 @@ impl Engine {
         self.metrics = Some(latest);
     }
 
+    /// The packet thread's heartbeat, for a [`crate::watchdog::Watchdog`].
+    pub fn health(&self) -> Arc<Health> {
+        self.health.clone()
+    }
+
+    /// Test hook (the hidden `--fault-stall-after`): `after` the engine started, the packet
+    /// thread stops making progress for good (it sleeps in a loop and never beats again), as a
+    /// packet thread caught in an endless loop would. Only the watchdog's tests use it.
+    pub fn stall_after(&mut self, after: Duration) {
+        self.stall_at = Some(self.start + after);
+    }
+
     /// The counters now (identity checked).
     pub fn stats(&mut self) -> FilterStats {
         let queued = (self.pipeline.in_flight() + self.to_send.len()) as u64;
         let ns = self.start.elapsed().as_nanos() as u64;
         self.totals.xdp_drops = self.xdp_drops();
+        self.totals.packet_thread_stalls = self.health.stalls();
         self.totals.line(ns, queued, self.pipeline.stats())
     }
 
@@ -263,14 +286,13 @@ impl Engine {
             let answer = match &env.command {
                 Command::Show => Answer::Stats(Box::new(self.stats())),
                 Command::SwapTables(t) => {
-                    self.pipeline.set_tables(t.clone());
-                    self.totals.rule_swaps += 1;
-                    Answer::Done(format!(
-                        "rules generation {}: {} rules, {} signatures",
-                        t.generation,
-                        t.classifier.rules(),
-                        t.signatures.len()
-                    ))
+                    let mut in_force = self.pipeline.tables().clone();
+                    let answer = crate::control::swap_in(&mut in_force, t);
+                    if let Answer::Done(_) = answer {
+                        self.pipeline.set_tables(in_force);
+                        self.totals.rule_swaps += 1;
+                    }
+                    answer
                 }
                 Command::SetDispatch(m) => {
                     self.pipeline.set_mode(*m);
@@ -292,6 +314,12 @@ impl Engine {
         let mut next_stats = stats_every.map(|d| Instant::now() + d);
         let mut next_publish = Instant::now();
         while !stop() && duration.is_none_or(|d| self.start.elapsed() < d) {
+            self.health.beat();
+            if self.stall_at.is_some_and(|at| Instant::now() >= at) {
+                loop {
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            }
             self.control();
             let got = self.receive();
             let done = self.pipeline.pump(&mut self.released);
@@ -321,7 +349,9 @@ impl Engine {
                     .wait(Duration::from_micros(200), &mut self.released);
                 self.settle();
             } else if self.to_send.is_empty() {
+                self.health.set_idle(true);
                 let _ = netsched_sys::epoll::poll_in(&[(self.rx.raw_fd(), true)], 10_000_000);
+                self.health.set_idle(false);
             }
         }
         self.drain()
@@ -332,6 +362,7 @@ impl Engine {
         let until = Instant::now() + DRAIN;
         while (self.pipeline.in_flight() > 0 || !self.to_send.is_empty()) && Instant::now() < until
         {
+            self.health.beat();
             self.pipeline
                 .wait(Duration::from_millis(1), &mut self.released);
             self.settle();
@@ -352,6 +383,9 @@ impl Engine {
     pub fn finish(mut self) -> FilterStats {
         self.totals.kernel_drops += self.rx.take_kernel_drops();
         self.totals.xdp_drops = self.xdp_drops();
+        self.totals.packet_thread_stalls = self.health.stalls();
+        // Joining the workers is a wait, bounded by their queued tasks.
+        self.health.set_idle(true);
         let Engine {
             pipeline,
             mut pool,

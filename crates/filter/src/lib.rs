@@ -24,6 +24,7 @@
 //! - [`control`]: the control socket (`reload`, `set-dispatch`, `show`) and `netsched filter ctl`;
 //! - [`control_error`]: what a control request can get wrong (request, tables, packet thread), typed;
 //! - [`metrics`]: `GET /metrics`;
+//! - [`watchdog`]: the packet thread's heartbeat, and the daemon's fail-safe stop when it stalls;
 //! - [`rig`]: the sender — filter — receiver namespaces of the root tests and the lab's real run.
 //!
 //! The dispatch policies, the flow buckets and the reorder window are
@@ -44,5 +45,6 @@ pub mod signatures;
 pub mod stats;
 pub mod status;
 pub mod verdict;
+pub mod watchdog;
 pub mod work;
 pub mod worker;

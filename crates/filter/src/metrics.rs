@@ -26,6 +26,14 @@ pub fn serve(
 pub fn registry(latest: Arc<Latest<FilterStats>>, devs: [String; 2]) -> netsched_metrics::Shared {
     let mut registry = Registry::default();
     netsched_metrics::register_log_drops(&mut registry, netsched_util::logging::dropped_lines);
+    // Read at scrape time, not from the packet thread's snapshot: it counts while that thread
+    // is stalled.
+    netsched_metrics::register_read_counter(
+        &mut registry,
+        "netsched_filter_packet_thread_stalls",
+        "Times the watchdog found the packet thread without progress (docs/filter.md, Watchdog)",
+        crate::watchdog::stalls_total,
+    );
     netsched_metrics::register_snapshot(&mut registry, "netsched_filter", latest, move |s, w| {
         write(s, w)?;
         write_ports(s, &devs, w)
@@ -191,7 +199,7 @@ mod tests {
     use crate::rules::{build_classifier, RuleSet};
     use crate::signatures::Signatures;
     use crate::stats::Totals;
-    use crate::verdict::{DropReason, OnPanic, OnSignature};
+    use crate::verdict::{DropReason, Fragments, OnPanic, OnSignature};
     use crate::work::{Tables, WorkPolicy};
     use std::time::Duration;
 
@@ -219,6 +227,7 @@ mod tests {
                 on_signature: OnSignature::Drop,
                 on_panic: OnPanic::Drop,
                 accept_non_ip: true,
+                fragments: Fragments::Drop,
                 fault_panic_on: None,
             },
             pin: false,
@@ -262,5 +271,88 @@ mod tests {
         let blocks: u64 = p.stats().workers.iter().map(|w| w.blocks).sum();
         assert_eq!(blocks, 4, "a 242-byte frame is four 64-byte blocks");
         p.stop();
+    }
+
+    /// Two fragments of one datagram and an unfragmented DF packet through a running pipeline,
+    /// counted as the engine counts verdicts: under `drop` both fragments land under
+    /// `fragment` in the stats line (also `show --json`) and the scrape; under `pass` none do.
+    #[test]
+    fn fragments_are_counted_under_their_own_reason_in_the_line_and_the_scrape() {
+        use crate::packet::{ipv4_later_fragment, with_ipv4_fragment};
+        use crate::verdict::Verdict;
+        let (a, b) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+        let frames = [
+            with_ipv4_fragment(&udp4_frame(a, b, 1, 6000, b"xxxxEVIL"), 0x2000),
+            ipv4_later_fragment(a, b, 2, false, b"SIGxxxxx"),
+            with_ipv4_fragment(&udp4_frame(a, b, 1, 6000, b"EVILSIG"), 0x4000),
+        ];
+        for (fragments, dropped) in [(Fragments::Drop, 2u64), (Fragments::Pass, 0)] {
+            let tables = Arc::new(Tables {
+                classifier: build_classifier(
+                    RuleSet::from_toml_str("", "t").unwrap(),
+                    netsched_core::classify::acl::ClassifierKind::TupleMerge,
+                    &Default::default(),
+                )
+                .unwrap(),
+                signatures: Signatures::parse("EVILSIG\n", "s").unwrap(),
+                generation: 1,
+            });
+            let cfg = PipelineConfig {
+                workers: 2,
+                block_size: 64,
+                worker_queue: 4,
+                reorder_window: 16,
+                reorder_timeout_ns: 1_000_000_000,
+                max_flows: 64,
+                mode: DispatchMode::parse("fcfs").unwrap(),
+                work: WorkPolicy {
+                    on_signature: OnSignature::Drop,
+                    on_panic: OnPanic::Drop,
+                    accept_non_ip: true,
+                    fragments,
+                    fault_panic_on: None,
+                },
+                pin: false,
+            };
+            let mut p = Pipeline::start(cfg, tables).unwrap();
+            for (slot, f) in frames.iter().enumerate() {
+                p.submit(slot as u32, f);
+            }
+            let mut out = Vec::new();
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while out.len() < frames.len() && std::time::Instant::now() < deadline {
+                p.wait(Duration::from_millis(5), &mut out);
+            }
+            assert_eq!(out.len(), frames.len(), "{fragments:?}");
+            let mut totals = Totals {
+                received: frames.len() as u64,
+                ..Totals::default()
+            };
+            for r in &out {
+                match r.verdict {
+                    Verdict::Forward { .. } => totals.forwarded += 1,
+                    Verdict::Drop(reason) => totals.drop(reason, 1),
+                }
+            }
+            // The DF packet is whole: its signature is seen under either setting.
+            assert_eq!(totals.drops.get(&DropReason::Signature), Some(&1));
+            let line = totals.line(5, 0, p.stats());
+            assert!(line.identity_holds);
+            let json = serde_json::to_value(&line).unwrap();
+            let bad = netsched_util::json_units::violations(&json);
+            assert!(bad.is_empty(), "{bad:?}\n{json}");
+            assert_eq!(
+                json["drops"]["fragment"].as_u64().unwrap_or(0),
+                dropped,
+                "{fragments:?}: {json}"
+            );
+            assert_eq!(line.forwarded, 2 - dropped, "{fragments:?}");
+            let latest = Arc::new(Latest::new());
+            latest.publish(line);
+            let text = netsched_metrics::render(&registry(latest, Default::default()));
+            let want = format!("netsched_filter_dropped_total{{reason=\"fragment\"}} {dropped}");
+            assert!(text.contains(&want), "missing {want:?} in\n{text}");
+            p.stop();
+        }
     }
 }

@@ -1,17 +1,27 @@
 //! Header parsing of one Ethernet frame into the 5-tuple the rules match and the offset where
 //! the payload the signatures scan begins.
 //!
-//! Ethernet II with at most two VLAN tags (802.1Q/802.1ad), then IPv4 (RFC 791: IHL 5..15 with
+//! Ethernet II with at most [`MAX_VLAN_TAGS`] VLAN tags (TPID 0x8100, 0x88a8 or 0x9100; a
+//! deeper stack is [`Parsed::Malformed`] with field [`TOO_DEEP`], never non-IP: what it
+//! carries is unread), then IPv4 (RFC 791: IHL 5..15 with
 //! options, total length bounds the packet, fragments by offset/MF) or IPv6 (RFC 8200: the
 //! extension headers hop-by-hop, routing, destination options and fragment are walked, at most
 //! [`MAX_EXT_HEADERS`]; AH/ESP/unknown next headers end the walk with that protocol), then TCP
-//! (data offset) or UDP ports. A non-first fragment has no L4 header: ports are 0 and the flag
-//! says so. Anything that does not fit its own length fields is [`Parsed::Malformed`] with the
+//! (data offset) or UDP ports. A fragment is an IPv4 packet with MF set or a fragment offset
+//! other than 0 (DF alone is not), or an IPv6 packet with a Fragment header anywhere in the
+//! walked chain; every one is flagged `fragment`. A non-first fragment has no L4 header: ports
+//! are 0 and `later_fragment` says so. Anything that does not fit its own length fields is [`Parsed::Malformed`] with the
 //! field that failed. Never panics: every read is bounds-checked.
 //!
 //! Cost: O(header bytes). Memory: none.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// VLAN tags read at most (more: [`TOO_DEEP`]).
+pub const MAX_VLAN_TAGS: usize = 3;
+
+/// The [`Parsed::Malformed`] field of a frame with more than [`MAX_VLAN_TAGS`] tags.
+pub const TOO_DEEP: &str = "vlan tag stack deeper than read";
 
 /// IPv6 extension headers walked at most (more: malformed).
 pub const MAX_EXT_HEADERS: usize = 8;
@@ -71,11 +81,13 @@ fn v6(a: IpAddr) -> Ipv6Addr {
 /// What a frame is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Parsed {
-    /// An IP packet: its tuple, where its payload starts and ends in the frame, and whether
-    /// it is a fragment after the first (no ports).
+    /// An IP packet: its tuple, where its payload starts and ends in the frame, whether it
+    /// is a fragment (first or later), and whether it is a fragment after the first (no
+    /// ports).
     Ip {
         tuple: FiveTuple,
         payload: (usize, usize),
+        fragment: bool,
         later_fragment: bool,
     },
     /// Not IPv4/IPv6 (ARP, LLDP, …): the EtherType.
@@ -95,15 +107,20 @@ pub fn parse(frame: &[u8]) -> Parsed {
             field: "ethernet header",
         };
     };
+    let is_tag = |t: u16| matches!(t, 0x8100 | 0x88a8 | 0x9100);
     let mut at = 14;
-    for _ in 0..2 {
-        if ethertype == 0x8100 || ethertype == 0x88a8 {
-            let Some(t) = be16(frame, at + 2) else {
-                return Parsed::Malformed { field: "vlan tag" };
-            };
-            ethertype = t;
-            at += 4;
+    for _ in 0..MAX_VLAN_TAGS {
+        if !is_tag(ethertype) {
+            break;
         }
+        let Some(t) = be16(frame, at + 2) else {
+            return Parsed::Malformed { field: "vlan tag" };
+        };
+        ethertype = t;
+        at += 4;
+    }
+    if is_tag(ethertype) {
+        return Parsed::Malformed { field: TOO_DEEP };
     }
     match ethertype {
         0x0800 => ipv4(frame, at),
@@ -131,10 +148,16 @@ fn ipv4(frame: &[u8], at: usize) -> Parsed {
         };
     }
     let frag = u16::from_be_bytes([h[6], h[7]]);
+    // Flags (3 bits: reserved, DF, MF) then the 13-bit offset in 8-byte units.
     let later_fragment = frag & 0x1fff != 0;
+    let fragment = later_fragment || frag & 0x2000 != 0;
     let src = IpAddr::V4(Ipv4Addr::new(h[12], h[13], h[14], h[15]));
     let dst = IpAddr::V4(Ipv4Addr::new(h[16], h[17], h[18], h[19]));
-    l4(frame, h[9], src, dst, at + ihl, at + total, later_fragment)
+    let frag = Frag {
+        fragment,
+        later: later_fragment,
+    };
+    l4(frame, h[9], src, dst, at + ihl, at + total, frag)
 }
 
 fn ipv6(frame: &[u8], at: usize) -> Parsed {
@@ -161,7 +184,7 @@ fn ipv6(frame: &[u8], at: usize) -> Parsed {
     let dst = IpAddr::V6(Ipv6Addr::from(a));
     let mut next = h[6];
     let mut off = at + 40;
-    let mut later_fragment = false;
+    let mut frag = Frag::default();
     for _ in 0..=MAX_EXT_HEADERS {
         match next {
             0 | 43 | 60 => {
@@ -179,11 +202,14 @@ fn ipv6(frame: &[u8], at: usize) -> Parsed {
                         field: "ipv6 fragment header",
                     };
                 };
-                later_fragment = fo & 0xfff8 != 0;
+                // Any Fragment header makes a fragment, an atomic one (offset 0, M clear)
+                // included: RFC 8200 §4.5 has the receiver reassemble it too.
+                frag.fragment = true;
+                frag.later |= fo & 0xfff8 != 0;
                 next = nh;
                 off += 8;
             }
-            proto => return l4(frame, proto, src, dst, off, end, later_fragment),
+            proto => return l4(frame, proto, src, dst, off, end, frag),
         }
         if off > end {
             return Parsed::Malformed {
@@ -196,6 +222,13 @@ fn ipv6(frame: &[u8], at: usize) -> Parsed {
     }
 }
 
+/// Whether a packet is a fragment, and one after the first.
+#[derive(Debug, Clone, Copy, Default)]
+struct Frag {
+    fragment: bool,
+    later: bool,
+}
+
 fn l4(
     frame: &[u8],
     proto: u8,
@@ -203,7 +236,7 @@ fn l4(
     dst: IpAddr,
     start: usize,
     end: usize,
-    later_fragment: bool,
+    frag: Frag,
 ) -> Parsed {
     let mut tuple = FiveTuple {
         src,
@@ -212,11 +245,12 @@ fn l4(
         sport: 0,
         dport: 0,
     };
-    if later_fragment {
+    if frag.later {
         return Parsed::Ip {
             tuple,
             payload: (start, end),
-            later_fragment,
+            fragment: true,
+            later_fragment: true,
         };
     }
     let header = match proto {
@@ -249,7 +283,8 @@ fn l4(
     Parsed::Ip {
         tuple,
         payload: (start + header, end),
-        later_fragment,
+        fragment: frag.fragment,
+        later_fragment: frag.later,
     }
 }
 
@@ -270,6 +305,50 @@ pub fn udp4_frame(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload: &
     f.extend_from_slice(&(8 + payload.len() as u16).to_be_bytes());
     f.extend_from_slice(&[0, 0]);
     f.extend_from_slice(payload);
+    f
+}
+
+/// Frames for tests: `frame` (Ethernet + IPv4, no VLAN tags) with the IPv4 flags and
+/// fragment offset field set to `field` (0x4000 DF, 0x2000 MF, the low 13 bits the offset in
+/// 8-byte units).
+pub fn with_ipv4_fragment(frame: &[u8], field: u16) -> Vec<u8> {
+    let mut f = frame.to_vec();
+    f[20..22].copy_from_slice(&field.to_be_bytes());
+    f
+}
+
+/// Frames for tests: Ethernet + IPv4 (UDP) fragment after the first, `offset` in 8-byte units,
+/// MF as `more`, carrying `data` with no L4 header.
+pub fn ipv4_later_fragment(
+    src: [u8; 4],
+    dst: [u8; 4],
+    offset: u16,
+    more: bool,
+    data: &[u8],
+) -> Vec<u8> {
+    let mut f = udp4_frame(src, dst, 0, 0, data);
+    f.drain(34..42);
+    f[16..18].copy_from_slice(&(20 + data.len() as u16).to_be_bytes());
+    with_ipv4_fragment(&f, offset | if more { 0x2000 } else { 0 })
+}
+
+/// Frames for tests: Ethernet + IPv6 (fd00::… to fe00::…) whose first extension header is a
+/// Fragment header (next header `proto`, `offset` in 8-byte units, M flag `more`), then `rest`:
+/// the first fragment's L4 header and data, or a later fragment's data.
+pub fn ipv6_fragment_frame(proto: u8, offset: u16, more: bool, rest: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; 14];
+    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+    f.extend_from_slice(&[0x60, 0, 0, 0]);
+    f.extend_from_slice(&(8 + rest.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[44, 64]);
+    f.extend_from_slice(&[0xfd; 16]);
+    f.extend_from_slice(&[0xfe; 16]);
+    f.extend_from_slice(&[proto, 0]);
+    f.extend_from_slice(&((offset << 3) | more as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0, 1]);
+    f.extend_from_slice(rest);
     f
 }
 
@@ -382,5 +461,88 @@ mod tests {
         long[18..20].copy_from_slice(&(chain.len() as u16).to_be_bytes());
         long.extend_from_slice(&chain);
         assert!(matches!(parse(&long), Parsed::Malformed { .. }));
+    }
+
+    /// `f` with `tags` VLAN tags (TPIDs cycling 0x88a8, 0x8100, 0x9100) after the MACs.
+    fn tagged(f: &[u8], tags: usize) -> Vec<u8> {
+        let mut out = f[..12].to_vec();
+        for i in 0..tags {
+            let tpid: u16 = [0x88a8, 0x8100, 0x9100][i % 3];
+            out.extend_from_slice(&tpid.to_be_bytes());
+            out.extend_from_slice(&(100 + i as u16).to_be_bytes());
+        }
+        out.extend_from_slice(&f[12..]);
+        out
+    }
+
+    #[test]
+    fn vlan_stacks_up_to_the_bound_are_read_and_deeper_ones_are_too_deep() {
+        let f = udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 7, 5000, b"x");
+        for tags in 0..=MAX_VLAN_TAGS {
+            let Parsed::Ip { tuple, .. } = parse(&tagged(&f, tags)) else {
+                panic!("{tags} tags: {:?}", parse(&tagged(&f, tags)));
+            };
+            assert_eq!((tuple.proto, tuple.dport), (17, 5000), "{tags} tags");
+        }
+        for tags in [MAX_VLAN_TAGS + 1, MAX_VLAN_TAGS + 5] {
+            assert_eq!(
+                parse(&tagged(&f, tags)),
+                Parsed::Malformed { field: TOO_DEEP },
+                "{tags} tags"
+            );
+        }
+        let mut arp = f.clone();
+        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        assert_eq!(parse(&tagged(&arp, 2)), Parsed::NotIp { ethertype: 0x0806 });
+    }
+
+    /// (fragment, later fragment, dport) of `f`.
+    fn frag_of(f: &[u8]) -> (bool, bool, u16) {
+        match parse(f) {
+            Parsed::Ip {
+                tuple,
+                fragment,
+                later_fragment,
+                ..
+            } => (fragment, later_fragment, tuple.dport),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn fragments_are_flagged_first_and_later_and_df_alone_is_not_one() {
+        let f = udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 7, 5000, b"abcdefgh");
+        assert_eq!(frag_of(&f), (false, false, 5000));
+        assert_eq!(
+            frag_of(&with_ipv4_fragment(&f, 0x4000)),
+            (false, false, 5000)
+        );
+        // MF with offset 0: the first fragment, its ports read.
+        assert_eq!(
+            frag_of(&with_ipv4_fragment(&f, 0x2000)),
+            (true, false, 5000)
+        );
+        assert_eq!(
+            frag_of(&with_ipv4_fragment(&f, 0x6000)),
+            (true, false, 5000)
+        );
+        let last = ipv4_later_fragment([10, 0, 0, 1], [10, 0, 0, 2], 2, false, b"SIG");
+        assert_eq!(frag_of(&last), (true, true, 0));
+        let middle = ipv4_later_fragment([10, 0, 0, 1], [10, 0, 0, 2], 2, true, b"SIG");
+        assert_eq!(frag_of(&middle), (true, true, 0));
+        // IPv6: a Fragment header makes a fragment, first (ports read), later or atomic.
+        let udp = [0x1b, 0x58, 0x13, 0x88, 0, 16, 0, 0, b'x'];
+        assert_eq!(
+            frag_of(&ipv6_fragment_frame(17, 0, true, &udp)),
+            (true, false, 5000)
+        );
+        assert_eq!(
+            frag_of(&ipv6_fragment_frame(17, 0, false, &udp)),
+            (true, false, 5000)
+        );
+        assert_eq!(
+            frag_of(&ipv6_fragment_frame(17, 2, false, b"SIG")),
+            (true, true, 0)
+        );
     }
 }

@@ -607,7 +607,7 @@ mod tests {
     use crate::packet::udp4_frame;
     use crate::rules::{build_classifier, RuleSet};
     use crate::signatures::Signatures;
-    use crate::verdict::{DropReason, OnPanic, OnSignature};
+    use crate::verdict::{DropReason, Fragments, OnPanic, OnSignature};
 
     fn tables() -> Arc<Tables> {
         let rules = "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = \"9\"\n\
@@ -637,6 +637,7 @@ mod tests {
                 on_signature: OnSignature::Drop,
                 on_panic: OnPanic::Drop,
                 accept_non_ip: true,
+                fragments: Fragments::Drop,
                 fault_panic_on: Some(b"BOOM".to_vec()),
             },
             pin: false,

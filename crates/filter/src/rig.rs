@@ -7,7 +7,7 @@
 
 use crate::engine::EngineConfig;
 use crate::pipeline::{DispatchMode, PipelineConfig};
-use crate::verdict::{OnPanic, OnSignature};
+use crate::verdict::{Fragments, OnPanic, OnSignature};
 use crate::work::WorkPolicy;
 use anyhow::{Context, Result};
 use netsched_testbed::Testbed;
@@ -78,7 +78,7 @@ pub fn build(spec: RigSpec<'_>) -> Result<Net> {
 impl Net {
     /// The filter from `fin` to `fout`: `workers` pinned workers under `mode`, 64-byte blocks,
     /// `pool` frames held at most and a reorder window of the same size, `max_flows` flows
-    /// tracked; signature matches and worker panics drop, non-IP frames pass.
+    /// tracked; signature matches, worker panics and IP fragments drop, non-IP frames pass.
     pub fn engine_config(
         &self,
         workers: usize,
@@ -103,6 +103,7 @@ impl Net {
                     on_signature: OnSignature::Drop,
                     on_panic: OnPanic::Drop,
                     accept_non_ip: true,
+                    fragments: Fragments::Drop,
                     fault_panic_on: None,
                 },
                 pin: true,

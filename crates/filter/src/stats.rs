@@ -45,6 +45,9 @@ pub struct FilterStats {
     /// (zeros on other backends or without an output). The input's receive losses are also
     /// in `kernel_drops`.
     pub xdp_drops: [XdpStats; 2],
+    /// Times the watchdog found the packet thread without progress for
+    /// `watchdog::STALL` (0 unless it hangs; `crate::watchdog`).
+    pub packet_thread_stalls: u64,
     #[serde(flatten)]
     pub pipeline: PipelineStats,
 }
@@ -64,6 +67,7 @@ pub struct Totals {
     pub port: PortBackend,
     pub ring_bytes: u64,
     pub xdp_drops: [XdpStats; 2],
+    pub packet_thread_stalls: u64,
 }
 
 impl Totals {
@@ -101,6 +105,7 @@ impl Totals {
             port: self.port,
             ring_bytes: self.ring_bytes,
             xdp_drops: self.xdp_drops,
+            packet_thread_stalls: self.packet_thread_stalls,
             pipeline,
         }
     }

@@ -14,6 +14,12 @@ pub enum DropReason {
     Malformed,
     /// Not IPv4/IPv6 and `--non-ip drop`.
     NonIp,
+    /// More VLAN tags than the parser reads ([`crate::packet::MAX_VLAN_TAGS`]): what the tags
+    /// carry is unknown, so it is neither matched nor called non-IP.
+    HeaderTooDeep,
+    /// An IP fragment (IPv4 MF or offset ≠ 0, IPv6 Fragment header) under `--fragments drop`:
+    /// a signature split across fragments and a later fragment's ports are unseen.
+    Fragment,
     /// The worker's code panicked on this packet and the filter fails closed.
     WorkerPanic,
     /// Longer than a buffer slot (offloads on).
@@ -32,6 +38,8 @@ impl DropReason {
         DropReason::Signature,
         DropReason::Malformed,
         DropReason::NonIp,
+        DropReason::HeaderTooDeep,
+        DropReason::Fragment,
         DropReason::WorkerPanic,
         DropReason::Oversize,
         DropReason::TxError,
@@ -45,6 +53,8 @@ impl DropReason {
             DropReason::Signature => "signature",
             DropReason::Malformed => "malformed",
             DropReason::NonIp => "non_ip",
+            DropReason::HeaderTooDeep => "header_too_deep",
+            DropReason::Fragment => "fragment",
             DropReason::WorkerPanic => "worker_panic",
             DropReason::Oversize => "oversize",
             DropReason::TxError => "tx_error",
@@ -80,4 +90,17 @@ pub enum OnSignature {
 pub enum OnPanic {
     Drop,
     Forward,
+}
+
+/// What happens to IP fragments. The filter does not reassemble: each fragment is checked on
+/// its own, so `Pass` lets a signature split across fragments through and matches a later
+/// fragment's rules without ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fragments {
+    /// Drop every fragment, counted as [`DropReason::Fragment`].
+    Drop,
+    /// Classify each fragment as it is: the first by its headers, a later one by addresses
+    /// and protocol with ports 0; signatures scan each fragment's own payload.
+    Pass,
 }

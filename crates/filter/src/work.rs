@@ -19,7 +19,7 @@
 use crate::packet::Parsed;
 use crate::rules::{Action, PacketClassifier};
 use crate::signatures::{ScanState, Signatures};
-use crate::verdict::{DropReason, OnPanic, OnSignature, Verdict};
+use crate::verdict::{DropReason, Fragments, OnPanic, OnSignature, Verdict};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -28,7 +28,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 pub struct Tables {
     pub classifier: Box<dyn PacketClassifier>,
     pub signatures: Signatures,
-    /// 1 for the tables at start, +1 per swap.
+    /// 1 for the tables at start, +1 per `reload` asked for (in arrival order).
     pub generation: u64,
 }
 
@@ -39,6 +39,8 @@ pub struct WorkPolicy {
     pub on_panic: OnPanic,
     /// Forward frames that are not IP (`true`) or drop them.
     pub accept_non_ip: bool,
+    /// IP fragments: dropped, or classified each on its own ([`Fragments`]).
+    pub fragments: Fragments,
     /// Test hook: a block whose bytes contain this panics (to test containment).
     pub fault_panic_on: Option<Vec<u8>>,
 }
@@ -168,6 +170,9 @@ impl Packet {
         }
         if k == 0 {
             p.decided = match self.parsed {
+                Parsed::Ip { fragment: true, .. } if policy.fragments == Fragments::Drop => {
+                    Some(Verdict::Drop(DropReason::Fragment))
+                }
                 Parsed::Ip { tuple, .. } => match self.tables.classifier.classify(&tuple) {
                     Action::Accept => None,
                     Action::Drop => Some(Verdict::Drop(DropReason::Rule)),
@@ -178,6 +183,9 @@ impl Packet {
                 },
                 Parsed::NotIp { .. } if policy.accept_non_ip => None,
                 Parsed::NotIp { .. } => Some(Verdict::Drop(DropReason::NonIp)),
+                Parsed::Malformed {
+                    field: crate::packet::TOO_DEEP,
+                } => Some(Verdict::Drop(DropReason::HeaderTooDeep)),
                 Parsed::Malformed { .. } => Some(Verdict::Drop(DropReason::Malformed)),
             };
         }
@@ -203,7 +211,9 @@ impl Packet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::{parse, udp4_frame};
+    use crate::packet::{
+        ipv4_later_fragment, ipv6_fragment_frame, parse, udp4_frame, with_ipv4_fragment,
+    };
     use crate::rules::{build_classifier, RuleSet};
 
     pub(crate) fn tables(rules: &str, sigs: &str) -> Arc<Tables> {
@@ -224,6 +234,7 @@ mod tests {
             on_signature: OnSignature::Drop,
             on_panic: OnPanic::Drop,
             accept_non_ip: true,
+            fragments: Fragments::Pass,
             fault_panic_on: None,
         }
     }
@@ -253,6 +264,43 @@ mod tests {
         let outs: Vec<BlockOutcome> = handles.into_iter().map(|h| h.join().unwrap()).collect();
         let last = outs.iter().find_map(|o| o.verdict).unwrap();
         assert_eq!(last, Verdict::Drop(DropReason::Signature));
+    }
+
+    #[test]
+    fn a_vlan_stack_deeper_than_read_is_dropped_as_too_deep_and_arp_passes() {
+        let t = tables(
+            "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = \"5000\"\n",
+            "",
+        );
+        let f = udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1, 5000, b"x");
+        let tagged = |tags: usize| {
+            let mut out = f[..12].to_vec();
+            for _ in 0..tags {
+                out.extend_from_slice(&[0x81, 0x00, 0x00, 0x64]);
+            }
+            out.extend_from_slice(&f[12..]);
+            out
+        };
+        let verdict = |frame: &[u8]| {
+            run_all(
+                &Packet::new(0, frame, parse(frame), t.clone(), 64),
+                &policy(),
+            )
+        };
+        assert_eq!(
+            verdict(&tagged(4)),
+            Verdict::Drop(DropReason::HeaderTooDeep)
+        );
+        assert_eq!(verdict(&tagged(3)), Verdict::Drop(DropReason::Rule));
+        let mut arp = f.clone();
+        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        assert_eq!(
+            verdict(&arp),
+            Verdict::Forward {
+                class: None,
+                marked: false
+            }
+        );
     }
 
     #[test]
@@ -292,5 +340,55 @@ mod tests {
         pol.on_panic = OnPanic::Forward;
         let p = Packet::new(0, &f, parse(&f), t, 64);
         assert!(matches!(run_all(&p, &pol), Verdict::Forward { .. }));
+    }
+
+    #[test]
+    fn fragments_drop_under_drop_and_are_each_classified_on_their_own_under_pass() {
+        let t = tables(
+            "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = \"5000\"\n\
+             [[rule]]\naction = \"drop\"\nproto = \"udp\"\nsrc = \"10.9.9.9/32\"\n",
+            "EVILSIG\n",
+        );
+        let (a, b) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+        // EVIL|SIG over two fragments: 8 bytes of UDP header + 8 of data, then offset 2.
+        let first = with_ipv4_fragment(&udp4_frame(a, b, 1, 6000, b"xxxxEVIL"), 0x2000);
+        let later = ipv4_later_fragment(a, b, 2, false, b"SIGxxxxx");
+        let first_5000 = with_ipv4_fragment(&udp4_frame(a, b, 1, 5000, b"xxxxxxxx"), 0x2000);
+        let later_5000 = ipv4_later_fragment(a, b, 2, false, b"xxxxxxxx");
+        let later_from_bad = ipv4_later_fragment([10, 9, 9, 9], b, 2, false, b"xxxxxxxx");
+        let whole_in_one = with_ipv4_fragment(&udp4_frame(a, b, 1, 6000, b"EVILSIG."), 0x2000);
+        let v6_first = ipv6_fragment_frame(17, 0, true, &[0, 1, 0x13, 0x88, 0, 16, 0, 0]);
+        let v6_later = ipv6_fragment_frame(17, 1, false, b"xxxxxxxx");
+        let df = |dport, data: &[u8]| with_ipv4_fragment(&udp4_frame(a, b, 1, dport, data), 0x4000);
+        let verdict = |frame: &[u8], fragments| {
+            let pol = WorkPolicy {
+                fragments,
+                ..policy()
+            };
+            run_all(&Packet::new(0, frame, parse(frame), t.clone(), 64), &pol)
+        };
+        let fwd = Verdict::Forward {
+            class: None,
+            marked: false,
+        };
+        let frag = Verdict::Drop(DropReason::Fragment);
+        let rule = Verdict::Drop(DropReason::Rule);
+        let sig = Verdict::Drop(DropReason::Signature);
+        for (name, f, under_drop, under_pass) in [
+            ("EVIL first", &first, frag, fwd),
+            ("SIG later", &later, frag, fwd),
+            ("first to 5000", &first_5000, frag, rule),
+            ("later to 5000: ports unknown", &later_5000, frag, fwd),
+            ("later from 10.9.9.9", &later_from_bad, frag, rule),
+            ("EVILSIG in one fragment", &whole_in_one, frag, sig),
+            ("v6 first to 5000", &v6_first, frag, rule),
+            ("v6 later", &v6_later, frag, fwd),
+            ("DF to 5000", &df(5000, b"x"), rule, rule),
+            ("DF clean", &df(6000, b"x"), fwd, fwd),
+            ("DF with EVILSIG", &df(6000, b"EVILSIG"), sig, sig),
+        ] {
+            assert_eq!(verdict(f, Fragments::Drop), under_drop, "{name}: drop");
+            assert_eq!(verdict(f, Fragments::Pass), under_pass, "{name}: pass");
+        }
     }
 }

@@ -9,12 +9,13 @@ mod common;
 use common::{assert_gone, build, check_order, receiver, send, stream, FLOWS};
 use netsched_filter::control::{self, ControlServer, Loader};
 use netsched_filter::engine::spawn_in_netns;
+use netsched_filter::packet;
 use netsched_filter::rules::{build_classifier, RuleSet};
 use netsched_filter::signatures::Signatures;
-use netsched_filter::verdict::DropReason;
+use netsched_filter::verdict::{DropReason, Fragments};
 use netsched_filter::work::Tables;
 use netsched_testbed::privileged_test_allowed;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const DROP_PORT_9: &str = "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = \"9\"\n";
@@ -134,7 +135,7 @@ fn a_rule_swap_under_traffic_loses_nothing_and_applies_whole() {
         let dir = netsched_testbed::TempDir::new("filter-swap").unwrap();
         // After the swap: flow 7 passes, flow 3 (port 2003) is dropped.
         let next = "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = \"2003\"\n";
-        let loader: Loader = Arc::new(move || Ok(tables(next, 2)));
+        let loader: Loader = Arc::new(move |g| Ok(tables(next, g)));
         let (outbox, inbox) = control::channel(loader);
         let sock = dir.path().join("filter.sock");
         let server = ControlServer::start(&sock, None, outbox).unwrap();
@@ -304,6 +305,148 @@ fn hostile_frames_are_parsed_counted_and_accounted_under_every_policy() {
             assert!(st.pipeline.later_fragments > 0, "{mode}: fragments counted");
             let panics: u64 = st.pipeline.workers.iter().map(|w| w.panics).sum();
             assert_eq!(panics, 0, "{mode}: a hostile frame made a worker panic");
+        }
+    }
+    assert_gone(&tag);
+}
+
+/// Reload A (generation 2, 50 rules) blocks in its build; reload B (generation 3, one rule)
+/// is answered and in force; A, released, is discarded by the running filter's packet thread
+/// and its client told so: generation 3 stays in force, one swap.
+#[test]
+fn an_earlier_slow_reload_never_overtakes_a_later_one_in_the_running_filter() {
+    if !privileged_test_allowed("an_earlier_slow_reload_never_overtakes_a_later_one") {
+        return;
+    }
+    let tag;
+    {
+        let net = build("flro").unwrap();
+        tag = net.tb.tag().to_string();
+        let dir = netsched_testbed::TempDir::new("filter-reload-order").unwrap();
+        let (started_tx, started_rx) = std::sync::mpsc::channel::<u64>();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let (started_tx, release_rx) = (Mutex::new(started_tx), Mutex::new(release_rx));
+        let many: String = (0..50)
+            .map(|i| {
+                format!(
+                    "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = \"{}\"\n",
+                    1000 + i
+                )
+            })
+            .collect();
+        let loader: Loader = Arc::new(move |g| {
+            started_tx.lock().unwrap().send(g).unwrap();
+            if g == 2 {
+                let wait = Duration::from_secs(20);
+                release_rx.lock().unwrap().recv_timeout(wait).unwrap();
+                return Ok(tables(&many, g));
+            }
+            Ok(tables(DROP_PORT_9, g))
+        });
+        let (outbox, inbox) = control::channel(loader);
+        let sock = dir.path().join("filter.sock");
+        let server = ControlServer::start(&sock, None, outbox).unwrap();
+        let f = spawn_in_netns(
+            &net.flt,
+            common::config(&net, "modified_fcfs"),
+            tables(DROP_PORT_9, 1),
+            Some(inbox),
+        )
+        .unwrap();
+        let a = {
+            let sock = sock.clone();
+            std::thread::spawn(move || control::request(&sock, "reload"))
+        };
+        assert_eq!(started_rx.recv_timeout(control::DEADLINE).unwrap(), 2);
+        let b = control::request(&sock, "reload").unwrap();
+        assert!(b.contains("rules generation 3: 1 rules"), "{b}");
+        release_tx.send(()).unwrap();
+        let a = a.join().unwrap().unwrap_err().to_string();
+        assert!(a.contains("generation 2 superseded by generation 3"), "{a}");
+        let show = control::request(&sock, "show").unwrap();
+        assert!(show.contains("rules generation 3"), "{show}");
+        let st = f.stop().unwrap();
+        drop(server);
+        assert_eq!(st.rule_swaps, 1);
+        assert_eq!(st.pipeline.rules_generation, 3);
+    }
+    assert_gone(&tag);
+}
+
+/// Two fragments of one UDP datagram whose payload reassembles to `…EVILSIG…` (`EVIL` ends
+/// the first, `SIG` starts the second), a whole DF packet and a whole DF packet holding
+/// `EVILSIG`, sent into the running filter. Under the default (`drop`) neither fragment
+/// arrives and both are counted as `fragment`; under `pass` both arrive (each is checked on its
+/// own, and the signature is in neither); the DF packets are decided the same under both.
+#[test]
+fn fragments_are_dropped_and_counted_by_default_and_pass_on_request() {
+    if !privileged_test_allowed("fragments_are_dropped_and_counted_by_default") {
+        return;
+    }
+    let (a, b) = ([10, 99, 0, 1], [10, 99, 0, 2]);
+    // Flow 1: seq 0 in the first fragment (8 bytes of UDP header + 16 of data), seq 1 in the
+    // last (offset 3 × 8 bytes).
+    let mut first_data = common::MAGIC.to_vec();
+    first_data.extend_from_slice(&[1, 0, 0, 0, 0]);
+    first_data.extend_from_slice(b"...EVIL");
+    let first =
+        packet::with_ipv4_fragment(&packet::udp4_frame(a, b, 1001, 2001, &first_data), 0x2000);
+    let mut later_data = b"SIG".to_vec();
+    later_data.extend_from_slice(common::MAGIC);
+    later_data.extend_from_slice(&[1, 0, 0, 0, 1]);
+    let later = packet::ipv4_later_fragment(a, b, 3, false, &later_data);
+    let df = |flow: u8, tail: &[u8]| {
+        let mut f = common::frame(flow, 0, 9);
+        f.extend_from_slice(tail);
+        let total = u16::from_be_bytes([f[16], f[17]]) + tail.len() as u16;
+        f[16..18].copy_from_slice(&total.to_be_bytes());
+        packet::with_ipv4_fragment(&f, 0x4000)
+    };
+    let frames = vec![first, later, df(2, b""), df(3, b"EVILSIG")];
+    let tag;
+    {
+        let net = build("flfr").unwrap();
+        tag = net.tb.tag().to_string();
+        let t = Arc::new(Tables {
+            signatures: Signatures::parse("EVILSIG\n", "test sigs").unwrap(),
+            ..Arc::into_inner(tables("", 1)).unwrap()
+        });
+        for (fragments, want) in [
+            (Fragments::Drop, vec![(2, 0)]),
+            (Fragments::Pass, vec![(1, 0), (1, 1), (2, 0)]),
+        ] {
+            let mut cfg = common::config(&net, "modified_fcfs");
+            if fragments == Fragments::Pass {
+                cfg.pipeline.work.fragments = Fragments::Pass;
+            }
+            let rx = receiver(&net.rcv, &net.r0).unwrap();
+            let f = spawn_in_netns(&net.flt, cfg, t.clone(), None).unwrap();
+            send(
+                &net.snd,
+                &net.s0,
+                frames.clone(),
+                1,
+                Duration::from_millis(5),
+            )
+            .unwrap();
+            rx.wait_for(want.len() as u64 + 1, Duration::from_secs(1));
+            let st = f.stop().unwrap();
+            let (mut got, _) = rx.stop().unwrap();
+            got.sort();
+            eprintln!("{fragments:?}: arrived {got:?}, drops {:?}", st.drops);
+            assert_eq!(got, want, "{fragments:?}");
+            let fragment_drops = st.drops.get(&DropReason::Fragment).copied().unwrap_or(0);
+            let expect = if fragments == Fragments::Drop { 2 } else { 0 };
+            assert_eq!(fragment_drops, expect, "{fragments:?}: {:?}", st.drops);
+            assert_eq!(
+                st.drops.get(&DropReason::Signature),
+                Some(&1),
+                "{fragments:?}"
+            );
+            assert!(
+                st.identity_holds && st.queued == 0,
+                "{fragments:?}: {st:#?}"
+            );
         }
     }
     assert_gone(&tag);

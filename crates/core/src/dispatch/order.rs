@@ -6,9 +6,30 @@
 //! is the next of its flow, holding later ones — as DPDK's `rte_reorder` library holds
 //! packets by sequence number until the gap closes (DPDK `doc/guides/prog_guide/reorder_lib.rst`),
 //! but per flow (only a flow's own order matters to its receiver). The window is bounded:
-//! at most `window` packets are held over all flows; one more releases the oldest held packet
-//! (its flow skips the gap), and [`FlowOrder::expire`] releases packets held longer than the
-//! timeout. A packet that finishes after its gap was skipped is released at once, late.
+//! at most `window` packets are held over all flows; one more forces a release for the flow
+//! of the oldest held packet, and [`FlowOrder::expire`] forces releases while the oldest held
+//! packet has waited the timeout. A packet that finishes after its gap was skipped is released
+//! at once, late.
+//!
+//! ## What a forced release does, and the guarantees
+//! A forced release (overflow, timeout, [`FlowOrder::flush`]) takes the flow `F` of the
+//! oldest held packet and skips `F`'s gap up to `F`'s *lowest held* sequence number — not to
+//! the oldest packet's own number, which may lie above other held packets of `F` that
+//! finished later — then releases from there in order, as far as `F` has no gap. So:
+//! - **Progress**: every forced release releases at least one held packet (`F`'s lowest). A
+//!   call of `complete`, `expire` or `flush` thus does at most `held` forced releases; none
+//!   can spin on the same entry. `expire` ends with nothing held that has waited the timeout,
+//!   `complete` and `expire` with at most `window` held, `flush` with nothing held.
+//! - **Order**: every held packet of a flow has a sequence number at or above the flow's next
+//!   release, and a flow's packets leave in sequence order, except *late* ones — a packet
+//!   that completes after a forced release skipped past its number leaves at once, after
+//!   higher numbers of its flow. Late packets are counted (`late`); sent packets that leave
+//!   after a higher number of their flow are counted (`violations_after`), and with
+//!   `window > 0` each of them is a late one.
+//! - **Once**: each completed packet is released exactly once (with the `sent` flag the caller
+//!   gave: a packet the caller drops still passes through the window, so it holds its place).
+//!   A packet admitted but never completed is never released; its flow skips it only by a
+//!   forced release.
 //!
 //! Counted: completions out of order per flow (before the window), releases out of order
 //! among the items the caller counts as transmitted (after the window), packets held, the
@@ -19,8 +40,9 @@
 //! is full (their numbering restarts — nothing of theirs is outstanding); a flow that cannot
 //! get an entry is admitted untracked (counted) and released as it completes.
 //!
-//! Cost: O(log held) per packet (ordered maps); eviction is an O(flows) sweep, amortised over
-//! at least `max_flows / 2` admissions. Memory: one entry per tracked flow plus held items.
+//! Cost: O(log held) per packet (ordered maps), a forced release O(log held) per packet it
+//! releases; eviction is an O(flows) sweep, amortised over at least `max_flows / 2`
+//! admissions. Memory: one entry per tracked flow plus held items.
 
 use crate::time::{Duration, Instant};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -54,11 +76,13 @@ pub struct OrderCounters {
     pub held: u64,
     /// Most packets held at once.
     pub held_peak: u64,
-    /// Held packets released because the window was full.
+    /// Forced releases because more than `window` packets were held (each releases at least
+    /// one held packet: its flow's lowest, and what follows it in order).
     pub released_by_overflow: u64,
-    /// Held packets released because they waited longer than the timeout.
+    /// Forced releases because the oldest held packet had waited the timeout (each releases
+    /// at least one held packet, as above).
     pub released_by_timeout: u64,
-    /// Packets released after their flow had skipped past them.
+    /// Packets that completed after a forced release had skipped past them, released at once.
     pub late: u64,
     /// Packets admitted without order (flow table full).
     pub untracked: u64,
@@ -109,7 +133,7 @@ impl<K: Ord + Copy> FlowOrder<K> {
     }
 
     /// Change the window and timeout (held packets beyond the new window are released by the
-    /// next completion or [`FlowOrder::expire`]).
+    /// next completion or [`FlowOrder::expire`], by forced releases).
     pub fn set_window(&mut self, window: usize, timeout: Duration) {
         self.window = window;
         self.timeout = timeout;
@@ -137,7 +161,26 @@ impl<K: Ord + Copy> FlowOrder<K> {
 
     /// Packet `ticket` (in buffer `key`) finished at `now`; `sent` says whether the caller
     /// will transmit it. Released packets are appended to `out` in the order to act on them.
+    /// Ends with at most `window` held (forced releases, each releasing at least one).
     pub fn complete(
+        &mut self,
+        ticket: Ticket,
+        key: K,
+        sent: bool,
+        now: Instant,
+        out: &mut Vec<Release<K>>,
+    ) {
+        self.take(ticket, key, sent, now, out);
+        // Also after a packet passed through: a window made smaller leaves extra packets held.
+        while self.keys.len() > self.window {
+            self.counters.released_by_overflow += 1;
+            self.release_oldest(out);
+        }
+    }
+
+    /// Release `ticket` at once (untracked, late, or window 0 with nothing of its flow held),
+    /// or hold it and release what is next in order.
+    fn take(
         &mut self,
         ticket: Ticket,
         key: K,
@@ -177,19 +220,21 @@ impl<K: Ord + Copy> FlowOrder<K> {
             self.counters.held += 1;
             self.counters.held_peak = self.counters.held_peak.max(held as u64);
         }
-        while self.keys.len() > self.window {
-            self.counters.released_by_overflow += 1;
-            self.release_oldest(out);
-        }
     }
 
-    /// Release packets held longer than the timeout.
+    /// Force releases while the oldest held packet has waited the timeout, then while more
+    /// than `window` are held (a window made smaller by [`FlowOrder::set_window`]). Each
+    /// forced release releases at least one packet.
     pub fn expire(&mut self, now: Instant, out: &mut Vec<Release<K>>) {
         while let Some(&(t, _, _)) = self.by_age.first() {
             if now.saturating_sub(t) < self.timeout {
                 break;
             }
             self.counters.released_by_timeout += 1;
+            self.release_oldest(out);
+        }
+        while self.keys.len() > self.window {
+            self.counters.released_by_overflow += 1;
             self.release_oldest(out);
         }
     }
@@ -201,13 +246,26 @@ impl<K: Ord + Copy> FlowOrder<K> {
         }
     }
 
-    /// Skip the oldest held packet's flow forward to it and release what follows in order.
+    /// One forced release: the flow of the oldest held packet skips its gap up to its own
+    /// lowest held sequence number, which is released with whatever follows it in order. At
+    /// least one held packet leaves (the flow's lowest, which `drain` finds at `next_release`),
+    /// and no held packet of the flow is ever left below `next_release`.
     fn release_oldest(&mut self, out: &mut Vec<Release<K>>) {
-        let Some(&(_, flow, seq)) = self.by_age.first() else {
+        let Some(&(_, flow, _)) = self.by_age.first() else {
+            return;
+        };
+        let Some(lowest) = self
+            .flows
+            .get(&flow)
+            .and_then(|f| f.held.first_key_value().map(|(&s, _)| s))
+        else {
+            // Unreachable while `by_age` and the flows' `held` agree; drop the stray entry so
+            // the caller's loop still ends.
+            self.by_age.pop_first();
             return;
         };
         if let Some(f) = self.flows.get_mut(&flow) {
-            f.next_release = f.next_release.max(seq);
+            f.next_release = f.next_release.max(lowest);
         }
         self.drain(flow, out);
     }
@@ -351,5 +409,55 @@ mod tests {
         o.flush(&mut out);
         assert_eq!(keys(&out), [1, 2]);
         assert_eq!(o.held_now(), 0);
+    }
+
+    /// Runs `f` on its own thread and fails if it has not returned within 5 s (a forced
+    /// release that makes no progress never returns; the thread is then left behind).
+    fn within_deadline<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(5))
+            .expect("no progress within 5 s")
+    }
+
+    /// Issue #37: seq 3 held at t = 1, seq 1 held at t = 2 (seq 0 and 2 outstanding). The
+    /// timeout forces seq 3 out; the flow's lower held seq 1 leaves first, in order.
+    #[test]
+    fn a_forced_release_with_a_lower_held_seq_of_the_flow_makes_progress() {
+        let (out, o) = within_deadline(|| {
+            let mut o = FlowOrder::new(8, 10, 16);
+            let t: Vec<Ticket> = (0..4).map(|_| o.admit(1)).collect();
+            let mut out = Vec::new();
+            o.complete(t[3], 3, true, 1, &mut out);
+            o.complete(t[1], 1, true, 2, &mut out);
+            assert!(out.is_empty());
+            o.expire(11, &mut out);
+            (out, o)
+        });
+        assert_eq!(keys(&out), [1, 3]);
+        assert_eq!(o.held_now(), 0);
+        let c = o.counters();
+        assert_eq!(c.released_by_timeout, 2);
+        assert_eq!(c.violations_after, 0);
+    }
+
+    /// The same shape forced by overflow: window 1, seq 3 then seq 1 complete.
+    #[test]
+    fn an_overflow_with_a_lower_held_seq_of_the_flow_makes_progress() {
+        let (out, o) = within_deadline(|| {
+            let mut o = FlowOrder::new(2, 1_000, 16);
+            let t: Vec<Ticket> = (0..5).map(|_| o.admit(1)).collect();
+            let mut out = Vec::new();
+            o.complete(t[4], 4, true, 1, &mut out);
+            o.complete(t[2], 2, true, 2, &mut out);
+            o.set_window(1, 1_000);
+            o.complete(t[3], 3, true, 3, &mut out);
+            (out, o)
+        });
+        assert_eq!(keys(&out), [2, 3, 4]);
+        assert_eq!(o.held_now(), 0);
+        assert_eq!(o.counters().violations_after, 0);
     }
 }

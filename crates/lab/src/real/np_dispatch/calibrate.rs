@@ -10,7 +10,7 @@ use super::rig::{tables, DST, SRC};
 use anyhow::Result;
 use netsched_filter::packet::udp4_frame;
 use netsched_filter::pipeline::{DispatchMode, Pipeline, PipelineConfig};
-use netsched_filter::verdict::{OnPanic, OnSignature};
+use netsched_filter::verdict::{Fragments, OnPanic, OnSignature};
 use netsched_filter::work::{Tables, WorkPolicy};
 use serde::Serialize;
 use std::sync::{Arc, Condvar, Mutex};
@@ -75,6 +75,7 @@ fn busy_per_packet(t: &Arc<Tables>, frame: &[u8]) -> Result<f64> {
                 on_signature: OnSignature::Drop,
                 on_panic: OnPanic::Drop,
                 accept_non_ip: true,
+                fragments: Fragments::Drop,
                 fault_panic_on: None,
             },
             pin: false,
