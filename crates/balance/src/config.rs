@@ -76,8 +76,10 @@ impl HashKey {
 #[serde(rename_all = "lowercase")]
 pub enum HttpReuse {
     /// An idle pooled connection carries only requests that may be sent twice (idempotent
-    /// method, body wholly at hand); any other request gets a new connection, so a backend
-    /// closing an idle connection never fails a request that cannot be resent.
+    /// method, body wholly at hand) and are not the first of their client connection; any
+    /// other request gets a new connection, so a backend closing an idle connection never
+    /// fails a request that cannot be resent, and such a request never reads a response the
+    /// backend sent unasked.
     #[default]
     Safe,
     /// No pooling: a new connection per request, closed after its response.

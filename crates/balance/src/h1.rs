@@ -52,8 +52,11 @@
 //!   before the real answer (the backend's time to answer) is read as the answer. The real
 //!   answer then follows and puts the connection in doubt, so it is closed after that one
 //!   response: a misbehaving backend costs at most one wrong answer per connection, never a
-//!   chain of them. `l7.rs` keeps requests that may not be sent twice off reused connections
-//!   (`http_reuse = "safe"`); a new connection's first response cannot be a stray.
+//!   chain of them, as long as the real answer arrives before the next request's looks (a
+//!   backend slower than that can pass its lag on to one more request). `l7.rs` keeps the
+//!   first request of each client connection and every request that may not be sent twice
+//!   off reused connections (`http_reuse = "safe"`): a new connection's first response
+//!   cannot be a stray.
 //! - A backend that closed an idle connection just as it was reused is noticed when the
 //!   request reads EOF or a reset before any response byte ([`Error::Closed`]); `l7.rs` then
 //!   sends the request once more on a new connection only if its method is idempotent
@@ -106,6 +109,10 @@ pub enum Error {
     /// The backend took no byte of the request, or sent no byte of the response head, for
     /// `timeouts.server`.
     ServerTimeout,
+    /// On a reused connection, the answer's order was in doubt (bytes already there as the
+    /// request was written, or more than one response at hand) and the request may not be
+    /// sent twice: no answer is given rather than maybe another request's.
+    InDoubt,
 }
 
 /// What an idle pooled connection shows when it is looked at before reuse.

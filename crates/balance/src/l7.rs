@@ -31,12 +31,11 @@
 //! - Which requests may take an idle pooled connection is `http_reuse` (HAProxy's
 //!   `http-reuse`, configuration manual section 4.2): under `safe` (the default) only those
 //!   that may be sent twice, so a backend closing an idle connection (RFC 9112 §9.3.1) never
-//!   fails a request that cannot be resent; the others get a new connection, whose first
-//!   response cannot be another request's. HAProxy's `safe` also sends the first request of
-//!   each client connection over a connection of its own, leaving the client to resend after
-//!   a close race (as it would without a proxy); here a request that may be sent twice is
-//!   resent by the balancer itself and one that may not never meets an idle connection, so
-//!   that rule would only add a connect per client connection.
+//!   fails a request that cannot be resent, and, as HAProxy's `safe`, only those that are not
+//!   the first of their client connection. The others get a new connection, whose first
+//!   response cannot be an answer to anything else: a client that sends one request per
+//!   connection, and every request that may not be sent twice, never meets a stray response
+//!   (`h1.rs`, "Answer order"). Cost: a connect per client connection and per such request.
 
 use crate::access_log::{self, AccessLog, Entry, Pending};
 use crate::classes::Classifier;
@@ -415,7 +414,8 @@ pub async fn serve(
             let service = hyper::service::service_fn(move |req| {
                 let svc = svc2.clone();
                 let xff = xff.clone();
-                begun2.store(true, Ordering::SeqCst);
+                // The first request of this client connection (`http_reuse = "safe"`).
+                let first = !begun2.swap(true, Ordering::SeqCst);
                 let last = stopping.load(Ordering::SeqCst);
                 let sent = sent2.clone();
                 let logged = log.clone().zip(mark.clone()).map(|(log, mark)| {
@@ -428,7 +428,7 @@ pub async fn serve(
                 });
                 async move {
                     let mut t = Timing::new(logged.is_some());
-                    let mut resp = forward(req, peer, xff, &svc, hash_key, &mut t).await;
+                    let mut resp = forward(req, peer, xff, &svc, hash_key, first, &mut t).await;
                     if last {
                         resp.headers_mut()
                             .insert(CONNECTION, HeaderValue::from_static("close"));
@@ -559,23 +559,26 @@ struct Limits {
 ///
 /// `http_reuse` decides which requests may take an idle pooled connection: `never` none (a new
 /// connection, which asks the backend to close it after its answer), `always` all, `safe`
-/// only a request that may be sent twice (RFC 9110 §9.2.2): idempotent, and whole in the write
-/// buffer once the body at hand is gathered (no body, or all of it in ≤ 16 KiB). One that may
-/// not gets a new connection (counted in `reuse_new_connections`); an idle one taken before its
-/// body turned out incomplete goes back to the pool unused.
+/// only a request that is not the first of its client connection (`first`) and may be sent
+/// twice (RFC 9110 §9.2.2): idempotent, and whole in the write buffer once the body at hand
+/// is gathered (no body, or all of it in ≤ 16 KiB). Any other gets a new connection (counted
+/// in `reuse_new_connections`); an idle one taken before its body turned out incomplete goes
+/// back to the pool unused.
 ///
 /// On a reused connection, two outcomes send the request once more on a new connection (each
 /// counted in `retries`), only if it may be sent twice: EOF or a reset before any response
 /// byte (the backend closed the idle connection), or an answer whose order is in doubt (bytes
 /// already there when the request was written, or more than its own Content-Length at hand;
 /// the connection is closed and counted in `closed_in_doubt`). A request that may not be sent
-/// twice gets 502 in the first case and, under `always`, its doubtful answer in the second (the
-/// connection then closes after it). A new connection's failure is final.
+/// twice (only under `always` on a reused connection) gets 502 in both cases: `server_error`,
+/// or `unexpected_data` rather than an answer that may be another request's. A new
+/// connection's failure is final.
 async fn send(
     lease: &Lease,
     parts: &request::Parts,
     mut body: Incoming,
     kind: RequestBody,
+    first: bool,
     limits: Limits,
     t: &mut Timing,
 ) -> Result<(h1::ResponseHead, Conn), h1::Error> {
@@ -585,7 +588,7 @@ async fn send(
     let idempotent = h1::idempotent(&parts.method);
     let may_reuse = match policy {
         HttpReuse::Never => false,
-        HttpReuse::Safe => idempotent,
+        HttpReuse::Safe => idempotent && !first,
         HttpReuse::Always => true,
     };
     let connecting = Instant::now();
@@ -640,13 +643,18 @@ async fn send(
                 if head.overflows(&conn) {
                     conn.mark_in_doubt();
                 }
-                if !(conn.in_doubt() && resendable) {
+                // A new connection's first response is this request's answer, whatever
+                // follows it (the connection then closes after it).
+                if !conn.in_doubt() || !conn.reused() {
                     t.tr = access_log::ms(sent.elapsed());
                     return Ok((head, conn));
                 }
-                // Which of the answers at hand is this request's is not known: neither is
-                // given to the client; the connection closes.
+                // Which of the answers at hand is this request's is not known: none is given
+                // to the client; the connection closes.
                 metrics.closed_in_doubt(&b.name);
+                if !resendable {
+                    return Err(h1::Error::InDoubt);
+                }
             }
             Err(h1::Error::Closed) if resendable => {}
             Err(h1::Error::Closed) => return Err(h1::Error::Server),
@@ -730,6 +738,7 @@ async fn forward(
     xff: Option<HeaderValue>,
     svc: &Arc<Service>,
     hash_key: HashKey,
+    first: bool,
     t: &mut Timing,
 ) -> Response<ProxyBody> {
     // The request head has been read: the class's response time starts here.
@@ -803,7 +812,7 @@ async fn forward(
     };
     // The request is written from its head as l7 prepared it (HTTP/1.1, origin form).
     let (parts, body) = req.into_parts();
-    let reason = match send(&lease, &parts, body, kind, limits, t).await {
+    let reason = match send(&lease, &parts, body, kind, first, limits, t).await {
         Ok((head, conn)) => {
             b.response_seconds.observe(started.elapsed().as_secs_f64());
             // The response head goes to the client connection now: the class's response
@@ -835,6 +844,7 @@ async fn forward(
         Err(h1::Error::Connect) => "connect",
         Err(h1::Error::BadResponse) => "bad_response",
         Err(h1::Error::Closed | h1::Error::Server) => "server_error",
+        Err(h1::Error::InDoubt) => "unexpected_data",
     };
     t.state = match reason {
         "server_timeout" => *b"sH",
