@@ -255,7 +255,7 @@ async fn drive(l: SocketAddr, workers: u64, per_worker: u64, per_conn: u64, seed
     for w in 0..workers {
         let tally = tally.clone();
         set.spawn(async move {
-            let mut rng = SplitMix64::new(seed ^ (w + 1) * 0x9e37_79b9);
+            let mut rng = SplitMix64::new(seed ^ ((w + 1) * 0x9e37_79b9));
             let mut left = 0;
             let mut client = Client::connect(l).await;
             for i in 0..per_worker {
