@@ -42,21 +42,26 @@
 //!   response the backend sends unasked is read as the next request's answer, and every later
 //!   answer on that connection is one behind. So a connection on which the order is in doubt
 //!   never carries another request. It is in doubt when bytes arrive while no request is
-//!   outstanding, when bytes follow a response's end, when a response outgrows its own
-//!   Content-Length in the read buffer, and when bytes are already there the instant a
-//!   request has been written on a reused connection (no answer can be that fast; a stray
-//!   can). The looks before reuse ([`Conn::idle_state`]) and when a response ends
-//!   ([`BackendBody::take_reusable`]) ask the kernel (`MSG_PEEK`, one system call each), not
-//!   the reactor's cached readiness, which can lag bytes that arrived an instant ago.
-//! - Limit, true of any HTTP/1.1 connection reuse: a stray that arrives after those looks and
-//!   before the real answer (the backend's time to answer) is read as the answer. The real
-//!   answer then follows and puts the connection in doubt, so it is closed after that one
-//!   response: a misbehaving backend costs at most one wrong answer per connection, never a
-//!   chain of them, as long as the real answer arrives before the next request's looks (a
-//!   backend slower than that can pass its lag on to one more request). `l7.rs` keeps the
-//!   first request of each client connection and every request that may not be sent twice
-//!   off reused connections (`http_reuse = "safe"`): a new connection's first response
-//!   cannot be a stray.
+//!   outstanding, when bytes follow a response's end, and when the read buffer holds more
+//!   than the response just read (beyond its own Content-Length). The looks before reuse
+//!   ([`Conn::idle_state`]) and when a response ends ([`BackendBody::take_reusable`]) ask the
+//!   kernel (`MSG_PEEK`, one system call each), not the reactor's cached readiness, which can
+//!   lag bytes that arrived an instant ago. Bytes that are already there when a request has
+//!   just been written on a reused connection ([`Conn::answered_early`]) are suspect, not
+//!   proof: they are what a backend's answer one request behind looks like (a backend that
+//!   holds each small answer until its last one is acknowledged, Nagle's algorithm against
+//!   delayed ACKs, releases it as the next request arrives), and also what a very fast
+//!   answer on loopback looks like.
+//! - Limit, true of any HTTP/1.1 connection reuse: bytes that arrive after the look before
+//!   a request is sent and before its real answer cannot be told from that answer, so a
+//!   stray landing there is read as the answer. The real answer follows; if it is there by
+//!   the next look (at the response's end, or at the next reuse) the connection is closed,
+//!   after one wrong answer. A backend whose answers keep arriving only after the next
+//!   request on the connection was sent passes the shift on from request to request, each
+//!   looking in order, until a look catches an answer in between. `l7.rs` therefore keeps
+//!   the first request of each client connection and every request that may not be sent
+//!   twice off reused connections (`http_reuse = "safe"`): a new connection's first
+//!   response cannot be a stray, so those requests never read another's answer.
 //! - A backend that closed an idle connection just as it was reused is noticed when the
 //!   request reads EOF or a reset before any response byte ([`Error::Closed`]); `l7.rs` then
 //!   sends the request once more on a new connection only if its method is idempotent
@@ -109,9 +114,9 @@ pub enum Error {
     /// The backend took no byte of the request, or sent no byte of the response head, for
     /// `timeouts.server`.
     ServerTimeout,
-    /// On a reused connection, the answer's order was in doubt (bytes already there as the
-    /// request was written, or more than one response at hand) and the request may not be
-    /// sent twice: no answer is given rather than maybe another request's.
+    /// On a reused connection, the answer's order was in doubt (more than one response at
+    /// hand) and the request may not be sent twice: no answer is given rather than maybe
+    /// another request's.
     InDoubt,
 }
 
@@ -138,6 +143,8 @@ pub struct Conn {
     reused: bool,
     /// The order of answers on it is in doubt: it carries no further request.
     in_doubt: bool,
+    /// Reused, and bytes were there the instant its request had been written.
+    early: bool,
 }
 
 impl fmt::Debug for Conn {
@@ -183,6 +190,7 @@ impl Conn {
             whole: false,
             reused: false,
             in_doubt: false,
+            early: false,
         })
     }
 
@@ -220,6 +228,13 @@ impl Conn {
     /// Whether the order of answers on it is in doubt (it is closed after this response).
     pub fn in_doubt(&self) -> bool {
         self.in_doubt
+    }
+
+    /// Whether, on a reused connection, bytes were there the instant the request had been
+    /// written (one `recv(2)` with `MSG_PEEK` after the first write): the answer read may be
+    /// one behind. The connection is closed after this response.
+    pub fn answered_early(&self) -> bool {
+        self.early
     }
 
     /// Put the order of answers in doubt: the connection is closed after this response.
@@ -331,9 +346,7 @@ impl Conn {
 
     /// Send the request encoded by [`Conn::encode_head`] and gathered by [`Conn::gather`],
     /// then the rest of its body. On a failure before the body was streamed past the write
-    /// buffer, the buffer still holds the whole request. On a reused connection, bytes already
-    /// there once the first write is done put the connection in doubt: an answer cannot come
-    /// back that fast, a stray response can.
+    /// buffer, the buffer still holds the whole request.
     /// Each wait has its side's inactivity limit: for the next piece of the client's body,
     /// `client_idle` ([`Error::ClientTimeout`]); for the backend to take bytes, `server_idle`
     /// ([`Error::ServerTimeout`]).
@@ -355,7 +368,7 @@ impl Conn {
             && (!self.buf.is_empty()
                 || matches!(crate::sys::peek_pending(&self.stream), Ok(n) if n > 0))
         {
-            self.in_doubt = true;
+            self.early = true;
         }
         if self.whole {
             return Ok(());
@@ -573,7 +586,8 @@ pub enum NotReusable {
     /// once or by the look when it ended: the backend misbehaved; the connection is closed
     /// so no other client reads them.
     Leftover,
-    /// The order of answers was in doubt during the exchange ([`Conn::in_doubt`]).
+    /// The order of answers was in doubt during the exchange ([`Conn::in_doubt`],
+    /// [`Conn::answered_early`]).
     InDoubt,
 }
 
@@ -620,7 +634,7 @@ impl BackendBody {
         }
         match self.conn.take() {
             Some(c) if !c.buf.is_empty() => Err(NotReusable::Leftover),
-            Some(c) if c.in_doubt => Err(NotReusable::InDoubt),
+            Some(c) if c.in_doubt || c.early => Err(NotReusable::InDoubt),
             Some(c) if self.reusable => match c.idle_state() {
                 IdleState::Ready => Ok(c),
                 IdleState::Closed => Err(NotReusable::Ended),

@@ -567,12 +567,15 @@ struct Limits {
 ///
 /// On a reused connection, two outcomes send the request once more on a new connection (each
 /// counted in `retries`), only if it may be sent twice: EOF or a reset before any response
-/// byte (the backend closed the idle connection), or an answer whose order is in doubt (bytes
-/// already there when the request was written, or more than its own Content-Length at hand;
-/// the connection is closed and counted in `closed_in_doubt`). A request that may not be sent
-/// twice (only under `always` on a reused connection) gets 502 in both cases: `server_error`,
-/// or `unexpected_data` rather than an answer that may be another request's. A new
-/// connection's failure is final.
+/// byte (the backend closed the idle connection), or an answer whose order is in doubt (more
+/// than its own Content-Length at hand, or bytes already there the instant the request was
+/// written: which response is this request's is not known; the connection is closed and
+/// counted in `closed_in_doubt`). Resending on an early answer costs, when it was only a fast
+/// one, a second copy of an idempotent request (RFC 9110 §9.2.2 allows it). A request that
+/// may not be sent twice (only under `always` on a reused connection) gets 502 `server_error`
+/// in the first case; with more than one response at hand, 502 `unexpected_data` rather than
+/// an answer that may be another request's; with an early answer, that answer (the
+/// connection then closes). A new connection's failure is final.
 async fn send(
     lease: &Lease,
     parts: &request::Parts,
@@ -644,8 +647,11 @@ async fn send(
                     conn.mark_in_doubt();
                 }
                 // A new connection's first response is this request's answer, whatever
-                // follows it (the connection then closes after it).
-                if !conn.in_doubt() || !conn.reused() {
+                // follows it (the connection then closes after it). On a reused one, an
+                // early answer that may not be resent is given (it may be a fast answer),
+                // and the connection closes after it (counted then).
+                let doubt = conn.in_doubt() || (conn.answered_early() && resendable);
+                if !conn.reused() || !doubt {
                     t.tr = access_log::ms(sent.elapsed());
                     return Ok((head, conn));
                 }

@@ -68,8 +68,8 @@ pub struct Metrics {
     /// (idempotent requests wholly at hand only).
     pub retries: Family<BackendLabel, Counter>,
     /// L7 backend connections closed because the order of their answers was in doubt: bytes
-    /// while no request was outstanding, bytes left after a response's end, or bytes already
-    /// there when a request had just been written on a reused connection.
+    /// while no request was outstanding, bytes left after a response's end, or more than one
+    /// response at hand.
     pub closed_in_doubt: Family<BackendLabel, Counter>,
     /// L7 requests sent over a new connection because `http_reuse` kept them off the idle
     /// pooled ones (`safe`: not to be sent twice; `never`: every request).
