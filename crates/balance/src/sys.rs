@@ -6,4 +6,4 @@
 
 pub use netsched_sys::pipe::Pipe;
 pub use netsched_sys::process::raise_nofile_limit;
-pub use netsched_sys::socket::{peek_pending, set_nodelay, shutdown_write};
+pub use netsched_sys::socket::{peek_pending, quickack, set_nodelay, shutdown_write};

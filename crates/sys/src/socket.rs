@@ -173,6 +173,14 @@ pub fn set_nodelay(fd: &impl AsRawFd) -> io::Result<()> {
     setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, &one)
 }
 
+/// `TCP_QUICKACK` on: an acknowledgement the kernel was delaying goes out now, and the next
+/// few are not delayed (tcp(7); the kernel leaves quick-ack mode again on its own). Cost: one
+/// system call.
+pub fn quickack(fd: &impl AsRawFd) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_QUICKACK, &one)
+}
+
 /// Whether `TCP_NODELAY` is on.
 pub fn nodelay(fd: &impl AsRawFd) -> io::Result<bool> {
     Ok(getsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY)? != 0)
