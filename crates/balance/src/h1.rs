@@ -56,7 +56,8 @@
 //!   a request is sent and before its real answer cannot be told from that answer, so a
 //!   stray landing there is read as the answer. The real answer follows; if it is there by
 //!   the next look (at the response's end, or at the next reuse) the connection is closed,
-//!   after one wrong answer. A backend whose answers keep arriving only after the next
+//!   after one wrong answer. Each response is acknowledged at its end (`TCP_QUICKACK`) so
+//!   that an answer held back for that acknowledgement arrives before the next request. A backend whose answers keep arriving only after the next
 //!   request on the connection was sent passes the shift on from request to request, each
 //!   looking in order, until a look catches an answer in between. `l7.rs` therefore keeps
 //!   the first request of each client connection and every request that may not be sent
