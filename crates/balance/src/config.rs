@@ -631,7 +631,6 @@ mode = "l7"
 listen = ["127.0.0.1:8080"]
 algorithm = { kind = "wlc" }
 hash_key = "host"
-http_reuse = "safe"
 admin = "127.0.0.1:9100"
 max_connections = 100
 [timeouts]
@@ -714,10 +713,17 @@ maxconn = 10
     /// the value; the key in mode l4 (no HTTP there) is refused, naming it.
     #[test]
     fn http_reuse_values_default_and_refusals() {
-        let with = |v: &str| GOOD.replacen("http_reuse = \"safe\"", v, 1);
+        let with = |v: &str| {
+            GOOD.replacen(
+                "hash_key = \"host\"",
+                &format!("hash_key = \"host\"\n{v}"),
+                1,
+            )
+        };
         for (text, want) in [
             ("http_reuse = \"never\"", HttpReuse::Never),
             ("http_reuse = \"always\"", HttpReuse::Always),
+            ("http_reuse = \"safe\"", HttpReuse::Safe),
             ("", HttpReuse::Safe),
         ] {
             assert_eq!(
