@@ -66,6 +66,40 @@ impl HashKey {
     }
 }
 
+/// Which requests may go over an idle pooled connection to a backend, after HAProxy's
+/// `http-reuse` (configuration manual, section 4.2; its default there is `safe` too). An idle
+/// connection's state is never known for sure: the backend may have closed it an instant ago
+/// (RFC 9112 §9.3.1: either side may close an idle connection at any time), and a request
+/// sent into that close can be sent again only if doing so twice is harmless (RFC 9110
+/// §9.2.2) and the whole request is still at hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HttpReuse {
+    /// An idle pooled connection carries only requests that may be sent twice (idempotent
+    /// method, body wholly at hand) and are not the first of their client connection; any
+    /// other request gets a new connection, so a backend closing an idle connection never
+    /// fails a request that cannot be resent, and such a request never reads a response the
+    /// backend sent unasked.
+    #[default]
+    Safe,
+    /// No pooling: a new connection per request, closed after its response.
+    Never,
+    /// Every request may take an idle pooled connection; only those that may be sent twice
+    /// are resent when it turns out closed.
+    Always,
+}
+
+impl HttpReuse {
+    /// The name the file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            HttpReuse::Safe => "safe",
+            HttpReuse::Never => "never",
+            HttpReuse::Always => "always",
+        }
+    }
+}
+
 fn dur<'de, D: Deserializer<'de>>(d: D, min: Nanos, max: Nanos) -> Result<Nanos, D::Error> {
     let text = String::deserialize(d)?;
     parse_duration_in(&text, min, max).map_err(|e: UnitError| serde::de::Error::custom(e))
@@ -211,6 +245,9 @@ pub struct Config {
     pub algorithm: BalancerConfig,
     #[serde(default)]
     pub hash_key: HashKey,
+    /// L7: which requests may reuse an idle backend connection ([`HttpReuse`]).
+    #[serde(default)]
+    pub http_reuse: HttpReuse,
     #[serde(default = "d_socket")]
     pub control_socket: PathBuf,
     /// Group (name or gid) whose members may use the control socket besides root.
@@ -288,6 +325,16 @@ impl Config {
                 .map_err(|e: toml::de::Error| ConfigProblem::Toml(e.to_string()))?;
             if let Some(v) = table.get("relay") {
                 return Err(ConfigProblem::RelayInL7(v.to_string()));
+            }
+        }
+        // `http_reuse` defaults to safe: as with `relay`, only the text tells whether it was
+        // written in mode l4, where there is no HTTP connection to reuse.
+        if cfg.mode == Mode::L4 {
+            let table: toml::Table = text
+                .parse()
+                .map_err(|e: toml::de::Error| ConfigProblem::Toml(e.to_string()))?;
+            if let Some(v) = table.get("http_reuse") {
+                return Err(ConfigProblem::HttpReuseInL4(v.to_string()));
             }
         }
         Ok(cfg)
@@ -611,6 +658,7 @@ maxconn = 10
         let c = Config::parse(GOOD).unwrap();
         assert_eq!(c.mode, Mode::L7);
         assert_eq!(c.hash_key, HashKey::Host);
+        assert_eq!(c.http_reuse, HttpReuse::Safe);
         assert_eq!((c.threads, c.relay), (0, Relay::Splice));
         assert_eq!(c.timeouts.queue, 250 * MS);
         assert_eq!(c.timeouts.server, 30 * SEC);
@@ -659,6 +707,62 @@ maxconn = 10
         assert!(e.contains("threads = 5000"), "{e}");
         let e = bad("mode = \"l7\"", "mode = \"l4\"");
         assert!(e.contains("hash_key"), "{e}");
+    }
+
+    /// `http_reuse`: the three values, safe when absent; an unknown value names the key and
+    /// the value; the key in mode l4 (no HTTP there) is refused, naming it.
+    #[test]
+    fn http_reuse_values_default_and_refusals() {
+        let with = |v: &str| {
+            GOOD.replacen(
+                "hash_key = \"host\"",
+                &format!("hash_key = \"host\"\n{v}"),
+                1,
+            )
+        };
+        for (text, want) in [
+            ("http_reuse = \"never\"", HttpReuse::Never),
+            ("http_reuse = \"always\"", HttpReuse::Always),
+            ("http_reuse = \"safe\"", HttpReuse::Safe),
+            ("", HttpReuse::Safe),
+        ] {
+            assert_eq!(
+                Config::parse(&with(text)).unwrap().http_reuse,
+                want,
+                "{text}"
+            );
+        }
+        let e = Config::parse(&with("http_reuse = \"sometimes\""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("http_reuse") && e.contains("sometimes") && e.contains("safe"),
+            "{e}"
+        );
+        let l4 = |v: &str| {
+            with(v)
+                .replacen("mode = \"l7\"", "mode = \"l4\"", 1)
+                .replacen("hash_key = \"host\"", "", 1)
+        };
+        Config::parse(&l4("")).unwrap();
+        let e = Config::parse(&l4("http_reuse = \"never\""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("http_reuse = \"never\"") && e.contains("l4"),
+            "{e}"
+        );
+        // Through a file: the error names it.
+        let dir = netsched_testbed::TempDir::new("bal-http-reuse").unwrap();
+        let f = dir.path().join("b.toml");
+        std::fs::write(&f, with("http_reuse = \"sometimes\"")).unwrap();
+        let e = Config::load(&f).unwrap_err().to_string();
+        assert!(
+            e.contains(&f.display().to_string())
+                && e.contains("http_reuse")
+                && e.contains("sometimes"),
+            "{e}"
+        );
     }
 
     #[test]

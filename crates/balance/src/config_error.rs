@@ -82,6 +82,8 @@ pub enum ConfigProblem {
     HealthPath(String),
     /// `relay` written in mode `l7` (the value as written).
     RelayInL7(String),
+    /// `http_reuse` written in mode `l4` (the value as written).
+    HttpReuseInL4(String),
 }
 
 impl fmt::Display for ConfigProblem {
@@ -142,6 +144,12 @@ impl fmt::Display for ConfigProblem {
                 f,
                 "relay = {value}: only in mode \"l4\" (mode \"l7\" forwards requests through its \
                  own HTTP client, there is no byte relay to choose); remove the key"
+            ),
+            HttpReuseInL4(value) => write!(
+                f,
+                "http_reuse = {value}: only in mode \"l7\" (mode \"l4\" relays each client \
+                 connection over a backend connection of its own, there is no HTTP connection \
+                 to reuse); remove the key"
             ),
         }
     }

@@ -38,13 +38,31 @@
 //!   close", and the backend kept it alive (HTTP/1.1 without `Connection: close`, or HTTP/1.0
 //!   with `Connection: keep-alive`; RFC 9112 §9.3). A Transfer-Encoding with a Content-Length
 //!   beside it is honoured but the connection is not reused (§6.3 item 3).
-//! - An idle pooled connection is looked at before every reuse ([`Conn::idle_state`], no
-//!   system call unless the reactor saw the socket readable): one the backend closed is
-//!   dropped, one that received bytes nobody asked for is dropped and counted, so a
-//!   misbehaving backend's extra response never reaches the next client. Bytes that arrive
-//!   in the instant between that look and the next request's send cannot be told apart from
-//!   its answer (true of any HTTP/1.1 connection reuse); the check at the end of each body
-//!   and at each reuse leaves only that window.
+//! - Answer order. HTTP/1.1 pairs responses with requests by order alone (RFC 9112 §9.3): a
+//!   response the backend sends unasked is read as the next request's answer, and every later
+//!   answer on that connection is one behind. So a connection on which the order is in doubt
+//!   never carries another request. It is in doubt when bytes arrive while no request is
+//!   outstanding, when bytes follow a response's end, and when the read buffer holds more
+//!   than the response just read (beyond its own Content-Length). The looks before reuse
+//!   ([`Conn::idle_state`]) and when a response ends ([`BackendBody::take_reusable`]) ask the
+//!   kernel (`MSG_PEEK`, one system call each), not the reactor's cached readiness, which can
+//!   lag bytes that arrived an instant ago. Bytes that are already there when a request has
+//!   just been written on a reused connection ([`Conn::answered_early`]) are suspect, not
+//!   proof: they are what a backend's answer one request behind looks like (a backend that
+//!   holds each small answer until its last one is acknowledged, Nagle's algorithm against
+//!   delayed ACKs, releases it as the next request arrives), and also what a very fast
+//!   answer on loopback looks like.
+//! - Limit, true of any HTTP/1.1 connection reuse: bytes that arrive after the look before
+//!   a request is sent and before its real answer cannot be told from that answer, so a
+//!   stray landing there is read as the answer. The real answer follows; if it is there by
+//!   the next look (at the response's end, or at the next reuse) the connection is closed,
+//!   after one wrong answer. Each response is acknowledged at its end (`TCP_QUICKACK`) so
+//!   that an answer held back for that acknowledgement arrives before the next request. A backend whose answers keep arriving only after the next
+//!   request on the connection was sent passes the shift on from request to request, each
+//!   looking in order, until a look catches an answer in between. `l7.rs` therefore keeps
+//!   the first request of each client connection and every request that may not be sent
+//!   twice off reused connections (`http_reuse = "safe"`): a new connection's first
+//!   response cannot be a stray, so those requests never read another's answer.
 //! - A backend that closed an idle connection just as it was reused is noticed when the
 //!   request reads EOF or a reset before any response byte ([`Error::Closed`]); `l7.rs` then
 //!   sends the request once more on a new connection only if its method is idempotent
@@ -97,6 +115,10 @@ pub enum Error {
     /// The backend took no byte of the request, or sent no byte of the response head, for
     /// `timeouts.server`.
     ServerTimeout,
+    /// On a reused connection, the answer's order was in doubt (more than one response at
+    /// hand) and the request may not be sent twice: no answer is given rather than maybe
+    /// another request's.
+    InDoubt,
 }
 
 /// What an idle pooled connection shows when it is looked at before reuse.
@@ -118,6 +140,12 @@ pub struct Conn {
     wbuf: Vec<u8>,
     /// The write buffer holds the whole request (head and all its body): it can be sent again.
     whole: bool,
+    /// Taken from the pool: it carried an earlier exchange.
+    reused: bool,
+    /// The order of answers on it is in doubt: it carries no further request.
+    in_doubt: bool,
+    /// Reused, and bytes were there the instant its request had been written.
+    early: bool,
 }
 
 impl fmt::Debug for Conn {
@@ -161,6 +189,9 @@ impl Conn {
             buf: BytesMut::with_capacity(READ_CHUNK),
             wbuf: Vec::with_capacity(1024),
             whole: false,
+            reused: false,
+            in_doubt: false,
+            early: false,
         })
     }
 
@@ -171,18 +202,51 @@ impl Conn {
         self.idle_state() == IdleState::Ready
     }
 
-    /// What an idle connection shows: nothing, a close, or bytes nobody asked for. Costs no
-    /// system call unless the reactor saw the socket readable.
+    /// What an idle connection shows: nothing, a close, or bytes nobody asked for (also
+    /// when its order was already in doubt). Asks the kernel (one `recv(2)` with
+    /// `MSG_PEEK`), so bytes that arrived an instant ago are seen.
     pub fn idle_state(&self) -> IdleState {
-        if !self.buf.is_empty() {
+        if !self.buf.is_empty() || self.in_doubt {
             return IdleState::Unexpected;
         }
-        let mut b = [0u8; 1];
-        match self.stream.try_read(&mut b) {
+        match crate::sys::peek_pending(&self.stream) {
             Err(e) if e.kind() == ErrorKind::WouldBlock => IdleState::Ready,
             Ok(0) | Err(_) => IdleState::Closed,
             Ok(_) => IdleState::Unexpected,
         }
+    }
+
+    /// Mark a connection taken from the pool (its state since its last exchange is unknown).
+    pub fn mark_reused(&mut self) {
+        self.reused = true;
+    }
+
+    /// Whether it was taken from the pool.
+    pub fn reused(&self) -> bool {
+        self.reused
+    }
+
+    /// Whether the order of answers on it is in doubt (it is closed after this response).
+    pub fn in_doubt(&self) -> bool {
+        self.in_doubt
+    }
+
+    /// Whether, on a reused connection, bytes were there the instant the request had been
+    /// written (one `recv(2)` with `MSG_PEEK` after the first write): the answer read may be
+    /// one behind. The connection is closed after this response.
+    pub fn answered_early(&self) -> bool {
+        self.early
+    }
+
+    /// Put the order of answers in doubt: the connection is closed after this response.
+    pub fn mark_in_doubt(&mut self) {
+        self.in_doubt = true;
+    }
+
+    /// Forget the request in the write buffer (a connection given back unused).
+    pub fn clear_request(&mut self) {
+        self.wbuf.clear();
+        self.whole = false;
     }
 
     /// Move the request written into `self` to `to` (a retry on a new connection).
@@ -201,8 +265,9 @@ impl Conn {
     /// of known length (also `0` when the client sent `Content-Length: 0`), the client's
     /// `Transfer-Encoding` (or `chunked`) for a chunked one, never both (RFC 9112 §6.3 item 3).
     /// The framing fields are written here, not copied, so no header removal in `l7.rs` can
-    /// leave a body without its framing.
-    pub fn encode_head(&mut self, parts: &request::Parts, body: RequestBody) {
+    /// leave a body without its framing. `close`: ask the backend to close the connection
+    /// after its answer (`Connection: close`, RFC 9112 §9.6), for a connection never reused.
+    pub fn encode_head(&mut self, parts: &request::Parts, body: RequestBody, close: bool) {
         let w = &mut self.wbuf;
         w.clear();
         w.extend_from_slice(parts.method.as_str().as_bytes());
@@ -241,12 +306,48 @@ impl Conn {
                 }
             }
         }
+        if close {
+            put_field(w, b"connection", b"close");
+        }
         w.extend_from_slice(b"\r\n");
         self.whole = body == RequestBody::None;
     }
 
-    /// Send the request encoded by [`Conn::encode_head`] and its body. On a failure before the
-    /// body was streamed past the write buffer, the buffer still holds the whole request.
+    /// Gather the body already at hand behind the head, up to [`COALESCE`] bytes: poll the
+    /// client's body without waiting. When it ends there, the whole request is in the write
+    /// buffer ([`Conn::request_resendable`]).
+    pub async fn gather(&mut self, body: &mut Incoming, kind: RequestBody) -> Result<(), Error> {
+        if kind == RequestBody::None || self.whole {
+            return Ok(());
+        }
+        let mut ended = false;
+        while self.wbuf.len() < COALESCE {
+            match poll_fn(|cx| Poll::Ready(Pin::new(&mut *body).poll_frame(cx))).await {
+                Poll::Ready(None) => {
+                    ended = true;
+                    break;
+                }
+                Poll::Ready(Some(Ok(f))) => {
+                    if let Ok(d) = f.into_data() {
+                        encode_data(&mut self.wbuf, &d, kind);
+                    }
+                }
+                Poll::Ready(Some(Err(_))) => return Err(Error::ClientBody),
+                Poll::Pending => break,
+            }
+        }
+        if ended {
+            if kind == RequestBody::Chunked {
+                self.wbuf.extend_from_slice(b"0\r\n\r\n");
+            }
+            self.whole = true;
+        }
+        Ok(())
+    }
+
+    /// Send the request encoded by [`Conn::encode_head`] and gathered by [`Conn::gather`],
+    /// then the rest of its body. On a failure before the body was streamed past the write
+    /// buffer, the buffer still holds the whole request.
     /// Each wait has its side's inactivity limit: for the next piece of the client's body,
     /// `client_idle` ([`Error::ClientTimeout`]); for the backend to take bytes, `server_idle`
     /// ([`Error::ServerTimeout`]).
@@ -257,37 +358,18 @@ impl Conn {
         client_idle: Duration,
         server_idle: Duration,
     ) -> Result<(), Error> {
-        if kind != RequestBody::None && !self.whole {
-            // Gather the body already at hand behind the head; poll once, do not wait.
-            let mut ended = false;
-            while self.wbuf.len() < COALESCE {
-                match poll_fn(|cx| Poll::Ready(Pin::new(&mut *body).poll_frame(cx))).await {
-                    Poll::Ready(None) => {
-                        ended = true;
-                        break;
-                    }
-                    Poll::Ready(Some(Ok(f))) => {
-                        if let Ok(d) = f.into_data() {
-                            encode_data(&mut self.wbuf, &d, kind);
-                        }
-                    }
-                    Poll::Ready(Some(Err(_))) => return Err(Error::ClientBody),
-                    Poll::Pending => break,
-                }
-            }
-            if ended {
-                if kind == RequestBody::Chunked {
-                    self.wbuf.extend_from_slice(b"0\r\n\r\n");
-                }
-                self.whole = true;
-            }
-        }
         // A write on a connection the backend has closed usually succeeds (the reset comes
         // later); when it fails, nothing of a response was read: `Closed`.
         match tokio::time::timeout(server_idle, self.stream.write_all(&self.wbuf)).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return Err(Error::Closed),
             Err(_) => return Err(Error::ServerTimeout),
+        }
+        if self.reused
+            && (!self.buf.is_empty()
+                || matches!(crate::sys::peek_pending(&self.stream), Ok(n) if n > 0))
+        {
+            self.early = true;
         }
         if self.whole {
             return Ok(());
@@ -396,6 +478,13 @@ pub struct ResponseHead {
 }
 
 impl ResponseHead {
+    /// Whether the read buffer already holds more than this response (its Content-Length,
+    /// 0 for HEAD, 204 and 304): bytes past its end, whose order is in doubt. A chunked or
+    /// read-to-close body is checked at its end instead.
+    pub fn overflows(&self, conn: &Conn) -> bool {
+        matches!(self.framing, Framing::Length(n) if conn.buf.len() as u64 > n)
+    }
+
     /// The response (its head) with a body that reads the rest from `conn`, failing with
     /// [`BodyError::Timeout`] when the backend sends nothing for `idle`.
     pub fn into_response(self, conn: Conn, idle: Duration) -> Response<BackendBody> {
@@ -494,9 +583,13 @@ pub enum NotReusable {
     /// The body ended early, failed, was read until close, or the backend did not keep the
     /// connection alive: nothing unusual.
     Ended,
-    /// Bytes followed the response's end (a second response, a body on a HEAD answer): the
-    /// backend misbehaved; the connection is closed so no other client reads them.
+    /// Bytes followed the response's end (a second response, a body on a HEAD answer), at
+    /// once or by the look when it ended: the backend misbehaved; the connection is closed
+    /// so no other client reads them.
     Leftover,
+    /// The order of answers was in doubt during the exchange ([`Conn::in_doubt`],
+    /// [`Conn::answered_early`]).
+    InDoubt,
 }
 
 impl fmt::Display for BodyError {
@@ -532,16 +625,30 @@ impl fmt::Debug for BackendBody {
 }
 
 impl BackendBody {
-    /// The connection, if the body was read to its end, nothing followed it, and the
-    /// connection may carry another request; else why not (and the connection closes when
-    /// the body is dropped).
+    /// The connection, if the body was read to its end, nothing followed it (in the buffer
+    /// or, asked of the kernel, on the socket), its order was never in doubt, and it may
+    /// carry another request; else why not (and the connection closes when the body is
+    /// dropped). Cost: two system calls (`TCP_QUICKACK`, `MSG_PEEK`).
     pub fn take_reusable(&mut self) -> Result<Conn, NotReusable> {
         if !self.decoder.is_done() {
             return Err(NotReusable::Ended);
         }
         match self.conn.take() {
             Some(c) if !c.buf.is_empty() => Err(NotReusable::Leftover),
-            Some(c) if self.reusable => Ok(c),
+            Some(c) if c.in_doubt || c.early => Err(NotReusable::InDoubt),
+            Some(c) if self.reusable => {
+                // Acknowledge the response now rather than with the next request: a backend
+                // that holds a small answer back until its last one is acknowledged (Nagle's
+                // algorithm) then lets it go while no request is outstanding, where a look
+                // sees it, instead of just after the next request, where it would be read as
+                // that request's answer.
+                let _ = crate::sys::quickack(&c.stream);
+                match c.idle_state() {
+                    IdleState::Ready => Ok(c),
+                    IdleState::Closed => Err(NotReusable::Ended),
+                    IdleState::Unexpected => Err(NotReusable::Leftover),
+                }
+            }
             _ => Err(NotReusable::Ended),
         }
     }

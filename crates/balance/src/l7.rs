@@ -28,11 +28,19 @@
 //!   for the backend through the whole body), and each failure is counted against the side
 //!   that caused it.
 //! - A request goes again on a new connection only when it is idempotent and whole (`h1.rs`).
+//! - Which requests may take an idle pooled connection is `http_reuse` (HAProxy's
+//!   `http-reuse`, configuration manual section 4.2): under `safe` (the default) only those
+//!   that may be sent twice, so a backend closing an idle connection (RFC 9112 §9.3.1) never
+//!   fails a request that cannot be resent, and, as HAProxy's `safe`, only those that are not
+//!   the first of their client connection. The others get a new connection, whose first
+//!   response cannot be an answer to anything else: a client that sends one request per
+//!   connection, and every request that may not be sent twice, never meets a stray response
+//!   (`h1.rs`, "Answer order"). Cost: a connect per client connection and per such request.
 
 use crate::access_log::{self, AccessLog, Entry, Pending};
 use crate::classes::Classifier;
 use crate::client_io::WriteIdleLimit;
-use crate::config::HashKey;
+use crate::config::{HashKey, HttpReuse};
 use crate::h1::{self, BackendBody, Conn, NotReusable, RequestBody};
 use crate::sent_bytes::SentBytes;
 use crate::service::{Lease, Refusal, Service};
@@ -138,11 +146,16 @@ pub struct InFlight {
 impl InFlight {
     fn finish(&mut self, body: &mut BackendBody) {
         if let Some(lease) = self.lease.take() {
+            let (m, name) = (lease.metrics(), &lease.backend.name);
             match body.take_reusable() {
+                // `never`: no pool; the connection closes here (it asked for the close).
+                Ok(_) if lease.runtime.http_reuse == HttpReuse::Never => {}
                 Ok(conn) => lease.backend.conns.give(conn),
-                Err(NotReusable::Leftover) => lease
-                    .metrics()
-                    .error(&lease.backend.name, "unexpected_data"),
+                Err(NotReusable::Leftover) => {
+                    m.error(name, "unexpected_data");
+                    m.closed_in_doubt(name);
+                }
+                Err(NotReusable::InDoubt) => m.closed_in_doubt(name),
                 Err(NotReusable::Ended) => {}
             }
         }
@@ -397,7 +410,8 @@ pub async fn serve(
             let service = hyper::service::service_fn(move |req| {
                 let svc = svc2.clone();
                 let xff = xff.clone();
-                begun2.store(true, Ordering::SeqCst);
+                // The first request of this client connection (`http_reuse = "safe"`).
+                let first = !begun2.swap(true, Ordering::SeqCst);
                 let last = stopping.load(Ordering::SeqCst);
                 let sent = sent2.clone();
                 let logged = log.clone().zip(mark.clone()).map(|(log, mark)| {
@@ -410,7 +424,7 @@ pub async fn serve(
                 });
                 async move {
                     let mut t = Timing::new(logged.is_some());
-                    let mut resp = forward(req, peer, xff, &svc, hash_key, &mut t).await;
+                    let mut resp = forward(req, peer, xff, &svc, hash_key, first, &mut t).await;
                     if last {
                         resp.headers_mut()
                             .insert(CONNECTION, HeaderValue::from_static("close"));
@@ -538,29 +552,78 @@ struct Limits {
 }
 
 /// Send the request to an idle connection of `b`, or a new one, and read the response head.
-/// A reused connection found closed by the backend (EOF or reset before any response byte) is
-/// replaced once by a new connection, counted in `retries`, only if the method is idempotent
-/// and the whole request is still at hand to send again (no body, or all of it gathered into
-/// the first write; RFC 9110 §9.2.2); a new connection's failure is final.
+///
+/// `http_reuse` decides which requests may take an idle pooled connection: `never` none (a new
+/// connection, which asks the backend to close it after its answer), `always` all, `safe`
+/// only a request that is not the first of its client connection (`first`) and may be sent
+/// twice (RFC 9110 §9.2.2): idempotent, and whole in the write buffer once the body at hand
+/// is gathered (no body, or all of it in ≤ 16 KiB). Any other gets a new connection (counted
+/// in `reuse_new_connections`); an idle one taken before its body turned out incomplete goes
+/// back to the pool unused.
+///
+/// On a reused connection, two outcomes send the request once more on a new connection (each
+/// counted in `retries`), only if it may be sent twice: EOF or a reset before any response
+/// byte (the backend closed the idle connection), or an answer whose order is in doubt (more
+/// than its own Content-Length at hand: which response is this request's is not known; the
+/// connection is closed and counted in `closed_in_doubt`). A request that may not be sent
+/// twice (only under `always` on a reused connection) gets 502 `server_error` in the first
+/// case and 502 `unexpected_data` in the second, rather than an answer that may be another
+/// request's. Bytes already there the instant the request was written (an early answer) are
+/// given as the answer, and the connection closes after it. A new connection's failure is
+/// final.
 async fn send(
     lease: &Lease,
     parts: &request::Parts,
     mut body: Incoming,
     kind: RequestBody,
+    first: bool,
     limits: Limits,
     t: &mut Timing,
 ) -> Result<(h1::ResponseHead, Conn), h1::Error> {
     let b = &lease.backend;
     let metrics = lease.metrics();
-    let idle = b.conns.take(|| metrics.error(&b.name, "unexpected_data"));
-    let connecting = Instant::now();
-    let (mut conn, mut reused) = match idle {
-        Some(c) => (c, true),
-        None => (Conn::connect(b.addr, limits.connect).await?, false),
+    let policy = lease.runtime.http_reuse;
+    let idempotent = h1::idempotent(&parts.method);
+    let may_reuse = match policy {
+        HttpReuse::Never => false,
+        HttpReuse::Safe => idempotent && !first,
+        HttpReuse::Always => true,
     };
+    let connecting = Instant::now();
+    let idle = if may_reuse {
+        b.conns.take(|| {
+            metrics.error(&b.name, "unexpected_data");
+            metrics.closed_in_doubt(&b.name);
+        })
+    } else {
+        metrics.reuse_new_connection(&b.name);
+        None
+    };
+    let mut conn = match idle {
+        Some(c) => c,
+        None => Conn::connect(b.addr, limits.connect).await?,
+    };
+    conn.encode_head(parts, kind, policy == HttpReuse::Never);
+    conn.gather(&mut body, kind).await?;
+    if conn.reused() && policy == HttpReuse::Safe && !conn.request_resendable() {
+        // Its body is not wholly at hand: it may not be sent twice, so not over a connection
+        // whose state is unknown. The idle connection carried nothing and goes back.
+        metrics.reuse_new_connection(&b.name);
+        let fresh = match Conn::connect(b.addr, limits.connect).await {
+            Ok(c) => c,
+            Err(e) => {
+                conn.clear_request();
+                b.conns.give(conn);
+                return Err(e);
+            }
+        };
+        let mut idle = std::mem::replace(&mut conn, fresh);
+        idle.hand_request_to(&mut conn);
+        idle.clear_request();
+        b.conns.give(idle);
+    }
     t.tc = access_log::ms(connecting.elapsed());
     let mut sent = Instant::now();
-    conn.encode_head(parts, kind);
     let head_request = parts.method == Method::HEAD;
     loop {
         let r = match conn
@@ -572,26 +635,40 @@ async fn send(
                 .unwrap_or(Err(h1::Error::ServerTimeout)),
             Err(e) => Err(e),
         };
+        let resendable = conn.reused() && conn.request_resendable() && idempotent;
         match r {
             Ok(head) => {
-                t.tr = access_log::ms(sent.elapsed());
-                return Ok((head, conn));
+                if head.overflows(&conn) {
+                    conn.mark_in_doubt();
+                }
+                // A new connection's first response is this request's answer, whatever
+                // follows it (the connection then closes after it). An early answer on a
+                // reused one is given: it is far more often a fast answer than a shifted one,
+                // and sending the request again would hand a well-behaved backend a duplicate.
+                // The connection closes after it (`take_reusable`, counted then).
+                let doubt = conn.in_doubt();
+                if !conn.reused() || !doubt {
+                    t.tr = access_log::ms(sent.elapsed());
+                    return Ok((head, conn));
+                }
+                // Which of the answers at hand is this request's is not known: none is given
+                // to the client; the connection closes.
+                metrics.closed_in_doubt(&b.name);
+                if !resendable {
+                    return Err(h1::Error::InDoubt);
+                }
             }
-            Err(h1::Error::Closed)
-                if reused && conn.request_resendable() && h1::idempotent(&parts.method) =>
-            {
-                metrics.retry(&b.name);
-                let connecting = Instant::now();
-                let mut fresh = Conn::connect(b.addr, limits.connect).await?;
-                t.tc += access_log::ms(connecting.elapsed());
-                sent = Instant::now();
-                conn.hand_request_to(&mut fresh);
-                conn = fresh;
-                reused = false;
-            }
+            Err(h1::Error::Closed) if resendable => {}
             Err(h1::Error::Closed) => return Err(h1::Error::Server),
             Err(e) => return Err(e),
         }
+        metrics.retry(&b.name);
+        let connecting = Instant::now();
+        let mut fresh = Conn::connect(b.addr, limits.connect).await?;
+        t.tc += access_log::ms(connecting.elapsed());
+        sent = Instant::now();
+        conn.hand_request_to(&mut fresh);
+        conn = fresh;
     }
 }
 
@@ -663,6 +740,7 @@ async fn forward(
     xff: Option<HeaderValue>,
     svc: &Arc<Service>,
     hash_key: HashKey,
+    first: bool,
     t: &mut Timing,
 ) -> Response<ProxyBody> {
     // The request head has been read: the class's response time starts here.
@@ -736,7 +814,7 @@ async fn forward(
     };
     // The request is written from its head as l7 prepared it (HTTP/1.1, origin form).
     let (parts, body) = req.into_parts();
-    let reason = match send(&lease, &parts, body, kind, limits, t).await {
+    let reason = match send(&lease, &parts, body, kind, first, limits, t).await {
         Ok((head, conn)) => {
             b.response_seconds.observe(started.elapsed().as_secs_f64());
             // The response head goes to the client connection now: the class's response
@@ -768,6 +846,7 @@ async fn forward(
         Err(h1::Error::Connect) => "connect",
         Err(h1::Error::BadResponse) => "bad_response",
         Err(h1::Error::Closed | h1::Error::Server) => "server_error",
+        Err(h1::Error::InDoubt) => "unexpected_data",
     };
     t.state = match reason {
         "server_timeout" => *b"sH",

@@ -67,6 +67,13 @@ pub struct Metrics {
     /// Requests sent again on a new connection after a reused one was found closed
     /// (idempotent requests wholly at hand only).
     pub retries: Family<BackendLabel, Counter>,
+    /// L7 backend connections closed because the order of their answers was in doubt: bytes
+    /// while no request was outstanding, bytes left after a response's end, or more than one
+    /// response at hand.
+    pub closed_in_doubt: Family<BackendLabel, Counter>,
+    /// L7 requests sent over a new connection because `http_reuse` kept them off the idle
+    /// pooled ones (`safe`: not to be sent twice; `never`: every request).
+    pub reuse_new_connections: Family<BackendLabel, Counter>,
     /// Work refused before a backend was chosen: queue_full, queue_timeout, no_server,
     /// max_connections, bad_request, header_timeout, client_timeout, client_error,
     /// stop_accept.
@@ -100,6 +107,8 @@ impl Metrics {
             admin_state: Family::default(),
             errors: Family::default(),
             retries: Family::default(),
+            closed_in_doubt: Family::default(),
+            reuse_new_connections: Family::default(),
             refused: Family::default(),
             accept_errors: Family::default(),
             queue_length: Gauge::default(),
@@ -152,6 +161,16 @@ impl Metrics {
             "retries",
             "Idempotent requests sent again on a new connection after a reused one was found closed",
             m.retries.clone(),
+        );
+        r.register(
+            "closed_in_doubt",
+            "L7 backend connections closed because the order of their answers was in doubt (bytes no request asked for)",
+            m.closed_in_doubt.clone(),
+        );
+        r.register(
+            "reuse_new_connections",
+            "L7 requests sent over a new backend connection because http_reuse kept them off idle pooled ones",
+            m.reuse_new_connections.clone(),
         );
         r.register(
             "refused",
@@ -211,6 +230,9 @@ impl Metrics {
         self.health_up.remove(&l);
         self.weight.remove(&l);
         self.configured_weight.remove(&l);
+        self.retries.remove(&l);
+        self.closed_in_doubt.remove(&l);
+        self.reuse_new_connections.remove(&l);
         for state in ADMIN_STATES {
             self.admin_state.remove(&StateLabel {
                 backend: name.to_string(),
@@ -283,6 +305,28 @@ impl Metrics {
             .get_or_create(&ReasonLabel {
                 reason: accept_error_reason(e).to_string(),
             })
+            .inc();
+    }
+
+    /// The label a count of `backend` goes under: its own while it exists, else
+    /// [`REMOVED_BACKEND`] (as [`Metrics::error`]), so no series of a deleted server returns.
+    fn live_label(&self, backend: &str) -> BackendLabel {
+        if self.live().contains_key(backend) {
+            Self::backend(backend)
+        } else {
+            Self::backend(REMOVED_BACKEND)
+        }
+    }
+
+    pub fn closed_in_doubt(&self, backend: &str) {
+        self.closed_in_doubt
+            .get_or_create(&self.live_label(backend))
+            .inc();
+    }
+
+    pub fn reuse_new_connection(&self, backend: &str) {
+        self.reuse_new_connections
+            .get_or_create(&self.live_label(backend))
             .inc();
     }
 

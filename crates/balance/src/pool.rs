@@ -11,6 +11,8 @@
 //! Bounds: at most [`POOL_IDLE_PER_BACKEND`] idle connections per backend; an idle connection
 //! is closed after [`POOL_IDLE_TIMEOUT`] (give or take the daemon's 250 ms tick, which sweeps
 //! the pools) or, at that sweep, when the backend has closed it or sent something unasked.
+//! Each look at an idle connection is one `recv(2)` with `MSG_PEEK` ([`Conn::idle_state`]): at
+//! each reuse, and per idle connection at each sweep (≤ 64 per backend every 250 ms).
 //! Connections in use are bounded by the requests in flight.
 //! Dropping the pool (a deleted server, once its last lease ends) closes its idle connections.
 //!
@@ -51,14 +53,17 @@ impl ConnPool {
     }
 
     /// The most recently returned connection that shows no sign of having been closed and
-    /// received nothing unasked ([`Conn::idle_state`]; no system call unless the socket was
-    /// seen readable). Those that did are closed; `unexpected` is called for each that had
-    /// received bytes. Expiry is left to `sweep`, every 250 ms (no clock read per request).
+    /// received nothing unasked ([`Conn::idle_state`], asked of the kernel), marked reused.
+    /// Those that did are closed; `unexpected` is called for each that had received bytes.
+    /// Expiry is left to `sweep`, every 250 ms (no clock read per request).
     pub fn take(&self, mut unexpected: impl FnMut()) -> Option<Conn> {
         let mut idle = self.lock();
-        while let Some(c) = idle.pop() {
+        while let Some(mut c) = idle.pop() {
             match c.conn.idle_state() {
-                IdleState::Ready => return Some(c.conn),
+                IdleState::Ready => {
+                    c.conn.mark_reused();
+                    return Some(c.conn);
+                }
                 IdleState::Closed => {}
                 IdleState::Unexpected => unexpected(),
             }

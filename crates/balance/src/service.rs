@@ -127,6 +127,8 @@ impl BackendRef {
 #[derive(Debug, Clone)]
 pub struct Runtime {
     pub timeouts: Timeouts,
+    /// L7: which requests may take an idle pooled backend connection (`l7.rs`).
+    pub http_reuse: crate::config::HttpReuse,
     pub defaults: Defaults,
     pub health: Option<Health>,
 }
@@ -349,6 +351,7 @@ impl Service {
                 classifier: classes.classifier.clone(),
                 runtime: Arc::new(Runtime {
                     timeouts: cfg.timeouts.clone(),
+                    http_reuse: cfg.http_reuse,
                     defaults: cfg.defaults.clone(),
                     health: cfg.health.clone(),
                 }),
@@ -526,8 +529,10 @@ impl Service {
             g.backends.values().map(|b| b.shared.clone()).collect()
         };
         for b in shared {
-            b.conns
-                .sweep(|| self.metrics.error(&b.name, "unexpected_data"));
+            b.conns.sweep(|| {
+                self.metrics.error(&b.name, "unexpected_data");
+                self.metrics.closed_in_doubt(&b.name);
+            });
         }
     }
 
@@ -782,6 +787,7 @@ impl Service {
             }
             g.runtime = Arc::new(Runtime {
                 timeouts: cfg.timeouts.clone(),
+                http_reuse: cfg.http_reuse,
                 defaults: cfg.defaults.clone(),
                 health: cfg.health.clone(),
             });

@@ -270,10 +270,20 @@ async fn call(
 }
 
 async fn balancer(b: &Scripted, dir: &TempDir, server_timeout: &str) -> Running {
+    balancer_reusing(b, dir, server_timeout, "safe").await
+}
+
+/// A balancer with `http_reuse = reuse`.
+async fn balancer_reusing(
+    b: &Scripted,
+    dir: &TempDir,
+    server_timeout: &str,
+    reuse: &str,
+) -> Running {
     let mut text = config_text(
         "l7",
         "{ kind = \"rr\" }",
-        "admin = \"127.0.0.1:0\"",
+        &format!("admin = \"127.0.0.1:0\"\nhttp_reuse = \"{reuse}\""),
         &format!("[timeouts]\nserver = \"{server_timeout}\""),
         &[],
         dir,
@@ -292,12 +302,14 @@ fn errors(r: &Running, reason: &str) -> f64 {
 /// Every response framing reaches the client intact, and the connection is reused exactly
 /// when the response was read to its end and kept alive: chunked (extensions and trailers,
 /// and chunks larger than a read), Content-Length large and 0, HEAD, 204, 304, a skipped
-/// 100 Continue, read-to-close, `Connection: close`.
+/// 100 Continue, read-to-close, `Connection: close`. Each client here sends one request per
+/// connection, which `http_reuse = "safe"` would send over a new backend connection every
+/// time: `always` lets them share one, so that reuse shows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_response_framing_is_forwarded_and_reuse_follows_it() {
     let b = scripted().await;
     let dir = TempDir::new("bal-h1-framing").unwrap();
-    let r = balancer(&b, &dir, "5s").await;
+    let r = balancer_reusing(&b, &dir, "5s", "always").await;
     let l = r.listen[0];
     let conns = || b.conns.load(Ordering::SeqCst);
 
