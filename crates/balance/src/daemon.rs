@@ -219,7 +219,8 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, StartErro
     }
     let mut listeners = Vec::new();
     for a in &cfg.listen {
-        let l = bind_listener(*a, cfg.max_connections as u32).map_err(|source| StartError::Listen { addr: *a, source })?;
+        let l = bind_listener(*a, cfg.max_connections as u32)
+            .map_err(|source| StartError::Listen { addr: *a, source })?;
         listeners.push(l);
     }
     let listen = listeners
