@@ -380,3 +380,64 @@ fn an_xdp_port_reopens_at_once_after_a_stop() {
     }
     assert!(namespaces_with(&tag).is_empty(), "namespaces leaked");
 }
+
+/// Tagged frames (802.1Q, a priority tag, 802.1ad over 802.1Q, three tags) sent from `a`
+/// arrive in `b` byte for byte through the engine on every backend. The kernel takes the
+/// outer tag out of a received frame before a packet socket sees it (crates/sys/src/vlan.rs);
+/// a port that did not put it back would forward the frame untagged.
+#[test]
+fn vlan_and_qinq_frames_keep_their_tags_through_the_engine_on_every_backend() {
+    use netsched_testbed::frames::{capture, send, tagged_set, MARKER};
+    let test = "vlan_and_qinq_frames_keep_their_tags_through_the_engine_on_every_backend";
+    if !privileged_test_allowed(test) {
+        return;
+    }
+    let tag;
+    {
+        let line = common::line("lnkvl", 91);
+        tag = line.tb.tag().to_string();
+        let mut ports = vec![
+            PortBackend::Packet,
+            PortBackend::Tpacket,
+            PortBackend::TpacketV3,
+        ];
+        match netsched_sys::xdp_port::unavailable() {
+            None => ports.push(PortBackend::Xdp),
+            Some(why) => eprintln!("SKIP the xdp backend: {why}"),
+        }
+        let mut want = tagged_set();
+        want.sort();
+        for backend in ports {
+            let mut cfg = common::engine_config(
+                &line,
+                common::dir(None, 0, "fifo:1000"),
+                common::dir(None, 0, "fifo:1000"),
+            );
+            cfg.port = PortOptions {
+                backend,
+                ring: RingConfig {
+                    rx_frames: 256,
+                    tx_frames: 0,
+                },
+            };
+            let h = spawn_in_netns(&line.m, cfg).unwrap();
+            let rx = capture(&line.b, &line.tb.ifname("b"), MARKER).unwrap();
+            send(
+                &line.a,
+                &line.tb.ifname("a"),
+                tagged_set(),
+                std::time::Duration::from_millis(5),
+            )
+            .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(1500));
+            let st = h.stop().unwrap();
+            let mut got = rx.stop().unwrap();
+            got.sort();
+            assert_eq!(got, want, "{}: the frames that arrived", backend.name());
+            assert_eq!(st.port, backend);
+            st.ab.check_accounting().unwrap();
+            st.ba.check_accounting().unwrap();
+        }
+    }
+    assert!(namespaces_with(&tag).is_empty(), "namespaces leaked");
+}

@@ -22,6 +22,7 @@
 //! - [`xsk`]: an AF_XDP socket with its UMEM and rings; [`xdp_port`]: the `xdp` port on it;
 //! - [`any_port`]: the port backend chosen at start ([`PortBackend`]: `auto`, `xdp`,
 //!   `tpacket`, `tpacket-v3`, `packet`) and [`AnyPort`], any port behind one type;
+//! - [`vlan`]: the outer VLAN tag the kernel takes out of a received frame, put back;
 //! - [`mmsg`]: `sendmmsg`/`recvmmsg` on any socket (load generators, netlink batches);
 //! - [`netlink`]: raw netlink sockets ([`NetlinkSocket`]);
 //! - [`tap`]: TAP devices;
@@ -59,6 +60,7 @@ pub mod tap;
 pub mod thread;
 pub mod tpacket;
 pub mod tpacket_v3;
+pub mod vlan;
 pub mod xdp_port;
 pub mod xsk;
 

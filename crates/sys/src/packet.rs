@@ -7,6 +7,7 @@
 //! next to them.
 
 use crate::socket::{setsockopt, socket};
+use crate::vlan::VlanTag;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
@@ -25,7 +26,18 @@ pub struct RxMeta {
     pub len: usize,
     /// `sll_pkttype == PACKET_OUTGOING`: our own transmission seen again (older kernels).
     pub outgoing: bool,
+    /// The outer VLAN tag the kernel took out of the frame (`PACKET_AUXDATA`; see
+    /// [`crate::vlan`]), when [`PacketFd::enable_auxdata`] was called.
+    pub vlan: Option<VlanTag>,
 }
+
+/// Room for one `PACKET_AUXDATA` control message (`CMSG_SPACE(sizeof(tpacket_auxdata))`).
+const AUX_SPACE: usize = 64;
+
+/// One frame's control-message buffer, aligned as `cmsghdr` needs.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct AuxBuf([u8; AUX_SPACE]);
 
 /// An `AF_PACKET` raw socket (packet(7)), closed on drop.
 #[derive(Debug)]
@@ -106,6 +118,12 @@ impl PacketFd {
         setsockopt(self, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mr)
     }
 
+    /// Ask for each received frame's `struct tpacket_auxdata` (packet(7), `PACKET_AUXDATA`),
+    /// so [`PacketFd::recv_batch`] reports the VLAN tag the kernel took out of the frame.
+    pub fn enable_auxdata(&self) -> io::Result<()> {
+        self.set_int(libc::SOL_PACKET, libc::PACKET_AUXDATA, 1)
+    }
+
     /// Frames the kernel dropped since the last call (`PACKET_STATISTICS` resets on read);
     /// 0 if the counters cannot be read.
     pub fn take_drops(&self) -> u64 {
@@ -180,6 +198,7 @@ impl PacketFd {
         let mut addrs: [libc::sockaddr_ll; MAX_BATCH] = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
         let mut msgs: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
+        let mut aux = [AuxBuf([0; AUX_SPACE]); MAX_BATCH];
         let base = buf.as_mut_ptr();
         for i in 0..n {
             // SAFETY: the slot lies inside `buf` (checked above).
@@ -189,6 +208,8 @@ impl PacketFd {
             msgs[i].msg_hdr.msg_iovlen = 1;
             msgs[i].msg_hdr.msg_name = &mut addrs[i] as *mut libc::sockaddr_ll as *mut _;
             msgs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            msgs[i].msg_hdr.msg_control = aux[i].0.as_mut_ptr() as *mut _;
+            msgs[i].msg_hdr.msg_controllen = AUX_SPACE;
         }
         // SAFETY: `n` initialised headers whose buffers are slots of `buf`, borrowed
         // mutably for the call.
@@ -206,6 +227,7 @@ impl PacketFd {
             meta[i] = RxMeta {
                 len: msgs[i].msg_len as usize,
                 outgoing: addrs[i].sll_pkttype == libc::PACKET_OUTGOING,
+                vlan: vlan_of(&msgs[i].msg_hdr),
             };
         }
         got
@@ -253,6 +275,33 @@ impl PacketFd {
             Ok(r as usize)
         }
     }
+}
+
+/// The VLAN tag in `msg`'s `PACKET_AUXDATA` control message, if it has one.
+fn vlan_of(msg: &libc::msghdr) -> Option<VlanTag> {
+    // SAFETY: CMSG_LEN is arithmetic on its argument.
+    let need = unsafe { libc::CMSG_LEN(std::mem::size_of::<libc::tpacket_auxdata>() as u32) };
+    // SAFETY: `msg` is a header the kernel filled by `recvmmsg`; its control pointer and the
+    // length the kernel set describe our `AuxBuf`, and the CMSG_* macros stay inside it.
+    let mut c = unsafe { libc::CMSG_FIRSTHDR(msg) };
+    while !c.is_null() {
+        // SAFETY: `c` is a control message header inside the buffer (CMSG_FIRSTHDR/NXTHDR).
+        let h = unsafe { &*c };
+        if h.cmsg_level == libc::SOL_PACKET
+            && h.cmsg_type == libc::PACKET_AUXDATA
+            && h.cmsg_len as usize >= need as usize
+        {
+            // SAFETY: the message holds a whole tpacket_auxdata (length checked above); it
+            // may be unaligned for the struct, so it is read unaligned.
+            let a = unsafe {
+                std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::tpacket_auxdata)
+            };
+            return VlanTag::from_status(a.tp_status, a.tp_vlan_tci, a.tp_vlan_tpid);
+        }
+        // SAFETY: as above.
+        c = unsafe { libc::CMSG_NXTHDR(msg, c) };
+    }
+    None
 }
 
 #[cfg(test)]

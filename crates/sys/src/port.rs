@@ -17,10 +17,14 @@
 //!   [`Port::warn_if_offloads`] is the one warning every CLI prints that they should be off
 //!   (`ethtool -K IF gro off gso off tso off`).
 //!
+//! - **VLAN tags**: the outer tag the kernel took out of a received frame is put back
+//!   ([`crate::vlan`]), so a frame is read and forwarded as it was on the wire;
+//!
 //! Cost per frame: two syscalls amortised over a batch, O(1) slot handling.
 
 use crate::packet::{PacketFd, RxMeta, PACKET_IGNORE_OUTGOING, PACKET_QDISC_BYPASS};
 use crate::socket::{self, Offload};
+use crate::vlan;
 use std::io;
 use std::os::fd::RawFd;
 
@@ -177,6 +181,12 @@ impl Port {
     /// Open interface `dev` in the calling thread's network namespace.
     pub fn open(dev: &str) -> io::Result<Self> {
         let (fd, ifindex) = open_socket(dev, true)?;
+        fd.enable_auxdata().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("PACKET_AUXDATA on {dev} (VLAN tags would be lost): {e}"),
+            )
+        })?;
         let offloads = attach(&fd, ifindex, dev)?;
         Ok(Self {
             fd,
@@ -240,13 +250,21 @@ impl Port {
                 pool.release(slot);
                 continue;
             }
-            out[k] = if m.len > SLOT {
-                pool.release(slot);
-                Rx::Oversize { len: m.len }
-            } else {
-                Rx::Frame {
+            let len = match m.vlan {
+                None if m.len <= SLOT => Some(m.len),
+                None => None,
+                Some(tag) => vlan::insert_in_place(pool.slot_mut(slot), m.len, tag),
+            };
+            out[k] = match len {
+                Some(len) => Rx::Frame {
                     slot,
-                    len: m.len as u32,
+                    len: len as u32,
+                },
+                None => {
+                    pool.release(slot);
+                    Rx::Oversize {
+                        len: m.len + m.vlan.map_or(0, |_| vlan::TAG_LEN),
+                    }
                 }
             };
             k += 1;

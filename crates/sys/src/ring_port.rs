@@ -35,6 +35,7 @@ use crate::packet::PacketFd;
 use crate::port::{self, FramePool, FramePort, Offloads, Rx, BATCH, SLOT};
 use crate::tpacket::{ring_frames, Ring, RxFrame};
 use crate::tpacket_v3::RingV3;
+use crate::vlan;
 use std::cell::Cell;
 use std::io;
 use std::os::fd::RawFd;
@@ -189,14 +190,17 @@ impl RingPort {
                 if f.outgoing {
                     return None;
                 }
-                if f.wire_len > f.data.len() || f.wire_len > SLOT {
-                    return Some(Rx::Oversize { len: f.wire_len });
+                let tagged = f.wire_len + f.vlan.map_or(0, |_| vlan::TAG_LEN);
+                if f.wire_len > f.data.len() {
+                    return Some(Rx::Oversize { len: tagged });
                 }
-                pool.slot_mut(slot)[..f.data.len()].copy_from_slice(f.data);
-                Some(Rx::Frame {
-                    slot,
-                    len: f.data.len() as u32,
-                })
+                match vlan::copy_with_tag(pool.slot_mut(slot), f.data, f.vlan) {
+                    Some(len) => Some(Rx::Frame {
+                        slot,
+                        len: len as u32,
+                    }),
+                    None => Some(Rx::Oversize { len: tagged }),
+                }
             });
             match got {
                 None => {

@@ -20,6 +20,7 @@
 
 use crate::packet::PacketFd;
 use crate::socket::setsockopt;
+use crate::vlan::VlanTag;
 use std::cell::Cell;
 use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -78,6 +79,8 @@ pub struct RxFrame<'a> {
     pub wire_len: usize,
     /// `sll_pkttype == PACKET_OUTGOING`: our own transmission seen again (older kernels).
     pub outgoing: bool,
+    /// The outer VLAN tag the kernel took out of the frame ([`crate::vlan`]).
+    pub vlan: Option<VlanTag>,
 }
 
 /// A shared mapping of a socket's rings, unmapped on drop.
@@ -228,16 +231,19 @@ impl Ring {
         let head = self.rx_head.get();
         let frame = self.frame_at(0, head);
         let status = self.status(frame);
-        if status.load(Ordering::Acquire) & TP_STATUS_USER == 0 {
+        let st = status.load(Ordering::Acquire);
+        if st & TP_STATUS_USER == 0 {
             return None;
         }
         // SAFETY: the frame is ours (TP_STATUS_USER, acquired above); its header fields are
         // plain integers the kernel wrote before releasing it.
-        let (wire_len, snaplen, mac, pkttype) = unsafe {
+        let (wire_len, snaplen, mac, tci, tpid, pkttype) = unsafe {
             (
                 std::ptr::read(frame.add(4) as *const u32) as usize,
                 std::ptr::read(frame.add(8) as *const u32) as usize,
                 std::ptr::read(frame.add(12) as *const u16) as usize,
+                std::ptr::read(frame.add(24) as *const u16),
+                std::ptr::read(frame.add(26) as *const u16),
                 std::ptr::read(frame.add(SLL_PKTTYPE_OFFSET)),
             )
         };
@@ -252,6 +258,7 @@ impl Ring {
             data,
             wire_len,
             outgoing: pkttype == libc::PACKET_OUTGOING,
+            vlan: VlanTag::from_status(st, tci, tpid),
         });
         status.store(TP_STATUS_KERNEL, Ordering::Release);
         self.rx_head.set((head + 1) % self.rx_frames);

@@ -25,6 +25,7 @@ use crate::tpacket::{
     ring_frames, Mapping, RxFrame, FRAMES_PER_BLOCK, PACKET_RX_RING, PACKET_VERSION, RING_BLOCK,
     RING_FRAME, TP_STATUS_KERNEL, TP_STATUS_USER,
 };
+use crate::vlan::VlanTag;
 use std::cell::Cell;
 use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -168,11 +169,15 @@ impl RingV3 {
         let next_off = self.u32_at(frame) as usize;
         let snaplen = self.u32_at(frame.wrapping_add(12)) as usize;
         let wire_len = self.u32_at(frame.wrapping_add(16)) as usize;
-        // SAFETY: `tp_mac` (offset 24) and `sll_pkttype` lie inside the header checked above;
-        // plain integers the kernel wrote before it released the block.
-        let (mac, pkttype) = unsafe {
+        let st = self.u32_at(frame.wrapping_add(20));
+        // SAFETY: `tp_mac` (offset 24), `hv1.tp_vlan_tci` (32), `hv1.tp_vlan_tpid` (36) and
+        // `sll_pkttype` lie inside the header checked above; plain integers the kernel wrote
+        // before it released the block.
+        let (mac, tci, tpid, pkttype) = unsafe {
             (
                 std::ptr::read_unaligned(frame.add(24) as *const u16) as usize,
+                std::ptr::read_unaligned(frame.add(32) as *const u32) as u16,
+                std::ptr::read_unaligned(frame.add(36) as *const u16),
                 std::ptr::read(frame.add(SLL_PKTTYPE_OFFSET)),
             )
         };
@@ -185,6 +190,7 @@ impl RingV3 {
             data,
             wire_len,
             outgoing: pkttype == libc::PACKET_OUTGOING,
+            vlan: VlanTag::from_status(st, tci, tpid),
         });
         let left = self.left.get() - 1;
         if left == 0 {

@@ -22,6 +22,7 @@
 
 pub mod check;
 pub mod chromium;
+pub mod frames;
 pub mod netns_call;
 pub mod netns_thread;
 pub mod process;

@@ -400,3 +400,52 @@ fn each_port_backend_forwards_and_balances() {
         assert_gone(&tag);
     }
 }
+
+/// Tagged frames (802.1Q, a priority tag, 802.1ad over 802.1Q, three tags) sent by a guest
+/// arrive at the uplink's far end byte for byte on every backend (broadcast: the switch
+/// floods them). The kernel takes the outer tag out of a received frame before a packet
+/// socket sees it; the ports put it back (crates/sys/src/vlan.rs).
+#[test]
+fn vlan_and_qinq_frames_keep_their_tags_through_the_switch_on_every_backend() {
+    use netsched_testbed::frames::{capture, send, tagged_set, MARKER};
+    let test = "vlan_and_qinq_frames_keep_their_tags_through_the_switch_on_every_backend";
+    if !privileged_test_allowed(test) {
+        return;
+    }
+    let xdp = netsched_sys::xdp_port::unavailable().is_none();
+    if !xdp {
+        eprintln!("{test}: xdp skipped (this build has no XDP program)");
+    }
+    let tag;
+    {
+        let net = build("vswvl", 1).unwrap();
+        tag = net.tb.tag().to_string();
+        let mut want = tagged_set();
+        want.sort();
+        let backends = ["xdp", "tpacket", "tpacket-v3", "packet"];
+        for backend in backends.into_iter().filter(|b| xdp || *b != "xdp") {
+            let cfg = net.config(
+                "delay_constrained",
+                &format!("packet_rate = 20000\nbatch = 8\nport_backend = \"{backend}\"\nring_frames = 128"),
+                &[(1, "30ms")],
+            );
+            let sw = spawn_in_netns(&net.sw, cfg).unwrap();
+            let rx = capture(&net.ext, &net.tb.ifname("ue"), MARKER).unwrap();
+            send(
+                &net.guests[0].0,
+                &net.tb.ifname("e0"),
+                tagged_set(),
+                Duration::from_millis(5),
+            )
+            .unwrap();
+            std::thread::sleep(Duration::from_millis(1500));
+            let st = sw.stop().unwrap();
+            let mut got = rx.stop().unwrap();
+            got.sort();
+            assert_eq!(got, want, "{backend}: the frames that arrived");
+            assert_eq!(st.port_backend.name(), backend);
+            assert!(st.identity_holds(), "{backend}: {st:#?}");
+        }
+    }
+    assert_gone(&tag);
+}

@@ -15,6 +15,8 @@ pub struct Line {
     pub tb: Testbed,
     pub a: String,
     pub m: String,
+    #[allow(dead_code)] // Not every test binary reads it.
+    pub b: String,
     /// The engine's port toward `a`, and toward `b` (both in `m`).
     pub ma: String,
     pub mb: String,
@@ -36,7 +38,14 @@ pub fn line(prefix: &str, net: u8) -> Line {
         .unwrap();
     tb.veth((&m, &mb, ""), (&b, &ib, &format!("10.{net}.0.2/24")))
         .unwrap();
-    Line { tb, a, m, ma, mb }
+    Line {
+        tb,
+        a,
+        m,
+        b,
+        ma,
+        mb,
+    }
 }
 
 /// [`line`] with veths of `queues` receive and transmit queues each (`numrxqueues`).
@@ -95,7 +104,14 @@ pub fn line_with_queues(prefix: &str, net: u8, queues: u32) -> Line {
             );
         }
     }
-    Line { tb, a, m, ma, mb }
+    Line {
+        tb,
+        a,
+        m,
+        b,
+        ma,
+        mb,
+    }
 }
 
 /// One direction: rate (bits/s, `None` = unshaped), one-way delay (ms), qdisc spec.
