@@ -1,5 +1,5 @@
-//! Runtime control of a running filter over a local Unix socket (`--control PATH`) and its
-//! client, `netsched filter ctl`.
+//! Runtime control of a running filter over a local Unix socket (`--control-socket PATH`) and
+//! its client, `netsched filter ctl`.
 //!
 //! Protocol (as the other daemons'): one request line of words, at most [`MAX_REQUEST`]
 //! bytes; the answer's first line is `ok` or `error: <what>`. Commands:
@@ -402,7 +402,7 @@ impl ControlServer {
             |verb| verb == "show",
         );
         let server = Server::start(path, group, SERVER, Arc::new(handler))
-            .map_err(|e| anyhow::anyhow!("--control {}: {e}", path.display()))?;
+            .map_err(|e| anyhow::anyhow!("--control-socket {}: {e}", path.display()))?;
         Ok(ControlServer { server })
     }
 
@@ -413,7 +413,7 @@ impl ControlServer {
 
 /// Send one request line to `socket`; the answer without its `ok` line, or the error text.
 pub fn request(socket: &Path, line: &str) -> Result<String, netsched_control::ClientError> {
-    let hint = format!("netsched filter --control {}", socket.display());
+    let hint = format!("netsched filter --control-socket {}", socket.display());
     netsched_control::client::request_line(socket, line, DEADLINE + Duration::from_secs(3), &hint)
 }
 
@@ -509,6 +509,33 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("busy"), "{e}");
+    }
+
+    /// Every hint of the control socket names it by its flag, `--control-socket`: the client's
+    /// when no filter answers, and the server's when the socket cannot be made.
+    #[test]
+    fn hints_name_the_control_socket_flag() {
+        let dir = std::env::temp_dir().join(format!("filter-hint-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("none.sock");
+        let e = request(&sock, "show").unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "netsched filter --control-socket {}",
+                sock.display()
+            )),
+            "{e}"
+        );
+        let (out, _inbox) = channel(Arc::new(|g| Ok(built(g, 1))));
+        // A regular file where the socket should be: never removed, so the start fails.
+        let file = dir.join("not-a-socket");
+        std::fs::write(&file, "x").unwrap();
+        let e = ControlServer::start(&file, None, out)
+            .err()
+            .expect("a regular file is no socket")
+            .to_string();
+        assert!(e.starts_with("--control-socket "), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Tables of `generation` with one rule; `rules()` tells them apart.
