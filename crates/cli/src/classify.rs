@@ -51,8 +51,8 @@ EXAMPLE:
         --trace acl10k.trace --packets 1000000";
 
 const BENCH_HELP: &str = "\
-Reads a rule file (ClassBench filter format, or our TOML form if the name ends in .toml) and a
-trace, builds each classifier, checks that every one gives the linear scan's answer (or the
+Reads a rule file (ClassBench filter format, or the TOML rule file of docs/rules.md if the
+name ends in .toml; its IPv4 rules only: an IPv6 prefix is refused) and a trace, builds each classifier, checks that every one gives the linear scan's answer (or the
 first listed one's) for every packet, then classifies the trace in a loop on this thread for
 at least --duration of CPU time per classifier. Prints, per classifier: build time, memory, tuples (hash
 tables), million packets per CPU second of the classifying thread (Mpps_cpu: time spent
@@ -95,7 +95,7 @@ struct GenArgs {
 
 #[derive(Debug, Args)]
 struct BenchArgs {
-    /// Rule file: ClassBench filter format, or our TOML form (*.toml).
+    /// Rule file: ClassBench filter format, or the TOML rule file (*.toml, docs/rules.md).
     #[arg(long, value_name = "FILE")]
     rules: PathBuf,
     /// Header trace (ClassBench trace format).
@@ -329,11 +329,71 @@ mod tests {
         assert!(e.starts_with("tuple_space: rule "), "{e}");
         std::fs::write(
             d.join("bad.toml"),
-            "[[rule]]\ndst_port = \"80-\"\naction = \"drop\"\n",
+            "[[rule]]\ndport = \"80-\"\naction = \"drop\"\n",
         )
         .unwrap();
         let e = read_rules(&d.join("bad.toml")).unwrap_err().to_string();
-        assert!(e.contains("bad.toml:2: rule[0].dst_port '80-'"), "{e}");
+        assert!(e.contains("bad.toml:2: rule[0].dport '80-'"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// The text of every ```toml block of a Markdown file.
+    fn toml_blocks(markdown: &str) -> Vec<String> {
+        let (mut out, mut block) = (Vec::new(), None::<String>);
+        for line in markdown.lines() {
+            match (block.as_mut(), line.trim()) {
+                (None, "```toml") => block = Some(String::new()),
+                (Some(_), "```") => out.extend(block.take()),
+                (Some(b), _) => {
+                    b.push_str(line);
+                    b.push('\n');
+                }
+                (None, _) => {}
+            }
+        }
+        out
+    }
+
+    /// `classify bench` reads the rule file form of docs/rules.md, taken from the file at test
+    /// time: the example (the first ```toml block) whole; the IPv6 block is refused, naming
+    /// the rule's line and field and saying why. The spellings of the form this command read
+    /// before are refused with the form's own.
+    #[test]
+    fn the_documented_form_is_read_and_ipv6_refused() {
+        let doc = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/rules.md");
+        let blocks = toml_blocks(&std::fs::read_to_string(doc).unwrap());
+        assert!(blocks.len() >= 2, "{doc}");
+        let d = dir("doc");
+        let example = d.join("example.toml");
+        std::fs::write(&example, &blocks[0]).unwrap();
+        let set = read_rules(&example).unwrap();
+        assert!(set.len() >= 3, "{set:?}");
+        let v6 = d.join("v6.toml");
+        std::fs::write(&v6, &blocks[1]).unwrap();
+        let e = read_rules(&v6).unwrap_err().to_string();
+        assert!(
+            e.contains("v6.toml:") && e.contains("an IPv6 prefix") && e.contains("IPv4 rules only"),
+            "{e}"
+        );
+        for (body, spelled) in [
+            (
+                "src_port = \"1024-65535\"\naction = \"drop\"",
+                "src_port '1024-65535': unknown field; this form spells it sport",
+            ),
+            (
+                "dst_port = \"80\"\naction = \"drop\"",
+                "dst_port '80': unknown field; this form spells it dport",
+            ),
+            (
+                "action = \"class:3\"",
+                "action 'class:3': this form spells it action = \"class\" and class = 3",
+            ),
+        ] {
+            let old = d.join("old.toml");
+            std::fs::write(&old, format!("[[rule]]\n{body}\n")).unwrap();
+            let e = read_rules(&old).unwrap_err().to_string();
+            assert!(e.contains(&format!("rule[0].{spelled}")), "{e}");
+        }
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

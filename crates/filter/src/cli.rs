@@ -4,7 +4,7 @@ use crate::control::{self, ControlServer, CtlArgs, Loader};
 use crate::control_error::TablesError;
 use crate::engine::{Engine, EngineConfig, MAX_POOL};
 use crate::pipeline::{DispatchMode, PipelineConfig, MAX_WORKERS};
-use crate::rules::{build_classifier, RuleSet};
+use crate::rules::{build_classifier, Action, RuleSet, RulesFormat, RulesOptions};
 use crate::signatures::Signatures;
 use crate::verdict::{Fragments, OnPanic, OnSignature};
 use crate::watchdog;
@@ -32,6 +32,17 @@ pub const MAX_WINDOW: usize = 1 << 16;
   netsched filter --input veth-in --output veth-out --rules rules.toml \\
       --signatures sigs.txt --dispatch modified_fcfs --workers 4 --stats 1s
 
+Rules: the TOML rule file (docs/rules.md), or a ClassBench filter set, one rule per line
+  @10.1.0.0/16  192.0.2.0/24  0 : 65535  80 : 80  0x06/0xFF  0x0000/0x0000
+(source, destination, source ports, destination ports, protocol value/mask, TCP flags that
+are ignored), found by its first line starting with @. ClassBench rules carry no action:
+--classbench-action gives every rule one and the rest gets the other (drop, the default: a
+blocklist, the rest accepted; accept: an allowlist, the rest dropped). For example:
+  netsched classify gen --profile acl --rules 10000 --out acl10k.rules
+  netsched filter --input veth-in --output veth-out --rules acl10k.rules --classbench-action drop
+Every load and reload logs what it loaded, and `ctl reload` answers it:
+  rules: 10000 loaded from acl10k.rules (classbench), default accept, tuple_merge, 0.21 s
+
 Dispatch: static_rr, modified_rr, fcfs, modified_fcfs (one block at a time, P1),
 flow_hash, work_stealing (whole packets by flow bucket). See docs/filter.md.
 Turn offloads off on both interfaces (ethtool -K IF gro off gso off tso off).
@@ -45,9 +56,21 @@ pub struct FilterArgs {
     /// Interface accepted frames leave on, or `none` (accepted frames are consumed).
     #[arg(long, required = true)]
     pub output: Option<String>,
-    /// Rule file (TOML, first match wins); see docs/filter.md.
+    /// Rule file, first match wins: the TOML rule file (docs/rules.md) or a ClassBench filter
+    /// set (see --rules-format).
     #[arg(long, required = true)]
     pub rules: Option<PathBuf>,
+    /// Format of the rule file: `toml`, `classbench`, or `auto`: ClassBench when its first
+    /// line that is neither blank nor a `#` comment starts with `@`, TOML otherwise (decided
+    /// again on every reload).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "toml", "classbench"])]
+    pub rules_format: String,
+    /// The action of every rule of a ClassBench file, which has none; a packet no rule
+    /// matches gets the other one. `drop` (the default): a blocklist, the rest accepted;
+    /// `accept`: an allowlist, the rest dropped. Refused with a TOML file (its rules and
+    /// `default` say what they do).
+    #[arg(long, value_parser = ["accept", "drop"])]
+    pub classbench_action: Option<String>,
     /// How IPv4 packets are matched against the rules: `tuple_merge` (TupleMerge, Daly & Torng
     /// 2017), `tuple_space` (tuple space search) or `linear` (the rules in order); every one
     /// gives the first match. IPv6 packets are matched in order.
@@ -165,14 +188,40 @@ fn warn_duplicates(file: &std::path::Path, set: &RuleSet) {
     }
 }
 
-/// Read the rule (and signature) files into tables of generation `generation`.
+/// `--rules-format` and `--classbench-action`, checked.
+pub fn rules_options(a: &FilterArgs) -> Result<RulesOptions> {
+    let format = match a.rules_format.as_str() {
+        "auto" => None,
+        "toml" => Some(RulesFormat::Toml),
+        "classbench" => Some(RulesFormat::ClassBench),
+        other => anyhow::bail!("--rules-format {other}: auto, toml or classbench"),
+    };
+    let classbench_action = match a.classbench_action.as_deref() {
+        None => None,
+        Some("accept") => Some(Action::Accept),
+        Some("drop") => Some(Action::Drop),
+        Some(other) => anyhow::bail!("--classbench-action {other}: accept or drop"),
+    };
+    anyhow::ensure!(
+        !(format == Some(RulesFormat::Toml) && classbench_action.is_some()),
+        "--classbench-action applies to ClassBench rule files, not to --rules-format toml"
+    );
+    Ok(RulesOptions {
+        format,
+        classbench_action,
+    })
+}
+
+/// Read the rule (and signature) files into tables of generation `generation`, and log what
+/// was loaded (`rules: N loaded from FILE (FORMAT), default ACTION, STRUCTURE, T s`).
 pub fn load_tables(
     rules: &std::path::Path,
+    options: &RulesOptions,
     signatures: Option<&std::path::Path>,
     classifier: ClassifierKind,
     generation: u64,
 ) -> Result<Tables, TablesError> {
-    let set = RuleSet::load(rules).map_err(TablesError::Rules)?;
+    let set = RuleSet::load(rules, options).map_err(TablesError::Rules)?;
     warn_duplicates(rules, &set);
     let classifier =
         build_classifier(set, classifier, &ClassifierLimits::default()).map_err(|source| {
@@ -181,6 +230,7 @@ pub fn load_tables(
                 source,
             }
         })?;
+    tracing::info!("{}", classifier.summary());
     let signatures = match signatures {
         Some(p) => Signatures::load(p).map_err(TablesError::Signatures)?,
         None => Signatures::empty(),
@@ -282,12 +332,13 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
     }
     let cfg = engine_config(&a)?;
     let rules = a.rules.clone().context("--rules FILE is needed")?;
+    let options = rules_options(&a)?;
     let sigs = a.signatures.clone();
     let kind: ClassifierKind = a
         .classifier
         .parse()
         .map_err(|e| anyhow::anyhow!("--classifier: {e}"))?;
-    let tables = load_tables(&rules, sigs.as_deref(), kind, 1)?;
+    let tables = load_tables(&rules, &options, sigs.as_deref(), kind, 1)?;
     let metrics_addr = a
         .metrics
         .as_deref()
@@ -343,8 +394,9 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
     let _control = if a.no_control {
         None
     } else {
-        let loader: Loader =
-            Arc::new(move |g| load_tables(&rules, sigs.as_deref(), kind, g).map(Arc::new));
+        let loader: Loader = Arc::new(move |g| {
+            load_tables(&rules, &options, sigs.as_deref(), kind, g).map(Arc::new)
+        });
         let (outbox, inbox) = control::channel(loader);
         let outbox = outbox.with_watchdog(health.clone(), latest.clone());
         let server = ControlServer::start(&a.control, a.control_group.as_deref(), outbox)?;

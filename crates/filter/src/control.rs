@@ -1,5 +1,5 @@
-//! Runtime control of a running filter over a local Unix socket (`--control PATH`) and its
-//! client, `netsched filter ctl`.
+//! Runtime control of a running filter over a local Unix socket (`--control-socket PATH`) and
+//! its client, `netsched filter ctl`.
 //!
 //! Protocol (as the other daemons'): one request line of words, at most [`MAX_REQUEST`]
 //! bytes; the answer's first line is `ok` or `error: <what>`. Commands:
@@ -7,7 +7,7 @@
 //! | command | effect |
 //! |---|---|
 //! | `show [--json]` | the counters (the `--stats` line) |
-//! | `reload` | re-read the rule file (and signature file) given at start, swap them in whole |
+//! | `reload` | re-read the rule file (and signature file) given at start, swap them in whole; the answer says what was loaded |
 //! | `set-dispatch MODE` | dispatch policy from the next packet on |
 //!
 //! **The packet path never waits for control, and never sees a half-built rule set.** The
@@ -85,7 +85,9 @@ pub enum Answer {
 
 /// The packet thread's ordering decision for a built rule set: `new` replaces `in_force` only
 /// when its generation is higher; otherwise it is discarded (a later reload is already in
-/// force). Cost: one comparison; the discarded tables are freed by their last `Arc`.
+/// force). The answer says what is in force, with the load's summary
+/// ([`crate::rules::PacketClassifier::summary`]). Cost: one comparison and the answer's text;
+/// the discarded tables are freed by their last `Arc`.
 pub fn swap_in(in_force: &mut Arc<Tables>, new: &Arc<Tables>) -> Answer {
     if new.generation <= in_force.generation {
         return Answer::Superseded {
@@ -95,10 +97,11 @@ pub fn swap_in(in_force: &mut Arc<Tables>, new: &Arc<Tables>) -> Answer {
     }
     *in_force = new.clone();
     Answer::Done(format!(
-        "rules generation {}: {} rules, {} signatures",
+        "rules generation {}: {} rules, {} signatures\n{}",
         new.generation,
         new.classifier.rules(),
-        new.signatures.len()
+        new.signatures.len(),
+        new.classifier.summary()
     ))
 }
 
@@ -205,7 +208,9 @@ impl Outbox {
                 if let Err(mpsc::SendError(r)) = tx.send(result) {
                     // Nobody waits any more: the client was told this would happen.
                     match r {
-                        Ok(Answer::Done(msg)) => tracing::info!("reload: {msg}"),
+                        Ok(Answer::Done(msg)) => {
+                            tracing::info!("reload: {}", msg.replace('\n', "; "))
+                        }
                         Ok(Answer::Superseded {
                             requested,
                             in_force,
@@ -402,7 +407,7 @@ impl ControlServer {
             |verb| verb == "show",
         );
         let server = Server::start(path, group, SERVER, Arc::new(handler))
-            .map_err(|e| anyhow::anyhow!("--control {}: {e}", path.display()))?;
+            .map_err(|e| anyhow::anyhow!("--control-socket {}: {e}", path.display()))?;
         Ok(ControlServer { server })
     }
 
@@ -413,7 +418,7 @@ impl ControlServer {
 
 /// Send one request line to `socket`; the answer without its `ok` line, or the error text.
 pub fn request(socket: &Path, line: &str) -> Result<String, netsched_control::ClientError> {
-    let hint = format!("netsched filter --control {}", socket.display());
+    let hint = format!("netsched filter --control-socket {}", socket.display());
     netsched_control::client::request_line(socket, line, DEADLINE + Duration::from_secs(3), &hint)
 }
 
@@ -489,13 +494,15 @@ mod tests {
     #[test]
     fn a_failed_reload_answers_the_error_and_a_full_queue_answers_busy() {
         let loader: Loader = Arc::new(|_| {
-            Err(TablesError::Rules(crate::rules::RulesError::Field {
-                file: "rules.toml".to_string(),
-                line: 3,
-                field: "src",
-                value: "x".to_string(),
-                why: "bad".to_string(),
-            }))
+            Err(TablesError::Rules(crate::rules::RulesError::File(
+                netsched_core::classify::acl::RuleFileError::new(
+                    "rules.toml",
+                    3,
+                    "rule[0].src",
+                    "x",
+                    netsched_core::classify::acl::RuleFileErrorKind::BadPrefix,
+                ),
+            )))
         });
         let (out, _inbox) = channel(loader);
         let e = execute_line("reload", &out, Instant::now() + DEADLINE)
@@ -509,6 +516,33 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("busy"), "{e}");
+    }
+
+    /// Every hint of the control socket names it by its flag, `--control-socket`: the client's
+    /// when no filter answers, and the server's when the socket cannot be made.
+    #[test]
+    fn hints_name_the_control_socket_flag() {
+        let dir = std::env::temp_dir().join(format!("filter-hint-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("none.sock");
+        let e = request(&sock, "show").unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "netsched filter --control-socket {}",
+                sock.display()
+            )),
+            "{e}"
+        );
+        let (out, _inbox) = channel(Arc::new(|g| Ok(built(g, 1))));
+        // A regular file where the socket should be: never removed, so the start fails.
+        let file = dir.join("not-a-socket");
+        std::fs::write(&file, "x").unwrap();
+        let e = ControlServer::start(&file, None, out)
+            .err()
+            .expect("a regular file is no socket")
+            .to_string();
+        assert!(e.starts_with("--control-socket "), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Tables of `generation` with one rule; `rules()` tells them apart.
@@ -589,6 +623,11 @@ mod tests {
         assert_eq!(started_rx.recv_timeout(DEADLINE).unwrap(), 2);
         let b = execute_line("reload", &out, Instant::now() + DEADLINE).unwrap();
         assert!(b.contains("rules generation 3: 1 rules"), "{b}");
+        // The answer says what was loaded, as the log does.
+        assert!(
+            b.contains("\nrules: 1 loaded from t (toml), default accept, tuple_merge, "),
+            "{b}"
+        );
         release_tx.send(()).unwrap();
         let a = a.join().unwrap().unwrap_err().to_string();
         assert!(a.contains("generation 2 superseded by generation 3"), "{a}");

@@ -13,26 +13,29 @@
 //! columns ignored.
 //!
 //! Bits past a prefix's length are cleared (as the ClassBench tools do). Blank lines and lines
-//! starting with `#` are skipped. ClassBench rules carry no action: every rule parsed here
-//! gets [`Action::Accept`]; give actions with the TOML form. Sizes are bounded:
-//! [`MAX_FILE_BYTES`], [`MAX_LINE_BYTES`], [`MAX_RULES`] (and the caller's packet count for
+//! starting with `#` are skipped. ClassBench rules carry no action: [`RuleSet::parse_classbench`]
+//! gives every rule [`Action::Accept`], [`RuleFile::from_classbench`] the caller's action (the
+//! TOML form gives one per rule). Sizes are bounded: [`MAX_FILE_BYTES`], [`MAX_LINE_BYTES`],
+//! [`MAX_RULES`] (or the caller's [`RuleFileLimits`], and the caller's packet count for
 //! traces). Cost: O(bytes).
 
 use super::error::{RuleFileError, RuleFileErrorKind as K};
+use super::toml_rules::{FileRule, RuleFile, RuleFileLimits};
 use super::{
     AclRule, Action, FiveTuple, Ipv4Prefix, ProtoMatch, RuleSet, MAX_FILE_BYTES, MAX_LINE_BYTES,
     MAX_RULES,
 };
-use crate::classify::PortRange;
+use crate::classify::{Cidr, PortRange};
 use std::fmt::Write as _;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
-/// The lines worth parsing: (1-based number, text), bounded in size and count.
+/// The lines worth parsing: (1-based number, text), bounded in size (`max_bytes`) and count.
 fn lines<'a>(
     text: &'a str,
     source: &'a str,
+    max_bytes: usize,
 ) -> Result<impl Iterator<Item = (usize, &'a str)> + 'a, RuleFileError> {
-    if text.len() > MAX_FILE_BYTES {
+    if text.len() > max_bytes {
         return Err(RuleFileError::new(
             source,
             0,
@@ -40,7 +43,7 @@ fn lines<'a>(
             "",
             K::FileTooLarge {
                 bytes: text.len(),
-                max: MAX_FILE_BYTES,
+                max: max_bytes,
             },
         ));
     }
@@ -153,16 +156,34 @@ fn parse_rule_line(source: &str, n: usize, line: &str) -> Result<AclRule, RuleFi
     })
 }
 
+/// The rules of a ClassBench filter file with their lines, within `max_bytes` and `max_rules`.
+fn classbench_rules(
+    text: &str,
+    source: &str,
+    max_bytes: usize,
+    max_rules: usize,
+) -> Result<Vec<(usize, AclRule)>, RuleFileError> {
+    let mut rules = Vec::new();
+    for (n, line) in lines(text, source, max_bytes)? {
+        check_line(source, n, line, rules.len(), max_rules)?;
+        rules.push((n, parse_rule_line(source, n, line)?));
+    }
+    Ok(rules)
+}
+
+/// An IPv4 prefix as a [`Cidr`] (its bits past the length are clear, so this cannot fail).
+fn v4_cidr(p: Ipv4Prefix) -> Option<Cidr> {
+    Cidr::new(IpAddr::V4(Ipv4Addr::from(p.addr())), p.prefix_len()).ok()
+}
+
 impl RuleSet {
     /// Parse a ClassBench filter file; `source` names it in errors
     /// (`acl1:17: dst_port '90 : 80': not a port ...`).
     pub fn parse_classbench(text: &str, source: &str) -> Result<RuleSet, RuleFileError> {
-        let mut rules = Vec::new();
-        for (n, line) in lines(text, source)? {
-            check_line(source, n, line, rules.len(), MAX_RULES)?;
-            rules.push(parse_rule_line(source, n, line)?);
-        }
-        Ok(RuleSet { rules })
+        let rules = classbench_rules(text, source, MAX_FILE_BYTES, MAX_RULES)?;
+        Ok(RuleSet {
+            rules: rules.into_iter().map(|(_, r)| r).collect(),
+        })
     }
 
     /// The rules in ClassBench filter format (actions are not part of it), one per line, so
@@ -187,6 +208,39 @@ impl RuleSet {
     }
 }
 
+impl RuleFile {
+    /// A ClassBench filter file as a rule file: every rule gets `action`, a packet none
+    /// matches gets `default`, and each rule keeps its line. The rules are IPv4 (the format's
+    /// addresses are), so an IPv6 packet meets none of them. Within `limits` (bytes, rules).
+    pub fn from_classbench(
+        text: &str,
+        source: &str,
+        limits: &RuleFileLimits,
+        action: Action,
+        default: Action,
+    ) -> Result<RuleFile, RuleFileError> {
+        let parsed = classbench_rules(text, source, limits.max_bytes, limits.max_rules)?;
+        let mut rules = Vec::with_capacity(parsed.len());
+        for (line, r) in parsed {
+            let prefix = |p: Ipv4Prefix, field: &str| {
+                v4_cidr(p).ok_or_else(|| {
+                    RuleFileError::new(source, line, field, &p.to_string(), K::BadPrefix)
+                })
+            };
+            rules.push(FileRule {
+                src: Some(prefix(r.src, "src")?),
+                dst: Some(prefix(r.dst, "dst")?),
+                sport: Some(r.src_port),
+                dport: Some(r.dst_port),
+                proto: r.proto,
+                action,
+                line,
+            });
+        }
+        Ok(RuleFile { default, rules })
+    }
+}
+
 /// Parse a ClassBench header trace (at most `max_packets` lines).
 pub fn parse_trace(
     text: &str,
@@ -201,7 +255,7 @@ pub fn parse_trace(
         ("proto", u8::MAX as u64),
     ];
     let mut out = Vec::new();
-    for (n, line) in lines(text, source)? {
+    for (n, line) in lines(text, source, MAX_FILE_BYTES)? {
         check_line(source, n, line, out.len(), max_packets)?;
         let mut tok = line.split_whitespace();
         let mut v = [0u64; 5];
@@ -270,6 +324,34 @@ mod tests {
         assert_eq!(r.proto, ProtoMatch::ANY);
         let again = RuleSet::parse_classbench(&set.to_classbench(), "again").unwrap();
         assert_eq!(again, set);
+        // As a rule file: the caller's action and default, each rule's line, IPv4 prefixes.
+        let limits = RuleFileLimits {
+            max_bytes: 1 << 20,
+            max_rules: 2,
+            ipv6: true,
+        };
+        let f = RuleFile::from_classbench(SAMPLE, "sample", &limits, Action::Drop, Action::Accept)
+            .unwrap();
+        assert_eq!((f.default, f.rules.len()), (Action::Accept, 2));
+        assert_eq!((f.rules[0].line, f.rules[1].line), (2, 3));
+        assert_eq!(f.rules[0].src, Some("192.168.0.0/16".parse().unwrap()));
+        let back: Vec<AclRule> = f.rules.iter().filter_map(FileRule::to_ipv4).collect();
+        let want: Vec<AclRule> = set
+            .rules
+            .iter()
+            .map(|r| AclRule {
+                action: Action::Drop,
+                ..*r
+            })
+            .collect();
+        assert_eq!(back, want);
+        let one = RuleFileLimits {
+            max_rules: 1,
+            ..limits
+        };
+        let e = RuleFile::from_classbench(SAMPLE, "sample", &one, Action::Drop, Action::Accept)
+            .unwrap_err();
+        assert_eq!((e.line, &e.kind), (3, &K::TooManyLines { max: 1 }));
         // Bits past the length are cleared.
         let set =
             RuleSet::parse_classbench("@10.1.2.3/8 0.0.0.0/0 0 : 0 0 : 0 0x11/0xFF", "x").unwrap();

@@ -15,8 +15,9 @@
 //!   bucket, and rules are inserted online.
 //!
 //! Rules come from ClassBench filter files ([`RuleSet::parse_classbench`], Taylor & Turner,
-//! INFOCOM 2005) or from our TOML form ([`RuleSet::from_toml_str`]); [`generate`] writes
-//! ClassBench-like rule sets and packet traces of our own. Every size has a bound: rule files
+//! INFOCOM 2005) or from the TOML rule file ([`RuleSet::from_toml_str`]; [`RuleFile`] is that
+//! form's one parser, which `netsched filter` reads too, IPv6 prefixes and `default`
+//! included); [`generate`] writes ClassBench-like rule sets and packet traces of our own. Every size has a bound: rule files
 //! ([`MAX_RULES`], [`MAX_LINE_BYTES`], [`MAX_FILE_BYTES`]) and structures
 //! ([`ClassifierLimits`]: tuples, table entries, bytes) — tuple space search is open to a
 //! denial of service by rule sets that create many tuples ("tuple space explosion",
@@ -37,8 +38,9 @@ mod tuple_space;
 mod props;
 
 pub use classbench::{format_trace, parse_trace};
-pub use error::{ClassifierBuildError, RuleFileError, RuleFileErrorKind};
+pub use error::{ClassifierBuildError, RuleFileError, RuleFileErrorKind, SHOWN_VALUE};
 pub use linear::LinearClassifier;
+pub use toml_rules::{FileRule, RuleFile, RuleFileLimits, MAX_CLASS};
 pub use tuple_merge::{TupleMergeClassifier, DEFAULT_COLLISION_LIMIT};
 pub use tuple_space::TupleSpaceClassifier;
 
