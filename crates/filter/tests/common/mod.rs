@@ -189,3 +189,116 @@ pub fn assert_gone(tag: &str) {
     let left = netsched_testbed::namespaces_with(tag);
     assert!(left.is_empty(), "namespaces left behind: {left:?}");
 }
+
+/// `netsched-filterd filter` as a process in the rig's filter namespace, on its two ports,
+/// with a control socket, its stdout and stderr in files of a private folder (files, not
+/// pipes: a full pipe would stall the filter). Killed on drop if still running.
+pub struct FilterProcess {
+    pub child: std::process::Child,
+    pub sock: std::path::PathBuf,
+    dir: netsched_testbed::TempDir,
+}
+
+impl FilterProcess {
+    /// Start it with the TOML `rules` and the further arguments `args`; waits (≤ 20 s) for
+    /// its control socket.
+    pub fn start(net: &Net, label: &str, rules: &[u8], args: &[&str]) -> Result<FilterProcess> {
+        let dir = netsched_testbed::TempDir::new(label)?;
+        let rules = dir.create_file("rules.toml", rules)?;
+        let sock = dir.path().join("f.sock");
+        let out = std::fs::File::create(dir.path().join("stdout"))?;
+        let err = std::fs::File::create(dir.path().join("stderr"))?;
+        let child = std::process::Command::new("ip")
+            .args(["netns", "exec", &net.flt])
+            .arg(env!("CARGO_BIN_EXE_netsched-filterd"))
+            .args(["filter", "--input", &net.fin, "--output", &net.fout])
+            .arg("--rules")
+            .arg(&rules)
+            .arg("--control-socket")
+            .arg(&sock)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()?;
+        let mut p = FilterProcess { child, sock, dir };
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        while !p.sock.exists() {
+            if std::time::Instant::now() > until || p.child.try_wait()?.is_some() {
+                anyhow::bail!(
+                    "the filter did not open its control socket:\n{}",
+                    p.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(p)
+    }
+
+    /// SIGTERM, then wait up to `limit`: the exit status (`None`: still running) and how long
+    /// it took.
+    pub fn terminate(&mut self, limit: Duration) -> (Option<std::process::ExitStatus>, Duration) {
+        let sent = std::time::Instant::now();
+        let st = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        assert!(st.is_ok_and(|s| s.success()), "kill -TERM");
+        loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return (Some(s), sent.elapsed());
+            }
+            if sent.elapsed() > limit {
+                return (None, sent.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    pub fn stdout(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stdout")).unwrap_or_default()
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
+    }
+}
+
+impl Drop for FilterProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Frames of `stream(per_flow)` sent from namespace `ns` on `dev` in a loop, as fast as the
+/// port takes them, until the returned flag is set; the thread returns how many were sent.
+pub fn flood(
+    ns: &str,
+    dev: &str,
+    per_flow: u32,
+) -> (
+    Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<Result<u64>>,
+) {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (ns, dev, flag) = (ns.to_string(), dev.to_string(), stop.clone());
+    let h = std::thread::spawn(move || -> Result<u64> {
+        netsched_testbed::enter_netns(&ns)?;
+        let port = Port::open(&dev)?;
+        let frames = stream(per_flow);
+        let mut sent = 0u64;
+        while !flag.load(Ordering::Relaxed) {
+            for f in &frames {
+                if port.send_frame(f).is_ok() {
+                    sent += 1;
+                } else {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }
+        }
+        Ok(sent)
+    });
+    (stop, h)
+}
