@@ -8,7 +8,7 @@
 //! [`MAX_VLAN_TAGS`] tags are read; a deeper stack is [`WireError::TooDeep`] (what it carries
 //! is unread, so it is neither IP nor a non-IP EtherType).
 
-use super::ip::{ipv4_header, ipv6_header, IpHeader, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
+use super::ip::{ipv4_header, ipv6_header, IpPacket, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use super::tcp::tcp_header_len;
 use super::{be16, need, WireError, PROTO_TCP, PROTO_UDP};
 use std::net::IpAddr;
@@ -129,21 +129,20 @@ pub fn parse_frame(frame: &[u8]) -> Frame {
         ETHERTYPE_IPV6 => ipv6_header(ip),
         other => return Frame::NotIp { ethertype: other },
     };
-    match header.and_then(|h| ip_frame(ip, at, h)) {
+    match header.and_then(|p| ip_frame(p, at)) {
         Ok(f) => Frame::Ip(f),
         Err(e) => Frame::Malformed(e),
     }
 }
 
-/// The ports and payload bounds of the packet `ip` (at `at` in its frame) whose header chain
-/// is `h`.
+/// The ports and payload bounds of the IP packet `p`, which starts at `at` in its frame.
 #[inline]
-fn ip_frame(ip: &[u8], at: usize, h: IpHeader) -> Result<IpFrame, WireError> {
-    let seg = &ip[h.header_len..h.end];
-    let (src_port, dst_port, l4_len) = if h.later_fragment {
+fn ip_frame(p: IpPacket<'_>, at: usize) -> Result<IpFrame, WireError> {
+    let seg = p.transport;
+    let (src_port, dst_port, l4_len) = if !p.first_fragment {
         (0, 0, 0)
     } else {
-        match h.protocol {
+        match p.protocol {
             PROTO_TCP => {
                 let n = tcp_header_len(seg)?;
                 (be16(seg, 0), be16(seg, 2), n)
@@ -155,18 +154,19 @@ fn ip_frame(ip: &[u8], at: usize, h: IpHeader) -> Result<IpFrame, WireError> {
             _ => (0, 0, 0),
         }
     };
+    let transport_offset = at + p.header_len;
     Ok(IpFrame {
-        src: h.src,
-        dst: h.dst,
-        protocol: h.protocol,
+        src: p.src,
+        dst: p.dst,
+        protocol: p.protocol,
         src_port,
         dst_port,
         ip_offset: at,
-        transport_offset: at + h.header_len,
-        payload_offset: at + h.header_len + l4_len,
-        end: at + h.end,
-        fragment: h.fragment,
-        later_fragment: h.later_fragment,
+        transport_offset,
+        payload_offset: transport_offset + l4_len,
+        end: transport_offset + seg.len(),
+        fragment: p.is_fragment,
+        later_fragment: !p.first_fragment,
     })
 }
 

@@ -14,23 +14,6 @@ pub const ETHERTYPE_IPV6: u16 = 0x86DD;
 /// headers walked here (hop-by-hop, destination options twice, routing, fragment, AH).
 pub const MAX_EXT_HEADERS: usize = 8;
 
-/// What the IP header chain says, offsets from the first byte of the IP header.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct IpHeader {
-    pub(super) src: IpAddr,
-    pub(super) dst: IpAddr,
-    /// Upper-layer protocol after any IPv6 extension headers.
-    pub(super) protocol: u8,
-    /// Where the upper-layer header starts (IPv4 IHL × 4; IPv6 40 + extension headers).
-    pub(super) header_len: usize,
-    /// Where the packet ends by its own length field (bytes after it are link padding).
-    pub(super) end: usize,
-    /// IPv4 MF set or offset non-zero; IPv6 any Fragment header, an atomic one included.
-    pub(super) fragment: bool,
-    /// A fragment offset other than 0: no upper-layer header in this packet.
-    pub(super) later_fragment: bool,
-}
-
 /// A parsed IPv4 or IPv6 header chain, borrowing the buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IpPacket<'a> {
@@ -56,32 +39,20 @@ pub struct IpPacket<'a> {
 /// packet's own length field must fit in `buf`; bytes after it (link-layer padding) are ignored.
 pub fn parse_ip(buf: &[u8]) -> Result<IpPacket<'_>, WireError> {
     need("ip version", buf, 1)?;
-    let h = match buf[0] >> 4 {
-        4 => ipv4_header(buf)?,
-        6 => ipv6_header(buf)?,
-        v => {
-            return Err(WireError::Unsupported {
-                what: "ip version",
-                value: v as u64,
-            })
-        }
-    };
-    Ok(IpPacket {
-        version: buf[0] >> 4,
-        src: h.src,
-        dst: h.dst,
-        protocol: h.protocol,
-        header_len: h.header_len,
-        is_fragment: h.fragment,
-        first_fragment: !h.later_fragment,
-        transport: &buf[h.header_len..h.end],
-    })
+    match buf[0] >> 4 {
+        4 => ipv4_header(buf),
+        6 => ipv6_header(buf),
+        v => Err(WireError::Unsupported {
+            what: "ip version",
+            value: v as u64,
+        }),
+    }
 }
 
 /// The IPv4 header at byte 0 of `buf` (RFC 791 §3.1): version 4, IHL of at least 5 words, a
 /// total length that covers the header and fits in `buf`.
 #[inline]
-pub(super) fn ipv4_header(buf: &[u8]) -> Result<IpHeader, WireError> {
+pub(super) fn ipv4_header(buf: &[u8]) -> Result<IpPacket<'_>, WireError> {
     need("ipv4 header", buf, 20)?;
     let h = &buf[..20];
     if h[0] >> 4 != 4 {
@@ -110,14 +81,15 @@ pub(super) fn ipv4_header(buf: &[u8]) -> Result<IpHeader, WireError> {
     // not make a fragment.
     let flags_frag = be16(h, 6);
     let later_fragment = flags_frag & 0x1fff != 0;
-    Ok(IpHeader {
+    Ok(IpPacket {
+        version: 4,
         src: IpAddr::V4(Ipv4Addr::new(h[12], h[13], h[14], h[15])),
         dst: IpAddr::V4(Ipv4Addr::new(h[16], h[17], h[18], h[19])),
         protocol: h[9],
         header_len: ihl,
-        end: total,
-        fragment: later_fragment || flags_frag & 0x2000 != 0,
-        later_fragment,
+        is_fragment: later_fragment || flags_frag & 0x2000 != 0,
+        first_fragment: !later_fragment,
+        transport: &buf[ihl..total],
     })
 }
 
@@ -129,7 +101,7 @@ pub(super) fn ipv4_header(buf: &[u8]) -> Result<IpHeader, WireError> {
 /// Each extension header must fit inside the payload length. A payload length of 0 is an
 /// empty payload (a jumbogram, RFC 2675, has a hop-by-hop header that then does not fit).
 #[inline]
-pub(super) fn ipv6_header(buf: &[u8]) -> Result<IpHeader, WireError> {
+pub(super) fn ipv6_header(buf: &[u8]) -> Result<IpPacket<'_>, WireError> {
     need("ipv6 header", buf, 40)?;
     if buf[0] >> 4 != 6 {
         return Err(WireError::Malformed {
@@ -182,13 +154,14 @@ pub(super) fn ipv6_header(buf: &[u8]) -> Result<IpHeader, WireError> {
         next = pkt[at];
         at += len;
     }
-    Ok(IpHeader {
+    Ok(IpPacket {
+        version: 6,
         src: IpAddr::V6(Ipv6Addr::from(src)),
         dst: IpAddr::V6(Ipv6Addr::from(dst)),
         protocol: next,
         header_len: at,
-        end,
-        fragment,
-        later_fragment,
+        is_fragment: fragment,
+        first_fragment: !later_fragment,
+        transport: &pkt[at..],
     })
 }
