@@ -15,8 +15,9 @@
 //! - [`pipeline`]: the dispatcher's logic and the workers, without ports;
 //! - [`worker`]: a worker thread and its counters;
 //! - [`work`]: the work on one packet, block by block, and the hand-off;
-//! - [`packet`]: header parsing (Ethernet, VLAN, IPv4 options, IPv6 extension headers,
-//!   fragments);
+//! - [`packet`]: the frame's tuple, payload bounds and fragment flags, read by the core's header
+//!   parser (`netsched_core::wire::parse_frame`: Ethernet, VLAN, IPv4 options, IPv6 extension
+//!   headers, fragments);
 //! - [`rules`]: the rule file and the classifier seam ([`rules::build_classifier`]);
 //! - [`signatures`]: the signature file and the resumable scan;
 //! - [`verdict`]: verdicts and drop reasons;

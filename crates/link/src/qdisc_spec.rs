@@ -201,6 +201,34 @@ mod tests {
         assert!(ack_separation(":x").is_err());
     }
 
+    /// A pure ACK inside an 802.1ad S-TAG and an 802.1Q C-TAG (QinQ) is in the ACK class and
+    /// carries its ACK facts (the emulation's `ethernet_payload` + `ack_info`), as an untagged
+    /// one does; the same frame with data is bulk; a stack deeper than the core reads is bulk.
+    #[test]
+    fn a_pure_ack_inside_qinq_is_in_the_ack_class() {
+        use netsched_core::wire::frames::{tcp4_frame, vlan_tagged};
+        use netsched_core::wire::{self, TCP_ACK, TCP_PSH, TPID_8021AD, TPID_8021Q};
+        let qinq = [TPID_8021AD, TPID_8021Q];
+        let ack = tcp4_frame([10, 0, 0, 2], [10, 0, 0, 1], 80, 40000, TCP_ACK, 5000, b"");
+        for frame in [ack.clone(), vlan_tagged(&ack, &qinq)] {
+            assert_eq!(class_of(&frame), ACK_CLASS);
+            let facts = wire::ethernet_payload(&frame).ok().and_then(wire::ack_info);
+            assert_eq!(facts.map(|a| (a.ack, a.pure)), Some((5000, true)));
+        }
+        let data = tcp4_frame(
+            [10, 0, 0, 2],
+            [10, 0, 0, 1],
+            80,
+            40000,
+            TCP_ACK | TCP_PSH,
+            5000,
+            b"data",
+        );
+        assert_eq!(class_of(&vlan_tagged(&data, &qinq)), BULK_CLASS);
+        let deep = [TPID_8021AD, TPID_8021Q, TPID_8021Q, TPID_8021Q];
+        assert_eq!(class_of(&vlan_tagged(&ack, &deep)), BULK_CLASS);
+    }
+
     #[test]
     fn qdisc_specs_parse() {
         let q = parse_qdisc("fifo:100").unwrap();

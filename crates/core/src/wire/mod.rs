@@ -1,16 +1,25 @@
-//! Zero-copy views of the headers classifiers need (Ethernet, IPv4, IPv6 with extension
-//! headers, TCP with options, UDP ports).
+//! Zero-copy views of the headers classifiers need (Ethernet with a VLAN stack, IPv4, IPv6
+//! with extension headers, TCP with options, UDP ports): the workspace's one packet-header
+//! parser. The link's ACK classifier reads frames through [`ethernet_payload`] and
+//! [`ack_info`]; the filter's hot path reads them through [`parse_frame`]; both go through
+//! the same VLAN stack walk ([`MAX_VLAN_TAGS`]) and the same IPv4/IPv6 header code
+//! ([`MAX_EXT_HEADERS`]).
 //!
 //! Everything here reads a borrowed `&[u8]`, checks every length before touching a byte, and
 //! returns [`WireError`] (or `None`/`false` in the convenience helpers) on truncated or
-//! malformed input — it never panics (property test `wire_never_panics_on_random_bytes`).
+//! malformed input — it never panics (property tests `wire_never_panics_on_random_bytes` and
+//! `frame_parse_never_panics_on_random_bytes`).
 //!
-//! Sources: IPv4 header RFC 791 §3.1; IPv6 header and extension headers RFC 8200 §3–§4;
-//! TCP header and options RFC 9293 §3.1, SACK RFC 2018, timestamps RFC 7323 §3;
-//! 802.1Q tag IEEE 802.1Q §9.6; pure-ACK test and ACK filtering RFC 3449 §5.2.1.
+//! Sources: Ethernet II framing of IPv4 RFC 894, of IPv6 RFC 2464 §3; VLAN tags IEEE
+//! 802.1Q-2018 §9.5 (TPIDs: C-VLAN 0x8100, S-VLAN 0x88A8) and §9.6 (tag control information); IPv4 header RFC 791 §3.1; IPv6
+//! header and extension headers RFC 8200 §3–§4, AH RFC 4302 §2; TCP header and options RFC 9293
+//! §3.1, SACK RFC 2018, timestamps RFC 7323 §3; UDP header RFC 768; pure-ACK test and ACK
+//! filtering RFC 3449 §5.2.1.
 //!
 //! Cost: O(header bytes) per packet, no allocation.
 
+mod frame;
+pub mod frames;
 mod ip;
 mod tcp;
 
@@ -18,7 +27,11 @@ mod tcp;
 #[cfg(test)]
 pub(crate) use tcp::tests as test_packets;
 
-pub use ip::{ethernet_payload, parse_ip, IpPacket, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
+pub use frame::{
+    ethernet_payload, parse_frame, Frame, IpFrame, MAX_VLAN_TAGS, TOO_DEEP, TPID_8021AD,
+    TPID_8021Q, TPID_9100,
+};
+pub use ip::{parse_ip, IpPacket, ETHERTYPE_IPV4, ETHERTYPE_IPV6, MAX_EXT_HEADERS};
 pub use tcp::{
     ack_info, flow_hash, is_tcp_pure_ack, parse_tcp, ports, TcpHeader, TcpOptionsSummary, TCP_ACK,
     TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN,
@@ -48,7 +61,7 @@ pub struct AckInfo {
 }
 
 /// Why a buffer could not be parsed. Messages name the header and the offending value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WireError {
     /// Fewer bytes than the header (or a length field) requires.
     Truncated {
@@ -58,8 +71,23 @@ pub enum WireError {
     },
     /// A field holds a value the format does not allow.
     Malformed { what: &'static str, value: u64 },
-    /// Valid, but not something this module parses (other ethertype, jumbogram...).
+    /// Valid, but not something this module parses (other ethertype, IP version...).
     Unsupported { what: &'static str, value: u64 },
+    /// More nested headers than are read (a VLAN stack deeper than [`MAX_VLAN_TAGS`]): what
+    /// they carry is unread, so it is neither IP nor any other ethertype.
+    TooDeep { what: &'static str, limit: usize },
+}
+
+impl WireError {
+    /// The header or field that failed (the `what` of every variant).
+    pub fn what(&self) -> &'static str {
+        match *self {
+            WireError::Truncated { what, .. }
+            | WireError::Malformed { what, .. }
+            | WireError::Unsupported { what, .. }
+            | WireError::TooDeep { what, .. } => what,
+        }
+    }
 }
 
 impl fmt::Display for WireError {
@@ -72,6 +100,7 @@ impl fmt::Display for WireError {
             WireError::Unsupported { what, value } => {
                 write!(f, "{what}: unsupported value {value}")
             }
+            WireError::TooDeep { what, limit } => write!(f, "{what}: more than {limit}"),
         }
     }
 }
@@ -79,14 +108,18 @@ impl fmt::Display for WireError {
 impl std::error::Error for WireError {}
 
 /// Read a big-endian u16 at `at`; the caller has checked the length.
+#[inline]
 fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
+#[inline]
 fn be32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
+/// `Ok` when `b` holds at least `n` bytes, else [`WireError::Truncated`] naming `what`.
+#[inline]
 fn need(what: &'static str, b: &[u8], n: usize) -> Result<(), WireError> {
     if b.len() < n {
         Err(WireError::Truncated {

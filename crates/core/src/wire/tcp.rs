@@ -74,8 +74,10 @@ impl TcpHeader<'_> {
     }
 }
 
-/// Parse a TCP segment (`seg` = the IP payload, already cut to the IP length).
-pub fn parse_tcp(seg: &[u8]) -> Result<TcpHeader<'_>, WireError> {
+/// The length of the TCP header at the start of `seg` (data offset × 4, RFC 9293 §3.1): at
+/// least 20 bytes, and within `seg`.
+#[inline]
+pub(super) fn tcp_header_len(seg: &[u8]) -> Result<usize, WireError> {
     need("tcp header", seg, 20)?;
     let header_len = ((seg[12] >> 4) as usize) * 4;
     if header_len < 20 {
@@ -85,6 +87,12 @@ pub fn parse_tcp(seg: &[u8]) -> Result<TcpHeader<'_>, WireError> {
         });
     }
     need("tcp data offset", seg, header_len)?;
+    Ok(header_len)
+}
+
+/// Parse a TCP segment (`seg` = the IP payload, already cut to the IP length).
+pub fn parse_tcp(seg: &[u8]) -> Result<TcpHeader<'_>, WireError> {
+    let header_len = tcp_header_len(seg)?;
     Ok(TcpHeader {
         src_port: be16(seg, 0),
         dst_port: be16(seg, 2),
