@@ -1,9 +1,8 @@
 //! A tuple space build refused for `max_bytes` never held more than `max_bytes` on the heap
 //! on the way to the refusal, and an accepted build holds what `memory_bytes` says.
 //!
-//! The global allocator of this test binary counts the bytes live on the building thread and
-//! their peak; a `realloc` counts its old and new blocks together (the worst case, where the
-//! block moves). One test in the file, so nothing else allocates on its thread.
+//! The global allocator of this test binary (`common/counting_alloc.rs`) counts the bytes live
+//! on the building thread and their peak.
 
 use netsched_core::classify::acl::{
     AclRule, Action, ClassifierBuildError, ClassifierLimits, Ipv4Prefix, PacketClassifier,
@@ -11,70 +10,10 @@ use netsched_core::classify::acl::{
 };
 use netsched_core::classify::PortRange;
 use netsched_core::rng::SplitMix64;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 
-struct Counting;
-
-thread_local! {
-    /// Bytes allocated minus bytes freed on this thread since the last `reset`.
-    static LIVE: Cell<isize> = const { Cell::new(0) };
-    static PEAK: Cell<isize> = const { Cell::new(0) };
-}
-
-fn add(bytes: isize) {
-    let _ = LIVE.try_with(|l| {
-        l.set(l.get() + bytes);
-        let _ = PEAK.try_with(|p| p.set(p.get().max(l.get())));
-    });
-}
-
-// SAFETY: every call is passed on to `System` unchanged; the counting touches only
-// const-initialised thread-locals without destructors, which never allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = System.alloc(l);
-        if !p.is_null() {
-            add(l.size() as isize);
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        let p = System.alloc_zeroed(l);
-        if !p.is_null() {
-            add(l.size() as isize);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        System.dealloc(p, l);
-        add(-(l.size() as isize));
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, size: usize) -> *mut u8 {
-        let q = System.realloc(p, l, size);
-        if !q.is_null() {
-            add(size as isize);
-            add(-(l.size() as isize));
-        }
-        q
-    }
-}
-
-#[global_allocator]
-static COUNTING: Counting = Counting;
-
-fn reset() {
-    LIVE.with(|l| l.set(0));
-    PEAK.with(|p| p.set(0));
-}
-
-fn live() -> usize {
-    LIVE.with(|l| l.get()).max(0) as usize
-}
-
-fn peak() -> usize {
-    PEAK.with(|p| p.get()).max(0) as usize
-}
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::{live, peak, reset};
 
 /// Rules over many tuples: every (source, destination) prefix-length pair, a few rules each,
 /// some with port ranges that expand into several prefixes.
