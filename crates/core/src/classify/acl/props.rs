@@ -1,7 +1,10 @@
 //! Property tests: tuple space search and TupleMerge (at collision limits 1-12) give the
 //! linear scan's first match for every packet, over random rule sets made to overlap (a few
 //! base addresses and ports), with duplicated rules, wildcards, full and arbitrary port
-//! ranges, protocol masks; packets are drawn inside random rules and at random.
+//! ranges, protocol masks; packets are drawn inside random rules and at random. A second
+//! family crowds rules onto one address pair with nested and overlapping port ranges (so
+//! TupleMerge fills buckets, splits rules into port-prefix pieces and leaves out contained
+//! rules and pieces); its packets sit at and beside the ranges' ends.
 
 use super::*;
 use proptest::prelude::*;
@@ -159,6 +162,142 @@ proptest! {
         }
         if let Err(e) = parse_trace(&text, "tr", 100) {
             prop_assert_eq!(e.source, "tr");
+        }
+    }
+}
+
+const PAIR: (u32, u32) = (0x0A01_0203, 0xC0A8_0101);
+/// Port values the crowded ranges gather around.
+const BASES: [u16; 3] = [0, 5000, 65535];
+
+/// A range at a base: nested with the others of the same base (sharing its low or its high
+/// end), overlapping them (around it), full, or one port.
+fn crowded_range() -> impl Strategy<Value = PortRange> {
+    let base = || prop::sample::select(&BASES[..]);
+    prop_oneof![
+        3 => (base(), 0u16..2000).prop_map(|(b, h)| PortRange {
+            low: b,
+            high: b.saturating_add(h),
+        }),
+        2 => (base(), 0u16..2000).prop_map(|(b, l)| PortRange {
+            low: b.saturating_sub(l),
+            high: b,
+        }),
+        2 => (base(), 0u16..700, 0u16..700).prop_map(|(b, l, h)| PortRange {
+            low: b.saturating_sub(l),
+            high: b.saturating_add(h),
+        }),
+        1 => Just(ANY_PORT),
+        1 => base().prop_map(|b| PortRange { low: b, high: b }),
+    ]
+}
+
+/// A rule on the pair (mostly /32 to /32, else a /24 or any address on one side), often
+/// with one port any, with a protocol of a few kinds: mostly UDP, else TCP, any, or a mask
+/// under which TCP and UDP differ.
+fn crowded_rule() -> impl Strategy<Value = AclRule> {
+    let side = |a: u32| {
+        prop_oneof![
+            8 => Just(Ipv4Prefix::truncating(a, 32)),
+            1 => Just(Ipv4Prefix::truncating(a, 24)),
+            1 => Just(Ipv4Prefix::ANY),
+        ]
+    };
+    let proto = prop_oneof![
+        4 => Just(ProtoMatch::exact(17)),
+        1 => Just(ProtoMatch::exact(6)),
+        1 => Just(ProtoMatch::ANY),
+        1 => Just(ProtoMatch {
+            value: 0x10,
+            mask: 0xF0
+        }),
+    ];
+    let ports = prop_oneof![
+        2 => (crowded_range(), crowded_range()),
+        2 => crowded_range().prop_map(|p| (ANY_PORT, p)),
+        1 => crowded_range().prop_map(|p| (p, ANY_PORT)),
+    ];
+    (side(PAIR.0), side(PAIR.1), ports, proto).prop_map(|(src, dst, (sp, dp), proto)| AclRule {
+        src,
+        dst,
+        src_port: sp,
+        dst_port: dp,
+        proto,
+        action: Action::Drop,
+    })
+}
+
+/// Crowded rules, then some of them again (identical), and some again under another
+/// protocol (the same pieces for another protocol).
+fn crowded_set() -> impl Strategy<Value = RuleSet> {
+    (
+        prop::collection::vec(crowded_rule(), 1..250),
+        prop::collection::vec((any::<prop::sample::Index>(), 0u8..3), 0..40),
+    )
+        .prop_map(|(mut rules, again)| {
+            for (i, how) in again {
+                let mut r = rules[i.index(rules.len())];
+                r.proto = match how {
+                    0 => r.proto,
+                    1 => ProtoMatch::ANY,
+                    _ => ProtoMatch::exact(if r.proto.value == 6 { 17 } else { 6 }),
+                };
+                rules.push(r);
+            }
+            RuleSet::new(rules)
+        })
+}
+
+/// A header on the pair (or beside it) with ports at or beside a rule's ends.
+fn crowded_packet(set: &RuleSet, pick: prop::sample::Index, bits: u64) -> FiveTuple {
+    let r = set.rules[pick.index(set.len())];
+    let near = |p: PortRange, b: u64| match b % 5 {
+        0 => p.low.wrapping_sub(1),
+        1 => p.low,
+        2 => p.high,
+        3 => p.high.wrapping_add(1),
+        _ => p
+            .low
+            .wrapping_add((b >> 3) as u16 % (p.high - p.low).wrapping_add(1).max(1)),
+    };
+    FiveTuple {
+        src: if bits & 0x100 == 0 {
+            PAIR.0
+        } else {
+            PAIR.0 ^ 0x80
+        },
+        dst: if bits & 0x200 == 0 {
+            PAIR.1
+        } else {
+            PAIR.1 ^ 0x1_0000
+        },
+        src_port: near(r.src_port, bits >> 10),
+        dst_port: near(r.dst_port, bits >> 30),
+        proto: [17, 6, 1, 0x13][(bits >> 50) as usize % 4],
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    /// Rules crowded on one pair: every structure agrees with linear; TupleMerge's buckets
+    /// stay within 4c + 1 and it counts every rule it was given.
+    #[test]
+    fn crowded_pair_agrees_with_linear(
+        set in crowded_set(),
+        probes in prop::collection::vec((any::<prop::sample::Index>(), any::<u64>()), 1..120),
+        collision_limit in 1usize..4,
+    ) {
+        let lim = ClassifierLimits::default();
+        let tss = TupleSpaceClassifier::build(&set, &lim).unwrap();
+        let tm = TupleMergeClassifier::build_with_limit(&set, &lim, collision_limit).unwrap();
+        prop_assert_eq!(tm.len(), set.len());
+        prop_assert!(tm.longest_bucket() <= 4 * collision_limit + 1, "{}", tm.longest_bucket());
+        for (pick, bits) in probes {
+            let k = crowded_packet(&set, pick, bits);
+            let want = set.rules.iter().position(|r| r.matches(&k)).map(|i| i as u32);
+            prop_assert_eq!(tss.first_match(&k), want, "tuple space {:?}", k);
+            prop_assert_eq!(tm.first_match(&k), want, "tuple merge c={} {:?}", collision_limit, k);
         }
     }
 }

@@ -7,7 +7,9 @@
 //! fixed multiply-xorshift mix (the SplitMix64 finaliser constants, Steele et al., OOPSLA
 //! 2014): fast and deterministic.
 //!
-//! Memory: 24 bytes per slot, 2-4 slots per entry.
+//! Memory: 24 bytes per slot, 2-4 slots per entry; a new table holds no slots until its
+//! first insert. [`KeyTable::insert_bytes`] says what an insert will hold, and at most while
+//! it runs, before it allocates, so a caller can keep a byte limit.
 
 const EMPTY: u32 = u32::MAX;
 
@@ -38,10 +40,14 @@ fn hash(lo: u64, hi: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Slots of the first allocation.
+const FIRST_SLOTS: usize = 4;
+
 impl KeyTable {
+    /// An empty table; it allocates nothing until its first insert.
     pub(crate) fn new() -> KeyTable {
         KeyTable {
-            slots: vec![EMPTY_SLOT; 4],
+            slots: Vec::new(),
             len: 0,
         }
     }
@@ -52,17 +58,28 @@ impl KeyTable {
     pub(crate) fn memory_bytes(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<Slot>()
     }
-    /// Bytes after one more insert (the table doubles when it would pass half full).
-    pub(crate) fn memory_after_insert(&self) -> usize {
-        if (self.len + 1) * 2 > self.slots.len() {
-            self.memory_bytes() * 3 // old and new arrays while rehashing
-        } else {
-            self.memory_bytes()
+    /// The slot count after a grow.
+    fn grown(&self) -> usize {
+        (self.slots.len() * 2).max(FIRST_SLOTS)
+    }
+    /// `(after, peak)`: the bytes the table holds after `get_or_insert(key, ..)`, and the most
+    /// it holds while that runs — both [`Self::memory_bytes`] when `key` is present or the
+    /// table has room; when it grows, the new slot array (twice the old) after, and old and
+    /// new arrays together at the peak, while the entries move over.
+    pub(crate) fn insert_bytes(&self, key: u128) -> (usize, usize) {
+        let now = self.memory_bytes();
+        if (self.len + 1) * 2 <= self.slots.len() || self.get(key).is_some() {
+            return (now, now);
         }
+        let after = self.grown() * std::mem::size_of::<Slot>();
+        (after, now + after)
     }
 
     #[inline]
     pub(crate) fn get(&self, key: u128) -> Option<u32> {
+        if self.len == 0 {
+            return None;
+        }
         let (lo, hi) = (key as u64, (key >> 64) as u64);
         let mask = self.slots.len() - 1;
         let mut i = hash(lo, hi) as usize & mask;
@@ -104,7 +121,7 @@ impl KeyTable {
     }
 
     fn grow(&mut self) {
-        let bigger = vec![EMPTY_SLOT; self.slots.len() * 2];
+        let bigger = vec![EMPTY_SLOT; self.grown()];
         let old = std::mem::replace(&mut self.slots, bigger);
         for s in old.into_iter().filter(|s| s.val != EMPTY) {
             self.place(((s.hi as u128) << 64) | s.lo as u128, s.val);
@@ -138,5 +155,24 @@ mod tests {
         }
         assert_eq!(t.get(12345u128 << 40), None);
         assert!(t.memory_bytes() >= t.len() * 2 * 24);
+    }
+
+    /// `insert_bytes` foretells what each insert holds after it, and the peak of a grow
+    /// (old and new slot arrays), from an empty table that holds nothing.
+    #[test]
+    fn insert_bytes_foretells_growth() {
+        let mut t = KeyTable::new();
+        assert_eq!((t.memory_bytes(), t.get(7)), (0, None));
+        for i in 0..100u32 {
+            let key = (i as u128) << 70 | 5;
+            let before = t.memory_bytes();
+            let (after, peak) = t.insert_bytes(key);
+            t.get_or_insert(key, || i);
+            assert_eq!(t.memory_bytes(), after, "{i}");
+            let grew = after != before;
+            assert_eq!(peak, if grew { before + after } else { before }, "{i}");
+            // Present: nothing more.
+            assert_eq!(t.insert_bytes(key), (after, after));
+        }
     }
 }

@@ -2,9 +2,9 @@
 //! Bits", ICCCN 2017, §III–§IV): tuple space search where a rule may live in a table whose
 //! tuple is *less* specific than its own — the table hashes only the bits its tuple keeps,
 //! and a bucket holds every rule whose kept bits agree, each checked in full on lookup. Fewer
-//! tables than tuple space search, and no port-range expansion: a range is hashed by the
-//! prefix its two ends share (`1000-1999` → the 5 leading bits they agree on), and checked
-//! exactly in the bucket.
+//! tables than tuple space search, and no port-range expansion for most rules: a range is
+//! hashed by the prefix its two ends share (`1000-1999` → the 5 leading bits they agree on),
+//! and checked exactly in the bucket.
 //!
 //! Insertion is online (the paper's point: a rule is added without rebuilding), one rule at a
 //! time at the lowest priority ([`TupleMergeClassifier::push`]); `build` pushes the rules in
@@ -13,14 +13,40 @@
 //! if none has room, a table is made for the rule's tuple relaxed ([`relax`]: address lengths
 //! rounded down to a multiple of 8, the shorter address dropped when the other is much longer,
 //! ports kept only when exact and the addresses short, the protocol dropped) — or, if that
-//! table exists and its bucket is full, for the rule's exact tuple. The paper splits a full
+//! table exists and its bucket is full, for the rule's own tuple. The paper splits a full
 //! bucket's rules into a new table instead; placing the new rule elsewhere (never moving
 //! rules) and the relaxation steps are our simplification, keeping each insert O(tables).
 //! A table's limit is `c`, or 4`c` when it keys on at least 16 address bits
 //! ([`WIDE_ADDRESS_BITS`]): only headers inside one prefix pair reach such a bucket, so its
-//! length costs few lookups, while every table saved is a probe saved on every lookup. A
-//! bucket passes its limit only when rules agree on every bit of their own tuple (equal
-//! prefixes, ports sharing the same prefix).
+//! length costs few lookups, while every table saved is a probe saved on every lookup.
+//!
+//! Split rules. When the rule's own tuple has a table whose bucket for it is full, every rule
+//! there agrees with it on every bit of its tuple — no table of that tuple or a less specific
+//! one can separate them (nested ranges sharing an end on one address pair: thousands of
+//! rules, one bucket, every lookup on the pair scanning it). Splitting a bucket, as the paper
+//! does, cannot help either; instead the rule's port ranges are expanded into aligned
+//! prefixes, as tuple space search does for every rule (at most 2w − 2 = 30 per 16-bit field,
+//! Srinivasan, Suri, Varghese, SIGCOMM 1999, §2), and each of the ≤ 900 pieces — a rule of
+//! its own carrying the index of the whole — goes to the table of its own tuple, made if
+//! absent (within `max_tuples` and `max_bytes`, refused with the usual errors, the classifier
+//! unchanged). That table keys on every bit of the piece, the protocol under its mask
+//! included, so the piece matches every header that reaches its bucket and the scan stops
+//! there. A piece is left out when an entry of its bucket contains it (an earlier rule matches
+//! every header it matches); a rule about to be split is left out when any entry held contains
+//! it (found by one lookup of its low corner). So **a bucket holds at most its table's limit
+//! of rules placed whole plus one piece: ≤ 4c + 1 entries (33 at the default c = 8), whatever
+//! the rules**, and a lookup checks at most T × (4c + 1) entries. Rules placed whole are
+//! stored even when an earlier rule contains them: a bucket they fill sends later rules to
+//! new tables at the end of the list, behind the match, where skipping them would send those
+//! rules into earlier, more shared buckets (measured on the generated ipc- and fw-like sets
+//! of `docs/classify.md`, whose all-wildcard rule comes early: 8.7 and 7.1 entries checked per
+//! lookup instead of 4.7 and 5.5).
+//!
+//! Entries and removal: a rule may have no entry (left out), one, or up to 900 pieces;
+//! [`TupleMergeClassifier::len`] counts rules pushed, [`TupleMergeClassifier::entries`] the
+//! entries. What is left out depends on the rules before it, so removing a rule would have to
+//! bring back what it contained; the classifier has no removal (a changed rule set is built
+//! anew).
 //!
 //! Lookup (as in the paper: tables in the order of their best rule, stop at the first table
 //! whose best cannot beat the match found): per table, mask the header's two words, one
@@ -30,11 +56,22 @@
 //! rule order, checked in full until one matches or cannot beat the match already found).
 //! The home slots of 8 tables are read before the first of them is examined, so their cache
 //! misses overlap instead of following one another. No allocation, no pointer per bucket.
+//! Pieces keep both early stops exact: a table's best is the lowest index it holds (tables
+//! made for a rule's pieces have that rule's index, the highest so far, and go last), and a
+//! bucket's entries stay in rule order (two pieces of one rule never share a bucket), so a
+//! stop skips only entries whose index is at least the match's — several entries with one
+//! index, in one table or many, change nothing.
 //!
-//! Cost: a lookup is at most T probes plus one bucket scan per table whose tag agrees (≤ 4c
-//! rules, except the equal-tuple case). Insert O(T + c). Memory: 32 bytes per rule plus 8
-//! bytes × 4-8 slots per distinct key (tables at most a quarter full).
+//! Cost: a lookup is at most T probes plus one bucket scan of ≤ 4c + 1 entries per table
+//! whose tag agrees (T ≤ `max_tuples`). Insert O(T × (4c + 1)); a split rule O(T + 900 ×
+//! (4c + 1)). Memory: 32 bytes per entry (rule or piece) plus 8 bytes × 4-8 slots per
+//! distinct key (tables at most a quarter full). Bytes are counted by capacity, and every
+//! array grows by an explicit doubling whose size — and peak, old and new arrays held
+//! together while the data moves — is checked against `max_bytes` before it happens, so a
+//! push never holds more than `max_bytes`, and a refused push leaves the classifier as it
+//! was.
 
+use super::tuple_space::range_to_prefixes;
 use super::{
     AclRule, ClassifierBuildError, ClassifierLimits, FiveTuple, PacketClassifier, RuleSet, Tuple,
 };
@@ -117,6 +154,19 @@ impl Entry {
             & (k.dst_port <= self.dp_hi)
             & (k.proto & self.proto_mask == self.proto)
     }
+    /// Every header `p` matches, `self` matches too.
+    fn contains(&self, p: &Entry) -> bool {
+        self.src_len <= p.src_len
+            && same_prefix(p.src, self.src, self.src_len)
+            && self.dst_len <= p.dst_len
+            && same_prefix(p.dst, self.dst, self.dst_len)
+            && self.sp_lo <= p.sp_lo
+            && p.sp_hi <= self.sp_hi
+            && self.dp_lo <= p.dp_lo
+            && p.dp_hi <= self.dp_hi
+            && self.proto_mask & p.proto_mask == self.proto_mask
+            && p.proto & self.proto_mask == self.proto
+    }
 }
 
 /// A header as two words: addresses (`src << 32 | dst`), then ports and protocol
@@ -193,17 +243,85 @@ const PROBE_GROUP: usize = 8;
 /// ½(1 + 1/(1−α)²) at α = ¼), and 8-byte slots keep the tables of 10k rules in L2.
 const SLOTS_PER_KEY: usize = 4;
 
+/// What an insert adds to the heap: `add` bytes held after it, and `transient` bytes held
+/// only while it runs (an array being replaced, held with its successor).
+#[derive(Debug, Clone, Copy, Default)]
+struct Growth {
+    add: usize,
+    transient: usize,
+}
+
+impl Growth {
+    fn and(self, other: Growth) -> Growth {
+        Growth {
+            add: self.add + other.add,
+            transient: self.transient.max(other.transient),
+        }
+    }
+}
+
+/// The capacity of an array of capacity `cap` that must hold `need` items: doubled (at least
+/// 4) when it is short, so pushes one at a time cost O(1) amortised. Arrays grow only through
+/// this, by `reserve_exact`, so their capacity — what the byte limit counts — is known before
+/// they grow.
+fn capacity_for(cap: usize, need: usize) -> usize {
+    if need <= cap {
+        cap
+    } else {
+        need.max(2 * cap).max(4)
+    }
+}
+
+/// The growth of an array of `size`-byte items from capacity `cap` to hold `need` items.
+fn array_growth(cap: usize, need: usize, size: usize) -> Growth {
+    let new = capacity_for(cap, need);
+    if new == cap {
+        return Growth::default();
+    }
+    Growth {
+        add: (new - cap) * size,
+        transient: cap * size,
+    }
+}
+
+/// Where a rule (or a piece of one) goes in a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// A bucket of its own: a new key.
+    NewKey,
+    /// After the rules of an existing bucket.
+    Chain,
+    /// Nowhere: an entry of its bucket (an earlier rule) contains it, so every header it
+    /// matches matches that entry first.
+    Shadowed,
+}
+
 impl TmTable {
-    fn new(tuple: Tuple, best: u32) -> TmTable {
+    /// An empty table with room for `keys` buckets and `entries` rules.
+    fn with_room(tuple: Tuple, best: u32, keys: usize, entries: usize) -> TmTable {
+        let slots = Self::slots_for(FIRST_SLOTS, keys);
         TmTable {
             tuple,
             masks: Masks::of(&tuple),
             best,
-            shift: 64 - FIRST_SLOTS.trailing_zeros(),
-            slots: vec![Head::default(); FIRST_SLOTS],
-            entries: Vec::new(),
+            shift: 64 - slots.trailing_zeros(),
+            slots: vec![Head::default(); slots],
+            entries: Vec::with_capacity(capacity_for(0, entries)),
             keys: 0,
         }
+    }
+    /// Heap bytes of `with_room(.., keys, entries)`.
+    fn room_bytes(keys: usize, entries: usize) -> usize {
+        Self::slots_for(FIRST_SLOTS, keys) * std::mem::size_of::<Head>()
+            + capacity_for(0, entries) * std::mem::size_of::<Entry>()
+    }
+    /// Slots for `keys` keys at most a quarter full, from `slots` (doubled as needed).
+    fn slots_for(slots: usize, keys: usize) -> usize {
+        let mut n = slots;
+        while keys * SLOTS_PER_KEY > n {
+            n *= 2;
+        }
+        n
     }
     /// The slot holding the head of the bucket of `key`, or the free slot where it would go.
     fn find(&self, key: (u64, u64)) -> usize {
@@ -217,48 +335,74 @@ impl TmTable {
             i = (i + 1) & mask;
         }
     }
-    /// Rules in the bucket whose first rule is `at`.
-    fn chain_len(&self, at: u32) -> usize {
-        let mut n = 1;
-        let mut next = self.entries[at as usize].next;
-        while next != 0 {
-            n += 1;
-            next = self.entries[next as usize - 1].next;
-        }
-        n
+    /// The bucket's rules from its first, `at`, in rule order.
+    fn chain(&self, at: u32) -> impl Iterator<Item = &Entry> + '_ {
+        let mut next = at + 1;
+        std::iter::from_fn(move || {
+            let e = self.entries.get(next.checked_sub(1)? as usize)?;
+            next = e.next;
+            Some(e)
+        })
+    }
+    /// The first rule of the bucket of `key`, if the bucket exists.
+    fn bucket(&self, key: (u64, u64)) -> Option<u32> {
+        let h = self.slots[self.find(key)];
+        (h.tag != 0).then_some(h.at)
     }
     fn bucket_len(&self, r: &AclRule) -> usize {
-        let h = self.slots[self.find(self.masks.key_of(&Entry::of(0, r)))];
-        if h.tag == 0 {
-            0
-        } else {
-            self.chain_len(h.at)
+        self.bucket(self.masks.key_of(&Entry::of(0, r)))
+            .map_or(0, |at| self.chain(at).count())
+    }
+    /// Where `e` would go (the table must cover its tuple).
+    fn placement(&self, e: &Entry) -> Placement {
+        match self.bucket(self.masks.key_of(e)) {
+            None => Placement::NewKey,
+            Some(at) if self.chain(at).any(|x| x.contains(e)) => Placement::Shadowed,
+            Some(_) => Placement::Chain,
         }
     }
-    /// Bytes the table holds by capacity.
-    fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<TmTable>()
-            + self.slots.capacity() * std::mem::size_of::<Head>()
+    /// Bytes the table holds on the heap, by capacity.
+    fn heap_bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<Head>()
             + self.entries.capacity() * std::mem::size_of::<Entry>()
     }
-    /// Bytes added by inserting `r` (a new key may double the slots), and the peak while the
-    /// slots are rehashed (old and new arrays both held).
-    fn growth(&self, r: &AclRule) -> (usize, usize) {
-        let entry = std::mem::size_of::<Entry>();
-        if self.bucket_len(r) == 0 && (self.keys + 1) * SLOTS_PER_KEY > self.slots.len() {
-            let old = self.slots.len() * std::mem::size_of::<Head>();
-            (old + entry, 2 * old + entry)
+    /// What [`Self::reserve`] of `keys` new keys and `entries` new rules adds.
+    fn growth(&self, keys: usize, entries: usize) -> Growth {
+        let slots = Self::slots_for(self.slots.len(), self.keys + keys);
+        let head = std::mem::size_of::<Head>();
+        let rehash = if slots > self.slots.len() {
+            Growth {
+                add: (slots - self.slots.len()) * head,
+                transient: self.slots.len() * head,
+            }
         } else {
-            (entry, entry)
-        }
+            Growth::default()
+        };
+        rehash.and(array_growth(
+            self.entries.capacity(),
+            self.entries.len() + entries,
+            std::mem::size_of::<Entry>(),
+        ))
     }
-    fn insert(&mut self, rule: u32, r: &AclRule) {
-        let entry = Entry::of(rule, r);
-        let key = self.masks.key_of(&entry);
+    /// Room for `keys` new keys and `entries` new rules, so that many inserts allocate
+    /// nothing: the slots rehashed once to their final size, the rules' array grown once.
+    fn reserve(&mut self, keys: usize, entries: usize) {
+        let slots = Self::slots_for(self.slots.len(), self.keys + keys);
+        if slots > self.slots.len() {
+            self.rehash(slots);
+        }
+        let need = self.entries.len() + entries;
+        let cap = capacity_for(self.entries.capacity(), need);
+        self.entries.reserve_exact(cap - self.entries.len());
+    }
+    /// Insert `e` after every rule of its bucket; the room must be reserved.
+    fn insert(&mut self, e: Entry) {
+        let key = self.masks.key_of(&e);
         let at = self.entries.len() as u32;
-        let mut i = self.find(key);
+        let i = self.find(key);
         let head = self.slots[i];
-        self.entries.push(entry);
+        debug_assert!(self.entries.len() < self.entries.capacity());
+        self.entries.push(e);
         if head.tag != 0 {
             let mut tail = head.at as usize;
             while self.entries[tail].next != 0 {
@@ -267,20 +411,17 @@ impl TmTable {
             self.entries[tail].next = at + 1;
             return;
         }
-        if (self.keys + 1) * SLOTS_PER_KEY > self.slots.len() {
-            self.grow();
-            i = self.find(key);
-        }
+        debug_assert!((self.keys + 1) * SLOTS_PER_KEY <= self.slots.len());
         self.slots[i] = Head {
             tag: hash(key) as u32 | 1,
             at,
         };
         self.keys += 1;
     }
-    fn grow(&mut self) {
-        let bigger = vec![Head::default(); self.slots.len() * 2];
+    fn rehash(&mut self, slots: usize) {
+        let bigger = vec![Head::default(); slots];
         let old = std::mem::replace(&mut self.slots, bigger);
-        self.shift -= 1;
+        self.shift = 64 - slots.trailing_zeros();
         for h in old.into_iter().filter(|h| h.tag != 0) {
             let i = self.find(self.masks.key_of(&self.entries[h.at as usize]));
             self.slots[i] = h;
@@ -349,9 +490,22 @@ pub struct TupleMergeClassifier {
     /// goes last and the order holds without sorting.
     tables: Vec<TmTable>,
     rules: usize,
+    /// Entries over all tables: rules placed whole and pieces.
+    entries: usize,
+    /// Rules placed as pieces.
+    split: usize,
     collision_limit: usize,
     limits: ClassifierLimits,
+    /// Heap bytes held, by capacity: [`PacketClassifier::memory_bytes`].
     bytes: usize,
+}
+
+/// The port range of the prefix `(value, length)` of a 16-bit field.
+fn block((value, len): (u16, u8)) -> PortRange {
+    PortRange {
+        low: value,
+        high: (u32::from(value) + (1u32 << (16 - len)) - 1) as u16,
+    }
 }
 
 /// The length of the prefix that `r.low` and `r.high` share: every port of the range has
@@ -403,6 +557,8 @@ impl TupleMergeClassifier {
         TupleMergeClassifier {
             tables: Vec::new(),
             rules: 0,
+            entries: 0,
+            split: 0,
             collision_limit: collision_limit.max(1),
             limits: *limits,
             bytes: 0,
@@ -441,38 +597,212 @@ impl TupleMergeClassifier {
             });
         }
         let nat = natural(rule);
-        let (t, new_table) = match self.roomy_table(rule, &nat) {
-            Some(t) => (t, None),
-            None => {
-                let relaxed = relax(nat);
-                let want = if self.find(&relaxed).is_some() {
-                    nat
-                } else {
-                    relaxed
+        let entry = Entry::of(index as u32, rule);
+        if let Some(t) = self.roomy_table(rule, &nat) {
+            let table = &self.tables[t];
+            let keys = usize::from(table.bucket(table.masks.key_of(&entry)).is_none());
+            self.admit(index, table.growth(keys, 1))?;
+            self.tables[t].reserve(keys, 1);
+            self.tables[t].insert(entry);
+        } else {
+            let relaxed = relax(nat);
+            let want = if self.find(&relaxed).is_some() {
+                nat
+            } else {
+                relaxed
+            };
+            if self.find(&want).is_some() {
+                // The rule's own tuple has a table and its bucket is full: every rule there
+                // agrees with this one on every bit of its tuple. Split it instead — unless an
+                // earlier entry contains it, when it can never match first.
+                if self.contains(&entry) {
+                    self.rules += 1;
+                    return Ok(index as u32);
+                }
+                return self.push_pieces(rule, index);
+            }
+            self.check_tuples(index, 1)?;
+            self.admit(
+                index,
+                self.list_growth(1).and(Growth {
+                    add: TmTable::room_bytes(1, 1),
+                    transient: 0,
+                }),
+            )?;
+            self.reserve_list(1);
+            let mut table = TmTable::with_room(want, index as u32, 1, 1);
+            table.insert(entry);
+            self.tables.push(table);
+        }
+        self.entries += 1;
+        self.rules += 1;
+        Ok(index as u32)
+    }
+
+    /// Place rule `index` as pieces: its port ranges split into prefixes (at most 30 × 30
+    /// pieces, tuple space search's expansion, Srinivasan et al. §2), each a rule of its own
+    /// with the index of the whole, in the table of its own tuple (made if absent). Such a
+    /// table keys on every bit of the piece, so the piece matches every header that reaches
+    /// its bucket; a piece is left out when an entry of its bucket contains it (an earlier
+    /// rule matches all its headers first), so a bucket holds at most one piece.
+    fn push_pieces(&mut self, rule: &AclRule, index: usize) -> Result<u32, ClassifierBuildError> {
+        const NONE: u32 = u32::MAX;
+        let sps = range_to_prefixes(rule.src_port);
+        let dps = range_to_prefixes(rule.dst_port);
+        let piece = |sp, dp| {
+            Entry::of(
+                index as u32,
+                &AclRule {
+                    src_port: block(sp),
+                    dst_port: block(dp),
+                    ..*rule
+                },
+            )
+        };
+        // The tables of the pieces' tuples, by port prefix lengths (the rest is the rule's).
+        let mut table = [[NONE; 17]; 17];
+        for (i, t) in self.tables.iter().enumerate() {
+            let u = &t.tuple;
+            if (u.src, u.dst, u.proto_mask)
+                == (
+                    rule.src.prefix_len(),
+                    rule.dst.prefix_len(),
+                    rule.proto.mask,
+                )
+            {
+                table[usize::from(u.sp)][usize::from(u.dp)] = i as u32;
+            }
+        }
+        // New keys and new entries per tuple, then what they cost; nothing changes until the
+        // limits are known to hold.
+        let mut count = [[(0usize, 0usize); 17]; 17];
+        for &sp in sps.iter() {
+            for &dp in dps.iter() {
+                let (s, d) = (usize::from(sp.1), usize::from(dp.1));
+                let place = match table[s][d] {
+                    NONE => Placement::NewKey,
+                    t => self.tables[t as usize].placement(&piece(sp, dp)),
                 };
-                match self.find(&want) {
-                    Some(t) => (t, None),
-                    None => (self.tables.len(), Some(self.new_table(want, index)?)),
+                let c = &mut count[s][d];
+                c.0 += usize::from(place == Placement::NewKey);
+                c.1 += usize::from(place != Placement::Shadowed);
+            }
+        }
+        let mut growth = Growth::default();
+        let mut new_tables = 0;
+        for s in 0..17 {
+            for d in 0..17 {
+                let (keys, entries) = count[s][d];
+                if entries == 0 {
+                    continue;
+                }
+                growth = growth.and(match table[s][d] {
+                    NONE => {
+                        new_tables += 1;
+                        Growth {
+                            add: TmTable::room_bytes(keys, entries),
+                            transient: 0,
+                        }
+                    }
+                    t => self.tables[t as usize].growth(keys, entries),
+                });
+            }
+        }
+        if new_tables > 0 {
+            self.check_tuples(index, new_tables)?;
+            growth = growth.and(self.list_growth(new_tables));
+        }
+        self.admit(index, growth)?;
+        self.reserve_list(new_tables);
+        for s in 0..17 {
+            for d in 0..17 {
+                let (keys, entries) = count[s][d];
+                if entries == 0 {
+                    continue;
+                }
+                match table[s][d] {
+                    NONE => {
+                        let tuple = Tuple {
+                            src: rule.src.prefix_len(),
+                            dst: rule.dst.prefix_len(),
+                            sp: s as u8,
+                            dp: d as u8,
+                            proto_mask: rule.proto.mask,
+                        };
+                        table[s][d] = self.tables.len() as u32;
+                        let t = TmTable::with_room(tuple, index as u32, keys, entries);
+                        self.tables.push(t);
+                    }
+                    t => self.tables[t as usize].reserve(keys, entries),
                 }
             }
-        };
-        let table = new_table.as_ref().unwrap_or_else(|| &self.tables[t]);
-        let base = new_table.as_ref().map_or(0, TmTable::memory_bytes);
-        let (grow, peak) = table.growth(rule);
-        if self.bytes + base + peak > self.limits.max_bytes {
+        }
+        for &sp in sps.iter() {
+            for &dp in dps.iter() {
+                let t = table[usize::from(sp.1)][usize::from(dp.1)];
+                if t == NONE {
+                    continue; // every piece of this tuple shadowed
+                }
+                let p = piece(sp, dp);
+                let t = &mut self.tables[t as usize];
+                if t.placement(&p) != Placement::Shadowed {
+                    t.insert(p);
+                    self.entries += 1;
+                }
+            }
+        }
+        self.split += 1;
+        self.rules += 1;
+        Ok(index as u32)
+    }
+
+    /// An entry held contains `e`. Such an entry matches `e`'s low corner, so it is in the
+    /// bucket of that header's key in its table: one lookup's buckets, scanned in full.
+    fn contains(&self, e: &Entry) -> bool {
+        self.tables.iter().any(|t| {
+            t.bucket(t.masks.key_of(e))
+                .is_some_and(|at| t.chain(at).any(|x| x.contains(e)))
+        })
+    }
+
+    /// Refuse rule `index` if `n` more tables would pass `max_tuples`.
+    fn check_tuples(&self, index: usize, n: usize) -> Result<(), ClassifierBuildError> {
+        if self.tables.len() + n > self.limits.max_tuples {
+            return Err(ClassifierBuildError::TooManyTuples {
+                rule: index,
+                max: self.limits.max_tuples,
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuse rule `index` if `g` would take the heap past `max_bytes` at its peak (what is
+    /// held after, plus the largest array held with its successor on the way), else count it.
+    fn admit(&mut self, index: usize, g: Growth) -> Result<(), ClassifierBuildError> {
+        let peak = self.bytes + g.add + g.transient;
+        if peak > self.limits.max_bytes {
             return Err(ClassifierBuildError::TooManyBytes {
                 rule: index,
-                bytes: self.bytes + base + peak,
+                bytes: peak,
                 max: self.limits.max_bytes,
             });
         }
-        if let Some(table) = new_table {
-            self.tables.push(table);
-        }
-        self.tables[t].insert(index as u32, rule);
-        self.bytes += base + grow;
-        self.rules += 1;
-        Ok(index as u32)
+        self.bytes += g.add;
+        Ok(())
+    }
+
+    /// The growth of the list of tables for `n` more.
+    fn list_growth(&self, n: usize) -> Growth {
+        array_growth(
+            self.tables.capacity(),
+            self.tables.len() + n,
+            std::mem::size_of::<TmTable>(),
+        )
+    }
+
+    fn reserve_list(&mut self, n: usize) {
+        let cap = capacity_for(self.tables.capacity(), self.tables.len() + n);
+        self.tables.reserve_exact(cap - self.tables.len());
     }
 
     /// The most specific table covering `nat` whose bucket for `rule` has room.
@@ -504,19 +834,18 @@ impl TupleMergeClassifier {
         self.tables.iter().position(|t| t.tuple == *tuple)
     }
 
-    fn new_table(&self, tuple: Tuple, index: usize) -> Result<TmTable, ClassifierBuildError> {
-        if self.tables.len() >= self.limits.max_tuples {
-            return Err(ClassifierBuildError::TooManyTuples {
-                rule: index,
-                max: self.limits.max_tuples,
-            });
-        }
-        Ok(TmTable::new(tuple, index as u32))
-    }
-
-    /// Rules held.
+    /// Rules held (pushed), whether placed whole, as pieces, or not at all (every header
+    /// they match matches an earlier rule first).
     pub fn len(&self) -> usize {
         self.rules
+    }
+    /// Entries over all tables: one per rule placed whole, one per piece placed.
+    pub fn entries(&self) -> usize {
+        self.entries
+    }
+    /// Rules split into port-prefix pieces (their own tuple's bucket was full).
+    pub fn split_rules(&self) -> usize {
+        self.split
     }
     pub fn is_empty(&self) -> bool {
         self.rules == 0
@@ -529,7 +858,7 @@ impl TupleMergeClassifier {
                 t.slots
                     .iter()
                     .filter(|h| h.tag != 0)
-                    .map(|h| t.chain_len(h.at))
+                    .map(|h| t.chain(h.at).count())
             })
             .max()
             .unwrap_or(0)
@@ -564,11 +893,7 @@ impl PacketClassifier for TupleMergeClassifier {
     }
     fn memory_bytes(&self) -> usize {
         self.tables.capacity() * std::mem::size_of::<TmTable>()
-            + self
-                .tables
-                .iter()
-                .map(|t| t.memory_bytes() - std::mem::size_of::<TmTable>())
-                .sum::<usize>()
+            + self.tables.iter().map(TmTable::heap_bytes).sum::<usize>()
     }
     fn tuples(&self) -> usize {
         self.tables.len()
@@ -591,16 +916,19 @@ mod tests {
         assert_eq!(shared_prefix(r(1000, 1999)), 5);
     }
 
-    /// Rules equal on their whole tuple overflow one bucket past the limit (nothing can
-    /// separate them); the answers stay those of the linear scan.
+    /// Rules equal on their whole tuple fill their bucket to the limit, then are split into
+    /// port-prefix pieces; a piece whose bucket already holds one like it is left out. The
+    /// answers stay those of the linear scan.
     #[test]
-    fn collision_limit_spreads_rules_and_equal_tuples_share_a_bucket() {
+    fn collision_limit_spreads_rules_and_equal_tuples_are_split() {
         let net = Ipv4Prefix::new(0x0A00_0000, 8).unwrap();
         let mut rules = Vec::new();
-        // 20 rules on distinct /32s inside 10/8: the first table (10/8's relaxed tuple) takes
-        // 4; the rest go to a more specific table.
+        // 20 rules on distinct /32s inside 10/8, after a TCP rule on 10/8 (which does not
+        // contain them): the first table (10/8's relaxed tuple) takes 4; the rest go to a
+        // more specific table.
         rules.push(AclRule {
             src: net,
+            proto: ProtoMatch::exact(6),
             ..AclRule::any(Action::Drop)
         });
         for i in 0..20u32 {
@@ -611,7 +939,10 @@ mod tests {
         }
         // 10 rules equal but for their destination port ranges 0-260, 0-280, ..., 0-440,
         // whose ends all share the same 7 leading bits: one key in every table that can hold
-        // them. The relaxed all-wildcard table takes 4, the exact-tuple table the other 6.
+        // them. The relaxed all-wildcard table takes 4, the exact-tuple table 4; the last two
+        // are split: 0-420 into 5 pieces (0-255, 256-383, 384-415, 416-419, 420), 0-440 into
+        // 6 (0-255, 256-383, 384-415, 416-431, 432-439, 440), of which the first 3 are 0-420's
+        // and left out.
         for i in 0..10u16 {
             rules.push(AclRule {
                 dst_port: PortRange {
@@ -625,16 +956,20 @@ mod tests {
         let c =
             TupleMergeClassifier::build_with_limit(&set, &ClassifierLimits::default(), 4).unwrap();
         assert!(c.tuples() >= 2, "{}", c.tuples());
-        assert_eq!(c.longest_bucket(), 6);
+        assert_eq!(c.longest_bucket(), 4);
+        assert_eq!((c.len(), c.entries()), (31, 1 + 20 + 4 + 4 + 5 + 3));
+        assert_eq!(c.bytes, c.memory_bytes());
         let lin = LinearClassifier::build(&set, &ClassifierLimits::default()).unwrap();
         for src in [0x0A00_0000u32, 0x0A00_0005, 0x0A00_0013, 0x0B00_0000] {
-            for dp in [0u16, 256, 261, 280, 281, 440, 441, 1000] {
+            for dp in [
+                0u16, 256, 261, 280, 281, 400, 416, 420, 421, 432, 440, 441, 1000,
+            ] {
                 let k = FiveTuple {
                     src,
                     dst: 1,
                     src_port: 1,
                     dst_port: dp,
-                    proto: 17,
+                    proto: if dp % 2 == 0 { 17 } else { 6 },
                 };
                 assert_eq!(c.first_match(&k), lin.first_match(&k), "{k:?}");
             }
@@ -807,6 +1142,163 @@ mod tests {
                     "limit {limit} {k:?}"
                 );
                 assert_eq!(c.first_match(&beside), lin.first_match(&beside));
+            }
+        }
+    }
+
+    /// `n` rules on one address pair (src /32, dst /32, UDP), rule i with port ranges
+    /// `sport(i)` and `dport(i)`, all dropping: the issue's set when the ranges nest.
+    fn one_pair(
+        n: u32,
+        sport: impl Fn(u32) -> PortRange,
+        dport: impl Fn(u32) -> PortRange,
+    ) -> RuleSet {
+        RuleSet::new(
+            (1..=n)
+                .map(|i| AclRule {
+                    src: Ipv4Prefix::new(0x0A00_0001, 32).unwrap(),
+                    dst: Ipv4Prefix::new(0xC0A8_0001, 32).unwrap(),
+                    src_port: sport(i),
+                    dst_port: dport(i),
+                    proto: ProtoMatch::exact(17),
+                    action: Action::Drop,
+                })
+                .collect(),
+        )
+    }
+
+    /// `low`-(`low` + i), cut at 65535.
+    fn from(low: u32, i: u32) -> PortRange {
+        PortRange {
+            low: low as u16,
+            high: (low + i).min(65535) as u16,
+        }
+    }
+
+    /// Thousands of nested port ranges on one address pair (issue #37): no bucket holds more
+    /// than the largest limit, 4c, plus one piece — whatever the number of rules — and the
+    /// answers are the linear scan's, at the ranges' edges and beside them. Before rules
+    /// equal on their tuple were split, one bucket held 8617 of the 20,000 (c = 8).
+    #[test]
+    fn nested_ranges_on_one_pair_keep_every_bucket_bounded() {
+        let lim = ClassifierLimits::default();
+        let any = |_| ANY_PORT;
+        let sets = [
+            ("dport", one_pair(20_000, any, |i| from(5000, i))),
+            ("sport", one_pair(20_000, |i| from(1000, i), any)),
+            ("both", one_pair(1500, |i| from(1000, i), |i| from(5000, i))),
+            // Ranges that grow to both sides, and every rule twice.
+            (
+                "two-sided",
+                one_pair(6000, any, |i| {
+                    let i = i / 2;
+                    PortRange {
+                        low: 30000 - i as u16,
+                        high: 30000 + i as u16,
+                    }
+                }),
+            ),
+        ];
+        for (name, set) in &sets {
+            let lin = LinearClassifier::build(set, &lim).unwrap();
+            for limit in [1, 4, DEFAULT_COLLISION_LIMIT] {
+                let c = TupleMergeClassifier::build_with_limit(set, &lim, limit).unwrap();
+                assert!(
+                    c.longest_bucket() <= WIDE_LIMIT_FACTOR * limit + 1,
+                    "{name} c={limit}: longest bucket {}",
+                    c.longest_bucket()
+                );
+                assert_eq!(c.len(), set.len());
+                assert_eq!(c.bytes, c.memory_bytes(), "{name}");
+                // Ports at and beside the ranges' ends (every 211th rule), each paired with a
+                // few others.
+                let mut edges = vec![0u16, 1, 999, 4999, 29999, 30000, 30001, 65535];
+                for r in set.rules.iter().step_by(211) {
+                    for p in [r.src_port, r.dst_port] {
+                        edges.extend([
+                            p.low.wrapping_sub(1),
+                            p.low,
+                            p.high,
+                            p.high.wrapping_add(1),
+                        ]);
+                    }
+                }
+                for (j, &sp) in edges.iter().enumerate() {
+                    for &dp in edges.iter().skip(j % 29).step_by(29) {
+                        for proto in [17, 6] {
+                            let k = FiveTuple {
+                                src: 0x0A00_0001,
+                                dst: 0xC0A8_0001,
+                                src_port: sp,
+                                dst_port: dp,
+                                proto,
+                            };
+                            assert_eq!(
+                                c.first_match(&k),
+                                lin.first_match(&k),
+                                "{name} c={limit} {k:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A rule that would be split and that an earlier entry contains is left out whole; a
+    /// piece that an entry of its bucket contains is left out; pieces of the same ports for
+    /// another protocol, or for any protocol, are kept (another bucket, another table).
+    #[test]
+    fn contained_rules_and_pieces_are_left_out() {
+        let lim = ClassifierLimits::default();
+        let rule = |low, high, proto| AclRule {
+            src: Ipv4Prefix::new(0x0A00_0000, 8).unwrap(),
+            dst_port: PortRange { low, high },
+            proto,
+            ..AclRule::any(Action::Drop)
+        };
+        let (udp, tcp, any) = (ProtoMatch::exact(17), ProtoMatch::exact(6), ProtoMatch::ANY);
+        // c = 1 (8 address bits: the narrow limit). Ranges 100-104 ... 100-107 all have the
+        // 12-bit tuple; their relaxed table (10/8, no port, no protocol) holds rule 0.
+        let set = RuleSet::new(vec![
+            rule(100, 105, udp), // 0: the relaxed table
+            rule(100, 104, udp), // 1: its own tuple's table, which it fills
+            rule(100, 107, udp), // 2: split: 100-103, 104-107 (14-bit tuple)
+            rule(100, 106, udp), // 3: split: 100-103 (rule 2's: left out), 104-105, 106
+            rule(100, 104, tcp), // 4: the TCP bucket of rule 1's table
+            rule(100, 107, tcp), // 5: split like rule 2, kept (TCP buckets)
+            rule(100, 104, any), // 6: its own tuple's table (no protocol)
+            rule(100, 107, any), // 7: split like rule 2, kept (a table without protocol)
+            rule(100, 107, any), // 8: rule 7 again: both pieces left out
+            rule(100, 105, udp), // 9: rule 0 again: left out whole
+            // 10: rule 0's ports for TCP, which rule 0 (in a table without protocol) does
+            // not contain: split, 100-103 left out (rule 5's), 104-105 kept.
+            rule(100, 105, tcp),
+        ]);
+        let c = TupleMergeClassifier::build_with_limit(&set, &lim, 1).unwrap();
+        assert_eq!(c.len(), 11);
+        let of = |i: u32| {
+            c.tables
+                .iter()
+                .flat_map(|t| &t.entries)
+                .filter(|e| e.rule == i)
+                .count()
+        };
+        let held: Vec<usize> = (0..11).map(of).collect();
+        assert_eq!(held, [1, 1, 2, 2, 1, 2, 1, 2, 0, 0, 1]);
+        assert_eq!((c.entries(), c.split_rules()), (13, 6));
+        assert!(c.longest_bucket() <= 2, "{}", c.longest_bucket());
+        let lin = LinearClassifier::build(&set, &lim).unwrap();
+        for proto in [17u8, 6, 1] {
+            for dp in 98..110 {
+                let k = FiveTuple {
+                    src: 0x0A01_0203,
+                    dst: 9,
+                    src_port: 7,
+                    dst_port: dp,
+                    proto,
+                };
+                assert_eq!(c.first_match(&k), lin.first_match(&k), "{k:?}");
             }
         }
     }

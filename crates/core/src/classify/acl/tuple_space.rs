@@ -16,6 +16,13 @@
 //! packet slow; a rule set built to create them is the "tuple space explosion" denial of
 //! service (Csikor et al., CoNEXT 2019; CVE-2019-25076), so [`super::ClassifierLimits`] bounds
 //! T, the entries and the bytes. Build O(entries). Memory: 48-96 bytes per entry.
+//!
+//! The byte limit holds for the build's peak, not only for its result: every allocation of
+//! the build — a table's slots (old and new arrays while it rehashes), the list of tables
+//! (old and new while it moves), the tuple index used while building — is counted before it
+//! is made, and the build is refused with `TooManyBytes` if the count would pass `max_bytes`.
+//! Nothing else is allocated (a range's prefixes are held inline), so a refused build never
+//! held more than `max_bytes` on the heap.
 
 use super::table::KeyTable;
 use super::{
@@ -23,7 +30,6 @@ use super::{
     RuleSet, Tuple,
 };
 use crate::classify::PortRange;
-use std::collections::HashMap;
 
 #[derive(Debug, Clone)]
 struct TssTable {
@@ -39,10 +45,31 @@ pub struct TupleSpaceClassifier {
     entries: usize,
 }
 
+/// The most prefixes a range of a 16-bit field splits into: 2w − 2 (Srinivasan et al. §2).
+pub(crate) const MAX_PORT_PREFIXES: usize = 30;
+
+/// The prefixes of one port range, in ascending order, held inline (expanding a rule
+/// allocates nothing); a slice of `(value, length)`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PortPrefixes {
+    items: [(u16, u8); MAX_PORT_PREFIXES],
+    len: usize,
+}
+
+impl std::ops::Deref for PortPrefixes {
+    type Target = [(u16, u8)];
+    fn deref(&self) -> &[(u16, u8)] {
+        &self.items[..self.len]
+    }
+}
+
 /// The minimal list of prefixes `(value, length)` of a 16-bit field whose union is
 /// `[low, high]`: the largest aligned block that starts at `low` and fits, repeatedly.
-pub(crate) fn range_to_prefixes(r: PortRange) -> Vec<(u16, u8)> {
-    let mut out = Vec::new();
+pub(crate) fn range_to_prefixes(r: PortRange) -> PortPrefixes {
+    let mut out = PortPrefixes {
+        items: [(0, 0); MAX_PORT_PREFIXES],
+        len: 0,
+    };
     let (mut lo, hi) = (r.low as u32, r.high as u32);
     while lo <= hi {
         // The block size is limited by lo's alignment and by what is left of the range.
@@ -54,10 +81,81 @@ pub(crate) fn range_to_prefixes(r: PortRange) -> Vec<(u16, u8)> {
         while size > hi - lo + 1 {
             size >>= 1;
         }
-        out.push((lo as u16, 16 - size.trailing_zeros() as u8));
+        out.items[out.len] = (lo as u16, 16 - size.trailing_zeros() as u8);
+        out.len += 1;
         lo += size;
     }
     out
+}
+
+/// A build under way: the tables, the index from a tuple's mask to its table, and the bytes
+/// all of it holds (capacities).
+struct Build<'a> {
+    tables: Vec<TssTable>,
+    index: KeyTable,
+    bytes: usize,
+    limits: &'a ClassifierLimits,
+}
+
+impl Build<'_> {
+    /// Refuse rule `rule` if the heap would hold `peak` bytes.
+    fn check(&self, rule: usize, peak: usize) -> Result<(), ClassifierBuildError> {
+        if peak > self.limits.max_bytes {
+            return Err(ClassifierBuildError::TooManyBytes {
+                rule,
+                bytes: peak,
+                max: self.limits.max_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// The table of `tuple`, made (empty, no slots yet) if it is new. Rules come in index
+    /// order, so a table made later has a higher best rule and the list stays in order.
+    fn table_for(&mut self, tuple: Tuple, rule: usize) -> Result<usize, ClassifierBuildError> {
+        let mask = tuple.mask();
+        if let Some(t) = self.index.get(mask) {
+            return Ok(t as usize);
+        }
+        if self.tables.len() >= self.limits.max_tuples {
+            return Err(ClassifierBuildError::TooManyTuples {
+                rule,
+                max: self.limits.max_tuples,
+            });
+        }
+        let (after, peak) = self.index.insert_bytes(mask);
+        let held = self.index.memory_bytes();
+        self.check(rule, self.bytes - held + peak)?;
+        let t = self.tables.len();
+        self.index.get_or_insert(mask, || t as u32);
+        self.bytes = self.bytes - held + after;
+        if t == self.tables.capacity() {
+            // Doubling, made explicit so the count knows the capacity: the old and the new
+            // array are both held while the tables move.
+            let size = std::mem::size_of::<TssTable>();
+            let cap = (2 * t).max(4);
+            self.check(rule, self.bytes + cap * size)?;
+            self.tables.reserve_exact(cap - t);
+            self.bytes += (self.tables.capacity() - t) * size;
+        }
+        self.tables.push(TssTable {
+            mask,
+            best: rule as u32,
+            table: KeyTable::new(),
+        });
+        Ok(t)
+    }
+
+    fn insert(&mut self, t: usize, one: &AclRule, rule: usize) -> Result<(), ClassifierBuildError> {
+        let table = &self.tables[t];
+        let key = rule_key(one, table.mask);
+        let (after, peak) = table.table.insert_bytes(key);
+        let held = table.table.memory_bytes();
+        self.check(rule, self.bytes - held + peak)?;
+        self.tables[t].table.get_or_insert(key, || rule as u32);
+        self.bytes = self.bytes - held + after;
+        Ok(())
+    }
 }
 
 impl TupleSpaceClassifier {
@@ -66,10 +164,13 @@ impl TupleSpaceClassifier {
         limits: &ClassifierLimits,
     ) -> Result<TupleSpaceClassifier, ClassifierBuildError> {
         limits.check_rules(rules.len())?;
-        let mut index: HashMap<Tuple, usize> = HashMap::new();
-        let mut tables: Vec<TssTable> = Vec::new();
+        let mut b = Build {
+            tables: Vec::new(),
+            index: KeyTable::new(),
+            bytes: 0,
+            limits,
+        };
         let mut entries = 0usize;
-        let mut bytes = 0usize;
         for (i, r) in rules.rules.iter().enumerate() {
             let sps = range_to_prefixes(r.src_port);
             let dps = range_to_prefixes(r.dst_port);
@@ -79,8 +180,8 @@ impl TupleSpaceClassifier {
                     max: limits.max_entries,
                 });
             }
-            for &(sp, spl) in &sps {
-                for &(dp, dpl) in &dps {
+            for &(sp, spl) in sps.iter() {
+                for &(dp, dpl) in dps.iter() {
                     let tuple = Tuple {
                         src: r.src.prefix_len(),
                         dst: r.dst.prefix_len(),
@@ -88,66 +189,22 @@ impl TupleSpaceClassifier {
                         dp: dpl,
                         proto_mask: r.proto.mask,
                     };
-                    let t = Self::table_for(&mut index, &mut tables, tuple, i, &mut bytes, limits)?;
+                    let t = b.table_for(tuple, i)?;
                     let mut one = *r;
                     one.src_port = PortRange { low: sp, high: sp };
                     one.dst_port = PortRange { low: dp, high: dp };
-                    Self::insert(&mut tables[t], &one, i, &mut bytes, limits)?;
+                    b.insert(t, &one, i)?;
                     entries += 1;
                 }
             }
         }
-        tables.sort_by_key(|t| t.best);
-        Ok(TupleSpaceClassifier { tables, entries })
-    }
-
-    fn table_for(
-        index: &mut HashMap<Tuple, usize>,
-        tables: &mut Vec<TssTable>,
-        tuple: Tuple,
-        rule: usize,
-        bytes: &mut usize,
-        limits: &ClassifierLimits,
-    ) -> Result<usize, ClassifierBuildError> {
-        if let Some(&t) = index.get(&tuple) {
-            return Ok(t);
-        }
-        if tables.len() >= limits.max_tuples {
-            return Err(ClassifierBuildError::TooManyTuples {
-                rule,
-                max: limits.max_tuples,
-            });
-        }
-        let table = KeyTable::new();
-        *bytes += table.memory_bytes() + std::mem::size_of::<TssTable>();
-        tables.push(TssTable {
-            mask: tuple.mask(),
-            best: rule as u32,
-            table,
-        });
-        index.insert(tuple, tables.len() - 1);
-        Ok(tables.len() - 1)
-    }
-
-    fn insert(
-        t: &mut TssTable,
-        one: &AclRule,
-        rule: usize,
-        bytes: &mut usize,
-        limits: &ClassifierLimits,
-    ) -> Result<(), ClassifierBuildError> {
-        let after = *bytes - t.table.memory_bytes() + t.table.memory_after_insert();
-        if after > limits.max_bytes {
-            return Err(ClassifierBuildError::TooManyBytes {
-                rule,
-                bytes: after,
-                max: limits.max_bytes,
-            });
-        }
-        *bytes -= t.table.memory_bytes();
-        t.table.get_or_insert(rule_key(one, t.mask), || rule as u32);
-        *bytes += t.table.memory_bytes();
-        Ok(())
+        debug_assert!(b.tables.windows(2).all(|w| w[0].best <= w[1].best));
+        let c = TupleSpaceClassifier {
+            tables: b.tables,
+            entries,
+        };
+        debug_assert_eq!(c.memory_bytes(), b.bytes - b.index.memory_bytes());
+        Ok(c)
     }
 
     /// Table entries over all tuples (after port-range expansion).
@@ -205,7 +262,7 @@ mod tests {
                 assert!(ps.len() <= 30, "{low}-{high}: {}", ps.len());
                 let mut covered = 0u64;
                 let mut next = low as u32;
-                for &(v, len) in &ps {
+                for &(v, len) in ps.iter() {
                     let size = 1u32 << (16 - len);
                     assert_eq!(v as u32 % size, 0, "unaligned {v}/{len}");
                     assert_eq!(v as u32, next, "gap or overlap in {low}-{high}");
@@ -215,7 +272,7 @@ mod tests {
                 assert_eq!(covered, (high - low) as u64 + 1);
             }
         }
-        assert_eq!(range_to_prefixes(ANY_PORT), vec![(0, 0)]);
+        assert_eq!(*range_to_prefixes(ANY_PORT), [(0, 0)]);
         assert_eq!(
             range_to_prefixes(PortRange {
                 low: 1024,
