@@ -284,6 +284,9 @@ pub struct Config {
     /// L7 access log: `"stderr"` or an absolute file path; off when absent (access_log.rs).
     #[serde(default)]
     pub access_log: Option<String>,
+    /// TLS termination on every listener (mode l7; `tls.rs`): `[[tls.certificate]]` entries.
+    #[serde(default)]
+    pub tls: Option<crate::tls::TlsConf>,
 }
 fn d_socket() -> PathBuf {
     PathBuf::from("/run/netsched-balance.sock")
@@ -396,6 +399,9 @@ impl Config {
                 max: MAX_SERVERS,
                 entries: "entries",
             });
+        }
+        if self.mode == Mode::L4 && self.tls.is_some() {
+            return Err(ConfigProblem::TlsInL4);
         }
         if self.mode == Mode::L4 && self.hash_key != HashKey::Source {
             return Err(ConfigProblem::HashKeyInL4(self.hash_key.name()));

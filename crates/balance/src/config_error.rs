@@ -84,6 +84,8 @@ pub enum ConfigProblem {
     RelayInL7(String),
     /// `http_reuse` written in mode `l4` (the value as written).
     HttpReuseInL4(String),
+    /// `[tls]` in mode l4 (which relays bytes and terminates nothing).
+    TlsInL4,
 }
 
 impl fmt::Display for ConfigProblem {
@@ -144,6 +146,11 @@ impl fmt::Display for ConfigProblem {
                 f,
                 "relay = {value}: only in mode \"l4\" (mode \"l7\" forwards requests through its \
                  own HTTP client, there is no byte relay to choose); remove the key"
+            ),
+            TlsInL4 => write!(
+                f,
+                "tls: mode = \"l4\" relays bytes and terminates no TLS; TLS termination needs \
+                 mode = \"l7\""
             ),
             HttpReuseInL4(value) => write!(
                 f,
@@ -260,6 +267,11 @@ pub enum StartError {
     Classes(crate::classes::ClassError),
     /// The access log could not be set up (`access_log` of the file).
     AccessLog { file: PathBuf, why: String },
+    /// The TLS certificates of the file could not be loaded.
+    Tls {
+        file: PathBuf,
+        source: crate::tls::TlsError,
+    },
     /// A change the reload refused, naming the file.
     Reload {
         file: PathBuf,
@@ -284,6 +296,7 @@ impl fmt::Display for StartError {
             StartError::Server(e) => e.fmt(f),
             StartError::Classes(e) => e.fmt(f),
             StartError::AccessLog { file, why } => write!(f, "{}: {why}", file.display()),
+            StartError::Tls { file, source } => write!(f, "{}: {source}", file.display()),
             StartError::Reload { file, source } => write!(f, "{}: {source}", file.display()),
             StartError::Listen { addr, source } => write!(f, "listen {addr}: {source}"),
             StartError::Metrics(e) => e.fmt(f),

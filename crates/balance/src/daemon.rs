@@ -65,6 +65,8 @@ pub struct Running {
     soft_stop: Arc<Notify>,
     conns: Arc<Semaphore>,
     max_connections: usize,
+    /// The TLS certificates of the L7 listeners (`[tls]`), replaced on reload.
+    tls: Option<Arc<crate::tls::Certificates>>,
     _control: ControlServer,
     _metrics: Arc<Mutex<Option<netsched_metrics::MetricsServer>>>,
 }
@@ -90,6 +92,20 @@ impl Running {
     pub fn reload(&self) -> Result<Vec<String>, StartError> {
         let cfg = Config::load(&self.config_path).map_err(StartError::Config)?;
         let mut notes = Vec::new();
+        // Certificates load whole before anything is applied: a bad one keeps the old ones
+        // and the old configuration (tls.rs).
+        let tls_error = |source| StartError::Tls {
+            file: self.config_path.clone(),
+            source,
+        };
+        let new_tls = match (&self.tls, &cfg.tls) {
+            (Some(_), Some(conf)) => Some(crate::tls::Certificates::load(conf).map_err(tls_error)?),
+            (None, None) => None,
+            _ => {
+                notes.push("turning TLS on or off needs a restart; kept the old setting".into());
+                None
+            }
+        };
         if cfg.mode != self.mode
             || cfg.listen != self.listen_cfg
             || cfg.relay != self.relay
@@ -108,6 +124,12 @@ impl Running {
                     source,
                 })?,
         );
+        if let (Some(tls), Some(conf)) = (&self.tls, &cfg.tls) {
+            if new_tls.is_some() {
+                let n = tls.replace(conf).map_err(tls_error)?;
+                notes.push(format!("{n} TLS certificates in force"));
+            }
+        }
         Ok(notes)
     }
 
@@ -217,6 +239,17 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, StartErro
         let _ = service.access.set(Arc::new(log));
         tracing::info!(access_log = %v, "access log on: {v}");
     }
+    let tls = match &cfg.tls {
+        Some(conf) => {
+            let certs = crate::tls::Certificates::load(conf).map_err(|source| StartError::Tls {
+                file: config_path.to_path_buf(),
+                source,
+            })?;
+            tracing::info!("TLS on every listener: {} certificates", certs.len());
+            Some(Arc::new(certs))
+        }
+        None => None,
+    };
     let mut listeners = Vec::new();
     for a in &cfg.listen {
         let l = bind_listener(*a, cfg.max_connections as u32)
@@ -273,7 +306,7 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, StartErro
         let (svc, c, st) = (service.clone(), conns.clone(), stop.clone());
         accept_tasks.push(match cfg.mode {
             Mode::L4 => tokio::spawn(l4::serve(l, svc, c, cfg.relay, st)),
-            Mode::L7 => tokio::spawn(l7::serve(l, svc, c, cfg.hash_key, st)),
+            Mode::L7 => tokio::spawn(l7::serve(l, svc, c, cfg.hash_key, tls.clone(), st)),
         });
     }
     let mut tasks = Vec::new();
@@ -322,6 +355,7 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, StartErro
         soft_stop,
         conns,
         max_connections: cfg.max_connections,
+        tls,
         _control: control,
         _metrics: metrics_server,
     })

@@ -39,7 +39,7 @@
 
 use crate::access_log::{self, AccessLog, Entry, Pending};
 use crate::classes::Classifier;
-use crate::client_io::WriteIdleLimit;
+use crate::client_io::{ClientStream, WriteIdleLimit};
 use crate::config::{HashKey, HttpReuse};
 use crate::h1::{self, BackendBody, Conn, NotReusable, RequestBody};
 use crate::sent_bytes::SentBytes;
@@ -374,6 +374,7 @@ pub async fn serve(
     svc: Arc<Service>,
     conns: Arc<Semaphore>,
     hash_key: HashKey,
+    tls: Option<Arc<crate::tls::Certificates>>,
     stop: Stop,
 ) {
     // Accepted sockets inherit TCP_NODELAY from the listener; else it is set per connection.
@@ -392,9 +393,31 @@ pub async fn serve(
         }
         let svc = svc.clone();
         let stop = stop.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             svc.metrics.client_connections.inc();
             let rt = svc.runtime();
+            // TLS first, bounded by the time allowed for a request head (`timeouts.header`).
+            let stream = match tls {
+                None => ClientStream::Plain(stream),
+                Some(tls) => {
+                    let limit = Duration::from_nanos(rt.timeouts.header);
+                    let done = tokio::time::timeout(limit, tls.acceptor().accept(stream)).await;
+                    svc.metrics.tls_handshake(match &done {
+                        Ok(Ok(_)) => "ok",
+                        Ok(Err(_)) => "failed",
+                        Err(_) => "timeout",
+                    });
+                    match done {
+                        Ok(Ok(s)) => ClientStream::Tls(Box::new(s)),
+                        Ok(Err(_)) | Err(_) => {
+                            svc.metrics.client_connections.dec();
+                            drop(permit);
+                            return;
+                        }
+                    }
+                }
+            };
             let svc2 = svc.clone();
             // Once per connection, not per request.
             let xff = HeaderValue::from_str(&peer.ip().to_string()).ok();

@@ -48,5 +48,6 @@ pub mod service;
 pub mod status;
 pub mod stop;
 mod sys;
+pub mod tls;
 
 pub use daemon::{run, start, BalanceArgs, Running};

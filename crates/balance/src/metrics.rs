@@ -78,6 +78,10 @@ pub struct Metrics {
     /// max_connections, bad_request, header_timeout, client_timeout, client_error,
     /// stop_accept.
     pub refused: Family<ReasonLabel, Counter>,
+    /// TLS handshakes on the listeners (`tls.rs`), by `reason`: `ok`, `failed` (the peer's
+    /// or the protocol's error: no shared version or suite, a bad record), `timeout`
+    /// (not done within `timeouts.header`).
+    pub tls_handshakes: Family<ReasonLabel, Counter>,
     /// Failed `accept(2)` calls on a listener, by reason (stop.rs, [`accept_error_reason`]):
     /// the client stays in the listen backlog and is taken once the cause passes.
     pub accept_errors: Family<ReasonLabel, Counter>,
@@ -110,6 +114,7 @@ impl Metrics {
             closed_in_doubt: Family::default(),
             reuse_new_connections: Family::default(),
             refused: Family::default(),
+            tls_handshakes: Family::default(),
             accept_errors: Family::default(),
             queue_length: Gauge::default(),
             response_seconds: Family::new_with_constructor(hist),
@@ -176,6 +181,11 @@ impl Metrics {
             "refused",
             "Work refused before reaching a backend, by reason",
             m.refused.clone(),
+        );
+        r.register(
+            "tls_handshakes",
+            "TLS handshakes on the listeners, by outcome (ok, failed, timeout)",
+            m.tls_handshakes.clone(),
         );
         r.register(
             "accept_errors",
@@ -327,6 +337,15 @@ impl Metrics {
     pub fn reuse_new_connection(&self, backend: &str) {
         self.reuse_new_connections
             .get_or_create(&self.live_label(backend))
+            .inc();
+    }
+
+    /// Count one TLS handshake's outcome (`ok`, `failed`, `timeout`).
+    pub fn tls_handshake(&self, outcome: &str) {
+        self.tls_handshakes
+            .get_or_create(&ReasonLabel {
+                reason: outcome.to_string(),
+            })
             .inc();
     }
 

@@ -1,0 +1,329 @@
+//! TLS termination on the L7 listener (loopback, no privileges): certificates made for the
+//! test by a test CA (rcgen, ECDSA P-256), clients of rustls. SNI picks the certificate
+//! (exact, wildcard, else the first); TLS 1.2 and 1.3 both serve requests with ALPN
+//! `http/1.1`; a bad key is refused at start and on reload with the old certificates kept; a
+//! certificate replaced by SIGHUP's reload while clients keep connecting fails no handshake.
+
+mod common;
+
+use common::{config_text, http_backend, start, PATIENCE};
+use netsched_balance::config::Config;
+use netsched_testbed::TempDir;
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+#[allow(deprecated)]
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A test CA and the leaf certificates it signs.
+struct Ca {
+    cert: rcgen::Certificate,
+    key: KeyPair,
+}
+
+impl Ca {
+    fn new() -> Ca {
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.distinguished_name
+            .push(DnType::CommonName, "netsched test CA");
+        Ca {
+            cert: p.self_signed(&key).unwrap(),
+            key,
+        }
+    }
+
+    /// A leaf for `names`, written as `<file>.pem` and `<file>.key` (mode 0600) in `dir`;
+    /// returns the two paths and the certificate's DER.
+    fn leaf(&self, dir: &TempDir, file: &str, names: &[&str]) -> (PathBuf, PathBuf, Vec<u8>) {
+        let key = KeyPair::generate().unwrap();
+        let p = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+            .unwrap();
+        let cert = p.signed_by(&key, &self.cert, &self.key).unwrap();
+        let c = dir
+            .create_file(&format!("{file}.pem"), cert.pem().as_bytes())
+            .unwrap();
+        let k = dir
+            .create_file(&format!("{file}.key"), key.serialize_pem().as_bytes())
+            .unwrap();
+        std::fs::set_permissions(&k, std::fs::Permissions::from_mode(0o600)).unwrap();
+        (c, k, cert.der().to_vec())
+    }
+
+    fn roots(&self) -> rustls::RootCertStore {
+        let mut r = rustls::RootCertStore::empty();
+        r.add(self.cert.der().clone()).unwrap();
+        r
+    }
+}
+
+fn tls_table(entries: &[(&PathBuf, &PathBuf, &[&str])]) -> String {
+    let mut t = String::new();
+    for (c, k, names) in entries {
+        let names: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+        t += &format!(
+            "[[tls.certificate]]\ncert = \"{}\"\nkey = \"{}\"\nnames = [{}]\n",
+            c.display(),
+            k.display(),
+            names.join(", ")
+        );
+    }
+    t
+}
+
+/// Records the certificate the server presented and accepts it (to see which one SNI
+/// picked, for names no certificate is valid for).
+#[derive(Debug)]
+struct Capture(Mutex<Vec<u8>>, Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for Capture {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        *self.0.lock().unwrap() = end_entity.to_vec();
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(m, c, d, &self.1.signature_verification_algorithms)
+    }
+    fn verify_tls13_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(m, c, d, &self.1.signature_verification_algorithms)
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.1.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+fn client(
+    roots: Option<rustls::RootCertStore>,
+    version: &'static rustls::SupportedProtocolVersion,
+) -> (rustls::ClientConfig, Option<Arc<Capture>>) {
+    let b = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[version])
+        .unwrap();
+    let (mut cfg, cap) = match roots {
+        Some(r) => (b.with_root_certificates(r).with_no_client_auth(), None),
+        None => {
+            let cap = Arc::new(Capture(Mutex::new(Vec::new()), provider()));
+            let cfg = b
+                .dangerous()
+                .with_custom_certificate_verifier(cap.clone())
+                .with_no_client_auth();
+            (cfg, Some(cap))
+        }
+    };
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    (cfg, cap)
+}
+
+/// One GET over TLS to `addr` with SNI `name`: (status line, body, ALPN protocol).
+async fn https_get(
+    addr: SocketAddr,
+    cfg: rustls::ClientConfig,
+    name: &str,
+) -> Result<(String, String, Option<Vec<u8>>), String> {
+    let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let server = ServerName::try_from(name.to_string()).map_err(|e| e.to_string())?;
+    let mut s = tokio::time::timeout(
+        PATIENCE,
+        tokio_rustls::TlsConnector::from(Arc::new(cfg)).connect(server, tcp),
+    )
+    .await
+    .map_err(|_| "handshake timed out".to_string())?
+    .map_err(|e| e.to_string())?;
+    let alpn = s.get_ref().1.alpn_protocol().map(|p| p.to_vec());
+    s.write_all(format!("GET / HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    tokio::time::timeout(PATIENCE, s.read_to_end(&mut out))
+        .await
+        .map_err(|_| "response timed out".to_string())?
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.lines().next().unwrap_or_default().to_string();
+    Ok((status, body.to_string(), alpn))
+}
+
+#[tokio::test]
+async fn sni_picks_the_certificate_and_both_versions_serve_requests() {
+    let dir = TempDir::new("bal-tls").unwrap();
+    let ca = Ca::new();
+    let (ac, ak, a_der) = ca.leaf(&dir, "a", &["a.test"]);
+    let (bc, bk, b_der) = ca.leaf(&dir, "b", &["*.b.test"]);
+    let be = http_backend("web").await;
+    let text = config_text(
+        "l7",
+        "{ kind = \"rr\" }",
+        "admin = \"127.0.0.1:0\"",
+        &tls_table(&[(&ac, &ak, &["a.test"]), (&bc, &bk, &["*.b.test"])]),
+        &[&be],
+        &dir,
+    );
+    let r = start(&text, &dir).await;
+    let addr = r.listen[0];
+    for v in [&rustls::version::TLS13, &rustls::version::TLS12] {
+        for name in ["a.test", "www.b.test"] {
+            let (cfg, _) = client(Some(ca.roots()), v);
+            let (status, body, alpn) = https_get(addr, cfg, name)
+                .await
+                .unwrap_or_else(|e| panic!("{v:?} {name}: {e}"));
+            assert_eq!(status, "HTTP/1.1 200 OK", "{v:?} {name}");
+            assert_eq!(body, "web", "{v:?} {name}");
+            assert_eq!(alpn.as_deref(), Some(&b"http/1.1"[..]), "{v:?} {name}");
+        }
+    }
+    // Which certificate each name gets: exact, wildcard (one label only), else the first.
+    for (name, want) in [
+        ("a.test", &a_der),
+        ("x.b.test", &b_der),
+        ("A.TEST", &a_der),
+        ("deep.x.b.test", &a_der),
+        ("other.test", &a_der),
+    ] {
+        let (cfg, cap) = client(None, &rustls::version::TLS13);
+        https_get(addr, cfg, name)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let got = cap.unwrap().0.lock().unwrap().clone();
+        assert!(&got == want, "{name}: another certificate was served");
+    }
+    // A name the served certificate does not cover fails a verifying client.
+    let (cfg, _) = client(Some(ca.roots()), &rustls::version::TLS13);
+    let e = https_get(addr, cfg, "other.test").await.unwrap_err();
+    assert!(e.contains("certificate"), "{e}");
+    // Plain HTTP on the TLS port is a failed handshake, counted.
+    let (status, _) = common::get(addr, "/", "a.test").await;
+    assert_ne!(status, 200);
+    let m = common::metrics_text(&r);
+    assert!(
+        common::metric(&m, "netsched_balance_tls_handshakes_total{reason=\"ok\"}") >= 9.0,
+        "{m}"
+    );
+    assert!(
+        common::metric(
+            &m,
+            "netsched_balance_tls_handshakes_total{reason=\"failed\"}"
+        ) >= 1.0,
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn bad_keys_are_refused_with_the_reason_and_a_reload_keeps_the_old_certificates() {
+    let dir = TempDir::new("bal-tlsbad").unwrap();
+    let ca = Ca::new();
+    let (ac, ak, a_der) = ca.leaf(&dir, "a", &["a.test"]);
+    let (_, other_key, _) = ca.leaf(&dir, "other", &["other.test"]);
+    let be = http_backend("web").await;
+    let with = |entries: &[(&PathBuf, &PathBuf, &[&str])]| {
+        config_text("l7", "{ kind = \"rr\" }", "", &tls_table(entries), &[&be], &dir)
+    };
+    let path = dir.path().join("balance.toml");
+    let start_err = |text: String| {
+        std::fs::write(&path, &text).unwrap();
+        let cfg = Config::load(&path).unwrap();
+        let rt = tokio::runtime::Handle::current();
+        let path = path.clone();
+        std::thread::spawn(move || {
+            rt.block_on(netsched_balance::start(cfg, &path))
+                .err()
+                .map(|e| e.to_string())
+        })
+        .join()
+        .unwrap()
+    };
+    // A key of another certificate.
+    let e = start_err(with(&[(&ac, &other_key, &["a.test"])])).expect("refused");
+    assert!(e.contains("does not belong to the certificate"), "{e}");
+    // A key readable by others.
+    std::fs::set_permissions(&ak, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let e = start_err(with(&[(&ac, &ak, &["a.test"])])).expect("refused");
+    assert!(e.contains("readable by group or others"), "{e}");
+    std::fs::set_permissions(&ak, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // A missing file.
+    let missing = dir.path().join("none.pem");
+    let e = start_err(with(&[(&missing, &ak, &["a.test"])])).expect("refused");
+    assert!(e.contains("none.pem"), "{e}");
+    // TLS in mode l4.
+    let e = Config::parse(&format!(
+        "{}\n",
+        config_text(
+            "l4",
+            "{ kind = \"rr\" }",
+            "",
+            &tls_table(&[(&ac, &ak, &[])]),
+            &[&be],
+            &dir
+        )
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("mode = \"l7\""), "{e}");
+
+    // Running with a; a reload with a bad key is refused and a stays in force.
+    let r = start(&with(&[(&ac, &ak, &["a.test"])]), &dir).await;
+    let addr = r.listen[0];
+    std::fs::write(&path, with(&[(&ac, &other_key, &["a.test"])])).unwrap();
+    let e = r.reload().unwrap_err().to_string();
+    assert!(e.contains("does not belong"), "{e}");
+    let (cfg, cap) = client(None, &rustls::version::TLS13);
+    https_get(addr, cfg, "a.test").await.unwrap();
+    assert!(cap.unwrap().0.lock().unwrap().as_slice() == a_der.as_slice());
+
+    // A new certificate for a.test replaced by reload while clients keep connecting: no
+    // handshake fails, and the new one is served after.
+    let (nc, nk, n_der) = ca.leaf(&dir, "a2", &["a.test"]);
+    let roots = ca.roots();
+    let clients = tokio::spawn(async move {
+        let mut failures = Vec::new();
+        for _ in 0..60 {
+            let (cfg, _) = client(Some(roots.clone()), &rustls::version::TLS13);
+            if let Err(e) = https_get(addr, cfg, "a.test").await {
+                failures.push(e);
+            }
+        }
+        failures
+    });
+    for (c, k) in [(&nc, &nk), (&ac, &ak), (&nc, &nk)] {
+        std::fs::write(&path, with(&[(c, k, &["a.test"])])).unwrap();
+        let notes = r.reload().unwrap();
+        assert!(
+            notes.iter().any(|n| n.contains("1 TLS certificates")),
+            "{notes:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    }
+    let failures = clients.await.unwrap();
+    assert!(failures.is_empty(), "failed handshakes: {failures:?}");
+    let (cfg, cap) = client(None, &rustls::version::TLS13);
+    https_get(addr, cfg, "a.test").await.unwrap();
+    assert!(cap.unwrap().0.lock().unwrap().as_slice() == n_der.as_slice());
+}
