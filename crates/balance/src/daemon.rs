@@ -376,8 +376,17 @@ pub fn run(args: BalanceArgs) -> anyhow::Result<()> {
     if args.check {
         cfg.check_host()
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        // Certificates and keys are read and checked against each other as at start.
+        let tls = match &cfg.tls {
+            Some(conf) => {
+                let certs = crate::tls::Certificates::load(conf)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+                format!(", {} TLS certificates", certs.len())
+            }
+            None => String::new(),
+        };
         println!(
-            "{}: ok ({:?}, {}, {} servers)",
+            "{}: ok ({:?}, {}, {} servers{tls})",
             path.display(),
             cfg.mode,
             cfg.algorithm.name(),
