@@ -244,7 +244,14 @@ async fn bad_keys_are_refused_with_the_reason_and_a_reload_keeps_the_old_certifi
     let (_, other_key, _) = ca.leaf(&dir, "other", &["other.test"]);
     let be = http_backend("web").await;
     let with = |entries: &[(&PathBuf, &PathBuf, &[&str])]| {
-        config_text("l7", "{ kind = \"rr\" }", "", &tls_table(entries), &[&be], &dir)
+        config_text(
+            "l7",
+            "{ kind = \"rr\" }",
+            "",
+            &tls_table(entries),
+            &[&be],
+            &dir,
+        )
     };
     let path = dir.path().join("balance.toml");
     let start_err = |text: String| {

@@ -337,23 +337,6 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
-    /// The text of every ```toml block of a Markdown file.
-    fn toml_blocks(markdown: &str) -> Vec<String> {
-        let (mut out, mut block) = (Vec::new(), None::<String>);
-        for line in markdown.lines() {
-            match (block.as_mut(), line.trim()) {
-                (None, "```toml") => block = Some(String::new()),
-                (Some(_), "```") => out.extend(block.take()),
-                (Some(b), _) => {
-                    b.push_str(line);
-                    b.push('\n');
-                }
-                (None, _) => {}
-            }
-        }
-        out
-    }
-
     /// `classify bench` reads the rule file form of docs/rules.md, taken from the file at test
     /// time: the example (the first ```toml block) whole; the IPv6 block is refused, naming
     /// the rule's line and field and saying why. The spellings of the form this command read
@@ -361,7 +344,8 @@ mod tests {
     #[test]
     fn the_documented_form_is_read_and_ipv6_refused() {
         let doc = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/rules.md");
-        let blocks = toml_blocks(&std::fs::read_to_string(doc).unwrap());
+        let blocks =
+            netsched_util::markdown::fenced_blocks(&std::fs::read_to_string(doc).unwrap(), "toml");
         assert!(blocks.len() >= 2, "{doc}");
         let d = dir("doc");
         let example = d.join("example.toml");

@@ -710,23 +710,6 @@ proto = 17
         }
     }
 
-    /// The text of every ```toml block of a Markdown file.
-    fn toml_blocks(markdown: &str) -> Vec<String> {
-        let (mut out, mut block) = (Vec::new(), None::<String>);
-        for line in markdown.lines() {
-            match (block.as_mut(), line.trim()) {
-                (None, "```toml") => block = Some(String::new()),
-                (Some(_), "```") => out.extend(block.take()),
-                (Some(b), _) => {
-                    b.push_str(line);
-                    b.push('\n');
-                }
-                (None, _) => {}
-            }
-        }
-        out
-    }
-
     /// The ```toml blocks of the form's reference, docs/rules.md, read from the file at test
     /// time: the filter reads every one (IPv4 and IPv6 rules), so the doc and the parser
     /// cannot drift apart.
@@ -734,7 +717,7 @@ proto = 17
     fn the_documented_form_is_read_by_the_filter() {
         let doc = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/rules.md");
         let text = std::fs::read_to_string(doc).unwrap();
-        let blocks = toml_blocks(&text);
+        let blocks = netsched_util::markdown::fenced_blocks(&text, "toml");
         assert!(blocks.len() >= 2, "{doc}: {} toml blocks", blocks.len());
         for (i, b) in blocks.iter().enumerate() {
             let set = RuleSet::from_toml_str(b, &format!("docs/rules.md block {i}"))

@@ -6,32 +6,16 @@
 
 mod common;
 
-use common::{assert_gone, build, check_order, receiver, send, stream, FLOWS};
+use common::{assert_gone, build, check_order, receiver, send, stream, tables, DROP_PORT_9, FLOWS};
 use netsched_filter::control::{self, ControlServer, Loader};
 use netsched_filter::engine::spawn_in_netns;
 use netsched_filter::packet;
-use netsched_filter::rules::{build_classifier, RuleSet};
 use netsched_filter::signatures::Signatures;
 use netsched_filter::verdict::{DropReason, Fragments};
 use netsched_filter::work::Tables;
 use netsched_testbed::privileged_test_allowed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-const DROP_PORT_9: &str = "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = \"9\"\n";
-
-fn tables(rules: &str, generation: u64) -> Arc<Tables> {
-    Arc::new(Tables {
-        classifier: build_classifier(
-            RuleSet::from_toml_str(rules, "test rules").unwrap(),
-            netsched_core::classify::acl::ClassifierKind::TupleMerge,
-            &Default::default(),
-        )
-        .unwrap(),
-        signatures: Signatures::parse("NEVER-IN-THE-TEST-STREAM\n", "test sigs").unwrap(),
-        generation,
-    })
-}
 
 #[test]
 fn every_policy_forwards_in_flow_order_with_exact_accounting_and_drops_by_rule() {

@@ -5,33 +5,14 @@
 
 mod common;
 
-use common::{assert_gone, build, check_order, config, receiver, send, stream, FLOWS};
+use common::{
+    assert_gone, build, check_order, config, receiver, send, stream, tables, DROP_PORT_9, FLOWS,
+};
 use netsched_filter::engine::spawn_in_netns;
-use netsched_filter::rules::{build_classifier, RuleSet};
-use netsched_filter::signatures::Signatures;
 use netsched_filter::verdict::DropReason;
-use netsched_filter::work::Tables;
 use netsched_sys::{PortBackend, PortOptions, RingConfig};
 use netsched_testbed::xdp_test_allowed;
-use std::sync::Arc;
 use std::time::Duration;
-
-fn drop_port_9() -> Arc<Tables> {
-    Arc::new(Tables {
-        classifier: build_classifier(
-            RuleSet::from_toml_str(
-                "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = \"9\"\n",
-                "test rules",
-            )
-            .unwrap(),
-            netsched_core::classify::acl::ClassifierKind::TupleMerge,
-            &Default::default(),
-        )
-        .unwrap(),
-        signatures: Signatures::empty(),
-        generation: 1,
-    })
-}
 
 #[test]
 fn the_filter_forwards_and_accounts_every_frame_on_af_xdp() {
@@ -59,7 +40,7 @@ fn the_filter_forwards_and_accounts_every_frame_on_af_xdp() {
         };
         let per_flow = 250;
         let rx = receiver(&net.rcv, &net.r0).unwrap();
-        let f = spawn_in_netns(&net.flt, cfg, drop_port_9(), None).unwrap();
+        let f = spawn_in_netns(&net.flt, cfg, tables(DROP_PORT_9, 1), None).unwrap();
         send(
             &net.snd,
             &net.s0,

@@ -7,37 +7,16 @@
 
 mod common;
 
-use common::{assert_gone, build, config, frame, send, MAGIC};
+use common::{assert_gone, build, config, frame, send, tables, DROP_PORT_9, MAGIC};
 use netsched_filter::engine::spawn_in_netns;
-use netsched_filter::rules::{build_classifier, RuleSet};
-use netsched_filter::signatures::Signatures;
 use netsched_filter::verdict::DropReason;
-use netsched_filter::work::Tables;
 use netsched_sys::{PortBackend, PortOptions, RingConfig};
 use netsched_testbed::frames::{capture, with_tags};
 use netsched_testbed::privileged_test_allowed;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const Q: u16 = 0x8100;
 const AD: u16 = 0x88a8;
-
-fn drop_port_9() -> Arc<Tables> {
-    Arc::new(Tables {
-        classifier: build_classifier(
-            RuleSet::from_toml_str(
-                "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = \"9\"\n",
-                "test rules",
-            )
-            .unwrap(),
-            netsched_core::classify::acl::ClassifierKind::TupleMerge,
-            &Default::default(),
-        )
-        .unwrap(),
-        signatures: Signatures::empty(),
-        generation: 1,
-    })
-}
 
 /// The frames sent and, for each, whether it must arrive unchanged. Flow 7 goes to UDP
 /// port 9 (the drop rule's); the others are accepted when the filter can read them.
@@ -100,7 +79,7 @@ fn vlan_tags_are_kept_read_through_and_a_too_deep_stack_is_dropped_on_every_back
             let mut cfg = config(&net, "modified_fcfs");
             cfg.port = port;
             let rx = capture(&net.rcv, &net.r0, MAGIC).unwrap();
-            let f = spawn_in_netns(&net.flt, cfg, drop_port_9(), None).unwrap();
+            let f = spawn_in_netns(&net.flt, cfg, tables(DROP_PORT_9, 1), None).unwrap();
             let frames: Vec<Vec<u8>> = cases.iter().map(|(f, _)| f.clone()).collect();
             send(&net.snd, &net.s0, frames, 1, Duration::from_millis(5)).unwrap();
             let until = Instant::now() + Duration::from_secs(3);

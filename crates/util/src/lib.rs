@@ -15,6 +15,7 @@
 //!   balancer's backend client and every load generator.
 //! - [`json_lines`]: the packet engines' `--stats` printer thread (one JSON line a snapshot);
 //!   [`json_units`]: the JSON outputs' unit rule, checked, and serializers into its units.
+//! - [`markdown`]: the fenced examples of a document, for tests that feed them to their parser.
 //!
 //! A leaf: it depends on `serde`, `serde_json`, `anyhow`, `httparse` and the `tracing` family
 //! only, so a data plane can use it without
@@ -28,6 +29,7 @@ pub mod journal_entry;
 pub mod json_lines;
 pub mod json_units;
 pub mod logging;
+pub mod markdown;
 pub mod notify;
 pub mod read;
 pub mod stats;

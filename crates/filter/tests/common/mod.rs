@@ -23,6 +23,29 @@ pub const FLOWS: u8 = 8;
 
 pub use netsched_filter::rig::Net;
 
+/// The rule set of most tests: drop UDP to port 9 (flow 7's), accept the rest.
+pub const DROP_PORT_9: &str = "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = \"9\"\n";
+
+/// `rules` (TOML) on TupleMerge, with a signature that never occurs in the test stream, as
+/// generation `generation`.
+pub fn tables(rules: &str, generation: u64) -> Arc<netsched_filter::work::Tables> {
+    use netsched_filter::rules::{build_classifier, RuleSet};
+    Arc::new(netsched_filter::work::Tables {
+        classifier: build_classifier(
+            RuleSet::from_toml_str(rules, "test rules").unwrap(),
+            netsched_core::classify::acl::ClassifierKind::TupleMerge,
+            &Default::default(),
+        )
+        .unwrap(),
+        signatures: netsched_filter::signatures::Signatures::parse(
+            "NEVER-IN-THE-TEST-STREAM\n",
+            "test sigs",
+        )
+        .unwrap(),
+        generation,
+    })
+}
+
 /// snd 10.99.0.1/24 ── filter ── 10.99.0.2/24 rcv.
 pub fn build(label: &str) -> Result<Net> {
     netsched_filter::rig::build(RigSpec {
