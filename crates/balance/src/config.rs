@@ -100,6 +100,34 @@ impl HttpReuse {
     }
 }
 
+/// Which headers carry the client's address to the backends in L7 mode (forwarded.rs;
+/// docs/balance.md, "Client address to backends").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Forwarded {
+    /// `X-Forwarded-For` (HAProxy `option forwardfor`).
+    #[default]
+    XForwardedFor,
+    /// `Forwarded` (RFC 7239).
+    Forwarded,
+    /// Both.
+    Both,
+    /// Neither.
+    Off,
+}
+
+impl Forwarded {
+    /// The name the file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Forwarded::XForwardedFor => "x-forwarded-for",
+            Forwarded::Forwarded => "forwarded",
+            Forwarded::Both => "both",
+            Forwarded::Off => "off",
+        }
+    }
+}
+
 fn dur<'de, D: Deserializer<'de>>(d: D, min: Nanos, max: Nanos) -> Result<Nanos, D::Error> {
     let text = String::deserialize(d)?;
     parse_duration_in(&text, min, max).map_err(|e: UnitError| serde::de::Error::custom(e))
@@ -248,6 +276,9 @@ pub struct Config {
     /// L7: which requests may reuse an idle backend connection ([`HttpReuse`]).
     #[serde(default)]
     pub http_reuse: HttpReuse,
+    /// L7: which headers carry the client's address to the backends ([`Forwarded`]).
+    #[serde(default)]
+    pub forwarded: Forwarded,
     #[serde(default = "d_socket")]
     pub control_socket: PathBuf,
     /// Group (name or gid) whose members may use the control socket besides root.
@@ -335,6 +366,13 @@ impl Config {
                 .map_err(|e: toml::de::Error| ConfigProblem::Toml(e.to_string()))?;
             if let Some(v) = table.get("http_reuse") {
                 return Err(ConfigProblem::HttpReuseInL4(v.to_string()));
+            }
+            // Likewise `forwarded`: mode l4 reads no HTTP, it has no header to add.
+            if let Some(v) = table.get("forwarded") {
+                return Err(ConfigProblem::InL4 {
+                    key: "forwarded",
+                    value: v.to_string(),
+                });
             }
         }
         Ok(cfg)
@@ -763,6 +801,51 @@ maxconn = 10
                 && e.contains("sometimes"),
             "{e}"
         );
+    }
+
+    /// `forwarded`: the four values, `x-forwarded-for` when absent; an unknown value names the
+    /// key and the value; the key in mode l4 is refused, naming it.
+    #[test]
+    fn forwarded_values_default_and_refusals() {
+        let with = |v: &str| {
+            GOOD.replacen(
+                "hash_key = \"host\"",
+                &format!("hash_key = \"host\"\n{v}"),
+                1,
+            )
+        };
+        for (text, want) in [
+            ("forwarded = \"x-forwarded-for\"", Forwarded::XForwardedFor),
+            ("forwarded = \"forwarded\"", Forwarded::Forwarded),
+            ("forwarded = \"both\"", Forwarded::Both),
+            ("forwarded = \"off\"", Forwarded::Off),
+            ("", Forwarded::XForwardedFor),
+        ] {
+            let c = Config::parse(&with(text)).unwrap();
+            assert_eq!(c.forwarded, want, "{text}");
+            if !text.is_empty() {
+                assert!(text.contains(want.name()));
+            }
+        }
+        let e = Config::parse(&with("forwarded = \"x-real-ip\""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("forwarded")
+                && e.contains("x-real-ip")
+                && e.contains("x-forwarded-for")
+                && e.contains("line 6"),
+            "{e}"
+        );
+        let l4 = |v: &str| {
+            with(v)
+                .replacen("mode = \"l7\"", "mode = \"l4\"", 1)
+                .replacen("hash_key = \"host\"", "", 1)
+        };
+        let e = Config::parse(&l4("forwarded = \"off\""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("forwarded = \"off\"") && e.contains("l4"), "{e}");
     }
 
     #[test]

@@ -84,6 +84,8 @@ pub enum ConfigProblem {
     RelayInL7(String),
     /// `http_reuse` written in mode `l4` (the value as written).
     HttpReuseInL4(String),
+    /// An L7-only key written in mode `l4` (the value as written).
+    InL4 { key: &'static str, value: String },
 }
 
 impl fmt::Display for ConfigProblem {
@@ -144,6 +146,11 @@ impl fmt::Display for ConfigProblem {
                 f,
                 "relay = {value}: only in mode \"l4\" (mode \"l7\" forwards requests through its \
                  own HTTP client, there is no byte relay to choose); remove the key"
+            ),
+            InL4 { key, value } => write!(
+                f,
+                "{key} = {value}: only in mode \"l7\" (mode \"l4\" relays bytes and reads no \
+                 HTTP, there is no header to add); remove the key"
             ),
             HttpReuseInL4(value) => write!(
                 f,

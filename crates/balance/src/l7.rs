@@ -41,6 +41,7 @@ use crate::access_log::{self, AccessLog, Entry, Pending};
 use crate::classes::Classifier;
 use crate::client_io::WriteIdleLimit;
 use crate::config::{HashKey, HttpReuse};
+use crate::forwarded::ClientFor;
 use crate::h1::{self, BackendBody, Conn, NotReusable, RequestBody};
 use crate::sent_bytes::SentBytes;
 use crate::service::{Lease, Refusal, Service};
@@ -397,7 +398,7 @@ pub async fn serve(
             let rt = svc.runtime();
             let svc2 = svc.clone();
             // Once per connection, not per request.
-            let xff = HeaderValue::from_str(&peer.ip().to_string()).ok();
+            let xff = Arc::new(ClientFor::new(peer.ip()));
             // For the stop: whether a request has begun here, whether the stop has begun.
             let (begun, stopping) = (Arc::new(AtomicBool::new(false)), stop.stopping());
             let begun2 = begun.clone();
@@ -518,8 +519,6 @@ static HOP: [HeaderName; 7] = [
     hyper::header::UPGRADE,
     hyper::header::PROXY_AUTHORIZATION,
 ];
-
-static XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
 
 /// Remove the hop-by-hop headers, and those named in `Connection`. One pass over the names in
 /// the common case that there are none (a request or response has a handful of headers; a
@@ -737,7 +736,7 @@ impl Timing {
 async fn forward(
     mut req: Request<Incoming>,
     peer: SocketAddr,
-    xff: Option<HeaderValue>,
+    xff: Arc<ClientFor>,
     svc: &Arc<Service>,
     hash_key: HashKey,
     first: bool,
@@ -802,11 +801,9 @@ async fn forward(
         // the backend gets its own address.
         h.insert(HOST, b.host.clone());
     }
-    if let Some(v) = xff {
-        h.append(XFF.clone(), v);
-    }
-    let started = Instant::now();
     let rt = &lease.runtime;
+    xff.add(rt.forwarded, h);
+    let started = Instant::now();
     let limits = Limits {
         connect: Duration::from_nanos(rt.timeouts.connect),
         client: Duration::from_nanos(rt.timeouts.client),

@@ -11,6 +11,7 @@
 //! | `service.rs` | ServerTable + AnyBalancer, leases (active/inactive), maxconn queue, admin state, slow start, reload |
 //! | `l4.rs` | per-connection scheduling and relay |
 //! | `l7.rs` | per-request HTTP/1.1 scheduling |
+//! | `forwarded.rs` | the client's address in `X-Forwarded-For` / `Forwarded` (RFC 7239) toward the backends |
 //! | `client_io.rs` | the L7 client connection's write inactivity limit |
 //! | `pool.rs` | per-backend idle keep-alive connections |
 //! | `h1.rs` | our HTTP/1.1 client to backends, driven in the request's task (head, body framing) |
@@ -34,6 +35,7 @@ pub mod config;
 pub mod config_error;
 pub mod control;
 pub mod daemon;
+pub mod forwarded;
 pub mod h1;
 pub mod health;
 pub mod l4;

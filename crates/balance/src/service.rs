@@ -129,6 +129,8 @@ pub struct Runtime {
     pub timeouts: Timeouts,
     /// L7: which requests may take an idle pooled backend connection (`l7.rs`).
     pub http_reuse: crate::config::HttpReuse,
+    /// L7: which headers carry the client's address (`forwarded.rs`).
+    pub forwarded: crate::config::Forwarded,
     pub defaults: Defaults,
     pub health: Option<Health>,
 }
@@ -352,6 +354,7 @@ impl Service {
                 runtime: Arc::new(Runtime {
                     timeouts: cfg.timeouts.clone(),
                     http_reuse: cfg.http_reuse,
+                    forwarded: cfg.forwarded,
                     defaults: cfg.defaults.clone(),
                     health: cfg.health.clone(),
                 }),
@@ -788,6 +791,7 @@ impl Service {
             g.runtime = Arc::new(Runtime {
                 timeouts: cfg.timeouts.clone(),
                 http_reuse: cfg.http_reuse,
+                forwarded: cfg.forwarded,
                 defaults: cfg.defaults.clone(),
                 health: cfg.health.clone(),
             });
