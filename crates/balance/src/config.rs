@@ -89,6 +89,16 @@ pub enum HttpReuse {
     Always,
 }
 
+impl SendProxy {
+    /// The name the file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            SendProxy::V1 => "v1",
+            SendProxy::V2 => "v2",
+        }
+    }
+}
+
 impl HttpReuse {
     /// The name the file uses.
     pub fn name(self) -> &'static str {
@@ -126,6 +136,17 @@ impl Forwarded {
             Forwarded::Off => "off",
         }
     }
+}
+
+/// The PROXY protocol version sent first on every connection to a server (HAProxy's
+/// `send-proxy` / `send-proxy-v2`; proxy_proto.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SendProxy {
+    /// The text line (proxy-protocol.txt §2.1).
+    V1,
+    /// The binary block (§2.2).
+    V2,
 }
 
 fn dur<'de, D: Deserializer<'de>>(d: D, min: Nanos, max: Nanos) -> Result<Nanos, D::Error> {
@@ -260,6 +281,9 @@ pub struct ServerConf {
     /// Overrides `defaults.maxconn`.
     #[serde(default)]
     pub maxconn: Option<u32>,
+    /// A PROXY protocol header first on every connection to this server; none when absent.
+    #[serde(default)]
+    pub send_proxy: Option<SendProxy>,
 }
 fn d_weight() -> u32 {
     1
@@ -846,6 +870,34 @@ maxconn = 10
             .unwrap_err()
             .to_string();
         assert!(e.contains("forwarded = \"off\"") && e.contains("l4"), "{e}");
+    }
+
+    /// `send_proxy`: none when absent, `v1`/`v2`, in either mode; an unknown value names the
+    /// key and the value.
+    #[test]
+    fn send_proxy_values_and_refusal() {
+        let c = Config::parse(GOOD).unwrap();
+        assert_eq!(c.servers[0].send_proxy, None);
+        let with = |v: &str| GOOD.replacen("weight = 3", &format!("weight = 3\n{v}"), 1);
+        for (v, want) in [("v1", SendProxy::V1), ("v2", SendProxy::V2)] {
+            let c = Config::parse(&with(&format!("send_proxy = \"{v}\""))).unwrap();
+            assert_eq!(c.servers[0].send_proxy, Some(want));
+            assert_eq!(want.name(), v);
+            let l4 = with(&format!("send_proxy = \"{v}\""))
+                .replacen("mode = \"l7\"", "mode = \"l4\"", 1)
+                .replacen("hash_key = \"host\"", "", 1);
+            assert_eq!(
+                Config::parse(&l4).unwrap().servers[0].send_proxy,
+                Some(want)
+            );
+        }
+        let e = Config::parse(&with("send_proxy = \"v3\""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("send_proxy") && e.contains("v3") && e.contains("v1"),
+            "{e}"
+        );
     }
 
     #[test]
