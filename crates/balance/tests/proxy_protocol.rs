@@ -1,7 +1,7 @@
 //! `send_proxy` on reload (no privileges), and a root test: `send_proxy = "v1"` and `"v2"` against Debian's nginx listening with
 //! `proxy_protocol`, in a network namespace of our own, in both modes. nginx answers with the
 //! addresses the PROXY header gave it and its connection serial, so the test sees the client's
-//! address and port arrive, the address it connected to, and (L7) that no backend connection
+//! address and port arrive (IPv4, and IPv6 where the namespace has `::1`), the address it connected to, and (L7) that no backend connection
 //! carries more than one request. The HTTP health checks pass only if nginx accepts their
 //! headers (v1 the check connection's own addresses, v2 LOCAL). Skips with a reason without
 //! root; everything it starts is killed by pid and the namespace deleted when the testbed
@@ -45,14 +45,19 @@ error_log {d}/error.log warn;\nevents {{ worker_connections 256; }}\nhttp {{\n a
     )
 }
 
-fn balancer_conf(dir: &Path, mode: &str, port: u16) -> String {
+fn balancer_conf(dir: &Path, mode: &str, port: u16, v6: bool) -> String {
+    let listen = if v6 {
+        format!("\"127.0.0.1:{port}\", \"[::1]:{port}\"")
+    } else {
+        format!("\"127.0.0.1:{port}\"")
+    };
     let health = if mode == "l7" {
         "[health]\nkind = \"http\"\ninterval = \"100ms\"\nrise = 1\nfall = 1\ntimeout = \"1s\"\n"
     } else {
         ""
     };
     format!(
-        "mode = \"{mode}\"\nlisten = [\"127.0.0.1:{port}\"]\nalgorithm = {{ kind = \"rr\" }}\n\
+        "mode = \"{mode}\"\nlisten = [{listen}]\nalgorithm = {{ kind = \"rr\" }}\n\
 control_socket = \"{}\"\n{health}\
 [[server]]\nname = \"v1\"\naddr = \"127.0.0.1:8091\"\nsend_proxy = \"v1\"\n\
 [[server]]\nname = \"v2\"\naddr = \"127.0.0.1:8092\"\nsend_proxy = \"v2\"\n",
@@ -60,8 +65,11 @@ control_socket = \"{}\"\n{health}\
     )
 }
 
-/// A connection from [`CLIENT`] to `to`.
+/// A connection to `to`: from [`CLIENT`] over IPv4, from `::1` over IPv6.
 async fn connect(to: SocketAddr) -> std::io::Result<TcpStream> {
+    if to.is_ipv6() {
+        return TcpStream::connect(to).await;
+    }
     let s = TcpSocket::new_v4()?;
     s.bind(format!("{CLIENT}:0").parse().unwrap())?;
     s.connect(to).await
@@ -180,9 +188,16 @@ fn send_proxy_v1_and_v2_reach_nginx_in_both_modes() {
         "nginx",
     )
     .unwrap();
+    // IPv6 clients too (TCP6, 0x21) where the namespace's `lo` has `::1`.
+    let v6 = tb
+        .exec(&ns, "ip", &["-6", "addr", "show", "dev", "lo"])
+        .is_ok_and(|out| out.contains("::1"));
+    if !v6 {
+        eprintln!("no ::1 in the namespace: IPv4 clients only");
+    }
     for (mode, port) in [("l7", 8080), ("l4", 8084)] {
         let cfg = dir.path().join(format!("{mode}.toml"));
-        std::fs::write(&cfg, balancer_conf(dir.path(), mode, port)).unwrap();
+        std::fs::write(&cfg, balancer_conf(dir.path(), mode, port, v6)).unwrap();
         nginx::start_balancer(&mut tb, &ns, &cfg, &dir.path().join(format!("{mode}.log")));
     }
     let ns2 = ns.clone();
@@ -192,10 +207,16 @@ fn send_proxy_v1_and_v2_reach_nginx_in_both_modes() {
             .enable_all()
             .build()
             .unwrap()
-            .block_on(exercise(
-                "127.0.0.1:8080".parse().unwrap(),
-                "127.0.0.1:8084".parse().unwrap(),
-            ))
+            .block_on(async {
+                exercise(
+                    "127.0.0.1:8080".parse().unwrap(),
+                    "127.0.0.1:8084".parse().unwrap(),
+                )
+                .await;
+                if v6 {
+                    exercise("[::1]:8080".parse().unwrap(), "[::1]:8084".parse().unwrap()).await;
+                }
+            })
     })
     .join();
     if r.is_err() {
