@@ -89,6 +89,16 @@ pub enum HttpReuse {
     Always,
 }
 
+impl SendProxy {
+    /// The name the file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            SendProxy::V1 => "v1",
+            SendProxy::V2 => "v2",
+        }
+    }
+}
+
 impl HttpReuse {
     /// The name the file uses.
     pub fn name(self) -> &'static str {
@@ -98,6 +108,45 @@ impl HttpReuse {
             HttpReuse::Always => "always",
         }
     }
+}
+
+/// Which headers carry the client's address to the backends in L7 mode (forwarded.rs;
+/// docs/balance.md, "Client address to backends").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Forwarded {
+    /// `X-Forwarded-For` (HAProxy `option forwardfor`).
+    #[default]
+    XForwardedFor,
+    /// `Forwarded` (RFC 7239).
+    Forwarded,
+    /// Both.
+    Both,
+    /// Neither.
+    Off,
+}
+
+impl Forwarded {
+    /// The name the file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Forwarded::XForwardedFor => "x-forwarded-for",
+            Forwarded::Forwarded => "forwarded",
+            Forwarded::Both => "both",
+            Forwarded::Off => "off",
+        }
+    }
+}
+
+/// The PROXY protocol version sent first on every connection to a server (HAProxy's
+/// `send-proxy` / `send-proxy-v2`; proxy_proto.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SendProxy {
+    /// The text line (proxy-protocol.txt §2.1).
+    V1,
+    /// The binary block (§2.2).
+    V2,
 }
 
 fn dur<'de, D: Deserializer<'de>>(d: D, min: Nanos, max: Nanos) -> Result<Nanos, D::Error> {
@@ -232,6 +281,9 @@ pub struct ServerConf {
     /// Overrides `defaults.maxconn`.
     #[serde(default)]
     pub maxconn: Option<u32>,
+    /// A PROXY protocol header first on every connection to this server; none when absent.
+    #[serde(default)]
+    pub send_proxy: Option<SendProxy>,
 }
 fn d_weight() -> u32 {
     1
@@ -248,6 +300,9 @@ pub struct Config {
     /// L7: which requests may reuse an idle backend connection ([`HttpReuse`]).
     #[serde(default)]
     pub http_reuse: HttpReuse,
+    /// L7: which headers carry the client's address to the backends ([`Forwarded`]).
+    #[serde(default)]
+    pub forwarded: Forwarded,
     #[serde(default = "d_socket")]
     pub control_socket: PathBuf,
     /// Group (name or gid) whose members may use the control socket besides root.
@@ -338,6 +393,13 @@ impl Config {
                 .map_err(|e: toml::de::Error| ConfigProblem::Toml(e.to_string()))?;
             if let Some(v) = table.get("http_reuse") {
                 return Err(ConfigProblem::HttpReuseInL4(v.to_string()));
+            }
+            // Likewise `forwarded`: mode l4 reads no HTTP, it has no header to add.
+            if let Some(v) = table.get("forwarded") {
+                return Err(ConfigProblem::InL4 {
+                    key: "forwarded",
+                    value: v.to_string(),
+                });
             }
         }
         Ok(cfg)
@@ -767,6 +829,79 @@ maxconn = 10
             e.contains(&f.display().to_string())
                 && e.contains("http_reuse")
                 && e.contains("sometimes"),
+            "{e}"
+        );
+    }
+
+    /// `forwarded`: the four values, `x-forwarded-for` when absent; an unknown value names the
+    /// key and the value; the key in mode l4 is refused, naming it.
+    #[test]
+    fn forwarded_values_default_and_refusals() {
+        let with = |v: &str| {
+            GOOD.replacen(
+                "hash_key = \"host\"",
+                &format!("hash_key = \"host\"\n{v}"),
+                1,
+            )
+        };
+        for (text, want) in [
+            ("forwarded = \"x-forwarded-for\"", Forwarded::XForwardedFor),
+            ("forwarded = \"forwarded\"", Forwarded::Forwarded),
+            ("forwarded = \"both\"", Forwarded::Both),
+            ("forwarded = \"off\"", Forwarded::Off),
+            ("", Forwarded::XForwardedFor),
+        ] {
+            let c = Config::parse(&with(text)).unwrap();
+            assert_eq!(c.forwarded, want, "{text}");
+            if !text.is_empty() {
+                assert!(text.contains(want.name()));
+            }
+        }
+        let e = Config::parse(&with("forwarded = \"x-real-ip\""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("forwarded")
+                && e.contains("x-real-ip")
+                && e.contains("x-forwarded-for")
+                && e.contains("line 6"),
+            "{e}"
+        );
+        let l4 = |v: &str| {
+            with(v)
+                .replacen("mode = \"l7\"", "mode = \"l4\"", 1)
+                .replacen("hash_key = \"host\"", "", 1)
+        };
+        let e = Config::parse(&l4("forwarded = \"off\""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("forwarded = \"off\"") && e.contains("l4"), "{e}");
+    }
+
+    /// `send_proxy`: none when absent, `v1`/`v2`, in either mode; an unknown value names the
+    /// key and the value.
+    #[test]
+    fn send_proxy_values_and_refusal() {
+        let c = Config::parse(GOOD).unwrap();
+        assert_eq!(c.servers[0].send_proxy, None);
+        let with = |v: &str| GOOD.replacen("weight = 3", &format!("weight = 3\n{v}"), 1);
+        for (v, want) in [("v1", SendProxy::V1), ("v2", SendProxy::V2)] {
+            let c = Config::parse(&with(&format!("send_proxy = \"{v}\""))).unwrap();
+            assert_eq!(c.servers[0].send_proxy, Some(want));
+            assert_eq!(want.name(), v);
+            let l4 = with(&format!("send_proxy = \"{v}\""))
+                .replacen("mode = \"l7\"", "mode = \"l4\"", 1)
+                .replacen("hash_key = \"host\"", "", 1);
+            assert_eq!(
+                Config::parse(&l4).unwrap().servers[0].send_proxy,
+                Some(want)
+            );
+        }
+        let e = Config::parse(&with("send_proxy = \"v3\""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("send_proxy") && e.contains("v3") && e.contains("v1"),
             "{e}"
         );
     }

@@ -86,6 +86,8 @@ pub enum ConfigProblem {
     HttpReuseInL4(String),
     /// `[tls]` in mode l4 (which relays bytes and terminates nothing).
     TlsInL4,
+    /// An L7-only key written in mode `l4` (the value as written).
+    InL4 { key: &'static str, value: String },
 }
 
 impl fmt::Display for ConfigProblem {
@@ -151,6 +153,11 @@ impl fmt::Display for ConfigProblem {
                 f,
                 "tls: mode = \"l4\" relays bytes and terminates no TLS; TLS termination needs \
                  mode = \"l7\""
+            ),
+            InL4 { key, value } => write!(
+                f,
+                "{key} = {value}: only in mode \"l7\" (mode \"l4\" relays bytes and reads no \
+                 HTTP, there is no header to add); remove the key"
             ),
             HttpReuseInL4(value) => write!(
                 f,

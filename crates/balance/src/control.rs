@@ -337,6 +337,7 @@ pub fn execute(line: &str, svc: &Service) -> Result<String, ControlError> {
                     addr,
                     weight,
                     maxconn,
+                    send_proxy: None,
                 },
                 true,
             )?;

@@ -179,7 +179,24 @@ pub fn idempotent(m: &hyper::Method) -> bool {
 impl Conn {
     /// A new connection (TCP_NODELAY) within `timeout`.
     pub async fn connect(addr: SocketAddr, timeout: Duration) -> Result<Conn, Error> {
-        let stream = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+        Self::connect_with(addr, timeout, &[]).await
+    }
+
+    /// [`Conn::connect`], and `first` (a PROXY protocol header, `proxy_proto.rs`) written
+    /// before anything else, within the same `timeout`.
+    pub async fn connect_with(
+        addr: SocketAddr,
+        timeout: Duration,
+        first: &[u8],
+    ) -> Result<Conn, Error> {
+        let open = async {
+            let mut s = TcpStream::connect(addr).await?;
+            if !first.is_empty() {
+                s.write_all(first).await?;
+            }
+            Ok::<_, std::io::Error>(s)
+        };
+        let stream = match tokio::time::timeout(timeout, open).await {
             Ok(Ok(s)) => s,
             _ => return Err(Error::Connect),
         };

@@ -4,7 +4,7 @@
 //! failures take a server down (no new work); `rise` consecutive successes bring it back, and
 //! slow start ramps its weight from there. Checks run concurrently, one task per round.
 
-use crate::config::{Health, HealthKind};
+use crate::config::{Health, HealthKind, SendProxy};
 use crate::service::Service;
 use std::fmt;
 use std::net::SocketAddr;
@@ -31,9 +31,9 @@ pub async fn run(svc: Arc<Service>) {
         };
         let round = tokio::time::Instant::now();
         let mut tasks = tokio::task::JoinSet::new();
-        for (id, addr) in svc.check_targets() {
+        for (id, addr, send_proxy) in svc.check_targets() {
             let h = h.clone();
-            tasks.spawn(async move { (id, check(addr, &h).await) });
+            tasks.spawn(async move { (id, check(addr, send_proxy, &h).await) });
         }
         while let Some(Ok((id, r))) = tasks.join_next().await {
             let (ok, detail) = match r {
@@ -101,8 +101,13 @@ impl fmt::Display for CheckFailure {
 
 impl std::error::Error for CheckFailure {}
 
-/// One check.
-pub async fn check(addr: SocketAddr, h: &Health) -> Result<CheckPass, CheckFailure> {
+/// One check. A server with `send_proxy` gets its PROXY protocol header before an HTTP
+/// check's request (`proxy_proto::check_header`); a TCP check sends nothing.
+pub async fn check(
+    addr: SocketAddr,
+    send_proxy: Option<SendProxy>,
+    h: &Health,
+) -> Result<CheckPass, CheckFailure> {
     let timeout = Duration::from_nanos(h.timeout);
     let fut = async {
         let mut s = TcpStream::connect(addr)
@@ -111,13 +116,18 @@ pub async fn check(addr: SocketAddr, h: &Health) -> Result<CheckPass, CheckFailu
         if h.kind == HealthKind::Tcp {
             return Ok(CheckPass::Tcp);
         }
-        let req = format!(
-            "GET {} HTTP/1.0\r\nHost: {addr}\r\nUser-Agent: netsched-balance-check\r\n\r\n",
-            h.path
+        let mut req = match (send_proxy, s.local_addr(), s.peer_addr()) {
+            (Some(v), Ok(local), Ok(peer)) => crate::proxy_proto::check_header(v, local, peer),
+            _ => Vec::new(),
+        };
+        req.extend_from_slice(
+            format!(
+                "GET {} HTTP/1.0\r\nHost: {addr}\r\nUser-Agent: netsched-balance-check\r\n\r\n",
+                h.path
+            )
+            .as_bytes(),
         );
-        s.write_all(req.as_bytes())
-            .await
-            .map_err(CheckFailure::Send)?;
+        s.write_all(&req).await.map_err(CheckFailure::Send)?;
         let mut buf = vec![0u8; MAX_CHECK_READ];
         let mut len = 0;
         while len < buf.len() && !buf[..len].contains(&b'\n') {

@@ -25,6 +25,7 @@ use crate::sys::{self, Pipe};
 use netsched_core::balance::FlowKey;
 use std::future::Future;
 use std::io::ErrorKind;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -98,7 +99,7 @@ pub async fn serve(
             if !inherited {
                 let _ = client.set_nodelay(true);
             }
-            stop.until_cut(handle(client, key, &svc, mode, &pipes))
+            stop.until_cut(handle(client, key, (peer, local), &svc, mode, &pipes))
                 .await;
             svc.metrics.client_connections.dec();
             drop(permit);
@@ -106,9 +107,11 @@ pub async fn serve(
     }
 }
 
+/// `ends`: the client's address and the one it connected to (a PROXY protocol header's).
 async fn handle(
     client: TcpStream,
     key: FlowKey,
+    ends: (SocketAddr, SocketAddr),
     svc: &Arc<Service>,
     mode: Relay,
     pipes: &PipePool,
@@ -129,7 +132,17 @@ async fn handle(
     let rt = lease.runtime.clone();
     let started = std::time::Instant::now();
     let connect = Duration::from_nanos(rt.timeouts.connect);
-    let server = match tokio::time::timeout(connect, TcpStream::connect(lease.backend.addr)).await {
+    // A server with `send_proxy` gets the header first, before any relayed byte, within the
+    // connect timeout (proxy_proto.rs).
+    let open = async {
+        let mut s = TcpStream::connect(lease.backend.addr).await?;
+        if let Some(v) = lease.backend.send_proxy {
+            s.write_all(&crate::proxy_proto::header(v, ends.0, ends.1))
+                .await?;
+        }
+        Ok::<_, std::io::Error>(s)
+    };
+    let server = match tokio::time::timeout(connect, open).await {
         Ok(Ok(s)) => s,
         Ok(Err(_)) => {
             svc.metrics.error(&lease.backend.name, "connect");

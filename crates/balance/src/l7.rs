@@ -10,6 +10,10 @@
 //! URI mapped into an IPv6 address — so dh/lblc/lblcr (which hash the destination) and sh/mh
 //! (which hash the source) all key on it, as HAProxy's `balance source|hdr(host)|uri`.
 //!
+//! The client's address reaches the backends in request headers, as `forwarded` chooses
+//! (forwarded.rs), and, for a server with `send_proxy`, in a PROXY protocol header first on
+//! each of its connections, which then carry one request each (proxy_proto.rs, [`send`]).
+//!
 //! Malformed requests are answered 400 by hyper's parser and the connection closed; a request
 //! head that does not arrive within `timeouts.header` closes the connection (hyper
 //! `header_read_timeout`). Heads are at most [`MAX_HEAD_BYTES`].
@@ -41,7 +45,9 @@ use crate::access_log::{self, AccessLog, Entry, Pending};
 use crate::classes::Classifier;
 use crate::client_io::{ClientStream, WriteIdleLimit};
 use crate::config::{HashKey, HttpReuse};
+use crate::forwarded::ClientFor;
 use crate::h1::{self, BackendBody, Conn, NotReusable, RequestBody};
+use crate::proxy_proto;
 use crate::sent_bytes::SentBytes;
 use crate::service::{Lease, Refusal, Service};
 use crate::stop::{Acceptor, Stop};
@@ -148,8 +154,11 @@ impl InFlight {
         if let Some(lease) = self.lease.take() {
             let (m, name) = (lease.metrics(), &lease.backend.name);
             match body.take_reusable() {
-                // `never`: no pool; the connection closes here (it asked for the close).
-                Ok(_) if lease.runtime.http_reuse == HttpReuse::Never => {}
+                // `never`, or a server with `send_proxy` (its connection's header names one
+                // client): no pool; the connection closes here (it asked for the close).
+                Ok(_)
+                    if lease.runtime.http_reuse == HttpReuse::Never
+                        || lease.backend.send_proxy.is_some() => {}
                 Ok(conn) => lease.backend.conns.give(conn),
                 Err(NotReusable::Leftover) => {
                     m.error(name, "unexpected_data");
@@ -382,12 +391,18 @@ pub async fn serve(
     let frontend = listener
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    // A listener bound to one address: every connection's local address is that one, so
+    // no getsockname per connection.
+    let bound = (!frontend.ip().is_unspecified()).then_some(frontend);
     let mut acceptor = Acceptor::new(listener, stop.clone());
     while let Some((stream, peer)) = acceptor.next().await {
         let Ok(permit) = conns.clone().try_acquire_owned() else {
             svc.metrics.refuse("max_connections");
             continue;
         };
+        let local = bound
+            .or_else(|| stream.local_addr().ok())
+            .unwrap_or(frontend);
         if !inherited {
             let _ = stream.set_nodelay(true);
         }
@@ -420,7 +435,10 @@ pub async fn serve(
             };
             let svc2 = svc.clone();
             // Once per connection, not per request.
-            let xff = HeaderValue::from_str(&peer.ip().to_string()).ok();
+            let client = Arc::new(ClientSide {
+                headers: ClientFor::new(peer.ip()).over_tls(matches!(stream, ClientStream::Tls(_))),
+                local,
+            });
             // For the stop: whether a request has begun here, whether the stop has begun.
             let (begun, stopping) = (Arc::new(AtomicBool::new(false)), stop.stopping());
             let begun2 = begun.clone();
@@ -432,7 +450,7 @@ pub async fn serve(
             let sent2 = sent.clone();
             let service = hyper::service::service_fn(move |req| {
                 let svc = svc2.clone();
-                let xff = xff.clone();
+                let client = client.clone();
                 // The first request of this client connection (`http_reuse = "safe"`).
                 let first = !begun2.swap(true, Ordering::SeqCst);
                 let last = stopping.load(Ordering::SeqCst);
@@ -447,7 +465,7 @@ pub async fn serve(
                 });
                 async move {
                     let mut t = Timing::new(logged.is_some());
-                    let mut resp = forward(req, peer, xff, &svc, hash_key, first, &mut t).await;
+                    let mut resp = forward(req, peer, client, &svc, hash_key, first, &mut t).await;
                     if last {
                         resp.headers_mut()
                             .insert(CONNECTION, HeaderValue::from_static("close"));
@@ -542,8 +560,6 @@ static HOP: [HeaderName; 7] = [
     hyper::header::PROXY_AUTHORIZATION,
 ];
 
-static XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
-
 /// Remove the hop-by-hop headers, and those named in `Connection`. One pass over the names in
 /// the common case that there are none (a request or response has a handful of headers; a
 /// removal per hop-by-hop name would hash every one of them).
@@ -594,6 +610,12 @@ struct Limits {
 /// request's. Bytes already there the instant the request was written (an early answer) are
 /// given as the answer, and the connection closes after it. A new connection's failure is
 /// final.
+///
+/// `proxy` is the PROXY protocol header of a server with `send_proxy` (empty for the others),
+/// written first on every new connection. Such a connection describes one client, so it
+/// carries this one request and is closed after its response, as under `never`, whatever
+/// `http_reuse` says (proxy_proto.rs).
+#[allow(clippy::too_many_arguments)]
 async fn send(
     lease: &Lease,
     parts: &request::Parts,
@@ -601,11 +623,16 @@ async fn send(
     kind: RequestBody,
     first: bool,
     limits: Limits,
+    proxy: &[u8],
     t: &mut Timing,
 ) -> Result<(h1::ResponseHead, Conn), h1::Error> {
     let b = &lease.backend;
     let metrics = lease.metrics();
-    let policy = lease.runtime.http_reuse;
+    let policy = if b.send_proxy.is_some() {
+        HttpReuse::Never
+    } else {
+        lease.runtime.http_reuse
+    };
     let idempotent = h1::idempotent(&parts.method);
     let may_reuse = match policy {
         HttpReuse::Never => false,
@@ -624,7 +651,7 @@ async fn send(
     };
     let mut conn = match idle {
         Some(c) => c,
-        None => Conn::connect(b.addr, limits.connect).await?,
+        None => Conn::connect_with(b.addr, limits.connect, proxy).await?,
     };
     conn.encode_head(parts, kind, policy == HttpReuse::Never);
     conn.gather(&mut body, kind).await?;
@@ -632,7 +659,7 @@ async fn send(
         // Its body is not wholly at hand: it may not be sent twice, so not over a connection
         // whose state is unknown. The idle connection carried nothing and goes back.
         metrics.reuse_new_connection(&b.name);
-        let fresh = match Conn::connect(b.addr, limits.connect).await {
+        let fresh = match Conn::connect_with(b.addr, limits.connect, proxy).await {
             Ok(c) => c,
             Err(e) => {
                 conn.clear_request();
@@ -687,7 +714,7 @@ async fn send(
         }
         metrics.retry(&b.name);
         let connecting = Instant::now();
-        let mut fresh = Conn::connect(b.addr, limits.connect).await?;
+        let mut fresh = Conn::connect_with(b.addr, limits.connect, proxy).await?;
         t.tc += access_log::ms(connecting.elapsed());
         sent = Instant::now();
         conn.hand_request_to(&mut fresh);
@@ -757,10 +784,17 @@ impl Timing {
     }
 }
 
+/// What a client connection's requests need of it besides its address: the headers naming it
+/// and the address it connected to (a PROXY protocol header's destination).
+struct ClientSide {
+    headers: ClientFor,
+    local: SocketAddr,
+}
+
 async fn forward(
     mut req: Request<Incoming>,
     peer: SocketAddr,
-    xff: Option<HeaderValue>,
+    client: Arc<ClientSide>,
     svc: &Arc<Service>,
     hash_key: HashKey,
     first: bool,
@@ -825,11 +859,13 @@ async fn forward(
         // the backend gets its own address.
         h.insert(HOST, b.host.clone());
     }
-    if let Some(v) = xff {
-        h.append(XFF.clone(), v);
-    }
-    let started = Instant::now();
     let rt = &lease.runtime;
+    client.headers.add(rt.forwarded, h);
+    let proxy = b
+        .send_proxy
+        .map(|v| proxy_proto::header(v, peer, client.local))
+        .unwrap_or_default();
+    let started = Instant::now();
     let limits = Limits {
         connect: Duration::from_nanos(rt.timeouts.connect),
         client: Duration::from_nanos(rt.timeouts.client),
@@ -837,7 +873,7 @@ async fn forward(
     };
     // The request is written from its head as l7 prepared it (HTTP/1.1, origin form).
     let (parts, body) = req.into_parts();
-    let reason = match send(&lease, &parts, body, kind, first, limits, t).await {
+    let reason = match send(&lease, &parts, body, kind, first, limits, &proxy, t).await {
         Ok((head, conn)) => {
             b.response_seconds.observe(started.elapsed().as_secs_f64());
             // The response head goes to the client connection now: the class's response

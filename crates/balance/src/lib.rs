@@ -11,7 +11,9 @@
 //! | `service.rs` | ServerTable + AnyBalancer, leases (active/inactive), maxconn queue, admin state, slow start, reload |
 //! | `l4.rs` | per-connection scheduling and relay |
 //! | `l7.rs` | per-request HTTP/1.1 scheduling |
+//! | `forwarded.rs` | the client's address in `X-Forwarded-For` / `Forwarded` (RFC 7239) toward the backends |
 //! | `client_io.rs` | the L7 client connection's write inactivity limit |
+//! | `proxy_proto.rs` | the PROXY protocol v1/v2 header sent first to a server with `send_proxy` |
 //! | `pool.rs` | per-backend idle keep-alive connections |
 //! | `h1.rs` | our HTTP/1.1 client to backends, driven in the request's task (head, body framing) |
 //! | `server_error.rs` | why a change to the servers is refused (name, address, exists, limit, weight, table), typed |
@@ -34,6 +36,7 @@ pub mod config;
 pub mod config_error;
 pub mod control;
 pub mod daemon;
+pub mod forwarded;
 pub mod h1;
 pub mod health;
 pub mod l4;
@@ -41,6 +44,7 @@ pub mod l7;
 pub mod load;
 pub mod metrics;
 pub mod pool;
+pub mod proxy_proto;
 pub mod queue;
 pub mod sent_bytes;
 pub mod server_error;

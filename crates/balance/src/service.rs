@@ -104,11 +104,19 @@ pub struct BackendRef {
     pub response_seconds: Histogram,
     /// `Host` for a request that came without one (as hyper-util's client set it).
     pub host: hyper::header::HeaderValue,
+    /// The PROXY protocol header sent first on each of its connections (`proxy_proto.rs`);
+    /// in L7 its connections then carry one request each (`l7.rs`).
+    pub send_proxy: Option<crate::config::SendProxy>,
     pub conns: ConnPool,
 }
 
 impl BackendRef {
-    fn new(name: &str, addr: SocketAddr, m: &Metrics) -> Self {
+    fn new(
+        name: &str,
+        addr: SocketAddr,
+        send_proxy: Option<crate::config::SendProxy>,
+        m: &Metrics,
+    ) -> Self {
         let l = Metrics::backend(name);
         BackendRef {
             name: name.to_string(),
@@ -118,6 +126,7 @@ impl BackendRef {
             inactive: m.inactive.get_or_create(&l).clone(),
             response_seconds: m.response_seconds.get_or_create(&l).clone(),
             host: host_header(addr),
+            send_proxy,
             conns: ConnPool::default(),
         }
     }
@@ -129,6 +138,8 @@ pub struct Runtime {
     pub timeouts: Timeouts,
     /// L7: which requests may take an idle pooled backend connection (`l7.rs`).
     pub http_reuse: crate::config::HttpReuse,
+    /// L7: which headers carry the client's address (`forwarded.rs`).
+    pub forwarded: crate::config::Forwarded,
     pub defaults: Defaults,
     pub health: Option<Health>,
 }
@@ -352,6 +363,7 @@ impl Service {
                 runtime: Arc::new(Runtime {
                     timeouts: cfg.timeouts.clone(),
                     http_reuse: cfg.http_reuse,
+                    forwarded: cfg.forwarded,
                     defaults: cfg.defaults.clone(),
                     health: cfg.health.clone(),
                 }),
@@ -591,7 +603,12 @@ impl Service {
                     since: None,
                     effective: 0,
                     last_check: None,
-                    shared: Arc::new(BackendRef::new(&s.name, s.addr, &self.metrics)),
+                    shared: Arc::new(BackendRef::new(
+                        &s.name,
+                        s.addr,
+                        s.send_proxy,
+                        &self.metrics,
+                    )),
                 },
             );
             self.metrics.add_backend(&s.name);
@@ -732,12 +749,13 @@ impl Service {
     }
 
     /// Backends the health checker should probe now (not in maintenance).
-    pub fn check_targets(&self) -> Vec<(ServerId, SocketAddr)> {
+    /// With each, the PROXY protocol version its connections start with, if any.
+    pub fn check_targets(&self) -> Vec<(ServerId, SocketAddr, Option<crate::config::SendProxy>)> {
         let g = lock(&self.inner);
         g.backends
             .values()
             .filter(|b| b.admin != Admin::Maint)
-            .map(|b| (b.id, b.addr))
+            .map(|b| (b.id, b.addr, b.shared.send_proxy))
             .collect()
     }
 
@@ -788,6 +806,7 @@ impl Service {
             g.runtime = Arc::new(Runtime {
                 timeouts: cfg.timeouts.clone(),
                 http_reuse: cfg.http_reuse,
+                forwarded: cfg.forwarded,
                 defaults: cfg.defaults.clone(),
                 health: cfg.health.clone(),
             });
@@ -803,14 +822,14 @@ impl Service {
                 }
             }
         }
-        let existing: Vec<(String, SocketAddr)> = {
+        let existing: Vec<(String, SocketAddr, Option<crate::config::SendProxy>)> = {
             let g = lock(&self.inner);
             g.backends
                 .values()
-                .map(|b| (b.name.clone(), b.addr))
+                .map(|b| (b.name.clone(), b.addr, b.shared.send_proxy))
                 .collect()
         };
-        for (name, addr) in &existing {
+        for (name, addr, send_proxy) in &existing {
             match cfg.servers.iter().find(|s| &s.name == name) {
                 None => {
                     self.del_server(name)?;
@@ -820,6 +839,16 @@ impl Service {
                     self.del_server(name)?;
                     self.add_server(s, false)?;
                     notes.push(format!("server {name} moved to {}", s.addr));
+                }
+                // Its connections are made anew with the new header (or none); the idle ones
+                // go with the old entry.
+                Some(s) if s.send_proxy != *send_proxy => {
+                    self.del_server(name)?;
+                    self.add_server(s, false)?;
+                    notes.push(format!(
+                        "server {name} send_proxy {}",
+                        s.send_proxy.map_or("none", |v| v.name())
+                    ));
                 }
                 Some(s) => {
                     let mut g = lock(&self.inner);
@@ -834,7 +863,7 @@ impl Service {
             }
         }
         for s in &cfg.servers {
-            if !existing.iter().any(|(n, _)| n == &s.name) {
+            if !existing.iter().any(|(n, _, _)| n == &s.name) {
                 self.add_server(s, false)?;
                 notes.push(format!("server {} added", s.name));
             }
@@ -1000,6 +1029,7 @@ mod tests {
             shared: Arc::new(BackendRef::new(
                 "s",
                 "127.0.0.1:1".parse().unwrap(),
+                None,
                 &Metrics::new(&mut Default::default()),
             )),
         }

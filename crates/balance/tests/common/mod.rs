@@ -120,6 +120,49 @@ pub async fn http_backend(name: &str) -> Backend {
     }
 }
 
+/// HTTP backend whose every answer's body is the request's header fields, one
+/// `name: value` line each, in the order received (a field sent twice gives two lines).
+pub async fn header_echo_backend(name: &str) -> Backend {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let hits = Arc::new(AtomicU64::new(0));
+    let h = hits.clone();
+    let task = tokio::spawn(async move {
+        let mut conns = JoinSet::new();
+        loop {
+            let Ok((s, _)) = l.accept().await else {
+                continue;
+            };
+            let h = h.clone();
+            conns.spawn(async move {
+                let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                    let h = h.clone();
+                    async move {
+                        h.fetch_add(1, Ordering::SeqCst);
+                        let mut text = String::new();
+                        for (n, v) in req.headers() {
+                            text += &format!("{n}: {}\n", String::from_utf8_lossy(v.as_bytes()));
+                        }
+                        Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(
+                            text,
+                        ))))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(s), svc)
+                    .await;
+            });
+            while conns.try_join_next().is_some() {}
+        }
+    });
+    Backend {
+        name: name.into(),
+        addr,
+        hits,
+        task,
+    }
+}
+
 /// TCP backend: writes `<name>\n`, echoes until the client's FIN, then holds its side open
 /// until `release` is notified, then closes.
 pub async fn tcp_backend(name: &str, release: Arc<Notify>) -> Backend {
