@@ -15,6 +15,9 @@
 //!   or an unreadable file is refused with the reason and the old certificates stay.
 //!   Handshakes under way and connections already open are untouched; the ticket key is kept,
 //!   so sessions resume across a swap.
+//! - **Validity**: an end-entity certificate outside its validity period (expired, or valid
+//!   only later) is refused at load, naming the date; the period is read from the DER
+//!   (RFC 5280 §4.1.2.5) by a bounded walker here.
 //! - **Key files** are read once per load and never logged; a key file readable by group or
 //!   others (mode bits 0o077) is refused unless the entry says `key_mode_check = false`.
 //!
@@ -266,6 +269,8 @@ fn load_entry(
             c.cert.display()
         ));
     }
+    check_validity(&chain[0], std::time::SystemTime::now())
+        .map_err(|why| format!("cert {}: {why}", c.cert.display()))?;
     if c.key_mode_check {
         check_key_mode(&c.key)?;
     }
@@ -289,6 +294,120 @@ fn read_pem(path: &Path, what: &str) -> Result<Vec<u8>, String> {
         .map_err(|e| e.to_string())
 }
 
+/// The end-entity certificate must be valid at `now`: not expired, not valid only later
+/// (RFC 5280 §4.1.2.5). A handshake with an expired certificate fails at every client that
+/// checks, so it is refused at load rather than served.
+fn check_validity(cert: &CertificateDer<'_>, now: std::time::SystemTime) -> Result<(), String> {
+    let (not_before, not_after) =
+        validity(cert).ok_or("its validity period cannot be read (malformed DER)")?;
+    let now = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    if now > not_after {
+        return Err(format!("expired on {}", utc(not_after)));
+    }
+    if now < not_before {
+        return Err(format!("not valid before {}", utc(not_before)));
+    }
+    Ok(())
+}
+
+/// One DER item (ITU-T X.690 §8.1): its tag, its contents and what follows it.
+fn der_item(b: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = b.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first < 0x80 {
+        (first as usize, rest)
+    } else {
+        let n = (first & 0x7f) as usize;
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        let len = rest[..n].iter().fold(0usize, |a, &x| (a << 8) | x as usize);
+        (len, &rest[n..])
+    };
+    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
+}
+
+/// `notBefore` and `notAfter` of a certificate, Unix seconds (RFC 5280 §4.1: Certificate →
+/// TBSCertificate → [version], serialNumber, signature, issuer, validity).
+fn validity(cert: &[u8]) -> Option<(i64, i64)> {
+    let (_, certificate, _) = der_item(cert)?;
+    let (_, tbs, _) = der_item(certificate)?;
+    let (tag, _, mut rest) = der_item(tbs)?;
+    if tag != 0xa0 {
+        rest = tbs; // no explicit version (v1): the serial number comes first
+    }
+    for _ in 0..3 {
+        rest = der_item(rest)?.2; // serialNumber, signature, issuer
+    }
+    let (tag, v, _) = der_item(rest)?;
+    if tag != 0x30 {
+        return None;
+    }
+    let (t1, nb, rest) = der_item(v)?;
+    let (t2, na, _) = der_item(rest)?;
+    Some((time(t1, nb)?, time(t2, na)?))
+}
+
+/// UTCTime (`YYMMDDHHMMSSZ`, 50-99 are 19YY) or GeneralizedTime (`YYYYMMDDHHMMSSZ`) as Unix
+/// seconds (RFC 5280 §4.1.2.5.1, §4.1.2.5.2).
+fn time(tag: u8, v: &[u8]) -> Option<i64> {
+    let digits = |s: &[u8]| -> Option<i64> {
+        s.iter().try_fold(0i64, |a, &d| {
+            d.is_ascii_digit().then(|| a * 10 + (d - b'0') as i64)
+        })
+    };
+    let (year, rest) = match (tag, v.len()) {
+        (0x17, 13) => {
+            let yy = digits(&v[..2])?;
+            (if yy >= 50 { 1900 + yy } else { 2000 + yy }, &v[2..])
+        }
+        (0x18, 15) => (digits(&v[..4])?, &v[4..]),
+        _ => return None,
+    };
+    if rest[10] != b'Z' {
+        return None;
+    }
+    let f = |i: usize| digits(&rest[i..i + 2]);
+    let (mo, d, h, mi, s) = (f(0)?, f(2)?, f(4)?, f(6)?, f(8)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
+        return None;
+    }
+    Some(days_from_civil(year, mo, d) * 86_400 + h * 3600 + mi * 60 + s)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant, "chrono-Compatible
+/// Low-Level Date Algorithms", `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Unix seconds as `YYYY-MM-DD HH:MM:SS UTC` (the inverse of [`days_from_civil`]).
+fn utc(t: i64) -> String {
+    let (days, secs) = (t.div_euclid(86_400), t.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
 /// A private key must not be readable by group or others.
 fn check_key_mode(path: &Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
@@ -302,4 +421,53 @@ fn check_key_mode(path: &Path) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_convert_both_ways_and_times_follow_rfc_5280() {
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(951_782_400 + 3661), "2000-02-29 01:01:01 UTC");
+        assert_eq!(time(0x17, b"491231235959Z"), Some(2_524_607_999));
+        assert_eq!(time(0x17, b"500101000000Z"), Some(-631_152_000));
+        assert_eq!(time(0x18, b"20991231235959Z"), Some(4_102_444_799));
+        for bad in [
+            &b"491231235959"[..],
+            b"4912312359590",
+            b"491331235959Z",
+            b"",
+        ] {
+            assert_eq!(time(0x17, bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_walker_refuses_truncated_and_oversized_items_without_panicking() {
+        assert_eq!(
+            der_item(&[0x30, 0x03, 1, 2, 3, 9]),
+            Some((0x30, &[1u8, 2, 3][..], &[9u8][..]))
+        );
+        assert_eq!(
+            der_item(&[0x30, 0x82, 0x00, 0x01, 7]),
+            Some((0x30, &[7u8][..], &[][..]))
+        );
+        for bad in [
+            &[][..],
+            &[0x30],
+            &[0x30, 0x05, 1],
+            &[0x30, 0x85, 1, 1, 1, 1, 1],
+            &[0x30, 0x80],
+        ] {
+            assert_eq!(der_item(bad), None, "{bad:?}");
+        }
+        for n in 0..64 {
+            let junk: Vec<u8> = (0..n).map(|i| (i * 37 + 11) as u8).collect();
+            let _ = validity(&junk);
+        }
+    }
 }

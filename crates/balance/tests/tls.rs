@@ -25,6 +25,9 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// A date: year, month, day.
+type Ymd = (i32, u8, u8);
+
 /// A test CA and the leaf certificates it signs.
 struct Ca {
     cert: rcgen::Certificate,
@@ -47,9 +50,24 @@ impl Ca {
     /// A leaf for `names`, written as `<file>.pem` and `<file>.key` (mode 0600) in `dir`;
     /// returns the two paths and the certificate's DER.
     fn leaf(&self, dir: &TempDir, file: &str, names: &[&str]) -> (PathBuf, PathBuf, Vec<u8>) {
+        self.leaf_valid(dir, file, names, None)
+    }
+
+    /// [`Ca::leaf`] valid from the first to the second date (year, month, day), when given.
+    fn leaf_valid(
+        &self,
+        dir: &TempDir,
+        file: &str,
+        names: &[&str],
+        valid: Option<(Ymd, Ymd)>,
+    ) -> (PathBuf, PathBuf, Vec<u8>) {
         let key = KeyPair::generate().unwrap();
-        let p = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+        let mut p = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
             .unwrap();
+        if let Some(((y0, m0, d0), (y1, m1, d1))) = valid {
+            p.not_before = rcgen::date_time_ymd(y0, m0, d0);
+            p.not_after = rcgen::date_time_ymd(y1, m1, d1);
+        }
         let cert = p.signed_by(&key, &self.cert, &self.key).unwrap();
         let c = dir
             .create_file(&format!("{file}.pem"), cert.pem().as_bytes())
@@ -275,6 +293,21 @@ async fn bad_keys_are_refused_with_the_reason_and_a_reload_keeps_the_old_certifi
     let e = start_err(with(&[(&ac, &ak, &["a.test"])])).expect("refused");
     assert!(e.contains("readable by group or others"), "{e}");
     std::fs::set_permissions(&ak, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // A certificate out of its validity period: expired, or valid only later.
+    let (oc, ok, _) = ca.leaf_valid(&dir, "old", &["a.test"], Some(((2000, 1, 1), (2001, 1, 1))));
+    let e = start_err(with(&[(&oc, &ok, &["a.test"])])).expect("refused");
+    assert!(e.contains("expired on 2001-01-01 00:00:00 UTC"), "{e}");
+    let (fc, fk, _) = ca.leaf_valid(
+        &dir,
+        "later",
+        &["a.test"],
+        Some(((2090, 1, 1), (2091, 1, 1))),
+    );
+    let e = start_err(with(&[(&fc, &fk, &["a.test"])])).expect("refused");
+    assert!(
+        e.contains("not valid before 2090-01-01 00:00:00 UTC"),
+        "{e}"
+    );
     // A missing file.
     let missing = dir.path().join("none.pem");
     let e = start_err(with(&[(&missing, &ak, &["a.test"])])).expect("refused");
@@ -301,6 +334,9 @@ async fn bad_keys_are_refused_with_the_reason_and_a_reload_keeps_the_old_certifi
     std::fs::write(&path, with(&[(&ac, &other_key, &["a.test"])])).unwrap();
     let e = r.reload().unwrap_err().to_string();
     assert!(e.contains("does not belong"), "{e}");
+    std::fs::write(&path, with(&[(&oc, &ok, &["a.test"])])).unwrap();
+    let e = r.reload().unwrap_err().to_string();
+    assert!(e.contains("expired on"), "{e}");
     let (cfg, cap) = client(None, &rustls::version::TLS13);
     https_get(addr, cfg, "a.test").await.unwrap();
     assert!(cap.unwrap().0.lock().unwrap().as_slice() == a_der.as_slice());
