@@ -6,10 +6,8 @@
 
 mod common;
 
-use common::{assert_gone, build};
+use common::{assert_gone, build, FilterProcess};
 use netsched_testbed::privileged_test_allowed;
-use std::io::Read;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Poll `check` every 20 ms until it holds or `within` has passed; whether it held.
@@ -37,43 +35,21 @@ fn a_stalled_packet_thread_is_counted_shown_and_sigterm_still_ends_the_process_w
     {
         let net = build("flwd").unwrap();
         tag = net.tb.tag().to_string();
-        let dir = netsched_testbed::TempDir::new("filter-wd").unwrap();
-        let rules = dir
-            .create_file(
-                "rules.toml",
-                b"[[rule]]\naction = \"drop\"\ndport = \"9\"\n",
-            )
-            .unwrap();
-        let sock = dir.path().join("f.sock");
-        let mut child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &net.flt,
-                env!("CARGO_BIN_EXE_netsched-filterd"),
-                "filter",
-            ])
-            .args(["--input", &net.fin, "--output", &net.fout])
-            .args(["--dispatch", "modified_fcfs", "--workers", "4"])
-            .arg("--rules")
-            .arg(&rules)
-            .arg("--control-socket")
-            .arg(&sock)
-            .args(["--fault-stall-after", "300ms"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        let stop = |child: &mut std::process::Child| {
-            let _ = child.kill();
-            let _ = child.wait();
-        };
-        if !wait_for(Duration::from_secs(20), || sock.exists()) {
-            stop(&mut child);
-            panic!("the filter did not open its control socket");
-        }
+        let mut f = FilterProcess::start(
+            &net,
+            "filter-wd",
+            b"[[rule]]\naction = \"drop\"\ndport = \"9\"\n",
+            &[
+                "--dispatch",
+                "modified_fcfs",
+                "--workers",
+                "4",
+                "--fault-stall-after",
+                "300ms",
+            ],
+        )
+        .unwrap();
+        let sock = f.sock.clone();
         // The watchdog sees the stall; `show` is answered without the packet thread.
         let mut last = String::new();
         let shown = wait_for(
@@ -92,10 +68,10 @@ fn a_stalled_packet_thread_is_counted_shown_and_sigterm_still_ends_the_process_w
                 }
             },
         );
-        if !shown {
-            stop(&mut child);
-            panic!("`show` never reported the stall; last answer: {last}");
-        }
+        assert!(
+            shown,
+            "`show` never reported the stall; last answer: {last}"
+        );
         let v: serde_json::Value = serde_json::from_str(last.trim()).unwrap();
         let bad = netsched_util::json_units::violations(&v);
         assert!(bad.is_empty(), "numbers without their unit: {bad:?}");
@@ -104,29 +80,9 @@ fn a_stalled_packet_thread_is_counted_shown_and_sigterm_still_ends_the_process_w
         let e = netsched_filter::control::request(&sock, "set-dispatch fcfs").unwrap_err();
         assert!(e.to_string().contains("stalled"), "{e}");
         // SIGTERM: out within 1 s, non-zero, socket removed.
-        let st = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(st.success());
-        let sent = Instant::now();
-        let mut status = None;
-        wait_for(Duration::from_secs(5), || {
-            status = child.try_wait().unwrap();
-            status.is_some()
-        });
-        let took = sent.elapsed();
-        let Some(status) = status else {
-            stop(&mut child);
-            panic!("the filter did not stop within 5 s of SIGTERM");
-        };
-        let mut err = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
+        let (status, took) = f.terminate(Duration::from_secs(5));
+        let err = f.stderr();
+        let status = status.expect("the filter did not stop within 5 s of SIGTERM");
         assert!(
             took < Duration::from_secs(1),
             "SIGTERM answered after {took:?}\n{err}"
