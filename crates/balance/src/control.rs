@@ -58,6 +58,7 @@ pub const SERVER: ServerConfig = ServerConfig {
 struct BalanceHandler {
     svc: Arc<Service>,
     soft_stop: Arc<Notify>,
+    reloader: Arc<crate::reload::Reloader>,
 }
 
 impl Handler for BalanceHandler {
@@ -75,6 +76,34 @@ impl Handler for BalanceHandler {
                 self.soft_stop.notify_one();
                 "ok\nsoft stop: no new connections; the balancer exits when the last one ends\n"
                     .to_string()
+            }
+            // The file read again and applied, as SIGHUP does (reload.rs): file reads and
+            // checks on this control thread, nothing waited for on the runtime.
+            "reload" => {
+                let path = self.reloader.path().display().to_string();
+                match self.reloader.reload() {
+                    Ok(notes) => {
+                        tracing::info!(
+                            by = "ctl",
+                            uid = r.peer.uid,
+                            "reloaded {path}: {}",
+                            notes.join("; ")
+                        );
+                        let mut out = format!("ok\nreloaded {path}\n");
+                        for n in notes {
+                            out += &format!("{n}\n");
+                        }
+                        out
+                    }
+                    Err(e) => {
+                        tracing::error!(
+                            by = "ctl",
+                            uid = r.peer.uid,
+                            "reload failed, keeping the old configuration: {e}"
+                        );
+                        format!("error: reload failed, keeping the old configuration: {e}\n")
+                    }
+                }
             }
             line => {
                 let done = execute(line, &self.svc);
@@ -139,8 +168,13 @@ impl ControlServer {
         group: Option<&str>,
         svc: Arc<Service>,
         soft_stop: Arc<Notify>,
+        reloader: Arc<crate::reload::Reloader>,
     ) -> Result<Self, BindError> {
-        let handler = Arc::new(BalanceHandler { svc, soft_stop });
+        let handler = Arc::new(BalanceHandler {
+            svc,
+            soft_stop,
+            reloader,
+        });
         let server = Server::start(path, group, SERVER, handler)?;
         if server.replaced() {
             tracing::info!(
@@ -458,6 +492,9 @@ pub enum CtlOp {
     /// Stop accepting and exit once every connection has ended, without a deadline (as
     /// SIGUSR1; SIGTERM afterwards cuts what is left after `timeouts.hard_stop_after`).
     SoftStop,
+    /// Read the configuration file again and apply it, as SIGHUP does (servers, algorithm,
+    /// timeouts, classes, TLS certificates); a bad file changes nothing and says why.
+    Reload,
 }
 
 impl CtlOp {
@@ -488,6 +525,7 @@ impl CtlOp {
             }
             CtlOp::DelServer { name } => format!("del-server {name}"),
             CtlOp::SoftStop => "soft-stop".to_string(),
+            CtlOp::Reload => "reload".to_string(),
         }
     }
 }

@@ -8,7 +8,7 @@
 //! a connection: Linux spreads new connections over every listener of the group (same
 //! effective uid only, socket(7)), and the old one empties its accept queue before it closes.
 
-use crate::config::{Config, Mode, Relay};
+use crate::config::{Config, Mode};
 use crate::config_error::StartError;
 use crate::control::{self, ControlServer, CtlArgs};
 use crate::metrics::Metrics;
@@ -52,11 +52,7 @@ pub struct Running {
     pub admin: Option<SocketAddr>,
     pub service: Arc<Service>,
     pub control_socket: PathBuf,
-    config_path: PathBuf,
     mode: Mode,
-    listen_cfg: Vec<SocketAddr>,
-    relay: Relay,
-    threads: usize,
     tasks: Vec<JoinHandle<()>>,
     /// The accept loops; they end once the stop has begun and their listeners are closed.
     accept_tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -65,8 +61,8 @@ pub struct Running {
     soft_stop: Arc<Notify>,
     conns: Arc<Semaphore>,
     max_connections: usize,
-    /// The TLS certificates of the L7 listeners (`[tls]`), replaced on reload.
-    tls: Option<Arc<crate::tls::Certificates>>,
+    /// SIGHUP's and `ctl reload`'s reload.
+    reloader: Arc<crate::reload::Reloader>,
     _control: ControlServer,
     _metrics: Arc<Mutex<Option<netsched_metrics::MetricsServer>>>,
 }
@@ -88,49 +84,10 @@ impl Drop for Running {
 }
 
 impl Running {
-    /// Re-read the configuration file and apply it; on error the old configuration stays.
+    /// Re-read the configuration file and apply it; on error the old configuration stays
+    /// (reload.rs).
     pub fn reload(&self) -> Result<Vec<String>, StartError> {
-        let cfg = Config::load(&self.config_path).map_err(StartError::Config)?;
-        let mut notes = Vec::new();
-        // Certificates load whole before anything is applied: a bad one keeps the old ones
-        // and the old configuration (tls.rs).
-        let tls_error = |source| StartError::Tls {
-            file: self.config_path.clone(),
-            source,
-        };
-        let new_tls = match (&self.tls, &cfg.tls) {
-            (Some(_), Some(conf)) => Some(crate::tls::Certificates::load(conf).map_err(tls_error)?),
-            (None, None) => None,
-            _ => {
-                notes.push("turning TLS on or off needs a restart; kept the old setting".into());
-                None
-            }
-        };
-        if cfg.mode != self.mode
-            || cfg.listen != self.listen_cfg
-            || cfg.relay != self.relay
-            || cfg.threads != self.threads
-        {
-            notes.push(
-                "mode, listen, relay and threads changes need a restart; kept the old ones"
-                    .to_string(),
-            );
-        }
-        notes.extend(
-            self.service
-                .reload(&cfg)
-                .map_err(|source| StartError::Reload {
-                    file: self.config_path.clone(),
-                    source,
-                })?,
-        );
-        if let (Some(tls), Some(conf)) = (&self.tls, &cfg.tls) {
-            if new_tls.is_some() {
-                let n = tls.replace(conf).map_err(tls_error)?;
-                notes.push(format!("{n} TLS certificates in force"));
-            }
-        }
-        Ok(notes)
+        self.reloader.reload()
     }
 
     /// Begin the stop: listeners close (after their accept queues are emptied), idle L7
@@ -294,11 +251,18 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, StartErro
     let conns = Arc::new(Semaphore::new(cfg.max_connections));
     let stop = Stop::new(service.metrics.clone());
     let soft_stop = Arc::new(Notify::new());
+    let reloader = Arc::new(crate::reload::Reloader::new(
+        &cfg,
+        config_path,
+        service.clone(),
+        tls.clone(),
+    ));
     let control = ControlServer::start(
         &cfg.control_socket,
         cfg.control_group.as_deref(),
         service.clone(),
         soft_stop.clone(),
+        reloader.clone(),
     )
     .map_err(StartError::Control)?;
     let mut accept_tasks = Vec::new();
@@ -344,18 +308,14 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, StartErro
         admin,
         service,
         control_socket: cfg.control_socket.clone(),
-        config_path: config_path.to_path_buf(),
         mode: cfg.mode,
-        listen_cfg: cfg.listen.clone(),
-        relay: cfg.relay,
-        threads: cfg.threads,
         tasks,
         accept_tasks: Mutex::new(accept_tasks),
         stop,
         soft_stop,
         conns,
         max_connections: cfg.max_connections,
-        tls,
+        reloader,
         _control: control,
         _metrics: metrics_server,
     })

@@ -46,6 +46,7 @@ pub mod metrics;
 pub mod pool;
 pub mod proxy_proto;
 pub mod queue;
+pub mod reload;
 pub mod sent_bytes;
 pub mod server_error;
 pub mod service;

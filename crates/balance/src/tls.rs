@@ -123,6 +123,12 @@ impl ResolvesServerCert for Resolver {
     }
 }
 
+/// Certificates loaded and checked, not yet in force ([`Certificates::prepare`]).
+pub struct Prepared {
+    table: Arc<Table>,
+    count: usize,
+}
+
 /// The TLS side of the L7 listeners: the rustls configuration every handshake uses, and the
 /// certificates it serves, replaceable while running.
 pub struct Certificates {
@@ -166,13 +172,20 @@ impl Certificates {
         })
     }
 
-    /// Load `conf` whole, then swap it in; on an error nothing changes.
-    pub fn replace(&self, conf: &TlsConf) -> Result<usize, TlsError> {
-        let table = Arc::new(load_table(conf)?);
-        *self.resolver.0.write().unwrap_or_else(|p| p.into_inner()) = table;
-        let n = conf.certificate.len();
-        self.count.store(n, std::sync::atomic::Ordering::Relaxed);
-        Ok(n)
+    /// Load `conf` whole, without putting it in force (see [`Certificates::install`]).
+    pub fn prepare(conf: &TlsConf) -> Result<Prepared, TlsError> {
+        Ok(Prepared {
+            table: Arc::new(load_table(conf)?),
+            count: conf.certificate.len(),
+        })
+    }
+
+    /// Put prepared certificates in force for the next handshakes; returns how many.
+    pub fn install(&self, p: Prepared) -> usize {
+        *self.resolver.0.write().unwrap_or_else(|e| e.into_inner()) = p.table;
+        self.count
+            .store(p.count, std::sync::atomic::Ordering::Relaxed);
+        p.count
     }
 
     /// Entries in force.

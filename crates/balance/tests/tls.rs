@@ -337,6 +337,16 @@ async fn bad_keys_are_refused_with_the_reason_and_a_reload_keeps_the_old_certifi
     std::fs::write(&path, with(&[(&oc, &ok, &["a.test"])])).unwrap();
     let e = r.reload().unwrap_err().to_string();
     assert!(e.contains("expired on"), "{e}");
+    // `ctl reload` is the same reload, answered on the control socket.
+    let ctl = |line: &str| netsched_balance::control::request(&r.control_socket, line);
+    let e = ctl("reload").unwrap_err().to_string();
+    assert!(
+        e.contains("reload failed, keeping the old configuration") && e.contains("expired on"),
+        "{e}"
+    );
+    std::fs::write(&path, with(&[(&ac, &ak, &["a.test"])])).unwrap();
+    let answer = ctl("reload").unwrap();
+    assert!(answer.contains("1 TLS certificates in force"), "{answer}");
     let (cfg, cap) = client(None, &rustls::version::TLS13);
     https_get(addr, cfg, "a.test").await.unwrap();
     assert!(cap.unwrap().0.lock().unwrap().as_slice() == a_der.as_slice());
@@ -355,13 +365,15 @@ async fn bad_keys_are_refused_with_the_reason_and_a_reload_keeps_the_old_certifi
         }
         failures
     });
-    for (c, k) in [(&nc, &nk), (&ac, &ak), (&nc, &nk)] {
+    for (i, (c, k)) in [(&nc, &nk), (&ac, &ak), (&nc, &nk)].into_iter().enumerate() {
         std::fs::write(&path, with(&[(c, k, &["a.test"])])).unwrap();
-        let notes = r.reload().unwrap();
-        assert!(
-            notes.iter().any(|n| n.contains("1 TLS certificates")),
-            "{notes:?}"
-        );
+        // SIGHUP's reload and `ctl reload` in turn.
+        let notes = if i % 2 == 0 {
+            r.reload().unwrap().join("\n")
+        } else {
+            ctl("reload").unwrap()
+        };
+        assert!(notes.contains("1 TLS certificates in force"), "{notes}");
         tokio::time::sleep(std::time::Duration::from_millis(30)).await;
     }
     let failures = clients.await.unwrap();
