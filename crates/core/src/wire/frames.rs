@@ -1,6 +1,6 @@
 //! Ethernet frames for tests and benchmarks (the filter's, the link's and this module's):
 //! well-formed headers with the lengths filled in, checksums left 0. Never panics: a frame
-//! too short for the field a helper sets is returned unchanged.
+//! too short for the field a builder sets is returned unchanged.
 
 use super::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, PROTO_TCP};
 
