@@ -47,6 +47,7 @@ use crate::client_io::{ClientStream, WriteIdleLimit};
 use crate::config::{HashKey, HttpReuse};
 use crate::forwarded::ClientFor;
 use crate::h1::{self, BackendBody, Conn, NotReusable, RequestBody};
+use crate::http2::{self, Protocol, Starved, StreamMark};
 use crate::proxy_proto;
 use crate::sent_bytes::SentBytes;
 use crate::service::{Lease, Refusal, Service};
@@ -60,6 +61,7 @@ use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use netsched_core::balance::FlowKey;
 use std::convert::Infallible;
+use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
@@ -67,7 +69,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
 /// Largest request head (request line + headers) accepted.
@@ -78,6 +80,8 @@ pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 pub struct ProxyBody {
     kind: Kind,
     log: Option<Box<Tail>>,
+    /// An HTTP/2 stream's place in its connection's watchdog (http2.rs).
+    stream: Option<StreamMark>,
 }
 
 enum Kind {
@@ -85,11 +89,21 @@ enum Kind {
     Backend(BackendBody, InFlight),
 }
 
+/// Where a response's bytes are counted for the access log.
+enum Counted {
+    /// HTTP/1.1: where they leave the connection's socket, head included
+    /// ([`crate::sent_bytes`]).
+    Connection(Arc<SentBytes>),
+    /// HTTP/2: the stream's DATA bytes so far (its HPACK-coded head shares the connection's
+    /// compression state with every other stream and is not anyone's alone).
+    Stream(u64),
+}
+
 /// The access log's view of a response being sent: how it ended, and where its bytes are
-/// counted (head included: [`crate::sent_bytes`]).
+/// counted.
 struct Tail {
     pending: Pending,
-    sent: Arc<SentBytes>,
+    sent: Counted,
     /// The state when the body ends normally (`--`, or the local answer's own state).
     normal: [u8; 2],
     ended: Option<[u8; 2]>,
@@ -102,6 +116,7 @@ impl ProxyBody {
         ProxyBody {
             kind: Kind::Local(body),
             log: None,
+            stream: None,
         }
     }
 
@@ -110,7 +125,7 @@ impl ProxyBody {
     fn attach(
         &mut self,
         pending: Pending,
-        sent: Arc<SentBytes>,
+        sent: Counted,
         normal: [u8; 2],
         mark: Arc<Mutex<Instant>>,
     ) {
@@ -127,7 +142,10 @@ impl ProxyBody {
         let end = self.is_end_stream();
         let Some(t) = self.log.as_mut() else { return };
         match r {
-            Poll::Ready(Some(Ok(_))) => {
+            Poll::Ready(Some(Ok(f))) => {
+                if let (Counted::Stream(n), Some(d)) = (&mut t.sent, f.data_ref()) {
+                    *n += d.len() as u64;
+                }
                 if end {
                     t.ended = Some(t.normal);
                 }
@@ -184,16 +202,22 @@ impl Drop for ProxyBody {
         // hyper stops polling a body once it says it has ended (and never polls one that is
         // empty: HEAD, 204, 304, Content-Length: 0), so the end is also decided here.
         let end = self.is_end_stream();
+        if let (Some(m), true) = (&mut self.stream, end) {
+            m.finished();
+        }
         if let Kind::Backend(b, flight) = &mut self.kind {
             flight.finish(b);
         }
         if let Some(t) = self.log.take() {
             *t.mark.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
-            match t.ended.or(if end { Some(t.normal) } else { None }) {
+            let state = t.ended.or(if end { Some(t.normal) } else { None });
+            match (t.sent, state) {
                 // Its last bytes are in hyper's buffer: logged once they are flushed.
-                Some(state) => t.sent.ended(t.pending, state),
+                (Counted::Connection(sent), Some(state)) => sent.ended(t.pending, state),
                 // Dropped before its end: the client connection went away mid-response.
-                None => t.sent.cut(t.pending, *b"CD"),
+                (Counted::Connection(sent), None) => sent.cut(t.pending, *b"CD"),
+                // An HTTP/2 stream's end, or its reset by the client.
+                (Counted::Stream(n), state) => t.pending.finish(n, state.unwrap_or(*b"CD")),
             }
         }
     }
@@ -207,6 +231,9 @@ impl Body for ProxyBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, h1::BodyError>>> {
         let this = self.get_mut();
+        if let Some(m) = &this.stream {
+            m.conn.polled(m.id);
+        }
         let r = match &mut this.kind {
             Kind::Local(f) => Pin::new(f).poll_frame(cx).map_err(|never| match never {}),
             Kind::Backend(b, flight) => {
@@ -227,6 +254,11 @@ impl Body for ProxyBody {
         };
         if this.log.is_some() {
             this.log_frame(&r);
+        }
+        if let (Some(m), Poll::Ready(Some(Ok(_)))) = (&this.stream, &r) {
+            if !this.is_end_stream() {
+                m.conn.handed(m.id);
+            }
         }
         r
     }
@@ -300,7 +332,8 @@ fn check_target(req: &mut Request<Incoming>) -> Result<(), (StatusCode, &'static
     if hosts > 1 {
         return bad("bad request: more than one Host");
     }
-    if hosts == 0 && req.version() != hyper::Version::HTTP_10 {
+    // HTTP/2 names the host in `:authority` (http2.rs checks it against Host).
+    if hosts == 0 && req.version() == hyper::Version::HTTP_11 {
         return bad("bad request: no Host");
     }
     if let Some(h) = req.headers().get(HOST) {
@@ -406,116 +439,302 @@ pub async fn serve(
         if !inherited {
             let _ = stream.set_nodelay(true);
         }
-        let svc = svc.clone();
-        let stop = stop.clone();
+        let conn = Connection {
+            svc: svc.clone(),
+            peer,
+            local,
+            frontend,
+            hash_key,
+            stop: stop.clone(),
+        };
         let tls = tls.clone();
         tokio::spawn(async move {
-            svc.metrics.client_connections.inc();
-            let rt = svc.runtime();
-            // TLS first, bounded by the time allowed for a request head (`timeouts.header`).
-            let stream = match tls {
-                None => ClientStream::Plain(stream),
-                Some(tls) => {
-                    let limit = Duration::from_nanos(rt.timeouts.header);
-                    let done = tokio::time::timeout(limit, tls.acceptor().accept(stream)).await;
-                    svc.metrics.tls_handshake(match &done {
-                        Ok(Ok(_)) => "ok",
-                        Ok(Err(_)) => "failed",
-                        Err(_) => "timeout",
-                    });
-                    match done {
-                        Ok(Ok(s)) => ClientStream::Tls(Box::new(s)),
-                        Ok(Err(_)) | Err(_) => {
-                            svc.metrics.client_connections.dec();
-                            drop(permit);
-                            return;
-                        }
-                    }
-                }
-            };
-            let svc2 = svc.clone();
-            // Once per connection, not per request.
-            let client = Arc::new(ClientSide {
-                headers: ClientFor::new(peer.ip()).over_tls(matches!(stream, ClientStream::Tls(_))),
-                local,
-            });
-            // For the stop: whether a request has begun here, whether the stop has begun.
-            let (begun, stopping) = (Arc::new(AtomicBool::new(false)), stop.stopping());
-            let begun2 = begun.clone();
-            // With the access log on: where the next request's Tq starts (the accept, then
-            // each response's end).
-            let log = svc.access.get().cloned();
-            let mark = log.as_ref().map(|_| Arc::new(Mutex::new(Instant::now())));
-            let sent = log.as_ref().map(|_| Arc::new(SentBytes::default()));
-            let sent2 = sent.clone();
-            let service = hyper::service::service_fn(move |req| {
-                let svc = svc2.clone();
-                let client = client.clone();
-                // The first request of this client connection (`http_reuse = "safe"`).
-                let first = !begun2.swap(true, Ordering::SeqCst);
-                let last = stopping.load(Ordering::SeqCst);
-                let sent = sent2.clone();
-                let logged = log.clone().zip(mark.clone()).map(|(log, mark)| {
-                    let line = access_log::request_line(
-                        req.method().as_str(),
-                        &req.uri().to_string(),
-                        &format!("{:?}", req.version()),
-                    );
-                    (log, mark, line, Instant::now())
-                });
-                async move {
-                    let mut t = Timing::new(logged.is_some());
-                    let mut resp = forward(req, peer, client, &svc, hash_key, first, &mut t).await;
-                    if last {
-                        resp.headers_mut()
-                            .insert(CONNECTION, HeaderValue::from_static("close"));
-                    }
-                    if let (Some((log, mark, line, head_at)), Some(sent)) = (logged, sent) {
-                        let pending = t.pending(log, &mark, head_at, peer, frontend, line, &resp);
-                        resp.body_mut().attach(pending, sent, t.state, mark);
-                    }
-                    Ok::<_, Infallible>(resp)
-                }
-            });
-            let io = WriteIdleLimit::new(
-                TokioIo::new(stream),
-                Duration::from_nanos(rt.timeouts.client),
-            )
-            .counting(sent);
-            let mut b = hyper::server::conn::http1::Builder::new();
-            b.timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_nanos(rt.timeouts.header))
-                .max_buf_size(MAX_HEAD_BYTES.max(8192))
-                .keep_alive(true)
-                // One `send` per flush (head and body copied into one buffer) instead of a
-                // `writev`: the kernel's writev path costs more (see pool.rs).
-                .writev(false);
-            let conn = b.serve_connection(io, service);
-            // At the stop, keep-alive goes off: an idle connection closes now, one with a
-            // request in flight after its response (`Connection: close`); stop.rs. Not before
-            // the first request has begun: hyper would close the connection unread, and a
-            // client that connected before the listener closed (maybe from its accept queue)
-            // would lose its request. Its first request is answered with `Connection: close`
-            // instead (above); one that never comes ends at `timeouts.header`.
-            let graceful = async {
-                tokio::pin!(conn);
-                tokio::select! {
-                    r = conn.as_mut() => return r,
-                    _ = stop.draining() => {}
-                }
-                if begun.load(Ordering::SeqCst) {
-                    conn.as_mut().graceful_shutdown();
-                }
-                conn.await
-            };
-            if let Some(Err(e)) = stop.until_cut(graceful).await {
-                if let Some(reason) = client_end_reason(&e) {
-                    svc.metrics.refuse(reason);
-                }
+            conn.svc.metrics.client_connections.inc();
+            if let Some((stream, protocol)) = conn.open(stream, tls).await {
+                conn.svc.metrics.client_protocol(protocol.name());
+                conn.serve(stream, protocol).await;
             }
-            svc.metrics.client_connections.dec();
+            conn.svc.metrics.client_connections.dec();
             drop(permit);
         });
+    }
+}
+
+/// One client connection: what its requests need of it.
+struct Connection {
+    svc: Arc<Service>,
+    peer: SocketAddr,
+    local: SocketAddr,
+    frontend: SocketAddr,
+    hash_key: HashKey,
+    stop: Stop,
+}
+
+impl Connection {
+    /// The TLS handshake, or on a plain listener the first bytes: the stream and the protocol
+    /// it speaks (`http2.rs`), both bounded by the time allowed for a request head
+    /// (`timeouts.header`). `None`: the client failed or left; counted.
+    async fn open(
+        &self,
+        stream: TcpStream,
+        tls: Option<Arc<crate::tls::Certificates>>,
+    ) -> Option<(ClientStream, Protocol)> {
+        let limit = Duration::from_nanos(self.svc.runtime().timeouts.header);
+        let m = &self.svc.metrics;
+        let Some(tls) = tls else {
+            return match http2::sniff(&stream, limit).await {
+                Ok(p) => Some((ClientStream::Plain(stream), p)),
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                    m.refuse("header_timeout");
+                    None
+                }
+                Err(_) => None,
+            };
+        };
+        let done = tokio::time::timeout(limit, tls.acceptor().accept(stream)).await;
+        m.tls_handshake(match &done {
+            Ok(Ok(_)) => "ok",
+            Ok(Err(_)) => "failed",
+            Err(_) => "timeout",
+        });
+        let s = done.ok()?.ok()?;
+        let protocol = Protocol::from_alpn(s.get_ref().1.alpn_protocol());
+        Some((ClientStream::Tls(Box::new(s)), protocol))
+    }
+
+    /// Serve the connection's requests until it ends, the stop ends it, or the stop's cut.
+    async fn serve(&self, stream: ClientStream, protocol: Protocol) {
+        let rt = self.svc.runtime();
+        let svc = self.svc.clone();
+        let stop = self.stop.clone();
+        let client_limit = Duration::from_nanos(rt.timeouts.client);
+        // For the stop: whether a request has begun here.
+        let begun = Arc::new(AtomicBool::new(false));
+        // HTTP/1.1 counts a response's bytes where they leave the socket (sent_bytes.rs); an
+        // HTTP/2 stream counts its own DATA bytes.
+        let sent = (protocol == Protocol::Http1 && svc.access.get().is_some())
+            .then(|| Arc::new(SentBytes::default()));
+        let streams = (protocol == Protocol::Http2).then(Starved::new);
+        let over_tls = matches!(stream, ClientStream::Tls(_));
+        let io = WriteIdleLimit::new(TokioIo::new(stream), client_limit).counting(sent.clone());
+        let handler = Arc::new(Handler {
+            client: ClientSide {
+                headers: ClientFor::new(self.peer.ip()).over_tls(over_tls),
+                local: self.local,
+            },
+            peer: self.peer,
+            frontend: self.frontend,
+            hash_key: self.hash_key,
+            begun: begun.clone(),
+            stopping: stop.stopping(),
+            log: svc.access.get().cloned(),
+            mark: Arc::new(Mutex::new(Instant::now())),
+            sent,
+            streams: streams.clone(),
+        });
+        let service = hyper::service::service_fn(move |req| {
+            let (svc, h) = (svc.clone(), handler.clone());
+            async move { Ok::<_, Infallible>(h.request(req, &svc).await) }
+        });
+        let ended = match streams {
+            None => {
+                let mut b = hyper::server::conn::http1::Builder::new();
+                b.timer(TokioTimer::new())
+                    .header_read_timeout(Duration::from_nanos(rt.timeouts.header))
+                    .max_buf_size(MAX_HEAD_BYTES.max(8192))
+                    .keep_alive(true)
+                    // One `send` per flush (head and body copied into one buffer) instead of
+                    // a `writev`: the kernel's writev path costs more (see pool.rs).
+                    .writev(false);
+                let conn = b.serve_connection(io, service);
+                drive(conn, &stop, &begun, None, client_limit).await
+            }
+            Some(streams) => {
+                let conn = http2::builder(client_limit).serve_connection(io, service);
+                drive(conn, &stop, &begun, Some(&streams), client_limit).await
+            }
+        };
+        if let Some(reason) = ended {
+            self.svc.metrics.refuse(reason);
+        }
+    }
+}
+
+/// What hyper's two server connections have in common here.
+trait ServerConn: Future<Output = Result<(), hyper::Error>> {
+    fn graceful_shutdown(self: Pin<&mut Self>);
+}
+
+impl<I, S, B> ServerConn for hyper::server::conn::http1::Connection<I, S>
+where
+    S: hyper::service::HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    B: Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn graceful_shutdown(self: Pin<&mut Self>) {
+        hyper::server::conn::http1::Connection::graceful_shutdown(self)
+    }
+}
+
+impl<I, S, B, E> ServerConn for hyper::server::conn::http2::Connection<I, S, E>
+where
+    S: hyper::service::HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    B: Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    E: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
+{
+    fn graceful_shutdown(self: Pin<&mut Self>) {
+        hyper::server::conn::http2::Connection::graceful_shutdown(self)
+    }
+}
+
+/// Run a client connection to its end; the reason it ended in error, for `refused{reason}`.
+///
+/// At the stop, keep-alive goes off: an idle connection closes now, one with a request in
+/// flight after its response (HTTP/1.1 `Connection: close`, HTTP/2 `GOAWAY`); stop.rs. Not
+/// before the first request has begun: hyper would close the connection unread, and a client
+/// that connected before the listener closed (maybe from its accept queue) would lose its
+/// request. Its first request is answered with `Connection: close` instead (`Handler`); one
+/// that never comes ends at `timeouts.header`.
+///
+/// An HTTP/2 connection (`streams`) is also watched once a second: one whose stream has
+/// waited longer than `timeouts.client` for the client's window ends (`h2_starved`), and one
+/// without a stream for as long gets `GOAWAY` (http2.rs).
+async fn drive<C: ServerConn>(
+    conn: C,
+    stop: &Stop,
+    begun: &AtomicBool,
+    streams: Option<&Starved>,
+    client_limit: Duration,
+) -> Option<&'static str> {
+    let h2 = streams.is_some();
+    let watched = async {
+        tokio::pin!(conn);
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut closing = false;
+        loop {
+            tokio::select! {
+                r = conn.as_mut() => return r.map(Ok),
+                _ = stop.draining(), if !closing => {
+                    if begun.load(Ordering::SeqCst) {
+                        conn.as_mut().graceful_shutdown();
+                    }
+                    closing = true;
+                }
+                _ = async { streams?.flood.notified().await; Some(()) }, if h2 => {
+                    return Ok(Err("h2_rapid_reset"));
+                }
+                _ = tick.tick(), if h2 => {
+                    let Some(s) = streams else { continue };
+                    s.tick();
+                    if s.starved(client_limit) {
+                        return Ok(Err("h2_starved"));
+                    }
+                    if !closing && s.idle(client_limit) {
+                        conn.as_mut().graceful_shutdown();
+                        closing = true;
+                    }
+                }
+            }
+        }
+    };
+    match stop.until_cut(watched).await {
+        Some(Ok(Err(reason))) => Some(reason),
+        Some(Ok(Ok(()))) | None => None,
+        Some(Err(e)) if h2 => http2::end_reason(&e),
+        Some(Err(e)) => client_end_reason(&e),
+    }
+}
+
+/// A client connection's per-request work, shared by its requests (its HTTP/2 streams run
+/// in tasks of their own).
+struct Handler {
+    client: ClientSide,
+    peer: SocketAddr,
+    frontend: SocketAddr,
+    hash_key: HashKey,
+    /// Whether a request has begun here (`http_reuse = "safe"`, the stop).
+    begun: Arc<AtomicBool>,
+    /// Whether the stop has begun.
+    stopping: Arc<AtomicBool>,
+    log: Option<Arc<AccessLog>>,
+    /// Where the next request's Tq starts (the accept, then each response's end).
+    mark: Arc<Mutex<Instant>>,
+    /// HTTP/1.1 with the access log on: the bytes the connection wrote.
+    sent: Option<Arc<SentBytes>>,
+    /// HTTP/2: the connection's streams, for its watchdog.
+    streams: Option<Arc<Starved>>,
+}
+
+impl Handler {
+    async fn request(&self, mut req: Request<Incoming>, svc: &Arc<Service>) -> Response<ProxyBody> {
+        // The first request of this client connection (`http_reuse = "safe"`).
+        let first = !self.begun.swap(true, Ordering::SeqCst);
+        let last = self.stopping.load(Ordering::SeqCst);
+        let stream = self.streams.clone().map(StreamMark::new);
+        let logged = self.log.clone().map(|log| {
+            let line = access_log::request_line(
+                req.method().as_str(),
+                &req.uri().to_string(),
+                &format!("{:?}", req.version()),
+            );
+            (log, line, Instant::now())
+        });
+        let mut t = Timing::new(logged.is_some());
+        let mut resp = match stream.is_some().then(|| http2::check_request(&mut req)) {
+            Some(Err(why)) => {
+                svc.metrics.refuse("bad_request");
+                t.state = *b"PR";
+                local(StatusCode::BAD_REQUEST, why)
+            }
+            _ => {
+                forward(
+                    req,
+                    self.peer,
+                    &self.client,
+                    svc,
+                    self.hash_key,
+                    first,
+                    &mut t,
+                )
+                .await
+            }
+        };
+        if stream.is_some() {
+            svc.metrics.h2_streams.inc();
+            // Framing is HTTP/2's own (RFC 9113 §8.2.2).
+            resp.headers_mut().remove(TRANSFER_ENCODING);
+        } else if last {
+            resp.headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        if let Some((log, line, head_at)) = logged {
+            let pending = t.pending(
+                log,
+                &self.mark,
+                head_at,
+                self.peer,
+                self.frontend,
+                line,
+                &resp,
+            );
+            let counted = match &self.sent {
+                Some(sent) => Counted::Connection(sent.clone()),
+                None => Counted::Stream(0),
+            };
+            resp.body_mut()
+                .attach(pending, counted, t.state, self.mark.clone());
+        }
+        if let Some(m) = &stream {
+            // Waiting for hyper to poll it (for the client's window, if it gives none).
+            m.conn.handed(m.id);
+        }
+        resp.body_mut().stream = stream;
+        resp
     }
 }
 
@@ -794,7 +1013,7 @@ struct ClientSide {
 async fn forward(
     mut req: Request<Incoming>,
     peer: SocketAddr,
-    client: Arc<ClientSide>,
+    client: &ClientSide,
     svc: &Arc<Service>,
     hash_key: HashKey,
     first: bool,
@@ -888,6 +1107,7 @@ async fn forward(
                 ProxyBody {
                     kind: Kind::Backend(body, flight),
                     log: None,
+                    stream: None,
                 },
             );
         }

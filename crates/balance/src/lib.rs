@@ -10,7 +10,8 @@
 //! | `config_error.rs` | what a configuration, a host or a start can get wrong, typed (key and value named) |
 //! | `service.rs` | ServerTable + AnyBalancer, leases (active/inactive), maxconn queue, admin state, slow start, reload |
 //! | `l4.rs` | per-connection scheduling and relay |
-//! | `l7.rs` | per-request HTTP/1.1 scheduling |
+//! | `l7.rs` | per-request scheduling of HTTP/1.1 requests and HTTP/2 streams |
+//! | `http2.rs` | HTTP/2 from clients: which protocol, the h2→h1 checks, flood bounds, the stream watchdog |
 //! | `forwarded.rs` | the client's address in `X-Forwarded-For` / `Forwarded` (RFC 7239) toward the backends |
 //! | `client_io.rs` | the L7 client connection's write inactivity limit |
 //! | `proxy_proto.rs` | the PROXY protocol v1/v2 header sent first to a server with `send_proxy` |
@@ -39,6 +40,7 @@ pub mod daemon;
 pub mod forwarded;
 pub mod h1;
 pub mod health;
+pub mod http2;
 pub mod l4;
 pub mod l7;
 pub mod load;

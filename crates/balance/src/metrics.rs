@@ -34,6 +34,11 @@ pub struct StateLabel {
 pub const ADMIN_STATES: [&str; 3] = ["ready", "drain", "maint"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProtocolLabel {
+    pub protocol: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabel {
     pub reason: String,
 }
@@ -88,6 +93,11 @@ pub struct Metrics {
     pub queue_length: Gauge,
     pub response_seconds: Family<BackendLabel, Histogram, fn() -> Histogram>,
     pub client_connections: Gauge,
+    /// Client connections by the protocol they speak (`protocol`: `http/1.1`, `h2`; ALPN's
+    /// names), counted once the TLS handshake or the first bytes decided it (http2.rs).
+    pub client_protocols: Family<ProtocolLabel, Counter>,
+    /// Requests that came as HTTP/2 streams.
+    pub h2_streams: Counter,
     /// Client connections that ended after a stop began: `finished` on their own, `cut` at
     /// the deadline (stop.rs).
     pub stop_connections: Family<OutcomeLabel, Counter>,
@@ -119,6 +129,8 @@ impl Metrics {
             queue_length: Gauge::default(),
             response_seconds: Family::new_with_constructor(hist),
             client_connections: Gauge::default(),
+            client_protocols: Family::default(),
+            h2_streams: Counter::default(),
             stop_connections: Family::default(),
             live: Arc::default(),
             classes: crate::queue::ClassMetrics::register(
@@ -206,6 +218,16 @@ impl Metrics {
             "client_connections",
             "Client connections open",
             m.client_connections.clone(),
+        );
+        r.register(
+            "client_protocol_connections",
+            "Client connections by protocol (http/1.1, h2)",
+            m.client_protocols.clone(),
+        );
+        r.register(
+            "h2_streams",
+            "Requests that came as HTTP/2 streams",
+            m.h2_streams.clone(),
         );
         r.register(
             "stop_connections",
@@ -346,6 +368,13 @@ impl Metrics {
             .get_or_create(&ReasonLabel {
                 reason: outcome.to_string(),
             })
+            .inc();
+    }
+
+    /// Count one client connection by its protocol (`http/1.1`, `h2`).
+    pub fn client_protocol(&self, protocol: &'static str) {
+        self.client_protocols
+            .get_or_create(&ProtocolLabel { protocol })
             .inc();
     }
 

@@ -6,7 +6,7 @@
 //!
 //! - **Protocols**: TLS 1.2 and 1.3 only, and only rustls's cipher suites, all AEAD
 //!   (rustls's `DEFAULT_CIPHER_SUITES` with the `ring` provider: AES-GCM and
-//!   ChaCha20-Poly1305, ECDHE key exchange). ALPN offers `http/1.1`.
+//!   ChaCha20-Poly1305, ECDHE key exchange). ALPN offers `h2` and `http/1.1` (http2.rs).
 //! - **Resumption**: an in-memory session cache (rustls's default, 256 sessions) and session
 //!   tickets whose key rotates every 6 hours (rustls's `ring::Ticketer`).
 //! - **Live replacement**: the table of certificates sits behind one lock, read once per
@@ -160,7 +160,8 @@ impl Certificates {
             })?
             .with_no_client_auth()
             .with_cert_resolver(resolver.clone());
-        sc.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // HTTP/2 first (RFC 9113 §3.2), then HTTP/1.1.
+        sc.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         sc.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| TlsError {
             entry: "tls".into(),
             why: format!("session ticket key: {e}"),
