@@ -25,7 +25,7 @@
 //! Receiving (`accept_proxy`, HAProxy's `accept-proxy` bind option restricted to listed
 //! networks): a connection from a listed network must start with a header, either version
 //! (§2: "the receiver MUST be configured to only receive the protocol described in this
-//! specification"; §2 also: it "MUST NOT try to guess whether the protocol header is present
+//! specification"; §2 also: it "MUST not try to guess whether the protocol header is present
 //! or not" — so a listed network always sends one and any other never has one read). [`parse`]
 //! is a pure function over bytes; [`accept`] peeks, parses and then reads exactly the header's
 //! bytes, so what follows (a TLS ClientHello, an HTTP request, L4 bytes) stays in the socket
