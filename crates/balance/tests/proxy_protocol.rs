@@ -6,7 +6,8 @@
 //! sees that address in X-Forwarded-For and the access log shows it; a listed client without a
 //! header (bytes of a request, or nothing until `timeouts.header`) is closed unanswered and
 //! counted `refused{reason="proxy_header"}`; a client not listed that sends `PROXY TCP4 ...`
-//! gets 400, its header never trusted. In L4 the header's addresses reach a `send_proxy`
+//! gets 400, its header never trusted, until a reload lists it. Class rules by source network
+//! see the header's client. In L4 the header's addresses reach a `send_proxy`
 //! server, and the bytes after the header reach it unchanged. When Debian's HAProxy is
 //! installed, HAProxy (`send-proxy-v2`) in front of the balancer: the backend sees the real
 //! client, 127.0.0.2 (skipped with the reason otherwise).
@@ -398,6 +399,7 @@ async fn a_listed_client_without_a_header_is_closed_unanswered_and_counted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_header_from_a_network_not_listed_is_never_trusted() {
+    use netsched_balance::config::Config;
     let dir = TempDir::new("bal-pp-unlisted").unwrap();
     for accept in ["[\"10.0.0.0/8\", \"::1\"]", "[]"] {
         let (r, echo, _) = accepting(accept, &dir).await;
@@ -413,6 +415,19 @@ async fn a_header_from_a_network_not_listed_is_never_trusted() {
         assert!(body.contains("x-forwarded-for: 127.0.0.1\n"), "{body}");
         drop(r);
     }
+    // A reload that lists the client: its next connection's header is read and believed.
+    let (r, _echo, _) = accepting("[]", &dir).await;
+    let to = r.listen[0];
+    let mut cfg = Config::load(&dir.path().join("balance.toml")).unwrap();
+    cfg.accept_proxy = vec!["127.0.0.0/8".to_string()].try_into().unwrap();
+    r.service.reload(&cfg).unwrap();
+    let line = format!("PROXY TCP4 {NAMED} 127.0.0.1 4711 {}\r\n", to.port());
+    let (status, body) = common::parse(&exchange(to, line.as_bytes()).await);
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(&format!("x-forwarded-for: {NAMED}\n")),
+        "{body}"
+    );
 }
 
 /// L4: the header's client reaches a `send_proxy = "v1"` server, and every byte after the
@@ -492,4 +507,45 @@ async fn haproxy_send_proxy_v2_in_front_gives_the_backend_the_real_client() {
     );
     assert_eq!(echo.hits(), 1);
     assert_eq!(refused(&r), 0.0);
+}
+
+/// Class rules by source network see the header's client: a request from 127.0.0.1 naming
+/// 203.0.113.9 is in the class of 203.0.113.0/24; one with a LOCAL header stays in `rest`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn class_rules_by_source_see_the_header_s_client() {
+    use netsched_balance::config::SendProxy;
+    use netsched_balance::proxy_proto::{check_header, header};
+    let echo = common::header_echo_backend("s").await;
+    let dir = TempDir::new("bal-pp-classes").unwrap();
+    let text = common::config_text(
+        "l7",
+        "{ kind = \"rr\" }",
+        "admin = \"127.0.0.1:0\"\naccept_proxy = [\"127.0.0.1\"]\ndefault_class = \"rest\"",
+        "[[class]]\nname = \"proxied\"\nsources = [\"203.0.113.0/24\"]\n\
+         [[class]]\nname = \"rest\"\n",
+        &[&echo],
+        &dir,
+    );
+    let r = common::start(&text, &dir).await;
+    let to = r.listen[0];
+    let named: SocketAddr = format!("{NAMED}:4711").parse().unwrap();
+    for first in [
+        header(SendProxy::V1, named, to),
+        check_header(SendProxy::V2, to, to),
+    ] {
+        let (status, body) = common::parse(&exchange(to, &first).await);
+        assert_eq!(status, 200, "{body}");
+    }
+    let count = |class: &str| {
+        common::metric(
+            &common::metrics_text(&r),
+            &format!("netsched_balance_class_requests_total{{class=\"{class}\"}}"),
+        )
+    };
+    assert!(
+        common::eventually(|| count("proxied") == 1.0 && count("rest") == 1.0).await,
+        "proxied {}, rest {}",
+        count("proxied"),
+        count("rest")
+    );
 }
