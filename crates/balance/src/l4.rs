@@ -98,9 +98,9 @@ pub async fn serve(
             // From an `accept_proxy` network: a PROXY header first; its addresses stand for
             // the connection's from here on (proxy_proto.rs).
             let mut client = client;
-            let Some((peer, local)) =
-                crate::proxy_proto::accept_for(&mut client, peer, local, &svc).await
-            else {
+            let rt = svc.runtime();
+            let ends = crate::proxy_proto::accept_for(&mut client, (peer, local), &svc, &rt);
+            let Some((peer, local)) = ends.await else {
                 svc.metrics.client_connections.dec();
                 return drop(permit);
             };

@@ -411,16 +411,15 @@ pub async fn serve(
         let tls = tls.clone();
         tokio::spawn(async move {
             svc.metrics.client_connections.inc();
+            let rt = svc.runtime();
             // From an `accept_proxy` network: a PROXY header first, before TLS; its addresses
             // stand for the connection's from here on (proxy_proto.rs).
             let mut stream = stream;
-            let Some((peer, local)) =
-                crate::proxy_proto::accept_for(&mut stream, peer, local, &svc).await
-            else {
+            let ends = crate::proxy_proto::accept_for(&mut stream, (peer, local), &svc, &rt);
+            let Some((peer, local)) = ends.await else {
                 svc.metrics.client_connections.dec();
                 return drop(permit);
             };
-            let rt = svc.runtime();
             // TLS first, bounded by the time allowed for a request head (`timeouts.header`).
             let stream = match tls {
                 None => ClientStream::Plain(stream),

@@ -36,8 +36,10 @@
 //! own addresses in force (§2.1, §2.2); version 2 over UDP or AF_UNIX is refused.
 //!
 //! Cost: sending, one small buffer and one write per backend connection of such a server;
-//! receiving, one address match per accepted connection when `accept_proxy` is set, and for a
-//! listed client one peek, one read and a transient buffer of at most [`MAX_HEADER`] bytes.
+//! receiving, per accepted connection a look at the service's settings (in L4 one lock of the
+//! service more than before; L7 takes them anyway) and, when `accept_proxy` is set, one match
+//! per listed network; for a listed client, a peek and a read per piece of the header that
+//! arrives and a transient buffer of [`MAX_HEADER`] bytes.
 
 use crate::config::SendProxy;
 use std::fmt;
@@ -418,15 +420,15 @@ pub async fn accept(
     }
 }
 
-/// [`accept`] with the service's `accept_proxy` and `timeouts.header`; a refused connection
-/// is counted `refused{reason="proxy_header"}` and `None` returned (the caller closes it).
+/// [`accept`] with the `accept_proxy` and `timeouts.header` of `rt`, the service's settings;
+/// a refused connection is counted `refused{reason="proxy_header"}` and `None` returned (the
+/// caller closes it).
 pub async fn accept_for(
     stream: &mut TcpStream,
-    peer: SocketAddr,
-    local: SocketAddr,
+    (peer, local): (SocketAddr, SocketAddr),
     svc: &crate::service::Service,
+    rt: &crate::service::Runtime,
 ) -> Option<(SocketAddr, SocketAddr)> {
-    let rt = svc.runtime();
     let limit = Duration::from_nanos(rt.timeouts.header);
     match accept(stream, peer, local, &rt.accept_proxy, limit).await {
         Ok(ends) => Some(ends),
