@@ -1,13 +1,14 @@
 //! The balancer's TOML configuration (`deny_unknown_fields`; durations in the tc(8) grammar of
 //! `netsched_core::units`). Every error names the file, the key and the value.
 
-pub use crate::config_error::{ConfigError, ConfigProblem, HostProblem};
+pub use crate::config_error::{AcceptProxyError, ConfigError, ConfigProblem, HostProblem};
 use crate::server_error::{AddrError, NameError};
 use netsched_core::balance::BalancerConfig;
+use netsched_core::classify::Cidr;
 use netsched_core::units::{parse_duration_in, UnitError};
 use netsched_core::{Nanos, MS, SEC};
 use serde::{Deserialize, Deserializer};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 /// Largest configuration file read.
@@ -22,6 +23,8 @@ pub const MAX_CONNECTIONS: usize = 1_000_000;
 pub const MAX_THREADS: usize = 1024;
 /// Largest `queue_limit`.
 pub const MAX_QUEUE: usize = 1_000_000;
+/// Most networks in `accept_proxy`.
+pub const MAX_ACCEPT_PROXY: usize = 256;
 /// Largest weight (IPVS takes an int; we keep a margin for slow-start arithmetic).
 pub const MAX_WEIGHT: u32 = 1 << 20;
 
@@ -147,6 +150,50 @@ pub enum SendProxy {
     V1,
     /// The binary block (§2.2).
     V2,
+}
+
+/// The networks whose connections to the listeners must start with a PROXY protocol header
+/// (HAProxy's `accept-proxy`, only from these; proxy_proto.rs). Empty: no header is read from
+/// anyone. A CIDR each (`"10.0.0.0/8"`, or a bare address for one host), at most
+/// [`MAX_ACCEPT_PROXY`], none twice.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "Vec<String>")]
+pub struct AcceptProxy(Vec<Cidr>);
+
+impl AcceptProxy {
+    /// Whether `ip` is in a listed network (an IPv4-mapped IPv6 address counts as IPv4).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        self.0.iter().any(|n| n.contains(ip))
+    }
+    pub fn networks(&self) -> &[Cidr] {
+        &self.0
+    }
+}
+
+impl TryFrom<Vec<String>> for AcceptProxy {
+    type Error = AcceptProxyError;
+    fn try_from(texts: Vec<String>) -> Result<Self, AcceptProxyError> {
+        if texts.len() > MAX_ACCEPT_PROXY {
+            return Err(AcceptProxyError::TooMany(texts.len()));
+        }
+        let mut nets: Vec<Cidr> = Vec::with_capacity(texts.len());
+        for (index, text) in texts.iter().enumerate() {
+            let n: Cidr = text.parse().map_err(|why| AcceptProxyError::Network {
+                index,
+                text: text.clone(),
+                why,
+            })?;
+            if let Some(first) = nets.iter().position(|m| *m == n) {
+                return Err(AcceptProxyError::Twice {
+                    index,
+                    text: text.clone(),
+                    first,
+                });
+            }
+            nets.push(n);
+        }
+        Ok(AcceptProxy(nets))
+    }
 }
 
 fn dur<'de, D: Deserializer<'de>>(d: D, min: Nanos, max: Nanos) -> Result<Nanos, D::Error> {
@@ -294,6 +341,9 @@ fn d_weight() -> u32 {
 pub struct Config {
     pub mode: Mode,
     pub listen: Vec<SocketAddr>,
+    /// Networks whose connections must start with a PROXY protocol header ([`AcceptProxy`]).
+    #[serde(default)]
+    pub accept_proxy: AcceptProxy,
     pub algorithm: BalancerConfig,
     #[serde(default)]
     pub hash_key: HashKey,
@@ -904,6 +954,70 @@ maxconn = 10
             e.contains("send_proxy") && e.contains("v3") && e.contains("v1"),
             "{e}"
         );
+    }
+
+    /// `accept_proxy`: empty when absent; networks (a bare address is one host) matched with
+    /// IPv4-mapped addresses as IPv4; a bad network, one listed twice, or too many are refused
+    /// naming the key, the index and the value. Both modes.
+    #[test]
+    fn accept_proxy_networks_and_refusals() {
+        let with = |v: &str| {
+            GOOD.replacen(
+                "hash_key = \"host\"",
+                &format!("hash_key = \"host\"\n{v}"),
+                1,
+            )
+        };
+        assert!(Config::parse(GOOD)
+            .unwrap()
+            .accept_proxy
+            .networks()
+            .is_empty());
+        let c = Config::parse(&with(
+            r#"accept_proxy = ["10.0.0.0/8", "192.0.2.7", "::1/128"]"#,
+        ))
+        .unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        for (addr, listed) in [
+            ("10.9.8.7", true),
+            ("::ffff:10.1.1.1", true),
+            ("192.0.2.7", true),
+            ("192.0.2.8", false),
+            ("::1", true),
+            ("127.0.0.1", false),
+        ] {
+            assert_eq!(c.accept_proxy.contains(ip(addr)), listed, "{addr}");
+        }
+        let l4 = with(r#"accept_proxy = ["127.0.0.1/32"]"#)
+            .replacen("mode = \"l7\"", "mode = \"l4\"", 1)
+            .replacen("hash_key = \"host\"", "", 1);
+        assert!(Config::parse(&l4)
+            .unwrap()
+            .accept_proxy
+            .contains(ip("127.0.0.1")));
+        let e = |v: &str| Config::parse(&with(v)).unwrap_err().to_string();
+        let t = e(r#"accept_proxy = ["10.0.0.0/8", "10.0.0.1/8"]"#);
+        assert!(
+            t.contains("accept_proxy[1] = \"10.0.0.1/8\"") && t.contains("10.0.0.0/8"),
+            "{t}"
+        );
+        let t = e(r#"accept_proxy = ["10.0.0.0/8", "nowhere"]"#);
+        assert!(t.contains("accept_proxy[1] = \"nowhere\""), "{t}");
+        let t = e(r#"accept_proxy = ["::1", "::1/128"]"#);
+        assert!(
+            t.contains("accept_proxy[1]") && t.contains("accept_proxy[0]"),
+            "{t}"
+        );
+        let many: Vec<String> = (0..=MAX_ACCEPT_PROXY)
+            .map(|i| format!("\"10.{}.{}.0/24\"", i / 256, i % 256))
+            .collect();
+        let t = e(&format!("accept_proxy = [{}]", many.join(",")));
+        assert!(
+            t.contains("accept_proxy") && t.contains("at most 256"),
+            "{t}"
+        );
+        let t = e("accept_proxy = \"10.0.0.0/8\"");
+        assert!(t.contains("accept_proxy"), "{t}");
     }
 
     #[test]

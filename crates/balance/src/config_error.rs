@@ -11,6 +11,46 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+/// Why `accept_proxy` is refused (carried in toml's text, which adds the line).
+#[derive(Debug, Clone, PartialEq)]
+pub enum AcceptProxyError {
+    /// More networks than [`crate::config::MAX_ACCEPT_PROXY`].
+    TooMany(usize),
+    /// `accept_proxy[index]` is no network.
+    Network {
+        index: usize,
+        text: String,
+        why: netsched_core::classify::CidrError,
+    },
+    /// `accept_proxy[index]` repeats `accept_proxy[first]`.
+    Twice {
+        index: usize,
+        text: String,
+        first: usize,
+    },
+}
+
+impl fmt::Display for AcceptProxyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AcceptProxyError::TooMany(n) => write!(
+                f,
+                "accept_proxy: {n} networks, at most {}",
+                crate::config::MAX_ACCEPT_PROXY
+            ),
+            AcceptProxyError::Network { index, text, why } => {
+                write!(f, "accept_proxy[{index}] = {text:?}: {why}")
+            }
+            AcceptProxyError::Twice { index, text, first } => write!(
+                f,
+                "accept_proxy[{index}] = {text:?}: the same network as accept_proxy[{first}]"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AcceptProxyError {}
+
 /// Why a configuration text is refused.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConfigProblem {

@@ -95,6 +95,15 @@ pub async fn serve(
         tokio::spawn(async move {
             svc.metrics.client_connections.inc();
             let local = bound.or_else(|| client.local_addr().ok()).unwrap_or(peer);
+            // From an `accept_proxy` network: a PROXY header first; its addresses stand for
+            // the connection's from here on (proxy_proto.rs).
+            let mut client = client;
+            let rt = svc.runtime();
+            let ends = crate::proxy_proto::accept_for(&mut client, (peer, local), &svc, &rt);
+            let Some((peer, local)) = ends.await else {
+                svc.metrics.client_connections.dec();
+                return drop(permit);
+            };
             let key = FlowKey::new(peer.ip(), peer.port(), local.ip(), local.port());
             if !inherited {
                 let _ = client.set_nodelay(true);

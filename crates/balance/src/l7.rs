@@ -449,6 +449,7 @@ pub async fn serve(
         };
         let tls = tls.clone();
         tokio::spawn(async move {
+            let mut conn = conn;
             conn.svc.metrics.client_connections.inc();
             if let Some((stream, protocol)) = conn.open(stream, tls).await {
                 conn.svc.metrics.client_protocol(protocol.name());
@@ -471,15 +472,21 @@ struct Connection {
 }
 
 impl Connection {
-    /// The TLS handshake, or on a plain listener the first bytes: the stream and the protocol
-    /// it speaks (`http2.rs`), both bounded by the time allowed for a request head
-    /// (`timeouts.header`). `None`: the client failed or left; counted.
+    /// The PROXY header of a client from an `accept_proxy` network (before TLS; its addresses
+    /// stand for the connection's from here on: proxy_proto.rs), then the TLS handshake, or
+    /// on a plain listener the first bytes: the stream and the protocol it speaks
+    /// (`http2.rs`), each bounded by the time allowed for a request head (`timeouts.header`).
+    /// `None`: the client failed or left; counted.
     async fn open(
-        &self,
-        stream: TcpStream,
+        &mut self,
+        mut stream: TcpStream,
         tls: Option<Arc<crate::tls::Certificates>>,
     ) -> Option<(ClientStream, Protocol)> {
-        let limit = Duration::from_nanos(self.svc.runtime().timeouts.header);
+        let rt = self.svc.runtime();
+        let ends = (self.peer, self.local);
+        (self.peer, self.local) =
+            crate::proxy_proto::accept_for(&mut stream, ends, &self.svc, &rt).await?;
+        let limit = Duration::from_nanos(rt.timeouts.header);
         let m = &self.svc.metrics;
         let Some(tls) = tls else {
             return match http2::sniff(&stream, limit).await {

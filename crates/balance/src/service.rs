@@ -140,6 +140,8 @@ pub struct Runtime {
     pub http_reuse: crate::config::HttpReuse,
     /// L7: which headers carry the client's address (`forwarded.rs`).
     pub forwarded: crate::config::Forwarded,
+    /// Networks whose connections start with a PROXY protocol header (`proxy_proto.rs`).
+    pub accept_proxy: crate::config::AcceptProxy,
     pub defaults: Defaults,
     pub health: Option<Health>,
 }
@@ -364,6 +366,7 @@ impl Service {
                     timeouts: cfg.timeouts.clone(),
                     http_reuse: cfg.http_reuse,
                     forwarded: cfg.forwarded,
+                    accept_proxy: cfg.accept_proxy.clone(),
                     defaults: cfg.defaults.clone(),
                     health: cfg.health.clone(),
                 }),
@@ -807,6 +810,7 @@ impl Service {
                 timeouts: cfg.timeouts.clone(),
                 http_reuse: cfg.http_reuse,
                 forwarded: cfg.forwarded,
+                accept_proxy: cfg.accept_proxy.clone(),
                 defaults: cfg.defaults.clone(),
                 health: cfg.health.clone(),
             });

@@ -13,7 +13,8 @@ mod common;
 mod cases;
 
 use cases::{Case, Reply, CASES, OK};
-use netsched_testbed::{Process, TempDir};
+use common::haproxy::HAPROXY;
+use netsched_testbed::TempDir;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -38,7 +39,6 @@ const MAX_HEAD: usize = 64 * 1024;
 const ENDLESS_CAP: usize = 64 << 20;
 /// Cases in flight at once (each side of a case counts once).
 const PARALLEL: usize = 8;
-const HAPROXY: &str = "/usr/sbin/haproxy";
 
 // ---------------------------------------------------------------------------------------------
 // The reference reading of a message (RFC 9112), strict: what a clean hop must look like.
@@ -892,19 +892,8 @@ async fn run_netsched(case: &'static Case) -> Run {
 // HAProxy: one process, a frontend and a backend per case.
 
 struct Haproxy {
-    _proc: Process,
-    _dir: TempDir,
-    frontends: Vec<SocketAddr>,
+    run: common::haproxy::Haproxy,
     backends: Vec<Backend>,
-}
-
-/// `n` distinct free loopback addresses: all bound at once (so none is handed out twice), then
-/// released for HAProxy to bind.
-fn free_addrs(n: usize) -> Vec<SocketAddr> {
-    let held: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    held.iter().map(|l| l.local_addr().unwrap()).collect()
 }
 
 fn haproxy_config(frontends: &[SocketAddr], backends: &[Backend]) -> String {
@@ -932,44 +921,8 @@ async fn start_haproxy() -> Result<Haproxy, String> {
     for c in CASES {
         backends.push(backend(c.replies).await);
     }
-    let dir = TempDir::new("bal-conf-haproxy").map_err(|e| e.to_string())?;
-    // The frontend ports are picked free and released before HAProxy binds them: another
-    // process may take one meanwhile, then HAProxy fails to start and is tried once more.
-    let mut why = String::new();
-    for _ in 0..2 {
-        let frontends = free_addrs(CASES.len());
-        let cfg = dir
-            .create_file(
-                "haproxy.cfg",
-                haproxy_config(&frontends, &backends).as_bytes(),
-            )
-            .map_err(|e| e.to_string())?;
-        let err = std::fs::File::create(dir.path().join("stderr")).map_err(|e| e.to_string())?;
-        let mut cmd = std::process::Command::new(HAPROXY);
-        cmd.arg("-db")
-            .arg("-f")
-            .arg(&cfg)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(err);
-        let mut p = Process::start(cmd, "haproxy").map_err(|e| e.to_string())?;
-        // Ready when the last frontend accepts (they are bound in order).
-        let until = Instant::now() + Duration::from_secs(10);
-        let last = *frontends.last().unwrap();
-        while p.running() && Instant::now() < until {
-            if TcpStream::connect(last).await.is_ok() {
-                return Ok(Haproxy {
-                    _proc: p,
-                    _dir: dir,
-                    frontends,
-                    backends,
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        why = std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default();
-    }
-    Err(format!("haproxy did not start: {}", why.trim()))
+    let run = common::haproxy::start(CASES.len(), |f| haproxy_config(f, &backends)).await?;
+    Ok(Haproxy { run, backends })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1006,7 +959,7 @@ async fn http11_conformance_corpus() {
             let (g, h) = (gate.clone(), h.clone());
             theirs.push(Some(tokio::spawn(async move {
                 let _p = g.acquire_owned().await.unwrap();
-                run_case(case, h.frontends[i], &h.backends[i]).await
+                run_case(case, h.run.frontends[i], &h.backends[i]).await
             })));
         } else {
             theirs.push(None);

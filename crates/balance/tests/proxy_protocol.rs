@@ -1,11 +1,26 @@
-//! `send_proxy` on reload (no privileges), and a root test: `send_proxy = "v1"` and `"v2"` against Debian's nginx listening with
-//! `proxy_protocol`, in a network namespace of our own, in both modes. nginx answers with the
-//! addresses the PROXY header gave it and its connection serial, so the test sees the client's
-//! address and port arrive (IPv4, and IPv6 where the namespace has `::1`), the address it connected to, and (L7) that no backend connection
-//! carries more than one request. The HTTP health checks pass only if nginx accepts their
-//! headers (v1 the check connection's own addresses, v2 LOCAL). Skips with a reason without
-//! root; everything it starts is killed by pid and the namespace deleted when the testbed
-//! drops, also on failure.
+//! The PROXY protocol both ways (proxy_proto.rs; docs/balance.md, "Client address to
+//! backends").
+//!
+//! Receiving (`accept_proxy`, no privileges, loopback): a client on 127.0.0.1, listed, sends a
+//! v1 and a v2 header naming 203.0.113.9, in the same write as its request, and the backend
+//! sees that address in X-Forwarded-For and the access log shows it; a listed client without a
+//! header (bytes of a request, or nothing until `timeouts.header`) is closed unanswered and
+//! counted `refused{reason="proxy_header"}`; a client not listed that sends `PROXY TCP4 ...`
+//! gets 400, its header never trusted, until a reload lists it. Class rules by source network
+//! see the header's client. In L4 the header's addresses reach a `send_proxy`
+//! server, and the bytes after the header reach it unchanged. When Debian's HAProxy is
+//! installed, HAProxy (`send-proxy-v2`) in front of the balancer: the backend sees the real
+//! client, 127.0.0.2 (skipped with the reason otherwise).
+//!
+//! Sending: `send_proxy` on reload (no privileges), and a root test: `send_proxy = "v1"` and
+//! `"v2"` against Debian's nginx listening with `proxy_protocol`, in a network namespace of our
+//! own, in both modes. nginx answers with the addresses the PROXY header gave it and its
+//! connection serial, so the test sees the client's address and port arrive (IPv4, and IPv6
+//! where the namespace has `::1`), the address it connected to, and (L7) that no backend
+//! connection carries more than one request. The HTTP health checks pass only if nginx accepts
+//! their headers (v1 the check connection's own addresses, v2 LOCAL). Skips with a reason
+//! without root; everything it starts is killed by pid and the namespace deleted when the
+//! testbed drops, also on failure.
 
 mod common;
 mod nginx;
@@ -268,4 +283,269 @@ async fn a_reload_that_changes_send_proxy_replaces_the_server() {
         "{notes:?}"
     );
     assert_eq!(targets(&r), [None]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receiving: `accept_proxy`.
+
+/// The address the headers of these tests name as the client.
+const NAMED: &str = "203.0.113.9";
+
+/// An L7 balancer in front of a header-echo backend: `accept_proxy` as given, the access log
+/// in `dir`, a short `timeouts.header`.
+async fn accepting(
+    accept: &str,
+    dir: &TempDir,
+) -> (
+    netsched_balance::Running,
+    common::Backend,
+    std::path::PathBuf,
+) {
+    let echo = common::header_echo_backend("s").await;
+    let log = dir.path().join("access.log");
+    let top = format!(
+        "admin = \"127.0.0.1:0\"\naccept_proxy = {accept}\naccess_log = \"{}\"",
+        log.display()
+    );
+    let text = common::config_text(
+        "l7",
+        "{ kind = \"rr\" }",
+        &top,
+        "[timeouts]\nheader = \"300ms\"",
+        &[&echo],
+        dir,
+    );
+    (common::start(&text, dir).await, echo, log)
+}
+
+/// `first` then a request with `Connection: close`, in one write; everything the balancer
+/// sends back before it closes.
+async fn exchange(to: SocketAddr, first: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(to).await.unwrap();
+    let req = b"GET /pp HTTP/1.1\r\nHost: pp.test\r\nConnection: close\r\n\r\n";
+    s.write_all(&[first, &req[..]].concat()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(PATIENCE, s.read_to_end(&mut out)).await;
+    out
+}
+
+fn refused(r: &netsched_balance::Running) -> f64 {
+    common::metric(
+        &common::metrics_text(r),
+        "netsched_balance_refused_total{reason=\"proxy_header\"}",
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listed_client_s_v1_and_v2_headers_name_the_client_to_the_backend_and_the_log() {
+    use netsched_balance::config::SendProxy;
+    use netsched_balance::proxy_proto::{check_header, header};
+    let dir = TempDir::new("bal-pp-accept").unwrap();
+    let (r, echo, log) = accepting("[\"10.0.0.0/8\", \"127.0.0.1/32\"]", &dir).await;
+    let to = r.listen[0];
+    for (v, port) in [(SendProxy::V1, 4711), (SendProxy::V2, 4712)] {
+        let named: SocketAddr = format!("{NAMED}:{port}").parse().unwrap();
+        let (status, body) = common::parse(&exchange(to, &header(v, named, to)).await);
+        assert_eq!(status, 200, "{v:?}: {body}");
+        assert!(
+            body.contains(&format!("x-forwarded-for: {NAMED}\n")),
+            "{v:?}: {body}"
+        );
+    }
+    // v2 LOCAL: the connection's own address.
+    let local = check_header(SendProxy::V2, to, to);
+    let (status, body) = common::parse(&exchange(to, &local).await);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("x-forwarded-for: 127.0.0.1\n"), "{body}");
+    assert_eq!(echo.hits(), 3);
+    assert_eq!(refused(&r), 0.0);
+    let ok =
+        common::eventually(|| std::fs::read_to_string(&log).is_ok_and(|t| t.lines().count() >= 3))
+            .await;
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(ok, "three lines expected:\n{text}");
+    let clients: Vec<&str> = text.lines().filter_map(|l| l.split(' ').next()).collect();
+    assert_eq!(
+        clients[..2],
+        [format!("{NAMED}:4711"), format!("{NAMED}:4712")],
+        "{text}"
+    );
+    assert!(clients[2].starts_with("127.0.0.1:"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listed_client_without_a_header_is_closed_unanswered_and_counted() {
+    let dir = TempDir::new("bal-pp-none").unwrap();
+    let (r, echo, _) = accepting("[\"127.0.0.1\"]", &dir).await;
+    let to = r.listen[0];
+    // A request where the header should be.
+    assert_eq!(exchange(to, b"").await, b"");
+    // A header the balancer does not take (v2 over UDP).
+    let mut udp = netsched_balance::proxy_proto::V2_SIGNATURE.to_vec();
+    udp.extend_from_slice(&[0x21, 0x12, 0, 12, 1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 0, 2]);
+    assert_eq!(exchange(to, &udp).await, b"");
+    // Nothing at all: closed at `timeouts.header`.
+    let mut s = TcpStream::connect(to).await.unwrap();
+    let mut out = Vec::new();
+    let n = tokio::time::timeout(PATIENCE, s.read_to_end(&mut out)).await;
+    assert!(matches!(n, Ok(Ok(0)) | Ok(Err(_))), "{n:?}");
+    assert!(
+        common::eventually(|| refused(&r) == 3.0).await,
+        "{}",
+        refused(&r)
+    );
+    assert_eq!(echo.hits(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_header_from_a_network_not_listed_is_never_trusted() {
+    use netsched_balance::config::Config;
+    let dir = TempDir::new("bal-pp-unlisted").unwrap();
+    for accept in ["[\"10.0.0.0/8\", \"::1\"]", "[]"] {
+        let (r, echo, _) = accepting(accept, &dir).await;
+        let to = r.listen[0];
+        let line = format!("PROXY TCP4 {NAMED} 127.0.0.1 4711 {}\r\n", to.port());
+        let (status, body) = common::parse(&exchange(to, line.as_bytes()).await);
+        assert_eq!(status, 400, "{accept}: {body}");
+        assert_eq!(echo.hits(), 0);
+        assert_eq!(refused(&r), 0.0);
+        // The same client's plain request is served, with its own address.
+        let (status, body) = common::parse(&exchange(to, b"").await);
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("x-forwarded-for: 127.0.0.1\n"), "{body}");
+        drop(r);
+    }
+    // A reload that lists the client: its next connection's header is read and believed.
+    let (r, _echo, _) = accepting("[]", &dir).await;
+    let to = r.listen[0];
+    let mut cfg = Config::load(&dir.path().join("balance.toml")).unwrap();
+    cfg.accept_proxy = vec!["127.0.0.0/8".to_string()].try_into().unwrap();
+    r.service.reload(&cfg).unwrap();
+    let line = format!("PROXY TCP4 {NAMED} 127.0.0.1 4711 {}\r\n", to.port());
+    let (status, body) = common::parse(&exchange(to, line.as_bytes()).await);
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(&format!("x-forwarded-for: {NAMED}\n")),
+        "{body}"
+    );
+}
+
+/// L4: the header's client reaches a `send_proxy = "v1"` server, and every byte after the
+/// header reaches it as sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_l4_the_header_s_addresses_go_on_to_a_send_proxy_server() {
+    use netsched_balance::config::SendProxy;
+    use netsched_balance::proxy_proto::header;
+    use tokio::io::AsyncBufReadExt;
+    // A server that answers with the first two lines it gets, then closes.
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (s, _) = l.accept().await.unwrap();
+        let mut r = tokio::io::BufReader::new(s);
+        let (mut a, mut b) = (String::new(), String::new());
+        r.read_line(&mut a).await.unwrap();
+        r.read_line(&mut b).await.unwrap();
+        r.get_mut()
+            .write_all(format!("{a}{b}").as_bytes())
+            .await
+            .unwrap();
+    });
+    let dir = TempDir::new("bal-pp-l4").unwrap();
+    let text = format!(
+        "mode = \"l4\"\nlisten = [\"127.0.0.1:0\"]\nalgorithm = {{ kind = \"rr\" }}\n\
+         control_socket = \"{}\"\naccept_proxy = [\"127.0.0.0/8\"]\n\
+         [[server]]\nname = \"s\"\naddr = \"{addr}\"\nsend_proxy = \"v1\"\n",
+        dir.path().join("ctl.sock").display()
+    );
+    let r = common::start(&text, &dir).await;
+    let to = r.listen[0];
+    let named: SocketAddr = format!("{NAMED}:4711").parse().unwrap();
+    let dst: SocketAddr = "192.0.2.1:443".parse().unwrap();
+    let mut s = TcpStream::connect(to).await.unwrap();
+    let sent = [header(SendProxy::V2, named, dst), b"hello\n".to_vec()].concat();
+    s.write_all(&sent).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(PATIENCE, s.read_to_end(&mut out)).await;
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        format!("PROXY TCP4 {NAMED} 192.0.2.1 4711 443\r\nhello\n")
+    );
+    server.await.unwrap();
+}
+
+/// HAProxy in mode tcp with `send-proxy-v2` in front of the balancer: the backend sees the
+/// client HAProxy accepted (127.0.0.2), not HAProxy (127.0.0.1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn haproxy_send_proxy_v2_in_front_gives_the_backend_the_real_client() {
+    let dir = TempDir::new("bal-pp-haproxy").unwrap();
+    let (r, echo, _) = accepting("[\"127.0.0.1/32\"]", &dir).await;
+    let to = r.listen[0];
+    let config = |f: &[SocketAddr]| {
+        format!(
+            "global\n    maxconn 100\n\ndefaults\n    mode tcp\n    timeout connect 1s\n    \
+             timeout client 5s\n    timeout server 5s\n\nfrontend f\n    bind {}\n    \
+             default_backend b\nbackend b\n    server balance {to} send-proxy-v2\n",
+            f[0]
+        )
+    };
+    let h = match common::haproxy::start(1, config).await {
+        Ok(h) => h,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let mut s = connect(h.frontends[0]).await.unwrap();
+    let me = s.local_addr().unwrap();
+    let (status, body) = request(&mut s, true).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(me.ip().to_string(), CLIENT);
+    assert!(
+        body.contains(&format!("x-forwarded-for: {CLIENT}\n")),
+        "{body}"
+    );
+    assert_eq!(echo.hits(), 1);
+    assert_eq!(refused(&r), 0.0);
+}
+
+/// Class rules by source network see the header's client: a request from 127.0.0.1 naming
+/// 203.0.113.9 is in the class of 203.0.113.0/24; one with a LOCAL header stays in `rest`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn class_rules_by_source_see_the_header_s_client() {
+    use netsched_balance::config::SendProxy;
+    use netsched_balance::proxy_proto::{check_header, header};
+    let echo = common::header_echo_backend("s").await;
+    let dir = TempDir::new("bal-pp-classes").unwrap();
+    let text = common::config_text(
+        "l7",
+        "{ kind = \"rr\" }",
+        "admin = \"127.0.0.1:0\"\naccept_proxy = [\"127.0.0.1\"]\ndefault_class = \"rest\"",
+        "[[class]]\nname = \"proxied\"\nsources = [\"203.0.113.0/24\"]\n\
+         [[class]]\nname = \"rest\"\n",
+        &[&echo],
+        &dir,
+    );
+    let r = common::start(&text, &dir).await;
+    let to = r.listen[0];
+    let named: SocketAddr = format!("{NAMED}:4711").parse().unwrap();
+    for first in [
+        header(SendProxy::V1, named, to),
+        check_header(SendProxy::V2, to, to),
+    ] {
+        let (status, body) = common::parse(&exchange(to, &first).await);
+        assert_eq!(status, 200, "{body}");
+    }
+    let count = |class: &str| {
+        common::metric(
+            &common::metrics_text(&r),
+            &format!("netsched_balance_class_requests_total{{class=\"{class}\"}}"),
+        )
+    };
+    assert!(
+        common::eventually(|| count("proxied") == 1.0 && count("rest") == 1.0).await,
+        "proxied {}, rest {}",
+        count("proxied"),
+        count("rest")
+    );
 }

@@ -3,6 +3,8 @@
 //! (exact, wildcard, else the first); TLS 1.2 and 1.3 both serve requests with ALPN
 //! `http/1.1`; a bad key is refused at start and on reload with the old certificates kept; a
 //! certificate replaced by SIGHUP's reload while clients keep connecting fails no handshake.
+//! With `accept_proxy`, the PROXY protocol header comes before the TLS handshake and names the
+//! client in the request headers (`proto=https` kept).
 
 mod common;
 
@@ -166,7 +168,18 @@ async fn https_get(
     cfg: rustls::ClientConfig,
     name: &str,
 ) -> Result<(String, String, Option<Vec<u8>>), String> {
-    let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    https_get_after(addr, cfg, name, b"").await
+}
+
+/// [`https_get`] with `first` sent before the TLS handshake (a PROXY protocol header).
+async fn https_get_after(
+    addr: SocketAddr,
+    cfg: rustls::ClientConfig,
+    name: &str,
+    first: &[u8],
+) -> Result<(String, String, Option<Vec<u8>>), String> {
+    let mut tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    tcp.write_all(first).await.map_err(|e| e.to_string())?;
     let server = ServerName::try_from(name.to_string()).map_err(|e| e.to_string())?;
     let mut s = tokio::time::timeout(
         PATIENCE,
@@ -381,4 +394,47 @@ async fn bad_keys_are_refused_with_the_reason_and_a_reload_keeps_the_old_certifi
     let (cfg, cap) = client(None, &rustls::version::TLS13);
     https_get(addr, cfg, "a.test").await.unwrap();
     assert!(cap.unwrap().0.lock().unwrap().as_slice() == n_der.as_slice());
+}
+
+/// `accept_proxy`: the header first, then the handshake on the same connection; the backend
+/// sees the header's client. A listed client that starts with its ClientHello is refused.
+#[tokio::test]
+async fn a_proxy_protocol_header_comes_before_the_handshake() {
+    use netsched_balance::config::SendProxy;
+    use netsched_balance::proxy_proto::header;
+    let dir = TempDir::new("bal-tls-pp").unwrap();
+    let ca = Ca::new();
+    let (c, k, _) = ca.leaf(&dir, "a", &["a.test"]);
+    let be = common::header_echo_backend("echo").await;
+    let text = config_text(
+        "l7",
+        "{ kind = \"rr\" }",
+        "admin = \"127.0.0.1:0\"\naccept_proxy = [\"127.0.0.1\"]\nforwarded = \"both\"",
+        &tls_table(&[(&c, &k, &["a.test"])]),
+        &[&be],
+        &dir,
+    );
+    let r = start(&text, &dir).await;
+    let addr = r.listen[0];
+    for v in [SendProxy::V1, SendProxy::V2] {
+        let first = header(v, "203.0.113.9:4711".parse().unwrap(), addr);
+        let (cfg, _) = client(Some(ca.roots()), &rustls::version::TLS13);
+        let (status, body, _) = https_get_after(addr, cfg, "a.test", &first)
+            .await
+            .unwrap_or_else(|e| panic!("{v:?}: {e}"));
+        assert_eq!(status, "HTTP/1.1 200 OK", "{v:?}");
+        assert!(body.contains("x-forwarded-for: 203.0.113.9\n"), "{body}");
+        assert!(body.contains("for=203.0.113.9;proto=https"), "{body}");
+    }
+    let (cfg, _) = client(Some(ca.roots()), &rustls::version::TLS13);
+    assert!(https_get(addr, cfg, "a.test").await.is_err());
+    let m = common::metrics_text(&r);
+    assert_eq!(
+        common::metric(
+            &m,
+            "netsched_balance_refused_total{reason=\"proxy_header\"}"
+        ),
+        1.0,
+        "{m}"
+    );
 }

@@ -3,6 +3,8 @@
 //! sends.
 #![allow(dead_code)]
 
+pub mod haproxy;
+
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Request, Response};
