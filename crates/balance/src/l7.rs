@@ -41,7 +41,7 @@
 //!   connection, and every request that may not be sent twice, never meets a stray response
 //!   (`h1.rs`, "Answer order"). Cost: a connect per client connection and per such request.
 
-use crate::access_log::{self, AccessLog, Entry, Pending};
+use crate::access_log::{self, AccessLog, ClientCert, Entry, Pending};
 use crate::classes::Classifier;
 use crate::client_io::{ClientStream, WriteIdleLimit};
 use crate::config::{HashKey, HttpReuse};
@@ -413,24 +413,15 @@ pub async fn serve(
             svc.metrics.client_connections.inc();
             let rt = svc.runtime();
             // TLS first, bounded by the time allowed for a request head (`timeouts.header`).
-            let stream = match tls {
-                None => ClientStream::Plain(stream),
+            let (stream, cert) = match tls {
+                None => (ClientStream::Plain(stream), ClientCert::NotAsked),
                 Some(tls) => {
-                    let limit = Duration::from_nanos(rt.timeouts.header);
-                    let done = tokio::time::timeout(limit, tls.acceptor().accept(stream)).await;
-                    svc.metrics.tls_handshake(match &done {
-                        Ok(Ok(_)) => "ok",
-                        Ok(Err(_)) => "failed",
-                        Err(_) => "timeout",
-                    });
-                    match done {
-                        Ok(Ok(s)) => ClientStream::Tls(Box::new(s)),
-                        Ok(Err(_)) | Err(_) => {
-                            svc.metrics.client_connections.dec();
-                            drop(permit);
-                            return;
-                        }
-                    }
+                    let Some(s) = handshake(&tls, stream, &svc, rt.timeouts.header).await else {
+                        svc.metrics.client_connections.dec();
+                        drop(permit);
+                        return;
+                    };
+                    s
                 }
             };
             let svc2 = svc.clone();
@@ -438,6 +429,7 @@ pub async fn serve(
             let client = Arc::new(ClientSide {
                 headers: ClientFor::new(peer.ip()).over_tls(matches!(stream, ClientStream::Tls(_))),
                 local,
+                cert,
             });
             // For the stop: whether a request has begun here, whether the stop has begun.
             let (begun, stopping) = (Arc::new(AtomicBool::new(false)), stop.stopping());
@@ -465,6 +457,9 @@ pub async fn serve(
                 });
                 async move {
                     let mut t = Timing::new(logged.is_some());
+                    if t.on {
+                        t.cert = client.cert.clone();
+                    }
                     let mut resp = forward(req, peer, client, &svc, hash_key, first, &mut t).await;
                     if last {
                         resp.headers_mut()
@@ -732,6 +727,7 @@ struct Timing {
     server: Option<String>,
     /// The termination state if the response ends normally (docs/balance.md).
     state: [u8; 2],
+    cert: ClientCert,
 }
 
 impl Timing {
@@ -743,6 +739,7 @@ impl Timing {
             tr: -1,
             server: None,
             state: *b"--",
+            cert: ClientCert::NotAsked,
         }
     }
 
@@ -779,16 +776,51 @@ impl Timing {
                 bytes: 0,
                 state: self.state,
                 request,
+                cert: std::mem::take(&mut self.cert),
             },
         }
     }
 }
 
-/// What a client connection's requests need of it besides its address: the headers naming it
-/// and the address it connected to (a PROXY protocol header's destination).
+/// What a client connection's requests need of it besides its address: the headers naming it,
+/// the address it connected to (a PROXY protocol header's destination) and its TLS client
+/// certificate (for the class rules and the access log only; never sent to a backend).
 struct ClientSide {
     headers: ClientFor,
     local: SocketAddr,
+    cert: ClientCert,
+}
+
+/// The TLS handshake of a new connection, bounded by `header_ns` (`timeouts.header`) and
+/// counted by outcome; `None` when it failed. With a client certificate asked for, the
+/// verified leaf's subject (tls.rs).
+async fn handshake(
+    tls: &crate::tls::Certificates,
+    stream: tokio::net::TcpStream,
+    svc: &Service,
+    header_ns: u64,
+) -> Option<(ClientStream, ClientCert)> {
+    let acceptor = tls.acceptor();
+    let limit = Duration::from_nanos(header_ns);
+    let done = tokio::time::timeout(limit, acceptor.tls.accept(stream)).await;
+    svc.metrics.tls_handshake(match &done {
+        Ok(Ok(_)) => "ok",
+        Ok(Err(e)) => crate::tls::handshake_failure(e),
+        Err(_) => "timeout",
+    });
+    let s = done.ok()?.ok()?;
+    let cert = match acceptor.client_auth {
+        crate::tls::ClientAuth::Off => ClientCert::NotAsked,
+        _ => ClientCert::Asked(
+            s.get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|chain| chain.first())
+                .and_then(|leaf| crate::tls::client_subject(leaf))
+                .map(Arc::from),
+        ),
+    };
+    Some((ClientStream::Tls(Box::new(s)), cert))
 }
 
 async fn forward(
@@ -814,7 +846,8 @@ async fn forward(
     };
     let k = key_addr(&req, peer, hash_key);
     let key = FlowKey::new(k, 0, k, 0);
-    let classify = |k: &Classifier| k.classify(peer.ip(), req.uri().path(), req.headers());
+    let subject = client.cert.subject();
+    let classify = |k: &Classifier| k.classify(peer.ip(), subject, req.uri().path(), req.headers());
     let queued = Instant::now();
     let acquired = svc.acquire(key, classify).await;
     t.tw = access_log::ms(queued.elapsed());
