@@ -339,7 +339,8 @@ pub struct Config {
     /// L7 access log: `"stderr"` or an absolute file path; off when absent (access_log.rs).
     #[serde(default)]
     pub access_log: Option<String>,
-    /// TLS termination on every listener (mode l7; `tls.rs`): `[[tls.certificate]]` entries.
+    /// TLS termination on every listener (mode l7; `tls.rs`): `[[tls.certificate]]` entries,
+    /// and client certificates (`client_certificate`, `client_ca`).
     #[serde(default)]
     pub tls: Option<crate::tls::TlsConf>,
 }
