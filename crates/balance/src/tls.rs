@@ -14,7 +14,7 @@
 //!   in only if every entry loads, so a bad chain, a key that does not match its certificate
 //!   or an unreadable file is refused with the reason and the old certificates stay.
 //!   Handshakes under way and connections already open are untouched; the ticket key is kept,
-//!   so sessions resume across a swap.
+//!   so sessions resume across a swap (unless the client certificate settings change, below).
 //! - **Validity**: an end-entity certificate outside its validity period (expired, or valid
 //!   only later) is refused at load, naming the date; the period is read from the DER
 //!   (RFC 5280 §4.1.2.5) by a bounded walker here.
@@ -30,9 +30,14 @@
 //!   leaf's subject ([`client_subject`]) goes to the access log and the class rules, never to
 //!   a backend.
 //! - **Reload of the client CAs**: rustls fixes a `ServerConfig`'s client verifier when the
-//!   configuration is built, so a reload builds a new one (same certificate resolver, session
-//!   cache and ticket key, so sessions still resume) and swaps it in behind a lock read once
-//!   per handshake; each handshake runs with one configuration from start to end.
+//!   configuration is built, so a reload builds a new one and swaps it in behind a lock read
+//!   once per handshake; each handshake runs with one configuration from start to end. The
+//!   new one keeps the session cache and ticket key (sessions resume across the reload) when
+//!   the client certificate settings (mode and CA certificates) are unchanged, and gets new
+//!   ones when they change: rustls does not verify a client again when a session resumes (its
+//!   `server::hs::can_resume` compares suite, extended master secret and SNI only; the session
+//!   brings back the certificate of the handshake that made it), so an earlier session would
+//!   otherwise pass a newly `required` certificate or a removed CA.
 //!
 //! Bounds: at most [`MAX_CERTIFICATES`] entries, [`MAX_NAMES`] names each, PEM files of at
 //! most [`MAX_PEM_BYTES`] (`client_ca` too), a client subject of at most
@@ -185,6 +190,36 @@ pub struct Prepared {
 pub struct Acceptor {
     pub tls: tokio_rustls::TlsAcceptor,
     pub client_auth: ClientAuth,
+    policy: Arc<ClientPolicy>,
+    resumption: Resumption,
+}
+
+/// The client certificate settings sessions were established under: the mode, and the CA
+/// certificates (none when `off`).
+#[derive(Debug, PartialEq, Eq)]
+struct ClientPolicy {
+    auth: ClientAuth,
+    cas: Vec<CertificateDer<'static>>,
+}
+
+/// Session tickets' key and the session cache: what a resumption needs.
+#[derive(Clone)]
+struct Resumption {
+    ticketer: Arc<dyn rustls::server::ProducesTickets>,
+    sessions: Arc<dyn StoresServerSessions>,
+}
+
+impl Resumption {
+    fn new() -> Result<Resumption, TlsError> {
+        let ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| TlsError {
+            entry: "tls".into(),
+            why: format!("session ticket key: {e}"),
+        })?;
+        Ok(Resumption {
+            ticketer,
+            sessions: rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE),
+        })
+    }
 }
 
 /// The TLS side of the L7 listeners: the rustls configuration every handshake uses, and the
@@ -192,9 +227,6 @@ pub struct Acceptor {
 pub struct Certificates {
     resolver: Arc<Resolver>,
     acceptor: RwLock<Arc<Acceptor>>,
-    /// Kept across reloads, so sessions resume after one.
-    ticketer: Arc<dyn rustls::server::ProducesTickets>,
-    sessions: Arc<dyn StoresServerSessions>,
     /// Entries in force.
     count: std::sync::atomic::AtomicUsize,
 }
@@ -211,36 +243,30 @@ impl Certificates {
     /// Load every entry of `conf` and build the rustls configuration.
     pub fn load(conf: &TlsConf) -> Result<Certificates, TlsError> {
         let resolver = Arc::new(Resolver(RwLock::new(Arc::new(load_table(conf)?))));
-        let verifier = client_verifier(conf)?;
-        let ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| TlsError {
-            entry: "tls".into(),
-            why: format!("session ticket key: {e}"),
-        })?;
-        let sessions: Arc<dyn StoresServerSessions> =
-            rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE);
-        let first = build_acceptor(
-            &resolver,
-            &ticketer,
-            &sessions,
-            conf.client_certificate,
-            verifier,
-        )?;
+        let (verifier, policy) = client_verifier(conf)?;
+        let first = build_acceptor(&resolver, Resumption::new()?, policy, verifier)?;
         Ok(Certificates {
             resolver,
             acceptor: RwLock::new(first),
-            ticketer,
-            sessions,
             count: conf.certificate.len().into(),
         })
     }
 
-    /// Load `conf` whole, without putting it in force (see [`Certificates::install`]).
+    /// Load `conf` whole, without putting it in force (see [`Certificates::install`]). The
+    /// session cache and ticket key in force are kept unless the client certificate settings
+    /// change (see the module header).
     pub fn prepare(&self, conf: &TlsConf) -> Result<Prepared, TlsError> {
         let table = Arc::new(load_table(conf)?);
-        let verifier = client_verifier(conf)?;
+        let (verifier, policy) = client_verifier(conf)?;
+        let now = self.acceptor();
+        let resumption = if *now.policy == policy {
+            now.resumption.clone()
+        } else {
+            Resumption::new()?
+        };
         Ok(Prepared {
             table,
-            acceptor: self.acceptor_for(conf.client_certificate, verifier)?,
+            acceptor: build_acceptor(&self.resolver, resumption, policy, verifier)?,
             count: conf.certificate.len(),
         })
     }
@@ -270,30 +296,14 @@ impl Certificates {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
-
-    /// A rustls configuration over this resolver, session cache and ticket key.
-    fn acceptor_for(
-        &self,
-        client_auth: ClientAuth,
-        verifier: Option<Arc<dyn ClientCertVerifier>>,
-    ) -> Result<Arc<Acceptor>, TlsError> {
-        build_acceptor(
-            &self.resolver,
-            &self.ticketer,
-            &self.sessions,
-            client_auth,
-            verifier,
-        )
-    }
 }
 
 /// TLS 1.3 and 1.2 with the `ring` provider, ALPN `http/1.1`, the client verifier when
-/// `client_auth` is not `off`.
+/// the policy is not `off`.
 fn build_acceptor(
     resolver: &Arc<Resolver>,
-    ticketer: &Arc<dyn rustls::server::ProducesTickets>,
-    sessions: &Arc<dyn StoresServerSessions>,
-    client_auth: ClientAuth,
+    resumption: Resumption,
+    policy: ClientPolicy,
     verifier: Option<Arc<dyn ClientCertVerifier>>,
 ) -> Result<Arc<Acceptor>, TlsError> {
     let b = rustls::ServerConfig::builder_with_provider(Arc::new(provider()))
@@ -303,24 +313,36 @@ fn build_acceptor(
             why: e.to_string(),
         })?;
     let b = match verifier {
-        Some(v) if client_auth != ClientAuth::Off => b.with_client_cert_verifier(v),
+        Some(v) if policy.auth != ClientAuth::Off => b.with_client_cert_verifier(v),
         _ => b.with_no_client_auth(),
     };
     let mut sc = b.with_cert_resolver(resolver.clone());
     sc.alpn_protocols = vec![b"http/1.1".to_vec()];
-    sc.ticketer = ticketer.clone();
-    sc.session_storage = sessions.clone();
+    sc.ticketer = resumption.ticketer.clone();
+    sc.session_storage = resumption.sessions.clone();
     Ok(Arc::new(Acceptor {
         tls: tokio_rustls::TlsAcceptor::from(Arc::new(sc)),
-        client_auth,
+        client_auth: policy.auth,
+        policy: Arc::new(policy),
+        resumption,
     }))
 }
 
-/// The verifier of `client_ca` (when given), checked against `client_certificate`.
-fn client_verifier(conf: &TlsConf) -> Result<Option<Arc<dyn ClientCertVerifier>>, TlsError> {
+/// The verifier of `client_ca` (when given), checked against `client_certificate`, and the
+/// policy it stands for.
+fn client_verifier(
+    conf: &TlsConf,
+) -> Result<(Option<Arc<dyn ClientCertVerifier>>, ClientPolicy), TlsError> {
+    let auth = conf.client_certificate;
     let Some(path) = &conf.client_ca else {
-        if conf.client_certificate == ClientAuth::Off {
-            return Ok(None);
+        if auth == ClientAuth::Off {
+            return Ok((
+                None,
+                ClientPolicy {
+                    auth,
+                    cas: Vec::new(),
+                },
+            ));
         }
         return Err(TlsError {
             entry: "tls.client_certificate".into(),
@@ -341,21 +363,27 @@ fn client_verifier(conf: &TlsConf) -> Result<Option<Arc<dyn ClientCertVerifier>>
             why: e.to_string(),
         })?;
     let mut roots = rustls::RootCertStore::empty();
+    let mut cas = Vec::new();
     for (i, c) in CertificateDer::pem_slice_iter(pem.as_bytes()).enumerate() {
         let c = c.map_err(|e| err(e.to_string()))?;
         roots
-            .add(c)
+            .add(c.clone())
             .map_err(|e| err(format!("certificate {}: {e}", i + 1)))?;
+        cas.push(c);
     }
     if roots.is_empty() {
         return Err(err("no PEM CERTIFICATE block".into()));
     }
     let b = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::new(provider()));
-    let b = match conf.client_certificate {
+    let b = match auth {
         ClientAuth::Optional => b.allow_unauthenticated(),
         _ => b,
     };
-    b.build().map(Some).map_err(|e| err(e.to_string()))
+    let verifier = b.build().map_err(|e| err(e.to_string()))?;
+    if auth == ClientAuth::Off {
+        cas.clear(); // read and checked, unused
+    }
+    Ok((Some(verifier), ClientPolicy { auth, cas }))
 }
 
 /// The `reason` a failed handshake is counted under: `client_certificate` when the client's

@@ -425,6 +425,27 @@ fn mtls_table(mode: &str, client_ca: &std::path::Path, cert: &PathBuf, key: &Pat
     )
 }
 
+/// Whether a GET with `cfg` resumed an earlier session (a ticket or session id `cfg`'s
+/// resumption store holds), and was served.
+async fn resumed(addr: SocketAddr, cfg: rustls::ClientConfig) -> bool {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let server = ServerName::try_from("a.test").unwrap();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(cfg));
+    let mut s = tokio::time::timeout(PATIENCE, connector.connect(server, tcp))
+        .await
+        .unwrap()
+        .unwrap();
+    let kind = s.get_ref().1.handshake_kind();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, s.read_to_end(&mut out)).await;
+    assert!(matches!(read, Ok(Ok(_))), "{read:?}");
+    assert!(out.starts_with(b"HTTP/1.1 200 OK"), "{out:?}");
+    kind == Some(rustls::HandshakeKind::Resumed)
+}
+
 /// The access log's lines once it has `n`.
 async fn log_lines(path: &std::path::Path, n: usize) -> Vec<String> {
     let ok =
@@ -550,6 +571,18 @@ async fn an_optional_client_certificate_serves_both_and_a_reload_changes_the_mod
         "{lines:?}"
     );
     assert!(lines[1].ends_with(" -- {} \"GET / HTTP/1.1\""), "{lines:?}");
+    // A client without a certificate resumes its session, also after a reload that keeps the
+    // client certificate settings.
+    let anonymous = mtls_client(&server_ca, None, v13);
+    assert!(!resumed(addr, anonymous.clone()).await, "a first handshake");
+    assert!(resumed(addr, anonymous.clone()).await, "the second resumes");
+    let path = dir.path().join("balance.toml");
+    std::fs::write(&path, with("optional", &ca_pem)).unwrap();
+    r.reload().unwrap();
+    assert!(
+        resumed(addr, anonymous.clone()).await,
+        "resumed across the reload"
+    );
     // A certificate that does not verify is refused even when optional.
     let bad = Some(client_cert(&other_ca, "client-a"));
     let got = https_get(addr, mtls_client(&server_ca, bad, v13), "a.test").await;
@@ -560,22 +593,24 @@ async fn an_optional_client_certificate_serves_both_and_a_reload_changes_the_mod
     assert_eq!(metric_reaches(&r, CERT_FAILED, 1.0).await, 1.0);
 
     // A reload with an unreadable client_ca is refused; the optional mode stays.
-    let path = dir.path().join("balance.toml");
     let missing = dir.path().join("gone.pem");
     std::fs::write(&path, with("required", &missing)).unwrap();
     let e = r.reload().unwrap_err().to_string();
     assert!(e.contains("tls.client_ca") && e.contains("gone.pem"), "{e}");
     let got = https_get(addr, mtls_client(&server_ca, None, v13), "a.test").await;
     assert_eq!(got.unwrap().0, "HTTP/1.1 200 OK");
-    // Required from the next handshake on.
+    // Required from the next handshake on, for a client holding a session from before too:
+    // a change of the client certificate settings resumes no earlier session.
     std::fs::write(&path, with("required", &ca_pem)).unwrap();
     r.reload().unwrap();
-    let got = https_get(addr, mtls_client(&server_ca, None, v13), "a.test").await;
-    assert!(
-        got.as_ref().map_or(true, |(s, _, _)| s.is_empty()),
-        "{got:?}"
-    );
-    assert_eq!(metric_reaches(&r, CERT_FAILED, 2.0).await, 2.0);
+    for cfg in [mtls_client(&server_ca, None, v13), anonymous] {
+        let got = https_get(addr, cfg, "a.test").await;
+        assert!(
+            got.as_ref().map_or(true, |(s, _, _)| s.is_empty()),
+            "{got:?}"
+        );
+    }
+    assert_eq!(metric_reaches(&r, CERT_FAILED, 3.0).await, 3.0);
     let cfg = mtls_client(&server_ca, good(), v13);
     assert_eq!(
         https_get(addr, cfg, "a.test").await.unwrap().0,
