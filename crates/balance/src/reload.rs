@@ -92,7 +92,11 @@ impl Reloader {
                 })?,
         );
         if let (Some(tls), Some(certs)) = (&self.tls, certs) {
-            notes.push(format!("{} TLS certificates in force", tls.install(certs)));
+            let n = tls.install(certs);
+            notes.push(format!(
+                "{n} TLS certificates in force{}",
+                tls.client_auth().note()
+            ));
         }
         Ok(notes)
     }

@@ -102,6 +102,15 @@ impl ClientAuth {
             ClientAuth::Required => "required",
         }
     }
+
+    /// `, client certificates required` (or `optional`), for the notes of `--check` and of a
+    /// reload; empty when off.
+    pub fn note(self) -> String {
+        match self {
+            ClientAuth::Off => String::new(),
+            m => format!(", client certificates {}", m.name()),
+        }
+    }
 }
 
 /// One `[[tls.certificate]]` entry.
@@ -278,6 +287,11 @@ impl Certificates {
         self.count
             .store(p.count, std::sync::atomic::Ordering::Relaxed);
         p.count
+    }
+
+    /// Whether the configuration in force asks clients for a certificate.
+    pub fn client_auth(&self) -> ClientAuth {
+        self.acceptor().client_auth
     }
 
     /// Entries in force.

@@ -602,7 +602,11 @@ async fn an_optional_client_certificate_serves_both_and_a_reload_changes_the_mod
     // Required from the next handshake on, for a client holding a session from before too:
     // a change of the client certificate settings resumes no earlier session.
     std::fs::write(&path, with("required", &ca_pem)).unwrap();
-    r.reload().unwrap();
+    let notes = r.reload().unwrap().join("\n");
+    assert!(
+        notes.contains("1 TLS certificates in force, client certificates required"),
+        "{notes}"
+    );
     for cfg in [mtls_client(&server_ca, None, v13), anonymous] {
         let got = https_get(addr, cfg, "a.test").await;
         assert!(
