@@ -656,6 +656,18 @@ async fn client_certificate_settings_are_checked_naming_the_field_and_the_file()
     ))
     .unwrap_err();
     assert!(e.contains("sometimes"), "{e}");
+    // A client_subject rule with no client certificate asked for could never match.
+    let class = "[[class]]\nname = \"a\"\nclient_subject = \"client-a\"\n[[class]]\nname = \"b\"\n";
+    for tls in [
+        String::new(),
+        format!("[tls]\nclient_certificate = \"off\"\n{entry}"),
+    ] {
+        let e = start_err(format!("{tls}{class}")).unwrap_err();
+        assert!(
+            e.contains("class[0] (\"a\").client_subject: no client certificate is asked for"),
+            "{e}"
+        );
+    }
     let garbage = dir
         .create_file(
             "garbage.pem",
