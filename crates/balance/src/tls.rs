@@ -779,6 +779,30 @@ mod tests {
         }
     }
 
+    #[test]
+    fn client_certificate_failures_are_told_apart_from_other_handshake_failures() {
+        use std::io::{Error, ErrorKind};
+        let wrap = |e: rustls::Error| Error::new(ErrorKind::InvalidData, e);
+        assert_eq!(
+            handshake_failure(&wrap(rustls::Error::NoCertificatesPresented)),
+            "client_certificate"
+        );
+        assert_eq!(
+            handshake_failure(&wrap(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::UnknownIssuer
+            ))),
+            "client_certificate"
+        );
+        assert_eq!(
+            handshake_failure(&wrap(rustls::Error::DecryptError)),
+            "failed"
+        );
+        assert_eq!(
+            handshake_failure(&Error::from(ErrorKind::ConnectionReset)),
+            "failed"
+        );
+    }
+
     /// A self-signed certificate with this subject (no attribute when `cn` is `None`) and
     /// these subjectAltNames.
     fn cert(cn: Option<&str>, sans: Vec<rcgen::SanType>) -> Vec<u8> {
