@@ -20,6 +20,13 @@
 //! headers included); see [`crate::sent_bytes`]. `server` is `<NOSRV>` when no server was chosen. The two-letter termination state
 //! (first: who ended it, second: in which phase) is listed in docs/balance.md.
 //!
+//! On a connection whose TLS handshake asked for a client certificate (`[tls]`
+//! `client_certificate = "optional"` or `"required"`, tls.rs), a `{subject}` field comes before
+//! the request, as HAProxy places its captured fields (§8.2.3 `{captured_request_headers}`):
+//! the verified certificate's subject ([`crate::tls::client_subject`]), `{}` for a client that
+//! sent none. Its bytes outside printable ASCII, and `{`, `}`, `"` and `\`, are written as
+//! `\xNN`. Without client certificates the line has no such field.
+//!
 //! Never on the data path's clock: a request builds an [`Entry`] (a few fields, the request line
 //! cut to [`MAX_REQUEST_LINE`] bytes) and hands it to a bounded queue of [`QUEUE`] entries with
 //! `try_send`; one writer thread formats and writes. When the queue is full (a slow disk, a
@@ -79,6 +86,28 @@ pub struct Entry {
     pub bytes: u64,
     pub state: [u8; 2],
     pub request: String,
+    pub cert: ClientCert,
+}
+
+/// The client certificate of a request's connection, as the log shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ClientCert {
+    /// None was asked for (no TLS, or `client_certificate = "off"`): no field.
+    #[default]
+    NotAsked,
+    /// Asked for: the verified certificate's subject; `None` when the client sent none (or
+    /// its subject has no readable name).
+    Asked(Option<Arc<str>>),
+}
+
+impl ClientCert {
+    /// The subject, for the class rules.
+    pub fn subject(&self) -> Option<&str> {
+        match self {
+            ClientCert::Asked(Some(s)) => Some(s),
+            _ => None,
+        }
+    }
 }
 
 /// Milliseconds of `d`, for a timer.
@@ -118,8 +147,12 @@ pub fn rfc3339_millis(t: SystemTime) -> String {
 impl Entry {
     /// The line, without its newline.
     pub fn line(&self) -> String {
+        let cert = match &self.cert {
+            ClientCert::NotAsked => String::new(),
+            ClientCert::Asked(s) => format!("{{{}}} ", escape_subject(s.as_deref().unwrap_or(""))),
+        };
         format!(
-            "{} [{}] {} {} {}/{}/{}/{}/{} {} {} {} \"{}\"",
+            "{} [{}] {} {} {}/{}/{}/{}/{} {} {} {} {cert}\"{}\"",
             self.client,
             rfc3339_millis(self.date),
             self.frontend,
@@ -135,6 +168,20 @@ impl Entry {
             self.request
         )
     }
+}
+
+/// A client certificate's subject inside `{...}`: printable ASCII but `{`, `}`, `"` and `\`;
+/// any other byte as `\xNN`.
+fn escape_subject(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.bytes() {
+        match c {
+            b'{' | b'}' | b'"' | b'\\' => out.push_str(&format!("\\x{c:02x}")),
+            0x20..=0x7e => out.push(c as char),
+            _ => out.push_str(&format!("\\x{c:02x}")),
+        }
+    }
+    out
 }
 
 /// The request line as logged: printable ASCII only (anything else as `\xNN`, `"` as `\"`),
@@ -318,7 +365,27 @@ mod tests {
             bytes: 107,
             state: *b"--",
             request: request_line("GET", "/a", "HTTP/1.1"),
+            cert: ClientCert::NotAsked,
         }
+    }
+
+    #[test]
+    fn a_client_certificate_subject_comes_before_the_request_escaped() {
+        let mut e = entry();
+        e.cert = ClientCert::Asked(Some("client \"a\" {x} \u{e9}\\".into()));
+        assert!(
+            e.line().ends_with(
+                " -- {client \\x22a\\x22 \\x7bx\\x7d \\xc3\\xa9\\x5c} \"GET /a HTTP/1.1\""
+            ),
+            "{}",
+            e.line()
+        );
+        e.cert = ClientCert::Asked(None);
+        assert!(
+            e.line().ends_with(" -- {} \"GET /a HTTP/1.1\""),
+            "{}",
+            e.line()
+        );
     }
 
     #[test]

@@ -5,12 +5,16 @@
 //! A class is P0's client class (P0 §2.3.1, §3.2.3: a percentile target `P` and a deadline
 //! that decides whether a request was served in time), matched here not only by source
 //! address, as the thesis does with its IP table, but also by a request header or a path
-//! prefix. Which rule decides, in this order (most specific to the request first):
-//! 1. a `header` rule whose field has exactly the value (the first class in file order);
-//! 2. a `path_prefix` rule (the longest prefix of the path wins);
-//! 3. a `sources` CIDR (the longest prefix wins, as nfq's address table: core's
+//! prefix, or the TLS client certificate's subject. Which rule decides, in this order (most
+//! specific to the request first):
+//! 1. a `client_subject` rule equal to the subject of the connection's verified client
+//!    certificate (tls.rs `client_subject`: its commonName, else its first DNS or email
+//!    subjectAltName; RFC 5280 §4.1.2.6, §4.2.1.6), byte for byte;
+//! 2. a `header` rule whose field has exactly the value (the first class in file order);
+//! 3. a `path_prefix` rule (the longest prefix of the path wins);
+//! 4. a `sources` CIDR (the longest prefix wins, as nfq's address table: core's
 //!    [`CidrTable`]; `10.0.1.0/24` in one class beats `10.0.0.0/16` in another);
-//! 4. otherwise `default_class` (when absent: the last class, the lowest, as the thesis's
+//! 5. otherwise `default_class` (when absent: the last class, the lowest, as the thesis's
 //!    "anything else" class D).
 //!
 //! Checks (each error names the file's key and the value): a class needs a name (unique,
@@ -18,13 +22,14 @@
 //! `queue = "percentile"`), a `deadline` that is `"auto"` or a duration above 0 and not
 //! beyond the class's queue timeout, at least one rule unless it is the default class (a
 //! class matched by nothing would never see a request: an error, not a warning), no CIDR,
-//! header rule or path prefix given to two classes (the second could never match), and its
-//! own `queue_limit` / `queue_timeout` no larger than the balancer's, and a `max_hold` that is
+//! header rule, path prefix or client subject given to two classes (the second could never
+//! match), and its own `queue_limit` / `queue_timeout` no larger than the balancer's, and a `max_hold` that is
 //! `"off"`, `"deadline"` or a duration above 0 not beyond the class's queue timeout. At most
 //! [`MAX_CLASSES`] classes (the Percentile queue's bound), [`MAX_SOURCES`] CIDRs each.
 //!
-//! Cost per request: one header look-up per header rule, a scan of the path prefixes
-//! (longest first) and one longest-prefix match; no allocation.
+//! Cost per request: one hash look-up of the client subject (with a certificate), one header
+//! look-up per header rule, a scan of the path prefixes (longest first) and one
+//! longest-prefix match; no allocation.
 
 use netsched_core::classify::{Cidr, CidrTable};
 use netsched_core::qdisc::percentile::{MaxHold, PERCENTILE_MAX_CLASSES};
@@ -39,7 +44,7 @@ use std::net::IpAddr;
 pub const MAX_CLASSES: usize = PERCENTILE_MAX_CLASSES;
 /// Most CIDRs of one class.
 pub const MAX_SOURCES: usize = 4096;
-/// Longest header name or value, and path prefix, of a rule.
+/// Longest header name or value, path prefix and client subject of a rule.
 pub const MAX_RULE_BYTES: usize = 1024;
 
 /// The order in which waiting requests leave the queue when a server slot frees.
@@ -92,6 +97,9 @@ pub struct ClassConf {
     pub header: Option<HeaderRule>,
     #[serde(default)]
     pub path_prefix: Option<String>,
+    /// The subject of the connection's verified TLS client certificate, exactly.
+    #[serde(default)]
+    pub client_subject: Option<String>,
     /// Most requests of this class waiting at once (default and maximum: `defaults.queue_limit`).
     #[serde(default)]
     pub queue_limit: Option<usize>,
@@ -204,8 +212,8 @@ impl fmt::Display for ClassError {
             } => write!(f, "class[{index}] ({name:?}).{field} = {value}: {why}"),
             ClassError::Unmatched { index, name } => write!(
                 f,
-                "class[{index}] ({name:?}): matched by nothing (give it sources, header or \
-                 path_prefix, or make it default_class)"
+                "class[{index}] ({name:?}): matched by nothing (give it sources, header, \
+                 path_prefix or client_subject, or make it default_class)"
             ),
             ClassError::UnknownDefault { name } => {
                 write!(f, "default_class = {name:?}: no [[class]] has that name")
@@ -432,6 +440,7 @@ fn check_class_name(name: &str) -> Result<(), &'static str> {
 /// Puts a request in its class (see the module header for the order of the rules).
 #[derive(Debug, Clone)]
 pub struct Classifier {
+    subjects: std::collections::HashMap<String, ClassId>,
     headers: Vec<(hyper::header::HeaderName, Vec<u8>, ClassId)>,
     /// Longest prefix first.
     paths: Vec<(String, ClassId)>,
@@ -443,6 +452,7 @@ impl Classifier {
     /// Everything in class 0.
     pub fn single() -> Self {
         Classifier {
+            subjects: Default::default(),
             headers: Vec::new(),
             paths: Vec::new(),
             sources: CidrTable::new(0),
@@ -451,12 +461,17 @@ impl Classifier {
 
     fn build(confs: &[ClassConf], default: ClassId) -> Result<Self, ClassError> {
         let mut k = Classifier {
+            subjects: Default::default(),
             headers: Vec::new(),
             paths: Vec::new(),
             sources: CidrTable::new(default),
         };
         for (i, c) in confs.iter().enumerate() {
-            if c.sources.is_empty() && c.header.is_none() && c.path_prefix.is_none() && i != default
+            if c.sources.is_empty()
+                && c.header.is_none()
+                && c.path_prefix.is_none()
+                && c.client_subject.is_none()
+                && i != default
             {
                 return Err(ClassError::Unmatched {
                     index: i,
@@ -464,6 +479,7 @@ impl Classifier {
                 });
             }
             k.add_sources(i, c)?;
+            k.add_subject(i, c, confs)?;
             if let Some(h) = &c.header {
                 let value = format!("{{ name = {:?}, value = {:?} }}", h.name, h.value);
                 let name = hyper::header::HeaderName::from_bytes(h.name.as_bytes())
@@ -506,6 +522,28 @@ impl Classifier {
         Ok(k)
     }
 
+    fn add_subject(
+        &mut self,
+        i: usize,
+        c: &ClassConf,
+        all: &[ClassConf],
+    ) -> Result<(), ClassError> {
+        let Some(subject) = &c.client_subject else {
+            return Ok(());
+        };
+        let shown = format!("{subject:?}");
+        if subject.is_empty() || subject.len() > MAX_RULE_BYTES {
+            let why = format!("1 to {MAX_RULE_BYTES} bytes");
+            return Err(field_err(i, c, "client_subject", shown, why));
+        }
+        if let Some(&j) = self.subjects.get(subject) {
+            let why = format!("the same subject as class[{j}] ({:?})", all[j].name);
+            return Err(field_err(i, c, "client_subject", shown, why));
+        }
+        self.subjects.insert(subject.clone(), i);
+        Ok(())
+    }
+
     fn add_sources(&mut self, i: usize, c: &ClassConf) -> Result<(), ClassError> {
         if c.sources.len() > MAX_SOURCES {
             return Err(field_err(
@@ -541,8 +579,18 @@ impl Classifier {
         Ok(())
     }
 
-    /// The class of a request from `peer` with this head.
-    pub fn classify(&self, peer: IpAddr, path: &str, headers: &hyper::HeaderMap) -> ClassId {
+    /// The class of a request from `peer`, on a connection whose verified client certificate
+    /// has `subject` (when one), with this head.
+    pub fn classify(
+        &self,
+        peer: IpAddr,
+        subject: Option<&str>,
+        path: &str,
+        headers: &hyper::HeaderMap,
+    ) -> ClassId {
+        if let Some(&class) = subject.and_then(|s| self.subjects.get(s)) {
+            return class;
+        }
         for (name, value, class) in &self.headers {
             if headers
                 .get_all(name)
@@ -562,7 +610,10 @@ impl Classifier {
 
     /// Whether every request goes to one class (no rule to evaluate).
     pub fn is_trivial(&self) -> bool {
-        self.headers.is_empty() && self.paths.is_empty() && self.sources.is_empty()
+        self.subjects.is_empty()
+            && self.headers.is_empty()
+            && self.paths.is_empty()
+            && self.sources.is_empty()
     }
 }
 
@@ -583,6 +634,7 @@ mod tests {
             sources: Vec::new(),
             header: None,
             path_prefix: None,
+            client_subject: None,
             queue_limit: None,
             queue_timeout: None,
             max_hold: None,
@@ -614,31 +666,60 @@ mod tests {
         let k = &set.classifier;
         let mut h = hyper::HeaderMap::new();
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        assert_eq!(k.classify(ip("192.0.2.1"), "/", &h), 4, "default");
-        assert_eq!(k.classify(ip("10.0.9.9"), "/", &h), 3, "the /16");
+        assert_eq!(k.classify(ip("192.0.2.1"), None, "/", &h), 4, "default");
+        assert_eq!(k.classify(ip("10.0.9.9"), None, "/", &h), 3, "the /16");
         assert_eq!(
-            k.classify(ip("10.0.1.9"), "/", &h),
+            k.classify(ip("10.0.1.9"), None, "/", &h),
             0,
             "the /24 beats the /16"
         );
         assert_eq!(
-            k.classify(ip("10.0.1.9"), "/api/x", &h),
+            k.classify(ip("10.0.1.9"), None, "/api/x", &h),
             1,
             "path before source"
         );
         assert_eq!(
-            k.classify(ip("10.0.1.9"), "/api/v2/x", &h),
+            k.classify(ip("10.0.1.9"), None, "/api/v2/x", &h),
             2,
             "longest path"
         );
         h.insert("x-class", "silver".parse().unwrap());
-        assert_eq!(k.classify(ip("192.0.2.1"), "/api/v2", &h), 2);
+        assert_eq!(k.classify(ip("192.0.2.1"), None, "/api/v2", &h), 2);
         h.append("x-class", "gold".parse().unwrap());
         assert_eq!(
-            k.classify(ip("192.0.2.1"), "/api/v2", &h),
+            k.classify(ip("192.0.2.1"), None, "/api/v2", &h),
             0,
             "header first"
         );
+    }
+
+    /// A client certificate's subject comes before every other rule, compared exactly; two
+    /// classes cannot share one, and an empty one is refused.
+    #[test]
+    fn a_client_subject_rule_decides_first_and_exactly() {
+        let mut gold = conf("gold");
+        gold.client_subject = Some("client-a".into());
+        let mut api = conf("api");
+        api.path_prefix = Some("/api".into());
+        let set = build(&[gold.clone(), api, conf("rest")], None).unwrap();
+        let k = &set.classifier;
+        let h = hyper::HeaderMap::new();
+        let ip = "192.0.2.1".parse::<IpAddr>().unwrap();
+        assert!(!k.is_trivial());
+        assert_eq!(k.classify(ip, Some("client-a"), "/api", &h), 0);
+        assert_eq!(k.classify(ip, Some("Client-A"), "/api", &h), 1);
+        assert_eq!(k.classify(ip, Some("client-a2"), "/", &h), 2);
+        assert_eq!(k.classify(ip, None, "/", &h), 2);
+        let mut twin = conf("twin");
+        twin.client_subject = Some("client-a".into());
+        assert_eq!(
+            build(&[gold.clone(), twin, conf("rest")], None).unwrap_err(),
+            "class[1] (\"twin\").client_subject = \"client-a\": the same subject as class[0] \
+             (\"gold\")"
+        );
+        gold.client_subject = Some(String::new());
+        let e = build(&[gold, conf("rest")], None).unwrap_err();
+        assert!(e.contains("client_subject = \"\": 1 to 1024 bytes"), "{e}");
     }
 
     /// Every bad input of the issue, each error naming the key and the value.
@@ -723,8 +804,8 @@ mod tests {
         let e = build(&[conf("lost"), a.clone()], Some("a")).unwrap_err();
         assert_eq!(
             e,
-            "class[0] (\"lost\"): matched by nothing (give it sources, header or path_prefix, \
-             or make it default_class)"
+            "class[0] (\"lost\"): matched by nothing (give it sources, header, path_prefix or \
+             client_subject, or make it default_class)"
         );
         let e = build(&[a.clone(), conf("c")], Some("gold")).unwrap_err();
         assert_eq!(e, "default_class = \"gold\": no [[class]] has that name");

@@ -389,7 +389,8 @@ pub struct Config {
     /// L7 access log: `"stderr"` or an absolute file path; off when absent (access_log.rs).
     #[serde(default)]
     pub access_log: Option<String>,
-    /// TLS termination on every listener (mode l7; `tls.rs`): `[[tls.certificate]]` entries.
+    /// TLS termination on every listener (mode l7; `tls.rs`): `[[tls.certificate]]` entries,
+    /// and client certificates (`client_certificate`, `client_ca`).
     #[serde(default)]
     pub tls: Option<crate::tls::TlsConf>,
 }
@@ -401,6 +402,27 @@ fn d_maxconns() -> usize {
 }
 
 impl Config {
+    /// A `client_subject` class rule needs client certificates asked for (`[tls]`
+    /// `client_certificate` not `off`): else no request could ever match it.
+    fn check_client_subjects(&self) -> Result<(), ConfigProblem> {
+        let asked = self
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.client_certificate != crate::tls::ClientAuth::Off);
+        match self
+            .classes
+            .iter()
+            .enumerate()
+            .find(|(_, c)| c.client_subject.is_some())
+        {
+            Some((index, c)) if !asked => Err(ConfigProblem::ClientSubjectWithoutCertificates {
+                index,
+                name: c.name.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Read and validate a file (at most [`MAX_CONFIG_BYTES`]).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let err = |problem: ConfigProblem| ConfigError {
@@ -515,6 +537,7 @@ impl Config {
         if self.mode == Mode::L4 && self.tls.is_some() {
             return Err(ConfigProblem::TlsInL4);
         }
+        self.check_client_subjects()?;
         if self.mode == Mode::L4 && self.hash_key != HashKey::Source {
             return Err(ConfigProblem::HashKeyInL4(self.hash_key.name()));
         }

@@ -126,6 +126,8 @@ pub enum ConfigProblem {
     HttpReuseInL4(String),
     /// `[tls]` in mode l4 (which relays bytes and terminates nothing).
     TlsInL4,
+    /// A `client_subject` class rule while no client certificate is asked for.
+    ClientSubjectWithoutCertificates { index: usize, name: String },
     /// An L7-only key written in mode `l4` (the value as written).
     InL4 { key: &'static str, value: String },
 }
@@ -193,6 +195,12 @@ impl fmt::Display for ConfigProblem {
                 f,
                 "tls: mode = \"l4\" relays bytes and terminates no TLS; TLS termination needs \
                  mode = \"l7\""
+            ),
+            ClientSubjectWithoutCertificates { index, name } => write!(
+                f,
+                "class[{index}] ({name:?}).client_subject: no client certificate is asked for, \
+                 so the rule could never match; set [tls] client_certificate = \"optional\" or \
+                 \"required\" (with client_ca)"
             ),
             InL4 { key, value } => write!(
                 f,

@@ -341,7 +341,11 @@ pub fn run(args: BalanceArgs) -> anyhow::Result<()> {
             Some(conf) => {
                 let certs = crate::tls::Certificates::load(conf)
                     .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-                format!(", {} TLS certificates", certs.len())
+                format!(
+                    ", {} TLS certificates{}",
+                    certs.len(),
+                    certs.client_auth().note()
+                )
             }
             None => String::new(),
         };

@@ -41,7 +41,7 @@
 //!   connection, and every request that may not be sent twice, never meets a stray response
 //!   (`h1.rs`, "Answer order"). Cost: a connect per client connection and per such request.
 
-use crate::access_log::{self, AccessLog, Entry, Pending};
+use crate::access_log::{self, AccessLog, ClientCert, Entry, Pending};
 use crate::classes::Classifier;
 use crate::client_io::{ClientStream, WriteIdleLimit};
 use crate::config::{HashKey, HttpReuse};
@@ -451,9 +451,9 @@ pub async fn serve(
         tokio::spawn(async move {
             let mut conn = conn;
             conn.svc.metrics.client_connections.inc();
-            if let Some((stream, protocol)) = conn.open(stream, tls).await {
+            if let Some((stream, protocol, cert)) = conn.open(stream, tls).await {
                 conn.svc.metrics.client_protocol(protocol.name());
-                conn.serve(stream, protocol).await;
+                conn.serve(stream, protocol, cert).await;
             }
             conn.svc.metrics.client_connections.dec();
             drop(permit);
@@ -481,7 +481,7 @@ impl Connection {
         &mut self,
         mut stream: TcpStream,
         tls: Option<Arc<crate::tls::Certificates>>,
-    ) -> Option<(ClientStream, Protocol)> {
+    ) -> Option<(ClientStream, Protocol, ClientCert)> {
         let rt = self.svc.runtime();
         let ends = (self.peer, self.local);
         (self.peer, self.local) =
@@ -490,7 +490,7 @@ impl Connection {
         let m = &self.svc.metrics;
         let Some(tls) = tls else {
             return match http2::sniff(&stream, limit).await {
-                Ok(p) => Some((ClientStream::Plain(stream), p)),
+                Ok(p) => Some((ClientStream::Plain(stream), p, ClientCert::NotAsked)),
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
                     m.refuse("header_timeout");
                     None
@@ -498,19 +498,12 @@ impl Connection {
                 Err(_) => None,
             };
         };
-        let done = tokio::time::timeout(limit, tls.acceptor().accept(stream)).await;
-        m.tls_handshake(match &done {
-            Ok(Ok(_)) => "ok",
-            Ok(Err(_)) => "failed",
-            Err(_) => "timeout",
-        });
-        let s = done.ok()?.ok()?;
-        let protocol = Protocol::from_alpn(s.get_ref().1.alpn_protocol());
-        Some((ClientStream::Tls(Box::new(s)), protocol))
+        let (s, cert) = handshake(&tls, stream, &self.svc, limit).await?;
+        Some((ClientStream::Tls(Box::new(s)), cert.1, cert.0))
     }
 
     /// Serve the connection's requests until it ends, the stop ends it, or the stop's cut.
-    async fn serve(&self, stream: ClientStream, protocol: Protocol) {
+    async fn serve(&self, stream: ClientStream, protocol: Protocol, cert: ClientCert) {
         let rt = self.svc.runtime();
         let svc = self.svc.clone();
         let stop = self.stop.clone();
@@ -528,6 +521,7 @@ impl Connection {
             client: ClientSide {
                 headers: ClientFor::new(self.peer.ip()).over_tls(over_tls),
                 local: self.local,
+                cert,
             },
             peer: self.peer,
             frontend: self.frontend,
@@ -692,6 +686,9 @@ impl Handler {
             (log, line, Instant::now())
         });
         let mut t = Timing::new(logged.is_some());
+        if t.on {
+            t.cert = self.client.cert.clone();
+        }
         let mut resp = match stream.is_some().then(|| http2::check_request(&mut req)) {
             Some(Err(why)) => {
                 svc.metrics.refuse("bad_request");
@@ -958,6 +955,7 @@ struct Timing {
     server: Option<String>,
     /// The termination state if the response ends normally (docs/balance.md).
     state: [u8; 2],
+    cert: ClientCert,
 }
 
 impl Timing {
@@ -969,6 +967,7 @@ impl Timing {
             tr: -1,
             server: None,
             state: *b"--",
+            cert: ClientCert::NotAsked,
         }
     }
 
@@ -1005,16 +1004,54 @@ impl Timing {
                 bytes: 0,
                 state: self.state,
                 request,
+                cert: std::mem::take(&mut self.cert),
             },
         }
     }
 }
 
-/// What a client connection's requests need of it besides its address: the headers naming it
-/// and the address it connected to (a PROXY protocol header's destination).
+/// What a client connection's requests need of it besides its address: the headers naming it,
+/// the address it connected to (a PROXY protocol header's destination) and its TLS client
+/// certificate (for the class rules and the access log only; never sent to a backend).
 struct ClientSide {
     headers: ClientFor,
     local: SocketAddr,
+    cert: ClientCert,
+}
+
+/// The TLS handshake of a new connection, bounded by `limit` (`timeouts.header`) and counted
+/// by outcome; `None` when it failed. With a client certificate asked for, the verified
+/// leaf's subject (tls.rs); the protocol ALPN chose (http2.rs).
+async fn handshake(
+    tls: &crate::tls::Certificates,
+    stream: TcpStream,
+    svc: &Service,
+    limit: Duration,
+) -> Option<(
+    tokio_rustls::server::TlsStream<TcpStream>,
+    (ClientCert, Protocol),
+)> {
+    let acceptor = tls.acceptor();
+    let done = tokio::time::timeout(limit, acceptor.tls.accept(stream)).await;
+    svc.metrics.tls_handshake(match &done {
+        Ok(Ok(_)) => "ok",
+        Ok(Err(e)) => crate::tls::handshake_failure(e),
+        Err(_) => "timeout",
+    });
+    let s = done.ok()?.ok()?;
+    let cert = match acceptor.client_auth {
+        crate::tls::ClientAuth::Off => ClientCert::NotAsked,
+        _ => ClientCert::Asked(
+            s.get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|chain| chain.first())
+                .and_then(|leaf| crate::tls::client_subject(leaf))
+                .map(Arc::from),
+        ),
+    };
+    let protocol = Protocol::from_alpn(s.get_ref().1.alpn_protocol());
+    Some((s, (cert, protocol)))
 }
 
 async fn forward(
@@ -1040,7 +1077,8 @@ async fn forward(
     };
     let k = key_addr(&req, peer, hash_key);
     let key = FlowKey::new(k, 0, k, 0);
-    let classify = |k: &Classifier| k.classify(peer.ip(), req.uri().path(), req.headers());
+    let subject = client.cert.subject();
+    let classify = |k: &Classifier| k.classify(peer.ip(), subject, req.uri().path(), req.headers());
     let queued = Instant::now();
     let acquired = svc.acquire(key, classify).await;
     t.tw = access_log::ms(queued.elapsed());

@@ -84,8 +84,9 @@ pub struct Metrics {
     /// stop_accept.
     pub refused: Family<ReasonLabel, Counter>,
     /// TLS handshakes on the listeners (`tls.rs`), by `reason`: `ok`, `failed` (the peer's
-    /// or the protocol's error: no shared version or suite, a bad record), `timeout`
-    /// (not done within `timeouts.header`).
+    /// or the protocol's error: no shared version or suite, a bad record),
+    /// `client_certificate` (a client certificate missing where required, or not verified),
+    /// `timeout` (not done within `timeouts.header`).
     pub tls_handshakes: Family<ReasonLabel, Counter>,
     /// Failed `accept(2)` calls on a listener, by reason (stop.rs, [`accept_error_reason`]):
     /// the client stays in the listen backlog and is taken once the cause passes.
@@ -196,7 +197,7 @@ impl Metrics {
         );
         r.register(
             "tls_handshakes",
-            "TLS handshakes on the listeners, by outcome (ok, failed, timeout)",
+            "TLS handshakes on the listeners, by outcome (ok, failed, client_certificate, timeout)",
             m.tls_handshakes.clone(),
         );
         r.register(
@@ -362,7 +363,7 @@ impl Metrics {
             .inc();
     }
 
-    /// Count one TLS handshake's outcome (`ok`, `failed`, `timeout`).
+    /// Count one TLS handshake's outcome (`ok`, `failed`, `client_certificate`, `timeout`).
     pub fn tls_handshake(&self, outcome: &str) {
         self.tls_handshakes
             .get_or_create(&ReasonLabel {

@@ -856,6 +856,7 @@ mod tests {
                     value: format!("c{i}"),
                 }),
                 path_prefix: None,
+                client_subject: None,
                 queue_limit: class_limit,
                 queue_timeout: None,
                 max_hold: None,

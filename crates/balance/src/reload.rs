@@ -2,7 +2,8 @@
 //! configuration kept. From SIGHUP (the daemon's loop) and `ctl reload` (the control thread)
 //! alike, one at a time.
 //!
-//! Order: the file is read and checked, the TLS certificates loaded whole (not yet in force),
+//! Order: the file is read and checked, the TLS certificates and client CAs loaded whole (not
+//! yet in force),
 //! the servers, algorithm, timeouts and classes applied (`Service::reload`, all or nothing),
 //! then the certificates put in force. What cannot change without a restart (`mode`,
 //! `listen`, `relay`, `threads`, TLS on or off) is kept and named in the notes.
@@ -60,13 +61,11 @@ impl Reloader {
         let cfg = Config::load(&self.config_path).map_err(StartError::Config)?;
         let mut notes = Vec::new();
         let certs = match (&self.tls, &cfg.tls) {
-            (Some(_), Some(conf)) => {
-                Some(
-                    Certificates::prepare(conf).map_err(|source| StartError::Tls {
-                        file: self.config_path.clone(),
-                        source,
-                    })?,
-                )
+            (Some(tls), Some(conf)) => {
+                Some(tls.prepare(conf).map_err(|source| StartError::Tls {
+                    file: self.config_path.clone(),
+                    source,
+                })?)
             }
             (None, None) => None,
             _ => {
@@ -93,7 +92,11 @@ impl Reloader {
                 })?,
         );
         if let (Some(tls), Some(certs)) = (&self.tls, certs) {
-            notes.push(format!("{} TLS certificates in force", tls.install(certs)));
+            let n = tls.install(certs);
+            notes.push(format!(
+                "{n} TLS certificates in force{}",
+                tls.client_auth().note()
+            ));
         }
         Ok(notes)
     }

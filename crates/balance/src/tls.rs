@@ -14,20 +14,40 @@
 //!   in only if every entry loads, so a bad chain, a key that does not match its certificate
 //!   or an unreadable file is refused with the reason and the old certificates stay.
 //!   Handshakes under way and connections already open are untouched; the ticket key is kept,
-//!   so sessions resume across a swap.
+//!   so sessions resume across a swap (unless the client certificate settings change, below).
 //! - **Validity**: an end-entity certificate outside its validity period (expired, or valid
 //!   only later) is refused at load, naming the date; the period is read from the DER
 //!   (RFC 5280 §4.1.2.5) by a bounded walker here.
 //! - **Key files** are read once per load and never logged; a key file readable by group or
 //!   others (mode bits 0o077) is refused unless the entry says `key_mode_check = false`.
+//! - **Client certificates** (`client_certificate = "optional" | "required"`, `client_ca`):
+//!   the server sends a CertificateRequest (RFC 8446 §4.3.2; RFC 5246 §7.4.4 in TLS 1.2) naming
+//!   the CAs of `client_ca`, and verifies the client's Certificate (RFC 8446 §4.4.2) against
+//!   them with rustls's `WebPkiClientVerifier` (path, signatures, validity, and the
+//!   `clientAuth` extended key usage when the certificate lists usages). `required` fails a
+//!   handshake without one; `optional` lets it through unauthenticated. A bad or missing
+//!   certificate is told apart from other failures ([`handshake_failure`]). The verified
+//!   leaf's subject ([`client_subject`]) goes to the access log and the class rules, never to
+//!   a backend.
+//! - **Reload of the client CAs**: rustls fixes a `ServerConfig`'s client verifier when the
+//!   configuration is built, so a reload builds a new one and swaps it in behind a lock read
+//!   once per handshake; each handshake runs with one configuration from start to end. The
+//!   new one keeps the session cache and ticket key (sessions resume across the reload) when
+//!   the client certificate settings (mode and CA certificates) are unchanged, and gets new
+//!   ones when they change: rustls does not verify a client again when a session resumes (its
+//!   `server::hs::can_resume` compares suite, extended master secret and SNI only; the session
+//!   brings back the certificate of the handshake that made it), so an earlier session would
+//!   otherwise pass a newly `required` certificate or a removed CA.
 //!
 //! Bounds: at most [`MAX_CERTIFICATES`] entries, [`MAX_NAMES`] names each, PEM files of at
-//! most [`MAX_PEM_BYTES`]. Cost per handshake: one read lock and at most two hash lookups on
+//! most [`MAX_PEM_BYTES`] (`client_ca` too), a client subject of at most
+//! [`MAX_SUBJECT_BYTES`]. Cost per handshake: two read locks and at most two hash lookups on
 //! top of rustls's own work.
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::server::danger::ClientCertVerifier;
+use rustls::server::{ClientHello, ResolvesServerCert, StoresServerSessions, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -42,12 +62,55 @@ pub const MAX_NAMES: usize = 256;
 /// Largest certificate or key file.
 pub const MAX_PEM_BYTES: u64 = 1 << 20;
 
+/// Longest client certificate subject kept (a longer one is treated as unreadable).
+pub const MAX_SUBJECT_BYTES: usize = 1024;
+/// Sessions the server's in-memory resumption cache holds (rustls's default size).
+const SESSION_CACHE: usize = 256;
+
 /// The `[tls]` table.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConf {
     /// The certificates, the first the default.
     pub certificate: Vec<CertificateConf>,
+    /// PEM file of the CA certificates client certificates must chain to.
+    #[serde(default)]
+    pub client_ca: Option<PathBuf>,
+    /// Whether clients are asked for a certificate (default `off`).
+    #[serde(default)]
+    pub client_certificate: ClientAuth,
+}
+
+/// `client_certificate` of `[tls]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientAuth {
+    /// No CertificateRequest is sent.
+    #[default]
+    Off,
+    /// Asked for; a client without one is served, one with a bad one is refused.
+    Optional,
+    /// A handshake without a certificate that `client_ca` verifies fails.
+    Required,
+}
+
+impl ClientAuth {
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientAuth::Off => "off",
+            ClientAuth::Optional => "optional",
+            ClientAuth::Required => "required",
+        }
+    }
+
+    /// `, client certificates required` (or `optional`), for the notes of `--check` and of a
+    /// reload; empty when off.
+    pub fn note(self) -> String {
+        match self {
+            ClientAuth::Off => String::new(),
+            m => format!(", client certificates {}", m.name()),
+        }
+    }
 }
 
 /// One `[[tls.certificate]]` entry.
@@ -126,14 +189,53 @@ impl ResolvesServerCert for Resolver {
 /// Certificates loaded and checked, not yet in force ([`Certificates::prepare`]).
 pub struct Prepared {
     table: Arc<Table>,
+    acceptor: Arc<Acceptor>,
     count: usize,
 }
 
+/// The rustls configuration one handshake runs with, and whether it asks for a client
+/// certificate.
+#[derive(Clone)]
+pub struct Acceptor {
+    pub tls: tokio_rustls::TlsAcceptor,
+    pub client_auth: ClientAuth,
+    policy: Arc<ClientPolicy>,
+    resumption: Resumption,
+}
+
+/// The client certificate settings sessions were established under: the mode, and the CA
+/// certificates (none when `off`).
+#[derive(Debug, PartialEq, Eq)]
+struct ClientPolicy {
+    auth: ClientAuth,
+    cas: Vec<CertificateDer<'static>>,
+}
+
+/// Session tickets' key and the session cache: what a resumption needs.
+#[derive(Clone)]
+struct Resumption {
+    ticketer: Arc<dyn rustls::server::ProducesTickets>,
+    sessions: Arc<dyn StoresServerSessions>,
+}
+
+impl Resumption {
+    fn new() -> Result<Resumption, TlsError> {
+        let ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| TlsError {
+            entry: "tls".into(),
+            why: format!("session ticket key: {e}"),
+        })?;
+        Ok(Resumption {
+            ticketer,
+            sessions: rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE),
+        })
+    }
+}
+
 /// The TLS side of the L7 listeners: the rustls configuration every handshake uses, and the
-/// certificates it serves, replaceable while running.
+/// certificates and client CAs it serves, replaceable while running.
 pub struct Certificates {
     resolver: Arc<Resolver>,
-    acceptor: tokio_rustls::TlsAcceptor,
+    acceptor: RwLock<Arc<Acceptor>>,
     /// Entries in force.
     count: std::sync::atomic::AtomicUsize,
 }
@@ -149,34 +251,31 @@ impl fmt::Debug for Certificates {
 impl Certificates {
     /// Load every entry of `conf` and build the rustls configuration.
     pub fn load(conf: &TlsConf) -> Result<Certificates, TlsError> {
-        let table = load_table(conf)?;
-        let resolver = Arc::new(Resolver(RwLock::new(Arc::new(table))));
-        let provider = Arc::new(provider());
-        let mut sc = rustls::ServerConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .map_err(|e| TlsError {
-                entry: "tls".into(),
-                why: e.to_string(),
-            })?
-            .with_no_client_auth()
-            .with_cert_resolver(resolver.clone());
-        // HTTP/2 first (RFC 9113 §3.2), then HTTP/1.1.
-        sc.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        sc.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| TlsError {
-            entry: "tls".into(),
-            why: format!("session ticket key: {e}"),
-        })?;
+        let resolver = Arc::new(Resolver(RwLock::new(Arc::new(load_table(conf)?))));
+        let (verifier, policy) = client_verifier(conf)?;
+        let first = build_acceptor(&resolver, Resumption::new()?, policy, verifier)?;
         Ok(Certificates {
             resolver,
-            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(sc)),
+            acceptor: RwLock::new(first),
             count: conf.certificate.len().into(),
         })
     }
 
-    /// Load `conf` whole, without putting it in force (see [`Certificates::install`]).
-    pub fn prepare(conf: &TlsConf) -> Result<Prepared, TlsError> {
+    /// Load `conf` whole, without putting it in force (see [`Certificates::install`]). The
+    /// session cache and ticket key in force are kept unless the client certificate settings
+    /// change (see the module header).
+    pub fn prepare(&self, conf: &TlsConf) -> Result<Prepared, TlsError> {
+        let table = Arc::new(load_table(conf)?);
+        let (verifier, policy) = client_verifier(conf)?;
+        let now = self.acceptor();
+        let resumption = if *now.policy == policy {
+            now.resumption.clone()
+        } else {
+            Resumption::new()?
+        };
         Ok(Prepared {
-            table: Arc::new(load_table(conf)?),
+            table,
+            acceptor: build_acceptor(&self.resolver, resumption, policy, verifier)?,
             count: conf.certificate.len(),
         })
     }
@@ -184,9 +283,15 @@ impl Certificates {
     /// Put prepared certificates in force for the next handshakes; returns how many.
     pub fn install(&self, p: Prepared) -> usize {
         *self.resolver.0.write().unwrap_or_else(|e| e.into_inner()) = p.table;
+        *self.acceptor.write().unwrap_or_else(|e| e.into_inner()) = p.acceptor;
         self.count
             .store(p.count, std::sync::atomic::Ordering::Relaxed);
         p.count
+    }
+
+    /// Whether the configuration in force asks clients for a certificate.
+    pub fn client_auth(&self) -> ClientAuth {
+        self.acceptor().client_auth
     }
 
     /// Entries in force.
@@ -198,8 +303,113 @@ impl Certificates {
         self.len() == 0
     }
 
-    pub fn acceptor(&self) -> &tokio_rustls::TlsAcceptor {
-        &self.acceptor
+    /// The configuration for the next handshake.
+    pub fn acceptor(&self) -> Arc<Acceptor> {
+        self.acceptor
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// TLS 1.3 and 1.2 with the `ring` provider, ALPN `http/1.1`, the client verifier when
+/// the policy is not `off`.
+fn build_acceptor(
+    resolver: &Arc<Resolver>,
+    resumption: Resumption,
+    policy: ClientPolicy,
+    verifier: Option<Arc<dyn ClientCertVerifier>>,
+) -> Result<Arc<Acceptor>, TlsError> {
+    let b = rustls::ServerConfig::builder_with_provider(Arc::new(provider()))
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| TlsError {
+            entry: "tls".into(),
+            why: e.to_string(),
+        })?;
+    let b = match verifier {
+        Some(v) if policy.auth != ClientAuth::Off => b.with_client_cert_verifier(v),
+        _ => b.with_no_client_auth(),
+    };
+    let mut sc = b.with_cert_resolver(resolver.clone());
+    // HTTP/2 first (RFC 9113 §3.2), then HTTP/1.1.
+    sc.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    sc.ticketer = resumption.ticketer.clone();
+    sc.session_storage = resumption.sessions.clone();
+    Ok(Arc::new(Acceptor {
+        tls: tokio_rustls::TlsAcceptor::from(Arc::new(sc)),
+        client_auth: policy.auth,
+        policy: Arc::new(policy),
+        resumption,
+    }))
+}
+
+/// The verifier of `client_ca` (when given), checked against `client_certificate`, and the
+/// policy it stands for.
+fn client_verifier(
+    conf: &TlsConf,
+) -> Result<(Option<Arc<dyn ClientCertVerifier>>, ClientPolicy), TlsError> {
+    let auth = conf.client_certificate;
+    let Some(path) = &conf.client_ca else {
+        if auth == ClientAuth::Off {
+            return Ok((
+                None,
+                ClientPolicy {
+                    auth,
+                    cas: Vec::new(),
+                },
+            ));
+        }
+        return Err(TlsError {
+            entry: "tls.client_certificate".into(),
+            why: format!(
+                "\"{}\" needs client_ca (a PEM file of the CA certificates client \
+                 certificates are verified against)",
+                conf.client_certificate.name()
+            ),
+        });
+    };
+    let err = |why: String| TlsError {
+        entry: "tls.client_ca".into(),
+        why: format!("{}: {why}", path.display()),
+    };
+    let pem =
+        netsched_util::read::read_text(path, MAX_PEM_BYTES, "client_ca").map_err(|e| TlsError {
+            entry: "tls.client_ca".into(),
+            why: e.to_string(),
+        })?;
+    let mut roots = rustls::RootCertStore::empty();
+    let mut cas = Vec::new();
+    for (i, c) in CertificateDer::pem_slice_iter(pem.as_bytes()).enumerate() {
+        let c = c.map_err(|e| err(e.to_string()))?;
+        roots
+            .add(c.clone())
+            .map_err(|e| err(format!("certificate {}: {e}", i + 1)))?;
+        cas.push(c);
+    }
+    if roots.is_empty() {
+        return Err(err("no PEM CERTIFICATE block".into()));
+    }
+    let b = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::new(provider()));
+    let b = match auth {
+        ClientAuth::Optional => b.allow_unauthenticated(),
+        _ => b,
+    };
+    let verifier = b.build().map_err(|e| err(e.to_string()))?;
+    if auth == ClientAuth::Off {
+        cas.clear(); // read and checked, unused
+    }
+    Ok((Some(verifier), ClientPolicy { auth, cas }))
+}
+
+/// The `reason` a failed handshake is counted under: `client_certificate` when the client's
+/// certificate was missing (`required`) or did not verify, else `failed`. tokio-rustls hands
+/// rustls's error inside the `io::Error`.
+pub fn handshake_failure(e: &std::io::Error) -> &'static str {
+    match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        Some(rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented) => {
+            "client_certificate"
+        }
+        _ => "failed",
     }
 }
 
@@ -343,18 +553,24 @@ fn der_item(b: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
 }
 
-/// `notBefore` and `notAfter` of a certificate, Unix seconds (RFC 5280 §4.1: Certificate →
-/// TBSCertificate → [version], serialNumber, signature, issuer, validity).
-fn validity(cert: &[u8]) -> Option<(i64, i64)> {
+/// The fields of a certificate's TBSCertificate from `issuer` on (RFC 5280 §4.1: Certificate →
+/// TBSCertificate → [version], serialNumber, signature, issuer, validity, subject, ...).
+fn from_issuer(cert: &[u8]) -> Option<&[u8]> {
     let (_, certificate, _) = der_item(cert)?;
     let (_, tbs, _) = der_item(certificate)?;
     let (tag, _, mut rest) = der_item(tbs)?;
     if tag != 0xa0 {
         rest = tbs; // no explicit version (v1): the serial number comes first
     }
-    for _ in 0..3 {
-        rest = der_item(rest)?.2; // serialNumber, signature, issuer
+    for _ in 0..2 {
+        rest = der_item(rest)?.2; // serialNumber, signature
     }
+    Some(rest)
+}
+
+/// `notBefore` and `notAfter` of a certificate, Unix seconds (RFC 5280 §4.1.2.5).
+fn validity(cert: &[u8]) -> Option<(i64, i64)> {
+    let rest = der_item(from_issuer(cert)?)?.2;
     let (tag, v, _) = der_item(rest)?;
     if tag != 0x30 {
         return None;
@@ -362,6 +578,93 @@ fn validity(cert: &[u8]) -> Option<(i64, i64)> {
     let (t1, nb, rest) = der_item(v)?;
     let (t2, na, _) = der_item(rest)?;
     Some((time(t1, nb)?, time(t2, na)?))
+}
+
+/// OID 2.5.4.3, `id-at-commonName` (RFC 5280 Appendix A.1), as DER contents.
+const OID_COMMON_NAME: &[u8] = &[0x55, 0x04, 0x03];
+/// OID 2.5.29.17, `id-ce-subjectAltName` (RFC 5280 §4.2.1.6).
+const OID_SUBJECT_ALT_NAME: &[u8] = &[0x55, 0x1d, 0x11];
+
+/// The name a client certificate is known by in the access log and the class rules: the
+/// first `commonName` attribute of the subject (RFC 5280 §4.1.2.6), else the first `dNSName`
+/// or `rfc822Name` (email) of its subjectAltName extension (§4.2.1.6). `None` when it has
+/// neither, or the DER cannot be read, or the name is empty or over [`MAX_SUBJECT_BYTES`].
+pub fn client_subject(cert: &[u8]) -> Option<String> {
+    let rest = der_item(from_issuer(cert)?)?.2; // issuer
+    let rest = der_item(rest)?.2; // validity
+    let (tag, subject, rest) = der_item(rest)?;
+    if tag != 0x30 {
+        return None;
+    }
+    let name = common_name(subject).or_else(|| alt_name(rest))?;
+    (!name.is_empty() && name.len() <= MAX_SUBJECT_BYTES).then_some(name)
+}
+
+/// The first commonName of a Name: SEQUENCE OF RelativeDistinguishedName (SET OF
+/// AttributeTypeAndValue { type OID, value }), RFC 5280 §4.1.2.4.
+fn common_name(mut rdns: &[u8]) -> Option<String> {
+    while !rdns.is_empty() {
+        let (_, mut set, next) = der_item(rdns)?;
+        while !set.is_empty() {
+            let (_, atv, more) = der_item(set)?;
+            let (oid_tag, oid, value) = der_item(atv)?;
+            if oid_tag == 0x06 && oid == OID_COMMON_NAME {
+                let (tag, v, _) = der_item(value)?;
+                return directory_string(tag, v);
+            }
+            set = more;
+        }
+        rdns = next;
+    }
+    None
+}
+
+/// A DirectoryString as text: UTF8String, PrintableString or IA5String, the forms RFC 5280
+/// §4.1.2.4 has CAs use; other forms are not read.
+fn directory_string(tag: u8, v: &[u8]) -> Option<String> {
+    match tag {
+        0x0c => std::str::from_utf8(v).ok().map(str::to_string),
+        0x13 | 0x16 if v.is_ascii() => std::str::from_utf8(v).ok().map(str::to_string),
+        _ => None,
+    }
+}
+
+/// The first dNSName or rfc822Name of the subjectAltName extension, looked for in the
+/// TBSCertificate's fields after `subject`: subjectPublicKeyInfo, then the optional
+/// `[1]` issuerUniqueID, `[2]` subjectUniqueID and `[3]` extensions (RFC 5280 §4.1).
+fn alt_name(after_subject: &[u8]) -> Option<String> {
+    let mut rest = der_item(after_subject)?.2; // subjectPublicKeyInfo
+    let exts = loop {
+        let (tag, v, next) = der_item(rest)?;
+        if tag == 0xa3 {
+            break der_item(v)?.1; // Extensions ::= SEQUENCE SIZE (1..MAX) OF Extension
+        }
+        rest = next;
+    };
+    let mut exts = exts;
+    while !exts.is_empty() {
+        let (_, ext, next) = der_item(exts)?;
+        let (oid_tag, oid, mut fields) = der_item(ext)?;
+        if oid_tag == 0x06 && oid == OID_SUBJECT_ALT_NAME {
+            let (tag, _, after) = der_item(fields)?;
+            if tag == 0x01 {
+                fields = after; // critical BOOLEAN
+            }
+            let (_, octets, _) = der_item(fields)?;
+            let (_, mut names, _) = der_item(octets)?; // GeneralNames
+            while !names.is_empty() {
+                let (tag, v, more) = der_item(names)?;
+                // [1] rfc822Name and [2] dNSName, both IA5String, implicitly tagged.
+                if tag == 0x81 || tag == 0x82 {
+                    return directory_string(0x16, v);
+                }
+                names = more;
+            }
+            return None;
+        }
+        exts = next;
+    }
+    None
 }
 
 /// UTCTime (`YYMMDDHHMMSSZ`, 50-99 are 19YY) or GeneralizedTime (`YYYYMMDDHHMMSSZ`) as Unix
@@ -474,6 +777,68 @@ mod tests {
         for n in 0..64 {
             let junk: Vec<u8> = (0..n).map(|i| (i * 37 + 11) as u8).collect();
             let _ = validity(&junk);
+        }
+    }
+
+    #[test]
+    fn client_certificate_failures_are_told_apart_from_other_handshake_failures() {
+        use std::io::{Error, ErrorKind};
+        let wrap = |e: rustls::Error| Error::new(ErrorKind::InvalidData, e);
+        assert_eq!(
+            handshake_failure(&wrap(rustls::Error::NoCertificatesPresented)),
+            "client_certificate"
+        );
+        assert_eq!(
+            handshake_failure(&wrap(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::UnknownIssuer
+            ))),
+            "client_certificate"
+        );
+        assert_eq!(
+            handshake_failure(&wrap(rustls::Error::DecryptError)),
+            "failed"
+        );
+        assert_eq!(
+            handshake_failure(&Error::from(ErrorKind::ConnectionReset)),
+            "failed"
+        );
+    }
+
+    /// A self-signed certificate with this subject (no attribute when `cn` is `None`) and
+    /// these subjectAltNames.
+    fn cert(cn: Option<&str>, sans: Vec<rcgen::SanType>) -> Vec<u8> {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut p = rcgen::CertificateParams::default();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        if let Some(cn) = cn {
+            p.distinguished_name
+                .push(rcgen::DnType::OrganizationName, "netsched tests");
+            p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        }
+        p.subject_alt_names = sans;
+        p.self_signed(&key).expect("cert").der().to_vec()
+    }
+
+    #[test]
+    fn the_subject_is_the_common_name_else_the_first_dns_or_email_alt_name() {
+        let dns = |n: &str| rcgen::SanType::DnsName(n.try_into().expect("ia5"));
+        let email = |n: &str| rcgen::SanType::Rfc822Name(n.try_into().expect("ia5"));
+        let c = cert(Some("client-a"), vec![dns("a.test")]);
+        assert_eq!(client_subject(&c).as_deref(), Some("client-a"));
+        let c = cert(Some("Zoë"), vec![]);
+        assert_eq!(client_subject(&c).as_deref(), Some("Zoë"));
+        let c = cert(None, vec![dns("b.test"), email("x@b.test")]);
+        assert_eq!(client_subject(&c).as_deref(), Some("b.test"));
+        let c = cert(None, vec![email("x@b.test"), dns("b.test")]);
+        assert_eq!(client_subject(&c).as_deref(), Some("x@b.test"));
+        let c = cert(None, vec![rcgen::SanType::IpAddress([192, 0, 2, 1].into())]);
+        assert_eq!(client_subject(&c), None);
+        let long = "x".repeat(MAX_SUBJECT_BYTES + 1);
+        assert_eq!(client_subject(&cert(Some(&long), vec![])), None);
+        // Every truncation of a good certificate is refused, never a panic.
+        let c = cert(Some("client-a"), vec![dns("a.test")]);
+        for n in 0..c.len() {
+            assert_eq!(client_subject(&c[..n]), None, "{n} bytes");
         }
     }
 }

@@ -380,10 +380,10 @@ fn the_documented_example_parses() {
     assert_eq!(names, ["gold", "silver", "bronze"]);
     let h = hyper::HeaderMap::new();
     let ip = "10.0.1.7".parse().unwrap();
-    assert_eq!(set.classifier.classify(ip, "/", &h), 1);
+    assert_eq!(set.classifier.classify(ip, None, "/", &h), 1);
     assert_eq!(
         set.classifier
-            .classify("192.0.2.1".parse().unwrap(), "/", &h),
+            .classify("192.0.2.1".parse().unwrap(), None, "/", &h),
         2
     );
 }

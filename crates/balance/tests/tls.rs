@@ -3,6 +3,10 @@
 //! (exact, wildcard, else the first); TLS 1.2 and 1.3 both serve requests with ALPN
 //! `http/1.1`; a bad key is refused at start and on reload with the old certificates kept; a
 //! certificate replaced by SIGHUP's reload while clients keep connecting fails no handshake.
+//! Client certificates (`client_certificate`, `client_ca`): `required` refuses a client
+//! without one or with one of another CA, counting the failure apart, and a verified one's
+//! subject shows in the access log and picks its class; `optional` serves both; a reload
+//! changes the mode, and a bad `client_ca` is refused naming the field and the file.
 //! With `accept_proxy`, the PROXY protocol header comes before the TLS handshake and names the
 //! client in the request headers (`proto=https` kept).
 
@@ -13,7 +17,7 @@ use netsched_balance::config::Config;
 use netsched_testbed::TempDir;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
@@ -394,6 +398,310 @@ async fn bad_keys_are_refused_with_the_reason_and_a_reload_keeps_the_old_certifi
     let (cfg, cap) = client(None, &rustls::version::TLS13);
     https_get(addr, cfg, "a.test").await.unwrap();
     assert!(cap.unwrap().0.lock().unwrap().as_slice() == n_der.as_slice());
+}
+
+/// A client certificate whose subject is `CN=cn`, signed by `ca`: its chain and key.
+fn client_cert(ca: &Ca, cn: &str) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
+    let key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.distinguished_name = rcgen::DistinguishedName::new();
+    p.distinguished_name.push(DnType::CommonName, cn);
+    let cert = p.signed_by(&key, &ca.cert, &ca.key).unwrap();
+    let der = PrivateKeyDer::Pkcs8(key.serialize_der().into());
+    (vec![cert.der().clone()], der)
+}
+
+/// A client trusting `server_ca`, presenting `cert` when given.
+fn mtls_client(
+    server_ca: &Ca,
+    cert: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+    version: &'static rustls::SupportedProtocolVersion,
+) -> rustls::ClientConfig {
+    let b = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[version])
+        .unwrap()
+        .with_root_certificates(server_ca.roots());
+    let mut cfg = match cert {
+        Some((chain, key)) => b.with_client_auth_cert(chain, key).unwrap(),
+        None => b.with_no_client_auth(),
+    };
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    cfg
+}
+
+/// The `[tls]` table with client certificates, then the server's certificate.
+fn mtls_table(mode: &str, client_ca: &std::path::Path, cert: &PathBuf, key: &PathBuf) -> String {
+    format!(
+        "[tls]\nclient_ca = \"{}\"\nclient_certificate = \"{mode}\"\n{}",
+        client_ca.display(),
+        tls_table(&[(cert, key, &["a.test"])])
+    )
+}
+
+/// Whether a GET with `cfg` resumed an earlier session (a ticket or session id `cfg`'s
+/// resumption store holds), and was served.
+async fn resumed(addr: SocketAddr, cfg: rustls::ClientConfig) -> bool {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let server = ServerName::try_from("a.test").unwrap();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(cfg));
+    let mut s = tokio::time::timeout(PATIENCE, connector.connect(server, tcp))
+        .await
+        .unwrap()
+        .unwrap();
+    let kind = s.get_ref().1.handshake_kind();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, s.read_to_end(&mut out)).await;
+    assert!(matches!(read, Ok(Ok(_))), "{read:?}");
+    assert!(out.starts_with(b"HTTP/1.1 200 OK"), "{out:?}");
+    kind == Some(rustls::HandshakeKind::Resumed)
+}
+
+/// The access log's lines once it has `n`.
+async fn log_lines(path: &std::path::Path, n: usize) -> Vec<String> {
+    let ok =
+        common::eventually(|| std::fs::read_to_string(path).is_ok_and(|t| t.lines().count() >= n))
+            .await;
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(ok, "expected {n} lines in the access log:\n{text}");
+    text.lines().map(str::to_string).collect()
+}
+
+/// Waits until the metric `name` reaches `want`; its last value.
+async fn metric_reaches(r: &netsched_balance::Running, name: &str, want: f64) -> f64 {
+    common::eventually(|| common::metric(&common::metrics_text(r), name) >= want).await;
+    common::metric(&common::metrics_text(r), name)
+}
+
+const CERT_FAILED: &str = "netsched_balance_tls_handshakes_total{reason=\"client_certificate\"}";
+const FAILED: &str = "netsched_balance_tls_handshakes_total{reason=\"failed\"}";
+
+#[tokio::test]
+async fn a_required_client_certificate_is_verified_logged_and_picks_the_class() {
+    let dir = TempDir::new("bal-mtls").unwrap();
+    let (server_ca, client_ca, other_ca) = (Ca::new(), Ca::new(), Ca::new());
+    let (sc, sk, _) = server_ca.leaf(&dir, "a", &["a.test"]);
+    let ca_pem = dir
+        .create_file("clients.pem", client_ca.cert.pem().as_bytes())
+        .unwrap();
+    let log = dir.path().join("access.log");
+    let be = http_backend("web").await;
+    let classes = "[[class]]\nname = \"gold\"\nclient_subject = \"client-a\"\n\
+                   [[class]]\nname = \"rest\"\n";
+    let text = config_text(
+        "l7",
+        "{ kind = \"rr\" }",
+        &format!(
+            "admin = \"127.0.0.1:0\"\naccess_log = \"{}\"",
+            log.display()
+        ),
+        &format!("{}{classes}", mtls_table("required", &ca_pem, &sc, &sk)),
+        &[&be],
+        &dir,
+    );
+    let r = start(&text, &dir).await;
+    let addr = r.listen[0];
+    // Without a certificate, and with one of another CA: refused, in both versions.
+    let mut refused = 0.0;
+    for v in [&rustls::version::TLS13, &rustls::version::TLS12] {
+        for cert in [None, Some(client_cert(&other_ca, "client-a"))] {
+            let got = https_get(addr, mtls_client(&server_ca, cert, v), "a.test").await;
+            assert!(
+                got.as_ref().map_or(true, |(s, _, _)| s.is_empty()),
+                "{v:?}: served without a good certificate: {got:?}"
+            );
+            refused += 1.0;
+            assert_eq!(metric_reaches(&r, CERT_FAILED, refused).await, refused);
+        }
+    }
+    // Verified ones: served, the subject logged, `client-a` in its class.
+    for cn in ["client-a", "client-b"] {
+        let cfg = mtls_client(
+            &server_ca,
+            Some(client_cert(&client_ca, cn)),
+            &rustls::version::TLS13,
+        );
+        let (status, body, _) = https_get(addr, cfg, "a.test").await.unwrap();
+        assert_eq!((status.as_str(), body.as_str()), ("HTTP/1.1 200 OK", "web"));
+    }
+    let lines = log_lines(&log, 2).await;
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0].ends_with(" -- {client-a} \"GET / HTTP/1.1\""),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].ends_with(" -- {client-b} \"GET / HTTP/1.1\""),
+        "{lines:?}"
+    );
+    let gold = "netsched_balance_class_requests_total{class=\"gold\"}";
+    let rest = "netsched_balance_class_requests_total{class=\"rest\"}";
+    assert_eq!(metric_reaches(&r, gold, 1.0).await, 1.0);
+    assert_eq!(metric_reaches(&r, rest, 1.0).await, 1.0);
+    let m = common::metrics_text(&r);
+    assert_eq!(common::metric(&m, FAILED), 0.0, "{m}");
+    assert_eq!(common::metric(&m, CERT_FAILED), 4.0, "{m}");
+}
+
+#[tokio::test]
+async fn an_optional_client_certificate_serves_both_and_a_reload_changes_the_mode() {
+    let dir = TempDir::new("bal-mtlsopt").unwrap();
+    let (server_ca, client_ca, other_ca) = (Ca::new(), Ca::new(), Ca::new());
+    let (sc, sk, _) = server_ca.leaf(&dir, "a", &["a.test"]);
+    let ca_pem = dir
+        .create_file("clients.pem", client_ca.cert.pem().as_bytes())
+        .unwrap();
+    let log = dir.path().join("access.log");
+    let be = http_backend("web").await;
+    let with = |mode: &str, ca: &std::path::Path| {
+        config_text(
+            "l7",
+            "{ kind = \"rr\" }",
+            &format!(
+                "admin = \"127.0.0.1:0\"\naccess_log = \"{}\"",
+                log.display()
+            ),
+            &mtls_table(mode, ca, &sc, &sk),
+            &[&be],
+            &dir,
+        )
+    };
+    let r = start(&with("optional", &ca_pem), &dir).await;
+    let addr = r.listen[0];
+    let v13 = &rustls::version::TLS13;
+    let good = || Some(client_cert(&client_ca, "client-a"));
+    for cert in [good(), None] {
+        let (status, _, _) = https_get(addr, mtls_client(&server_ca, cert, v13), "a.test")
+            .await
+            .unwrap();
+        assert_eq!(status, "HTTP/1.1 200 OK");
+    }
+    let lines = log_lines(&log, 2).await;
+    assert!(
+        lines[0].ends_with(" -- {client-a} \"GET / HTTP/1.1\""),
+        "{lines:?}"
+    );
+    assert!(lines[1].ends_with(" -- {} \"GET / HTTP/1.1\""), "{lines:?}");
+    // A client without a certificate resumes its session, also after a reload that keeps the
+    // client certificate settings.
+    let anonymous = mtls_client(&server_ca, None, v13);
+    assert!(!resumed(addr, anonymous.clone()).await, "a first handshake");
+    assert!(resumed(addr, anonymous.clone()).await, "the second resumes");
+    let path = dir.path().join("balance.toml");
+    std::fs::write(&path, with("optional", &ca_pem)).unwrap();
+    r.reload().unwrap();
+    assert!(
+        resumed(addr, anonymous.clone()).await,
+        "resumed across the reload"
+    );
+    // A certificate that does not verify is refused even when optional.
+    let bad = Some(client_cert(&other_ca, "client-a"));
+    let got = https_get(addr, mtls_client(&server_ca, bad, v13), "a.test").await;
+    assert!(
+        got.as_ref().map_or(true, |(s, _, _)| s.is_empty()),
+        "{got:?}"
+    );
+    assert_eq!(metric_reaches(&r, CERT_FAILED, 1.0).await, 1.0);
+
+    // A reload with an unreadable client_ca is refused; the optional mode stays.
+    let missing = dir.path().join("gone.pem");
+    std::fs::write(&path, with("required", &missing)).unwrap();
+    let e = r.reload().unwrap_err().to_string();
+    assert!(e.contains("tls.client_ca") && e.contains("gone.pem"), "{e}");
+    let got = https_get(addr, mtls_client(&server_ca, None, v13), "a.test").await;
+    assert_eq!(got.unwrap().0, "HTTP/1.1 200 OK");
+    // Required from the next handshake on, for a client holding a session from before too:
+    // a change of the client certificate settings resumes no earlier session.
+    std::fs::write(&path, with("required", &ca_pem)).unwrap();
+    let notes = r.reload().unwrap().join("\n");
+    assert!(
+        notes.contains("1 TLS certificates in force, client certificates required"),
+        "{notes}"
+    );
+    for cfg in [mtls_client(&server_ca, None, v13), anonymous] {
+        let got = https_get(addr, cfg, "a.test").await;
+        assert!(
+            got.as_ref().map_or(true, |(s, _, _)| s.is_empty()),
+            "{got:?}"
+        );
+    }
+    assert_eq!(metric_reaches(&r, CERT_FAILED, 3.0).await, 3.0);
+    let cfg = mtls_client(&server_ca, good(), v13);
+    assert_eq!(
+        https_get(addr, cfg, "a.test").await.unwrap().0,
+        "HTTP/1.1 200 OK"
+    );
+}
+
+#[tokio::test]
+async fn client_certificate_settings_are_checked_naming_the_field_and_the_file() {
+    let dir = TempDir::new("bal-mtlsconf").unwrap();
+    let ca = Ca::new();
+    let (sc, sk, _) = ca.leaf(&dir, "a", &["a.test"]);
+    let be = http_backend("web").await;
+    let path = dir.path().join("balance.toml");
+    let start_err = |tables: String| {
+        let text = config_text("l7", "{ kind = \"rr\" }", "", &tables, &[&be], &dir);
+        std::fs::write(&path, &text).unwrap();
+        let cfg = Config::load(&path).map_err(|e| e.to_string())?;
+        let rt = tokio::runtime::Handle::current();
+        let path = path.clone();
+        std::thread::spawn(move || rt.block_on(netsched_balance::start(cfg, &path)).err())
+            .join()
+            .unwrap()
+            .map(|e| e.to_string())
+            .ok_or_else(|| "started".to_string())
+    };
+    let entry = tls_table(&[(&sc, &sk, &["a.test"])]);
+    for mode in ["optional", "required"] {
+        let e = start_err(format!("[tls]\nclient_certificate = \"{mode}\"\n{entry}")).unwrap();
+        assert!(
+            e.contains(&format!(
+                "tls.client_certificate: \"{mode}\" needs client_ca"
+            )),
+            "{e}"
+        );
+    }
+    let e = start_err(format!(
+        "[tls]\nclient_certificate = \"sometimes\"\n{entry}"
+    ))
+    .unwrap_err();
+    assert!(e.contains("sometimes"), "{e}");
+    // A client_subject rule with no client certificate asked for could never match.
+    let class = "[[class]]\nname = \"a\"\nclient_subject = \"client-a\"\n[[class]]\nname = \"b\"\n";
+    for tls in [
+        String::new(),
+        format!("[tls]\nclient_certificate = \"off\"\n{entry}"),
+    ] {
+        let e = start_err(format!("{tls}{class}")).unwrap_err();
+        assert!(
+            e.contains("class[0] (\"a\").client_subject: no client certificate is asked for"),
+            "{e}"
+        );
+    }
+    let garbage = dir
+        .create_file(
+            "garbage.pem",
+            b"-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+    for (file, why) in [
+        (dir.path().join("none.pem"), "none.pem"),
+        (sk.clone(), "no PEM CERTIFICATE block"),
+        (garbage, "garbage.pem"),
+    ] {
+        let e = start_err(mtls_table("required", &file, &sc, &sk)).unwrap();
+        assert!(e.contains("tls.client_ca") && e.contains(why), "{e}");
+        assert!(e.contains(&file.display().to_string()), "{e}");
+    }
+    // Off, a CA given: served as before (the CA is still read and checked).
+    let ca_pem = dir.create_file("ca.pem", ca.cert.pem().as_bytes()).unwrap();
+    assert_eq!(
+        start_err(mtls_table("off", &ca_pem, &sc, &sk)).unwrap_err(),
+        "started"
+    );
 }
 
 /// `accept_proxy`: the header first, then the handshake on the same connection; the backend
