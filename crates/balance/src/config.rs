@@ -457,6 +457,26 @@ impl Config {
                 return Err(ConfigProblem::RelayInL7(v.to_string()));
             }
         }
+        // `path` and `expect_status` have defaults too: only the text tells whether a tcp
+        // check was given keys it never uses.
+        if cfg
+            .health
+            .as_ref()
+            .is_some_and(|h| h.kind == HealthKind::Tcp)
+        {
+            let table: toml::Table = text
+                .parse()
+                .map_err(|e: toml::de::Error| ConfigProblem::Toml(e.to_string()))?;
+            let health = table.get("health").and_then(|h| h.as_table());
+            for key in ["path", "expect_status"] {
+                if let Some(v) = health.and_then(|h| h.get(key)) {
+                    return Err(ConfigProblem::HealthHttpOnly {
+                        key,
+                        value: v.to_string(),
+                    });
+                }
+            }
+        }
         // `http_reuse` defaults to safe: as with `relay`, only the text tells whether it was
         // written in mode l4, where there is no HTTP connection to reuse.
         if cfg.mode == Mode::L4 {
@@ -549,6 +569,7 @@ impl Config {
                 source,
             })?;
         let mut names = std::collections::HashSet::new();
+        let mut addrs = std::collections::HashMap::new();
         for (i, s) in self.servers.iter().enumerate() {
             check_name(&s.name).map_err(|why| ConfigProblem::ServerName {
                 index: i,
@@ -567,6 +588,14 @@ impl Config {
                 addr: s.addr,
                 why,
             })?;
+            if let Some(first) = addrs.insert(s.addr, s.name.as_str()) {
+                return Err(ConfigProblem::ServerAddrTwice {
+                    index: i,
+                    name: s.name.clone(),
+                    addr: s.addr,
+                    first: first.to_string(),
+                });
+            }
             if s.weight > MAX_WEIGHT {
                 return Err(ConfigProblem::ServerWeight {
                     index: i,
@@ -1097,6 +1126,28 @@ maxconn = 10
         let l4_host = GOOD.replacen("mode = \"l7\"", "mode = \"l4\"", 1);
         let e = Config::parse(&l4_host).unwrap_err().to_string();
         assert!(e.contains("hash_key = \"host\""), "{e}");
+    }
+
+    #[test]
+    fn two_servers_at_one_address_are_refused_naming_both() {
+        let text = GOOD.replace("127.0.0.1:9002", "127.0.0.1:9001");
+        let e = Config::parse(&text).unwrap_err().to_string();
+        assert!(e.contains("server[1] (s2)"), "{e}");
+        assert!(e.contains("127.0.0.1:9001"), "{e}");
+        assert!(e.contains("server s1's"), "{e}");
+    }
+
+    #[test]
+    fn a_tcp_check_with_http_keys_is_refused() {
+        let tcp = GOOD.replace("kind = \"http\"", "kind = \"tcp\"");
+        let e = Config::parse(&tcp).unwrap_err().to_string();
+        assert!(e.contains("health.path = \"/health\""), "{e}");
+        assert!(e.contains("kind = \"http\""), "{e}");
+        let status = tcp.replace("path = \"/health\"", "expect_status = 204");
+        let e = Config::parse(&status).unwrap_err().to_string();
+        assert!(e.contains("health.expect_status = 204"), "{e}");
+        let bare = tcp.replace("path = \"/health\"\n", "");
+        assert!(Config::parse(&bare).is_ok());
     }
 
     #[test]

@@ -130,6 +130,15 @@ pub enum ConfigProblem {
     ClientSubjectWithoutCertificates { index: usize, name: String },
     /// An L7-only key written in mode `l4` (the value as written).
     InL4 { key: &'static str, value: String },
+    /// `server[index].addr` is also `server[first]`'s.
+    ServerAddrTwice {
+        index: usize,
+        name: String,
+        addr: SocketAddr,
+        first: String,
+    },
+    /// An HTTP check's key (`path`, `expect_status`) in a `kind = "tcp"` check.
+    HealthHttpOnly { key: &'static str, value: String },
 }
 
 impl fmt::Display for ConfigProblem {
@@ -201,6 +210,21 @@ impl fmt::Display for ConfigProblem {
                 "class[{index}] ({name:?}).client_subject: no client certificate is asked for, \
                  so the rule could never match; set [tls] client_certificate = \"optional\" or \
                  \"required\" (with client_ca)"
+            ),
+            ServerAddrTwice {
+                index,
+                name,
+                addr,
+                first,
+            } => write!(
+                f,
+                "server[{index}] ({name}): addr = \"{addr}\" is also server {first}'s; one \
+                 entry per backend (give it the weight of both)"
+            ),
+            HealthHttpOnly { key, value } => write!(
+                f,
+                "health.{key} = {value}: only with kind = \"http\" (a tcp check only \
+                 connects); remove the key or set kind = \"http\""
             ),
             InL4 { key, value } => write!(
                 f,

@@ -69,6 +69,12 @@ pub enum ServerError {
     Exists {
         name: String,
     },
+    /// Another server already has the address (`other`).
+    AddrInUse {
+        name: String,
+        addr: SocketAddr,
+        other: String,
+    },
     TooMany {
         max: usize,
     },
@@ -92,6 +98,11 @@ impl fmt::Display for ServerError {
             ServerError::BadName { name, why } => write!(f, "server name {name:?}: {why}"),
             ServerError::BadAddr { name, addr, why } => write!(f, "server {name:?} {addr}: {why}"),
             ServerError::Exists { name } => write!(f, "server {name:?} already exists"),
+            ServerError::AddrInUse { name, addr, other } => write!(
+                f,
+                "server {name:?}: {addr} is already server {other:?}'s (one entry per backend; \
+                 set-weight it instead)"
+            ),
             ServerError::TooMany { max } => write!(f, "at most {max} servers"),
             ServerError::Unknown { name } => write!(f, "no server named {name:?}"),
             ServerError::WeightTooLarge { weight, max } => {

@@ -377,7 +377,7 @@ impl Service {
             epoch: Instant::now(),
         });
         for s in &cfg.servers {
-            svc.add_server(s, false).map_err(StartError::Server)?;
+            svc.insert_server(s, false).map_err(StartError::Server)?;
         }
         Ok(svc)
     }
@@ -560,7 +560,27 @@ impl Service {
         self.wake_queue();
     }
 
+    /// `ctl add-server`: [`Service::insert_server`], refused when another server has the
+    /// address (a configuration is checked for that whole, `config.rs`; a reload may move
+    /// servers through each other's addresses one step at a time).
     pub fn add_server(&self, s: &ServerConf, log: bool) -> Result<(), ServerError> {
+        let other = lock(&self.inner)
+            .backends
+            .values()
+            .find(|b| b.addr == s.addr)
+            .map(|b| b.name.clone());
+        if let Some(other) = other {
+            return Err(ServerError::AddrInUse {
+                name: s.name.clone(),
+                addr: s.addr,
+                other,
+            });
+        }
+        self.insert_server(s, log)
+    }
+
+    /// Add a server to the table and the balancer.
+    fn insert_server(&self, s: &ServerConf, log: bool) -> Result<(), ServerError> {
         check_name(&s.name).map_err(|why| ServerError::BadName {
             name: s.name.clone(),
             why,
@@ -577,6 +597,7 @@ impl Service {
                     name: s.name.clone(),
                 });
             }
+
             if g.backends.len() >= MAX_SERVERS {
                 return Err(ServerError::TooMany { max: MAX_SERVERS });
             }
@@ -841,14 +862,14 @@ impl Service {
                 }
                 Some(s) if s.addr != *addr => {
                     self.del_server(name)?;
-                    self.add_server(s, false)?;
+                    self.insert_server(s, false)?;
                     notes.push(format!("server {name} moved to {}", s.addr));
                 }
                 // Its connections are made anew with the new header (or none); the idle ones
                 // go with the old entry.
                 Some(s) if s.send_proxy != *send_proxy => {
                     self.del_server(name)?;
-                    self.add_server(s, false)?;
+                    self.insert_server(s, false)?;
                     notes.push(format!(
                         "server {name} send_proxy {}",
                         s.send_proxy.map_or("none", |v| v.name())
@@ -868,7 +889,7 @@ impl Service {
         }
         for s in &cfg.servers {
             if !existing.iter().any(|(n, _, _)| n == &s.name) {
-                self.add_server(s, false)?;
+                self.insert_server(s, false)?;
                 notes.push(format!("server {} added", s.name));
             }
         }

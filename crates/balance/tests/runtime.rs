@@ -259,6 +259,11 @@ async fn control_takes_several_names_refuses_extra_arguments_and_answers_bad_lin
         assert!(e.contains(addr) && e.contains("\"z\""), "{addr}: {e}");
     }
     assert_eq!(r.service.show().len(), 2);
+    // ... and one another server already has.
+    let taken = row(&r, "a").addr;
+    let e = ctl(&r, &format!("add-server z {taken}")).unwrap_err();
+    assert!(e.contains(&taken) && e.contains("\"a\""), "{e}");
+    assert_eq!(r.service.show().len(), 2);
 
     // Malformed lines get an error line that says what is wrong.
     let sock = r.control_socket.clone();
