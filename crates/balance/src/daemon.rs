@@ -177,7 +177,11 @@ fn bind_listener(a: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
 /// Start everything on the current tokio runtime.
 pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, StartError> {
     let mut registry = prometheus_client::registry::Registry::default();
-    netsched_metrics::register_log_drops(&mut registry, netsched_util::logging::dropped_lines);
+    netsched_metrics::register_daemon(
+        &mut registry,
+        "balance",
+        netsched_util::logging::dropped_lines,
+    );
     let metrics = Metrics::new(&mut registry);
     let log_counters = crate::access_log::LogCounters::register(&mut registry);
     let service = Service::new(&cfg, metrics)?;

@@ -25,7 +25,11 @@ pub fn serve(
 /// The registry with the `netsched_filter_*` families written from `latest`.
 pub fn registry(latest: Arc<Latest<FilterStats>>, devs: [String; 2]) -> netsched_metrics::Shared {
     let mut registry = Registry::default();
-    netsched_metrics::register_log_drops(&mut registry, netsched_util::logging::dropped_lines);
+    netsched_metrics::register_daemon(
+        &mut registry,
+        "filter",
+        netsched_util::logging::dropped_lines,
+    );
     // Read at scrape time, not from the packet thread's snapshot: it counts while that thread
     // is stalled.
     netsched_metrics::register_read_counter(

@@ -61,7 +61,7 @@ pub fn serve(
 ) -> Result<MetricsServer, EngineError> {
     let latest = Arc::new(Latest::new());
     let mut registry = Registry::default();
-    netsched_metrics::register_log_drops(&mut registry, netsched_util::logging::dropped_lines);
+    netsched_metrics::register_daemon(&mut registry, "link", netsched_util::logging::dropped_lines);
     register(&mut registry, cfg, Arc::clone(&latest));
     let page = Some(crate::status::PAGE);
     let server = netsched_metrics::serve_with_page(addr, Arc::new(Mutex::new(registry)), page)

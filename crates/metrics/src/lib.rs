@@ -23,12 +23,14 @@
 //! [`register_snapshot`] turns the latest copy into families at scrape time through a
 //! [`Writer`]. [`parse_addr`] reads a `--metrics ADDR` flag the same way for every daemon;
 //! [`scrape`], [`parse_exposition`] and [`scrape_samples`] (the two, answered 200) are the
-//! scraping side, for tests and tools.
+//! scraping side, for tests and tools. [`register_daemon`] adds what every daemon exports about
+//! itself: `process_*`, `netsched_build_info` and the log writer's dropped lines (`process.rs`).
 
 #![forbid(unsafe_code)]
 
 mod client;
 mod port_families;
+mod process;
 mod read_counter;
 mod snapshot;
 mod status;
@@ -37,6 +39,7 @@ pub use client::{
     hammer, parse_exposition, scrape, scrape_samples, HammerOutcome, Sample, MAX_SCRAPE_BYTES,
 };
 pub use port_families::PortCounters;
+pub use process::{register_daemon, MAX_FDS_COUNTED};
 /// The crate the registries and families come from, for daemons that only need its types.
 pub use prometheus_client;
 pub use read_counter::{register_log_drops, register_read_counter};

@@ -58,7 +58,7 @@ pub fn serve(
     latest: Arc<Latest<Snapshot>>,
 ) -> Result<MetricsServer> {
     let mut registry = Registry::default();
-    netsched_metrics::register_log_drops(&mut registry, netsched_util::logging::dropped_lines);
+    netsched_metrics::register_daemon(&mut registry, "nfq", netsched_util::logging::dropped_lines);
     register(&mut registry, cfg, latest);
     let page = Some(crate::status::PAGE);
     netsched_metrics::serve_with_page(addr, Arc::new(Mutex::new(registry)), page)

@@ -27,6 +27,13 @@ pub fn thread_cpu_ns() -> Nanos {
     clock(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
+/// CPU time of the whole process, every thread, user and system (`CLOCK_PROCESS_CPUTIME_ID`),
+/// in nanoseconds.
+#[inline]
+pub fn process_cpu_ns() -> Nanos {
+    clock(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
 /// Clock ticks per second of the `utime`/`stime` fields of `/proc/*/stat` (proc(5),
 /// `sysconf(_SC_CLK_TCK)`).
 pub fn clock_ticks_per_second() -> u64 {

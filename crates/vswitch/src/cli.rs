@@ -148,7 +148,11 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
         None => None,
         Some(addr) => {
             let mut reg = prometheus_client::registry::Registry::default();
-            netsched_metrics::register_log_drops(&mut reg, netsched_util::logging::dropped_lines);
+            netsched_metrics::register_daemon(
+                &mut reg,
+                "vswitch",
+                netsched_util::logging::dropped_lines,
+            );
             let names: Vec<String> = cfg.ports.iter().map(|p| p.dev.clone()).collect();
             let budget = Budget {
                 packet_rate: cfg.packet_rate,
