@@ -708,6 +708,11 @@ impl Handler {
                 .await
             }
         };
+        let code = crate::metrics::code_index(resp.status().as_u16());
+        match &t.backend {
+            Some(b) => b.responses[code].inc(),
+            None => svc.metrics.no_backend_responses[code].inc(),
+        };
         if stream.is_some() {
             svc.metrics.h2_streams.inc();
             // Framing is HTTP/2's own (RFC 9113 §8.2.2).
@@ -955,6 +960,8 @@ struct Timing {
     server: Option<String>,
     /// The termination state if the response ends normally (docs/balance.md).
     state: [u8; 2],
+    /// The server chosen, whose `http_responses_total` counts the response.
+    backend: Option<Arc<crate::service::BackendRef>>,
     cert: ClientCert,
 }
 
@@ -967,6 +974,7 @@ impl Timing {
             tr: -1,
             server: None,
             state: *b"--",
+            backend: None,
             cert: ClientCert::NotAsked,
         }
     }
@@ -1098,6 +1106,7 @@ async fn forward(
         }
     };
     let b = &lease.backend;
+    t.backend = Some(b.clone());
     if t.on {
         t.server = Some(b.name.clone());
     }

@@ -12,6 +12,23 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// The `backend` label of errors on a server deleted while its work was still in flight (its
 /// own series are gone; server names cannot contain parentheses, so this never collides).
 pub const REMOVED_BACKEND: &str = "(removed)";
+/// The `backend` label of a response the balancer gave without choosing a server (a refused
+/// or malformed request, no server, a full queue).
+pub const NO_BACKEND: &str = "(none)";
+/// The `code` label of `http_responses_total`: the status class (HAProxy's `hrsp_1xx` …
+/// `hrsp_5xx`, `hrsp_other`).
+pub const CODES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "other"];
+
+/// The index in [`CODES`] of `status`'s class.
+pub fn code_index(status: u16) -> usize {
+    match status {
+        100..=599 => (status / 100 - 1) as usize,
+        _ => 5,
+    }
+}
+
+/// One backend's six `http_responses_total` series, in [`CODES`] order.
+pub type Responses = [Counter; 6];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BackendLabel {
@@ -32,6 +49,12 @@ pub struct StateLabel {
 
 /// The values of the `state` label of `admin_state` (`service::Admin`).
 pub const ADMIN_STATES: [&str; 3] = ["ready", "drain", "maint"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabel {
+    pub backend: String,
+    pub code: &'static str,
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ProtocolLabel {
@@ -58,6 +81,11 @@ fn hist() -> Histogram {
 pub struct Metrics {
     /// Requests (L7) or connections (L4) sent to a backend.
     pub requests: Family<BackendLabel, Counter>,
+    /// L7 responses by backend and status class ([`CODES`]); a response given without a
+    /// server is counted under [`NO_BACKEND`].
+    pub responses: Family<CodeLabel, Counter>,
+    /// The [`NO_BACKEND`] series of `responses`.
+    pub no_backend_responses: Responses,
     pub active: Family<BackendLabel, Gauge>,
     pub inactive: Family<BackendLabel, Gauge>,
     /// 1 up, 0 down by health checks.
@@ -114,6 +142,8 @@ impl Metrics {
     pub fn new(registry: &mut Registry) -> Self {
         let m = Metrics {
             requests: Family::default(),
+            responses: Family::default(),
+            no_backend_responses: Default::default(),
             active: Family::default(),
             inactive: Family::default(),
             health_up: Family::default(),
@@ -231,10 +261,17 @@ impl Metrics {
             m.h2_streams.clone(),
         );
         r.register(
+            "http_responses",
+            "L7 responses by backend and status class (1xx-5xx, other); backend (none): answered without a server",
+            m.responses.clone(),
+        );
+        r.register(
             "stop_connections",
             "Client connections that ended after the stop began, by outcome (finished, cut)",
             m.stop_connections.clone(),
         );
+        let mut m = m;
+        m.no_backend_responses = m.responses_of(NO_BACKEND);
         m
     }
 
@@ -273,6 +310,12 @@ impl Metrics {
             });
         }
         self.response_seconds.remove(&l);
+        for code in CODES {
+            self.responses.remove(&CodeLabel {
+                backend: name.to_string(),
+                code,
+            });
+        }
         for reason in reasons {
             self.errors.remove(&ErrorLabel {
                 backend: name.to_string(),
@@ -370,6 +413,19 @@ impl Metrics {
                 reason: outcome.to_string(),
             })
             .inc();
+    }
+
+    /// The six `http_responses_total` series of `backend`, made once per server (a label
+    /// look-up per response would hash and lock).
+    pub fn responses_of(&self, backend: &str) -> Responses {
+        CODES.map(|code| {
+            self.responses
+                .get_or_create(&CodeLabel {
+                    backend: backend.to_string(),
+                    code,
+                })
+                .clone()
+        })
     }
 
     /// Count one client connection by its protocol (`http/1.1`, `h2`).

@@ -99,6 +99,8 @@ pub struct BackendRef {
     pub name: String,
     pub addr: SocketAddr,
     pub requests: Counter,
+    /// Its L7 responses by status class (`metrics::CODES`).
+    pub responses: crate::metrics::Responses,
     pub active: Gauge,
     pub inactive: Gauge,
     pub response_seconds: Histogram,
@@ -122,6 +124,7 @@ impl BackendRef {
             name: name.to_string(),
             addr,
             requests: m.requests.get_or_create(&l).clone(),
+            responses: m.responses_of(name),
             active: m.active.get_or_create(&l).clone(),
             inactive: m.inactive.get_or_create(&l).clone(),
             response_seconds: m.response_seconds.get_or_create(&l).clone(),

@@ -728,3 +728,43 @@ async fn backend_connections_are_reused_whatever_the_client_speaks() {
         .iter()
         .any(|h| h.starts_with("HEAD /head HTTP/1.1\r\n")));
 }
+
+/// `http_responses_total` counts each response once by its server and status class: the
+/// backend's 200s and the 502 of a server that refuses connections under their servers, a
+/// 400 given before any server was chosen under `(none)`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_are_counted_by_server_and_status_class() {
+    let live = http_backend("live").await;
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let dir = TempDir::new("bal-codes").unwrap();
+    let mut text = config_text("l7", "{ kind = \"rr\" }", "", "", &[&live], &dir);
+    text += &format!("[[server]]\nname = \"dead\"\naddr = \"{dead}\"\n");
+    let r = start(&text, &dir).await;
+    for _ in 0..4 {
+        let (status, _) = get(r.listen[0], "/", "x").await;
+        assert!(status == 200 || status == 502, "{status}");
+    }
+    // HTTP/1.1 without Host: 400, no server chosen.
+    let mut s = TcpStream::connect(r.listen[0]).await.unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    assert_eq!(parse(&out).0, 400);
+    let m = &r.service.metrics;
+    let n = |backend: &str, code: &'static str| {
+        m.responses
+            .get_or_create(&netsched_balance::metrics::CodeLabel {
+                backend: backend.into(),
+                code,
+            })
+            .get()
+    };
+    assert_eq!((n("live", "2xx"), n("dead", "5xx")), (2, 2));
+    assert_eq!(n("(none)", "4xx"), 1);
+    assert_eq!(n("live", "5xx") + n("dead", "2xx") + n("(none)", "5xx"), 0);
+}
