@@ -200,6 +200,43 @@ fn dur<'de, D: Deserializer<'de>>(d: D, min: Nanos, max: Nanos) -> Result<Nanos,
     let text = String::deserialize(d)?;
     parse_duration_in(&text, min, max).map_err(|e: UnitError| serde::de::Error::custom(e))
 }
+/// `algorithm = "rr"` as `algorithm = { kind = "rr" }`; an error names the kinds there are.
+fn algorithm<'de, D: Deserializer<'de>>(d: D) -> Result<BalancerConfig, D::Error> {
+    use serde::de::Error;
+    let v = toml::Value::deserialize(d)?;
+    let table = match v {
+        toml::Value::String(kind) => {
+            let mut t = toml::Table::new();
+            t.insert("kind".into(), toml::Value::String(kind));
+            t
+        }
+        toml::Value::Table(t) => t,
+        other => {
+            return Err(D::Error::custom(format!(
+                "{other}: a balancer's kind (\"rr\") or a table ({{ kind = \"mh\", ... }})"
+            )))
+        }
+    };
+    let kind = table
+        .get("kind")
+        .and_then(|k| k.as_str())
+        .map(str::to_owned);
+    BalancerConfig::deserialize(toml::Value::Table(table)).map_err(|e| {
+        let known: Vec<&str> = BalancerConfig::all_defaults()
+            .iter()
+            .map(|c| c.name())
+            .collect();
+        match kind {
+            Some(k) if !known.contains(&k.as_str()) => D::Error::custom(format!(
+                "kind = {k:?}: no such balancer; one of {}",
+                known.join(", ")
+            )),
+            None => D::Error::custom(format!("no kind: one of {}", known.join(", "))),
+            Some(_) => D::Error::custom(e.to_string()),
+        }
+    })
+}
+
 fn dur_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Nanos, D::Error> {
     dur(d, MS, 3600 * SEC)
 }
@@ -344,6 +381,9 @@ pub struct Config {
     /// Networks whose connections must start with a PROXY protocol header ([`AcceptProxy`]).
     #[serde(default)]
     pub accept_proxy: AcceptProxy,
+    /// The balancer: a table (`{ kind = "mh", ... }`, the core's options), or its kind alone
+    /// (`"rr"`) for the defaults.
+    #[serde(deserialize_with = "algorithm")]
     pub algorithm: BalancerConfig,
     #[serde(default)]
     pub hash_key: HashKey,
@@ -1126,6 +1166,25 @@ maxconn = 10
         let l4_host = GOOD.replacen("mode = \"l7\"", "mode = \"l4\"", 1);
         let e = Config::parse(&l4_host).unwrap_err().to_string();
         assert!(e.contains("hash_key = \"host\""), "{e}");
+    }
+
+    #[test]
+    fn algorithm_by_kind_alone_or_as_a_table_and_what_is_wrong_named() {
+        let short = GOOD.replace("algorithm = { kind = \"wlc\" }", "algorithm = \"wlc\"");
+        assert_eq!(Config::parse(&short).unwrap(), Config::parse(GOOD).unwrap());
+        let bad = GOOD.replace("{ kind = \"wlc\" }", "\"nope\"");
+        let e = Config::parse(&bad).unwrap_err().to_string();
+        assert!(
+            e.contains("kind = \"nope\": no such balancer; one of rr,"),
+            "{e}"
+        );
+        assert!(!e.contains("internally tagged"), "{e}");
+        let none = GOOD.replace("{ kind = \"wlc\" }", "{ }");
+        let e = Config::parse(&none).unwrap_err().to_string();
+        assert!(e.contains("no kind: one of"), "{e}");
+        let num = GOOD.replace("{ kind = \"wlc\" }", "3");
+        let e = Config::parse(&num).unwrap_err().to_string();
+        assert!(e.contains("3: a balancer's kind"), "{e}");
     }
 
     #[test]
