@@ -330,22 +330,58 @@ fn check_range(
     Ok(v)
 }
 
+/// `parsed`, then require `min ..= max`: a value past the parser's own bounds (`1e300s`) is
+/// told the caller's range too, so one key never names two ranges.
+fn parse_in(
+    q: Quantity,
+    text: &str,
+    parsed: Result<u64, UnitError>,
+    (min, max): (u64, u64),
+    show: fn(u64) -> String,
+) -> Result<u64, UnitError> {
+    match parsed {
+        Ok(v) => check_range(q, text, v, min, max, show),
+        Err(UnitError {
+            problem: Problem::OutOfRange { .. },
+            ..
+        }) => Err(UnitError {
+            quantity: q,
+            text: text.trim().to_string(),
+            problem: Problem::OutOfRange {
+                min: show(min),
+                max: show(max),
+            },
+        }),
+        Err(e) => Err(e),
+    }
+}
+
 /// [`parse_duration`], then require `min ..= max` nanoseconds.
 pub fn parse_duration_in(text: &str, min: Duration, max: Duration) -> Result<Duration, UnitError> {
-    let v = parse_duration(text)?;
-    check_range(Quantity::Duration, text, v, min, max, format_duration)
+    let q = Quantity::Duration;
+    parse_in(q, text, parse_duration(text), (min, max), format_duration)
 }
 
 /// [`parse_rate`], then require `min ..= max` bits/s.
 pub fn parse_rate_in(text: &str, min: u64, max: u64) -> Result<u64, UnitError> {
-    let v = parse_rate(text)?;
-    check_range(Quantity::Rate, text, v, min, max, format_rate)
+    parse_in(
+        Quantity::Rate,
+        text,
+        parse_rate(text),
+        (min, max),
+        format_rate,
+    )
 }
 
 /// [`parse_size`], then require `min ..= max` bytes.
 pub fn parse_size_in(text: &str, min: u64, max: u64) -> Result<u64, UnitError> {
-    let v = parse_size(text)?;
-    check_range(Quantity::Size, text, v, min, max, format_size)
+    parse_in(
+        Quantity::Size,
+        text,
+        parse_size(text),
+        (min, max),
+        format_size,
+    )
 }
 
 /// A duration in the shortest exact-enough form: `1.5s`, `4ms`, `250us`, `12ns`.
@@ -435,6 +471,23 @@ pub fn serde_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Erro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{MS, SEC};
+
+    #[test]
+    fn a_value_past_the_parser_s_bounds_is_told_the_caller_s_range() {
+        let e = parse_duration_in("1e300s", MS, 3600 * SEC).unwrap_err();
+        let small = parse_duration_in("0", MS, 3600 * SEC).unwrap_err();
+        assert_eq!(e.problem, small.problem, "{e} / {small}");
+        assert!(
+            e.to_string().contains("1ms") && e.to_string().contains("1h"),
+            "{e}"
+        );
+        let e = parse_rate_in("1e300gbit", 1, 1_000_000).unwrap_err();
+        assert_eq!(
+            e.problem,
+            parse_rate_in("2mbit", 1, 1_000_000).unwrap_err().problem
+        );
+    }
 
     #[test]
     fn durations_follow_one_grammar() {
