@@ -340,6 +340,9 @@ pub const DEFAULT_BUSY_POLL: Nanos = 200 * crate::MS / 1000;
 /// Range of `busy_poll`: 0 (off) to 10 ms (beyond it the daemon would rarely sleep).
 pub const BUSY_POLL_RANGE: (Nanos, Nanos) = (0, 10 * crate::MS);
 
+/// Largest configuration file read.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 pub const DEFAULT_SOCKET: &str = "/run/netsched-nfq.sock";
 
 impl Default for Config {
@@ -415,13 +418,12 @@ pub fn validate_percentile(p: i64) -> Result<u32, ConfigError> {
 }
 
 impl Config {
-    /// Read and validate a TOML file. Errors name the file (and, from the TOML parser, the
+    /// Read (at most [`MAX_CONFIG_BYTES`]) and validate a TOML file. Errors name the file (and, from the TOML parser, the
     /// line and column).
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            file: path.to_path_buf(),
-            source,
-        })?;
+        // A regular file of at most MAX_CONFIG_BYTES (`-c /dev/zero` would never end).
+        let text = netsched_util::read::read_text(path, MAX_CONFIG_BYTES, "config file")
+            .map_err(|e| ConfigError::Unreadable(format!("{e:#}")))?;
         Self::from_toml(&text).map_err(|e| e.within(format!("config file {}", path.display())))
     }
 
@@ -686,12 +688,15 @@ request_timeout = "2s"
         ));
         let missing = Path::new("/nonexistent/nfq.toml");
         let e = Config::from_file(missing).unwrap_err();
-        assert!(matches!(e, ConfigError::Read { .. }), "{e:?}");
+        assert!(matches!(e, ConfigError::Unreadable(_)), "{e:?}");
         assert!(
             e.to_string()
                 .starts_with("cannot read config file /nonexistent/nfq.toml: "),
             "{e}"
         );
+        // A device is refused before a byte is read (`/dev/zero` never ends).
+        let e = Config::from_file(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.to_string().contains("/dev/zero"), "{e}");
     }
 
     #[test]

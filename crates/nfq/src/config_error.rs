@@ -7,7 +7,6 @@
 use netsched_core::classify::CidrError;
 use netsched_core::units::UnitError;
 use std::fmt;
-use std::path::PathBuf;
 
 /// Why a configuration value, file or whole configuration is refused.
 #[derive(Debug)]
@@ -32,11 +31,9 @@ pub enum ConfigError {
     Protocol(String),
     /// A percentile target outside 1..=100.
     Percentile(i64),
-    /// The configuration file could not be read.
-    Read {
-        file: PathBuf,
-        source: std::io::Error,
-    },
+    /// The file is not a regular file, is too large, or is not UTF-8 (the reader's text,
+    /// naming the file).
+    Unreadable(String),
     /// TOML syntax or a key serde refused (toml's text: line, column, key).
     Toml(toml::de::Error),
     /// `budget = 0`.
@@ -110,9 +107,7 @@ impl fmt::Display for ConfigError {
             ClassValue(v) => write!(f, "class: expected a class name or index, got {v}"),
             Protocol(s) => write!(f, "protocol: unknown value {s:?} (expected tcp or udp)"),
             Percentile(p) => write!(f, "percentile {p}: must be an integer in 1..=100"),
-            Read { file, source } => {
-                write!(f, "cannot read config file {}: {source}", file.display())
-            }
+            Unreadable(text) => f.write_str(text),
             Toml(e) => write!(f, "{e}"),
             ZeroBudget => write!(f, "budget = 0: must be at least 1 (omit it for no budget)"),
             Address(a) => write!(f, "[service] address {a:?}: not an IPv4 or IPv6 address"),
