@@ -561,6 +561,24 @@ impl Config {
         if self.service.ports.contains(&0) {
             return Err(ConfigError::PortZero);
         }
+        if let Some((i, p)) = self
+            .service
+            .ports
+            .iter()
+            .enumerate()
+            .find(|(i, p)| self.service.ports[..*i].contains(p))
+        {
+            return Err(ConfigError::PortTwice { index: i, port: *p });
+        }
+        for (j, (cidr, _)) in self.table.iter().enumerate() {
+            if let Some(i) = self.table[..j].iter().position(|(c, _)| c == cidr) {
+                return Err(ConfigError::NetworkTwice {
+                    first: i + 1,
+                    again: j + 1,
+                    cidr: cidr.to_string(),
+                });
+            }
+        }
         if self.table.len() > self.limits.max_table_entries {
             return Err(ConfigError::TableTooLong {
                 entries: self.table.len(),
@@ -623,6 +641,22 @@ request_timeout = "2s"
         assert_eq!(c.table[0].1, 0);
         assert_eq!(c.table[1].0.prefix_len(), 32);
         assert_eq!(c.limits.request_timeout, 2 * crate::SEC);
+    }
+
+    #[test]
+    fn a_port_or_a_network_given_twice_is_refused() {
+        let twice = EXAMPLE.replace("ports = [80, 8080]", "ports = [80, 8080, 80]");
+        let e = Config::from_toml(&twice).unwrap().validate().unwrap_err();
+        assert_eq!(e.to_string(), "[service] ports[2] = 80: listed twice");
+        let c = Config::from_toml(EXAMPLE).unwrap();
+        let mut again = c.clone();
+        let (net, _) = again.table[0];
+        again.table.push((net, 1));
+        let e = again.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("[[table]] #3 ({net}): the network of entry #1")),
+            "{e}"
+        );
     }
 
     #[test]

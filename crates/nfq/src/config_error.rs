@@ -54,6 +54,14 @@ pub enum ConfigError {
     PortZero,
     /// More `[[table]]` entries than `max_table_entries`.
     TableTooLong { entries: usize, max: usize },
+    /// `ports[index]` repeats an earlier port.
+    PortTwice { index: usize, port: u16 },
+    /// `[[table]]` entry `again` (from 1) lists the network of entry `first` again.
+    NetworkTwice {
+        first: usize,
+        again: usize,
+        cidr: String,
+    },
     /// A `[limits]` count of 0.
     LimitZero,
     /// A `[limits]` timeout of 0.
@@ -124,6 +132,14 @@ impl fmt::Display for ConfigError {
             ),
             NoPorts => write!(f, "[service] ports: give at least one port"),
             PortZero => write!(f, "[service] ports: 0 is not a port"),
+            PortTwice { index, port } => {
+                write!(f, "[service] ports[{index}] = {port}: listed twice")
+            }
+            NetworkTwice { first, again, cidr } => write!(
+                f,
+                "[[table]] #{again} ({cidr}): the network of entry #{first} again (one class \
+                 per network)"
+            ),
             TableTooLong { entries, max } => write!(
                 f,
                 "[[table]]: {entries} entries exceed max_table_entries = {max}"
