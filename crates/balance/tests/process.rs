@@ -356,13 +356,28 @@ async fn thousands_of_idle_connections_stay_within_bounded_memory() {
     let release = Arc::new(Notify::new());
     let t = tcp_backend("t", release.clone()).await;
     let h = http_backend("h").await;
-    for (mode, backend) in [("l4", &t), ("l7", &h)] {
+    let certs = TempDir::new("bal-rss-tls").unwrap();
+    let (tls_table, client) = tls_for_test(&certs);
+    for (mode, backend) in [
+        ("l4", &t),
+        ("l7", &h),
+        ("tls", &h),
+        ("h2", &h),
+        ("h2-tls", &h),
+    ] {
         let dir = TempDir::new("bal-rss").unwrap();
-        let listen = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let listen: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         // The balancer opens n backend connections at once: when the test's backend is slow to
         // accept, its queue fills and SYNs are dropped and sent again after 1, 3, 7 s; a long
         // connect timeout lets every one arrive instead of failing at the default 2 s.
-        let text = text_with_listen(mode, "{ kind = \"wlc\" }", listen, &[backend], &dir)
+        let l = if mode == "l4" { "l4" } else { "l7" };
+        let tables = if mode.ends_with("tls") {
+            tls_table.as_str()
+        } else {
+            ""
+        };
+        let text = config_text(l, "{ kind = \"wlc\" }", "", tables, &[backend], &dir)
+            .replace("127.0.0.1:0", &listen.to_string())
             + "[timeouts]\nconnect = \"30s\"\n";
         let d = spawn(&dir, &text, listen).await;
         // Warm up (runtime threads, pools), then measure.
@@ -372,18 +387,29 @@ async fn thousands_of_idle_connections_stay_within_bounded_memory() {
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
         let before = rss_kib(d.0.id());
-        let mut conns = Vec::with_capacity(n);
+        let mut conns: Vec<Box<dyn Idle>> = Vec::with_capacity(n);
         for _ in 0..n {
-            let mut s = TcpStream::connect(listen).await.unwrap();
-            if mode == "l7" {
-                // An idle keep-alive client after one request.
-                s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            let tcp = TcpStream::connect(listen).await.unwrap();
+            let mut s: Box<dyn Idle> = match mode {
+                "tls" | "h2-tls" => {
+                    let alpn = if mode == "tls" { "http/1.1" } else { "h2" };
+                    Box::new(client(alpn, tcp).await)
+                }
+                _ => Box::new(tcp),
+            };
+            // An idle client after one request: HTTP/1.1 keep-alive, or HTTP/2 (the preface,
+            // SETTINGS and one stream; `Raw` of tests/http2.rs writes the same frames).
+            match mode {
+                "l7" | "tls" => s
+                    .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
                     .await
-                    .unwrap();
+                    .unwrap(),
+                "h2" | "h2-tls" => s.write_all(&h2_get()).await.unwrap(),
+                _ => {}
             }
             conns.push(s);
         }
-        if mode == "l7" {
+        if mode != "l4" {
             for s in conns.iter_mut() {
                 let mut buf = [0u8; 512];
                 let _ = tokio::time::timeout(PATIENCE, tokio::io::AsyncReadExt::read(s, &mut buf))
@@ -408,6 +434,72 @@ async fn thousands_of_idle_connections_stay_within_bounded_memory() {
         drop(warm);
         release.notify_waiters();
     }
+}
+
+/// A client connection kept idle: TCP or TLS.
+trait Idle: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Idle for T {}
+
+/// The HTTP/2 preface, an empty SETTINGS and one GET / (HEADERS, HPACK literals without
+/// indexing: RFC 9113 §3.4, §6.5, RFC 7541 §6.2.2).
+fn h2_get() -> Vec<u8> {
+    let mut block = Vec::new();
+    for (n, v) in [
+        (":method", "GET"),
+        (":scheme", "http"),
+        (":path", "/"),
+        (":authority", "x"),
+    ] {
+        block.push(0);
+        block.push(n.len() as u8);
+        block.extend_from_slice(n.as_bytes());
+        block.push(v.len() as u8);
+        block.extend_from_slice(v.as_bytes());
+    }
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend([0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    out.extend([0, 0, block.len() as u8, 1, 5, 0, 0, 0, 1]);
+    out.extend(block);
+    out
+}
+
+type TlsClient = tokio_rustls::client::TlsStream<TcpStream>;
+type Connecting = std::pin::Pin<Box<dyn std::future::Future<Output = TlsClient> + Send>>;
+
+/// A self-signed certificate for `x` in `dir`: the `[[tls.certificate]]` table naming it, and
+/// a TLS client trusting it that connects with the ALPN protocol given.
+fn tls_for_test(dir: &TempDir) -> (String, impl Fn(&'static str, TcpStream) -> Connecting) {
+    use std::os::unix::fs::PermissionsExt;
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["x".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let (c, k) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+    std::fs::write(&c, cert.pem()).unwrap();
+    std::fs::write(&k, key.serialize_pem()).unwrap();
+    std::fs::set_permissions(&k, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let table = format!(
+        "[[tls.certificate]]\ncert = \"{}\"\nkey = \"{}\"\n",
+        c.display(),
+        k.display()
+    );
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.der().clone()).unwrap();
+    let client = move |alpn: &'static str, tcp: TcpStream| {
+        #[allow(deprecated)]
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut cc = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots.clone())
+            .with_no_client_auth();
+        cc.alpn_protocols = vec![alpn.as_bytes().to_vec()];
+        let name = rustls::pki_types::ServerName::try_from("x").unwrap();
+        let fut = tokio_rustls::TlsConnector::from(Arc::new(cc)).connect(name, tcp);
+        Box::pin(async move { fut.await.unwrap() }) as Connecting
+    };
+    (table, client)
 }
 
 fn cpu_seconds(pid: u32) -> f64 {
