@@ -27,6 +27,13 @@
 //! sent none. Its bytes outside printable ASCII, and `{`, `}`, `"` and `\`, are written as
 //! `\xNN`. Without client certificates the line has no such field.
 //!
+//! On a TLS connection the line ends with one more field after the request, `TLSv1.3/h2`: the
+//! TLS version and the protocol ALPN chose (RFC 7301; `-` when the client offered none), in
+//! the place HAProxy's HTTPS log format puts its `%sslv/%sslc` (§8.2.4 "HTTPS log format":
+//! the TLS fields follow the quoted request). Lines of plain connections have no such field,
+//! so their layout is `option httplog`'s as before; the request's own version (`HTTP/2.0`,
+//! `HTTP/1.1`) is in the request field either way.
+//!
 //! Never on the data path's clock: a request builds an [`Entry`] (a few fields, the request line
 //! cut to [`MAX_REQUEST_LINE`] bytes) and hands it to a bounded queue of [`QUEUE`] entries with
 //! `try_send`; one writer thread formats and writes. When the queue is full (a slow disk, a
@@ -87,6 +94,37 @@ pub struct Entry {
     pub state: [u8; 2],
     pub request: String,
     pub cert: ClientCert,
+    /// The TLS connection's version and ALPN protocol; `None` on a plain connection.
+    pub tls: Option<TlsSession>,
+}
+
+/// What the log shows of a request's TLS connection: `TLSv1.3/h2`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TlsSession {
+    /// `TLSv1.2`, `TLSv1.3` (the names OpenSSL, and so HAProxy's `%sslv`, gives them).
+    pub version: &'static str,
+    /// The protocol ALPN chose (`h2`, `http/1.1`); `None` when the client offered none.
+    pub alpn: Option<&'static str>,
+}
+
+impl TlsSession {
+    /// The session of a finished handshake: its version and the ALPN protocol, if any.
+    pub fn of(version: Option<rustls::ProtocolVersion>, alpn: Option<&[u8]>) -> Self {
+        TlsSession {
+            version: match version {
+                Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
+                Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
+                // rustls is configured for TLS 1.2 and 1.3 only (tls.rs).
+                _ => "TLS?",
+            },
+            alpn: match alpn {
+                Some(b"h2") => Some("h2"),
+                Some(b"http/1.1") => Some("http/1.1"),
+                // Only these two are offered (tls.rs), so anything else is not chosen.
+                _ => None,
+            },
+        }
+    }
 }
 
 /// The client certificate of a request's connection, as the log shows it.
@@ -151,8 +189,12 @@ impl Entry {
             ClientCert::NotAsked => String::new(),
             ClientCert::Asked(s) => format!("{{{}}} ", escape_subject(s.as_deref().unwrap_or(""))),
         };
+        let tls = match &self.tls {
+            None => String::new(),
+            Some(t) => format!(" {}/{}", t.version, t.alpn.unwrap_or("-")),
+        };
         format!(
-            "{} [{}] {} {} {}/{}/{}/{}/{} {} {} {} {cert}\"{}\"",
+            "{} [{}] {} {} {}/{}/{}/{}/{} {} {} {} {cert}\"{}\"{tls}",
             self.client,
             rfc3339_millis(self.date),
             self.frontend,
@@ -366,7 +408,33 @@ mod tests {
             state: *b"--",
             request: request_line("GET", "/a", "HTTP/1.1"),
             cert: ClientCert::NotAsked,
+            tls: None,
         }
+    }
+
+    #[test]
+    fn a_tls_connection_s_version_and_alpn_follow_the_request() {
+        let mut e = entry();
+        e.request = request_line("GET", "/a", "HTTP/2.0");
+        e.tls = Some(TlsSession::of(
+            Some(rustls::ProtocolVersion::TLSv1_3),
+            Some(b"h2"),
+        ));
+        assert!(
+            e.line().ends_with(" -- \"GET /a HTTP/2.0\" TLSv1.3/h2"),
+            "{}",
+            e.line()
+        );
+        e.cert = ClientCert::Asked(Some("client-a".into()));
+        e.tls = Some(TlsSession::of(Some(rustls::ProtocolVersion::TLSv1_2), None));
+        assert!(
+            e.line()
+                .ends_with(" -- {client-a} \"GET /a HTTP/2.0\" TLSv1.2/-"),
+            "{}",
+            e.line()
+        );
+        let alpn = TlsSession::of(Some(rustls::ProtocolVersion::TLSv1_3), Some(b"http/1.1"));
+        assert_eq!(alpn.alpn, Some("http/1.1"));
     }
 
     #[test]

@@ -41,7 +41,7 @@
 //!   connection, and every request that may not be sent twice, never meets a stray response
 //!   (`h1.rs`, "Answer order"). Cost: a connect per client connection and per such request.
 
-use crate::access_log::{self, AccessLog, ClientCert, Entry, Pending};
+use crate::access_log::{self, AccessLog, ClientCert, Entry, Pending, TlsSession};
 use crate::classes::Classifier;
 use crate::client_io::{ClientStream, WriteIdleLimit};
 use crate::config::{HashKey, HttpReuse};
@@ -451,9 +451,9 @@ pub async fn serve(
         tokio::spawn(async move {
             let mut conn = conn;
             conn.svc.metrics.client_connections.inc();
-            if let Some((stream, protocol, cert)) = conn.open(stream, tls).await {
+            if let Some((stream, protocol, client)) = conn.open(stream, tls).await {
                 conn.svc.metrics.client_protocol(protocol.name());
-                conn.serve(stream, protocol, cert).await;
+                conn.serve(stream, protocol, client).await;
             }
             conn.svc.metrics.client_connections.dec();
             drop(permit);
@@ -481,7 +481,7 @@ impl Connection {
         &mut self,
         mut stream: TcpStream,
         tls: Option<Arc<crate::tls::Certificates>>,
-    ) -> Option<(ClientStream, Protocol, ClientCert)> {
+    ) -> Option<(ClientStream, Protocol, ClientTls)> {
         let rt = self.svc.runtime();
         let ends = (self.peer, self.local);
         (self.peer, self.local) =
@@ -490,7 +490,7 @@ impl Connection {
         let m = &self.svc.metrics;
         let Some(tls) = tls else {
             return match http2::sniff(&stream, limit).await {
-                Ok(p) => Some((ClientStream::Plain(stream), p, ClientCert::NotAsked)),
+                Ok(p) => Some((ClientStream::Plain(stream), p, ClientTls::default())),
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
                     m.refuse("header_timeout");
                     None
@@ -498,12 +498,12 @@ impl Connection {
                 Err(_) => None,
             };
         };
-        let (s, cert) = handshake(&tls, stream, &self.svc, limit).await?;
-        Some((ClientStream::Tls(Box::new(s)), cert.1, cert.0))
+        let (s, (client, protocol)) = handshake(&tls, stream, &self.svc, limit).await?;
+        Some((ClientStream::Tls(Box::new(s)), protocol, client))
     }
 
     /// Serve the connection's requests until it ends, the stop ends it, or the stop's cut.
-    async fn serve(&self, stream: ClientStream, protocol: Protocol, cert: ClientCert) {
+    async fn serve(&self, stream: ClientStream, protocol: Protocol, tls: ClientTls) {
         let rt = self.svc.runtime();
         let svc = self.svc.clone();
         let stop = self.stop.clone();
@@ -521,7 +521,8 @@ impl Connection {
             client: ClientSide {
                 headers: ClientFor::new(self.peer.ip()).over_tls(over_tls),
                 local: self.local,
-                cert,
+                cert: tls.cert,
+                session: tls.session,
             },
             peer: self.peer,
             frontend: self.frontend,
@@ -688,6 +689,7 @@ impl Handler {
         let mut t = Timing::new(logged.is_some());
         if t.on {
             t.cert = self.client.cert.clone();
+            t.tls = self.client.session;
         }
         let mut resp = match stream.is_some().then(|| http2::check_request(&mut req)) {
             Some(Err(why)) => {
@@ -963,6 +965,7 @@ struct Timing {
     /// The server chosen, whose `http_responses_total` counts the response.
     backend: Option<Arc<crate::service::BackendRef>>,
     cert: ClientCert,
+    tls: Option<TlsSession>,
 }
 
 impl Timing {
@@ -976,6 +979,7 @@ impl Timing {
             state: *b"--",
             backend: None,
             cert: ClientCert::NotAsked,
+            tls: None,
         }
     }
 
@@ -1013,6 +1017,7 @@ impl Timing {
                 state: self.state,
                 request,
                 cert: std::mem::take(&mut self.cert),
+                tls: self.tls,
             },
         }
     }
@@ -1020,16 +1025,26 @@ impl Timing {
 
 /// What a client connection's requests need of it besides its address: the headers naming it,
 /// the address it connected to (a PROXY protocol header's destination) and its TLS client
-/// certificate (for the class rules and the access log only; never sent to a backend).
+/// certificate (for the class rules and the access log only; never sent to a backend) and
+/// its TLS version and ALPN protocol (for the access log).
 struct ClientSide {
     headers: ClientFor,
     local: SocketAddr,
     cert: ClientCert,
+    session: Option<TlsSession>,
+}
+
+/// What a client connection's TLS handshake settled, for its requests: the client
+/// certificate and the session's version and ALPN protocol. Empty on a plain connection.
+#[derive(Default)]
+struct ClientTls {
+    cert: ClientCert,
+    session: Option<TlsSession>,
 }
 
 /// The TLS handshake of a new connection, bounded by `limit` (`timeouts.header`) and counted
 /// by outcome; `None` when it failed. With a client certificate asked for, the verified
-/// leaf's subject (tls.rs); the protocol ALPN chose (http2.rs).
+/// leaf's subject (tls.rs); the version; the protocol ALPN chose (http2.rs).
 async fn handshake(
     tls: &crate::tls::Certificates,
     stream: TcpStream,
@@ -1037,7 +1052,7 @@ async fn handshake(
     limit: Duration,
 ) -> Option<(
     tokio_rustls::server::TlsStream<TcpStream>,
-    (ClientCert, Protocol),
+    (ClientTls, Protocol),
 )> {
     let acceptor = tls.acceptor();
     let done = tokio::time::timeout(limit, acceptor.tls.accept(stream)).await;
@@ -1058,8 +1073,14 @@ async fn handshake(
                 .map(Arc::from),
         ),
     };
-    let protocol = Protocol::from_alpn(s.get_ref().1.alpn_protocol());
-    Some((s, (cert, protocol)))
+    let server = s.get_ref().1;
+    let protocol = Protocol::from_alpn(server.alpn_protocol());
+    let session = TlsSession::of(server.protocol_version(), server.alpn_protocol());
+    let client = ClientTls {
+        cert,
+        session: Some(session),
+    };
+    Some((s, (client, protocol)))
 }
 
 async fn forward(

@@ -4,6 +4,11 @@
 //! and the balancer's own figures above. The page and its JSON are `netsched_metrics`'s
 //! (`status.html` documents the layout's fields); every figure is a `netsched_balance_` family
 //! of `/metrics` (metrics.rs).
+//!
+//! Below the servers, the client side: TLS handshakes by outcome (`ok`, `failed`,
+//! `client_certificate`, `timeout`: tls.rs) and client connections by the protocol they speak
+//! (`http/1.1`, `h2`: http2.rs), with the count of HTTP/2 streams among the summary figures —
+//! what shows whether clients get HTTP/2 and whether handshakes fail.
 
 use netsched_metrics::Page;
 
@@ -17,7 +22,8 @@ pub const PAGE: Page = Page {
     {"id": "rate", "label": "request rate", "metric": "netsched_balance_requests_total", "agg": "rate", "unit": "/s"},
     {"id": "requests", "label": "requests", "metric": "netsched_balance_requests_total", "agg": "sum"},
     {"id": "errors", "label": "backend errors", "metric": "netsched_balance_errors_total", "agg": "sum", "bad": ["nonzero"]},
-    {"id": "refused", "label": "refused", "metric": "netsched_balance_refused_total", "agg": "sum", "warn": ["nonzero"]}
+    {"id": "refused", "label": "refused", "metric": "netsched_balance_refused_total", "agg": "sum", "warn": ["nonzero"]},
+    {"id": "h2_streams", "label": "HTTP/2 streams", "metric": "netsched_balance_h2_streams_total"}
   ],
   "tables": [
     {"id": "servers", "title": "Servers", "key": "backend", "keyLabel": "server",
@@ -36,6 +42,18 @@ pub const PAGE: Page = Page {
       {"id": "errors", "label": "errors", "metric": "netsched_balance_errors_total", "agg": "sum", "bad": ["nonzero"]},
       {"id": "retries", "label": "retries", "metric": "netsched_balance_retries_total", "agg": "sum"},
       {"id": "response", "label": "mean response", "metric": "netsched_balance_response_seconds", "agg": "mean", "unit": "s"}
+     ]},
+    {"id": "tls", "title": "TLS handshakes", "key": "reason", "keyLabel": "outcome",
+     "rows": "netsched_balance_tls_handshakes_total", "empty": "no TLS handshakes",
+     "columns": [
+      {"id": "handshakes", "label": "handshakes", "metric": "netsched_balance_tls_handshakes_total"},
+      {"id": "rate", "label": "rate", "metric": "netsched_balance_tls_handshakes_total", "agg": "rate", "unit": "/s"}
+     ]},
+    {"id": "protocols", "title": "Client protocols", "key": "protocol", "keyLabel": "protocol",
+     "rows": "netsched_balance_client_protocol_connections_total", "empty": "no client connections yet",
+     "columns": [
+      {"id": "connections", "label": "connections", "metric": "netsched_balance_client_protocol_connections_total"},
+      {"id": "rate", "label": "rate", "metric": "netsched_balance_client_protocol_connections_total", "agg": "rate", "unit": "/s"}
      ]}
   ]
 }"#,

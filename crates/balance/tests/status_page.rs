@@ -5,7 +5,8 @@
 //! what `/metrics` says right after (the daemon is quiescent by then, so they are exact). Skips
 //! with a reason without root or without chromium (fails instead under CI=true); the testbed
 //! kills what it started by pid and deletes the namespace, also on failure, and the browser's
-//! profile is removed.
+//! profile is removed. Below the servers, the client side's tables: no TLS handshakes (a plain
+//! listener), the eight HTTP/1.1 connections, no HTTP/2 streams.
 //! With `NETSCHED_STATUS_SCREENSHOT=path.png` the page is also saved there (docs/img).
 
 mod nginx;
@@ -112,9 +113,10 @@ control_socket = \"{}\"\n[health]\nkind = \"http\"\ninterval = \"200ms\"\nrise =
     assert_eq!(code, 200);
     let samples = parse_exposition(&text).unwrap();
     let dom = &page_shown.dom;
-    let cell = |row: &str, col: &str| page_shown.cell(row, col);
-    let number = |row: &str, col: &str| page_shown.number(row, col);
-    assert_eq!(page_shown.rows(), ["a", "b", "c"], "{dom}");
+    let servers = page_shown.table("servers");
+    let cell = |row: &str, col: &str| servers.cell(row, col);
+    let number = |row: &str, col: &str| servers.number(row, col);
+    assert_eq!(servers.rows(), ["a", "b", "c"], "{dom}");
     for b in ["a", "b", "c"] {
         let m = |name: &str| {
             value(&samples, name, Some(b)).unwrap_or_else(|| panic!("{name}{{backend={b}}}"))
@@ -190,7 +192,35 @@ control_socket = \"{}\"\n[health]\nkind = \"http\"\ninterval = \"200ms\"\nrise =
         fig("refused"),
         value(&samples, "netsched_balance_refused_total", None).unwrap_or(0.0)
     );
+    client_side_tables(&page_shown, &samples);
     if let Some(png) = screenshot_asked() {
         page.screenshot(&png).unwrap();
     }
+}
+
+/// The client side's tables and figure: no TLS listener, so no handshakes; the eight requests
+/// came on eight HTTP/1.1 connections, none as an HTTP/2 stream.
+fn client_side_tables(page: &status_page::Shown, samples: &[Sample]) {
+    let dom = &page.dom;
+    assert!(page.table("tls").rows().is_empty(), "{dom}");
+    assert!(dom.contains("no TLS handshakes"), "{dom}");
+    let protocols = page.table("protocols");
+    assert_eq!(protocols.rows(), ["http/1.1"], "{dom}");
+    let by_protocol = samples
+        .iter()
+        .find(|s| {
+            s.name == "netsched_balance_client_protocol_connections_total"
+                && s.label("protocol") == Some("http/1.1")
+        })
+        .map(|s| s.value);
+    assert_eq!(
+        Some(protocols.number("http/1.1", "connections")),
+        by_protocol
+    );
+    assert_eq!(by_protocol, Some(8.0));
+    assert_eq!(
+        page.figure_number("h2_streams"),
+        value(samples, "netsched_balance_h2_streams_total", None).unwrap_or(0.0)
+    );
+    assert_eq!(page.figure_number("h2_streams"), 0.0);
 }

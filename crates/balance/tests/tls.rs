@@ -5,7 +5,8 @@
 //! certificate replaced by SIGHUP's reload while clients keep connecting fails no handshake.
 //! Client certificates (`client_certificate`, `client_ca`): `required` refuses a client
 //! without one or with one of another CA, counting the failure apart, and a verified one's
-//! subject shows in the access log and picks its class; `optional` serves both; a reload
+//! subject shows in the access log (before the request, the TLS version and ALPN protocol
+//! after it) and picks its class; `optional` serves both; a reload
 //! changes the mode, and a bad `client_ca` is refused naming the field and the file.
 //! With `accept_proxy`, the PROXY protocol header comes before the TLS handshake and names the
 //! client in the request headers (`proto=https` kept).
@@ -529,11 +530,11 @@ async fn a_required_client_certificate_is_verified_logged_and_picks_the_class() 
     let lines = log_lines(&log, 2).await;
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(
-        lines[0].ends_with(" -- {client-a} \"GET / HTTP/1.1\""),
+        lines[0].ends_with(" -- {client-a} \"GET / HTTP/1.1\" TLSv1.3/http/1.1"),
         "{lines:?}"
     );
     assert!(
-        lines[1].ends_with(" -- {client-b} \"GET / HTTP/1.1\""),
+        lines[1].ends_with(" -- {client-b} \"GET / HTTP/1.1\" TLSv1.3/http/1.1"),
         "{lines:?}"
     );
     let gold = "netsched_balance_class_requests_total{class=\"gold\"}";
@@ -580,10 +581,13 @@ async fn an_optional_client_certificate_serves_both_and_a_reload_changes_the_mod
     }
     let lines = log_lines(&log, 2).await;
     assert!(
-        lines[0].ends_with(" -- {client-a} \"GET / HTTP/1.1\""),
+        lines[0].ends_with(" -- {client-a} \"GET / HTTP/1.1\" TLSv1.3/http/1.1"),
         "{lines:?}"
     );
-    assert!(lines[1].ends_with(" -- {} \"GET / HTTP/1.1\""), "{lines:?}");
+    assert!(
+        lines[1].ends_with(" -- {} \"GET / HTTP/1.1\" TLSv1.3/http/1.1"),
+        "{lines:?}"
+    );
     // A client without a certificate resumes its session, also after a reload that keeps the
     // client certificate settings.
     let anonymous = mtls_client(&server_ca, None, v13);

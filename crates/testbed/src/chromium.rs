@@ -46,8 +46,23 @@ pub fn test_allowed(test: &str) -> bool {
 /// Load `url` (from inside namespace `ns` when given), run its script for `budget` of virtual
 /// time, and return the DOM it serialized. The browser is stopped after `limit`.
 pub fn dump_dom(ns: Option<&str>, url: &str, budget: Duration, limit: Duration) -> Result<String> {
+    dump_dom_with(ns, url, &[], budget, limit)
+}
+
+/// [`dump_dom`] with more switches for the browser (say `--ignore-certificate-errors-spki-list=…`
+/// for a test's own certificate).
+pub fn dump_dom_with(
+    ns: Option<&str>,
+    url: &str,
+    switches: &[&str],
+    budget: Duration,
+    limit: Duration,
+) -> Result<String> {
     let budget = format!("--virtual-time-budget={}", budget.as_millis());
-    let dom = run(ns, &["--dump-dom", &budget, url], limit)?;
+    let mut args = vec!["--dump-dom", &budget];
+    args.extend_from_slice(switches);
+    args.push(url);
+    let dom = run(ns, &args, limit)?;
     if !dom.contains("<html") {
         bail!("chromium printed no page for {url}: {dom:.200}");
     }

@@ -196,7 +196,29 @@ impl Shown {
         shown_number(&t).unwrap_or_else(|| panic!("figure {id} shows {t:?}, not a number"))
     }
 
-    /// The table's row keys, sorted, each once.
+    /// What table `id` alone shows (the `<section data-table="id">` of the page): its cells,
+    /// no figures; empty when the page has no such table.
+    pub fn table(&self, id: &str) -> Shown {
+        let open = format!("data-table=\"{id}\"");
+        let part = self
+            .dom
+            .find(&open)
+            .map(|at| {
+                let end = self.dom[at..]
+                    .find("</section>")
+                    .map_or(self.dom.len(), |e| at + e);
+                &self.dom[at..end]
+            })
+            .unwrap_or("");
+        Shown {
+            dom: part.to_string(),
+            cells: cells(part),
+            figures: HashMap::new(),
+        }
+    }
+
+    /// The table's row keys, sorted, each once (of every table on the page; see
+    /// [`Shown::table`] for one).
     pub fn rows(&self) -> Vec<&str> {
         let mut rows: Vec<&str> = self.cells.keys().map(|(r, _)| r.as_str()).collect();
         rows.sort();
@@ -231,5 +253,19 @@ mod tests {
         assert_eq!(s.number("b", "x"), 0.0015);
         assert_eq!(s.cell("a", "y"), "–");
         assert_eq!(s.figure_number("n"), 7.0);
+    }
+
+    #[test]
+    fn a_table_alone_has_its_own_rows() {
+        let s = Shown::read(
+            r#"<html><body><section data-table="one"><table><tr data-row="a"><td data-col="x">1</td>
+</tr></table></section><section data-table="two"><table><tr data-row="h2"><td data-col="x">2</td>
+</tr></table></section></body></html>"#
+                .into(),
+        );
+        assert_eq!(s.rows(), ["a", "h2"]);
+        assert_eq!(s.table("one").rows(), ["a"]);
+        assert_eq!(s.table("two").number("h2", "x"), 2.0);
+        assert!(s.table("three").rows().is_empty());
     }
 }

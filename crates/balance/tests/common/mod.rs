@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod haproxy;
+pub mod https;
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -107,6 +108,43 @@ pub async fn http_backend(name: &str) -> Backend {
                         Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(n))))
                     }
                 });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(s), svc)
+                    .await;
+            });
+            while conns.try_join_next().is_some() {}
+        }
+    });
+    Backend {
+        name: name.into(),
+        addr,
+        hits,
+        task,
+    }
+}
+
+/// HTTP backend answering every request with `page` as `text/html` (for a browser).
+pub async fn html_backend(name: &str, page: &'static str) -> Backend {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let hits = Arc::new(AtomicU64::new(0));
+    let h = hits.clone();
+    let task = tokio::spawn(async move {
+        let mut conns = JoinSet::new();
+        loop {
+            let Ok((s, _)) = l.accept().await else {
+                continue;
+            };
+            let h = h.clone();
+            conns.spawn(async move {
+                let svc =
+                    hyper::service::service_fn(move |_req: Request<hyper::body::Incoming>| {
+                        h.fetch_add(1, Ordering::SeqCst);
+                        let resp = Response::builder()
+                            .header("content-type", "text/html; charset=utf-8")
+                            .body(Full::new(Bytes::from_static(page.as_bytes())));
+                        async move { resp }
+                    });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(s), svc)
                     .await;
