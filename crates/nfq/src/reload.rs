@@ -1,0 +1,244 @@
+//! A reload: the configuration read again (the `--config` file, then the same flags as at
+//! start), checked whole, and applied only if valid — from SIGHUP (its own thread) and
+//! `ctl reload` (a control thread) alike, one at a time, never in the packet loop.
+//!
+//! What changes while the daemon runs is what `ctl` changes, and it goes the same way: each
+//! class's `percentile`, the `deadline`, the `budget` and the address `table`, as the
+//! validated commands `set-percentile`, `set-deadline`, `set-budget`, `add-ip` and `del-ip`
+//! the packet loop applies between batches. Every other key (the queue number, the service,
+//! the class names and order, `default_class`, the discipline, the limits, the control
+//! socket, iptables, polling, metrics) is fixed at start: a file that changes one is refused,
+//! naming the key, and nothing of it is applied. A refused reload keeps the configuration in
+//! force and is counted `failed` in `netsched_nfq_reloads_total`.
+
+use crate::cli::RunArgs;
+use crate::command_error::CommandError;
+use crate::config::{Cidr, Config};
+use crate::control::{ControlState, Response};
+use crate::engine::{Applied, Command};
+use netsched_metrics::Reloads;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Why a reload was refused (the running configuration stays).
+#[derive(Debug)]
+pub enum ReloadError {
+    /// The file or a flag is invalid; the text names the file, key and value.
+    Config { message: String },
+    /// A key that only a restart can change.
+    NeedsRestart {
+        file: PathBuf,
+        key: String,
+        running: String,
+        new: String,
+    },
+    /// The packet loop refused or did not take a change (those before it are in force).
+    Apply {
+        file: PathBuf,
+        key: String,
+        error: CommandError,
+    },
+}
+
+impl fmt::Display for ReloadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReloadError::Config { message } => f.write_str(message),
+            ReloadError::NeedsRestart {
+                file,
+                key,
+                running,
+                new,
+            } => write!(
+                f,
+                "{}: {key} = {new}: the running daemon has {running}; changing {key} needs a \
+                 restart",
+                file.display()
+            ),
+            ReloadError::Apply { file, key, error } => {
+                write!(f, "{}: {key}: not applied: {error}", file.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for ReloadError {}
+
+/// What a reload needs: how the daemon read its configuration, and what is in force.
+pub struct Reloader {
+    args: RunArgs,
+    in_force: Config,
+    reloads: Reloads,
+}
+
+impl Reloader {
+    /// For a daemon started with `cfg`, read by `args`.
+    pub fn new(args: RunArgs, cfg: &Config, reloads: Reloads) -> Self {
+        Reloader {
+            args,
+            in_force: cfg.clone(),
+            reloads,
+        }
+    }
+
+    /// The reloads counted (`netsched_nfq_reloads_total`).
+    pub fn reloads(&self) -> &Reloads {
+        &self.reloads
+    }
+
+    /// The configuration file, if the daemon has one.
+    pub fn path(&self) -> Option<&Path> {
+        self.args.config.as_deref()
+    }
+
+    /// Reload, log the outcome naming `by` (SIGHUP or ctl) and answer it as `ctl` does.
+    pub fn answer(
+        &mut self,
+        state: &mut ControlState,
+        exec: &mut dyn FnMut(Command) -> Result<Applied, CommandError>,
+        by: &str,
+    ) -> Response {
+        let Some(path) = self.path().map(|p| p.display().to_string()) else {
+            let msg = "nothing to reload: started without --config (flags need a restart)";
+            tracing::info!(by, "{msg}");
+            return Response::ok(msg);
+        };
+        let result = self.reload(state, exec);
+        self.reloads.record(result.is_ok());
+        match result {
+            Ok(notes) => {
+                tracing::info!(by, "reloaded {path}: {}", notes.join("; "));
+                let mut text = format!("reloaded {path}");
+                for n in notes {
+                    text += &format!("\n{n}");
+                }
+                Response::ok(text)
+            }
+            Err(e) => {
+                tracing::error!(by, "reload failed, keeping the old configuration: {e}");
+                Response::err(format!("reload failed, keeping the old configuration: {e}"))
+            }
+        }
+    }
+
+    /// Read, check and apply; returns notes on what changed.
+    fn reload(
+        &mut self,
+        state: &mut ControlState,
+        exec: &mut dyn FnMut(Command) -> Result<Applied, CommandError>,
+    ) -> Result<Vec<String>, ReloadError> {
+        let file = self.path().map(Path::to_path_buf).unwrap_or_default();
+        let new = self.args.to_config().map_err(|e| ReloadError::Config {
+            message: format!("{e:#}"),
+        })?;
+        if let Some((key, running, value)) = restart_key(&self.in_force, &new) {
+            return Err(ReloadError::NeedsRestart {
+                file,
+                key,
+                running,
+                new: value,
+            });
+        }
+        let mut notes = Vec::new();
+        for (key, cmd) in commands(&self.in_force, &new, state.table()) {
+            state
+                .apply(cmd, &mut *exec)
+                .map_err(|error| ReloadError::Apply {
+                    file: file.clone(),
+                    key: key.clone(),
+                    error,
+                })?;
+            notes.push(key);
+        }
+        if notes.is_empty() {
+            notes.push("nothing changed".to_string());
+        }
+        self.in_force = new;
+        Ok(notes)
+    }
+}
+
+/// The first key only a restart can change whose value differs: (key, running, new).
+fn restart_key(old: &Config, new: &Config) -> Option<(String, String, String)> {
+    macro_rules! same {
+        ($($key:literal => $($field:ident).+),* $(,)?) => {$(
+            if old.$($field).+ != new.$($field).+ {
+                return Some((
+                    $key.to_string(),
+                    format!("{:?}", old.$($field).+),
+                    format!("{:?}", new.$($field).+),
+                ));
+            }
+        )*};
+    }
+    same!(
+        "queue" => queue,
+        "discipline" => discipline,
+        "default_class" => default_class,
+        "control_socket" => control_socket,
+        "control_group" => control_group,
+        "iptables" => iptables,
+        "service.protocol" => service.protocol,
+        "service.ports" => service.ports,
+        "service.address" => service.address,
+        "limits" => limits,
+        "early_miss" => early_miss,
+        "busy_poll" => busy_poll,
+        "--metrics" => metrics,
+    );
+    let names = |c: &Config| c.classes.iter().map(|k| k.name.clone()).collect::<Vec<_>>();
+    if names(old) != names(new) {
+        return Some((
+            "class (names and order)".to_string(),
+            format!("{:?}", names(old)),
+            format!("{:?}", names(new)),
+        ));
+    }
+    None
+}
+
+/// The commands that put `new`'s run-time keys in force: each named by its key. The table
+/// is compared with `running` (the table as `ctl` left it), so the file's table is what
+/// stays.
+fn commands(
+    old: &Config,
+    new: &Config,
+    running: &std::collections::BTreeMap<Cidr, usize>,
+) -> Vec<(String, Command)> {
+    let mut out = Vec::new();
+    for (k, (o, n)) in old.classes.iter().zip(&new.classes).enumerate() {
+        if o.percentile != n.percentile {
+            let cmd = Command::SetPercentile {
+                class: k,
+                p: n.percentile,
+            };
+            out.push((
+                format!("class {} percentile = {}", n.name, n.percentile),
+                cmd,
+            ));
+        }
+    }
+    if old.deadline != new.deadline {
+        let key = format!("deadline = {}", new.deadline.describe());
+        out.push((key, Command::SetDeadline(new.deadline)));
+    }
+    if old.budget != new.budget {
+        let shown = new.budget.map_or("off".to_string(), |n| n.to_string());
+        out.push((format!("budget = {shown}"), Command::SetBudget(new.budget)));
+    }
+    let wanted: std::collections::BTreeMap<Cidr, usize> = new.table.iter().copied().collect();
+    for cidr in running.keys().filter(|c| !wanted.contains_key(c)) {
+        out.push((format!("table: {cidr} removed"), Command::DelIp(*cidr)));
+    }
+    for (cidr, class) in &wanted {
+        if running.get(cidr) != Some(class) {
+            let name = &new.classes[*class].name;
+            let cmd = Command::AddIp {
+                cidr: *cidr,
+                class: *class,
+            };
+            out.push((format!("table: {cidr} -> {name}"), cmd));
+        }
+    }
+    out
+}
