@@ -269,7 +269,8 @@ impl Outbox {
             }
             Err(e) => tracing::error!(
                 by = "SIGHUP",
-                "reload failed, keeping the old configuration: {e}"
+                "reload failed, keeping the old configuration: {}",
+                e.to_string().trim_end().replace('\n', "; ")
             ),
         }
     }

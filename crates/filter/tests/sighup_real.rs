@@ -71,12 +71,11 @@ fn sighup_reloads_the_rules_refuses_a_bad_file_and_never_ends_the_filter() {
         std::fs::write(f.rules_file(), "[[rule]]\naction = \"explode\"\n").unwrap();
         hup(&mut f);
         let until = Instant::now() + Duration::from_secs(10);
-        while !f.stderr().contains("reload failed, keeping the old configuration") {
-            assert!(
-                Instant::now() < until,
-                "no refusal logged:\n{}",
-                f.stderr()
-            );
+        while !f
+            .stderr()
+            .contains("reload failed, keeping the old configuration")
+        {
+            assert!(Instant::now() < until, "no refusal logged:\n{}", f.stderr());
             std::thread::sleep(Duration::from_millis(50));
         }
         let err = f.stderr();

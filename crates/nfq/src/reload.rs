@@ -115,7 +115,8 @@ impl Reloader {
                 Response::ok(text)
             }
             Err(e) => {
-                tracing::error!(by, "reload failed, keeping the old configuration: {e}");
+                let line = e.to_string().trim_end().replace('\n', "; ");
+                tracing::error!(by, "reload failed, keeping the old configuration: {line}");
                 Response::err(format!("reload failed, keeping the old configuration: {e}"))
             }
         }

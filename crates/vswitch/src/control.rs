@@ -238,7 +238,8 @@ pub fn reload_answer(r: &Reloader, by: &str) -> Result<String, ControlError> {
             Ok(text)
         }
         Err(e) => {
-            tracing::error!(by, "reload failed, keeping the old configuration: {e}");
+            let line = e.to_string().trim_end().replace('\n', "; ");
+            tracing::error!(by, "reload failed, keeping the old configuration: {line}");
             Err(ControlError::Reload(e.to_string()))
         }
     }
