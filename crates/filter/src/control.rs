@@ -267,6 +267,12 @@ impl Outbox {
             Err(e @ ControlError::Command(CommandError::StillBuilding { .. })) => {
                 tracing::warn!(by = "SIGHUP", "reload of {file}: {e}")
             }
+            // A refused file says "reload failed, keeping the old configuration" itself.
+            Err(e @ ControlError::Tables(_)) => tracing::error!(
+                by = "SIGHUP",
+                "{}",
+                e.to_string().trim_end().replace('\n', "; ")
+            ),
             Err(e) => tracing::error!(
                 by = "SIGHUP",
                 "reload failed, keeping the old configuration: {}",
@@ -544,6 +550,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("rules.toml:3"), "{e}");
+        assert!(
+            e.starts_with("reload failed, keeping the old configuration: "),
+            "{e}"
+        );
         for _ in 0..COMMAND_QUEUE {
             out.commands.send(Command::Show).unwrap();
         }
