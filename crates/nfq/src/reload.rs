@@ -5,7 +5,9 @@
 //! What changes while the daemon runs is what `ctl` changes, and it goes the same way: each
 //! class's `percentile`, the `deadline`, the `budget` and the address `table`, as the
 //! validated commands `set-percentile`, `set-deadline`, `set-budget`, `add-ip` and `del-ip`
-//! the packet loop applies between batches. Every other key (the queue number, the service,
+//! the packet loop applies between batches, compared with what the packet loop runs (so the
+//! file's values are in force afterwards, whatever `ctl` changed since); if the packet loop
+//! refuses one, the changes made before it are taken back. Every other key (the queue number, the service,
 //! the class names and order, `default_class`, the discipline, the limits, the control
 //! socket, iptables, polling, metrics) is fixed at start: a file that changes one is refused,
 //! naming the key, and nothing of it is applied. A refused reload keeps the configuration in
@@ -15,8 +17,9 @@ use crate::cli::RunArgs;
 use crate::command_error::CommandError;
 use crate::config::{Cidr, Config};
 use crate::control::{ControlState, Response};
-use crate::engine::{Applied, Command};
+use crate::engine::{Applied, Command, Snapshot};
 use netsched_metrics::Reloads;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -32,7 +35,7 @@ pub enum ReloadError {
         running: String,
         new: String,
     },
-    /// The packet loop refused or did not take a change (those before it are in force).
+    /// The packet loop refused or did not take a change (those before it were taken back).
     Apply {
         file: PathBuf,
         key: String,
@@ -56,7 +59,11 @@ impl fmt::Display for ReloadError {
                 file.display()
             ),
             ReloadError::Apply { file, key, error } => {
-                write!(f, "{}: {key}: not applied: {error}", file.display())
+                write!(
+                    f,
+                    "{}: {key}: not applied: {error}; nothing of the file applied",
+                    file.display()
+                )
             }
         }
     }
@@ -122,7 +129,8 @@ impl Reloader {
         }
     }
 
-    /// Read, check and apply; returns notes on what changed.
+    /// Read, check and apply; returns notes on what changed. The changes go one by one
+    /// through the packet loop; if it refuses one, those made before it are taken back.
     fn reload(
         &mut self,
         state: &mut ControlState,
@@ -140,17 +148,26 @@ impl Reloader {
                 new: value,
             });
         }
-        let mut notes = Vec::new();
-        for (key, cmd) in commands(&self.in_force, &new, state.table()) {
-            state
-                .apply(cmd, &mut *exec)
-                .map_err(|error| ReloadError::Apply {
-                    file: file.clone(),
-                    key: key.clone(),
-                    error,
-                })?;
-            notes.push(key);
+        let failed = |key: &str, error| ReloadError::Apply {
+            file: file.clone(),
+            key: key.to_string(),
+            error,
+        };
+        let running = match exec(Command::Snapshot) {
+            Ok(Applied::Snapshot(s)) => s,
+            Ok(_) => return Err(failed("(status)", CommandError::ShuttingDown)),
+            Err(e) => return Err(failed("(status)", e)),
+        };
+        let plan = changes(&running, &new, state.table());
+        for (i, c) in plan.iter().enumerate() {
+            if let Err(e) = state.apply(c.apply, &mut *exec) {
+                for done in plan[..i].iter().rev() {
+                    let _ = state.apply(done.undo, &mut *exec);
+                }
+                return Err(failed(&c.key, e));
+            }
         }
+        let mut notes: Vec<String> = plan.into_iter().map(|c| c.key).collect();
         if notes.is_empty() {
             notes.push("nothing changed".to_string());
         }
@@ -198,47 +215,74 @@ fn restart_key(old: &Config, new: &Config) -> Option<(String, String, String)> {
     None
 }
 
-/// The commands that put `new`'s run-time keys in force: each named by its key. The table
-/// is compared with `running` (the table as `ctl` left it), so the file's table is what
-/// stays.
-fn commands(
-    old: &Config,
-    new: &Config,
-    running: &std::collections::BTreeMap<Cidr, usize>,
-) -> Vec<(String, Command)> {
+/// One change of a reload: its key (as the notes name it), the command that makes it and the
+/// one that takes it back.
+struct Change {
+    key: String,
+    apply: Command,
+    undo: Command,
+}
+
+/// The changes that put `new`'s run-time keys in force, against what the packet loop runs
+/// (`running`, and the table as `ctl` left it): the file's values are the ones in force
+/// afterwards, whatever `ctl` changed since.
+fn changes(running: &Snapshot, new: &Config, table: &BTreeMap<Cidr, usize>) -> Vec<Change> {
     let mut out = Vec::new();
-    for (k, (o, n)) in old.classes.iter().zip(&new.classes).enumerate() {
-        if o.percentile != n.percentile {
-            let cmd = Command::SetPercentile {
-                class: k,
-                p: n.percentile,
-            };
-            out.push((
-                format!("class {} percentile = {}", n.name, n.percentile),
-                cmd,
-            ));
+    for (k, (old, n)) in running.percentiles.iter().zip(&new.classes).enumerate() {
+        if *old != n.percentile {
+            out.push(Change {
+                key: format!("class {} percentile = {}", n.name, n.percentile),
+                apply: Command::SetPercentile {
+                    class: k,
+                    p: n.percentile,
+                },
+                undo: Command::SetPercentile { class: k, p: *old },
+            });
         }
     }
-    if old.deadline != new.deadline {
-        let key = format!("deadline = {}", new.deadline.describe());
-        out.push((key, Command::SetDeadline(new.deadline)));
+    if running.deadline != new.deadline {
+        out.push(Change {
+            key: format!("deadline = {}", new.deadline.describe()),
+            apply: Command::SetDeadline(new.deadline),
+            undo: Command::SetDeadline(running.deadline),
+        });
     }
-    if old.budget != new.budget {
+    if running.budget != new.budget {
         let shown = new.budget.map_or("off".to_string(), |n| n.to_string());
-        out.push((format!("budget = {shown}"), Command::SetBudget(new.budget)));
+        out.push(Change {
+            key: format!("budget = {shown}"),
+            apply: Command::SetBudget(new.budget),
+            undo: Command::SetBudget(running.budget),
+        });
     }
-    let wanted: std::collections::BTreeMap<Cidr, usize> = new.table.iter().copied().collect();
-    for cidr in running.keys().filter(|c| !wanted.contains_key(c)) {
-        out.push((format!("table: {cidr} removed"), Command::DelIp(*cidr)));
-    }
-    for (cidr, class) in &wanted {
-        if running.get(cidr) != Some(class) {
-            let name = &new.classes[*class].name;
-            let cmd = Command::AddIp {
+    let wanted: BTreeMap<Cidr, usize> = new.table.iter().copied().collect();
+    for (cidr, class) in table.iter().filter(|(c, _)| !wanted.contains_key(c)) {
+        out.push(Change {
+            key: format!("table: {cidr} removed"),
+            apply: Command::DelIp(*cidr),
+            undo: Command::AddIp {
                 cidr: *cidr,
                 class: *class,
+            },
+        });
+    }
+    for (cidr, class) in &wanted {
+        if table.get(cidr) != Some(class) {
+            let undo = match table.get(cidr) {
+                Some(old) => Command::AddIp {
+                    cidr: *cidr,
+                    class: *old,
+                },
+                None => Command::DelIp(*cidr),
             };
-            out.push((format!("table: {cidr} -> {name}"), cmd));
+            out.push(Change {
+                key: format!("table: {cidr} -> {}", new.classes[*class].name),
+                apply: Command::AddIp {
+                    cidr: *cidr,
+                    class: *class,
+                },
+                undo,
+            });
         }
     }
     out
