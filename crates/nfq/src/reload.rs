@@ -287,3 +287,86 @@ fn changes(running: &Snapshot, new: &Config, table: &BTreeMap<Cidr, usize>) -> V
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Engine;
+
+    fn file(dir: &Path, gold: u32, budget: usize, extra: &str) -> PathBuf {
+        let p = dir.join("nfq.toml");
+        let text = format!(
+            "budget = {budget}\n{extra}\n[service]\nports = [80]\n\
+             [[class]]\nname = \"gold\"\npercentile = {gold}\n\
+             [[class]]\nname = \"rest\"\npercentile = 50\n"
+        );
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// Reload against `engine` (as the packet loop would apply), with `state` beside it;
+    /// `refuse_budget` makes the packet loop refuse `set-budget`.
+    fn run(
+        r: &mut Reloader,
+        engine: &mut Engine,
+        state: &mut ControlState,
+        refuse_budget: bool,
+    ) -> Response {
+        let mut exec = |cmd: Command| match cmd {
+            Command::SetBudget(_) if refuse_budget => Err(CommandError::Refused {
+                reason: "test".into(),
+            }),
+            c => engine.apply(c, 0, &mut Vec::new()),
+        };
+        r.answer(state, &mut exec, "test")
+    }
+
+    #[test]
+    fn a_reload_applies_the_file_or_nothing_of_it() {
+        let dir = std::env::temp_dir().join(format!("nfq-reload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let args = RunArgs {
+            config: Some(file(&dir, 90, 4, "")),
+            ..RunArgs::default()
+        };
+        let cfg = args.to_config().unwrap();
+        let mut engine = Engine::new(cfg.clone()).unwrap();
+        let mut state = ControlState::new(&cfg);
+        let mut r = Reloader::new(args, &cfg, Reloads::new());
+
+        // Applied: percentile and budget.
+        file(&dir, 95, 8, "");
+        let a = run(&mut r, &mut engine, &mut state, false);
+        assert!(a.ok, "{a:?}");
+        let s = engine.snapshot_without_table();
+        assert_eq!((s.percentiles[0], s.budget), (95, Some(8)));
+
+        // The packet loop refuses the budget: the percentile made before it is taken back.
+        file(&dir, 70, 2, "");
+        let a = run(&mut r, &mut engine, &mut state, true);
+        assert!(!a.ok);
+        let e = a.error.unwrap();
+        assert!(
+            e.starts_with("reload failed, keeping the old configuration: "),
+            "{e}"
+        );
+        assert!(e.contains("budget = 2"), "{e}");
+        let s = engine.snapshot_without_table();
+        assert_eq!((s.percentiles[0], s.budget), (95, Some(8)));
+
+        // A restart-only key: refused naming it, nothing applied.
+        file(&dir, 60, 8, "queue = 3");
+        let a = run(&mut r, &mut engine, &mut state, false);
+        let e = a.error.unwrap();
+        assert!(
+            e.contains("nfq.toml: queue = 3") && e.contains("needs a restart"),
+            "{e}"
+        );
+        assert_eq!(engine.snapshot_without_table().percentiles[0], 95);
+        assert_eq!(
+            (r.reloads().count("ok"), r.reloads().count("failed")),
+            (1, 2)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
