@@ -5,7 +5,8 @@
 //! handed to the packet thread as the same `set-tier`/`set-weight` commands (applied at the
 //! next round start). Every other key (the uplink, the ports and their devices, the
 //! discipline, the budget, queues, rings, polling) is fixed when the ports open: a file that
-//! changes one is refused, naming the key, and nothing of it is applied. A refused reload
+//! changes one is refused, naming the key, and nothing of it is applied; a change the packet
+//! thread refuses (a port that vanished) takes back those made before it. A refused reload
 //! keeps the configuration in force and is counted `failed` in
 //! `netsched_vswitch_reloads_total`.
 
@@ -36,7 +37,8 @@ pub enum ReloadError {
         key: String,
         value: u32,
     },
-    /// The packet thread refused or did not answer a change.
+    /// The packet thread refused or did not answer a change (those before it were taken
+    /// back).
     Apply {
         file: PathBuf,
         key: String,
@@ -64,9 +66,11 @@ impl fmt::Display for ReloadError {
                 "{}: {key} = {value}: must be between 1 and 1000",
                 file.display()
             ),
-            ReloadError::Apply { file, key, error } => {
-                write!(f, "{}: {key}: not applied: {error}", file.display())
-            }
+            ReloadError::Apply { file, key, error } => write!(
+                f,
+                "{}: {key}: not applied: {error}; nothing of the file applied",
+                file.display()
+            ),
         }
     }
 }
@@ -127,26 +131,18 @@ impl Reloader {
                 });
             }
         }
+        let running = self.running()?;
         let mut notes = Vec::new();
-        for (key, cmd, _) in changes {
-            let deadline = Instant::now() + DEADLINE;
-            match self.out.execute(cmd, deadline) {
-                Ok(Answer::Done(msg)) if msg.ends_with("unchanged") => {}
-                Ok(Answer::Done(msg)) => notes.push(msg),
-                Ok(Answer::Refused(why)) => {
-                    return Err(ReloadError::Apply {
-                        file: self.path.clone(),
-                        key,
-                        error: Box::new(ControlError::Refused(why)),
-                    })
-                }
-                Ok(Answer::Stats(_)) => {}
-                Err(error) => {
-                    return Err(ReloadError::Apply {
-                        file: self.path.clone(),
-                        key,
-                        error: Box::new(error),
-                    })
+        for (i, (key, cmd, _)) in changes.iter().enumerate() {
+            match self.send(key, cmd.clone()) {
+                Ok(Some(msg)) => notes.push(msg),
+                Ok(None) => {}
+                Err(e) => {
+                    // Take back what was changed before it: the tiers and weights running.
+                    for (_, done, _) in changes[..i].iter().rev() {
+                        let _ = self.send(key, undo(done, &running));
+                    }
+                    return Err(e);
                 }
             }
         }
@@ -155,6 +151,56 @@ impl Reloader {
         }
         *in_force = new;
         Ok(notes)
+    }
+}
+
+impl Reloader {
+    /// The tiers and weights the packet thread runs, by port.
+    fn running(&self) -> Result<Vec<(String, u32, u32)>, ReloadError> {
+        match self.out.execute(Command::Show, Instant::now() + DEADLINE) {
+            Ok(Answer::Stats(s)) => Ok(s
+                .ports
+                .iter()
+                .map(|p| (p.dev.clone(), p.tier, p.weight))
+                .collect()),
+            Ok(_) => Err(self.apply_error("(show)", ControlError::Stopped)),
+            Err(e) => Err(self.apply_error("(show)", e)),
+        }
+    }
+
+    /// Send one change; the packet thread's note when it changed something.
+    fn send(&self, key: &str, cmd: Command) -> Result<Option<String>, ReloadError> {
+        match self.out.execute(cmd, Instant::now() + DEADLINE) {
+            Ok(Answer::Done(msg)) if msg.ends_with("unchanged") => Ok(None),
+            Ok(Answer::Done(msg)) => Ok(Some(msg)),
+            Ok(Answer::Refused(why)) => Err(self.apply_error(key, ControlError::Refused(why))),
+            Ok(Answer::Stats(_)) => Ok(None),
+            Err(e) => Err(self.apply_error(key, e)),
+        }
+    }
+
+    fn apply_error(&self, key: &str, error: ControlError) -> ReloadError {
+        ReloadError::Apply {
+            file: self.path.clone(),
+            key: key.to_string(),
+            error: Box::new(error),
+        }
+    }
+}
+
+/// The command that takes `done` back to the value `running` had.
+fn undo(done: &Command, running: &[(String, u32, u32)]) -> Command {
+    let was = |port: &str| running.iter().find(|(dev, _, _)| dev == port);
+    match done {
+        Command::SetTier { port, tier } => Command::SetTier {
+            port: port.clone(),
+            tier: was(port).map_or(*tier, |r| r.1),
+        },
+        Command::SetWeight { port, weight } => Command::SetWeight {
+            port: port.clone(),
+            weight: was(port).map_or(*weight, |r| r.2),
+        },
+        other => other.clone(),
     }
 }
 

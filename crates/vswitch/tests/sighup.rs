@@ -1,5 +1,6 @@
 //! SIGHUP to the switch as a process, under traffic (root; skipped with a reason otherwise):
-//! a changed, valid file puts its tiers in force (`ctl show`, `reloads_total{result="ok"}`);
+//! a changed, valid file puts its tiers in force (`ctl show`, `reloads_total{result="ok"}`),
+//! and `ctl reload` puts them back after a `set-tier`;
 //! a file that changes a restart-only key, or does not parse, is refused whole and logged
 //! naming the file and key, the tiers in force stay; the switch runs on through all of it and
 //! SIGTERM then ends it as usual. Without the SIGHUP handler the first signal ends the process
@@ -126,6 +127,17 @@ fn sighup_applies_new_tiers_refuses_a_bad_file_and_never_ends_the_switch() {
             std::thread::sleep(Duration::from_millis(50));
         }
         assert_eq!(reloads(&net.sw, "ok"), 1);
+        // `ctl reload` means the same: the file's tiers again after a `set-tier`.
+        let port0 = &net.guests[0].1;
+        netsched_vswitch::control::request(&sock, &format!("set-tier {port0} 3")).unwrap();
+        let answer = netsched_vswitch::control::request(&sock, "reload").unwrap();
+        assert!(answer.starts_with("reloaded "), "{answer}");
+        let until = Instant::now() + Duration::from_secs(5);
+        while tiers(&sock) != [2, 1] {
+            assert!(Instant::now() < until, "the file's tiers not back");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(reloads(&net.sw, "ok"), 2);
 
         // (b) A restart-only key changed (with tiers): refused whole, naming the key.
         std::fs::write(&file, config(&net, [3, 3], "batch = 7")).unwrap();
