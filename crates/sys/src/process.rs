@@ -163,6 +163,28 @@ mod tests {
         assert!(!signal_pid(0, libc::SIGWINCH) && !signal_group(1, libc::SIGWINCH));
         assert!(raise_nofile_limit().unwrap() > 0);
     }
+
+    /// SIGHUP runs the closure on the thread (the process, which SIGHUP would otherwise end,
+    /// goes on), once per signal; dropping the thread joins it.
+    #[test]
+    fn a_hangup_runs_the_reload_on_its_thread_and_never_ends_the_process() {
+        static HUPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let t = HangupThread::spawn("test-sighup", || {
+            assert_eq!(std::thread::current().name(), Some("test-sighup"));
+            HUPS.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+        for want in 1..=2 {
+            assert!(signal_pid(std::process::id(), libc::SIGHUP));
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while HUPS.load(Ordering::SeqCst) < want {
+                assert!(std::time::Instant::now() < deadline, "no reload {want}");
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        drop(t);
+        assert!(raise_nofile_limit().unwrap() > 0);
+    }
 }
 
 /// A resource limit a child process may be started with ([`limit_child`]).
