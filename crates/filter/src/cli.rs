@@ -47,6 +47,7 @@ Dispatch: static_rr, modified_rr, fcfs, modified_fcfs (one block at a time, P1),
 flow_hash, work_stealing (whole packets by flow bucket). See docs/filter.md.
 Turn offloads off on both interfaces (ethtool -K IF gro off gso off tso off).
 Ctrl-C / SIGTERM stops it: what is inside drains, the final counters print as one JSON line.
+SIGHUP reloads the rule file as `ctl reload` does (a bad file is refused, the old rules stay).
 Runtime control: netsched filter ctl [--control-socket S] show [--json] | reload | set-dispatch MODE."
 )]
 pub struct FilterArgs {
@@ -391,23 +392,33 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
         cfg.pipeline.workers,
         cfg.pipeline.block_size
     );
+    // One command channel for `ctl reload` and SIGHUP: the rule file is read and compiled
+    // on a build thread, never on the packet thread (control.rs).
+    let rules_file = rules.clone();
+    let loader: Loader =
+        Arc::new(move |g| load_tables(&rules, &options, sigs.as_deref(), kind, g).map(Arc::new));
+    let (outbox, inbox) = control::channel(loader);
+    let outbox = outbox.with_watchdog(health.clone(), latest.clone());
+    engine.attach_control(inbox);
+    let reloads = outbox.reloads().clone();
+    let _hangup = {
+        let outbox = outbox.clone();
+        netsched_sys::process::HangupThread::spawn("filter-sighup", move || {
+            outbox.reload_on_signal(&rules_file)
+        })?
+    };
     let _control = if a.no_control {
         None
     } else {
-        let loader: Loader = Arc::new(move |g| {
-            load_tables(&rules, &options, sigs.as_deref(), kind, g).map(Arc::new)
-        });
-        let (outbox, inbox) = control::channel(loader);
-        let outbox = outbox.with_watchdog(health.clone(), latest.clone());
         let server = ControlServer::start(&a.control, a.control_group.as_deref(), outbox)?;
-        engine.attach_control(inbox);
         tracing::info!("control socket {}", a.control.display());
         Some(server)
     };
     let _metrics = match metrics_addr {
         None => None,
         Some(addr) => {
-            let server = crate::metrics::serve(addr, latest.clone(), engine.devs())?;
+            let server =
+                crate::metrics::serve_with_reloads(addr, latest.clone(), engine.devs(), &reloads)?;
             tracing::info!("metrics on http://{}/metrics", server.addr());
             Some(server)
         }

@@ -7,7 +7,7 @@
 //! | command | effect |
 //! |---|---|
 //! | `show [--json]` | the counters (the `--stats` line) |
-//! | `reload` | re-read the rule file (and signature file) given at start, swap them in whole; the answer says what was loaded |
+//! | `reload` | re-read the rule file (and signature file) given at start, swap them in whole; the answer says what was loaded (SIGHUP does the same: [`Outbox::reload_on_signal`]) |
 //! | `set-dispatch MODE` | dispatch policy from the next packet on |
 //!
 //! **The packet path never waits for control, and never sees a half-built rule set.** The
@@ -39,7 +39,7 @@ use crate::work::Tables;
 use netsched_control::server::{Limits, LineEnd, Server, ServerConfig, WhenFull};
 use netsched_control::socket_file::BindMode;
 use netsched_control::{handoff, HandOffError, OkOrError};
-use netsched_metrics::Latest;
+use netsched_metrics::{Latest, Reloads};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
@@ -124,6 +124,8 @@ pub struct Outbox {
     /// The generation given to the last `reload` asked for.
     generation: Arc<AtomicU64>,
     watch: Option<Watch>,
+    /// Reloads by outcome, counted when each build ends (`netsched_filter_reloads_total`).
+    reloads: Reloads,
 }
 
 /// What the control thread reads itself while the packet thread is stalled: the watchdog's
@@ -143,6 +145,7 @@ pub fn channel(loader: Loader) -> (Outbox, Inbox) {
             loader,
             generation: Arc::new(AtomicU64::new(1)),
             watch: None,
+            reloads: Reloads::new(),
         },
         inbox,
     )
@@ -205,6 +208,7 @@ impl Outbox {
                 let result = (out.loader)(generation)
                     .map_err(ControlError::Tables)
                     .and_then(|t| out.hand_over(t).map_err(ControlError::Command));
+                out.reloads.record(result.is_ok());
                 if let Err(mpsc::SendError(r)) = tx.send(result) {
                     // Nobody waits any more: the client was told this would happen.
                     match r {
@@ -237,6 +241,43 @@ impl Outbox {
             }
             .into()),
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(CommandError::Stopped.into()),
+        }
+    }
+
+    /// The reloads counted so far, by outcome.
+    pub fn reloads(&self) -> &Reloads {
+        &self.reloads
+    }
+
+    /// SIGHUP's reload: the same as `ctl reload` (the rule file read again on a build thread,
+    /// swapped in whole or refused), its outcome logged naming `file` instead of answered.
+    pub fn reload_on_signal(&self, file: &Path) {
+        let file = file.display();
+        match self
+            .reload(Instant::now() + DEADLINE)
+            .and_then(|a| answer_text(a, false, false))
+        {
+            Ok(text) => {
+                tracing::info!(
+                    by = "SIGHUP",
+                    "reloaded {file}: {}",
+                    text.trim_end().replace('\n', "; ")
+                )
+            }
+            Err(e @ ControlError::Command(CommandError::StillBuilding { .. })) => {
+                tracing::warn!(by = "SIGHUP", "reload of {file}: {e}")
+            }
+            // A refused file says "reload failed, keeping the old configuration" itself.
+            Err(e @ ControlError::Tables(_)) => tracing::error!(
+                by = "SIGHUP",
+                "{}",
+                e.to_string().trim_end().replace('\n', "; ")
+            ),
+            Err(e) => tracing::error!(
+                by = "SIGHUP",
+                "reload failed, keeping the old configuration: {}",
+                e.to_string().trim_end().replace('\n', "; ")
+            ),
         }
     }
 
@@ -509,6 +550,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("rules.toml:3"), "{e}");
+        assert!(
+            e.starts_with("reload failed, keeping the old configuration: "),
+            "{e}"
+        );
         for _ in 0..COMMAND_QUEUE {
             out.commands.send(Command::Show).unwrap();
         }

@@ -148,7 +148,10 @@ impl fmt::Display for ControlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ControlError::Request(e) => e.fmt(f),
-            ControlError::Tables(e) => e.fmt(f),
+            // Only a reload builds tables: its refusal in the words of every daemon's reload.
+            ControlError::Tables(e) => {
+                write!(f, "reload failed, keeping the old configuration: {e}")
+            }
             ControlError::Command(e) => e.fmt(f),
             ControlError::Encode(e) => e.fmt(f),
         }

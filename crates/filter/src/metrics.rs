@@ -18,7 +18,23 @@ pub fn serve(
     latest: Arc<Latest<FilterStats>>,
     devs: [String; 2],
 ) -> anyhow::Result<MetricsServer> {
-    netsched_metrics::serve_with_page(addr, registry(latest, devs), Some(crate::status::PAGE))
+    serve_with_reloads(addr, latest, devs, &netsched_metrics::Reloads::new())
+}
+
+/// [`serve`], with `netsched_filter_reloads_total` counted by `reloads` (SIGHUP and
+/// `ctl reload`).
+pub fn serve_with_reloads(
+    addr: std::net::SocketAddr,
+    latest: Arc<Latest<FilterStats>>,
+    devs: [String; 2],
+    reloads: &netsched_metrics::Reloads,
+) -> anyhow::Result<MetricsServer> {
+    let registry = registry(latest, devs);
+    reloads.register(
+        &mut registry.lock().unwrap_or_else(|p| p.into_inner()),
+        "netsched_filter",
+    );
+    netsched_metrics::serve_with_page(addr, registry, Some(crate::status::PAGE))
         .map_err(|e| anyhow::anyhow!("--metrics {addr}: {e}"))
 }
 

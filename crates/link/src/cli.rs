@@ -246,6 +246,14 @@ pub fn run_link(args: LinkArgs) -> Result<()> {
         return Ok(());
     }
     let _signals = netsched_testbed::SignalGuard::install()?;
+    // SIGHUP is caught (never the default action, which would end the link): the link reads
+    // only its flags, so there is nothing to read again; a change of flags needs a restart.
+    let _hangup = netsched_sys::process::HangupThread::spawn("link-sighup", || {
+        tracing::info!(
+            by = "SIGHUP",
+            "nothing to reload: netsched link reads only its flags (a change of them needs a restart); still running"
+        )
+    })?;
     let mut engine = Engine::open(&cfg)?;
     let _metrics = match metrics_addr {
         Some(addr) => {

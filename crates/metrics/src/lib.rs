@@ -32,6 +32,7 @@ mod client;
 mod port_families;
 mod process;
 mod read_counter;
+mod reloads;
 mod snapshot;
 mod status;
 
@@ -43,6 +44,7 @@ pub use process::{register_daemon, MAX_FDS_COUNTED};
 /// The crate the registries and families come from, for daemons that only need its types.
 pub use prometheus_client;
 pub use read_counter::{register_log_drops, register_read_counter};
+pub use reloads::Reloads;
 pub use snapshot::{parse_addr, register_snapshot, AddrError, Latest, Writer};
 pub use status::{status_json, Page, MAX_STATUS_BYTES};
 

@@ -6,8 +6,9 @@ use crate::config::{
     self, parse_cidr, parse_deadline, parse_protocol, resolve_class, ClassSpec, Config,
 };
 use crate::control;
-use crate::daemon::run_daemon;
+use crate::daemon::run_daemon_with_reload;
 use crate::iptables;
+use crate::reload::Reloader;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -278,7 +279,8 @@ pub fn run(args: NfqArgs) -> Result<()> {
                 signal_hook::flag::register(sig, Arc::clone(&stop))
                     .context("installing signal handlers")?;
             }
-            let summary = run_daemon(cfg, &stop, |st| {
+            let reloader = Reloader::new(args.run.clone(), &cfg, netsched_metrics::Reloads::new());
+            let summary = run_daemon_with_reload(cfg, Some(reloader), &stop, |st| {
                 netsched_util::notify::ready("netsched nfq", "scheduling");
                 tracing::info!(
                     "running ({} classes, discipline {}, budget {}); Ctrl-C to stop",

@@ -82,6 +82,9 @@ pub enum Request {
     DelIp {
         cidr: String,
     },
+    /// Read the configuration again and apply it whole, as SIGHUP does ([`crate::reload`]);
+    /// served by the control thread itself.
+    Reload,
 }
 
 impl Request {
@@ -103,7 +106,7 @@ pub struct Response {
 }
 
 impl Response {
-    fn ok(msg: impl Into<String>) -> Self {
+    pub fn ok(msg: impl Into<String>) -> Self {
         Response {
             ok: true,
             message: Some(msg.into()),
@@ -155,6 +158,9 @@ pub fn to_command(req: &Request, classes: &[ClassSpec]) -> Result<Command> {
             class: resolve_class(classes, class)?,
         },
         Request::DelIp { cidr } => Command::DelIp(parse_cidr(cidr)?),
+        Request::Reload => {
+            bail!("reload is not a packet-loop command (the control thread serves it)")
+        }
     })
 }
 
@@ -188,10 +194,20 @@ impl ControlState {
             Ok(c) => c,
             Err(e) => return Response::err(format!("{e:#}")),
         };
-        let applied = match exec(cmd) {
+        let applied = match self.apply(cmd, exec) {
             Ok(a) => a,
             Err(e) => return Response::err(e.to_string()),
         };
+        answer(cmd, applied, &self.classes, &self.table, kernel)
+    }
+
+    /// Have `exec` apply a validated command and keep the table's mirror in step.
+    pub fn apply(
+        &mut self,
+        cmd: Command,
+        exec: impl FnOnce(Command) -> Result<Applied, CommandError>,
+    ) -> Result<Applied, CommandError> {
+        let applied = exec(cmd)?;
         match cmd {
             Command::AddIp { cidr, class } => {
                 self.table.insert(cidr, class);
@@ -202,7 +218,12 @@ impl ControlState {
             Command::Reset => self.table.clear(),
             _ => {}
         }
-        answer(cmd, applied, &self.classes, &self.table, kernel)
+        Ok(applied)
+    }
+
+    /// The address table as the packet loop has it.
+    pub fn table(&self) -> &BTreeMap<Cidr, usize> {
+        &self.table
     }
 }
 

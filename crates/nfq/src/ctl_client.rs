@@ -19,7 +19,8 @@ Examples:
   netsched nfq ctl del-ip 192.168.1.0/24
   netsched nfq ctl stop                        # release everything held, pass in arrival order
   netsched nfq ctl start
-  netsched nfq ctl reset                       # clear the address table and the counters";
+  netsched nfq ctl reset                       # clear the address table and the counters
+  netsched nfq ctl reload                      # read the --config file again (as SIGHUP)";
 
 /// Arguments of `netsched nfq ctl`.
 #[derive(Debug, clap::Args)]
@@ -77,6 +78,9 @@ pub enum CtlCmd {
         /// The prefix, as added.
         cidr: String,
     },
+    /// Read the configuration file again and apply it whole, or refuse it and keep the old
+    /// configuration (as SIGHUP).
+    Reload,
 }
 
 impl CtlCmd {
@@ -91,6 +95,7 @@ impl CtlCmd {
             CtlCmd::SetBudget { budget } => Request::SetBudget { budget },
             CtlCmd::AddIp { cidr, class } => Request::AddIp { cidr, class },
             CtlCmd::DelIp { cidr } => Request::DelIp { cidr },
+            CtlCmd::Reload => Request::Reload,
         }
     }
 }

@@ -19,6 +19,9 @@
 //! (the response to a request it just let through) costs no wake-up; after it, the loop
 //! blocks (10 ms timeout), so an idle daemon sleeps. Measured in docs/bench-nfq.md.
 //!
+//! SIGHUP (when started with a reload, as `netsched nfq` is) wakes a thread of its own that
+//! reloads the configuration ([`crate::reload`]) through the same command channel as `ctl`.
+//!
 //! With `--metrics ADDR` a third thread serves `/metrics` ([`crate::metrics`]); the packet loop
 //! only publishes a copy of its numbers every 100 ms into a slot it never waits on.
 
@@ -28,10 +31,12 @@ use crate::engine::Snapshot;
 use crate::engine::{Applied, Engine, SocketCounters, Status};
 use crate::iptables::{self, Rules};
 use crate::netlink::{kernel_queue_counters, NfQueue, PacketMsg};
+use crate::reload::Reloader;
 use anyhow::{Context, Result};
 use netsched_metrics::{Latest, MetricsServer};
+use netsched_sys::process::HangupThread;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What the daemon reports when it exits.
@@ -96,7 +101,23 @@ pub fn run_daemon(
     stop: &AtomicBool,
     on_ready: impl FnOnce(&Status),
 ) -> Result<Summary> {
+    run_daemon_with_reload(cfg, None, stop, on_ready)
+}
+
+/// [`run_daemon`] with a reload ([`crate::reload`]): SIGHUP and `ctl reload` read the
+/// configuration again through `reloader`, on a thread of their own, never in the packet
+/// loop. SIGHUP is caught from the start to the end of this call.
+pub fn run_daemon_with_reload(
+    cfg: Config,
+    reloader: Option<Reloader>,
+    stop: &AtomicBool,
+    on_ready: impl FnOnce(&Status),
+) -> Result<Summary> {
     let queue_num = cfg.queue;
+    let reloads = reloader
+        .as_ref()
+        .map_or_else(netsched_metrics::Reloads::new, |r| r.reloads().clone());
+    let with_hangup = reloader.is_some();
     let mut engine = Engine::new(cfg.clone())?;
     let ctl = ControlServer::bind(&cfg.control_socket, cfg.control_group.as_deref())?;
     let (outbox, inbox) = control::command_channel()?;
@@ -107,7 +128,7 @@ pub fn run_daemon(
     )?;
     // Bound before the rules go in, so a bad address changes nothing.
     let metrics = match cfg.metrics {
-        Some(addr) => Some(start_metrics(addr, &cfg, &engine, &q)?),
+        Some(addr) => Some(start_metrics(addr, &cfg, &engine, &q, &reloads)?),
         None => None,
     };
     let rules = Rules::install(&cfg.iptables, &cfg.service, queue_num)?;
@@ -116,21 +137,30 @@ pub fn run_daemon(
 
     // The control threads start here, in this thread's network namespace (the kernel
     // counters a `status` reads are this namespace's).
-    let control = {
-        let mut state = control::ControlState::new(&cfg);
-        let mut facts = KernelFacts {
+    // The control plane (requests and reloads) is shared by the control threads and the
+    // SIGHUP thread, one at a time.
+    let plane = Arc::new(Mutex::new(Plane {
+        state: control::ControlState::new(&cfg),
+        facts: KernelFacts {
             iptables: cfg.iptables.clone(),
             queue: queue_num,
             rule_matched: None,
-        };
-        ctl.serve(move |req| {
-            state.serve(
-                req,
-                |cmd| outbox.execute(cmd, control::COMMAND_TIMEOUT),
-                &mut |st| facts.fill(st),
-            )
-        })
-        .context("starting the control threads")?
+        },
+        reloader,
+        outbox,
+    }));
+    let control = {
+        let plane = Arc::clone(&plane);
+        ctl.serve(move |req| lock(&plane).serve(req))
+            .context("starting the control threads")?
+    };
+    let hangup = if with_hangup {
+        let plane = Arc::clone(&plane);
+        Some(HangupThread::spawn("nfq-sighup", move || {
+            lock(&plane).reload("SIGHUP");
+        })?)
+    } else {
+        None
     };
 
     let result = packet_loop(
@@ -147,6 +177,7 @@ pub fn run_daemon(
     // it), then no new packets, then verdict everything.
     netsched_util::notify::stopping("netsched nfq");
     drop(control);
+    drop(hangup);
     drop(inbox);
     drop(rules);
     let released = release_all(&mut q, &mut engine);
@@ -175,18 +206,61 @@ pub fn run_daemon(
     })
 }
 
+/// The control plane: the control thread's state, the kernel facts a `status` adds, the
+/// reload and the packet loop's command channel.
+struct Plane {
+    state: control::ControlState,
+    facts: KernelFacts,
+    reloader: Option<Reloader>,
+    outbox: control::CommandOutbox,
+}
+
+impl Plane {
+    /// Answer one control request (`reload` included).
+    fn serve(&mut self, req: &control::Request) -> control::Response {
+        if let control::Request::Reload = req {
+            return self.reload("ctl");
+        }
+        let out = &self.outbox;
+        let facts = &mut self.facts;
+        self.state.serve(
+            req,
+            |cmd| out.execute(cmd, control::COMMAND_TIMEOUT),
+            &mut |st| facts.fill(st),
+        )
+    }
+
+    /// Reload (SIGHUP or `ctl reload`, named by `by`) and answer the outcome.
+    fn reload(&mut self, by: &str) -> control::Response {
+        let Some(r) = self.reloader.as_mut() else {
+            return control::Response::err("this daemon was started without a reload");
+        };
+        let out = &self.outbox;
+        r.answer(
+            &mut self.state,
+            &mut |cmd| out.execute(cmd, control::COMMAND_TIMEOUT),
+            by,
+        )
+    }
+}
+
+fn lock(plane: &Mutex<Plane>) -> std::sync::MutexGuard<'_, Plane> {
+    plane.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Serve `/metrics` on `addr`, its slot filled with the engine's numbers at start.
 fn start_metrics(
     addr: std::net::SocketAddr,
     cfg: &Config,
     engine: &Engine,
     q: &NfQueue,
+    reloads: &netsched_metrics::Reloads,
 ) -> Result<(Arc<Latest<Snapshot>>, MetricsServer)> {
     let latest = Arc::new(Latest::new());
     let mut snap = engine.snapshot_without_table();
     snap.socket = socket_counters(q);
     latest.publish(snap);
-    let server = crate::metrics::serve(addr, cfg, Arc::clone(&latest))?;
+    let server = crate::metrics::serve(addr, cfg, Arc::clone(&latest), reloads)?;
     tracing::info!("metrics on http://{}/metrics", server.addr());
     Ok((latest, server))
 }

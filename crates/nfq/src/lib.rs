@@ -32,6 +32,7 @@ pub mod iptables_error;
 pub mod metrics;
 pub mod netlink;
 pub mod packet;
+pub mod reload;
 pub mod status;
 
 pub use netsched_core::{Nanos, MS, SEC};

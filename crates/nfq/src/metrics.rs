@@ -56,10 +56,12 @@ pub fn serve(
     addr: std::net::SocketAddr,
     cfg: &Config,
     latest: Arc<Latest<Snapshot>>,
+    reloads: &netsched_metrics::Reloads,
 ) -> Result<MetricsServer> {
     let mut registry = Registry::default();
     netsched_metrics::register_daemon(&mut registry, "nfq", netsched_util::logging::dropped_lines);
     register(&mut registry, cfg, latest);
+    reloads.register(&mut registry, "netsched_nfq");
     let page = Some(crate::status::PAGE);
     netsched_metrics::serve_with_page(addr, Arc::new(Mutex::new(registry)), page)
         .with_context(|| format!("--metrics {addr}"))

@@ -1,6 +1,7 @@
 //! The process: its effective uid (`geteuid(2)`), signals to a process or process group
 //! (`kill(2)`), signal handlers (`signal-hook`'s low-level registration), its open-file
-//! limit (`getrlimit(2)`/`setrlimit(2)`), and the limits a child is started with.
+//! limit (`getrlimit(2)`/`setrlimit(2)`), the limits a child is started with, and the
+//! thread a daemon's SIGHUP (reload) is handled on ([`HangupThread`]).
 
 use anyhow::{Context, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,6 +43,46 @@ pub fn set_flag_on_signal(sig: i32, flag: &'static AtomicBool) -> Result<signal_
     // `'static` reference, so it stays valid however long the registration lives.
     unsafe { signal_hook::low_level::register(sig, move || flag.store(true, Ordering::Relaxed)) }
         .context("installing a signal handler")
+}
+
+/// A thread that runs a daemon's reload once per SIGHUP, away from its packet path: the
+/// signal handler only wakes it (`signal-hook`'s self-pipe), so SIGHUP never takes its default
+/// action (ending the process) while the thread lives. Dropping it stops and joins the thread;
+/// a SIGHUP after that is caught and ignored.
+pub struct HangupThread {
+    handle: signal_hook::iterator::Handle,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl HangupThread {
+    /// Catch SIGHUP from now on and call `on_hangup` on a thread named `name` for each one
+    /// (several arriving during one call are handled by one more call).
+    pub fn spawn(name: &str, mut on_hangup: impl FnMut() + Send + 'static) -> Result<Self> {
+        let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP])
+            .context("installing a SIGHUP handler")?;
+        let handle = signals.handle();
+        let thread = std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || {
+                for _ in signals.forever() {
+                    on_hangup();
+                }
+            })
+            .context("starting the SIGHUP thread")?;
+        Ok(HangupThread {
+            handle,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for HangupThread {
+    fn drop(&mut self) {
+        self.handle.close();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Raise the soft open-file limit to the hard one (a balancer holds two sockets per connection,
@@ -120,6 +161,28 @@ mod tests {
         }
         signal_hook::low_level::unregister(id);
         assert!(!signal_pid(0, libc::SIGWINCH) && !signal_group(1, libc::SIGWINCH));
+        assert!(raise_nofile_limit().unwrap() > 0);
+    }
+
+    /// SIGHUP runs the closure on the thread (the process, which SIGHUP would otherwise end,
+    /// goes on), once per signal; dropping the thread joins it.
+    #[test]
+    fn a_hangup_runs_the_reload_on_its_thread_and_never_ends_the_process() {
+        static HUPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let t = HangupThread::spawn("test-sighup", || {
+            assert_eq!(std::thread::current().name(), Some("test-sighup"));
+            HUPS.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+        for want in 1..=2 {
+            assert!(signal_pid(std::process::id(), libc::SIGHUP));
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while HUPS.load(Ordering::SeqCst) < want {
+                assert!(std::time::Instant::now() < deadline, "no reload {want}");
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        drop(t);
         assert!(raise_nofile_limit().unwrap() > 0);
     }
 }

@@ -3,10 +3,12 @@
 use crate::config::SwitchConfig;
 use crate::control::{self, ControlServer, CtlArgs};
 use crate::metrics::{Budget, SwitchMetrics};
+use crate::reload::Reloader;
 use crate::switch::{StatsOutlet, Switch};
 use anyhow::{Context, Result};
 use netsched_core::units;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Longest `--stats` interval and `--duration`.
 const MAX_INTERVAL: netsched_core::Nanos = units::MAX_DURATION;
@@ -23,9 +25,11 @@ The file names the uplink, the discipline (strict_priority, delay_constrained,
 delay_wall_clock, drr, wf2q_plus, edf), the forwarding budget (packet_rate = N packets/s, or
 rate = \"100mbit\") and one [[port]] per guest (dev, tier, weight, bound). See docs/vswitch.md.
 Turn offloads off on every port (ethtool -K IF gro off gso off tso off).
-Ctrl-C / SIGTERM stops it and prints the final counters as one JSON line.
+Ctrl-C / SIGTERM stops it and prints the final counters as one JSON line. SIGHUP reads the
+file again: tiers and weights are applied; a file that changes any other key, or is invalid,
+is refused whole and the running configuration stays.
 Runtime control: netsched vswitch ctl [--control-socket S] show [--json] | set-tier PORT TIER |
-set-weight PORT W. Metrics: --metrics 127.0.0.1:9102 serves GET /metrics."
+set-weight PORT W | reload. Metrics: --metrics 127.0.0.1:9102 serves GET /metrics."
 )]
 pub struct VswitchArgs {
     /// The switch's TOML configuration.
@@ -134,13 +138,28 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
     );
     // Control and metrics are bound after the switch opened its ports (in its namespace),
     // and dropped (socket file removed, listener stopped) when this function returns.
+    // One command channel for the control socket and SIGHUP's reload (crate::reload); the
+    // reload runs on the SIGHUP thread or a control thread, never on the packet thread.
+    let (outbox, inbox) = control::channel();
+    sw.attach_control(inbox);
+    let reloads = netsched_metrics::Reloads::new();
+    let reloader = Arc::new(Reloader::new(config, &cfg, outbox.clone(), reloads.clone()));
+    let _hangup = {
+        let r = reloader.clone();
+        netsched_sys::process::HangupThread::spawn("vswitch-sighup", move || {
+            let _ = control::reload_answer(&r, "SIGHUP");
+        })?
+    };
     let _control = if args.no_control {
         None
     } else {
-        let (outbox, inbox) = control::channel();
-        let server = ControlServer::start(&args.control, args.control_group.as_deref(), outbox)
-            .map_err(|e| anyhow::anyhow!("--control: {e}"))?;
-        sw.attach_control(inbox);
+        let server = ControlServer::start_with_reload(
+            &args.control,
+            args.control_group.as_deref(),
+            outbox,
+            Some(reloader),
+        )
+        .map_err(|e| anyhow::anyhow!("--control: {e}"))?;
         tracing::info!("control socket {}", args.control.display());
         Some(server)
     };
@@ -160,6 +179,7 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
                 busy: cfg.budget_busy,
             };
             sw.attach_metrics(SwitchMetrics::register(&mut reg, &names, budget));
+            reloads.register(&mut reg, "netsched_vswitch");
             let server = crate::metrics::serve(addr, reg)
                 .map_err(|e| anyhow::anyhow!("--metrics {addr}: {e}"))?;
             tracing::info!("metrics on http://{}/metrics", server.addr());

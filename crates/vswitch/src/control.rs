@@ -10,6 +10,7 @@
 //! | `show [--json]` (also `show-ports`) | per port: tier, weight, the accounting, the pass-over measure |
 //! | `set-tier PORT TIER` | the port's tier (strict priority, delay-constrained, wall-clock) |
 //! | `set-weight PORT W` | the port's weight (DRR quantum `W × 1514` B, WF2Q+ weight) |
+//! | `reload` | the `--config` file read again and applied whole, as SIGHUP does ([`crate::reload`]) |
 //!
 //! **The packet path never waits for control.** The control thread parses and checks a
 //! request, then hands a [`Command`] to the packet thread through a bounded channel
@@ -25,6 +26,7 @@
 //! connection's `SO_PEERCRED` must be root, our own uid, or a member of that group.
 
 pub use crate::control_error::{ControlError, RequestError};
+use crate::reload::Reloader;
 use crate::stats::SwitchStats;
 use netsched_control::{
     handoff, BindError, BindMode, ClientError, HandOffError, Limits, LineEnd, OkOrError, Server,
@@ -45,7 +47,7 @@ pub const MAX_CONNECTIONS: usize = 16;
 /// The default socket path.
 pub const DEFAULT_SOCKET: &str = "/run/netsched-vswitch.sock";
 
-/// A request the packet thread carries out.
+/// A request the packet thread carries out (`reload` is the control side's: [`Request`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     /// A snapshot of the counters.
@@ -199,8 +201,19 @@ pub fn ports_table(s: &SwitchStats) -> String {
     out
 }
 
-/// The answer text of a request line (without the `ok`/`error` status line).
-fn execute_line(line: &str, out: &Outbox, deadline: Instant) -> Result<String, ControlError> {
+/// The answer text of a request line (without the `ok`/`error` status line). `reload` is
+/// served here, on the control thread, with `reloader` (as SIGHUP: the same wording as
+/// `netsched balance ctl reload`).
+fn execute_line(
+    line: &str,
+    out: &Outbox,
+    reloader: Option<&Reloader>,
+    deadline: Instant,
+) -> Result<String, ControlError> {
+    if line.split_whitespace().collect::<Vec<_>>() == ["reload"] {
+        let r = reloader.ok_or(ControlError::NoReload)?;
+        return reload_answer(r, "ctl");
+    }
     let (cmd, json) = parse(line)?;
     match out.execute(cmd, deadline)? {
         Answer::Stats(s) if json => serde_json::to_string(&s)
@@ -209,6 +222,26 @@ fn execute_line(line: &str, out: &Outbox, deadline: Instant) -> Result<String, C
         Answer::Stats(s) => Ok(ports_table(&s)),
         Answer::Done(msg) => Ok(msg + "\n"),
         Answer::Refused(msg) => Err(ControlError::Refused(msg)),
+    }
+}
+
+/// Reload with `r`, log the outcome naming `by` (SIGHUP or ctl) and answer it.
+pub fn reload_answer(r: &Reloader, by: &str) -> Result<String, ControlError> {
+    let path = r.path().display().to_string();
+    match r.reload() {
+        Ok(notes) => {
+            tracing::info!(by, "reloaded {path}: {}", notes.join("; "));
+            let mut text = format!("reloaded {path}\n");
+            for n in notes {
+                text += &format!("{n}\n");
+            }
+            Ok(text)
+        }
+        Err(e) => {
+            let line = e.to_string().trim_end().replace('\n', "; ");
+            tracing::error!(by, "reload failed, keeping the old configuration: {line}");
+            Err(ControlError::Reload(e.to_string()))
+        }
     }
 }
 
@@ -240,10 +273,20 @@ impl ControlServer {
     /// A stale socket (nobody answers) is replaced; a live one is an error; a path that is
     /// not a socket is never removed.
     pub fn start(path: &Path, group: Option<&str>, out: Outbox) -> Result<Self, BindError> {
+        Self::start_with_reload(path, group, out, None)
+    }
+
+    /// As [`ControlServer::start`], with `reload` served by `reloader`.
+    pub fn start_with_reload(
+        path: &Path,
+        group: Option<&str>,
+        out: Outbox,
+        reloader: Option<Arc<Reloader>>,
+    ) -> Result<Self, BindError> {
         // The switch's side: a request line in, its `ok`/`error` answer out, on the server's
         // connection thread (it waits for the packet thread at most until the deadline).
         let handler = OkOrError(
-            move |line: &str, deadline| execute_line(line, &out, deadline),
+            move |line: &str, deadline| execute_line(line, &out, reloader.as_deref(), deadline),
             |verb| verb.starts_with("show"),
         );
         let server = Server::start(path, group, SERVER, Arc::new(handler))?;
@@ -295,6 +338,9 @@ pub enum CtlOp {
         /// The new weight.
         weight: u32,
     },
+    /// Read the --config file again and apply it whole, or refuse it and keep the old
+    /// configuration (as SIGHUP).
+    Reload,
 }
 
 impl CtlOp {
@@ -305,6 +351,7 @@ impl CtlOp {
             }
             CtlOp::SetTier { port, tier } => format!("set-tier {port} {tier}"),
             CtlOp::SetWeight { port, weight } => format!("set-weight {port} {weight}"),
+            CtlOp::Reload => "reload".to_string(),
         }
     }
 }

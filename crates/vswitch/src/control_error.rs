@@ -36,7 +36,7 @@ impl fmt::Display for RequestError {
             RequestError::Empty => f.write_str("empty request (try show, set-tier, set-weight)"),
             RequestError::UnknownCommand { word } => write!(
                 f,
-                "unknown command {word:?} (show [--json], set-tier PORT TIER, set-weight PORT W)"
+                "unknown command {word:?} (show [--json], set-tier PORT TIER, set-weight PORT W, reload)"
             ),
             RequestError::UnknownOption { command, option } => {
                 write!(f, "{command}: unknown option {option:?} (only --json)")
@@ -75,6 +75,11 @@ pub enum ControlError {
     Refused(String),
     /// The snapshot could not be written as JSON.
     Encode(serde_json::Error),
+    /// `reload` refused the file (the text names file, key and value); the old
+    /// configuration stays.
+    Reload(String),
+    /// `reload` on a switch started without a configuration file to read again.
+    NoReload,
 }
 
 impl fmt::Display for ControlError {
@@ -93,6 +98,10 @@ impl fmt::Display for ControlError {
             ),
             ControlError::Refused(why) => f.write_str(why),
             ControlError::Encode(e) => write!(f, "writing the snapshot as JSON: {e}"),
+            ControlError::Reload(e) => {
+                write!(f, "reload failed, keeping the old configuration: {e}")
+            }
+            ControlError::NoReload => f.write_str("this switch has no reload"),
         }
     }
 }

@@ -15,6 +15,8 @@
 //! - [`budget`]: the forwarding budget (rate, on/off periods, credit, lost budget);
 //! - [`control`]: the control socket (`--control`) and `netsched vswitch ctl`;
 //! - [`control_error`]: what a control request can run into, typed;
+//! - [`reload`]: SIGHUP and `ctl reload`: the file read again, tiers and weights applied, or
+//!   the whole file refused;
 //! - [`metrics`]: the Prometheus families (`--metrics`);
 //! - [`macs`]: the bounded MAC learning table of the return path;
 //! - [`stats`]: what is counted, per port and for the uplink;
@@ -34,6 +36,7 @@ pub mod control_error;
 pub mod frame;
 pub mod macs;
 pub mod metrics;
+pub mod reload;
 pub mod stats;
 pub mod status;
 pub mod switch;

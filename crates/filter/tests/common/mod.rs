@@ -277,6 +277,11 @@ impl FilterProcess {
         }
     }
 
+    /// The rule file it was started with (rewrite it, then `reload` or SIGHUP).
+    pub fn rules_file(&self) -> std::path::PathBuf {
+        self.dir.path().join("rules.toml")
+    }
+
     pub fn stdout(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("stdout")).unwrap_or_default()
     }

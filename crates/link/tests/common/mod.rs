@@ -115,6 +115,7 @@ pub fn line_with_queues(prefix: &str, net: u8, queues: u32) -> Line {
 }
 
 /// One direction: rate (bits/s, `None` = unshaped), one-way delay (ms), qdisc spec.
+#[allow(dead_code)] // Not every test binary uses it.
 pub fn dir(rate_bps: Option<u64>, delay_ms: u64, qdisc: &str) -> DirConfig {
     DirConfig {
         rate_bps,
@@ -124,6 +125,7 @@ pub fn dir(rate_bps: Option<u64>, delay_ms: u64, qdisc: &str) -> DirConfig {
 }
 
 /// The engine between `line`'s two ports, small pools, no stats, no busy poll.
+#[allow(dead_code)] // Not every test binary uses it.
 pub fn engine_config(line: &Line, ab: DirConfig, ba: DirConfig) -> EngineConfig {
     EngineConfig {
         dev_a: line.ma.clone(),
