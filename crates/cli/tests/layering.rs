@@ -2,7 +2,7 @@
 //! (docs/architecture.md, "Layering rules"):
 //! - every crate's netsched dependencies are among those its layer allows ([`ALLOWED`]): the
 //!   leaves (`core`, `sim`, `util`, `sys`, `metrics`, `report`) depend on nothing above them,
-//!   `control` only on `sys`, `testbed` on `sys` and `control` (a daemon's `--check` asks
+//!   `control` and `metrics` only on `sys` (`metrics`: the process's CPU time), `testbed` on `sys` and `control` (a daemon's `--check` asks
 //!   the control socket's group rule),
 //!   no data plane (`link`, `vswitch`, `nfq`, `balance`, `filter`) depends on another data plane, on
 //!   `report` or on `lab`, only `cli` (the package `netsched`) depends on `lab`;
@@ -30,7 +30,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("netsched-core", &[]),
     ("netsched-util", &[]),
     ("netsched-sys", &[]),
-    ("netsched-metrics", &[]),
+    ("netsched-metrics", &["netsched-sys"]),
     ("netsched-sim", &["netsched-core"]),
     ("netsched-report", &["netsched-util"]),
     ("netsched-testbed", &["netsched-sys", "netsched-control"]),
