@@ -26,8 +26,10 @@
 //! - decoded header list at most `l7::MAX_HEAD_BYTES` (`SETTINGS_MAX_HEADER_LIST_SIZE`), which
 //!   bounds HPACK decompression bombs and CONTINUATION floods (`h2` counts the decoded size
 //!   across CONTINUATION frames and answers 431 or ends the connection);
-//! - rapid reset (CVE-2023-44487): a stream the client resets drops its request at once (its
-//!   queue place, its lease, its backend connection), and a connection whose client resets
+//! - rapid reset (CVE-2023-44487): a stream reset before hyper took it never reaches this
+//!   code; one the client resets later drops its request at once (its queue place, its
+//!   lease, its backend connection; it counts from the moment hyper takes it, before its
+//!   future first runs), and a connection whose client resets
 //!   more than [`MAX_RESETS_PER_SECOND`] streams in a second ends (`h2_rapid_reset`); `h2`
 //!   itself ends one with `GOAWAY(ENHANCE_YOUR_CALM)` past [`MAX_PENDING_RESETS`] streams reset
 //!   before they were accepted or [`MAX_ERROR_RESETS`] the server reset for the client's
@@ -142,10 +144,10 @@ pub async fn sniff(stream: &TcpStream, limit: Duration) -> std::io::Result<Proto
     }
 }
 
-/// hyper's HTTP/2 server with the bounds above.
-pub fn builder(
-    idle_ping: Duration,
-) -> hyper::server::conn::http2::Builder<hyper_util::rt::TokioExecutor> {
+/// hyper's HTTP/2 server with the bounds above. No keep-alive PINGs: a peer that is gone is
+/// found as an HTTP/1.1 one is, by a write that stalls past `timeouts.client`
+/// (`client_io.rs`), a starved stream, or the idle limit.
+pub fn builder() -> hyper::server::conn::http2::Builder<hyper_util::rt::TokioExecutor> {
     let mut b = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
     b.timer(hyper_util::rt::TokioTimer::new())
         .max_concurrent_streams(MAX_STREAMS)
@@ -154,10 +156,7 @@ pub fn builder(
         .max_local_error_reset_streams(MAX_ERROR_RESETS)
         .max_send_buf_size(MAX_SEND_BUFFER)
         .initial_stream_window_size(STREAM_WINDOW)
-        .initial_connection_window_size(CONNECTION_WINDOW)
-        // A peer that stops answering PINGs is gone (its connection holds no slot after).
-        .keep_alive_interval(idle_ping)
-        .keep_alive_timeout(idle_ping);
+        .initial_connection_window_size(CONNECTION_WINDOW);
     b
 }
 

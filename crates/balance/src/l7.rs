@@ -536,7 +536,10 @@ impl Connection {
         });
         let service = hyper::service::service_fn(move |req| {
             let (svc, h) = (svc.clone(), handler.clone());
-            async move { Ok::<_, Infallible>(h.request(req, &svc).await) }
+            // An HTTP/2 stream is marked when hyper takes it, before its future first runs:
+            // one the client resets before that is counted as a reset too (http2.rs).
+            let stream = h.streams.clone().map(StreamMark::new);
+            async move { Ok::<_, Infallible>(h.request(req, stream, &svc).await) }
         });
         let ended = match streams {
             None => {
@@ -552,7 +555,7 @@ impl Connection {
                 drive(conn, &stop, &begun, None, client_limit).await
             }
             Some(streams) => {
-                let conn = http2::builder(client_limit).serve_connection(io, service);
+                let conn = http2::builder().serve_connection(io, service);
                 drive(conn, &stop, &begun, Some(&streams), client_limit).await
             }
         };
@@ -673,11 +676,16 @@ struct Handler {
 }
 
 impl Handler {
-    async fn request(&self, mut req: Request<Incoming>, svc: &Arc<Service>) -> Response<ProxyBody> {
+    /// One request; `stream` is its HTTP/2 stream's mark (`None` for HTTP/1.1).
+    async fn request(
+        &self,
+        mut req: Request<Incoming>,
+        stream: Option<StreamMark>,
+        svc: &Arc<Service>,
+    ) -> Response<ProxyBody> {
         // The first request of this client connection (`http_reuse = "safe"`).
         let first = !self.begun.swap(true, Ordering::SeqCst);
         let last = self.stopping.load(Ordering::SeqCst);
-        let stream = self.streams.clone().map(StreamMark::new);
         let logged = self.log.clone().map(|log| {
             let line = access_log::request_line(
                 req.method().as_str(),
