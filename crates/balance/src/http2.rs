@@ -23,7 +23,8 @@
 //! **Bounds** ([`builder`]; each a flood of CVE-2023-44487 and its family):
 //! - at most [`MAX_STREAMS`] concurrent streams per connection (`SETTINGS_MAX_CONCURRENT_STREAMS`;
 //!   a stream past it is refused by `h2` with `REFUSED_STREAM`);
-//! - decoded header list at most `l7::MAX_HEAD_BYTES` (`SETTINGS_MAX_HEADER_LIST_SIZE`), which
+//! - decoded header list at most `l7::MAX_HEAD_BYTES` (`SETTINGS_MAX_HEADER_LIST_SIZE`, given to
+//!   [`builder`]), which
 //!   bounds HPACK decompression bombs and CONTINUATION floods (`h2` counts the decoded size
 //!   across CONTINUATION frames and answers 431 or ends the connection);
 //! - rapid reset (CVE-2023-44487): a stream reset before hyper took it never reaches this
@@ -147,11 +148,15 @@ pub async fn sniff(stream: &TcpStream, limit: Duration) -> std::io::Result<Proto
 /// hyper's HTTP/2 server with the bounds above. No keep-alive PINGs: a peer that is gone is
 /// found as an HTTP/1.1 one is, by a write that stalls past `timeouts.client`
 /// (`client_io.rs`), a starved stream, or the idle limit.
-pub fn builder() -> hyper::server::conn::http2::Builder<hyper_util::rt::TokioExecutor> {
+/// `max_head` bounds a request's decoded header list, as `l7::MAX_HEAD_BYTES` bounds an
+/// HTTP/1.1 head.
+pub fn builder(
+    max_head: u32,
+) -> hyper::server::conn::http2::Builder<hyper_util::rt::TokioExecutor> {
     let mut b = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
     b.timer(hyper_util::rt::TokioTimer::new())
         .max_concurrent_streams(MAX_STREAMS)
-        .max_header_list_size(crate::l7::MAX_HEAD_BYTES as u32)
+        .max_header_list_size(max_head)
         .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
         .max_local_error_reset_streams(MAX_ERROR_RESETS)
         .max_send_buf_size(MAX_SEND_BUFFER)

@@ -555,7 +555,7 @@ impl Connection {
                 drive(conn, &stop, &begun, None, client_limit).await
             }
             Some(streams) => {
-                let conn = http2::builder().serve_connection(io, service);
+                let conn = http2::builder(MAX_HEAD_BYTES as u32).serve_connection(io, service);
                 drive(conn, &stop, &begun, Some(&streams), client_limit).await
             }
         };

@@ -190,42 +190,16 @@ async fn streams_of_one_h2c_connection_each_reach_the_backend_as_http1() {
 async fn alpn_h2_over_tls_serves_http2_and_http1_still_works() {
     let (b, _seen) = backend().await;
     let dir = TempDir::new("balance-h2-tls").unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["h2.test".to_string()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    let (c, k) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
-    std::fs::write(&c, cert.pem()).unwrap();
-    std::fs::write(&k, key.serialize_pem()).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&k, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let tables = format!(
-        "[[tls.certificate]]\ncert = \"{}\"\nkey = \"{}\"\n",
-        c.display(),
-        k.display()
-    );
-    let (r, _d) = balancer(b, "", &tables).await;
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert.der().clone()).unwrap();
-    for (alpn, want) in [
+    let site = common::https::Site::new(&dir);
+    let (r, _d) = balancer(b, "", &site.table()).await;
+    let versions = [
         (&b"h2"[..], hyper::Version::HTTP_2),
         (b"http/1.1", hyper::Version::HTTP_11),
-    ] {
-        #[allow(deprecated)]
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut cc = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots.clone())
-            .with_no_client_auth();
-        cc.alpn_protocols = vec![alpn.to_vec()];
-        let tcp = TcpStream::connect(r.listen[0]).await.unwrap();
-        let name = rustls::pki_types::ServerName::try_from("h2.test").unwrap();
-        let tls = tokio_rustls::TlsConnector::from(Arc::new(cc))
-            .connect(name, tcp)
-            .await
-            .unwrap();
+    ];
+    for (alpn, want) in versions {
+        let tls = site
+            .connect(alpn, TcpStream::connect(r.listen[0]).await.unwrap())
+            .await;
         assert_eq!(tls.get_ref().1.alpn_protocol(), Some(alpn));
         let version = if want == hyper::Version::HTTP_2 {
             let mut send = h2_over(tls).await;

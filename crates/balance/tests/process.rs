@@ -357,7 +357,8 @@ async fn thousands_of_idle_connections_stay_within_bounded_memory() {
     let t = tcp_backend("t", release.clone()).await;
     let h = http_backend("h").await;
     let certs = TempDir::new("bal-rss-tls").unwrap();
-    let (tls_table, client) = tls_for_test(&certs);
+    let site = https::Site::new(&certs);
+    let tls_table = site.table();
     for (mode, backend) in [
         ("l4", &t),
         ("l7", &h),
@@ -393,7 +394,7 @@ async fn thousands_of_idle_connections_stay_within_bounded_memory() {
             let mut s: Box<dyn Idle> = match mode {
                 "tls" | "h2-tls" => {
                     let alpn = if mode == "tls" { "http/1.1" } else { "h2" };
-                    Box::new(client(alpn, tcp).await)
+                    Box::new(site.connect(alpn.as_bytes(), tcp).await)
                 }
                 _ => Box::new(tcp),
             };
@@ -461,45 +462,6 @@ fn h2_get() -> Vec<u8> {
     out.extend([0, 0, block.len() as u8, 1, 5, 0, 0, 0, 1]);
     out.extend(block);
     out
-}
-
-type TlsClient = tokio_rustls::client::TlsStream<TcpStream>;
-type Connecting = std::pin::Pin<Box<dyn std::future::Future<Output = TlsClient> + Send>>;
-
-/// A self-signed certificate for `x` in `dir`: the `[[tls.certificate]]` table naming it, and
-/// a TLS client trusting it that connects with the ALPN protocol given.
-fn tls_for_test(dir: &TempDir) -> (String, impl Fn(&'static str, TcpStream) -> Connecting) {
-    use std::os::unix::fs::PermissionsExt;
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["x".to_string()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    let (c, k) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
-    std::fs::write(&c, cert.pem()).unwrap();
-    std::fs::write(&k, key.serialize_pem()).unwrap();
-    std::fs::set_permissions(&k, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let table = format!(
-        "[[tls.certificate]]\ncert = \"{}\"\nkey = \"{}\"\n",
-        c.display(),
-        k.display()
-    );
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert.der().clone()).unwrap();
-    let client = move |alpn: &'static str, tcp: TcpStream| {
-        #[allow(deprecated)]
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut cc = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots.clone())
-            .with_no_client_auth();
-        cc.alpn_protocols = vec![alpn.as_bytes().to_vec()];
-        let name = rustls::pki_types::ServerName::try_from("x").unwrap();
-        let fut = tokio_rustls::TlsConnector::from(Arc::new(cc)).connect(name, tcp);
-        Box::pin(async move { fut.await.unwrap() }) as Connecting
-    };
-    (table, client)
 }
 
 fn cpu_seconds(pid: u32) -> f64 {

@@ -12,6 +12,8 @@ pub struct Site {
     pub key: PathBuf,
     /// base64(SHA-256(SubjectPublicKeyInfo DER)).
     pub spki_sha256: String,
+    /// The certificate, for a client that trusts it ([`Site::connect`]).
+    pub der: rustls::pki_types::CertificateDer<'static>,
 }
 
 impl Site {
@@ -31,7 +33,32 @@ impl Site {
             cert: c,
             key: k,
             spki_sha256: base64(&sha256(&key.public_key_der())),
+            der: cert.der().clone(),
         }
+    }
+
+    /// A TLS connection over `tcp` to `localhost` by a rustls client that trusts this
+    /// certificate alone and offers `alpn`.
+    pub async fn connect(
+        &self,
+        alpn: &[u8],
+        tcp: tokio::net::TcpStream,
+    ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.der.clone()).unwrap();
+        #[allow(deprecated)]
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let mut cc = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        cc.alpn_protocols = vec![alpn.to_vec()];
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        tokio_rustls::TlsConnector::from(std::sync::Arc::new(cc))
+            .connect(name, tcp)
+            .await
+            .unwrap()
     }
 
     /// The `[[tls.certificate]]` table serving this certificate.
