@@ -435,7 +435,7 @@ pub struct Config {
     pub tls: Option<crate::tls::TlsConf>,
 }
 fn d_socket() -> PathBuf {
-    PathBuf::from("/run/netsched-balance.sock")
+    PathBuf::from("/run/netsched/balance.sock")
 }
 fn d_maxconns() -> usize {
     10_000
@@ -755,7 +755,11 @@ impl Config {
                 // restart, control.rs), so it is no error here either.
             }
             Err(_) => {
-                let dir = sock.parent().filter(|d| !d.as_os_str().is_empty());
+                // The daemons' run-time folder is made at start when missing (socket_file).
+                let run_dir = std::path::Path::new(netsched_control::run_dir::RUN_DIR);
+                let dir = sock
+                    .parent()
+                    .filter(|d| !d.as_os_str().is_empty() && *d != run_dir);
                 if let Some(d) = dir {
                     if !d.is_dir() {
                         return Err(HostProblem::NoDirectory {

@@ -23,7 +23,7 @@ use netsched_control::{
     BindError, BindMode, ClientError, Handler, Limits, LineEnd, Refusal, Request, Server,
     ServerConfig, WhenFull,
 };
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -408,14 +408,8 @@ fn usage(cmd: &str) -> &'static str {
 /// `netsched balance ctl`.
 #[derive(Args, Debug, Clone)]
 pub struct CtlArgs {
-    /// Control socket of the running balancer (`control_socket` of its configuration).
-    #[arg(
-        long = "control-socket",
-        alias = "socket",
-        global = true,
-        default_value = "/run/netsched-balance.sock"
-    )]
-    pub socket: PathBuf,
+    #[command(flatten)]
+    pub socket: netsched_control::CtlSocket,
     #[command(subcommand)]
     pub op: CtlOp,
 }
@@ -537,7 +531,7 @@ pub fn request(socket: &Path, line: &str) -> Result<String, ClientError> {
 }
 
 pub fn run_ctl(a: &CtlArgs) -> anyhow::Result<()> {
-    let out = request(&a.socket, &a.op.line())?;
+    let out = request(&a.socket.locate("balance")?, &a.op.line())?;
     print!("{out}");
     Ok(())
 }

@@ -40,7 +40,7 @@ use netsched_control::server::{Limits, LineEnd, Server, ServerConfig, WhenFull};
 use netsched_control::socket_file::BindMode;
 use netsched_control::{handoff, HandOffError, OkOrError};
 use netsched_metrics::{Latest, Reloads};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -59,7 +59,7 @@ const STALL_LOOK: Duration = Duration::from_millis(50);
 /// Time kept back from a request's deadline to write the answer of a reload still building.
 const REPLY_MARGIN: Duration = Duration::from_millis(500);
 /// The default socket path.
-pub const DEFAULT_SOCKET: &str = "/run/netsched-filter.sock";
+pub const DEFAULT_SOCKET: &str = "/run/netsched/filter.sock";
 
 /// A request the packet thread carries out.
 #[derive(Debug, Clone)]
@@ -466,9 +466,8 @@ pub fn request(socket: &Path, line: &str) -> Result<String, netsched_control::Cl
 /// `netsched filter ctl`: talk to a running filter.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CtlArgs {
-    /// The filter's control socket (`--control-socket` of `netsched filter`).
-    #[arg(long = "control-socket", alias = "socket", global = true, default_value = DEFAULT_SOCKET)]
-    pub socket: PathBuf,
+    #[command(flatten)]
+    pub socket: netsched_control::CtlSocket,
     #[command(subcommand)]
     pub op: CtlOp,
 }
@@ -501,7 +500,7 @@ impl CtlOp {
 }
 
 pub fn run_ctl(a: &CtlArgs) -> anyhow::Result<()> {
-    let out = request(&a.socket, &a.op.line())?;
+    let out = request(&a.socket.locate("filter")?, &a.op.line())?;
     print!("{out}");
     Ok(())
 }

@@ -7,7 +7,7 @@
 //!                                # or "auto_quantile" (running q-quantile, q = Σ N·P / Σ N)
 //! budget = 4                     # requests inside the server at once; omit: no budget
 //! default_class = "bronze"       # class of addresses no table entry matches
-//! control_socket = "/run/netsched-nfq.sock"
+//! control_socket = "/run/netsched/nfq.sock"
 //! control_group = "netsched"     # members may use `netsched ctl` (root always may)
 //!
 //! [service]
@@ -343,7 +343,7 @@ pub const BUSY_POLL_RANGE: (Nanos, Nanos) = (0, 10 * crate::MS);
 /// Largest configuration file read.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
-pub const DEFAULT_SOCKET: &str = "/run/netsched-nfq.sock";
+pub const DEFAULT_SOCKET: &str = "/run/netsched/nfq.sock";
 
 impl Default for Config {
     fn default() -> Self {

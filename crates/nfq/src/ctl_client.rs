@@ -2,11 +2,10 @@
 //! verb sends, and the status table it prints (the thesis's ioctl API, P0 Table 9, over the
 //! daemon's Unix socket; the daemon's side is [`crate::control`]).
 
-use crate::config::{fmt_duration, DEFAULT_SOCKET};
+use crate::config::fmt_duration;
 use crate::control::{request, Request};
 use crate::engine::Status;
 use anyhow::{bail, Result};
-use std::path::PathBuf;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -26,9 +25,8 @@ Examples:
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct CtlArgs {
-    /// The daemon's control socket.
-    #[arg(long = "control-socket", alias = "socket", global = true, default_value = DEFAULT_SOCKET)]
-    pub socket: PathBuf,
+    #[command(flatten)]
+    pub socket: netsched_control::CtlSocket,
     #[command(subcommand)]
     pub cmd: CtlCmd,
 }
@@ -106,7 +104,7 @@ pub fn run(args: CtlArgs) -> Result<()> {
     if let CtlCmd::SetDeadline { deadline } = &args.cmd {
         crate::config::parse_deadline(deadline)?;
     }
-    let resp = request(&args.socket, &args.cmd.to_request())?;
+    let resp = request(&args.socket.locate("nfq")?, &args.cmd.to_request())?;
     if !resp.ok {
         bail!("{}", resp.error.unwrap_or_else(|| "request failed".into()));
     }

@@ -32,7 +32,7 @@ use netsched_control::{
     handoff, BindError, BindMode, ClientError, HandOffError, Limits, LineEnd, OkOrError, Server,
     ServerConfig, WhenFull,
 };
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,7 +45,7 @@ pub const COMMAND_QUEUE: usize = 8;
 /// Connections served at once; one more is answered "busy" and closed.
 pub const MAX_CONNECTIONS: usize = 16;
 /// The default socket path.
-pub const DEFAULT_SOCKET: &str = "/run/netsched-vswitch.sock";
+pub const DEFAULT_SOCKET: &str = "/run/netsched/vswitch.sock";
 
 /// A request the packet thread carries out (`reload` is the control side's: [`Request`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -308,9 +308,8 @@ pub fn request(socket: &Path, line: &str) -> Result<String, ClientError> {
 /// `netsched vswitch ctl`: talk to a running switch.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CtlArgs {
-    /// The switch's control socket (`--control-socket` of `netsched vswitch`).
-    #[arg(long = "control-socket", alias = "socket", global = true, default_value = DEFAULT_SOCKET)]
-    pub socket: PathBuf,
+    #[command(flatten)]
+    pub socket: netsched_control::CtlSocket,
     #[command(subcommand)]
     pub op: CtlOp,
 }
@@ -357,7 +356,7 @@ impl CtlOp {
 }
 
 pub fn run_ctl(a: &CtlArgs) -> anyhow::Result<()> {
-    let out = request(&a.socket, &a.op.line())?;
+    let out = request(&a.socket.locate("vswitch")?, &a.op.line())?;
     print!("{out}");
     Ok(())
 }
