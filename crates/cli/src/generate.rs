@@ -13,7 +13,9 @@ use clap::Command;
 use std::path::{Path, PathBuf};
 
 /// Commands whose pages go to section 8.
-const SECTION_8: &[&str] = &["balance", "nfq", "ctl", "vswitch", "link", "shape"];
+const SECTION_8: &[&str] = &[
+    "balance", "nfq", "ctl", "vswitch", "link", "shape", "filter",
+];
 
 #[derive(Debug, clap::Args)]
 pub struct GenerateArgs {

@@ -61,7 +61,7 @@ enum Cmd {
     /// Run the host switch: guest interfaces scheduled onto one uplink.
     Vswitch(netsched_vswitch::cli::VswitchArgs),
     /// Run the userspace firewall between two interfaces (P1's dispatch policies).
-    Filter(netsched_filter::cli::FilterArgs),
+    Filter(Box<netsched_filter::cli::FilterArgs>),
     /// Write the man pages or shell completions (for packaging).
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
@@ -82,7 +82,7 @@ fn main() {
         Cmd::Ctl(a) => netsched_nfq::ctl_client::run(a),
         Cmd::Balance(a) => netsched_balance::run(a),
         Cmd::Vswitch(a) => netsched_vswitch::cli::run_vswitch(a),
-        Cmd::Filter(a) => netsched_filter::cli::run_filter(a),
+        Cmd::Filter(a) => netsched_filter::cli::run_filter(*a),
         Cmd::Generate(a) => generate::run(a, Cli::command()),
         Cmd::Classify(a) => classify::run(a),
     };

@@ -26,7 +26,7 @@ const MAX_EXPOSURE: f64 = 3.0;
 /// How long a daemon may take from exec to `READY=1`.
 const READY_WITHIN: Duration = Duration::from_secs(20);
 
-const UNITS: &[&str] = &["balance", "nfq", "vswitch", "link", "shape"];
+const UNITS: &[&str] = &["balance", "nfq", "vswitch", "link", "filter", "shape"];
 
 fn have(program: &str) -> bool {
     Command::new("sh")
@@ -106,7 +106,7 @@ fn in_netns(unit: &str, line: &str, devs: &[&str]) -> Command {
 fn example_devs(unit: &str) -> &'static [&'static str] {
     match unit {
         "vswitch" => &["up0", "vg0", "vg1"],
-        "link" => &["lan0", "wan0"],
+        "link" | "filter" => &["lan0", "wan0"],
         "shape" => &["eth1"],
         _ => &[],
     }
@@ -277,6 +277,7 @@ fn the_package_installs_runs_its_units_and_purges_clean() {
         assert_eq!(page.trim(), "/usr/share/man/man8/netsched-balance.8.gz");
         must(Command::new("man").args(["-w", "netsched-lab"]));
         must(Command::new("man").args(["-w", "8", "netsched-balance-ctl"]));
+        must(Command::new("man").args(["-w", "8", "netsched-filter"]));
     }
     for f in [
         "/usr/share/bash-completion/completions/netsched",
@@ -285,6 +286,8 @@ fn the_package_installs_runs_its_units_and_purges_clean() {
         "/etc/netsched/balance/example.toml",
         "/etc/netsched/nfq/example.toml",
         "/etc/netsched/vswitch/example.toml",
+        "/etc/netsched/filter/example.toml",
+        "/etc/netsched/filter/example.rules.toml",
         "/etc/netsched/link/example.conf",
         "/etc/netsched/shape/example.conf",
     ] {
@@ -348,7 +351,7 @@ fn the_package_installs_runs_its_units_and_purges_clean() {
     }
 
     // Every daemon from its unit, readiness through NOTIFY_SOCKET.
-    for u in ["balance", "nfq", "vswitch", "link"] {
+    for u in ["balance", "nfq", "vswitch", "link", "filter"] {
         start_from_unit(u, &dir);
     }
 

@@ -1,5 +1,6 @@
 //! `netsched filter`: the arguments, their checks, and the entry point the binary calls.
 
+use crate::config::{FilterOptions, Settings};
 use crate::control::{self, ControlServer, CtlArgs, Loader};
 use crate::control_error::TablesError;
 use crate::engine::{Engine, EngineConfig, MAX_POOL};
@@ -31,6 +32,9 @@ pub const MAX_WINDOW: usize = 1 << 16;
     after_help = "Example:
   netsched filter --input veth-in --output veth-out --rules rules.toml \\
       --signatures sigs.txt --dispatch modified_fcfs --workers 4 --stats 1s
+The same from a file (each flag a key in snake_case; flags on the command line win):
+  netsched filter --config /etc/netsched/filter/example.toml --check
+  netsched filter --config /etc/netsched/filter/example.toml
 
 Rules: the TOML rule file (docs/rules.md), or a ClassBench filter set, one rule per line
   @10.1.0.0/16  192.0.2.0/24  0 : 65535  80 : 80  0x06/0xFF  0x0000/0x0000
@@ -47,112 +51,31 @@ Dispatch: static_rr, modified_rr, fcfs, modified_fcfs (one block at a time, P1),
 flow_hash, work_stealing (whole packets by flow bucket). See docs/filter.md.
 Turn offloads off on both interfaces (ethtool -K IF gro off gso off tso off).
 Ctrl-C / SIGTERM stops it: what is inside drains, the final counters print as one JSON line.
-SIGHUP reloads the rule file as `ctl reload` does (a bad file is refused, the old rules stay).
-Runtime control: netsched filter ctl [--control-socket S] show [--json] | reload | set-dispatch MODE."
+SIGHUP reloads as `ctl reload` does: the --config file again (rules, rules_format,
+classbench_action, classifier, signatures; another changed key refuses the file), then the rule
+and signature files; a bad file is refused whole and the old rules stay.
+Runtime control: netsched filter ctl [--control-socket PATH | --instance NAME]
+  show [--json] | reload | set-dispatch MODE."
 )]
 pub struct FilterArgs {
-    /// Interface frames arrive on.
-    #[arg(long, required = true)]
-    pub input: Option<String>,
-    /// Interface accepted frames leave on, or `none` (accepted frames are consumed).
-    #[arg(long, required = true)]
-    pub output: Option<String>,
-    /// Rule file, first match wins: the TOML rule file (docs/rules.md) or a ClassBench filter
-    /// set (see --rules-format).
-    #[arg(long, required = true)]
-    pub rules: Option<PathBuf>,
-    /// Format of the rule file: `toml`, `classbench`, or `auto`: ClassBench when its first
-    /// line that is neither blank nor a `#` comment starts with `@`, TOML otherwise (decided
-    /// again on every reload).
-    #[arg(long, default_value = "auto", value_parser = ["auto", "toml", "classbench"])]
-    pub rules_format: String,
-    /// The action of every rule of a ClassBench file, which has none; a packet no rule
-    /// matches gets the other one. `drop` (the default): a blocklist, the rest accepted;
-    /// `accept`: an allowlist, the rest dropped. Refused with a TOML file (its rules and
-    /// `default` say what they do).
-    #[arg(long, value_parser = ["accept", "drop"])]
-    pub classbench_action: Option<String>,
-    /// How IPv4 packets are matched against the rules: `tuple_merge` (TupleMerge, Daly & Torng
-    /// 2017), `tuple_space` (tuple space search) or `linear` (the rules in order); every one
-    /// gives the first match. IPv6 packets are matched in order.
-    #[arg(long, default_value = "tuple_merge")]
-    pub classifier: String,
-    /// Signature file (one pattern per line, `\xNN` escapes).
+    /// Configuration file (TOML): every setting below as a key, its flag's long name in
+    /// snake_case (`block_size = 64`; docs/filter.md). A flag given here wins over the file;
+    /// SIGHUP and `ctl reload` read the file again.
+    #[arg(long, short = 'c')]
+    pub config: Option<PathBuf>,
+    /// Validate the settings, the rule and signature files and what they ask of the host —
+    /// the interfaces exist (in --netns if given), the control socket path can be taken, the
+    /// group exists, the metrics address can be bound — then exit: 0 valid, 1 invalid.
     #[arg(long)]
-    pub signatures: Option<PathBuf>,
-    /// What a signature match does: drop or mark (forward, counted).
-    #[arg(long, default_value = "drop", value_parser = ["drop", "mark"])]
-    pub on_signature: String,
-    /// What a worker panic does to its packet: drop (fail closed) or forward (fail open).
-    #[arg(long, default_value = "drop", value_parser = ["drop", "forward"])]
-    pub on_panic: String,
-    /// Frames that are not IPv4/IPv6 (ARP…): accept or drop.
-    #[arg(long, default_value = "accept", value_parser = ["accept", "drop"])]
-    pub non_ip: String,
-    /// IP fragments (IPv4 MF or offset ≠ 0, IPv6 Fragment header): drop (counted as
-    /// `fragment`) or pass (each classified on its own: a later one without ports, and a
-    /// signature split across fragments is not seen).
-    #[arg(long, default_value = "drop", value_parser = ["drop", "pass"])]
-    pub fragments: String,
-    /// static_rr, modified_rr, fcfs, modified_fcfs, flow_hash or work_stealing.
-    #[arg(long, default_value = "modified_fcfs")]
-    pub dispatch: String,
-    /// Worker threads (1..=64).
-    #[arg(long, default_value_t = 4)]
-    pub workers: usize,
-    /// Bytes per block (P1's 64-byte mpackets), 1..=2048.
-    #[arg(long, default_value_t = 64)]
-    pub block_size: u32,
-    /// Tasks one worker may hold (queued and running).
-    #[arg(long, default_value_t = 64)]
-    pub worker_queue: usize,
-    /// Packets the reorder window may hold over all flows (0: no reordering).
-    #[arg(long, default_value_t = 1024)]
-    pub reorder_window: usize,
-    /// Longest a packet waits in the reorder window, e.g. `5ms`.
-    #[arg(long, default_value = "5ms")]
-    pub reorder_timeout: String,
-    /// Receive buffer slots (frames inside the filter at most).
-    #[arg(long, default_value_t = 4096)]
-    pub pool: usize,
-    /// Port backend: `xdp` (an AF_XDP socket per receive queue fed by an XDP program, native
-    /// mode), `tpacket` (mmap'ed TPACKET_V2 receive ring), `tpacket-v3` (TPACKET_V3 receive
-    /// ring of blocks, 1 ms retire timer), `packet` (recvmmsg/sendmmsg) or `auto` (xdp, else
-    /// the tpacket ring, else packet, with the reasons printed).
-    #[arg(long, default_value = "auto")]
-    pub port: String,
-    /// Receive ring frames per port (2 KiB each; 64..=65536, rounded up to 8; xdp: UMEM
-    /// receive chunks, at most 32768, rounded up to a power of two).
-    #[arg(long, default_value_t = 4096)]
-    pub ring_frames: usize,
-    /// CPU pinning of the workers: `auto` pins one worker per CPU when there are more CPUs
-    /// than workers; `off` leaves them to the scheduler.
-    #[arg(long, default_value = "off", value_parser = ["auto", "off"])]
-    pub cpu: String,
-    /// Deprecated spelling of `--cpu auto`.
-    #[arg(long, hide = true)]
-    pub pin: bool,
-    /// Print counters as JSON lines this often (at least 100ms), e.g. `1s`.
-    #[arg(long)]
-    pub stats: Option<String>,
-    /// Stop after this long (e.g. `30s`); default: until Ctrl-C / SIGTERM.
-    #[arg(long)]
-    pub duration: Option<String>,
-    /// Enter this network namespace (`ip netns` name) before opening the interfaces.
-    #[arg(long)]
-    pub netns: Option<String>,
-    /// Control socket (mode 0660): `netsched filter ctl` talks to it.
-    #[arg(long = "control-socket", alias = "control", default_value = control::DEFAULT_SOCKET)]
-    pub control: PathBuf,
-    /// Group (name or gid) whose members may use the control socket besides root and us.
-    #[arg(long)]
-    pub control_group: Option<String>,
+    pub check: bool,
+    #[command(flatten)]
+    pub opts: FilterOptions,
     /// No control socket.
     #[arg(long, conflicts_with_all = ["control_group"])]
     pub no_control: bool,
-    /// Serve Prometheus `GET /metrics` on this loopback address (`PORT` or `IP:PORT`).
-    #[arg(long)]
-    pub metrics: Option<String>,
+    /// Deprecated spelling of `--cpu auto`.
+    #[arg(long, hide = true)]
+    pub pin: bool,
     /// Test hook: a block holding these bytes makes its worker panic.
     #[arg(long, hide = true)]
     pub fault_panic_on: Option<String>,
@@ -189,28 +112,87 @@ fn warn_duplicates(file: &std::path::Path, set: &RuleSet) {
     }
 }
 
-/// `--rules-format` and `--classbench-action`, checked.
-pub fn rules_options(a: &FilterArgs) -> Result<RulesOptions> {
-    let format = match a.rules_format.as_str() {
-        "auto" => None,
+/// `rules_format` and `classbench_action`, checked.
+pub fn rules_options(s: &Settings) -> Result<RulesOptions> {
+    let o = &s.opts;
+    let format = match s.choice(
+        "rules_format",
+        o.rules_format.as_deref(),
+        "auto",
+        &["auto", "toml", "classbench"],
+    )? {
         "toml" => Some(RulesFormat::Toml),
         "classbench" => Some(RulesFormat::ClassBench),
-        other => anyhow::bail!("--rules-format {other}: auto, toml or classbench"),
+        _ => None,
     };
-    let classbench_action = match a.classbench_action.as_deref() {
+    let classbench_action = match o.classbench_action.as_deref() {
         None => None,
-        Some("accept") => Some(Action::Accept),
-        Some("drop") => Some(Action::Drop),
-        Some(other) => anyhow::bail!("--classbench-action {other}: accept or drop"),
+        Some(v) => match s.choice("classbench_action", Some(v), "", &["accept", "drop"])? {
+            "accept" => Some(Action::Accept),
+            _ => Some(Action::Drop),
+        },
     };
     anyhow::ensure!(
         !(format == Some(RulesFormat::Toml) && classbench_action.is_some()),
-        "--classbench-action applies to ClassBench rule files, not to --rules-format toml"
+        "{}: applies to ClassBench rule files, not to rules_format toml",
+        s.key("classbench_action")
     );
     Ok(RulesOptions {
         format,
         classbench_action,
     })
+}
+
+/// The rule file, its options and the classifier structure: what a (re)load reads.
+pub struct RuleSource {
+    pub rules: PathBuf,
+    pub options: RulesOptions,
+    pub signatures: Option<PathBuf>,
+    pub classifier: ClassifierKind,
+}
+
+impl RuleSource {
+    pub fn of(s: &Settings) -> Result<RuleSource> {
+        let rules = s
+            .opts
+            .rules
+            .clone()
+            .with_context(|| need(s, "rules", "FILE"))?;
+        let classifier = s.opts.classifier.as_deref().unwrap_or("tuple_merge");
+        Ok(RuleSource {
+            rules,
+            options: rules_options(s)?,
+            signatures: s.opts.signatures.clone(),
+            classifier: classifier
+                .parse()
+                .map_err(|e| anyhow::anyhow!("{} {classifier}: {e}", s.key("classifier")))?,
+        })
+    }
+
+    pub fn load(&self, generation: u64) -> Result<Tables, TablesError> {
+        load_tables(
+            &self.rules,
+            &self.options,
+            self.signatures.as_deref(),
+            self.classifier,
+            generation,
+        )
+    }
+}
+
+/// The error for a setting that must be given.
+fn need(s: &Settings, key: &str, what: &str) -> String {
+    match &s.file {
+        Some(f) => format!(
+            "{key} is needed: --{} {what}, or `{key} = ...` in {}",
+            key.replace('_', "-"),
+            f.display()
+        ),
+        None => format!(
+            "--{} {what} is needed (or --config FILE)",
+            key.replace('_', "-")
+        ),
+    }
 }
 
 /// Read the rule (and signature) files into tables of generation `generation`, and log what
@@ -243,87 +225,193 @@ pub fn load_tables(
     })
 }
 
-/// Check the arguments into an engine configuration.
-/// `--port` and `--ring-frames`, checked.
-fn port_options(a: &FilterArgs) -> Result<netsched_sys::PortOptions> {
-    let backend = a
-        .port
+/// `port` and `ring_frames`, checked.
+fn port_options(s: &Settings) -> Result<netsched_sys::PortOptions> {
+    let port = s.opts.port.as_deref().unwrap_or("auto");
+    let backend = port
         .parse::<netsched_sys::PortBackend>()
-        .context("--port")?;
+        .with_context(|| format!("{} {port}", s.key("port")))?;
     let ring = netsched_sys::RingConfig {
-        rx_frames: a.ring_frames,
+        rx_frames: s.opts.ring_frames.unwrap_or(4096),
         tx_frames: 0,
     };
-    ring.check("--ring-frames", "--ring-frames")?;
+    let key = s.key("ring_frames");
+    ring.check(&key, &key)?;
     Ok(netsched_sys::PortOptions { backend, ring })
 }
 
-pub fn engine_config(a: &FilterArgs) -> Result<EngineConfig> {
-    let mode = DispatchMode::parse(&a.dispatch).map_err(|e| anyhow::anyhow!("--dispatch: {e}"))?;
+/// A count setting with its default, within `range`.
+fn count<T>(
+    s: &Settings,
+    key: &'static str,
+    v: Option<T>,
+    default: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<T>
+where
+    T: PartialOrd + Copy + std::fmt::Display,
+{
+    let v = v.unwrap_or(default);
     anyhow::ensure!(
-        (1..=MAX_WORKERS).contains(&a.workers),
-        "--workers {}: between 1 and {MAX_WORKERS}",
-        a.workers
+        range.contains(&v),
+        "{} {v}: between {} and {}",
+        s.key(key),
+        range.start(),
+        range.end()
     );
-    anyhow::ensure!(
-        (1..=MAX_BLOCK).contains(&a.block_size),
-        "--block-size {}: between 1 and {MAX_BLOCK} bytes",
-        a.block_size
-    );
-    anyhow::ensure!(
-        (1..=MAX_WORKER_QUEUE).contains(&a.worker_queue),
-        "--worker-queue {}: between 1 and {MAX_WORKER_QUEUE}",
-        a.worker_queue
-    );
-    anyhow::ensure!(
-        a.reorder_window <= MAX_WINDOW,
-        "--reorder-window {}: at most {MAX_WINDOW}",
-        a.reorder_window
-    );
-    anyhow::ensure!(
-        (netsched_sys::port::BATCH..=MAX_POOL).contains(&a.pool),
-        "--pool {}: between {} and {MAX_POOL}",
-        a.pool,
-        netsched_sys::port::BATCH
-    );
-    let timeout = units::parse_duration_in(&a.reorder_timeout, 1_000, 10_000_000_000)
-        .context("--reorder-timeout")?;
-    let output = a.output.clone().filter(|o| o != "none");
-    Ok(EngineConfig {
-        input: a.input.clone().unwrap_or_default(),
-        output,
-        pool_slots: a.pool,
-        port: port_options(a)?,
-        pipeline: PipelineConfig {
-            workers: a.workers,
-            block_size: a.block_size,
-            worker_queue: a.worker_queue,
-            reorder_window: a.reorder_window,
-            reorder_timeout_ns: timeout,
-            // More flows than slots: a flow with a packet inside always has an entry.
-            max_flows: a.pool * 4,
-            mode,
-            work: WorkPolicy {
-                on_signature: if a.on_signature == "mark" {
-                    OnSignature::Mark
-                } else {
-                    OnSignature::Drop
-                },
-                on_panic: if a.on_panic == "forward" {
-                    OnPanic::Forward
-                } else {
-                    OnPanic::Drop
-                },
-                accept_non_ip: a.non_ip == "accept",
-                fragments: if a.fragments == "pass" {
-                    Fragments::Pass
-                } else {
-                    Fragments::Drop
-                },
-                fault_panic_on: a.fault_panic_on.as_ref().map(|s| s.as_bytes().to_vec()),
-            },
-            pin: a.pin || a.cpu == "auto",
+    Ok(v)
+}
+
+/// The worker's per-packet policies (`on_signature`, `on_panic`, `non_ip`, `fragments`).
+fn work_policy(a: &FilterArgs, s: &Settings) -> Result<WorkPolicy> {
+    let o = &s.opts;
+    Ok(WorkPolicy {
+        on_signature: match s.choice(
+            "on_signature",
+            o.on_signature.as_deref(),
+            "drop",
+            &["drop", "mark"],
+        )? {
+            "mark" => OnSignature::Mark,
+            _ => OnSignature::Drop,
         },
+        on_panic: match s.choice(
+            "on_panic",
+            o.on_panic.as_deref(),
+            "drop",
+            &["drop", "forward"],
+        )? {
+            "forward" => OnPanic::Forward,
+            _ => OnPanic::Drop,
+        },
+        accept_non_ip: s.choice("non_ip", o.non_ip.as_deref(), "accept", &["accept", "drop"])?
+            == "accept",
+        fragments: match s.choice(
+            "fragments",
+            o.fragments.as_deref(),
+            "drop",
+            &["drop", "pass"],
+        )? {
+            "pass" => Fragments::Pass,
+            _ => Fragments::Drop,
+        },
+        fault_panic_on: a.fault_panic_on.as_ref().map(|s| s.as_bytes().to_vec()),
+    })
+}
+
+/// Check the settings into an engine configuration.
+pub fn engine_config(a: &FilterArgs, s: &Settings) -> Result<EngineConfig> {
+    let o = &s.opts;
+    let dispatch = o.dispatch.as_deref().unwrap_or("modified_fcfs");
+    let mode = DispatchMode::parse(dispatch)
+        .map_err(|e| anyhow::anyhow!("{} {dispatch}: {e}", s.key("dispatch")))?;
+    let workers = count(s, "workers", o.workers, 4, 1..=MAX_WORKERS)?;
+    let block_size = count(s, "block_size", o.block_size, 64, 1..=MAX_BLOCK)?;
+    let worker_queue = count(s, "worker_queue", o.worker_queue, 64, 1..=MAX_WORKER_QUEUE)?;
+    let reorder_window = count(s, "reorder_window", o.reorder_window, 1024, 0..=MAX_WINDOW)?;
+    let pool = count(
+        s,
+        "pool",
+        o.pool,
+        4096,
+        netsched_sys::port::BATCH..=MAX_POOL,
+    )?;
+    let timeout = o.reorder_timeout.as_deref().unwrap_or("5ms");
+    let reorder_timeout_ns = units::parse_duration_in(timeout, 1_000, 10_000_000_000)
+        .with_context(|| format!("{} {timeout}", s.key("reorder_timeout")))?;
+    let input = o.input.clone().with_context(|| need(s, "input", "IF"))?;
+    let output = o
+        .output
+        .clone()
+        .with_context(|| need(s, "output", "IF|none"))?;
+    let cpu = s.choice("cpu", o.cpu.as_deref(), "off", &["auto", "off"])?;
+    Ok(EngineConfig {
+        input,
+        output: Some(output).filter(|o| o != "none"),
+        pool_slots: pool,
+        port: port_options(s)?,
+        pipeline: PipelineConfig {
+            workers,
+            block_size,
+            worker_queue,
+            reorder_window,
+            reorder_timeout_ns,
+            // More flows than slots: a flow with a packet inside always has an entry.
+            max_flows: pool * 4,
+            mode,
+            work: work_policy(a, s)?,
+            pin: a.pin || cpu == "auto",
+        },
+    })
+}
+
+/// A duration setting within `min_ns..=MAX_DURATION`.
+fn duration(
+    s: &Settings,
+    key: &'static str,
+    v: Option<&str>,
+    min_ns: u64,
+) -> Result<Option<Duration>> {
+    v.map(|d| {
+        units::parse_duration_in(d, min_ns, units::MAX_DURATION)
+            .with_context(|| format!("{} {d}", s.key(key)))
+            .map(Duration::from_nanos)
+    })
+    .transpose()
+}
+
+/// `--check`: what a start needs of the host besides valid settings.
+fn check_host(
+    a: &FilterArgs,
+    s: &Settings,
+    cfg: &EngineConfig,
+    metrics: Option<std::net::SocketAddr>,
+) -> Result<()> {
+    use netsched_testbed::check;
+    if let Some(ns) = &s.opts.netns {
+        netsched_testbed::enter_netns(ns).with_context(|| format!("{} {ns}", s.key("netns")))?;
+    }
+    check::interface(&s.key("input"), &cfg.input)?;
+    if let Some(o) = &cfg.output {
+        check::interface(&s.key("output"), o)?;
+    }
+    let mut running = false;
+    if !a.no_control {
+        running = check::socket_path(&s.key("control_socket"), &control_socket(s))?
+            == check::SocketPath::Running;
+        if let Some(g) = &s.opts.control_group {
+            check::group(&s.key("control_group"), g)?;
+        }
+    }
+    // A filter at the socket is the one a reload checks for: its address is its own.
+    if let Some(m) = metrics.filter(|_| !running) {
+        check::tcp_address(&s.key("metrics"), m)?;
+    }
+    Ok(())
+}
+
+fn control_socket(s: &Settings) -> PathBuf {
+    s.opts
+        .control_socket
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(control::DEFAULT_SOCKET))
+}
+
+/// What a reload reads: the configuration file again when there is one (refused whole when
+/// it changes a key only a restart applies, `config.rs`), else the same rule files.
+fn loader(a: &FilterArgs, running: Settings, start: RuleSource) -> Loader {
+    let Some(file) = a.config.clone() else {
+        return Arc::new(move |g| start.load(g).map(Arc::new));
+    };
+    let flags = a.opts.clone();
+    Arc::new(move |g| {
+        let bad = |e: String| TablesError::Config(e);
+        let read = Settings::resolve(&flags, Some(&file)).map_err(|e| bad(e.to_string()))?;
+        running
+            .check_reload(&read)
+            .map_err(|e| bad(e.to_string()))?;
+        let source = RuleSource::of(&read).map_err(|e| bad(format!("{e:#}")))?;
+        source.load(g).map(Arc::new)
     })
 }
 
@@ -331,44 +419,39 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
     if let Some(FilterCmd::Ctl(c)) = &a.cmd {
         return control::run_ctl(c);
     }
-    let cfg = engine_config(&a)?;
-    let rules = a.rules.clone().context("--rules FILE is needed")?;
-    let options = rules_options(&a)?;
-    let sigs = a.signatures.clone();
-    let kind: ClassifierKind = a
-        .classifier
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--classifier: {e}"))?;
-    let tables = load_tables(&rules, &options, sigs.as_deref(), kind, 1)?;
-    let metrics_addr = a
+    let settings = Settings::resolve(&a.opts, a.config.as_deref())?;
+    let s = &settings;
+    let cfg = engine_config(&a, s)?;
+    let source = RuleSource::of(s)?;
+    let tables = source.load(1)?;
+    let metrics_addr = s
+        .opts
         .metrics
         .as_deref()
-        .map(|m| netsched_metrics::parse_addr("--metrics", m, false, "(none)"))
+        .map(|m| netsched_metrics::parse_addr(&s.key("metrics"), m, false, "(none)"))
         .transpose()?;
-    let stats_every = a
-        .stats
-        .as_deref()
-        .map(|s| units::parse_duration_in(s, 100_000_000, units::MAX_DURATION))
-        .transpose()
-        .context("--stats")?
-        .map(Duration::from_nanos);
-    let duration = a
-        .duration
-        .as_deref()
-        .map(|d| units::parse_duration_in(d, 1, units::MAX_DURATION))
-        .transpose()
-        .context("--duration")?
-        .map(Duration::from_nanos);
-    let stall_after = a
-        .fault_stall_after
-        .as_deref()
-        .map(|d| units::parse_duration_in(d, 1, units::MAX_DURATION))
-        .transpose()
-        .context("--fault-stall-after")?
-        .map(Duration::from_nanos);
+    let stats_every = duration(s, "stats", s.opts.stats.as_deref(), 100_000_000)?;
+    let duration_limit = duration(s, "duration", s.opts.duration.as_deref(), 1)?;
+    let stall_after = duration(s, "fault_stall_after", a.fault_stall_after.as_deref(), 1)?;
+    if a.check {
+        check_host(&a, s, &cfg, metrics_addr)?;
+        println!(
+            "{}: ok ({} -> {}, {} rules file {}, {} over {} workers)",
+            a.config
+                .as_deref()
+                .map_or("flags".to_string(), |c| c.display().to_string()),
+            cfg.input,
+            cfg.output.as_deref().unwrap_or("none"),
+            tables.classifier.summary(),
+            source.rules.display(),
+            cfg.pipeline.mode.name(),
+            cfg.pipeline.workers,
+        );
+        return Ok(());
+    }
     let _signals = netsched_testbed::SignalGuard::install()?;
-    if let Some(ns) = &a.netns {
-        netsched_testbed::enter_netns(ns).with_context(|| format!("--netns {ns}"))?;
+    if let Some(ns) = &s.opts.netns {
+        netsched_testbed::enter_netns(ns).with_context(|| format!("{} {ns}", s.key("netns")))?;
     }
     let mut engine = Engine::open(&cfg, Arc::new(tables))?;
     if let Some(d) = stall_after {
@@ -392,26 +475,25 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
         cfg.pipeline.workers,
         cfg.pipeline.block_size
     );
-    // One command channel for `ctl reload` and SIGHUP: the rule file is read and compiled
-    // on a build thread, never on the packet thread (control.rs).
-    let rules_file = rules.clone();
-    let loader: Loader =
-        Arc::new(move |g| load_tables(&rules, &options, sigs.as_deref(), kind, g).map(Arc::new));
-    let (outbox, inbox) = control::channel(loader);
+    // One command channel for `ctl reload` and SIGHUP: the files are read and compiled on a
+    // build thread, never on the packet thread (control.rs).
+    let reread = a.config.clone().unwrap_or_else(|| source.rules.clone());
+    let (outbox, inbox) = control::channel(loader(&a, settings.clone(), source));
     let outbox = outbox.with_watchdog(health.clone(), latest.clone());
     engine.attach_control(inbox);
     let reloads = outbox.reloads().clone();
     let _hangup = {
         let outbox = outbox.clone();
         netsched_sys::process::HangupThread::spawn("filter-sighup", move || {
-            outbox.reload_on_signal(&rules_file)
+            outbox.reload_on_signal(&reread)
         })?
     };
     let _control = if a.no_control {
         None
     } else {
-        let server = ControlServer::start(&a.control, a.control_group.as_deref(), outbox)?;
-        tracing::info!("control socket {}", a.control.display());
+        let path = control_socket(s);
+        let server = ControlServer::start(&path, s.opts.control_group.as_deref(), outbox)?;
+        tracing::info!("control socket {}", path.display());
         Some(server)
     };
     let _metrics = match metrics_addr {
@@ -436,14 +518,17 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
             let mut print = print;
             engine.run(
                 &netsched_testbed::interrupted,
-                duration,
+                duration_limit,
                 stats_every,
                 &mut print,
             );
             engine.finish()
         })
         .context("starting the packet thread")?;
-    let final_stats = watch(packet, &health)?;
+    netsched_util::notify::ready("netsched filter", "filtering");
+    let watched = watch(packet, &health);
+    netsched_util::notify::stopping("netsched filter");
+    let final_stats = watched?;
     println!(
         "{}",
         serde_json::to_string(&serde_json::json!({ "final": final_stats }))?
@@ -515,7 +600,40 @@ mod tests {
             "filter", "--input", "a", "--output", "b", "--rules", "r.toml",
         ];
         let args = Cmd::try_parse_from(base.iter().chain(extra))?;
-        engine_config(&args.filter)
+        let s = Settings::resolve(&args.filter.opts, None)?;
+        engine_config(&args.filter, &s)
+    }
+
+    #[test]
+    fn a_bad_value_from_the_file_names_the_file_and_key() {
+        let dir = std::env::temp_dir().join(format!("netsched-filter-cli-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("f.toml");
+        std::fs::write(
+            &f,
+            "input = \"a\"\noutput = \"b\"\nworkers = 99\nfragments = \"keep\"\n",
+        )
+        .unwrap();
+        let args = Cmd::try_parse_from(["filter", "--config", f.to_str().unwrap()]).unwrap();
+        let s = Settings::resolve(&args.filter.opts, args.filter.config.as_deref()).unwrap();
+        let e = engine_config(&args.filter, &s).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("{}: workers = 99: between 1 and 64", f.display())
+        );
+        let args =
+            Cmd::try_parse_from(["filter", "-c", f.to_str().unwrap(), "--workers", "2"]).unwrap();
+        let s = Settings::resolve(&args.filter.opts, args.filter.config.as_deref()).unwrap();
+        let e = engine_config(&args.filter, &s).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("{}: fragments = keep: one of drop, pass", f.display())
+        );
+        let args = Cmd::try_parse_from(["filter", "--workers", "0"]).unwrap();
+        let s = Settings::resolve(&args.filter.opts, None).unwrap();
+        let e = engine_config(&args.filter, &s).unwrap_err().to_string();
+        assert_eq!(e, "--workers 0: between 1 and 64");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -68,6 +68,9 @@ pub enum TablesError {
     },
     /// The signature file.
     Signatures(SignatureError),
+    /// The configuration file read again (`config.rs`): unreadable, invalid, or changing a
+    /// key only a restart applies.
+    Config(String),
 }
 
 impl fmt::Display for TablesError {
@@ -76,6 +79,7 @@ impl fmt::Display for TablesError {
             TablesError::Rules(e) => e.fmt(f),
             TablesError::Classifier { rules, source } => write!(f, "{}: {source}", rules.display()),
             TablesError::Signatures(e) => e.fmt(f),
+            TablesError::Config(e) => f.write_str(e),
         }
     }
 }

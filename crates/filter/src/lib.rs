@@ -34,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod config;
 pub mod control;
 pub mod control_error;
 pub mod engine;

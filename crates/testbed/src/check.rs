@@ -37,8 +37,6 @@ pub enum HostFault {
     },
     /// A file that is not a socket is at the control socket path.
     NotASocket,
-    /// A running daemon answers at the control socket path.
-    SocketInUse,
     /// The control socket's folder does not exist.
     NoDirectory(PathBuf),
     /// The path could not be examined.
@@ -74,7 +72,6 @@ impl fmt::Display for HostCheckError {
                 _ => write!(f, "{e}"),
             },
             HostFault::NotASocket => f.write_str("exists and is not a socket"),
-            HostFault::SocketInUse => f.write_str("in use (a running daemon answers there)"),
             HostFault::NoDirectory(d) => write!(f, "directory {} does not exist", d.display()),
             HostFault::Stat(e) => write!(f, "{e}"),
             HostFault::Group(e) => write!(f, "{e}"),
@@ -129,23 +126,37 @@ pub fn tcp_address(key: &str, addr: SocketAddr) -> Result<(), HostCheckError> {
     }
 }
 
-/// A control socket path can be taken: absent with an existing folder, or a stale socket
-/// (nothing answers; a start replaces it). A live socket (another daemon answers), or a
-/// file that is not a socket, is an error.
-pub fn socket_path(key: &str, path: &Path) -> Result<(), HostCheckError> {
+/// What is at a control socket's path that can be taken ([`socket_path`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SocketPath {
+    /// Nothing, or a stale socket (nobody answers; a start replaces it).
+    Free,
+    /// A daemon answers there: the one this check is for when a reload runs it (a unit's
+    /// `ExecReload=` runs `--check` before its SIGHUP). What that daemon holds, such as its
+    /// metrics address, is not bound again by the check; a second daemon started at the same
+    /// path is refused when it binds.
+    Running,
+}
+
+/// A control socket path can be taken: absent with an existing folder, a stale socket, or
+/// the socket of the running daemon ([`SocketPath`]). A file that is not a socket, or a
+/// missing folder, is an error.
+pub fn socket_path(key: &str, path: &Path) -> Result<SocketPath, HostCheckError> {
     let shown = || path.display().to_string();
     match std::fs::symlink_metadata(path) {
         Ok(m) if !m.file_type().is_socket() => Err(fault(key, shown(), HostFault::NotASocket)),
         Ok(_) => match UnixStream::connect(path) {
-            Ok(_) => Err(fault(key, shown(), HostFault::SocketInUse)),
-            Err(_) => Ok(()),
+            Ok(_) => Ok(SocketPath::Running),
+            Err(_) => Ok(SocketPath::Free),
         },
         Err(e) if e.kind() == ErrorKind::NotFound => {
+            // The daemons' run-time folder is made at start when missing (socket_file).
+            let run_dir = Path::new(netsched_control::run_dir::RUN_DIR);
             match path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                Some(d) if !d.is_dir() => {
+                Some(d) if !d.is_dir() && d != run_dir => {
                     Err(fault(key, shown(), HostFault::NoDirectory(d.to_path_buf())))
                 }
-                _ => Ok(()),
+                _ => Ok(SocketPath::Free),
             }
         }
         Err(e) => Err(fault(key, shown(), HostFault::Stat(e))),
@@ -206,12 +217,9 @@ mod tests {
         let p = dir.path().join("ctl.sock");
         socket_path("socket", &p).unwrap();
         let live = std::os::unix::net::UnixListener::bind(&p).unwrap();
-        assert!(socket_path("socket", &p)
-            .unwrap_err()
-            .to_string()
-            .contains("in use"));
+        assert_eq!(socket_path("socket", &p).unwrap(), SocketPath::Running);
         drop(live); // the file stays: a stale socket, which a start replaces
-        socket_path("socket", &p).unwrap();
+        assert_eq!(socket_path("socket", &p).unwrap(), SocketPath::Free);
         let e = socket_path("socket", &dir.path().join("missing/ctl.sock"))
             .unwrap_err()
             .to_string();

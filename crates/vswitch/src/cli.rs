@@ -215,13 +215,16 @@ fn check_host(
     for (i, p) in cfg.ports.iter().enumerate() {
         check::interface(&format!("port[{i}].dev"), &p.dev)?;
     }
+    let mut running = false;
     if !args.no_control {
         if let Some(g) = &args.control_group {
             check::group("--control-group", g)?;
         }
-        check::socket_path("--control-socket", &args.control)?;
+        running =
+            check::socket_path("--control-socket", &args.control)? == check::SocketPath::Running;
     }
-    if let Some(a) = metrics {
+    // A switch at the socket is the one a reload checks for: its address is its own.
+    if let Some(a) = metrics.filter(|_| !running) {
         check::tcp_address("--metrics", a)?;
     }
     Ok(())

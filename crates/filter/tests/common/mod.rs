@@ -229,16 +229,64 @@ impl FilterProcess {
         let dir = netsched_testbed::TempDir::new(label)?;
         let rules = dir.create_file("rules.toml", rules)?;
         let sock = dir.path().join("f.sock");
+        let mut all: Vec<std::ffi::OsString> = ["--input", &net.fin, "--output", &net.fout]
+            .iter()
+            .map(Into::into)
+            .collect();
+        all.extend(["--rules".into(), rules.into_os_string()]);
+        all.extend(args.iter().map(Into::into));
+        Self::spawn(net, dir, sock, all)
+    }
+
+    /// Start it from a configuration file `config.toml` in its folder: the interfaces, the
+    /// control socket and `rules = "rules.toml"` (written from `rules`), then `extra` keys.
+    pub fn start_with_config(
+        net: &Net,
+        label: &str,
+        rules: &[u8],
+        extra: &str,
+    ) -> Result<FilterProcess> {
+        let dir = netsched_testbed::TempDir::new(label)?;
+        dir.create_file("rules.toml", rules)?;
+        let sock = dir.path().join("f.sock");
+        let config = dir.create_file(
+            "config.toml",
+            Self::config_text(net, &sock, extra).as_bytes(),
+        )?;
+        Self::spawn(
+            net,
+            dir,
+            sock,
+            vec!["--config".into(), config.into_os_string()],
+        )
+    }
+
+    /// The text of a configuration file as [`FilterProcess::start_with_config`] writes it.
+    pub fn config_text(net: &Net, sock: &std::path::Path, extra: &str) -> String {
+        format!(
+            "input = \"{}\"\noutput = \"{}\"\nrules = \"rules.toml\"\ncontrol_socket = \"{}\"\n{extra}\n",
+            net.fin,
+            net.fout,
+            sock.display()
+        )
+    }
+
+    fn spawn(
+        net: &Net,
+        dir: netsched_testbed::TempDir,
+        sock: std::path::PathBuf,
+        args: Vec<std::ffi::OsString>,
+    ) -> Result<FilterProcess> {
         let out = std::fs::File::create(dir.path().join("stdout"))?;
         let err = std::fs::File::create(dir.path().join("stderr"))?;
-        let child = std::process::Command::new("ip")
-            .args(["netns", "exec", &net.flt])
+        let mut cmd = std::process::Command::new("ip");
+        cmd.args(["netns", "exec", &net.flt])
             .arg(env!("CARGO_BIN_EXE_netsched-filterd"))
-            .args(["filter", "--input", &net.fin, "--output", &net.fout])
-            .arg("--rules")
-            .arg(&rules)
-            .arg("--control-socket")
-            .arg(&sock)
+            .arg("filter");
+        if !args.iter().any(|a| a == "--config") {
+            cmd.arg("--control-socket").arg(&sock);
+        }
+        let child = cmd
             .args(args)
             .stdin(std::process::Stdio::null())
             .stdout(out)
@@ -256,6 +304,11 @@ impl FilterProcess {
             std::thread::sleep(Duration::from_millis(20));
         }
         Ok(p)
+    }
+
+    /// The folder of its files (rules, configuration, output).
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
     }
 
     /// SIGTERM, then wait up to `limit`: the exit status (`None`: still running) and how long
