@@ -160,6 +160,10 @@ impl std::fmt::Display for HelloError {
 
 /// The server name of the ClientHello at the start of `buf` (`None`: it names none).
 pub fn parse(buf: &[u8]) -> Result<Option<String>, HelloError> {
+    // Known from the first byte.
+    if buf.first().is_some_and(|&b| b != 22) {
+        return Err(HelloError::NotTls);
+    }
     let mut hs = Vec::new();
     let mut at = 0;
     loop {
@@ -461,6 +465,7 @@ mod tests {
         assert_eq!(parse(b"GET / HTTP/1.1\r\n"), Err(HelloError::NotTls));
         assert_eq!(parse(b"SSH-2.0-OpenSSH_9.6\r\n"), Err(HelloError::NotTls));
         assert_eq!(parse(&[22, 2, 0, 0, 1]), Err(HelloError::NotTls));
+        assert_eq!(parse(b"G"), Err(HelloError::NotTls));
         // A handshake longer than the bound is refused from its header.
         let mut h = vec![22, 3, 1, 0x40, 0, 1];
         h.extend_from_slice(&((MAX_HELLO_BYTES as u32).to_be_bytes()[1..]));

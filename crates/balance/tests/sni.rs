@@ -133,7 +133,7 @@ fn config(relay: &str, servers: &[(&TlsBackend, &str)], dir: &TempDir) -> String
     let mut t = format!(
         "mode = \"l4\"\nlisten = [\"127.0.0.1:0\"]\nalgorithm = \"wlc\"\nrelay = \"{relay}\"\n\
          route = \"sni\"\nadmin = \"127.0.0.1:0\"\ncontrol_socket = \"{}\"\n\
-         [timeouts]\nclient = \"1s\"\n",
+         [timeouts]\nclient = \"30s\"\n",
         dir.path().join("ctl.sock").display()
     );
     for (b, sni) in servers {
@@ -323,7 +323,8 @@ async fn closed_after(s: &mut TcpStream, since: Instant) -> Duration {
 async fn stalled_foreign_and_oversized_hellos_are_closed_and_counted() {
     let a = tls_backend("a").await;
     let dir = TempDir::new("bal-sni-stall").unwrap();
-    let r = start(&config("splice", &[(&a, "")], &dir), &dir).await;
+    let text = config("splice", &[(&a, "")], &dir).replace("\"30s\"", "\"1s\"");
+    let r = start(&text, &dir).await;
     let hello = client_hello("a.example");
     // Taken before the connection exists: the balancer's clock starts later.
     let since = Instant::now();
@@ -361,7 +362,8 @@ async fn stalled_foreign_and_oversized_hellos_are_closed_and_counted() {
 async fn a_full_route_queues_without_holding_up_the_others() {
     let (a, b) = (tls_backend("a").await, tls_backend("b").await);
     let dir = TempDir::new("bal-sni-queue").unwrap();
-    let servers = [(&a, "sni = [\"a.example\"]"), (&b, "")];
+    // b unlimited: its connections one after the other never wait for each other's end.
+    let servers = [(&a, "sni = [\"a.example\"]"), (&b, "maxconn = 0")];
     let text = config("splice", &servers, &dir).replace(
         "[timeouts]\n",
         "[defaults]\nmaxconn = 1\n[timeouts]\nqueue = \"60s\"\n",
