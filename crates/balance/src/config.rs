@@ -48,6 +48,28 @@ pub enum Relay {
     Copy,
 }
 
+/// How mode l4 chooses among the servers (docs/balance.md, "SNI routing").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Route {
+    /// Every server is a candidate for every connection.
+    #[default]
+    None,
+    /// By the server name of the client's TLS ClientHello (HAProxy `req.ssl_sni`), read
+    /// without terminating TLS (`sni.rs`): the servers listing the name in `sni`, else those
+    /// listing no name.
+    Sni,
+}
+
+impl Route {
+    pub fn name(self) -> &'static str {
+        match self {
+            Route::None => "none",
+            Route::Sni => "sni",
+        }
+    }
+}
+
 /// What a hashing balancer hashes in L7 mode (HAProxy `balance source|hdr(host)|uri`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -368,6 +390,10 @@ pub struct ServerConf {
     /// A PROXY protocol header first on every connection to this server; none when absent.
     #[serde(default)]
     pub send_proxy: Option<SendProxy>,
+    /// `route = "sni"`: the server names this server is chosen for (`sni.rs` patterns);
+    /// none: the default route, for names no server lists.
+    #[serde(default)]
+    pub sni: Vec<String>,
 }
 fn d_weight() -> u32 {
     1
@@ -410,6 +436,9 @@ pub struct Config {
     /// L4 relay: `"splice"` (default) or `"copy"`.
     #[serde(default)]
     pub relay: Relay,
+    /// L4: `"none"` (default) or `"sni"` ([`Route`]).
+    #[serde(default)]
+    pub route: Route,
     #[serde(default)]
     pub timeouts: Timeouts,
     #[serde(default)]
@@ -461,6 +490,55 @@ impl Config {
             }),
             _ => Ok(()),
         }
+    }
+
+    /// `route = "sni"` only in mode l4; `sni` lists only with it, each name valid, and a name
+    /// in one route only (servers with the same list share a route).
+    fn check_sni(&self) -> Result<(), ConfigProblem> {
+        if self.route == Route::Sni && self.mode == Mode::L7 {
+            return Err(ConfigProblem::RouteInL7);
+        }
+        let mut owner: std::collections::HashMap<
+            crate::sni::Pattern,
+            (usize, Vec<crate::sni::Pattern>),
+        > = std::collections::HashMap::new();
+        for (i, s) in self.servers.iter().enumerate() {
+            let err = |value: &str, why: String| ConfigProblem::ServerSni {
+                index: i,
+                name: s.name.clone(),
+                value: value.to_string(),
+                why,
+            };
+            if s.sni.is_empty() {
+                continue;
+            }
+            if self.route != Route::Sni {
+                return Err(err(
+                    &s.sni[0],
+                    format!("needs route = \"sni\" (route = \"{}\")", self.route.name()),
+                ));
+            }
+            let set = route_names(&s.sni).map_err(|(v, why)| err(v, why))?;
+            for p in &set {
+                match owner.get(p) {
+                    Some((first, other)) if *other != set => {
+                        return Err(err(
+                            &p.text(),
+                            format!(
+                            "also in server[{first}] ({})'s list, which differs: a name belongs to \
+                             one route (servers with the same list share it)",
+                            self.servers[*first].name
+                        ),
+                        ));
+                    }
+                    Some(_) => {}
+                    None => {
+                        owner.insert(p.clone(), (i, set.clone()));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Read and validate a file (at most [`MAX_CONFIG_BYTES`]).
@@ -645,6 +723,7 @@ impl Config {
                 });
             }
         }
+        self.check_sni()?;
         self.class_set().map_err(ConfigProblem::Classes)?;
         if let Some(h) = &self.health {
             if h.rise == 0 || h.rise > 1000 {
@@ -823,6 +902,28 @@ fn bind_only(a: SocketAddr) -> std::io::Result<tokio::net::TcpSocket> {
 }
 
 /// Server names: 1-64 bytes of `[A-Za-z0-9_.-]` (they appear in metrics labels and ctl).
+/// A server's `sni` list as its route's key: the patterns, sorted; `Err` names the value at
+/// fault and why (bad name, listed twice, too many).
+#[allow(clippy::type_complexity)]
+pub fn route_names(list: &[String]) -> Result<Vec<crate::sni::Pattern>, (&str, String)> {
+    if list.len() > crate::tls::MAX_NAMES {
+        return Err((
+            &list[0],
+            format!("{} names; at most {}", list.len(), crate::tls::MAX_NAMES),
+        ));
+    }
+    let mut set = Vec::with_capacity(list.len());
+    for n in list {
+        let p = crate::sni::Pattern::parse(n).map_err(|why| (n.as_str(), why.to_string()))?;
+        if set.contains(&p) {
+            return Err((n.as_str(), "listed twice".to_string()));
+        }
+        set.push(p);
+    }
+    set.sort();
+    Ok(set)
+}
+
 pub fn check_name(name: &str) -> Result<(), NameError> {
     if name.is_empty() || name.len() > 64 {
         return Err(NameError::Length);
@@ -1308,5 +1409,76 @@ maxconn = 10
         c.control_socket = dir.path().join("missing/ctl.sock");
         let e = c.check_host().unwrap_err().to_string();
         assert!(e.contains("missing") && e.contains("does not exist"), "{e}");
+    }
+
+    /// `route = "sni"` and `sni` lists: l4 only, valid names, a name in one route only
+    /// (servers with the same list share it); errors name file, key and value.
+    #[test]
+    fn sni_routes_and_their_refusals() {
+        let cfg = |route: &str, a: &str, b: &str| {
+            format!(
+                "mode = \"l4\"\nlisten = [\"127.0.0.1:0\"]\nalgorithm = \"rr\"\n{route}\n\
+                 [[server]]\nname = \"a\"\naddr = \"127.0.0.1:1\"\n{a}\n\
+                 [[server]]\nname = \"b\"\naddr = \"127.0.0.1:2\"\n{b}\n"
+            )
+        };
+        let c = Config::parse(&cfg(
+            "route = \"sni\"",
+            "sni = [\"a.example\", \"*.b.example\"]",
+            "",
+        ))
+        .unwrap();
+        assert_eq!(c.route, Route::Sni);
+        assert_eq!(c.servers[0].sni.len(), 2);
+        assert_eq!(Config::parse(&cfg("", "", "")).unwrap().route, Route::None);
+        // The same list on two servers: one route.
+        let same = "sni = [\"*.b.example\", \"a.example\"]";
+        Config::parse(&cfg(
+            "route = \"sni\"",
+            same,
+            "sni = [\"a.example\", \"*.B.example\"]",
+        ))
+        .unwrap();
+        let bad = |route: &str, a: &str, b: &str| {
+            Config::parse(&cfg(route, a, b)).unwrap_err().to_string()
+        };
+        let e = bad(
+            "route = \"sni\"",
+            "sni = [\"a.example\"]",
+            "sni = [\"a.example\", \"c.example\"]",
+        );
+        assert!(
+            e.contains("server[1] (b).sni = \"a.example\"") && e.contains("server[0] (a)"),
+            "{e}"
+        );
+        let e = bad("", "sni = [\"a.example\"]", "");
+        assert!(
+            e.contains("server[0] (a).sni = \"a.example\"") && e.contains("route = \"sni\""),
+            "{e}"
+        );
+        for name in ["a..example", "*.*.example", "a_b.example", ""] {
+            let e = bad("route = \"sni\"", &format!("sni = [\"{name}\"]"), "");
+            assert!(
+                e.contains(&format!("sni = {name:?}")) && e.contains("DNS name"),
+                "{e}"
+            );
+        }
+        let e = bad(
+            "route = \"sni\"",
+            "sni = [\"a.example\", \"A.example\"]",
+            "",
+        );
+        assert!(e.contains("listed twice"), "{e}");
+        let e = bad("route = \"tls\"", "", "");
+        assert!(e.contains("route") && e.contains("tls"), "{e}");
+        let l7 = cfg("route = \"sni\"", "", "").replacen("\"l4\"", "\"l7\"", 1);
+        let e = Config::parse(&l7).unwrap_err().to_string();
+        assert!(e.contains("route = \"sni\"") && e.contains("l4"), "{e}");
+        // Through a file: the error names it.
+        let dir = netsched_testbed::TempDir::new("bal-sni").unwrap();
+        let f = dir.path().join("b.toml");
+        std::fs::write(&f, cfg("route = \"sni\"", "sni = [\"a b\"]", "")).unwrap();
+        let e = Config::load(&f).unwrap_err().to_string();
+        assert!(e.contains("b.toml") && e.contains("sni = \"a b\""), "{e}");
     }
 }

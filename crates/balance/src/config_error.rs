@@ -118,6 +118,15 @@ pub enum ConfigProblem {
         weight: u32,
         max: u32,
     },
+    /// `server[index].sni` holds `value`, refused for `why`.
+    ServerSni {
+        index: usize,
+        name: String,
+        value: String,
+        why: String,
+    },
+    /// `route = "sni"` in mode l7.
+    RouteInL7,
     /// `health.path` is not a path to request.
     HealthPath(String),
     /// `relay` written in mode `l7` (the value as written).
@@ -191,6 +200,16 @@ impl fmt::Display for ConfigProblem {
                 weight,
                 max,
             } => write!(f, "server[{index}] ({name}).weight = {weight}: at most {max}"),
+            ServerSni {
+                index,
+                name,
+                value,
+                why,
+            } => write!(f, "server[{index}] ({name}).sni = {value:?}: {why}"),
+            RouteInL7 => f.write_str(
+                "route = \"sni\": only in mode \"l4\" (mode \"l7\" terminates TLS and picks \
+                 certificates by the server name, [tls]); remove the key",
+            ),
             HealthPath(path) => write!(
                 f,
                 "health.path = {path:?}: must start with / , hold no whitespace and be at most 1024 bytes"

@@ -347,11 +347,17 @@ pub fn execute(line: &str, svc: &Service) -> Result<String, ControlError> {
                 .map_err(|_| format!("add-server: {a:?} is not ADDR:PORT"))?;
             let mut weight = 1;
             let mut maxconn = None;
+            let mut sni = Vec::new();
             let mut i = 3;
             while i < w.len() {
                 let v = w
                     .get(i + 1)
                     .ok_or_else(|| format!("add-server: {} needs a value", w[i]))?;
+                if w[i] == "--sni" {
+                    sni = v.split(',').map(str::to_string).collect();
+                    i += 2;
+                    continue;
+                }
                 let num: u32 = v
                     .parse()
                     .map_err(|_| format!("add-server: {} {v:?} is not a whole number", w[i]))?;
@@ -372,6 +378,7 @@ pub fn execute(line: &str, svc: &Service) -> Result<String, ControlError> {
                     weight,
                     maxconn,
                     send_proxy: None,
+                    sni,
                 },
                 true,
             )?;
@@ -398,10 +405,10 @@ fn usage(cmd: &str) -> &'static str {
         "drain" => "drain NAME...",
         "maint" => "maint NAME...",
         "ready" => "ready NAME...",
-        "add-server" => "add-server NAME ADDR:PORT [--weight W] [--maxconn N]",
+        "add-server" => "add-server NAME ADDR:PORT [--weight W] [--maxconn N] [--sni NAME,...]",
         "del-server" => "del-server NAME",
         "soft-stop" => "soft-stop",
-        _ => "show [--json] | show-servers [--json] | show-classes [--json] | set-class NAME percentile P|deadline auto|DURATION | set-weight NAME W | drain NAME... | maint NAME... | ready NAME... | add-server NAME ADDR:PORT [--weight W] [--maxconn N] | del-server NAME | soft-stop",
+        _ => "show [--json] | show-servers [--json] | show-classes [--json] | set-class NAME percentile P|deadline auto|DURATION | set-weight NAME W | drain NAME... | maint NAME... | ready NAME... | add-server NAME ADDR:PORT [--weight W] [--maxconn N] [--sni NAME,...] | del-server NAME | soft-stop",
     }
 }
 

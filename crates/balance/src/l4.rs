@@ -15,11 +15,15 @@
 //! - `copy`: `tokio::io` reads into one [`RELAY_BUFFER`]-byte buffer per direction, allocated
 //!   when the connection is relayed.
 //!
+//! With `route = "sni"` the client's ClientHello is read first (`sni.rs`, within
+//! `timeouts.client`), its server name picks the route, and the bytes read are written to the
+//! server before the relay starts, so the server sees the handshake as the client sent it.
+//!
 //! Both end a direction the same way: end of stream from one side → `shutdown(SHUT_WR)` on the
 //! other (the FIN is passed on), which is the IPVS active → inactive step.
 
-use crate::config::Relay;
-use crate::service::{Lease, Service};
+use crate::config::{Relay, Route};
+use crate::service::{Lease, Runtime, Service};
 use crate::stop::{Acceptor, Stop};
 use crate::sys::{self, Pipe};
 use netsched_core::balance::FlowKey;
@@ -108,7 +112,7 @@ pub async fn serve(
             if !inherited {
                 let _ = client.set_nodelay(true);
             }
-            stop.until_cut(handle(client, key, (peer, local), &svc, mode, &pipes))
+            stop.until_cut(handle(client, key, (peer, local), &svc, &rt, mode, &pipes))
                 .await;
             svc.metrics.client_connections.dec();
             drop(permit);
@@ -117,18 +121,29 @@ pub async fn serve(
 }
 
 /// `ends`: the client's address and the one it connected to (a PROXY protocol header's).
+/// `rt`: the settings read when it was accepted (which route rule).
 async fn handle(
-    client: TcpStream,
+    mut client: TcpStream,
     key: FlowKey,
     ends: (SocketAddr, SocketAddr),
     svc: &Arc<Service>,
+    rt: &Runtime,
     mode: Relay,
     pipes: &PipePool,
 ) {
+    // `route = "sni"`: the ClientHello first, its bytes kept for the server (sni.rs).
+    let hello = match rt.route {
+        Route::None => None,
+        Route::Sni => match client_hello(&mut client, rt, svc, ends.0).await {
+            Some(h) => Some(h),
+            None => return,
+        },
+    };
+    let sni = hello.as_ref().and_then(|h| h.name.as_deref());
     // One class in mode l4 (classes.rs): a connection counts as served once it has a
     // server, judged on how long it waited for it.
     let arrived = std::time::Instant::now();
-    let lease = match svc.acquire(key, |_| 0).await {
+    let lease = match svc.acquire(key, sni, |_| 0).await {
         Ok(mut l) => {
             l.complete(Some(arrived.elapsed()));
             l
@@ -148,6 +163,10 @@ async fn handle(
         if let Some(v) = lease.backend.send_proxy {
             s.write_all(&crate::proxy_proto::header(v, ends.0, ends.1))
                 .await?;
+        }
+        // The client's first bytes, as they came.
+        if let Some(h) = &hello {
+            s.write_all(&h.bytes).await?;
         }
         Ok::<_, std::io::Error>(s)
     };
@@ -182,6 +201,31 @@ async fn handle(
             finish(up, down, lease, &idle, svc).await
         }
     }
+}
+
+/// Read the client's ClientHello within `timeouts.client`; `None` (counted
+/// `refused{reason}`, the caller closes the connection) when it is no routable ClientHello
+/// or does not come in time.
+async fn client_hello(
+    client: &mut TcpStream,
+    rt: &Runtime,
+    svc: &Service,
+    peer: SocketAddr,
+) -> Option<crate::sni::Hello> {
+    let limit = Duration::from_nanos(rt.timeouts.client);
+    let reason = match tokio::time::timeout(limit, crate::sni::read_hello(client)).await {
+        Ok(Ok(h)) => {
+            tracing::debug!(%peer, sni = h.name.as_deref().unwrap_or("-"), "ClientHello read");
+            return Some(h);
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, "connection refused: {e}");
+            e.reason()
+        }
+        Err(_) => "client_timeout",
+    };
+    svc.metrics.refuse(reason);
+    None
 }
 
 /// The idle rule shared by both directions: a direction gives up waiting only when *neither*

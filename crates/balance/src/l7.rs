@@ -1117,14 +1117,14 @@ async fn forward(
     let subject = client.cert.subject();
     let classify = |k: &Classifier| k.classify(peer.ip(), subject, req.uri().path(), req.headers());
     let queued = Instant::now();
-    let acquired = svc.acquire(key, classify).await;
+    let acquired = svc.acquire(key, None, classify).await;
     t.tw = access_log::ms(queued.elapsed());
     let mut lease = match acquired {
         Ok(l) => l,
         Err(r) => {
             svc.metrics.refuse(r.reason());
             t.state = match r {
-                Refusal::NoServer => *b"SC",
+                Refusal::NoServer | Refusal::NoRoute => *b"SC",
                 Refusal::QueueFull => *b"PQ",
                 Refusal::QueueTimeout => *b"sQ",
                 // HAProxy's `K`: ended by an administrative action (here a reload that

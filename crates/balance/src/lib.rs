@@ -10,6 +10,7 @@
 //! | `config_error.rs` | what a configuration, a host or a start can get wrong, typed (key and value named) |
 //! | `service.rs` | ServerTable + AnyBalancer, leases (active/inactive), maxconn queue, admin state, slow start, reload |
 //! | `l4.rs` | per-connection scheduling and relay |
+//! | `sni.rs` | server-name patterns and their matching rule (TLS certificates, SNI routes); the ClientHello reader of L4 SNI routing |
 //! | `l7.rs` | per-request scheduling of HTTP/1.1 requests and HTTP/2 streams |
 //! | `http2.rs` | HTTP/2 from clients: which protocol, the h2→h1 checks, flood bounds, the stream watchdog |
 //! | `forwarded.rs` | the client's address in `X-Forwarded-For` / `Forwarded` (RFC 7239) toward the backends |
@@ -52,6 +53,7 @@ pub mod reload;
 pub mod sent_bytes;
 pub mod server_error;
 pub mod service;
+pub mod sni;
 pub mod status;
 pub mod stop;
 mod sys;

@@ -65,6 +65,8 @@ pub const SLACK: usize = 2;
 pub struct Ticket<L> {
     pub class: ClassId,
     pub key: FlowKey,
+    /// L4 SNI routing: the client's server name, which picks the servers it may have.
+    pub sni: Option<std::sync::Arc<str>>,
     /// When it was queued (the service's clock, ns).
     pub since: Nanos,
     tx: oneshot::Sender<L>,
@@ -502,6 +504,7 @@ impl<L> RequestQueue<L> {
         &mut self,
         class: ClassId,
         key: FlowKey,
+        sni: Option<std::sync::Arc<str>>,
         now: Nanos,
     ) -> Result<oneshot::Receiver<L>, QueueRefusal> {
         let class = self.class_of(class);
@@ -517,6 +520,7 @@ impl<L> RequestQueue<L> {
         let mut ticket = Ticket {
             class,
             key,
+            sni,
             since: now,
             tx,
         };
@@ -582,6 +586,12 @@ impl<L> RequestQueue<L> {
             Discipline::Percentile(q) => (0..q.class_count()).map(|i| q.max_hold_releases(i)).sum(),
             _ => 0,
         }
+    }
+
+    /// No usable server for the next waiter (its route has none): it alone is released, as
+    /// by [`release_all`](Self::release_all).
+    pub fn release_next(&mut self, now: Nanos) {
+        drop(self.disc.q().dequeue(now));
     }
 
     /// No usable server: every waiter is released (its receiver sees the sender dropped
@@ -904,12 +914,12 @@ mod tests {
             let mut q = RequestQueue::<u32>::new(&set(kind, &[50, 90], Some(100)), 1000, metrics());
             let mut rxs = Vec::new();
             for _ in 0..150 {
-                if let Ok(rx) = q.enqueue(0, key(), 0) {
+                if let Ok(rx) = q.enqueue(0, key(), None, 0) {
                     rxs.push(rx);
                 }
             }
             for _ in 0..20 {
-                rxs.push(q.enqueue(1, key(), 0).expect("class 1 is not full"));
+                rxs.push(q.enqueue(1, key(), None, 0).expect("class 1 is not full"));
             }
             let v = q.view();
             assert_eq!(v[0].queued, 100);
@@ -952,9 +962,9 @@ mod tests {
             let mut reg = Registry::default();
             let m = ClassMetrics::register(&mut reg);
             let mut q = RequestQueue::<u32>::new(&s, 1000, m.clone());
-            let mut rxs = vec![q.enqueue(1, key(), 0).unwrap()];
+            let mut rxs = vec![q.enqueue(1, key(), None, 0).unwrap()];
             for _ in 0..30 {
-                rxs.push(q.enqueue(0, key(), 0).unwrap());
+                rxs.push(q.enqueue(0, key(), None, 0).unwrap());
             }
             let mut now = 0;
             let mut served_1_at = None;
@@ -984,10 +994,13 @@ mod tests {
     fn priority_order_and_waiters_that_give_up() {
         let mut q =
             RequestQueue::<u32>::new(&set(QueueKind::Priority, &[50, 90], None), 3, metrics());
-        let mut a = q.enqueue(1, key(), 0).unwrap();
-        let b = q.enqueue(1, key(), 0).unwrap();
-        let mut c = q.enqueue(0, key(), 0).unwrap();
-        assert_eq!(q.enqueue(0, key(), 0).unwrap_err(), QueueRefusal::QueueFull);
+        let mut a = q.enqueue(1, key(), None, 0).unwrap();
+        let b = q.enqueue(1, key(), None, 0).unwrap();
+        let mut c = q.enqueue(0, key(), None, 0).unwrap();
+        assert_eq!(
+            q.enqueue(0, key(), None, 0).unwrap_err(),
+            QueueRefusal::QueueFull
+        );
         // The second class-1 waiter times out: counted, its ticket dead.
         q.give_up(1, 0, QueueRefusal::QueueTimeout, 5 * MS);
         drop(b);
@@ -1010,11 +1023,11 @@ mod tests {
     fn dead_tickets_are_withdrawn_when_they_would_fill_the_queue() {
         let mut q = RequestQueue::<u32>::new(&set(QueueKind::Fifo, &[50], None), 2, metrics());
         for i in 0..50 {
-            let rx = q.enqueue(0, key(), i).unwrap();
+            let rx = q.enqueue(0, key(), None, i).unwrap();
             q.give_up(0, i, QueueRefusal::ClientGone, i);
             drop(rx);
         }
-        assert!(q.enqueue(0, key(), 60).is_ok());
+        assert!(q.enqueue(0, key(), None, 60).is_ok());
         assert_eq!(q.len(), 1);
         assert_eq!(q.view()[0].n, 51);
     }
@@ -1065,7 +1078,7 @@ mod tests {
             RequestQueue::<u32>::new(&set(QueueKind::Percentile, &[50, 90], None), 10, metrics());
         q.arrive_served(0, 0);
         q.complete(0, Some(MS), 0);
-        let rx = q.enqueue(1, key(), 0).unwrap();
+        let rx = q.enqueue(1, key(), None, 0).unwrap();
         assert!(
             q.reconfigure(&set(QueueKind::Percentile, &[60, 90], None), 10, 0)
                 .len()

@@ -90,6 +90,14 @@ pub enum ServerError {
         name: String,
         source: TableError,
     },
+    /// Its `sni` list holds `value`, refused for `why`.
+    Sni {
+        name: String,
+        value: String,
+        why: String,
+    },
+    /// The balancer of a route made for its names could not be built.
+    Algorithm(BalancerConfigError),
 }
 
 impl fmt::Display for ServerError {
@@ -109,6 +117,10 @@ impl fmt::Display for ServerError {
                 write!(f, "weight {weight}: at most {max}")
             }
             ServerError::Table { name, source } => write!(f, "server {name:?}: {source}"),
+            ServerError::Sni { name, value, why } => {
+                write!(f, "server {name:?}: sni {value:?}: {why}")
+            }
+            ServerError::Algorithm(e) => write!(f, "algorithm: {e}"),
         }
     }
 }

@@ -20,6 +20,13 @@
 //! balancer whose server is full) holds the head until its server frees one; newcomers may
 //! use slots it cannot.
 //!
+//! SNI routes (L4 `route = "sni"`, docs/balance.md "SNI routing"): the servers listing the
+//! same names form a route with its own `ServerTable` and `AnyBalancer`, so a connection's
+//! pick runs over its route's servers only and each server's counts live in its route's table;
+//! the servers listing none form the default route, which is the only one without SNI routing
+//! (every look-up then goes straight to it). The routes share the queue; a waiter keeps its
+//! server name and is matched to a route when a slot is offered to it.
+//!
 //! The lock is a `std::sync::Mutex` held only for table arithmetic, never across an await.
 
 use crate::classes::{ClassSet, Classifier};
@@ -88,6 +95,10 @@ pub struct Backend {
     pub last_check: Option<String>,
     /// What every lease of this server shares (made once per add).
     pub shared: Arc<BackendRef>,
+    /// Index of its route in `Inner::routes` (0: the default route).
+    pub route: usize,
+    /// Its `sni` list as a route key (sorted patterns; empty: the default route).
+    pub sni: Vec<crate::sni::Pattern>,
 }
 
 /// What the data path needs of a chosen backend, made once when the server is added and shared
@@ -147,11 +158,43 @@ pub struct Runtime {
     pub accept_proxy: crate::config::AcceptProxy,
     pub defaults: Defaults,
     pub health: Option<Health>,
+    /// L4: whether a connection's TLS server name picks its servers.
+    pub route: crate::config::Route,
 }
 
-pub struct Inner {
+impl Runtime {
+    fn of(cfg: &Config) -> Runtime {
+        Runtime {
+            timeouts: cfg.timeouts.clone(),
+            http_reuse: cfg.http_reuse,
+            forwarded: cfg.forwarded,
+            accept_proxy: cfg.accept_proxy.clone(),
+            defaults: cfg.defaults.clone(),
+            health: cfg.health.clone(),
+            route: cfg.route,
+        }
+    }
+}
+
+/// The servers of one SNI route, with a balancer of their own: the core's algorithms pick
+/// over a whole table, so each route is one (a server is in exactly one, where its counts
+/// live). Without SNI routing there is one route, the default, holding every server.
+struct RouteTable {
+    /// The names it serves (sorted; empty: the default route).
+    key: Vec<crate::sni::Pattern>,
     table: ServerTable,
     balancer: AnyBalancer,
+}
+
+/// The balancer seed, the same for every route and every rebuild.
+const SEED: u64 = 0x6e65_7473_6368_6564;
+
+pub struct Inner {
+    /// `routes[0]` is the default route, always there; the others are removed when their
+    /// last server goes.
+    routes: Vec<RouteTable>,
+    /// Name pattern → index in `routes`.
+    names: crate::sni::Names<usize>,
     algorithm: BalancerConfig,
     backends: BTreeMap<ServerId, Backend>,
     next_id: u32,
@@ -171,6 +214,8 @@ pub enum Refusal {
     QueueTimeout,
     /// A reload rebuilt the classes or the queue discipline while it waited.
     Reload,
+    /// SNI routing: no server lists the name and none is in the default route.
+    NoRoute,
 }
 
 impl Refusal {
@@ -180,6 +225,7 @@ impl Refusal {
             Refusal::QueueFull => "queue_full",
             Refusal::QueueTimeout => "queue_timeout",
             Refusal::Reload => "reload",
+            Refusal::NoRoute => "sni_no_route",
         }
     }
 }
@@ -238,7 +284,9 @@ impl Lease {
         }
         self.inactive = true;
         let mut g = lock(&self.svc.inner);
-        let _ = g.table.on_inactive(self.id);
+        if let Some(t) = g.table_mut(self.id) {
+            let _ = t.on_inactive(self.id);
+        }
         sync_gauges(&g, self.id, &self.backend);
     }
 }
@@ -257,11 +305,13 @@ impl Drop for Lease {
                 }
             }
             // A server deleted while this lease lived is gone from the table: nothing to count.
-            let _ = if self.inactive {
-                g.table.on_inactive_close(self.id)
-            } else {
-                g.table.on_close(self.id)
-            };
+            if let Some(t) = g.table_mut(self.id) {
+                let _ = if self.inactive {
+                    t.on_inactive_close(self.id)
+                } else {
+                    t.on_close(self.id)
+                };
+            }
             sync_gauges(&g, self.id, &self.backend);
             // The freed slot goes to the next waiter at once, under this lock.
             if g.queue.is_empty() {
@@ -348,14 +398,18 @@ impl Service {
     pub fn new(cfg: &Config, metrics: Metrics) -> Result<Arc<Self>, StartError> {
         let balancer = cfg
             .algorithm
-            .build(&mut SplitMix64::new(0x6e65_7473_6368_6564))
+            .build(&mut SplitMix64::new(SEED))
             .map_err(StartError::Algorithm)?;
         let classes = cfg.class_set().map_err(StartError::Classes)?;
         let svc = Arc::new_cyclic(|me| Service {
             me: me.clone(),
             inner: Mutex::new(Inner {
-                table: ServerTable::new(),
-                balancer,
+                routes: vec![RouteTable {
+                    key: Vec::new(),
+                    table: ServerTable::new(),
+                    balancer,
+                }],
+                names: Default::default(),
                 algorithm: cfg.algorithm.clone(),
                 backends: BTreeMap::new(),
                 next_id: 1,
@@ -365,14 +419,7 @@ impl Service {
                     metrics.classes.clone(),
                 ),
                 classifier: classes.classifier.clone(),
-                runtime: Arc::new(Runtime {
-                    timeouts: cfg.timeouts.clone(),
-                    http_reuse: cfg.http_reuse,
-                    forwarded: cfg.forwarded,
-                    accept_proxy: cfg.accept_proxy.clone(),
-                    defaults: cfg.defaults.clone(),
-                    health: cfg.health.clone(),
-                }),
+                runtime: Arc::new(Runtime::of(cfg)),
             }),
             servers_changed: Notify::new(),
             metrics,
@@ -395,10 +442,12 @@ impl Service {
 
     /// Choose a backend for `key`, waiting in the bounded queue while every usable server is
     /// at maxconn. `classify` puts the request in its class (called once, under the lock,
-    /// so the class and the queue are of the same configuration).
+    /// so the class and the queue are of the same configuration). `sni`: the TLS server name
+    /// that picks the route under `route = "sni"` (L4), else `None`.
     pub async fn acquire(
         self: &Arc<Self>,
         key: FlowKey,
+        sni: Option<&str>,
         classify: impl FnOnce(&Classifier) -> ClassId,
     ) -> Result<Lease, Refusal> {
         let now = self.now_ns();
@@ -407,7 +456,7 @@ impl Service {
             let class = classify(&g.classifier);
             let generation = g.queue.generation();
             // The common case: a server has a slot; no queue.
-            match g.try_pick(&key, now) {
+            match g.route_of(sni).and_then(|r| g.try_pick(r, &key, now)) {
                 Ok(id) => {
                     g.queue.arrive_served(class, now);
                     let mut lease = self.lease(&mut g, id);
@@ -424,7 +473,7 @@ impl Service {
                 .queue
                 .queue_timeout(class)
                 .unwrap_or(g.runtime.timeouts.queue);
-            match g.queue.enqueue(class, key, now) {
+            match g.queue.enqueue(class, key, sni.map(Arc::from), now) {
                 Ok(rx) => (rx, class, generation, timeout),
                 Err(_) => return Err(Refusal::QueueFull),
             }
@@ -467,8 +516,11 @@ impl Service {
         };
         let generation = g.queue.generation();
         while let Some(t) = g.queue.next_waiter(now) {
-            let (key, class) = (t.key, t.class);
-            match g.try_pick(&key, now) {
+            let (key, class, sni) = (t.key, t.class, t.sni.clone());
+            match g
+                .route_of(sni.as_deref())
+                .and_then(|r| g.try_pick(r, &key, now))
+            {
                 Ok(id) => {
                     let mut lease = me.lease(g, id);
                     lease.class = Some((class, generation));
@@ -477,10 +529,13 @@ impl Service {
                         unsent.push(l);
                     }
                 }
-                Err(Refusal::NoServer) => {
+                // One route: no waiter can be served.
+                Err(Refusal::NoServer) if g.routes.len() == 1 => {
                     g.queue.release_all();
                     break;
                 }
+                // Its route has no usable server; others may.
+                Err(Refusal::NoServer | Refusal::NoRoute) => g.queue.release_next(now),
                 Err(_) => break,
             }
         }
@@ -504,7 +559,9 @@ impl Service {
     /// Count `id` open and hand out its lease (under the lock, after a successful pick).
     fn lease(self: &Arc<Self>, g: &mut Inner, id: ServerId) -> Lease {
         let backend = g.backends[&id].shared.clone();
-        let _ = g.table.on_open(id);
+        if let Some(t) = g.table_mut(id) {
+            let _ = t.on_open(id);
+        }
         sync_gauges(g, id, &backend);
         backend.requests.inc();
         Lease {
@@ -604,17 +661,19 @@ impl Service {
             if g.backends.len() >= MAX_SERVERS {
                 return Err(ServerError::TooMany { max: MAX_SERVERS });
             }
+            let (route, sni) = g.route_for(s)?;
             let id = ServerId(g.next_id);
             g.next_id += 1;
             let maxconn = s.maxconn.unwrap_or(g.runtime.defaults.maxconn);
-            g.table
+            let table = &mut g.routes[route].table;
+            table
                 .add_server(id.0, s.addr.ip(), s.addr.port(), 0)
                 .map_err(|source| ServerError::Table {
                     name: s.name.clone(),
                     source,
                 })?;
             if maxconn > 0 {
-                let _ = g.table.set_thresholds(id, maxconn, maxconn);
+                let _ = table.set_thresholds(id, maxconn, maxconn);
             }
             g.backends.insert(
                 id,
@@ -636,6 +695,8 @@ impl Service {
                         s.send_proxy,
                         &self.metrics,
                     )),
+                    route,
+                    sni,
                 },
             );
             self.metrics.add_backend(&s.name);
@@ -657,11 +718,18 @@ impl Service {
     pub fn del_server(&self, name: &str) -> Result<(), ServerError> {
         let mut g = lock(&self.inner);
         let id = g.id_of(name)?;
+        let route = g.backends[&id].route;
+        g.routes[route]
+            .table
+            .remove(id)
+            .map_err(|source| ServerError::Table {
+                name: name.to_string(),
+                source,
+            })?;
         g.backends.remove(&id);
-        g.table.remove(id).map_err(|source| ServerError::Table {
-            name: name.to_string(),
-            source,
-        })?;
+        if route != 0 && g.routes[route].table.servers().is_empty() {
+            g.drop_route(route);
+        }
         // Every series of the server goes with it (a lease still alive holds handles that are
         // no longer exported; `sync_gauges` skips a server gone from the table).
         self.metrics.remove_backend(name);
@@ -791,7 +859,7 @@ impl Service {
         g.backends
             .values()
             .map(|b| {
-                let s = g.table.get(b.id);
+                let s = g.routes[b.route].table.get(b.id);
                 ServerView {
                     name: b.name.clone(),
                     addr: b.addr.to_string(),
@@ -819,10 +887,12 @@ impl Service {
         {
             let mut g = lock(&self.inner);
             if g.algorithm != cfg.algorithm {
-                g.balancer = cfg
-                    .algorithm
-                    .build(&mut SplitMix64::new(0x6e65_7473_6368_6564))
-                    .map_err(ReloadError::Algorithm)?;
+                for r in 0..g.routes.len() {
+                    g.routes[r].balancer = cfg
+                        .algorithm
+                        .build(&mut SplitMix64::new(SEED))
+                        .map_err(ReloadError::Algorithm)?;
+                }
                 notes.push(format!(
                     "algorithm {} -> {}",
                     g.algorithm.name(),
@@ -830,14 +900,7 @@ impl Service {
                 ));
                 g.algorithm = cfg.algorithm.clone();
             }
-            g.runtime = Arc::new(Runtime {
-                timeouts: cfg.timeouts.clone(),
-                http_reuse: cfg.http_reuse,
-                forwarded: cfg.forwarded,
-                accept_proxy: cfg.accept_proxy.clone(),
-                defaults: cfg.defaults.clone(),
-                health: cfg.health.clone(),
-            });
+            g.runtime = Arc::new(Runtime::of(cfg));
             let now = self.now_ns();
             let changed = g.queue.reconfigure(&set, cfg.defaults.queue_limit, now);
             notes.extend(changed);
@@ -850,48 +913,57 @@ impl Service {
                 }
             }
         }
-        let existing: Vec<(String, SocketAddr, Option<crate::config::SendProxy>)> = {
+        let existing: Vec<Existing> = {
             let g = lock(&self.inner);
             g.backends
                 .values()
-                .map(|b| (b.name.clone(), b.addr, b.shared.send_proxy))
+                .map(|b| (b.name.clone(), b.addr, b.shared.send_proxy, b.sni.clone()))
                 .collect()
         };
-        for (name, addr, send_proxy) in &existing {
-            match cfg.servers.iter().find(|s| &s.name == name) {
-                None => {
-                    self.del_server(name)?;
-                    notes.push(format!("server {name} removed"));
-                }
-                Some(s) if s.addr != *addr => {
-                    self.del_server(name)?;
-                    self.insert_server(s, false)?;
-                    notes.push(format!("server {name} moved to {}", s.addr));
-                }
-                // Its connections are made anew with the new header (or none); the idle ones
-                // go with the old entry.
-                Some(s) if s.send_proxy != *send_proxy => {
-                    self.del_server(name)?;
-                    self.insert_server(s, false)?;
-                    notes.push(format!(
-                        "server {name} send_proxy {}",
-                        s.send_proxy.map_or("none", |v| v.name())
-                    ));
-                }
-                Some(s) => {
-                    let mut g = lock(&self.inner);
-                    let id = g.id_of(name)?;
-                    let maxconn = s.maxconn.unwrap_or(cfg.defaults.maxconn);
-                    let b = g.backends.get_mut(&id).expect("id_of");
-                    b.weight = s.weight;
-                    b.maxconn = maxconn;
-                    b.admin = Admin::Ready;
-                    let _ = g.table.set_thresholds(id, maxconn, maxconn);
-                }
+        // A server whose names change leaves its route first, all of them before any comes
+        // back: a name may pass from one route to another only once its old route let it go.
+        let mut again = Vec::new();
+        for (name, addr, send_proxy, sni) in &existing {
+            let Some(s) = cfg.servers.iter().find(|s| &s.name == name) else {
+                self.del_server(name)?;
+                notes.push(format!("server {name} removed"));
+                continue;
+            };
+            let names = crate::config::route_names(&s.sni).unwrap_or_default();
+            if names != *sni {
+                self.del_server(name)?;
+                again.push(s);
+                notes.push(format!("server {name} sni {:?}", s.sni));
+            } else if s.addr != *addr {
+                self.del_server(name)?;
+                self.insert_server(s, false)?;
+                notes.push(format!("server {name} moved to {}", s.addr));
+            } else if s.send_proxy != *send_proxy {
+                // Its connections are made anew with the new header (or none); the idle
+                // ones go with the old entry.
+                self.del_server(name)?;
+                self.insert_server(s, false)?;
+                notes.push(format!(
+                    "server {name} send_proxy {}",
+                    s.send_proxy.map_or("none", |v| v.name())
+                ));
+            } else {
+                let mut g = lock(&self.inner);
+                let id = g.id_of(name)?;
+                let maxconn = s.maxconn.unwrap_or(cfg.defaults.maxconn);
+                let b = g.backends.get_mut(&id).expect("id_of");
+                b.weight = s.weight;
+                b.maxconn = maxconn;
+                b.admin = Admin::Ready;
+                let route = b.route;
+                let _ = g.routes[route].table.set_thresholds(id, maxconn, maxconn);
             }
         }
+        for s in again {
+            self.insert_server(s, false)?;
+        }
         for s in &cfg.servers {
-            if !existing.iter().any(|(n, _, _)| n == &s.name) {
+            if !existing.iter().any(|(n, ..)| n == &s.name) {
                 self.insert_server(s, false)?;
                 notes.push(format!("server {} added", s.name));
             }
@@ -902,7 +974,111 @@ impl Service {
     }
 }
 
+/// A server as a reload finds it: name, address, PROXY header, route key.
+type Existing = (
+    String,
+    SocketAddr,
+    Option<crate::config::SendProxy>,
+    Vec<crate::sni::Pattern>,
+);
+
 impl Inner {
+    /// The table holding `id`'s counts (`None`: a server deleted meanwhile). With one route,
+    /// no look-up.
+    fn table_mut(&mut self, id: ServerId) -> Option<&mut ServerTable> {
+        let r = match self.routes.len() {
+            1 => 0,
+            _ => self.backends.get(&id)?.route,
+        };
+        Some(&mut self.routes[r].table)
+    }
+
+    fn table(&self, id: ServerId) -> Option<&ServerTable> {
+        let r = match self.routes.len() {
+            1 => 0,
+            _ => self.backends.get(&id)?.route,
+        };
+        Some(&self.routes[r].table)
+    }
+
+    /// The route of a connection whose TLS server name is `sni`: the route listing it (exact,
+    /// then wildcard), else the default route; refused when that one has no server under
+    /// `route = "sni"`.
+    fn route_of(&self, sni: Option<&str>) -> Result<usize, Refusal> {
+        let r = match sni {
+            Some(n) if !self.names.is_empty() => self.names.get(n).copied().unwrap_or(0),
+            _ => 0,
+        };
+        if r == 0
+            && self.runtime.route == crate::config::Route::Sni
+            && self.routes[0].table.servers().is_empty()
+        {
+            return Err(Refusal::NoRoute);
+        }
+        Ok(r)
+    }
+
+    /// The route a server joins (made if its names are new), and its route key.
+    fn route_for(
+        &mut self,
+        s: &ServerConf,
+    ) -> Result<(usize, Vec<crate::sni::Pattern>), ServerError> {
+        let bad = |value: &str, why: String| ServerError::Sni {
+            name: s.name.clone(),
+            value: value.to_string(),
+            why,
+        };
+        if s.sni.is_empty() {
+            return Ok((0, Vec::new()));
+        }
+        if self.runtime.route != crate::config::Route::Sni {
+            return Err(bad(&s.sni[0], "needs route = \"sni\"".into()));
+        }
+        let key = crate::config::route_names(&s.sni).map_err(|(v, why)| bad(v, why))?;
+        if let Some(r) = self.routes.iter().position(|r| r.key == key) {
+            return Ok((r, key));
+        }
+        // A name belongs to one route.
+        for p in &key {
+            if let Some(r) = self.routes.iter().find(|r| r.key.contains(p)) {
+                let why = format!("served by another route ({})", route_text(&r.key));
+                return Err(bad(&p.text(), why));
+            }
+        }
+        let balancer = self
+            .algorithm
+            .build(&mut SplitMix64::new(SEED))
+            .map_err(ServerError::Algorithm)?;
+        self.routes.push(RouteTable {
+            key: key.clone(),
+            table: ServerTable::new(),
+            balancer,
+        });
+        self.index_names();
+        Ok((self.routes.len() - 1, key))
+    }
+
+    /// Remove route `r` (its last server gone): later routes move down one place.
+    fn drop_route(&mut self, r: usize) {
+        self.routes.remove(r);
+        for b in self.backends.values_mut() {
+            if b.route > r {
+                b.route -= 1;
+            }
+        }
+        self.index_names();
+    }
+
+    fn index_names(&mut self) {
+        let mut names = crate::sni::Names::default();
+        for (i, r) in self.routes.iter().enumerate() {
+            for p in &r.key {
+                let _ = names.insert(p.clone(), i);
+            }
+        }
+        self.names = names;
+    }
+
     fn id_of(&self, name: &str) -> Result<ServerId, ServerError> {
         self.backends
             .values()
@@ -913,17 +1089,19 @@ impl Inner {
             })
     }
 
-    fn try_pick(&mut self, key: &FlowKey, now: Nanos) -> Result<ServerId, Refusal> {
+    /// A server of route `r` for `key`.
+    fn try_pick(&mut self, r: usize, key: &FlowKey, now: Nanos) -> Result<ServerId, Refusal> {
         self.refresh_slow_start();
-        if let Some(id) = self.balancer.pick(&self.table, key, now) {
+        let route = &mut self.routes[r];
+        if let Some(id) = route.balancer.pick(&route.table, key, now) {
             // Some kernel algorithms do not look at the overload flag (ovf, fo): maxconn
             // still holds.
-            match self.table.get(id) {
+            match route.table.get(id) {
                 Some(s) if !s.overloaded && s.weight > 0 => return Ok(id),
                 _ => {}
             }
         }
-        let full = self
+        let full = route
             .table
             .servers()
             .iter()
@@ -990,10 +1168,17 @@ impl Inner {
             let w = effective_weight(b, ss);
             if w != b.effective {
                 b.effective = w;
-                let _ = self.table.set_weight(id, w);
+                let r = b.route;
+                let _ = self.routes[r].table.set_weight(id, w);
             }
         }
     }
+}
+
+/// A route's names, as a configuration lists them.
+fn route_text(key: &[crate::sni::Pattern]) -> String {
+    let names: Vec<String> = key.iter().map(|p| p.text()).collect();
+    names.join(", ")
 }
 
 /// `ip[:port]`, the port left out when it is HTTP's default.
@@ -1009,7 +1194,7 @@ fn host_header(addr: SocketAddr) -> hyper::header::HeaderValue {
 /// Publish `id`'s active/inactive counts on its (cached) gauges. A server deleted while a lease
 /// lived is gone from the table: its series were removed, nothing to publish.
 fn sync_gauges(g: &Inner, id: ServerId, b: &BackendRef) {
-    if let Some(s) = g.table.get(id) {
+    if let Some(s) = g.table(id).and_then(|t| t.get(id)) {
         b.active.set(s.active as i64);
         b.inactive.set(s.inactive as i64);
     }
@@ -1054,6 +1239,8 @@ mod tests {
             since: since_ago.map(|d| Instant::now() - d),
             effective: 0,
             last_check: None,
+            route: 0,
+            sni: Vec::new(),
             shared: Arc::new(BackendRef::new(
                 "s",
                 "127.0.0.1:1".parse().unwrap(),

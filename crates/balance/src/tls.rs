@@ -50,7 +50,6 @@ use rustls::server::danger::ClientCertVerifier;
 use rustls::server::{ClientHello, ResolvesServerCert, StoresServerSessions, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use serde::Deserialize;
-use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -150,26 +149,16 @@ impl fmt::Display for TlsError {
 
 impl std::error::Error for TlsError {}
 
-/// The certificates in force, by name.
+/// The certificates in force, by name (the rule of `sni.rs`).
 #[derive(Debug)]
 struct Table {
-    exact: HashMap<String, Arc<CertifiedKey>>,
-    /// By the suffix after `*.`.
-    wildcard: HashMap<String, Arc<CertifiedKey>>,
+    names: crate::sni::Names<Arc<CertifiedKey>>,
     default: Arc<CertifiedKey>,
 }
 
 impl Table {
     fn pick(&self, name: Option<&str>) -> Arc<CertifiedKey> {
-        let Some(name) = name else {
-            return self.default.clone();
-        };
-        let name = name.to_ascii_lowercase();
-        if let Some(c) = self.exact.get(&name) {
-            return c.clone();
-        }
-        name.split_once('.')
-            .and_then(|(_, parent)| self.wildcard.get(parent))
+        name.and_then(|n| self.names.get(n))
             .unwrap_or(&self.default)
             .clone()
     }
@@ -428,8 +417,7 @@ fn load_table(conf: &TlsConf) -> Result<Table, TlsError> {
         )));
     }
     let provider = provider();
-    let mut exact = HashMap::new();
-    let mut wildcard = HashMap::new();
+    let mut names = crate::sni::Names::default();
     let mut default = None;
     for (i, c) in conf.certificate.iter().enumerate() {
         let entry = format!("tls.certificate[{i}]");
@@ -443,25 +431,16 @@ fn load_table(conf: &TlsConf) -> Result<Table, TlsError> {
             return Err(err(format!("{} names; at most {MAX_NAMES}", c.names.len())));
         }
         for n in &c.names {
-            let lower = n.to_ascii_lowercase();
-            let (map, k) = match lower.strip_prefix("*.") {
-                Some(rest) => (&mut wildcard, rest.to_string()),
-                None => (&mut exact, lower.clone()),
-            };
-            if k.is_empty() || k.contains('*') || !k.bytes().all(name_byte) {
-                return Err(err(format!(
-                    "name {n:?}: a DNS name, or `*.` and a DNS name"
-                )));
-            }
-            if map.insert(k, key.clone()).is_some() {
+            let p =
+                crate::sni::Pattern::parse(n).map_err(|why| err(format!("name {n:?}: {why}")))?;
+            if names.insert(p, key.clone()).is_err() {
                 return Err(err(format!("name {n:?} is listed by an earlier entry")));
             }
         }
         default.get_or_insert(key);
     }
     Ok(Table {
-        exact,
-        wildcard,
+        names,
         default: default.expect("at least one entry"),
     })
 }
@@ -472,10 +451,6 @@ fn load_table(conf: &TlsConf) -> Result<Table, TlsError> {
 #[allow(deprecated)]
 fn provider() -> rustls::crypto::CryptoProvider {
     rustls::crypto::ring::default_provider()
-}
-
-fn name_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'-' || b == b'.'
 }
 
 /// One entry's chain and key, checked against each other.
