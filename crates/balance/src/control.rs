@@ -484,6 +484,10 @@ pub enum CtlOp {
         /// Most connections open to it at once (default: `defaults.maxconn`).
         #[arg(long)]
         maxconn: Option<u32>,
+        /// With `route = "sni"`: the TLS server names it serves, comma-separated (it joins
+        /// the route of that list, or makes one); none: the default route.
+        #[arg(long, value_delimiter = ',')]
+        sni: Vec<String>,
     },
     /// Remove a server; its established connections go on.
     DelServer {
@@ -517,10 +521,14 @@ impl CtlOp {
                 addr,
                 weight,
                 maxconn,
+                sni,
             } => {
                 let mut l = format!("add-server {name} {addr} --weight {weight}");
                 if let Some(m) = maxconn {
                     l += &format!(" --maxconn {m}");
+                }
+                if !sni.is_empty() {
+                    l += &format!(" --sni {}", sni.join(","));
                 }
                 l
             }

@@ -5,12 +5,33 @@
 //! Man pages (clap_mangen): one per command and subcommand, named as git names its own,
 //! `netsched-balance(8)`, `netsched-balance-ctl(8)`, `netsched-lab(1)`: section 8 (system
 //! administration) for the daemons and `shape`, which need privileges and change the host;
-//! section 1 for the rest (man-pages(7), "Sections of the manual pages").
+//! section 1 for the rest (man-pages(7), "Sections of the manual pages"); the daemons' pages
+//! end with FILES, SIGNALS, EXIT STATUS, EXAMPLES and SEE ALSO, and the configuration files
+//! have pages of section 5 made from the docs (`man_doc.rs`).
 //! Completions (clap_complete): bash, zsh, fish, with the file names those shells look up.
 
+use crate::man_doc::{CONFIG_PAGES, DAEMON_PAGES};
 use anyhow::{Context, Result};
 use clap::Command;
 use std::path::{Path, PathBuf};
+
+/// Where a page's mention of a doc of the source tree points once installed: the
+/// configuration pages of section 5 hold those docs' reference sections; the rest is in the
+/// package's documentation folder (scripts/package-deb installs the docs named here).
+const DOC_TARGETS: &[(&str, &str)] = &[
+    ("docs/balance.md", "netsched\\-balance.toml(5)"),
+    ("docs/nfq.md", "netsched\\-nfq.toml(5)"),
+    ("docs/vswitch.md", "netsched\\-vswitch.toml(5)"),
+    ("docs/filter.md", "netsched\\-filter.toml(5)"),
+    ("docs/rules.md", "netsched\\-filter.toml(5)"),
+    ("docs/", "/usr/share/doc/netsched/"),
+];
+
+fn point_docs_at_pages(page: &str) -> String {
+    DOC_TARGETS
+        .iter()
+        .fold(page.to_string(), |text, (from, to)| text.replace(from, to))
+}
 
 /// Commands whose pages go to section 8.
 const SECTION_8: &[&str] = &[
@@ -47,7 +68,16 @@ pub fn run(args: GenerateArgs, mut cmd: Command) -> Result<()> {
             std::fs::create_dir_all(&dir).with_context(|| format!("{}", dir.display()))?;
             cmd.build();
             let n = man_pages(&cmd, "netsched", "1", &dir)?;
-            eprintln!("netsched generate: {n} man pages in {}", dir.display());
+            for p in CONFIG_PAGES {
+                let path = dir.join(format!("{}.5", p.name));
+                std::fs::write(&path, point_docs_at_pages(&p.render()))
+                    .with_context(|| format!("{}", path.display()))?;
+            }
+            eprintln!(
+                "netsched generate: {} man pages in {}",
+                n + CONFIG_PAGES.len(),
+                dir.display()
+            );
         }
         What::Completions { shell, dir } => {
             std::fs::create_dir_all(&dir).with_context(|| format!("{}", dir.display()))?;
@@ -61,7 +91,11 @@ pub fn run(args: GenerateArgs, mut cmd: Command) -> Result<()> {
 
 /// Write `cmd`'s page as `name.section` and its subcommands' below it; the number written.
 fn man_pages(cmd: &Command, name: &str, section: &str, dir: &Path) -> Result<usize> {
-    let page = cmd.clone().name(name.to_string());
+    let mut page = cmd.clone().name(name.to_string());
+    // clap's `help` subcommand has no page of its own: not listed.
+    if page.find_subcommand("help").is_some() {
+        page = page.mut_subcommand("help", |h| h.hide(true));
+    }
     let path = dir.join(format!("{name}.{section}"));
     let mut out = Vec::new();
     clap_mangen::Man::new(page)
@@ -70,7 +104,22 @@ fn man_pages(cmd: &Command, name: &str, section: &str, dir: &Path) -> Result<usi
         .manual("netsched")
         .source(format!("netsched {}", env!("CARGO_PKG_VERSION")))
         .render(&mut out)?;
-    std::fs::write(&path, out).with_context(|| format!("{}", path.display()))?;
+    let mut text = String::from_utf8(out).context("a man page that is not UTF-8")?;
+    if let Some(d) = DAEMON_PAGES
+        .iter()
+        .find(|d| name == format!("netsched-{}", d.command))
+    {
+        text.push_str(&d.render());
+    }
+    // clap_mangen names every subcommand's page in its parent's section.
+    for sub in SECTION_8 {
+        text = text.replace(
+            &format!("netsched\\-{sub}(1)"),
+            &format!("netsched\\-{sub}(8)"),
+        );
+    }
+    std::fs::write(&path, point_docs_at_pages(&text))
+        .with_context(|| format!("{}", path.display()))?;
     let mut n = 1;
     for sub in cmd.get_subcommands() {
         if sub.is_hide_set() || sub.get_name() == "help" {

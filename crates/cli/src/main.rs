@@ -16,6 +16,7 @@ mod classify;
 mod config;
 mod generate;
 mod logging;
+mod man_doc;
 #[cfg(test)]
 mod props;
 mod replay;

@@ -28,6 +28,50 @@ const READY_WITHIN: Duration = Duration::from_secs(20);
 
 const UNITS: &[&str] = &["balance", "nfq", "vswitch", "link", "filter", "shape"];
 
+/// Every installed netsched man page as `name(section)` → its roff text.
+fn netsched_pages() -> BTreeMap<String, String> {
+    let mut pages = BTreeMap::new();
+    for sec in ["1", "5", "8"] {
+        let Ok(dir) = std::fs::read_dir(format!("/usr/share/man/man{sec}")) else {
+            continue;
+        };
+        for e in dir.flatten() {
+            let file = e.file_name().to_string_lossy().into_owned();
+            let Some(stem) = file.strip_suffix(&format!(".{sec}.gz")) else {
+                continue;
+            };
+            if !stem.starts_with("netsched") {
+                continue;
+            }
+            let text = must(Command::new("zcat").arg(e.path()));
+            pages.insert(format!("{stem}({sec})"), text);
+        }
+    }
+    pages
+}
+
+/// The netsched pages a roff text names, as `name(section)` (`netsched\-x(8)`).
+fn references(text: &str) -> Vec<String> {
+    let plain = text
+        .replace("\\-", "-")
+        .replace("\\fB", "")
+        .replace("\\fR", "");
+    let mut found = Vec::new();
+    for (i, _) in plain.match_indices("netsched-") {
+        let rest = &plain[i..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_'))
+            .unwrap_or(rest.len());
+        let name = rest[..end].trim_end_matches('.');
+        if let Some(sec) = rest[end..].strip_prefix('(').and_then(|r| r.get(..2)) {
+            if sec.ends_with(')') && "158".contains(&sec[..1]) {
+                found.push(format!("{name}({})", &sec[..1]));
+            }
+        }
+    }
+    found
+}
+
 fn have(program: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {program}")])
@@ -278,6 +322,31 @@ fn the_package_installs_runs_its_units_and_purges_clean() {
         must(Command::new("man").args(["-w", "netsched-lab"]));
         must(Command::new("man").args(["-w", "8", "netsched-balance-ctl"]));
         must(Command::new("man").args(["-w", "8", "netsched-filter"]));
+        must(Command::new("man").args(["-w", "5", "netsched-balance.toml"]));
+        // Every page another page names is installed, and no page points into the source
+        // tree; the daemons' pages have the sections an operator looks for.
+        let pages = netsched_pages();
+        for (page, text) in &pages {
+            assert!(
+                !text.contains("docs/"),
+                "{page} points into the source tree"
+            );
+            for r in references(text) {
+                assert!(
+                    pages.contains_key(&r),
+                    "{page} names {r}, which is not installed"
+                );
+            }
+        }
+        for d in ["balance", "nfq", "vswitch", "filter", "link"] {
+            let text = &pages[&format!("netsched-{d}(8)")];
+            for s in ["FILES", "SIGNALS", "EXIT STATUS", "EXAMPLES", "SEE ALSO"] {
+                assert!(
+                    text.contains(&format!(".SH {s}")) || text.contains(&format!(".SH \"{s}\"")),
+                    "netsched-{d}(8) has no {s}"
+                );
+            }
+        }
     }
     for f in [
         "/usr/share/bash-completion/completions/netsched",

@@ -181,7 +181,7 @@ fn write(shape: &Shape, s: &EngineStats, w: &mut Writer<'_>) -> fmt::Result {
         "Seconds since the engine started forwarding",
         s.elapsed_ns as f64 / 1e9,
     )?;
-    w.gauge(
+    w.counter_f64(
         "cpu_seconds",
         "CPU seconds the packet thread used",
         s.cpu_ns as f64 / 1e9,

@@ -17,7 +17,7 @@ pub const PAGE: Page = Page {
     {"id": "backend", "label": "port backend", "metric": "netsched_link_port_backend", "agg": "state", "state": "backend"},
     {"id": "ring", "label": "ring memory", "metric": "netsched_link_ring_bytes", "unit": "B"},
     {"id": "uptime", "label": "forwarding for (s)", "metric": "netsched_link_uptime_seconds"},
-    {"id": "cpu", "label": "packet thread CPU (s)", "metric": "netsched_link_cpu_seconds"},
+    {"id": "cpu", "label": "packet thread CPU (s)", "metric": "netsched_link_cpu_seconds_total"},
     {"id": "wakeups", "label": "wake-ups", "metric": "netsched_link_wakeups_total"}
   ],
   "tables": [

@@ -30,7 +30,7 @@ const MOVING: [&str; 7] = [
     // The process's own CPU time and memory move with every scrape.
     "process_",
     "netsched_link_uptime_seconds",
-    "netsched_link_cpu_seconds",
+    "netsched_link_cpu_seconds_total",
     "netsched_link_wakeups_total",
     // On the xdp backend every wake-up's poll finds the idle TX ring empty.
     "netsched_link_xdp_ring_empty_total",
@@ -137,7 +137,7 @@ fn check(page: &Shown, before: &[Sample], after: &[Sample], devs: [(&str, &str);
     assert!((shown_ring - ring).abs() <= 0.005 * ring.max(1.0), "ring");
     for (id, name) in [
         ("uptime", "netsched_link_uptime_seconds"),
-        ("cpu", "netsched_link_cpu_seconds"),
+        ("cpu", "netsched_link_cpu_seconds_total"),
         ("wakeups", "netsched_link_wakeups_total"),
     ] {
         let v = page.figure_number(id);

@@ -93,6 +93,14 @@ impl Writer<'_> {
         ConstCounter::new(value).encode(m)
     }
 
+    /// A counter of a fractional base unit (CPU seconds).
+    pub fn counter_f64(&mut self, name: &str, help: &str, value: f64) -> fmt::Result {
+        let m = self
+            .enc
+            .encode_descriptor(name, help, None, MetricType::Counter)?;
+        ConstCounter::new(value).encode(m)
+    }
+
     /// A counter family: one series per label set.
     pub fn counters<L: EncodeLabelSet>(
         &mut self,
