@@ -27,12 +27,13 @@
 //! sent none. Its bytes outside printable ASCII, and `{`, `}`, `"` and `\`, are written as
 //! `\xNN`. Without client certificates the line has no such field.
 //!
-//! On a TLS connection the line ends with one more field after the request, `TLSv1.3/h2`: the
-//! TLS version and the protocol ALPN chose (RFC 7301; `-` when the client offered none), in
-//! the place HAProxy's HTTPS log format puts its `%sslv/%sslc` (§8.2.4 "HTTPS log format":
-//! the TLS fields follow the quoted request). Lines of plain connections have no such field,
-//! so their layout is `option httplog`'s as before; the request's own version (`HTTP/2.0`,
-//! `HTTP/1.1`) is in the request field either way.
+//! On a TLS connection the line ends with two more fields after the request,
+//! `TLSv1.3/h2 TLS_AES_128_GCM_SHA256`: the TLS version and the protocol ALPN chose (RFC 7301;
+//! `-` when the client offered none), then the cipher suite negotiated, by its IANA name
+//! ([`cipher_name`]), in the place HAProxy's HTTPS log format puts its `%sslv/%sslc` (§8.2.4
+//! "HTTPS log format": the TLS fields follow the quoted request). Lines of plain connections
+//! have neither field, so their layout is `option httplog`'s; the request's own version
+//! (`HTTP/2.0`, `HTTP/1.1`) is in the request field either way.
 //!
 //! Never on the data path's clock: a request builds an [`Entry`] (a few fields, the request line
 //! cut to [`MAX_REQUEST_LINE`] bytes) and hands it to a bounded queue of [`QUEUE`] entries with
@@ -94,22 +95,30 @@ pub struct Entry {
     pub state: [u8; 2],
     pub request: String,
     pub cert: ClientCert,
-    /// The TLS connection's version and ALPN protocol; `None` on a plain connection.
+    /// The TLS connection's version, ALPN protocol and cipher suite; `None` on a plain
+    /// connection.
     pub tls: Option<TlsSession>,
 }
 
-/// What the log shows of a request's TLS connection: `TLSv1.3/h2`.
+/// What the log shows of a request's TLS connection: `TLSv1.3/h2 TLS_AES_128_GCM_SHA256`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TlsSession {
     /// `TLSv1.2`, `TLSv1.3` (the names OpenSSL, and so HAProxy's `%sslv`, gives them).
     pub version: &'static str,
     /// The protocol ALPN chose (`h2`, `http/1.1`); `None` when the client offered none.
     pub alpn: Option<&'static str>,
+    /// The cipher suite negotiated; `None` only before a handshake has chosen one.
+    pub cipher: Option<rustls::CipherSuite>,
 }
 
 impl TlsSession {
-    /// The session of a finished handshake: its version and the ALPN protocol, if any.
-    pub fn of(version: Option<rustls::ProtocolVersion>, alpn: Option<&[u8]>) -> Self {
+    /// The session of a finished handshake: its version, the ALPN protocol (if any) and the
+    /// cipher suite.
+    pub fn of(
+        version: Option<rustls::ProtocolVersion>,
+        alpn: Option<&[u8]>,
+        cipher: Option<rustls::CipherSuite>,
+    ) -> Self {
         TlsSession {
             version: match version {
                 Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
@@ -123,7 +132,25 @@ impl TlsSession {
                 // Only these two are offered (tls.rs), so anything else is not chosen.
                 _ => None,
             },
+            cipher,
         }
+    }
+}
+
+/// A cipher suite by its IANA name (the TLS Cipher Suites registry, as RFC 8446 §B.4 and
+/// RFC 8422 §6 spell them): `TLS_AES_128_GCM_SHA256`, `TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384`.
+/// rustls's names are IANA's but for the TLS 1.3 suites, which it spells `TLS13_…`; a suite
+/// rustls has no name for is its code point (`0x1301`); `-` for none.
+pub fn cipher_name(suite: Option<rustls::CipherSuite>) -> String {
+    let Some(suite) = suite else {
+        return "-".into();
+    };
+    match suite.as_str() {
+        Some(name) => match name.strip_prefix("TLS13_") {
+            Some(rest) => format!("TLS_{rest}"),
+            None => name.to_string(),
+        },
+        None => format!("0x{:04x}", u16::from(suite)),
     }
 }
 
@@ -191,7 +218,12 @@ impl Entry {
         };
         let tls = match &self.tls {
             None => String::new(),
-            Some(t) => format!(" {}/{}", t.version, t.alpn.unwrap_or("-")),
+            Some(t) => format!(
+                " {}/{} {}",
+                t.version,
+                t.alpn.unwrap_or("-"),
+                cipher_name(t.cipher)
+            ),
         };
         format!(
             "{} [{}] {} {} {}/{}/{}/{}/{} {} {} {} {cert}\"{}\"{tls}",
@@ -413,28 +445,40 @@ mod tests {
     }
 
     #[test]
-    fn a_tls_connection_s_version_and_alpn_follow_the_request() {
+    fn a_tls_connection_s_version_alpn_and_cipher_suite_follow_the_request() {
+        use rustls::{CipherSuite, ProtocolVersion};
         let mut e = entry();
         e.request = request_line("GET", "/a", "HTTP/2.0");
         e.tls = Some(TlsSession::of(
-            Some(rustls::ProtocolVersion::TLSv1_3),
+            Some(ProtocolVersion::TLSv1_3),
             Some(b"h2"),
+            Some(CipherSuite::TLS13_AES_128_GCM_SHA256),
         ));
         assert!(
-            e.line().ends_with(" -- \"GET /a HTTP/2.0\" TLSv1.3/h2"),
+            e.line()
+                .ends_with(" -- \"GET /a HTTP/2.0\" TLSv1.3/h2 TLS_AES_128_GCM_SHA256"),
             "{}",
             e.line()
         );
         e.cert = ClientCert::Asked(Some("client-a".into()));
-        e.tls = Some(TlsSession::of(Some(rustls::ProtocolVersion::TLSv1_2), None));
+        let suite = CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256;
+        e.tls = Some(TlsSession::of(
+            Some(ProtocolVersion::TLSv1_2),
+            None,
+            Some(suite),
+        ));
         assert!(
-            e.line()
-                .ends_with(" -- {client-a} \"GET /a HTTP/2.0\" TLSv1.2/-"),
+            e.line().ends_with(
+                " -- {client-a} \"GET /a HTTP/2.0\" TLSv1.2/- \
+                 TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"
+            ),
             "{}",
             e.line()
         );
-        let alpn = TlsSession::of(Some(rustls::ProtocolVersion::TLSv1_3), Some(b"http/1.1"));
+        let alpn = TlsSession::of(Some(ProtocolVersion::TLSv1_3), Some(b"http/1.1"), None);
         assert_eq!(alpn.alpn, Some("http/1.1"));
+        assert_eq!(cipher_name(None), "-");
+        assert_eq!(cipher_name(Some(CipherSuite::Unknown(0x1399))), "0x1399");
     }
 
     #[test]

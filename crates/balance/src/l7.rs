@@ -1034,7 +1034,7 @@ impl Timing {
 /// What a client connection's requests need of it besides its address: the headers naming it,
 /// the address it connected to (a PROXY protocol header's destination) and its TLS client
 /// certificate (for the class rules and the access log only; never sent to a backend) and
-/// its TLS version and ALPN protocol (for the access log).
+/// its TLS version, ALPN protocol and cipher suite (for the access log).
 struct ClientSide {
     headers: ClientFor,
     local: SocketAddr,
@@ -1043,7 +1043,8 @@ struct ClientSide {
 }
 
 /// What a client connection's TLS handshake settled, for its requests: the client
-/// certificate and the session's version and ALPN protocol. Empty on a plain connection.
+/// certificate and the session's version, ALPN protocol and cipher suite. Empty on a plain
+/// connection.
 #[derive(Default)]
 struct ClientTls {
     cert: ClientCert,
@@ -1083,7 +1084,11 @@ async fn handshake(
     };
     let server = s.get_ref().1;
     let protocol = Protocol::from_alpn(server.alpn_protocol());
-    let session = TlsSession::of(server.protocol_version(), server.alpn_protocol());
+    let session = TlsSession::of(
+        server.protocol_version(),
+        server.alpn_protocol(),
+        server.negotiated_cipher_suite().map(|s| s.suite()),
+    );
     let client = ClientTls {
         cert,
         session: Some(session),

@@ -7,8 +7,8 @@
 //! browser dumps must say `h2`; the balancer must have counted its connections (one, or two
 //! when the browser raced a spare one) all `h2` with a handshake `ok` each, none `http/1.1`,
 //! and one HTTP/2 stream; its access log must show the request as
-//! `"GET https://127.0.0.1:PORT/ HTTP/2.0" TLSv1.3/h2`. Skips with a reason without chromium (fails instead under
-//! CI=true); the browser's profile folder is its own and removed, and its processes are ended
+//! `"GET https://127.0.0.1:PORT/ HTTP/2.0" TLSv1.3/h2 TLS_…` (a TLS 1.3 suite by its IANA
+//! name). Skips with a reason without chromium (fails instead under CI=true); the browser's profile folder is its own and removed, and its processes are ended
 //! by id (netsched_testbed::chromium).
 
 mod common;
@@ -83,11 +83,11 @@ async fn chromium_loads_a_page_through_the_balancer_over_h2() {
     assert_eq!(count("netsched_balance_h2_streams_total"), 1.0, "{m}");
 
     // An HTTP/2 request's target is its :scheme, :authority and :path (RFC 9113 §8.3.1).
-    let want = format!("-- \"GET {url} HTTP/2.0\" TLSv1.3/h2\n");
+    let want = format!("-- \"GET {url} HTTP/2.0\" TLSv1.3/h2 TLS_");
     let logged =
         common::eventually(|| std::fs::read_to_string(&log).is_ok_and(|t| t.contains(&want))).await;
     let text = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(logged, "no line ending {want:?}:\n{text}");
+    assert!(logged, "no line with {want:?}:\n{text}");
 }
 
 #[test]

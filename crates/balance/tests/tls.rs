@@ -2,11 +2,13 @@
 //! test by a test CA (rcgen, ECDSA P-256), clients of rustls. SNI picks the certificate
 //! (exact, wildcard, else the first); TLS 1.2 and 1.3 both serve requests with ALPN
 //! `http/1.1`; a bad key is refused at start and on reload with the old certificates kept; a
-//! certificate replaced by SIGHUP's reload while clients keep connecting fails no handshake.
+//! certificate replaced by SIGHUP's reload while clients keep connecting fails no handshake,
+//! and two certificates swapped every second under load (issue #38) fail no handshake, drop
+//! no kept-alive connection and are each served while in force.
 //! Client certificates (`client_certificate`, `client_ca`): `required` refuses a client
 //! without one or with one of another CA, counting the failure apart, and a verified one's
-//! subject shows in the access log (before the request, the TLS version and ALPN protocol
-//! after it) and picks its class; `optional` serves both; a reload
+//! subject shows in the access log (before the request, the TLS version, ALPN protocol and
+//! cipher suite after it) and picks its class; `optional` serves both; a reload
 //! changes the mode, and a bad `client_ca` is refused naming the field and the file.
 //! With `accept_proxy`, the PROXY protocol header comes before the TLS handshake and names the
 //! client in the request headers (`proto=https` kept).
@@ -68,7 +70,18 @@ impl Ca {
         names: &[&str],
         valid: Option<(Ymd, Ymd)>,
     ) -> (PathBuf, PathBuf, Vec<u8>) {
-        let key = KeyPair::generate().unwrap();
+        self.leaf_with(dir, file, names, valid, KeyPair::generate().unwrap())
+    }
+
+    /// [`Ca::leaf_valid`] with the given key (of another algorithm than P-256).
+    fn leaf_with(
+        &self,
+        dir: &TempDir,
+        file: &str,
+        names: &[&str],
+        valid: Option<(Ymd, Ymd)>,
+        key: KeyPair,
+    ) -> (PathBuf, PathBuf, Vec<u8>) {
         let mut p = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
             .unwrap();
         if let Some(((y0, m0, d0), (y1, m1, d1))) = valid {
@@ -183,16 +196,7 @@ async fn https_get_after(
     name: &str,
     first: &[u8],
 ) -> Result<(String, String, Option<Vec<u8>>), String> {
-    let mut tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-    tcp.write_all(first).await.map_err(|e| e.to_string())?;
-    let server = ServerName::try_from(name.to_string()).map_err(|e| e.to_string())?;
-    let mut s = tokio::time::timeout(
-        PATIENCE,
-        tokio_rustls::TlsConnector::from(Arc::new(cfg)).connect(server, tcp),
-    )
-    .await
-    .map_err(|_| "handshake timed out".to_string())?
-    .map_err(|e| e.to_string())?;
+    let mut s = tls_connect(addr, Arc::new(cfg), name, first).await?;
     let alpn = s.get_ref().1.alpn_protocol().map(|p| p.to_vec());
     s.write_all(format!("GET / HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n").as_bytes())
         .await
@@ -206,6 +210,25 @@ async fn https_get_after(
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status = head.lines().next().unwrap_or_default().to_string();
     Ok((status, body.to_string(), alpn))
+}
+
+/// A TLS connection to `addr` with SNI `name`, `first` sent before the handshake.
+async fn tls_connect(
+    addr: SocketAddr,
+    cfg: Arc<rustls::ClientConfig>,
+    name: &str,
+    first: &[u8],
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+    let mut tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    tcp.write_all(first).await.map_err(|e| e.to_string())?;
+    let server = ServerName::try_from(name.to_string()).map_err(|e| e.to_string())?;
+    tokio::time::timeout(
+        PATIENCE,
+        tokio_rustls::TlsConnector::from(cfg).connect(server, tcp),
+    )
+    .await
+    .map_err(|_| "handshake timed out".to_string())?
+    .map_err(|e| e.to_string())
 }
 
 #[tokio::test]
@@ -418,7 +441,17 @@ fn mtls_client(
     cert: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
     version: &'static rustls::SupportedProtocolVersion,
 ) -> rustls::ClientConfig {
-    let b = rustls::ClientConfig::builder_with_provider(provider())
+    mtls_client_with(provider(), server_ca, cert, version)
+}
+
+/// [`mtls_client`] with the cipher suites of `provider`.
+fn mtls_client_with(
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    server_ca: &Ca,
+    cert: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+    version: &'static rustls::SupportedProtocolVersion,
+) -> rustls::ClientConfig {
+    let b = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[version])
         .unwrap()
         .with_root_certificates(server_ca.roots());
@@ -517,9 +550,15 @@ async fn a_required_client_certificate_is_verified_logged_and_picks_the_class() 
             assert_eq!(metric_reaches(&r, CERT_FAILED, refused).await, refused);
         }
     }
-    // Verified ones: served, the subject logged, `client-a` in its class.
-    for cn in ["client-a", "client-b"] {
-        let cfg = mtls_client(
+    // Verified ones: served, the subject logged, `client-a` in its class; the cipher suite
+    // logged is the one negotiated (rustls's first by default, else the only one offered).
+    let chacha = Arc::new(rustls::crypto::CryptoProvider {
+        cipher_suites: vec![rustls::crypto::ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256],
+        ..(*provider()).clone()
+    });
+    for (cn, p) in [("client-a", provider()), ("client-b", chacha)] {
+        let cfg = mtls_client_with(
+            p,
             &server_ca,
             Some(client_cert(&client_ca, cn)),
             &rustls::version::TLS13,
@@ -530,11 +569,14 @@ async fn a_required_client_certificate_is_verified_logged_and_picks_the_class() 
     let lines = log_lines(&log, 2).await;
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(
-        lines[0].ends_with(" -- {client-a} \"GET / HTTP/1.1\" TLSv1.3/http/1.1"),
+        lines[0]
+            .ends_with(" -- {client-a} \"GET / HTTP/1.1\" TLSv1.3/http/1.1 TLS_AES_256_GCM_SHA384"),
         "{lines:?}"
     );
     assert!(
-        lines[1].ends_with(" -- {client-b} \"GET / HTTP/1.1\" TLSv1.3/http/1.1"),
+        lines[1].ends_with(
+            " -- {client-b} \"GET / HTTP/1.1\" TLSv1.3/http/1.1 TLS_CHACHA20_POLY1305_SHA256"
+        ),
         "{lines:?}"
     );
     let gold = "netsched_balance_class_requests_total{class=\"gold\"}";
@@ -581,11 +623,12 @@ async fn an_optional_client_certificate_serves_both_and_a_reload_changes_the_mod
     }
     let lines = log_lines(&log, 2).await;
     assert!(
-        lines[0].ends_with(" -- {client-a} \"GET / HTTP/1.1\" TLSv1.3/http/1.1"),
+        lines[0]
+            .ends_with(" -- {client-a} \"GET / HTTP/1.1\" TLSv1.3/http/1.1 TLS_AES_256_GCM_SHA384"),
         "{lines:?}"
     );
     assert!(
-        lines[1].ends_with(" -- {} \"GET / HTTP/1.1\" TLSv1.3/http/1.1"),
+        lines[1].ends_with(" -- {} \"GET / HTTP/1.1\" TLSv1.3/http/1.1 TLS_AES_256_GCM_SHA384"),
         "{lines:?}"
     );
     // A client without a certificate resumes its session, also after a reload that keeps the
@@ -750,3 +793,237 @@ async fn a_proxy_protocol_header_comes_before_the_handshake() {
         "{m}"
     );
 }
+
+/// What the clients of [`certificates_swapped_every_second_under_load_fail_nothing`] saw.
+/// `reloads` counts twice per reload, odd while one is under way (a seqlock): a handshake that
+/// began and ended with the same even count ran wholly under the certificate of that count.
+struct Swaps {
+    reloads: std::sync::atomic::AtomicUsize,
+    stop: std::sync::atomic::AtomicBool,
+    /// The two certificates, in force in turn: the first before any reload.
+    ders: [Vec<u8>; 2],
+    /// Per count of reloads done: handshakes wholly under it.
+    clean: Mutex<Vec<u64>>,
+    /// Failed handshakes and requests, a served certificate not the one in force.
+    failures: Mutex<Vec<String>>,
+    /// Handshakes that saw each certificate; resumed ones; requests answered 200.
+    seen: [std::sync::atomic::AtomicU64; 2],
+    resumed: std::sync::atomic::AtomicU64,
+    served: std::sync::atomic::AtomicU64,
+}
+
+impl Swaps {
+    fn count(&self) -> usize {
+        self.reloads.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn fail(&self, what: String) {
+        self.failures.lock().unwrap().push(what);
+    }
+
+    /// One handshake seen: its leaf certificate, the reload counts before and after it.
+    fn saw(&self, leaf: &[u8], before: usize, after: usize) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let Some(which) = self.ders.iter().position(|d| d == leaf) else {
+            return self.fail("a certificate neither of the two".into());
+        };
+        self.seen[which].fetch_add(1, SeqCst);
+        if before == after && before.is_multiple_of(2) {
+            let done = before / 2;
+            if which != done % 2 {
+                self.fail(format!("after {done} reloads, the other certificate"));
+            }
+            let mut clean = self.clean.lock().unwrap();
+            if clean.len() <= done {
+                clean.resize(done + 1, 0);
+            }
+            clean[done] += 1;
+        }
+    }
+
+    fn clean_under(&self, done: usize) -> u64 {
+        self.clean.lock().unwrap().get(done).copied().unwrap_or(0)
+    }
+}
+
+/// Connections one after another until the stop: each a handshake (full, or resuming a
+/// session when `cfg` keeps them), one request, closed.
+async fn churn(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, w: Arc<Swaps>) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let get = "GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n";
+    while !w.stop.load(SeqCst) {
+        let before = w.count();
+        let mut s = match tls_connect(addr, cfg.clone(), "a.test", b"").await {
+            Ok(s) => s,
+            Err(e) => {
+                w.fail(format!("handshake: {e}"));
+                continue;
+            }
+        };
+        let after = w.count();
+        let conn = s.get_ref().1;
+        // A resumed session brings back the certificate of the handshake that made it.
+        if conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+            w.resumed.fetch_add(1, SeqCst);
+        } else {
+            match conn.peer_certificates().and_then(|c| c.first()) {
+                Some(leaf) => w.saw(leaf, before, after),
+                None => w.fail("no server certificate".into()),
+            }
+        }
+        match common::exchange(&mut s, get, false).await {
+            Ok((status, _, body)) if status == "http/1.1 200 ok" && body == "web" => {
+                w.served.fetch_add(1, SeqCst);
+            }
+            other => w.fail(format!("request: {other:?}")),
+        }
+    }
+}
+
+/// A request every 100 ms on one kept-alive connection until the stop, and one more after it
+/// (so after the last reload); how many, or the first that failed.
+async fn kept_alive(
+    mut s: tokio_rustls::client::TlsStream<TcpStream>,
+    w: Arc<Swaps>,
+) -> Result<u64, String> {
+    let get = "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n";
+    for n in 1.. {
+        let last = w.stop.load(std::sync::atomic::Ordering::SeqCst);
+        let (status, _, body) = common::exchange(&mut s, get, false)
+            .await
+            .map_err(|e| format!("request {n}, {} reloads done: {e}", w.count() / 2))?;
+        if status != "http/1.1 200 ok" || body != "web" {
+            return Err(format!("request {n}: {status} {body:?}"));
+        }
+        if last {
+            return Ok(n);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    unreachable!()
+}
+
+/// Issue #38: a certificate swap every second under load. Two certificates for `a.test` (an
+/// ECDSA P-256 key, a P-384 one), the configuration file rewritten to name one, then the
+/// other, and reloaded [`RELOADS`] times a second apart, in turn by SIGHUP's reload
+/// (`Running::reload`) and `ctl reload`; meanwhile four clients open connection after
+/// connection (TLS 1.3 and 1.2, full handshakes and resumed ones), and three kept-alive
+/// connections opened before the first swap send a request every 100 ms. No handshake fails,
+/// at a client or in `tls_handshakes_total`; every request is answered 200; every kept-alive
+/// connection serves a request after the last swap; each full handshake wholly between two
+/// reloads got the certificate then in force, and every configuration had one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_swapped_every_second_under_load_fail_nothing() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let dir = TempDir::new("bal-tlsswap").unwrap();
+    let ca = Ca::new();
+    let (c0, k0, der0) = ca.leaf(&dir, "p256", &["a.test"]);
+    let p384 = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).unwrap();
+    let (c1, k1, der1) = ca.leaf_with(&dir, "p384", &["a.test"], None, p384);
+    let be = http_backend("web").await;
+    let with = |c: &PathBuf, k: &PathBuf| {
+        let table = tls_table(&[(c, k, &["a.test"])]);
+        let top = "admin = \"127.0.0.1:0\"";
+        config_text("l7", "{ kind = \"rr\" }", top, &table, &[&be], &dir)
+    };
+    let configs = [with(&c0, &k0), with(&c1, &k1)];
+    let r = start(&configs[0], &dir).await;
+    let addr = r.listen[0];
+    let w = Arc::new(Swaps {
+        reloads: 0.into(),
+        stop: false.into(),
+        ders: [der0, der1],
+        clean: Mutex::new(Vec::new()),
+        failures: Mutex::new(Vec::new()),
+        seen: [0.into(), 0.into()],
+        resumed: 0.into(),
+        served: 0.into(),
+    });
+    let (v13, v12) = (&rustls::version::TLS13, &rustls::version::TLS12);
+    let mut kept = Vec::new();
+    for v in [v13, v12, v13] {
+        let cfg = Arc::new(client(Some(ca.roots()), v).0);
+        let s = tls_connect(addr, cfg, "a.test", b"").await.unwrap();
+        kept.push(tokio::spawn(kept_alive(s, w.clone())));
+    }
+    let mut clients = Vec::new();
+    for (v, resume) in [(v13, false), (v12, false), (v13, true), (v12, true)] {
+        let (mut cfg, _) = client(Some(ca.roots()), v);
+        if !resume {
+            cfg.resumption = rustls::client::Resumption::disabled();
+        }
+        clients.push(tokio::spawn(churn(addr, Arc::new(cfg), w.clone())));
+    }
+    swap_certificates(&r, &configs, &w, &dir).await;
+    w.stop.store(true, SeqCst);
+    for c in clients {
+        c.await.unwrap();
+    }
+    for (i, k) in kept.into_iter().enumerate() {
+        let n = k.await.unwrap();
+        assert!(n.is_ok(), "kept-alive connection {i} failed: {n:?}");
+    }
+    let failures = w.failures.lock().unwrap().clone();
+    let first = &failures[..failures.len().min(10)];
+    assert!(
+        failures.is_empty(),
+        "{} failed, first: {first:?}",
+        failures.len()
+    );
+    let seen = w.seen.each_ref().map(|n| n.load(SeqCst));
+    assert!(
+        seen[0] > 0 && seen[1] > 0,
+        "handshakes per certificate: {seen:?}"
+    );
+    assert!(w.resumed.load(SeqCst) > 0, "no session resumed");
+    let m = tokio::task::block_in_place(|| common::metrics_text(&r));
+    let prefix = "netsched_balance_tls_handshakes_total{";
+    for l in m.lines().filter(|l| l.starts_with(prefix)) {
+        assert!(l.contains("reason=\"ok\"") || l.ends_with(" 0"), "{l}\n{m}");
+    }
+    let served = w.served.load(SeqCst) as f64;
+    assert!(
+        common::metric(&m, OK) >= served + 3.0,
+        "{served} served\n{m}"
+    );
+}
+
+/// Reloads of the certificate swap test, a second apart: the file written with the other
+/// configuration, then SIGHUP's reload and `ctl reload` in turn, each answered ok. A reload
+/// waits for one full handshake under the configuration it replaces.
+async fn swap_certificates(
+    r: &netsched_balance::Running,
+    configs: &[String; 2],
+    w: &Swaps,
+    dir: &TempDir,
+) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let path = dir.path().join("balance.toml");
+    for i in 1..=RELOADS {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let served = common::eventually(|| w.clean_under(i - 1) > 0).await;
+        assert!(served, "no full handshake after {} reloads", i - 1);
+        std::fs::write(&path, &configs[i % 2]).unwrap();
+        w.reloads.fetch_add(1, SeqCst);
+        let notes = tokio::task::block_in_place(|| {
+            if i % 2 == 1 {
+                r.reload().map(|n| n.join("\n")).map_err(|e| e.to_string())
+            } else {
+                netsched_balance::control::request(&r.control_socket, "reload")
+                    .map_err(|e| e.to_string())
+            }
+        });
+        w.reloads.fetch_add(1, SeqCst);
+        let notes = notes.unwrap_or_else(|e| panic!("reload {i}: {e}"));
+        assert!(
+            notes.contains("1 TLS certificates in force"),
+            "reload {i}: {notes}"
+        );
+    }
+    let served = common::eventually(|| w.clean_under(RELOADS) > 0).await;
+    assert!(served, "no full handshake after the last reload");
+}
+
+/// Reloads of [`certificates_swapped_every_second_under_load_fail_nothing`].
+const RELOADS: usize = 9;
+const OK: &str = "netsched_balance_tls_handshakes_total{reason=\"ok\"}";

@@ -308,6 +308,55 @@ pub fn parse(out: &[u8]) -> (u16, String) {
     (status, body)
 }
 
+/// Where a response head ends (after its blank line), if it has.
+pub fn head_end(b: &[u8]) -> Option<usize> {
+    b.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
+}
+
+/// Send `req` on `s` (plain or TLS) and read one response whose body has a Content-Length:
+/// (status line, head, body), the status line and head in lower case; `no_body` for the
+/// answer to a HEAD. Err when the connection fails or ends first, or after [`PATIENCE`].
+pub async fn exchange<S>(
+    s: &mut S,
+    req: &str,
+    no_body: bool,
+) -> Result<(String, String, String), String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    s.write_all(req.as_bytes())
+        .await
+        .map_err(|e| format!("sending {req:?}: {e}"))?;
+    let mut buf = Vec::new();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(end) = head_end(&buf) {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length: "))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            let want = if no_body { 0 } else { len };
+            if buf.len() >= end + want {
+                let status = head.lines().next().unwrap_or("").to_string();
+                let body = String::from_utf8_lossy(&buf[end..end + want]).to_string();
+                return Ok((status, head, body));
+            }
+        }
+        let mut chunk = [0u8; 4096];
+        match tokio::time::timeout_at(deadline, s.read(&mut chunk)).await {
+            Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+            other => {
+                return Err(format!(
+                    "no complete response to {req:?}: {other:?}, got {:?}",
+                    String::from_utf8_lossy(&buf)
+                ))
+            }
+        }
+    }
+}
+
 /// Poll `f` every 20 ms until it is true or PATIENCE passes; returns whether it became true.
 pub async fn eventually(mut f: impl FnMut() -> bool) -> bool {
     let end = tokio::time::Instant::now() + PATIENCE;
