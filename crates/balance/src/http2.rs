@@ -489,9 +489,15 @@ mod tests {
         assert!(!c.starved(Duration::from_millis(5)));
         m.handed();
         std::thread::sleep(Duration::from_millis(10));
-        assert!(c.starved(Duration::from_millis(5)), "handed twice: still one wait");
+        assert!(
+            c.starved(Duration::from_millis(5)),
+            "handed twice: still one wait"
+        );
         drop(old);
-        assert!(c.starved(Duration::from_millis(5)), "a stream not waiting ended: no move");
+        assert!(
+            c.starved(Duration::from_millis(5)),
+            "a stream not waiting ended: no move"
+        );
         m.polled();
         assert!(!c.starved(Duration::ZERO));
     }

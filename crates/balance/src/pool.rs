@@ -263,9 +263,17 @@ mod tests {
             assert_eq!((pool.bound(), pool.idle()), (100, 100));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(accepted.load(Ordering::SeqCst), 100, "no connection opened again");
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            100,
+            "no connection opened again"
+        );
         pool.sweep(|| panic!("nothing unasked"));
-        assert_eq!(pool.idle(), POOL_IDLE_MIN, "a quiet period trims to the floor");
+        assert_eq!(
+            pool.idle(),
+            POOL_IDLE_MIN,
+            "a quiet period trims to the floor"
+        );
         server.abort();
     }
 
