@@ -609,7 +609,8 @@ where
 ///
 /// An HTTP/2 connection (`streams`) is also watched once a second: one whose stream has
 /// waited longer than `timeouts.client` for the client's window ends (`h2_starved`), and one
-/// without a stream for as long gets `GOAWAY` (http2.rs).
+/// without a stream for as long gets `GOAWAY` (http2.rs). An HTTP/1.1 connection has no
+/// such timer.
 async fn drive<C: ServerConn>(
     conn: C,
     stop: &Stop,
