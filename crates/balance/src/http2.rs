@@ -53,9 +53,8 @@
 use bytes::Bytes;
 use hyper::header::{HeaderValue, COOKIE, HOST};
 use hyper::Request;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
@@ -232,7 +231,8 @@ pub fn end_reason(e: &hyper::Error) -> Option<&'static str> {
 }
 
 /// One HTTP/2 connection's streams as its watchdog sees them: how many are open, when the
-/// last one ended, and the streams whose next response bytes wait for the client's window.
+/// last one ended, how many streams' next response bytes wait for the client's window, and
+/// when a waiting stream last moved.
 ///
 /// A stream's body hands hyper a frame and is polled again only once hyper has window to
 /// send it (hyper's `PipeToSendStream` waits for capacity before it polls the body), so a
@@ -240,17 +240,28 @@ pub fn end_reason(e: &hyper::Error) -> Option<&'static str> {
 /// body waiting for its backend *is* polled (it returned `Pending`) and is not starved: the
 /// backend's wait has `timeouts.server`.
 ///
-/// Cost: one lock per response frame on HTTP/2 streams, and one per watchdog tick.
-#[derive(Default)]
+/// The rule ([`Starved::starved`]): some stream has waited longer than the limit while no
+/// waiting stream moved for as long. It needs no time per stream: "moved" is the last time a
+/// waiting stream was polled or ended, or the set of waiting streams became non-empty. When
+/// that is older than the limit while streams wait, no stream left the set since then, so one
+/// of those waiting then still waits, since before the limit; and conversely a stream waiting
+/// since before the limit, with no stream moved since, has kept the set non-empty since it
+/// began to wait, so "moved" is no later.
+///
+/// Cost, per response frame: one atomic add or subtract on the count of waiting streams and
+/// one clock read with an atomic store; per stream one atomic add and subtract on the count
+/// of open ones (and a clock read when the last ends); per watchdog tick three atomic loads.
+/// No lock.
 pub struct Starved {
+    /// Times are nanoseconds since this, plus one (0: never).
+    epoch: Instant,
     open: AtomicUsize,
-    next_id: AtomicU64,
-    /// Streams whose response waits for hyper to poll it: since when.
-    waiting: Mutex<HashMap<u64, Instant>>,
-    /// When a waiting stream was last polled: the connection's responses move.
-    moved: Mutex<Option<Instant>>,
+    /// Streams whose response waits for hyper to poll it.
+    waiting: AtomicUsize,
+    /// When a waiting stream last moved (see above).
+    moved: AtomicU64,
     /// When the last stream ended (or the connection began), for the idle limit.
-    idle_since: Mutex<Option<Instant>>,
+    idle_since: AtomicU64,
     /// Streams the client reset in the current second; past the limit `flood` is notified.
     resets: AtomicU64,
     pub flood: tokio::sync::Notify,
@@ -259,36 +270,51 @@ pub struct Starved {
 impl Starved {
     pub fn new() -> Arc<Starved> {
         Arc::new(Starved {
-            idle_since: Mutex::new(Some(Instant::now())),
-            ..Default::default()
+            epoch: Instant::now(),
+            open: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            moved: AtomicU64::new(0),
+            idle_since: AtomicU64::new(1),
+            resets: AtomicU64::new(0),
+            flood: tokio::sync::Notify::new(),
         })
     }
 
-    /// A stream has begun: its id for [`Starved::handed`] / [`Starved::polled`].
-    pub fn begin(&self) -> u64 {
+    /// Now, as stored (never 0).
+    fn now(&self) -> u64 {
+        (self.epoch.elapsed().as_nanos() as u64).saturating_add(1)
+    }
+
+    /// Whether the time stored in `at` (0: never) is more than `limit` ago.
+    fn older(&self, at: &AtomicU64, limit: Duration) -> bool {
+        let at = at.load(Ordering::Relaxed);
+        let since = self.now().saturating_sub(at.max(1));
+        at == 0 || since > limit.as_nanos() as u64
+    }
+
+    /// A stream has begun.
+    fn begin(&self) {
         self.open.fetch_add(1, Ordering::Relaxed);
-        *self.idle_since.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
     /// A stream has ended (its response sent, or dropped).
-    pub fn end(&self, id: u64) {
-        self.polled(id);
+    fn end(&self) {
         if self.open.fetch_sub(1, Ordering::Relaxed) == 1 {
-            *self.idle_since.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+            self.idle_since.store(self.now(), Ordering::Relaxed);
         }
     }
 
-    /// Stream `id` gave hyper a frame; it waits to be polled again.
-    pub fn handed(&self, id: u64) {
-        self.lock().insert(id, Instant::now());
+    /// A stream gave hyper a frame; it waits to be polled again.
+    fn handed(&self) {
+        if self.waiting.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.moved.store(self.now(), Ordering::Relaxed);
+        }
     }
 
-    /// Stream `id` is polled: it is not starved.
-    pub fn polled(&self, id: u64) {
-        if self.lock().remove(&id).is_some() {
-            *self.moved.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
-        }
+    /// A waiting stream is polled (or ends): it moved.
+    fn polled(&self) {
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        self.moved.store(self.now(), Ordering::Relaxed);
     }
 
     /// A stream ended before its response did (the client reset it, or left).
@@ -303,43 +329,52 @@ impl Starved {
         self.resets.store(0, Ordering::Relaxed);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Instant>> {
-        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Whether some stream has waited for window longer than `limit`, and no stream's
     /// response has moved for as long (a client reading slowly but steadily is not starving
     /// its streams; one that opens no window is).
     pub fn starved(&self, limit: Duration) -> bool {
-        let moved = *self.moved.lock().unwrap_or_else(|p| p.into_inner());
-        moved.is_none_or(|t| t.elapsed() > limit)
-            && self.lock().values().any(|t| t.elapsed() > limit)
+        self.waiting.load(Ordering::Relaxed) > 0 && self.older(&self.moved, limit)
     }
 
     /// Whether the connection has had no stream for longer than `limit`.
     pub fn idle(&self, limit: Duration) -> bool {
-        self.idle_since
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some_and(|t| t.elapsed() > limit)
+        self.open.load(Ordering::Relaxed) == 0 && self.older(&self.idle_since, limit)
     }
 }
 
 /// A stream's place in its connection's [`Starved`]; ends the stream when dropped, as a
 /// reset unless [`StreamMark::finished`] was called.
 pub struct StreamMark {
-    pub conn: Arc<Starved>,
-    pub id: u64,
+    conn: Arc<Starved>,
+    /// Counted in the connection's waiting streams.
+    waiting: bool,
     done: bool,
 }
 
 impl StreamMark {
     pub fn new(conn: Arc<Starved>) -> StreamMark {
-        let id = conn.begin();
+        conn.begin();
         StreamMark {
             conn,
-            id,
+            waiting: false,
             done: false,
+        }
+    }
+
+    /// The stream gave hyper a frame; it waits to be polled again (for the client's window,
+    /// if it gives none).
+    pub fn handed(&mut self) {
+        if !self.waiting {
+            self.waiting = true;
+            self.conn.handed();
+        }
+    }
+
+    /// The stream is polled: it is not starved.
+    pub fn polled(&mut self) {
+        if self.waiting {
+            self.waiting = false;
+            self.conn.polled();
         }
     }
 
@@ -354,7 +389,8 @@ impl Drop for StreamMark {
         if !self.done {
             self.conn.reset();
         }
-        self.conn.end(self.id);
+        self.polled();
+        self.conn.end();
     }
 }
 
@@ -413,14 +449,14 @@ mod tests {
     fn a_stream_not_polled_since_its_frame_is_starved() {
         let c = Starved::new();
         assert!(c.idle(Duration::ZERO));
-        let m = StreamMark::new(c.clone());
+        let mut m = StreamMark::new(c.clone());
         assert!(!c.idle(Duration::ZERO));
-        c.handed(m.id);
+        m.handed();
         std::thread::sleep(Duration::from_millis(5));
         assert!(c.starved(Duration::from_millis(1)));
-        c.polled(m.id);
+        m.polled();
         assert!(!c.starved(Duration::ZERO));
-        c.handed(m.id);
+        m.handed();
         drop(m);
         assert!(!c.starved(Duration::ZERO));
         assert!(c.idle(Duration::ZERO));
@@ -429,14 +465,41 @@ mod tests {
     #[test]
     fn a_slow_stream_beside_moving_ones_is_not_starved() {
         let c = Starved::new();
-        let (slow, fast) = (StreamMark::new(c.clone()), StreamMark::new(c.clone()));
-        c.handed(slow.id);
+        let (mut slow, mut fast) = (StreamMark::new(c.clone()), StreamMark::new(c.clone()));
+        slow.handed();
         std::thread::sleep(Duration::from_millis(5));
-        c.handed(fast.id);
-        c.polled(fast.id);
+        fast.handed();
+        fast.polled();
         assert!(!c.starved(Duration::from_millis(2)));
         std::thread::sleep(Duration::from_millis(5));
         assert!(c.starved(Duration::from_millis(2)));
+    }
+
+    /// A stream that has just begun to wait on a connection where nothing moved for long is
+    /// not starved; it is once it has waited past the limit with nothing moving.
+    #[test]
+    fn a_stream_just_handed_on_a_quiet_connection_is_not_starved() {
+        let c = Starved::new();
+        let mut old = StreamMark::new(c.clone());
+        old.handed();
+        old.polled();
+        std::thread::sleep(Duration::from_millis(10));
+        let mut m = StreamMark::new(c.clone());
+        m.handed();
+        assert!(!c.starved(Duration::from_millis(5)));
+        m.handed();
+        std::thread::sleep(Duration::from_millis(10));
+        assert!(
+            c.starved(Duration::from_millis(5)),
+            "handed twice: still one wait"
+        );
+        drop(old);
+        assert!(
+            c.starved(Duration::from_millis(5)),
+            "a stream not waiting ended: no move"
+        );
+        m.polled();
+        assert!(!c.starved(Duration::ZERO));
     }
 
     #[tokio::test]

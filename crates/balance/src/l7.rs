@@ -231,8 +231,8 @@ impl Body for ProxyBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, h1::BodyError>>> {
         let this = self.get_mut();
-        if let Some(m) = &this.stream {
-            m.conn.polled(m.id);
+        if let Some(m) = &mut this.stream {
+            m.polled();
         }
         let r = match &mut this.kind {
             Kind::Local(f) => Pin::new(f).poll_frame(cx).map_err(|never| match never {}),
@@ -255,9 +255,10 @@ impl Body for ProxyBody {
         if this.log.is_some() {
             this.log_frame(&r);
         }
-        if let (Some(m), Poll::Ready(Some(Ok(_)))) = (&this.stream, &r) {
-            if !this.is_end_stream() {
-                m.conn.handed(m.id);
+        let more = matches!(r, Poll::Ready(Some(Ok(_))));
+        if this.stream.is_some() && more && !this.is_end_stream() {
+            if let Some(m) = &mut this.stream {
+                m.handed();
             }
         }
         r
@@ -608,7 +609,8 @@ where
 ///
 /// An HTTP/2 connection (`streams`) is also watched once a second: one whose stream has
 /// waited longer than `timeouts.client` for the client's window ends (`h2_starved`), and one
-/// without a stream for as long gets `GOAWAY` (http2.rs).
+/// without a stream for as long gets `GOAWAY` (http2.rs). An HTTP/1.1 connection has no
+/// such timer.
 async fn drive<C: ServerConn>(
     conn: C,
     stop: &Stop,
@@ -619,7 +621,8 @@ async fn drive<C: ServerConn>(
     let h2 = streams.is_some();
     let watched = async {
         tokio::pin!(conn);
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        // The watchdog's second, HTTP/2 only: an HTTP/1.1 connection has no timer of its own.
+        let mut tick = streams.map(|_| tokio::time::interval(Duration::from_secs(1)));
         let mut closing = false;
         loop {
             tokio::select! {
@@ -633,7 +636,7 @@ async fn drive<C: ServerConn>(
                 _ = async { streams?.flood.notified().await; Some(()) }, if h2 => {
                     return Ok(Err("h2_rapid_reset"));
                 }
-                _ = tick.tick(), if h2 => {
+                _ = async { tick.as_mut()?.tick().await; Some(()) }, if h2 => {
                     let Some(s) = streams else { continue };
                     s.tick();
                     if s.starved(client_limit) {
@@ -680,7 +683,7 @@ impl Handler {
     async fn request(
         &self,
         mut req: Request<Incoming>,
-        stream: Option<StreamMark>,
+        mut stream: Option<StreamMark>,
         svc: &Arc<Service>,
     ) -> Response<ProxyBody> {
         // The first request of this client connection (`http_reuse = "safe"`).
@@ -748,9 +751,9 @@ impl Handler {
             resp.body_mut()
                 .attach(pending, counted, t.state, self.mark.clone());
         }
-        if let Some(m) = &stream {
+        if let Some(m) = &mut stream {
             // Waiting for hyper to poll it (for the client's window, if it gives none).
-            m.conn.handed(m.id);
+            m.handed();
         }
         resp.body_mut().stream = stream;
         resp
@@ -878,6 +881,9 @@ async fn send(
         HttpReuse::Always => true,
     };
     let connecting = Instant::now();
+    // The requests in flight on the backend (its leases, this one's included) bound the
+    // connections in use: the pool's idle bound follows their peak (pool.rs).
+    b.conns.in_use(b.active.get().max(1) as usize);
     let idle = if may_reuse {
         b.conns.take(|| {
             metrics.error(&b.name, "unexpected_data");
