@@ -196,7 +196,10 @@ impl TryFrom<Vec<String>> for AcceptProxy {
     type Error = AcceptProxyError;
     fn try_from(texts: Vec<String>) -> Result<Self, AcceptProxyError> {
         if texts.len() > MAX_ACCEPT_PROXY {
-            return Err(AcceptProxyError::TooMany(texts.len()));
+            return Err(AcceptProxyError::TooMany {
+                given: texts.len(),
+                max: MAX_ACCEPT_PROXY,
+            });
         }
         let mut nets: Vec<Cidr> = Vec::with_capacity(texts.len());
         for (index, text) in texts.iter().enumerate() {
@@ -424,8 +427,9 @@ pub struct Config {
     /// Group (name or gid) whose members may use the control socket besides root.
     #[serde(default)]
     pub control_group: Option<String>,
-    /// Prometheus `/metrics` listener; none when absent.
-    #[serde(default)]
+    /// Prometheus `/metrics` listener: `PORT` (loopback), `IP:PORT` or `[IPv6]:PORT`, as
+    /// the daemons' `--metrics` reads it; none when absent.
+    #[serde(default, deserialize_with = "admin_addr")]
     pub admin: Option<SocketAddr>,
     #[serde(default = "d_maxconns")]
     pub max_connections: usize,
@@ -463,6 +467,24 @@ pub struct Config {
     #[serde(default)]
     pub tls: Option<crate::tls::TlsConf>,
 }
+/// `admin`: a port alone or an address (written in the operator's own file, an address that
+/// is not loopback is allowed, as HAProxy's `stats socket`/`bind` lines are).
+fn admin_addr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Admin {
+        Port(u16),
+        Text(String),
+    }
+    let text = match <Admin as serde::Deserialize>::deserialize(d)? {
+        Admin::Port(p) => p.to_string(),
+        Admin::Text(t) => t,
+    };
+    netsched_metrics::parse_addr("admin", &text, true, "")
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
 fn d_socket() -> PathBuf {
     PathBuf::from("/run/netsched/balance.sock")
 }
@@ -967,6 +989,19 @@ name = "s2"
 addr = "127.0.0.1:9002"
 maxconn = 10
 "#;
+
+    #[test]
+    fn admin_takes_a_port_alone_as_the_daemons_metrics_flag_does() {
+        let with = |admin: &str| Config::parse(&GOOD.replace("\"127.0.0.1:9100\"", admin));
+        let c = with("9100").unwrap();
+        assert_eq!(c.admin, Some("127.0.0.1:9100".parse().unwrap()));
+        let c = with("\"9100\"").unwrap();
+        assert_eq!(c.admin, Some("127.0.0.1:9100".parse().unwrap()));
+        let c = with("\"[::1]:9100\"").unwrap();
+        assert_eq!(c.admin, Some("[::1]:9100".parse().unwrap()));
+        let e = with("\"nowhere\"").unwrap_err().to_string();
+        assert!(e.contains("admin") && e.contains("nowhere"), "{e}");
+    }
 
     #[test]
     fn the_contract_example_parses_with_defaults() {

@@ -14,8 +14,8 @@ use std::path::PathBuf;
 /// Why `accept_proxy` is refused (carried in toml's text, which adds the line).
 #[derive(Debug, Clone, PartialEq)]
 pub enum AcceptProxyError {
-    /// More networks than [`crate::config::MAX_ACCEPT_PROXY`].
-    TooMany(usize),
+    /// More networks (`given`) than the bound (`max`).
+    TooMany { given: usize, max: usize },
     /// `accept_proxy[index]` is no network.
     Network {
         index: usize,
@@ -33,11 +33,9 @@ pub enum AcceptProxyError {
 impl fmt::Display for AcceptProxyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AcceptProxyError::TooMany(n) => write!(
-                f,
-                "accept_proxy: {n} networks, at most {}",
-                crate::config::MAX_ACCEPT_PROXY
-            ),
+            AcceptProxyError::TooMany { given, max } => {
+                write!(f, "accept_proxy: {given} networks, at most {max}")
+            }
             AcceptProxyError::Network { index, text, why } => {
                 write!(f, "accept_proxy[{index}] = {text:?}: {why}")
             }

@@ -347,7 +347,7 @@ pub const DAEMON_PAGES: &[DaemonPage] = &[
             STOP,
         ],
         examples: &[(
-            "netsched link --dev-a lan0 --dev-b wan0 --ab-rate 800kbit --ab-qdisc ack-sep:100 --delay 10ms",
+            "netsched link --dev-a lan0 --dev-b wan0 --ab-rate 800kbit --ab-qdisc ack_sep:100 --delay 10ms",
             "an ADSL-like uplink with P3's ACK separation",
         )],
         see_also: "netsched-shape(8), tc(8)",

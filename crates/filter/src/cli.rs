@@ -428,7 +428,10 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
         .opts
         .metrics
         .as_deref()
-        .map(|m| netsched_metrics::parse_addr(&s.key("metrics"), m, false, "(none)"))
+        .map(|m| {
+            let public = s.opts.metrics_public.unwrap_or(false);
+            netsched_metrics::parse_addr(&s.key("metrics"), m, public, "--metrics-public")
+        })
         .transpose()?;
     let stats_every = duration(s, "stats", s.opts.stats.as_deref(), 100_000_000)?;
     let duration_limit = duration(s, "duration", s.opts.duration.as_deref(), 1)?;

@@ -101,7 +101,7 @@ pub struct FilterOptions {
     #[arg(long)]
     pub pool: Option<usize>,
     /// Port backend: `xdp` (an AF_XDP socket per receive queue fed by an XDP program, native
-    /// mode), `tpacket` (mmap'ed TPACKET_V2 receive ring), `tpacket-v3` (TPACKET_V3 receive
+    /// mode), `tpacket` (mmap'ed TPACKET_V2 receive ring), `tpacket_v3` (TPACKET_V3 receive
     /// ring of blocks, 1 ms retire timer), `packet` (recvmmsg/sendmmsg) or `auto` (xdp, else
     /// the tpacket ring, else packet, with the reasons printed) [default: auto].
     #[arg(long)]
@@ -130,9 +130,13 @@ pub struct FilterOptions {
     /// Group (name or gid) whose members may use the control socket besides root and us.
     #[arg(long)]
     pub control_group: Option<String>,
-    /// Serve Prometheus `GET /metrics` on this loopback address (`PORT` or `IP:PORT`).
+    /// Serve Prometheus `GET /metrics` on this address: `PORT` (loopback), `IP:PORT` or
+    /// `[IPv6]:PORT`; an address that is not loopback needs --metrics-public.
     #[arg(long)]
     pub metrics: Option<String>,
+    /// Allow a --metrics address that is not loopback (`metrics_public = true` in the file).
+    #[arg(long, num_args = 0, default_missing_value = "true")]
+    pub metrics_public: Option<bool>,
 }
 
 /// Every key of [`FilterOptions`], in declaration order.
@@ -164,6 +168,7 @@ pub const KEYS: &[&str] = &[
     "control_socket",
     "control_group",
     "metrics",
+    "metrics_public",
 ];
 
 /// Take each field of `file` that `flags` lacks into `flags`, and its key into `taken`.
@@ -239,7 +244,7 @@ impl Settings {
                 input, output, rules, rules_format, classbench_action, classifier, signatures,
                 on_signature, on_panic, non_ip, fragments, dispatch, workers, block_size,
                 worker_queue, reorder_window, reorder_timeout, pool, port, ring_frames, cpu,
-                stats, duration, netns, control_socket, control_group, metrics);
+                stats, duration, netns, control_socket, control_group, metrics, metrics_public);
         }
         Ok(Settings {
             opts,

@@ -32,10 +32,10 @@ wire-sized.",
   netsched link --dev-a lan0 --dev-b wan0 --ab-rate 800kbit --ab-qdisc fifo:100 \\
       --ba-rate 2.1mbit --ba-qdisc fifo:1000 --delay 10ms --stats 1s
   # the same with P3's ACK separation on the uplink (pure ACKs strictly first)
-  netsched link --dev-a lan0 --dev-b wan0 --ab-rate 800kbit --ab-qdisc ack-sep:100 \\
+  netsched link --dev-a lan0 --dev-b wan0 --ab-rate 800kbit --ab-qdisc ack_sep:100 \\
       --ba-rate 2.1mbit --delay 10ms
   # strong asymmetry: ACK filter (RFC 3449) and ACKs capped at half of the uplink
-  netsched link --dev-a lan0 --dev-b wan0 --ab-rate 1mbit --ab-qdisc ack-sep:100+filter+cap=0.5 \\
+  netsched link --dev-a lan0 --dev-b wan0 --ab-rate 1mbit --ab-qdisc ack_sep:100+filter+cap=0.5 \\
       --ba-rate 50mbit --delay 10ms
   # any discipline as JSON (the scenario-file form of QdiscConfig)
   netsched link --dev-a a --dev-b b --ab-qdisc '{\"kind\":\"fifo\",\"limit_packets\":50}'
@@ -81,7 +81,7 @@ pub struct RunArgs {
     /// Propagation delay b→a (default: --delay).
     #[arg(long)]
     pub ba_delay: Option<String>,
-    /// Discipline a→b: `fifo[:N]`, `ack-sep[:N][+filter][+cap=S]`, or a QdiscConfig as JSON.
+    /// Discipline a→b: `fifo[:N]`, `ack_sep[:N][+filter][+cap=S]`, or a QdiscConfig as JSON.
     #[arg(long, default_value = "fifo:1000")]
     pub ab_qdisc: String,
     /// Discipline b→a.
@@ -105,7 +105,7 @@ pub struct RunArgs {
     #[arg(long, hide = true, conflicts_with = "busy_poll")]
     pub spin: Option<String>,
     /// Port backend: `xdp` (an AF_XDP socket per receive queue fed by an XDP program, native
-    /// mode), `tpacket` (mmap'ed TPACKET_V2 receive ring), `tpacket-v3` (TPACKET_V3 receive
+    /// mode), `tpacket` (mmap'ed TPACKET_V2 receive ring), `tpacket_v3` (TPACKET_V3 receive
     /// ring of blocks, 1 ms retire timer), `packet` (recvmmsg/sendmmsg) or `auto` (xdp, else
     /// the tpacket ring, else packet, with the reasons printed).
     #[arg(long, default_value = "auto")]
@@ -546,14 +546,14 @@ mod tests {
             "--dev-b",
             "b",
             "--ab-qdisc",
-            "ack-sep:100+filter+cap=0.5",
+            "ack_sep:100+filter+cap=0.5",
             "--stats",
             "1s",
         ]);
         match c.cmd {
             Cmd::Link(l) => {
                 assert!(l.sub.is_none());
-                assert_eq!(l.run.ab_qdisc, "ack-sep:100+filter+cap=0.5");
+                assert_eq!(l.run.ab_qdisc, "ack_sep:100+filter+cap=0.5");
             }
             _ => panic!("not link"),
         }

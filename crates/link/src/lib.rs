@@ -7,7 +7,7 @@
 //!   `tc -batch`), with one snapshot / apply / verify / restore path;
 //! - [`engine`]: `netsched link`, the userspace link engine's event loop, over
 //!   - [`emulation`]: one direction of an emulated link (discipline, rate, delay line),
-//!   - [`qdisc_spec`]: the discipline spec (`fifo:N`, `ack-sep...`, JSON) and its classifier,
+//!   - [`qdisc_spec`]: the discipline spec (`fifo:N`, `ack_sep...`, JSON) and its classifier,
 //!   - the AF_PACKET ports (socket, frame pool, batched rx/tx, offloads) and every system
 //!     call, behind safe wrappers, come from `netsched_sys` ([`netsched_sys::port`]);
 //! - [`metrics`]: `netsched link --metrics ADDR`, the engine's counters on `/metrics`;

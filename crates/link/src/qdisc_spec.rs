@@ -1,6 +1,6 @@
 //! The discipline spec of `netsched link --ab-qdisc/--ba-qdisc` and its glue to the core
-//! library's ACK separation (P3): [`parse_qdisc`] (`fifo[:N]`, `ack-sep...`, or a
-//! `QdiscConfig` as JSON), the `ack-sep` shorthand for a [`QdiscConfig::AckSeparation`], and
+//! library's ACK separation (P3): [`parse_qdisc`] (`fifo[:N]`, `ack_sep...`, or a
+//! `QdiscConfig` as JSON), the `ack_sep` shorthand for a [`QdiscConfig::AckSeparation`], and
 //! which classifier a discipline needs ([`ClassMode`]).
 //!
 //! The discipline (`AckSeparation` with its ACK filter and ACK-share cap, `qdisc/ack.rs`), the
@@ -28,7 +28,7 @@ pub struct QdiscSpec {
     pub classify: ClassMode,
 }
 
-/// Most packets one queue of a `fifo:N` / `ack-sep:N` shorthand may hold (frames are bounded
+/// Most packets one queue of a `fifo:N` / `ack_sep:N` shorthand may hold (frames are bounded
 /// by the engine's pool anyway; this catches typos).
 pub const MAX_QUEUE_PACKETS: usize = 1 << 20;
 
@@ -47,7 +47,7 @@ fn packet_count(n: &str) -> Result<usize, PacketCountError> {
 /// Most bytes of a discipline spec (a JSON `QdiscConfig` of a few dozen classes is ~2 KiB).
 pub const MAX_SPEC: usize = 64 * 1024;
 
-/// Parse a discipline spec: `fifo[:N]`, `ack-sep[:N][+filter][+cap=S]` or JSON `{"kind": ...}`,
+/// Parse a discipline spec: `fifo[:N]`, `ack_sep[:N][+filter][+cap=S]` or JSON `{"kind": ...}`,
 /// and check it builds (so a bad config fails before any socket is opened).
 pub fn parse_qdisc(text: &str) -> Result<QdiscSpec, QdiscSpecError> {
     let t = text.trim();
@@ -63,7 +63,12 @@ pub fn parse_qdisc(text: &str) -> Result<QdiscSpec, QdiscSpecError> {
             spec: spec(),
             source,
         })?
-    } else if let Some(rest) = t.strip_prefix("ack-sep") {
+    } else if let Some(rest) = t.strip_prefix("ack_sep").or_else(|| {
+        // The old spelling, read for one release (docs/cli.md, "Renames").
+        let rest = t.strip_prefix("ack-sep")?;
+        tracing::warn!("qdisc `ack-sep` is spelled `ack_sep`");
+        Some(rest)
+    }) {
         ack_separation(rest).map_err(|source| QdiscSpecError::AckSep {
             spec: spec(),
             source,
@@ -108,9 +113,9 @@ pub const ACK_CLASS: ClassId = netsched_core::qdisc::ack::ACK_CLASS;
 /// Class of everything else.
 pub const BULK_CLASS: ClassId = netsched_core::qdisc::ack::OTHER_CLASS;
 
-/// Parse `ack-sep[:N][+filter][+cap=S]` (the part after `ack-sep`): N-packet queues for both
+/// Parse `ack_sep[:N][+filter][+cap=S]` (the part after `ack_sep`): N-packet queues for both
 /// classes (P3: 100), the RFC 3449 ACK filter, and an ACK-share cap S in (0, 1].
-/// Plain `ack-sep:100` is the paper's discipline: strict priority, no filter, no cap.
+/// Plain `ack_sep:100` is the paper's discipline: strict priority, no filter, no cap.
 pub fn ack_separation(spec: &str) -> Result<QdiscConfig, AckSepError> {
     let mut parts = spec.split('+');
     let head = parts.next().unwrap_or("");
@@ -249,14 +254,19 @@ mod tests {
             }
         ));
         assert_eq!(
-            parse_qdisc("ack-sep:10").unwrap().classify,
+            parse_qdisc("ack_sep:10").unwrap().classify,
             ClassMode::PureAck
+        );
+        // The old spelling, for one release.
+        assert_eq!(
+            parse_qdisc("ack-sep:10+filter").unwrap().classify,
+            parse_qdisc("ack_sep:10+filter").unwrap().classify
         );
         assert!(parse_qdisc("fifo:0")
             .unwrap_err()
             .to_string()
             .contains("between 1 and"));
-        assert!(parse_qdisc("ack-sep:99999999")
+        assert!(parse_qdisc("ack_sep:99999999")
             .unwrap_err()
             .to_string()
             .contains("between 1 and"));

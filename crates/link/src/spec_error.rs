@@ -1,5 +1,5 @@
 //! What can be wrong with a discipline spec of `netsched link --ab-qdisc/--ba-qdisc`, typed:
-//! the spec as a whole ([`QdiscSpecError`], naming the spec's text), the `ack-sep` shorthand
+//! the spec as a whole ([`QdiscSpecError`], naming the spec's text), the `ack_sep` shorthand
 //! ([`AckSepError`]) and a packet count in it ([`PacketCountError`]). Each text names the value
 //! and the rule, as the spec's parser ([`crate::qdisc_spec`]) always said.
 //!
@@ -8,7 +8,7 @@
 use netsched_core::qdisc::QdiscConfigError;
 use std::fmt;
 
-/// A packet count of a shorthand (`fifo:N`, `ack-sep:N`) that is not `1..=max`.
+/// A packet count of a shorthand (`fifo:N`, `ack_sep:N`) that is not `1..=max`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PacketCountError {
     /// A number outside `1..=max`.
@@ -30,12 +30,12 @@ impl fmt::Display for PacketCountError {
 
 impl std::error::Error for PacketCountError {}
 
-/// Why the part after `ack-sep` of `ack-sep[:N][+filter][+cap=S]` is refused.
+/// Why the part after `ack_sep` of `ack_sep[:N][+filter][+cap=S]` is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AckSepError {
     /// The queue length N.
     Count(PacketCountError),
-    /// Something other than `:N` right after `ack-sep` (the text after `ack-sep`).
+    /// Something other than `:N` right after `ack_sep` (the text after `ack_sep`).
     Syntax(String),
     /// `cap=S` whose S is no number.
     Cap(String),
@@ -46,13 +46,13 @@ pub enum AckSepError {
 impl fmt::Display for AckSepError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AckSepError::Count(e) => write!(f, "ack-sep: {e}"),
+            AckSepError::Count(e) => write!(f, "ack_sep: {e}"),
             AckSepError::Syntax(rest) => {
-                write!(f, "ack-sep{rest}: expected ack-sep[:N][+filter][+cap=S]")
+                write!(f, "ack_sep{rest}: expected ack_sep[:N][+filter][+cap=S]")
             }
-            AckSepError::Cap(s) => write!(f, "ack-sep: cap `{s}` is not a number"),
+            AckSepError::Cap(s) => write!(f, "ack_sep: cap `{s}` is not a number"),
             AckSepError::UnknownOption(p) => {
-                write!(f, "ack-sep: unknown option `{p}` (filter, cap=S)")
+                write!(f, "ack_sep: unknown option `{p}` (filter, cap=S)")
             }
         }
     }
@@ -71,14 +71,14 @@ pub enum QdiscSpecError {
         spec: String,
         source: serde_json::Error,
     },
-    /// The `ack-sep` shorthand.
+    /// The `ack_sep` shorthand.
     AckSep { spec: String, source: AckSepError },
     /// The count of `fifo:N`.
     Count {
         spec: String,
         source: PacketCountError,
     },
-    /// A name that is none of `fifo`, `ack-sep`.
+    /// A name that is none of `fifo`, `ack_sep`.
     Unknown { spec: String, name: String },
     /// The discipline refuses its configuration (the core's check).
     Build {
@@ -100,7 +100,7 @@ impl fmt::Display for QdiscSpecError {
             Unknown { spec, name } => write!(
                 f,
                 "qdisc `{spec}`: unknown discipline `{name}` (fifo[:N], \
-                 ack-sep[:N][+filter][+cap=S], or JSON)"
+                 ack_sep[:N][+filter][+cap=S], or JSON)"
             ),
             Build { spec, source } => write!(f, "qdisc `{spec}`: {source}"),
         }

@@ -24,24 +24,24 @@ fn a_bad_discipline_spec_names_the_spec_the_value_and_the_rule() {
         ("fifo:x", "qdisc `fifo:x`: `x` is not a packet count"),
         (
             "red",
-            "qdisc `red`: unknown discipline `red` (fifo[:N], ack-sep[:N][+filter][+cap=S], or \
+            "qdisc `red`: unknown discipline `red` (fifo[:N], ack_sep[:N][+filter][+cap=S], or \
              JSON)",
         ),
         (
-            "ack-sep:99999999",
-            "qdisc `ack-sep:99999999`: ack-sep: `99999999` packets: must be between 1 and 1048576",
+            "ack_sep:99999999",
+            "qdisc `ack_sep:99999999`: ack_sep: `99999999` packets: must be between 1 and 1048576",
         ),
         (
-            "ack-sepX",
-            "qdisc `ack-sepX`: ack-sepX: expected ack-sep[:N][+filter][+cap=S]",
+            "ack_sepX",
+            "qdisc `ack_sepX`: ack_sepX: expected ack_sep[:N][+filter][+cap=S]",
         ),
         (
-            "ack-sep+bogus",
-            "qdisc `ack-sep+bogus`: ack-sep: unknown option `bogus` (filter, cap=S)",
+            "ack_sep+bogus",
+            "qdisc `ack_sep+bogus`: ack_sep: unknown option `bogus` (filter, cap=S)",
         ),
         (
-            "ack-sep+cap=zz",
-            "qdisc `ack-sep+cap=zz`: ack-sep: cap `zz` is not a number",
+            "ack_sep+cap=zz",
+            "qdisc `ack_sep+cap=zz`: ack_sep: cap `zz` is not a number",
         ),
         (
             r#"{"kind":"fifo","limit_packets":0}"#,
@@ -78,11 +78,11 @@ fn a_bad_engine_flag_is_named_with_its_value() {
         (
             Box::new(|a| a.ab_qdisc = "red".into()),
             "--ab-qdisc: qdisc `red`: unknown discipline `red` (fifo[:N], \
-             ack-sep[:N][+filter][+cap=S], or JSON)",
+             ack_sep[:N][+filter][+cap=S], or JSON)",
         ),
         (
             Box::new(|a| a.port = "rings".into()),
-            "--port: port backend `rings`: unknown (one of auto, xdp, tpacket, tpacket-v3, packet)",
+            "--port: port backend `rings`: unknown (one of auto, xdp, tpacket, tpacket_v3, packet)",
         ),
     ];
     for (change, text) in cases {

@@ -76,7 +76,7 @@ fn link_metrics_stay_consistent_and_frames_flow_while_scrapers_hammer() {
         let (a, m) = (line.a.clone(), line.m.clone());
         let cfg = common::engine_config(
             &line,
-            common::dir(Some(20_000_000), 2, "ack-sep:50"),
+            common::dir(Some(20_000_000), 2, "ack_sep:50"),
             common::dir(None, 2, "fifo:100"),
         );
 

@@ -1,6 +1,6 @@
 //! Privileged tests of the link engine on each port backend (root; CI runs them): the same
 //! line of namespaces and the same accounting on `xdp` (AF_XDP in native mode on veth),
-//! `tpacket` (receive ring, `sendmmsg`), `tpacket` with a transmit ring, `tpacket-v3` (a
+//! `tpacket` (receive ring, `sendmmsg`), `tpacket` with a transmit ring, `tpacket_v3` (a
 //! receive ring of blocks), and `packet`
 //! (`recvmmsg`/`sendmmsg`).
 

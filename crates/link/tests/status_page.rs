@@ -191,7 +191,7 @@ fn link_status_page_shows_what_metrics_says_for_both_directions() {
         }
         let cfg = common::engine_config(
             &line,
-            common::dir(Some(20_000_000), 2, "ack-sep:50"),
+            common::dir(Some(20_000_000), 2, "ack_sep:50"),
             common::dir(None, 2, "fifo:100"),
         );
         let stop = Arc::new(AtomicBool::new(false));

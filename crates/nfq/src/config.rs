@@ -5,7 +5,7 @@
 //! discipline = "percentile"      # percentile | fifo | strict
 //! deadline = "auto"              # "4ms", "250us", "1.5s", "auto" (running mean response time)
 //!                                # or "auto_quantile" (running q-quantile, q = Σ N·P / Σ N)
-//! budget = 4                     # requests inside the server at once; omit: no budget
+//! budget = 4                     # requests inside the server at once; "off" or omit: no budget
 //! default_class = "bronze"       # class of addresses no table entry matches
 //! control_socket = "/run/netsched/nfq.sock"
 //! control_group = "netsched"     # members may use `netsched ctl` (root always may)
@@ -191,13 +191,21 @@ pub fn parse_cidr(s: &str) -> Result<Cidr, ConfigError> {
     s.parse::<Cidr>().map_err(ConfigError::Cidr)
 }
 
+/// `budget` in the file: a count, or `"off"` (no holding).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum FileBudget {
+    Count(usize),
+    Word(String),
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     queue: Option<u16>,
     discipline: Option<String>,
     deadline: Option<String>,
-    budget: Option<usize>,
+    budget: Option<FileBudget>,
     default_class: Option<toml::Value>,
     control_socket: Option<PathBuf>,
     control_group: Option<String>,
@@ -439,11 +447,13 @@ impl Config {
         if let Some(d) = &f.deadline {
             c.deadline = parse_deadline(d)?;
         }
-        if let Some(b) = f.budget {
-            if b == 0 {
-                return Err(ConfigError::ZeroBudget);
-            }
-            c.budget = Some(b);
+        match f.budget {
+            None => {}
+            Some(FileBudget::Count(0)) => return Err(ConfigError::ZeroBudget),
+            Some(FileBudget::Count(b)) => c.budget = Some(b),
+            // "off" as `--budget off` and `ctl set-budget off` take it.
+            Some(FileBudget::Word(w)) if w == "off" => c.budget = None,
+            Some(FileBudget::Word(w)) => return Err(ConfigError::BadBudget(w)),
         }
         if let Some(s) = f.control_socket {
             c.control_socket = s;
@@ -663,6 +673,12 @@ request_timeout = "2s"
     fn config_errors_name_the_field_and_value() {
         let e = Config::from_toml("budget = 0").unwrap_err().to_string();
         assert!(e.contains("budget"), "{e}");
+        let e = Config::from_toml("budget = \"some\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("budget = \"some\""), "{e}");
+        let c = Config::from_toml("budget = \"off\"\n[[class]]\nname = \"a\"\npercentile = 90");
+        assert_eq!(c.unwrap().budget, None);
         let e = format!(
             "{:#}",
             Config::from_toml("[[class]]\nname='a'\npercentile=120").unwrap_err()

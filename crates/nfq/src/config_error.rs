@@ -38,6 +38,8 @@ pub enum ConfigError {
     Toml(toml::de::Error),
     /// `budget = 0`.
     ZeroBudget,
+    /// `budget = "WORD"` other than `"off"`.
+    BadBudget(String),
     /// `[service] address` is no IP address.
     Address(String),
     /// No `[[class]]` and no `--class`.
@@ -117,7 +119,11 @@ impl fmt::Display for ConfigError {
             Percentile(p) => write!(f, "percentile {p}: must be an integer in 1..=100"),
             Unreadable(text) => f.write_str(text),
             Toml(e) => write!(f, "{e}"),
-            ZeroBudget => write!(f, "budget = 0: must be at least 1 (omit it for no budget)"),
+            ZeroBudget => write!(
+                f,
+                "budget = 0: must be at least 1 (\"off\" or no key for no budget)"
+            ),
+            BadBudget(w) => write!(f, "budget = {w:?}: a number ≥ 1 or \"off\""),
             Address(a) => write!(f, "[service] address {a:?}: not an IPv4 or IPv6 address"),
             NoClasses => write!(
                 f,

@@ -1,6 +1,6 @@
 //! The port backend a data plane runs on, chosen at start: `packet` ([`Port`], `AF_PACKET`
 //! with `recvmmsg`/`sendmmsg`), `tpacket` ([`RingPort`], an mmap'ed `TPACKET_V2` RX ring),
-//! `tpacket-v3` (the same port on a `TPACKET_V3` RX ring of blocks),
+//! `tpacket_v3` (the same port on a `TPACKET_V3` RX ring of blocks),
 //! `xdp` ([`XdpPort`], an AF_XDP socket fed by an XDP program), or `auto` (`xdp`, else the
 //! ring, else `packet`, each step with the reason the kernel or the build gave). [`AnyPort`] is
 //! any of them, behind the one [`FramePort`] contract, so the link engine and the host switch
@@ -24,20 +24,20 @@ pub enum PortBackend {
     /// The `TPACKET_V2` ring (frame by frame).
     Tpacket,
     /// The `TPACKET_V3` ring (block by block; receive only, `sendmmsg` to transmit).
-    #[serde(rename = "tpacket-v3")]
+    #[serde(rename = "tpacket_v3")]
     TpacketV3,
     Packet,
 }
 
 impl PortBackend {
-    pub const NAMES: &'static str = "auto, xdp, tpacket, tpacket-v3, packet";
+    pub const NAMES: &'static str = "auto, xdp, tpacket, tpacket_v3, packet";
 
     pub fn name(self) -> &'static str {
         match self {
             PortBackend::Auto => "auto",
             PortBackend::Xdp => "xdp",
             PortBackend::Tpacket => "tpacket",
-            PortBackend::TpacketV3 => "tpacket-v3",
+            PortBackend::TpacketV3 => "tpacket_v3",
             PortBackend::Packet => "packet",
         }
     }
@@ -67,7 +67,12 @@ impl std::str::FromStr for PortBackend {
             "auto" => Ok(PortBackend::Auto),
             "xdp" => Ok(PortBackend::Xdp),
             "tpacket" => Ok(PortBackend::Tpacket),
-            "tpacket-v3" => Ok(PortBackend::TpacketV3),
+            "tpacket_v3" => Ok(PortBackend::TpacketV3),
+            // The old spelling, read for one release (docs/cli.md, "Renames").
+            "tpacket-v3" => {
+                tracing::warn!("port backend `tpacket-v3` is spelled `tpacket_v3`");
+                Ok(PortBackend::TpacketV3)
+            }
             "packet" => Ok(PortBackend::Packet),
             _ => Err(UnknownBackend(s.to_string())),
         }
@@ -141,7 +146,7 @@ impl AnyPort {
         }
     }
 
-    /// The backend in use: `xdp`, `tpacket`, `tpacket-v3` or `packet` (never `auto`).
+    /// The backend in use: `xdp`, `tpacket`, `tpacket_v3` or `packet` (never `auto`).
     pub fn backend(&self) -> PortBackend {
         match self {
             AnyPort::Packet(_) => PortBackend::Packet,
@@ -238,9 +243,14 @@ mod tests {
         ] {
             assert_eq!(b.name().parse::<PortBackend>(), Ok(b));
         }
+        // The old spelling, for one release.
+        assert_eq!(
+            "tpacket-v3".parse::<PortBackend>(),
+            Ok(PortBackend::TpacketV3)
+        );
         let e = "xdpp".parse::<PortBackend>().unwrap_err().to_string();
         assert!(
-            e.contains("`xdpp`") && e.contains("auto, xdp, tpacket, tpacket-v3, packet"),
+            e.contains("`xdpp`") && e.contains("auto, xdp, tpacket, tpacket_v3, packet"),
             "{e}"
         );
     }

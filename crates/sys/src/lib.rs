@@ -21,7 +21,7 @@
 //!   the reader of the XDP program's object file (crates/sys/bpf/redirect.c, built by build.rs);
 //! - [`xsk`]: an AF_XDP socket with its UMEM and rings; [`xdp_port`]: the `xdp` port on it;
 //! - [`any_port`]: the port backend chosen at start ([`PortBackend`]: `auto`, `xdp`,
-//!   `tpacket`, `tpacket-v3`, `packet`) and [`AnyPort`], any port behind one type;
+//!   `tpacket`, `tpacket_v3`, `packet`) and [`AnyPort`], any port behind one type;
 //! - [`vlan`]: the outer VLAN tag the kernel takes out of a received frame, put back;
 //! - [`mmsg`]: `sendmmsg`/`recvmmsg` on any socket (load generators, netlink batches);
 //! - [`netlink`]: raw netlink sockets ([`NetlinkSocket`]);

@@ -7,7 +7,7 @@
 //! hold the ring.
 //!
 //! **`TPACKET_V2` by default, `TPACKET_V3` on request** ([`RingPort::open_v3`], backend
-//! `tpacket-v3`): a V3 block is handed to userspace only when it is full or when its retire
+//! `tpacket_v3`): a V3 block is handed to userspace only when it is full or when its retire
 //! timer (`tp_retire_blk_tov`, whole milliseconds) fires (packet_mmap.rst, "TPACKET_V3"), and
 //! the socket is woken per block; V2 hands over every frame as soon as it is written. Measured
 //! (docs/bench-link.md, "Receive ring", eight alternating runs on 2026-11-27, load 7–9): per
@@ -109,7 +109,7 @@ impl RingPort {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
-                    "ring on {dev}: tpacket-v3 transmits with sendmmsg; tx ring frames {} must be 0",
+                    "ring on {dev}: tpacket_v3 transmits with sendmmsg; tx ring frames {} must be 0",
                     cfg.tx_frames
                 ),
             ));

@@ -3,7 +3,7 @@
 //! variable-length frames and hands a block over at once, when it is full or when its retire
 //! timer (`tp_retire_blk_tov`, whole milliseconds) fires; frames are read in place and the block
 //! is given back when its last frame has been read. Every pointer into the mapping is made and
-//! bounds-checked here; the port built on it is [`crate::ring_port`] (`tpacket-v3`).
+//! bounds-checked here; the port built on it is [`crate::ring_port`] (`tpacket_v3`).
 //!
 //! Layout (`include/uapi/linux/if_packet.h`): a block opens with `struct tpacket_block_desc`
 //! (`version` u32 at 0, `offset_to_priv` u32 at 4, then `struct tpacket_hdr_v1`:

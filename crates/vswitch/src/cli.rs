@@ -44,9 +44,13 @@ pub struct VswitchArgs {
     /// No control socket.
     #[arg(long, conflicts_with_all = ["control_group"])]
     pub no_control: bool,
-    /// Serve Prometheus `GET /metrics` on this address (e.g. `127.0.0.1:9102`).
+    /// Serve Prometheus `GET /metrics` on this address: `PORT` (loopback), `IP:PORT` or
+    /// `[IPv6]:PORT`; an address that is not loopback needs --metrics-public.
     #[arg(long)]
     pub metrics: Option<String>,
+    /// Allow a --metrics address that is not loopback.
+    #[arg(long)]
+    pub metrics_public: bool,
     #[command(subcommand)]
     pub cmd: Option<VswitchCmd>,
     /// Print counters as JSON lines this often (at least 100ms), e.g. `1s`.
@@ -83,9 +87,7 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
         .metrics
         .as_deref()
         .map(|a| {
-            a.parse::<std::net::SocketAddr>().map_err(|e| {
-                anyhow::anyhow!("--metrics {a:?}: not an address:port like 127.0.0.1:9102 ({e})")
-            })
+            netsched_metrics::parse_addr("--metrics", a, args.metrics_public, "--metrics-public")
         })
         .transpose()?;
     let stats = args
@@ -147,7 +149,7 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
     let _hangup = {
         let r = reloader.clone();
         netsched_sys::process::HangupThread::spawn("vswitch-sighup", move || {
-            let _ = control::reload_answer(&r, "SIGHUP");
+            let _ = crate::reload::reload_answer(&r, "SIGHUP");
         })?
     };
     let _control = if args.no_control {
@@ -157,7 +159,9 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
             &args.control,
             args.control_group.as_deref(),
             outbox,
-            Some(reloader),
+            Some(Arc::new(move |by: &str| {
+                crate::reload::reload_answer(&reloader, by)
+            })),
         )
         .map_err(|e| anyhow::anyhow!("--control: {e}"))?;
         tracing::info!("control socket {}", args.control.display());

@@ -210,7 +210,7 @@ pub struct SwitchConfig {
     #[serde(default = "default_busy_poll", deserialize_with = "serde_duration")]
     pub busy_poll: Nanos,
     /// Port backend: `auto` (`xdp`, else the `TPACKET_V2` ring, else `packet`, with the
-    /// reasons printed), `xdp` (AF_XDP), `tpacket`, `tpacket-v3` (TPACKET_V3 blocks, 1 ms retire
+    /// reasons printed), `xdp` (AF_XDP), `tpacket`, `tpacket_v3` (TPACKET_V3 blocks, 1 ms retire
     /// timer) or `packet` (`recvmmsg`/`sendmmsg`).
     #[serde(rename = "port_backend", default, deserialize_with = "serde_backend")]
     pub port_backend: PortBackend,

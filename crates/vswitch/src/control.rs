@@ -26,7 +26,6 @@
 //! connection's `SO_PEERCRED` must be root, our own uid, or a member of that group.
 
 pub use crate::control_error::{ControlError, RequestError};
-use crate::reload::Reloader;
 use crate::stats::SwitchStats;
 use netsched_control::{
     handoff, BindError, BindMode, ClientError, HandOffError, Limits, LineEnd, OkOrError, Server,
@@ -201,18 +200,22 @@ pub fn ports_table(s: &SwitchStats) -> String {
     out
 }
 
+/// What serves `reload` on the control thread (`reload.rs`: the file read again and applied
+/// whole); given who asked (`ctl`), it answers the text or the refusal.
+pub type ReloadFn = dyn Fn(&str) -> Result<String, ControlError> + Send + Sync;
+
 /// The answer text of a request line (without the `ok`/`error` status line). `reload` is
 /// served here, on the control thread, with `reloader` (as SIGHUP: the same wording as
 /// `netsched balance ctl reload`).
 fn execute_line(
     line: &str,
     out: &Outbox,
-    reloader: Option<&Reloader>,
+    reloader: Option<&ReloadFn>,
     deadline: Instant,
 ) -> Result<String, ControlError> {
     if line.split_whitespace().collect::<Vec<_>>() == ["reload"] {
         let r = reloader.ok_or(ControlError::NoReload)?;
-        return reload_answer(r, "ctl");
+        return r("ctl");
     }
     let (cmd, json) = parse(line)?;
     match out.execute(cmd, deadline)? {
@@ -222,26 +225,6 @@ fn execute_line(
         Answer::Stats(s) => Ok(ports_table(&s)),
         Answer::Done(msg) => Ok(msg + "\n"),
         Answer::Refused(msg) => Err(ControlError::Refused(msg)),
-    }
-}
-
-/// Reload with `r`, log the outcome naming `by` (SIGHUP or ctl) and answer it.
-pub fn reload_answer(r: &Reloader, by: &str) -> Result<String, ControlError> {
-    let path = r.path().display().to_string();
-    match r.reload() {
-        Ok(notes) => {
-            tracing::info!(by, "reloaded {path}: {}", notes.join("; "));
-            let mut text = format!("reloaded {path}\n");
-            for n in notes {
-                text += &format!("{n}\n");
-            }
-            Ok(text)
-        }
-        Err(e) => {
-            let line = e.to_string().trim_end().replace('\n', "; ");
-            tracing::error!(by, "reload failed, keeping the old configuration: {line}");
-            Err(ControlError::Reload(e.to_string()))
-        }
     }
 }
 
@@ -281,7 +264,7 @@ impl ControlServer {
         path: &Path,
         group: Option<&str>,
         out: Outbox,
-        reloader: Option<Arc<Reloader>>,
+        reloader: Option<Arc<ReloadFn>>,
     ) -> Result<Self, BindError> {
         // The switch's side: a request line in, its `ok`/`error` answer out, on the server's
         // connection thread (it waits for the packet thread at most until the deadline).

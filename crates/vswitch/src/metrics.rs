@@ -314,7 +314,7 @@ impl SwitchMetrics {
         let port_backend: Family<BackendLabel, Gauge> = Family::default();
         r.register(
             "port_backend",
-            "The port backend in use (1 for the one running: xdp, tpacket, tpacket-v3 or packet)",
+            "The port backend in use (1 for the one running: xdp, tpacket, tpacket_v3 or packet)",
             port_backend.clone(),
         );
         let ring_bytes = register_gauge(

@@ -286,3 +286,23 @@ fn changes(new: &SwitchConfig) -> Vec<(String, Command, u32)> {
     }
     out
 }
+
+/// Reload with `r`, log the outcome naming `by` (SIGHUP or ctl) and answer it.
+pub fn reload_answer(r: &Reloader, by: &str) -> Result<String, ControlError> {
+    let path = r.path().display().to_string();
+    match r.reload() {
+        Ok(notes) => {
+            tracing::info!(by, "reloaded {path}: {}", notes.join("; "));
+            let mut text = format!("reloaded {path}\n");
+            for n in notes {
+                text += &format!("{n}\n");
+            }
+            Ok(text)
+        }
+        Err(e) => {
+            let line = e.to_string().trim_end().replace('\n', "; ");
+            tracing::error!(by, "reload failed, keeping the old configuration: {line}");
+            Err(ControlError::Reload(e.to_string()))
+        }
+    }
+}

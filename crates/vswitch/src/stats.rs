@@ -102,7 +102,7 @@ pub struct SwitchStats {
     /// New source addresses not learned because the table was full.
     pub mac_table_full: u64,
     pub stats_dropped: u64,
-    /// The port backend in use (`xdp`, `tpacket`, `tpacket-v3` or `packet`).
+    /// The port backend in use (`xdp`, `tpacket`, `tpacket_v3` or `packet`).
     pub port_backend: netsched_sys::PortBackend,
     /// Bytes of ring memory all open ports mapped (0 for `packet`).
     pub ring_bytes: u64,

@@ -422,7 +422,7 @@ fn vlan_and_qinq_frames_keep_their_tags_through_the_switch_on_every_backend() {
         tag = net.tb.tag().to_string();
         let mut want = tagged_set();
         want.sort();
-        let backends = ["xdp", "tpacket", "tpacket-v3", "packet"];
+        let backends = ["xdp", "tpacket", "tpacket_v3", "packet"];
         for backend in backends.into_iter().filter(|b| xdp || *b != "xdp") {
             let cfg = net.config(
                 "delay_constrained",

@@ -99,8 +99,8 @@ pub(super) fn link_qdisc_up(spec: &RunSpec) -> String {
     let q = spec.access.up_queue;
     match spec.sep {
         Separation::Fifo | Separation::Shape => format!("fifo:{q}"),
-        Separation::Link => format!("ack-sep:{q}"),
-        Separation::LinkFiltered => format!("ack-sep:{q}+filter+cap={}", spec.ack_share_max),
+        Separation::Link => format!("ack_sep:{q}"),
+        Separation::LinkFiltered => format!("ack_sep:{q}+filter+cap={}", spec.ack_share_max),
     }
 }
 
