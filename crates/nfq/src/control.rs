@@ -529,7 +529,10 @@ pub fn remove_stale_socket(path: &Path) -> Result<bool, BindError> {
 /// The daemon's function that serves a verb (on a control thread, one request at a time; it
 /// may wait for the packet loop, at most [`COMMAND_TIMEOUT`]; it never runs in the packet
 /// loop).
-type ServeFn = Mutex<Box<dyn FnMut(&CtlCmd) -> Served + Send>>;
+type ServeFn = Mutex<Box<ServeVerb>>;
+
+/// Serves one verb: the daemon's function given to [`ControlServer::serve`].
+type ServeVerb = dyn FnMut(&CtlCmd) -> Served + Send;
 
 /// The text dialect's function for the shared line handler: parse, serve, word.
 type LineFn = Box<dyn Fn(&str, Instant) -> Result<String, ControlError> + Send + Sync>;
@@ -580,7 +583,7 @@ impl Dialects {
     }
 }
 
-fn lock(serve: &ServeFn) -> std::sync::MutexGuard<'_, Box<dyn FnMut(&CtlCmd) -> Served + Send>> {
+fn lock(serve: &ServeFn) -> std::sync::MutexGuard<'_, Box<ServeVerb>> {
     serve.lock().unwrap_or_else(|p| p.into_inner())
 }
 
