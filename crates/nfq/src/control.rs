@@ -932,7 +932,11 @@ mod tests {
         let e = request(&path, "set-percentile c0 ninety")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("'ninety'") && e.contains("<P>"), "{e}");
+        // As docs/nfq.md shows it.
+        assert_eq!(
+            e,
+            "invalid value 'ninety' for '<P>': invalid digit found in string"
+        );
         let e = request(&path, "set-percentile gold 90")
             .unwrap_err()
             .to_string();
