@@ -1,8 +1,8 @@
 //! The one client of the daemons' control sockets (`netsched ctl`, `netsched vswitch ctl`,
 //! `netsched balance ctl`, and the tests and real runs that drive a daemon): connect, send one
-//! line, read the answer until the daemon closes. [`exchange`] returns the answer as it came
-//! (nfq's JSON line); [`request_line`] reads the `ok` / `error: …` first line of the line
-//! protocols of `netsched balance` and `netsched vswitch`.
+//! line, read the answer until the daemon closes. [`exchange`] returns the answer as it came;
+//! [`request_line`] reads the `ok` / `error: …` first line of the line protocol every
+//! daemon's socket speaks.
 //!
 //! Bounds: each read and write within the caller's `wait`; at most [`MAX_ANSWER`] bytes.
 

@@ -432,10 +432,7 @@ fn thread_cpu_s(tid: i32) -> Result<f64> {
 }
 
 fn status(socket: &std::path::Path) -> Result<crate::engine::Status> {
-    let r = crate::control::request(socket, &crate::control::Request::Status)?;
-    r.status
-        .map(|s| *s)
-        .ok_or_else(|| anyhow!("status: {}", r.error.unwrap_or_default()))
+    crate::control::status(socket)
 }
 
 impl BenchArgs {

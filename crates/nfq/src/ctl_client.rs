@@ -1,9 +1,12 @@
-//! The client of the daemon's control socket, `netsched nfq ctl`: its arguments, the request each
-//! verb sends, and the status table it prints (the thesis's ioctl API, P0 Table 9, over the
+//! The client of the daemon's control socket, `netsched nfq ctl`: its verbs and arguments
+//! ([`CtlCmd`], also what the daemon parses each request line with), the line each verb
+//! sends, and the status table `show` answers (the thesis's ioctl API, P0 Table 9, over the
 //! daemon's Unix socket; the daemon's side is [`crate::control`]).
+//!
+//! Cost: one connection and one line per command; the answer is printed as it came.
 
 use crate::config::fmt_duration;
-use crate::control::{request, Request};
+use crate::control::request;
 use crate::engine::Status;
 use anyhow::{bail, Result};
 
@@ -31,7 +34,7 @@ pub struct CtlArgs {
     pub cmd: CtlCmd,
 }
 
-#[derive(Debug, Clone, clap::Subcommand)]
+#[derive(Debug, Clone, PartialEq, Eq, clap::Subcommand)]
 pub enum CtlCmd {
     /// Schedule requests (perStart).
     Start,
@@ -82,19 +85,32 @@ pub enum CtlCmd {
 }
 
 impl CtlCmd {
-    pub fn to_request(&self) -> Request {
-        match self.clone() {
-            CtlCmd::Start => Request::Start,
-            CtlCmd::Stop => Request::Stop,
-            CtlCmd::Reset => Request::Reset,
-            CtlCmd::Show { .. } => Request::Status,
-            CtlCmd::SetPercentile { class, p } => Request::SetPercentile { class, p },
-            CtlCmd::SetDeadline { deadline } => Request::SetDeadline { deadline },
-            CtlCmd::SetBudget { budget } => Request::SetBudget { budget },
-            CtlCmd::AddIp { cidr, class } => Request::AddIp { cidr, class },
-            CtlCmd::DelIp { cidr } => Request::DelIp { cidr },
-            CtlCmd::Reload => Request::Reload,
+    /// The request line for this verb, as the daemon parses it (`set-percentile gold 95`).
+    /// The line is split on whitespace, so an argument that is empty or holds whitespace
+    /// is refused here.
+    pub fn to_line(&self) -> Result<String> {
+        let words: Vec<String> = match self {
+            CtlCmd::Start => vec!["start".into()],
+            CtlCmd::Stop => vec!["stop".into()],
+            CtlCmd::Reset => vec!["reset".into()],
+            CtlCmd::Show { json: false } => vec!["show".into()],
+            CtlCmd::Show { json: true } => vec!["show".into(), "--json".into()],
+            CtlCmd::SetPercentile { class, p } => {
+                vec!["set-percentile".into(), class.clone(), p.to_string()]
+            }
+            CtlCmd::SetDeadline { deadline } => vec!["set-deadline".into(), deadline.clone()],
+            CtlCmd::SetBudget { budget } => vec!["set-budget".into(), budget.clone()],
+            CtlCmd::AddIp { cidr, class } => vec!["add-ip".into(), cidr.clone(), class.clone()],
+            CtlCmd::DelIp { cidr } => vec!["del-ip".into(), cidr.clone()],
+            CtlCmd::Reload => vec!["reload".into()],
+        };
+        if let Some(w) = words
+            .iter()
+            .find(|w| w.is_empty() || w.contains(char::is_whitespace))
+        {
+            bail!("{w:?}: a control argument cannot be empty or hold whitespace");
         }
+        Ok(words.join(" "))
     }
 }
 
@@ -104,17 +120,8 @@ pub fn run(args: CtlArgs) -> Result<()> {
     if let CtlCmd::SetDeadline { deadline } = &args.cmd {
         crate::config::parse_deadline(deadline)?;
     }
-    let resp = request(&args.socket.locate("nfq")?, &args.cmd.to_request())?;
-    if !resp.ok {
-        bail!("{}", resp.error.unwrap_or_else(|| "request failed".into()));
-    }
-    match (&args.cmd, resp.status) {
-        (CtlCmd::Show { json: true }, Some(st)) => {
-            println!("{}", serde_json::to_string_pretty(&st)?)
-        }
-        (_, Some(st)) => print!("{}", format_status(&st)),
-        (_, None) => println!("{}", resp.message.unwrap_or_default()),
-    }
+    let line = args.cmd.to_line()?;
+    print!("{}", request(&args.socket.locate("nfq")?, &line)?);
     Ok(())
 }
 
@@ -226,54 +233,44 @@ mod tests {
         a: CtlArgs,
     }
 
+    /// Every verb's line, parsed as the daemon parses it, is the verb again.
     #[test]
-    fn ctl_every_verb_parses_to_its_request() {
-        let cases: [(&[&str], Request); 10] = [
-            (&["start"], Request::Start),
-            (&["show", "--json"], Request::Status),
-            (&["stop"], Request::Stop),
-            (&["reset"], Request::Reset),
-            (&["status", "--json"], Request::Status),
-            (
-                &["set-percentile", "gold", "95"],
-                Request::SetPercentile {
-                    class: "gold".into(),
-                    p: 95,
-                },
-            ),
-            (
-                &["set-deadline", "auto"],
-                Request::SetDeadline {
-                    deadline: "auto".into(),
-                },
-            ),
-            (
-                &["set-budget", "off"],
-                Request::SetBudget {
-                    budget: "off".into(),
-                },
-            ),
-            (
-                &["add-ip", "10.0.0.0/8", "gold"],
-                Request::AddIp {
-                    cidr: "10.0.0.0/8".into(),
-                    class: "gold".into(),
-                },
-            ),
-            (
-                &["del-ip", "10.0.0.0/8"],
-                Request::DelIp {
-                    cidr: "10.0.0.0/8".into(),
-                },
-            ),
+    fn ctl_every_verb_parses_and_its_line_parses_back() {
+        let cases: [&[&str]; 11] = [
+            &["start"],
+            &["show", "--json"],
+            &["show"],
+            &["stop"],
+            &["reset"],
+            &["status", "--json"],
+            &["set-percentile", "gold", "95"],
+            &["set-deadline", "auto"],
+            &["set-budget", "off"],
+            &["add-ip", "10.0.0.0/8", "gold"],
+            &["del-ip", "10.0.0.0/8"],
         ];
-        for (argv, want) in cases {
+        for argv in cases {
             let mut full = vec!["ctl"];
             full.extend_from_slice(argv);
             let t = T::try_parse_from(&full).unwrap();
-            assert_eq!(t.a.cmd.to_request(), want, "{argv:?}");
+            let line = t.a.cmd.to_line().unwrap();
+            let back = crate::control::parse_line(&line).unwrap();
+            assert_eq!(back, t.a.cmd, "{argv:?} -> {line:?}");
         }
+        assert_eq!(
+            crate::control::parse_line(&CtlCmd::Reload.to_line().unwrap()).unwrap(),
+            CtlCmd::Reload
+        );
         assert!(T::try_parse_from(["ctl", "set-percentile", "gold"]).is_err());
         assert!(T::try_parse_from(["ctl", "set-percentile", "gold", "x"]).is_err());
+        let spaced = CtlCmd::AddIp {
+            cidr: "10.0.0.0/8".into(),
+            class: "gold class".into(),
+        };
+        let e = spaced.to_line().unwrap_err().to_string();
+        assert!(
+            e.contains("\"gold class\"") && e.contains("whitespace"),
+            "{e}"
+        );
     }
 }

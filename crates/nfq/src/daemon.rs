@@ -157,7 +157,8 @@ pub fn run_daemon_with_reload(
     let hangup = if with_hangup {
         let plane = Arc::clone(&plane);
         Some(HangupThread::spawn("nfq-sighup", move || {
-            lock(&plane).reload("SIGHUP");
+            // The outcome is logged by the reload.
+            let _ = lock(&plane).reload("SIGHUP");
         })?)
     } else {
         None
@@ -217,23 +218,25 @@ struct Plane {
 
 impl Plane {
     /// Answer one control request (`reload` included).
-    fn serve(&mut self, req: &control::Request) -> control::Response {
-        if let control::Request::Reload = req {
-            return self.reload("ctl");
+    fn serve(&mut self, cmd: &control::CtlCmd) -> control::Served {
+        if let control::CtlCmd::Reload = cmd {
+            return self.reload("ctl").map(control::Answer::Done);
         }
         let out = &self.outbox;
         let facts = &mut self.facts;
         self.state.serve(
-            req,
+            cmd,
             |cmd| out.execute(cmd, control::COMMAND_TIMEOUT),
             &mut |st| facts.fill(st),
         )
     }
 
     /// Reload (SIGHUP or `ctl reload`, named by `by`) and answer the outcome.
-    fn reload(&mut self, by: &str) -> control::Response {
+    fn reload(&mut self, by: &str) -> Result<String, control::ControlError> {
         let Some(r) = self.reloader.as_mut() else {
-            return control::Response::err("this daemon was started without a reload");
+            return Err(control::ControlError::Reload(
+                "this daemon was started without a reload".into(),
+            ));
         };
         let out = &self.outbox;
         r.answer(

@@ -16,7 +16,7 @@
 use crate::cli::RunArgs;
 use crate::command_error::CommandError;
 use crate::config::{Cidr, Config};
-use crate::control::{ControlState, Response};
+use crate::control::{ControlError, ControlState};
 use crate::engine::{Applied, Command, Snapshot};
 use netsched_metrics::Reloads;
 use std::collections::BTreeMap;
@@ -104,11 +104,11 @@ impl Reloader {
         state: &mut ControlState,
         exec: &mut dyn FnMut(Command) -> Result<Applied, CommandError>,
         by: &str,
-    ) -> Response {
+    ) -> Result<String, ControlError> {
         let Some(path) = self.path().map(|p| p.display().to_string()) else {
             let msg = "nothing to reload: started without --config (flags need a restart)";
             tracing::info!(by, "{msg}");
-            return Response::ok(msg);
+            return Ok(msg.to_string());
         };
         let result = self.reload(state, exec);
         self.reloads.record(result.is_ok());
@@ -119,12 +119,14 @@ impl Reloader {
                 for n in notes {
                     text += &format!("\n{n}");
                 }
-                Response::ok(text)
+                Ok(text)
             }
             Err(e) => {
                 let line = e.to_string().trim_end().replace('\n', "; ");
                 tracing::error!(by, "reload failed, keeping the old configuration: {line}");
-                Response::err(format!("reload failed, keeping the old configuration: {e}"))
+                Err(ControlError::Reload(format!(
+                    "reload failed, keeping the old configuration: {e}"
+                )))
             }
         }
     }
@@ -311,7 +313,7 @@ mod tests {
         engine: &mut Engine,
         state: &mut ControlState,
         refuse_budget: bool,
-    ) -> Response {
+    ) -> Result<String, ControlError> {
         let mut exec = |cmd: Command| match cmd {
             Command::SetBudget(_) if refuse_budget => Err(CommandError::Refused {
                 reason: "test".into(),
@@ -337,15 +339,14 @@ mod tests {
         // Applied: percentile and budget.
         file(&dir, 95, 8, "");
         let a = run(&mut r, &mut engine, &mut state, false);
-        assert!(a.ok, "{a:?}");
+        assert!(a.is_ok(), "{a:?}");
         let s = engine.snapshot_without_table();
         assert_eq!((s.percentiles[0], s.budget), (95, Some(8)));
 
         // The packet loop refuses the budget: the percentile made before it is taken back.
         file(&dir, 70, 2, "");
         let a = run(&mut r, &mut engine, &mut state, true);
-        assert!(!a.ok);
-        let e = a.error.unwrap();
+        let e = a.unwrap_err().to_string();
         assert!(
             e.starts_with("reload failed, keeping the old configuration: "),
             "{e}"
@@ -357,7 +358,7 @@ mod tests {
         // A restart-only key: refused naming it, nothing applied.
         file(&dir, 60, 8, "queue = 3");
         let a = run(&mut r, &mut engine, &mut state, false);
-        let e = a.error.unwrap();
+        let e = a.unwrap_err().to_string();
         assert!(
             e.contains("nfq.toml: queue = 3") && e.contains("needs a restart"),
             "{e}"

@@ -1,13 +1,13 @@
 //! `netsched nfq ctl` requests in the daemon's log: a request that changes state is logged
 //! with the caller's uid and pid (`SO_PEERCRED`), a refused one as a warning, and a read
-//! (`status`) never (docs/logging.md). The daemon's own control path end to end, without
-//! NFQUEUE (no root needed): its control socket ([`ControlServer`]) and JSON handler, the
+//! (`show`) never (docs/logging.md). The daemon's own control path end to end, without
+//! NFQUEUE (no root needed): its control socket ([`ControlServer`]) and line handler, the
 //! control state and the engine, a real client connection, and the text lines of a `tracing`
 //! fmt subscriber as the daemon writes them.
 
 use netsched_control::LogCapture;
 use netsched_nfq::config::{ClassSpec, Config, Deadline, DisciplineKind};
-use netsched_nfq::control::{request_with_timeout, ControlServer, ControlState, Request};
+use netsched_nfq::control::{request_with_timeout, ControlServer, ControlState};
 use netsched_nfq::engine::Engine;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -45,26 +45,22 @@ fn a_change_is_logged_with_the_callers_uid_and_pid_and_a_read_is_not() {
     let mut state = ControlState::new(&engine.lock().unwrap().cfg);
     let control = ControlServer::bind(&path, None)
         .unwrap()
-        .serve(move |req| {
+        .serve(move |cmd| {
             let mut e = engine.lock().unwrap();
             let mut acc = Vec::new();
-            state.serve(req, |c| e.apply(c, 0, &mut acc), &mut |_| {})
+            state.serve(cmd, |c| e.apply(c, 0, &mut acc), &mut |_| {})
         })
         .unwrap();
-    let ask = |r: &Request| request_with_timeout(&path, r, Duration::from_secs(20)).unwrap();
+    let ask = |line: &str| request_with_timeout(&path, line, Duration::from_secs(20));
 
-    let r = ask(&Request::SetPercentile {
-        class: "c0".into(),
-        p: 71,
-    });
-    assert!(r.ok, "{r:?}");
-    let r = ask(&Request::Status);
-    assert!(r.ok && r.status.is_some(), "{r:?}");
-    let r = ask(&Request::SetPercentile {
-        class: "nosuch".into(),
-        p: 60,
-    });
-    assert!(!r.ok, "{r:?}");
+    let r = ask("set-percentile c0 71");
+    assert_eq!(r.unwrap(), "class c0 percentile = 71\n");
+    let r = ask("show");
+    assert!(r.unwrap().starts_with("state: running"));
+    let r = ask("show --json");
+    assert!(r.unwrap().starts_with('{'));
+    let r = ask("set-percentile nosuch 60");
+    assert!(r.is_err(), "{r:?}");
     drop(control);
 
     // The answer is written after the line is logged, so every line is in by now.
@@ -73,28 +69,27 @@ fn a_change_is_logged_with_the_callers_uid_and_pid_and_a_read_is_not() {
     let lines: Vec<&str> = log.lines().collect();
     let change = lines
         .iter()
-        .find(|l| l.contains(r#""class":"c0","p":71"#))
+        .find(|l| l.contains("set-percentile c0 71"))
         .unwrap_or_else(|| panic!("the change is not logged:\n{log}"));
     assert!(change.contains(" INFO "), "{change}");
     assert!(
         change.contains(&format!(
-            r#"ctl {{"cmd":"set_percentile","class":"c0","p":71}} by uid {uid}: {{"ok":true"#
+            "ctl set-percentile c0 71 by uid {uid}: ok; class c0 percentile = 71"
         )),
         "{change}"
     );
     assert!(change.contains(&format!("pid={pid}")), "{change}");
     let refused = lines
         .iter()
-        .find(|l| l.contains(r#""class":"nosuch""#))
+        .find(|l| l.contains("set-percentile nosuch 60"))
         .unwrap_or_else(|| panic!("the refused change is not logged:\n{log}"));
     assert!(
-        refused.contains(" WARN ") && refused.contains(&format!("by uid {uid} refused:")),
+        refused.contains(" WARN ")
+            && refused.contains(&format!("by uid {uid} refused: error: "))
+            && refused.contains("nosuch"),
         "{refused}"
     );
-    assert!(
-        !log.contains(r#"{"cmd":"status"}"#),
-        "a read was logged:\n{log}"
-    );
+    assert!(!log.contains("ctl show"), "a read was logged:\n{log}");
     assert_eq!(
         lines.iter().filter(|l| l.contains("ctl ")).count(),
         2,

@@ -84,13 +84,7 @@ fn received_never_exceeds_rule_matches_with_offloads_on() {
     let done = client.join().unwrap().expect("client");
     let _ = server.join();
     std::thread::sleep(Duration::from_millis(300));
-    let st = netsched_nfq::control::request(
-        &dir.path().join("ctl.sock"),
-        &netsched_nfq::control::Request::Status,
-    )
-    .expect("status")
-    .status
-    .expect("status document");
+    let st = netsched_nfq::control::status(&dir.path().join("ctl.sock")).expect("status");
     daemon.stop().expect("daemon");
     let k = &st.kernel;
     eprintln!(

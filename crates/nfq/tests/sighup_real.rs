@@ -10,7 +10,7 @@
 mod common;
 
 use common::{echo_server, pair, probe, PORT};
-use netsched_nfq::control::{request, Request};
+use netsched_nfq::control::{request, status};
 use netsched_testbed::privileged_test_allowed;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -33,8 +33,7 @@ fn config(sock: &Path, queue: u16, gold: i64, budget: usize, table: &str) -> Str
 
 /// (gold's percentile, budget, table entries) from `ctl show`.
 fn shown(sock: &Path) -> (u32, Option<usize>, Vec<(String, String)>) {
-    let r = request(sock, &Request::Status).unwrap();
-    let st = r.status.expect("a status");
+    let st = status(sock).expect("a status");
     (st.classes[0].percentile, st.budget, st.table)
 }
 
@@ -138,7 +137,7 @@ fn sighup_applies_percentiles_budget_and_table_refuses_a_bad_file_and_never_ends
     );
     // Ready once its rules are in (the control socket answers only then).
     let until = Instant::now() + Duration::from_secs(20);
-    while nfqueue_rules(&p.ns[1]) == 0 || request(&sock, &Request::Status).is_err() {
+    while nfqueue_rules(&p.ns[1]) == 0 || status(&sock).is_err() {
         assert!(Instant::now() < until, "the daemon did not start");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -171,12 +170,11 @@ fn sighup_applies_percentiles_budget_and_table_refuses_a_bad_file_and_never_ends
     hup(&mut d.0, &log);
     let line = logged(&log, "reload failed", 2);
     assert!(line.contains("nfq.toml") && line.contains("300"), "{line}");
-    let r = request(&sock, &Request::Reload).unwrap();
-    assert!(!r.ok, "{r:?}");
-    assert!(r
-        .error
-        .unwrap()
-        .starts_with("reload failed, keeping the old configuration"),);
+    let e = request(&sock, "reload").unwrap_err().to_string();
+    assert!(
+        e.starts_with("reload failed, keeping the old configuration"),
+        "{e}"
+    );
     assert_eq!(shown(&sock), (95, Some(8), vec![rest]), "the old one stays");
     assert_eq!(reloads(&p.ns[1], "failed"), 3);
 

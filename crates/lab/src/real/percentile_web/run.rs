@@ -104,9 +104,7 @@ pub fn run_mode(bed: &WebBed, p: &RealParams, mode: DisciplineKind) -> Result<Mo
     // Ends early on SIGINT/SIGTERM (the run's SignalGuard); checked below once the daemon
     // has stopped and released what it held.
     let load = run_load(&spec, &no_stop);
-    let status = netsched_nfq::control::request(&socket, &netsched_nfq::control::Request::Status)
-        .ok()
-        .and_then(|r| r.status.map(|s| *s));
+    let status = netsched_nfq::control::status(&socket).ok();
     stop.store(true, Ordering::Relaxed);
     let summary = daemon
         .join()
