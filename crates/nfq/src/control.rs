@@ -38,9 +38,9 @@
 
 pub use crate::command_error::CommandError;
 use crate::config::{parse_cidr, parse_deadline, resolve_class, Cidr, ClassSpec, Config};
-use crate::ctl_client::format_status;
-pub use crate::ctl_client::CtlCmd;
 use crate::engine::{Applied, Command, Status};
+use crate::verbs::format_status;
+pub use crate::verbs::CtlCmd;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{CommandFactory, Parser};
 use netsched_control::socket_file::SocketFile;

@@ -33,6 +33,8 @@ pub mod metrics;
 pub mod netlink;
 pub mod packet;
 pub mod reload;
+pub mod run_args;
 pub mod status;
+pub mod verbs;
 
 pub use netsched_core::{Nanos, MS, SEC};

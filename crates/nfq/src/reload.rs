@@ -13,11 +13,11 @@
 //! naming the key, and nothing of it is applied. A refused reload keeps the configuration in
 //! force and is counted `failed` in `netsched_nfq_reloads_total`.
 
-use crate::cli::RunArgs;
 use crate::command_error::CommandError;
 use crate::config::{Cidr, Config};
 use crate::control::{ControlError, ControlState};
 use crate::engine::{Applied, Command, Snapshot};
+use crate::run_args::RunArgs;
 use netsched_metrics::Reloads;
 use std::collections::BTreeMap;
 use std::fmt;
