@@ -542,7 +542,14 @@ impl Connection {
             let stream = h.streams.clone().map(StreamMark::new);
             async move { Ok::<_, Infallible>(h.request(req, stream, &svc).await) }
         });
-        let ended = match streams {
+        // The reason is counted before the connection is dropped (and its socket closed), so a
+        // client that sees the end also sees it counted.
+        let count = |ended: Option<&'static str>| {
+            if let Some(reason) = ended {
+                self.svc.metrics.refuse(reason);
+            }
+        };
+        match streams {
             None => {
                 let mut b = hyper::server::conn::http1::Builder::new();
                 b.timer(TokioTimer::new())
@@ -552,16 +559,14 @@ impl Connection {
                     // One `send` per flush (head and body copied into one buffer) instead of
                     // a `writev`: the kernel's writev path costs more (see pool.rs).
                     .writev(false);
-                let conn = b.serve_connection(io, service);
-                drive(conn, &stop, &begun, None, client_limit).await
+                let conn = std::pin::pin!(b.serve_connection(io, service));
+                count(drive(conn, &stop, &begun, None, client_limit).await);
             }
             Some(streams) => {
                 let conn = http2::builder(MAX_HEAD_BYTES as u32).serve_connection(io, service);
-                drive(conn, &stop, &begun, Some(&streams), client_limit).await
+                let conn = std::pin::pin!(conn);
+                count(drive(conn, &stop, &begun, Some(&streams), client_limit).await);
             }
-        };
-        if let Some(reason) = ended {
-            self.svc.metrics.refuse(reason);
         }
     }
 }
@@ -598,7 +603,8 @@ where
     }
 }
 
-/// Run a client connection to its end; the reason it ended in error, for `refused{reason}`.
+/// Run a client connection until it ends; the reason it ended in error, for `refused{reason}`.
+/// The caller owns the connection and drops it (closing its socket) after counting the reason.
 ///
 /// At the stop, keep-alive goes off: an idle connection closes now, one with a request in
 /// flight after its response (HTTP/1.1 `Connection: close`, HTTP/2 `GOAWAY`); stop.rs. Not
@@ -612,7 +618,7 @@ where
 /// without a stream for as long gets `GOAWAY` (http2.rs). An HTTP/1.1 connection has no
 /// such timer.
 async fn drive<C: ServerConn>(
-    conn: C,
+    mut conn: Pin<&mut C>,
     stop: &Stop,
     begun: &AtomicBool,
     streams: Option<&Starved>,
@@ -620,7 +626,6 @@ async fn drive<C: ServerConn>(
 ) -> Option<&'static str> {
     let h2 = streams.is_some();
     let watched = async {
-        tokio::pin!(conn);
         // The watchdog's second, HTTP/2 only: an HTTP/1.1 connection has no timer of its own.
         let mut tick = streams.map(|_| tokio::time::interval(Duration::from_secs(1)));
         let mut closing = false;
