@@ -2,6 +2,11 @@
 //! any missing parents) and remembers the topmost folder it created; unless the run calls
 //! [`OutDir::keep`], dropping it removes that folder again. A folder that already existed is
 //! never removed, nor anything in it.
+//!
+//! A run that holds several runs (a sweep, a series, every experiment) calls `keep` as soon as
+//! one of them has finished: a later failure (the disk full while drawing the charts) must not
+//! take finished results with it. What is written last (tables, reports) is written whole or
+//! not at all, so a folder without its report is never passed off as complete.
 
 use std::path::{Path, PathBuf};
 

@@ -181,9 +181,10 @@ pub fn run(plan: &Plan) -> Result<Aggregate, SeriesError> {
             lines: errors,
         });
     }
+    // Finished runs are kept whatever happens next (the module header of outdir.rs).
+    dir.keep();
     let refs: Vec<&MemberJob> = jobs.iter().collect();
     let agg = finish(plan.exp, plan.over, &plan.out, &refs, outcomes)?;
-    dir.keep();
     let passed = agg.checks.iter().filter(|c| c.passed).count();
     eprintln!(
         "[lab] {}: {} {}(s) in {:.1} s, aggregate checks {passed}/{} → {}",
@@ -244,6 +245,8 @@ pub fn run_all(
         .map(Some)
         .collect();
     let mut entries = Vec::new();
+    // Whether some experiment finished a run: then `out` is kept whatever happens next.
+    let mut kept_any = false;
     for (i, (plan, dir)) in plans.iter().zip(dirs).enumerate() {
         let exp = exps[i];
         // Run time of the experiment: the sum over its seeds (they overlapped with others').
@@ -269,17 +272,16 @@ pub fn run_all(
                         .map(|e| e.to_string())
                         .unwrap_or_default())
                 } else {
+                    if let Some(d) = dir {
+                        d.keep();
+                    }
+                    kept_any = true;
                     match finish(exp, Over::Seeds, &plan.out, &refs, mine) {
                         Err(e) => Err(e.to_string()),
-                        Ok(agg) => {
-                            if let Some(d) = dir {
-                                d.keep();
-                            }
-                            match failures_error(&agg, &plan.out) {
-                                Ok(()) => Ok(agg.as_checks()),
-                                Err(e) => Err(e.to_string()),
-                            }
-                        }
+                        Ok(agg) => match failures_error(&agg, &plan.out) {
+                            Ok(()) => Ok(agg.as_checks()),
+                            Err(e) => Err(e.to_string()),
+                        },
                     }
                 }
             }
@@ -301,12 +303,20 @@ pub fn run_all(
         ),
         &entries,
     );
+    let top = if kept_any {
+        top.keep();
+        None
+    } else {
+        Some(top)
+    };
     let path = out.join("report.md");
     std::fs::write(&path, md).map_err(|source| SeriesError::Write {
         path: path.clone(),
         source,
     })?;
-    top.keep();
+    if let Some(top) = top {
+        top.keep();
+    }
     eprintln!(
         "[lab] {} experiment(s) × {} seed(s) in {:.1} s → {}",
         exps.len(),

@@ -200,6 +200,13 @@ pub fn run_all(
         entry
     });
     progress.finish();
+    // Finished experiments are kept whatever happens next (the module header of outdir.rs).
+    let dir = if entries.iter().any(|e| e.outcome.is_ok()) {
+        dir.keep();
+        None
+    } else {
+        Some(dir)
+    };
     let md = markdown::render_index(
         "netsched lab — the papers' experiments in simulation",
         &entries,
@@ -207,7 +214,9 @@ pub fn run_all(
     let path = out.join("report.md");
     std::fs::write(&path, md)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-    dir.keep();
+    if let Some(d) = dir {
+        d.keep();
+    }
     Ok(entries)
 }
 

@@ -78,6 +78,11 @@ pub enum SeriesError {
         runs: u64,
         max: u64,
     },
+    /// A grid point whose parameters the experiment refuses (checked before anything runs).
+    Point {
+        label: String,
+        source: anyhow::Error,
+    },
     /// `--real` asked of an experiment that runs in the simulator only.
     NoRealMode { experiment: String },
     /// A local sweep asked for real runs.
@@ -165,6 +170,10 @@ impl fmt::Display for SeriesError {
             } => write!(
                 f,
                 "sweep of {points} grid point(s) × {seeds} seed(s) = {runs} runs: more than the limit of {max} runs"
+            ),
+            Point { label, source } => write!(
+                f,
+                "grid point {label}: {source:#} (nothing was run)"
             ),
             NoRealMode { experiment } => write!(
                 f,

@@ -216,11 +216,7 @@ impl Plan {
 
     /// `k=v k=v` of run `i`'s grid point.
     pub fn label(&self, i: usize) -> String {
-        self.points[self.runs[i].point]
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
+        point_label(&self.points[self.runs[i].point])
     }
 
     /// Read `<out>/runs.json`.
@@ -248,9 +244,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SeriesError> {
         .ok_or_else(|| SeriesError::NotAFilePath(path.to_path_buf()))?
         .to_string_lossy();
     let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(|source| SeriesError::Write {
-        path: tmp.clone(),
-        source,
+    std::fs::write(&tmp, bytes).map_err(|source| {
+        let _ = std::fs::remove_file(&tmp);
+        SeriesError::Write {
+            path: tmp.clone(),
+            source,
+        }
     })?;
     std::fs::rename(&tmp, path).map_err(|source| {
         let _ = std::fs::remove_file(&tmp);
@@ -311,6 +310,10 @@ pub fn plan(a: &SweepSpec) -> Result<(Plan, PathBuf), SeriesError> {
             scenario::apply_set(&mut table, &format!("{k}={v}"))?;
         }
         let params = scenario::to_json_for(exp.name, &table)?;
+        (exp.check)(&params).map_err(|source| SeriesError::Point {
+            label: point_label(point),
+            source,
+        })?;
         for s in 0..a.seeds {
             let seed = a.seed + s;
             let mut key = format!("{}\n{}\n{seed}", exp.name, serde_json::to_string(&params)?);
@@ -337,6 +340,15 @@ pub fn plan(a: &SweepSpec) -> Result<(Plan, PathBuf), SeriesError> {
         runs,
     };
     Ok((plan, out))
+}
+
+/// `k=v k=v`: a grid point's values, as reports name it.
+fn point_label(point: &[(String, String)]) -> String {
+    point
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A `--metric` filter in the names `results.json` uses: a working name (`p99_ms`,
@@ -510,14 +522,12 @@ pub fn tabulate(
             let _ = writeln!(md, "- {}", netsched_report::markdown::cell(&line));
         }
     }
-    std::fs::write(out.join("sweep.md"), md).map_err(|source| SeriesError::Write {
-        path: out.join("sweep.md"),
-        source,
-    })?;
     write_atomic(
         &out.join(FAILURES_FILE),
         serde_json::to_string_pretty(&failures)?.as_bytes(),
     )?;
+    // The report last, whole or not at all: a folder with `sweep.md` is a finished sweep.
+    write_atomic(&out.join("sweep.md"), md.as_bytes())?;
     Ok(failures)
 }
 
@@ -734,15 +744,18 @@ pub fn run(a: SweepSpec) -> Result<(), SeriesError> {
         return Err(SeriesError::RealNeedsSlurm);
     }
     check_same_experiment(&plan, &out)?;
-    // Every grid value was applied above: the sweep is valid. Create the folders now (the
+    // Every grid point was checked above: the sweep is valid. Create the folders now (the
     // shared `runs/` before the parallel runs), removed again if this sweep created them and
-    // fails before writing its tables.
+    // no run finished.
     let dir = OutDir::create(&out)?;
     std::fs::create_dir_all(out.join("runs")).map_err(|source| SeriesError::Create {
         path: out.join("runs"),
         source,
     })?;
     plan.write(&out)?;
+    // An earlier report of this folder would stand for runs it did not count; it is written
+    // again when this sweep's tables are.
+    let _ = std::fs::remove_file(out.join("sweep.md"));
     let started = Instant::now();
     let total = plan.runs.len();
     let threads = a.jobs.unwrap_or_else(runner::cores);
@@ -761,8 +774,17 @@ pub fn run(a: SweepSpec) -> Result<(), SeriesError> {
         o
     });
     progress.finish();
-    let failures = tabulate(&plan, &out, outcomes)?;
-    dir.keep();
+    // A finished run is kept whatever happens next: the same command again reuses it.
+    if outcomes.iter().any(|o| o.is_ok()) {
+        dir.keep();
+    }
+    let failures = tabulate(&plan, &out, outcomes).map_err(|e| {
+        SeriesError::Lab(anyhow::anyhow!(
+            "{e}; the finished runs are kept in {}: the same command again tabulates them \
+             without running them again",
+            out.join("runs").display()
+        ))
+    })?;
     eprintln!(
         "[lab] sweep {}: {total} run(s) in {:.1} s, {} failed → {}",
         plan.experiment,

@@ -537,6 +537,22 @@ fn sweep_and_run_counts_are_bounded_before_anything_runs() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("--seeds 100000000"), "{e}");
+    // A grid value out of the experiment's bounds: refused with its grid point, before the
+    // other points run or a folder is made.
+    let e = cli::main_with(&[
+        "sweep",
+        "np-dispatch",
+        "--grid",
+        "cost.rules=5,-1",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("grid point cost.rules=-1") && e.contains("0..=1e9"),
+        "{e}"
+    );
     assert!(!out.exists());
     assert!(
         t.elapsed().as_secs() < 60,

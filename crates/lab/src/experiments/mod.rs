@@ -20,6 +20,9 @@ pub type SimFn = fn(&serde_json::Value, u64, &Path) -> anyhow::Result<Experiment
 /// A real run: `(params, seed, out_dir, quick)`.
 pub type RealFn = fn(&serde_json::Value, u64, &Path, bool) -> anyhow::Result<ExperimentOutput>;
 
+/// A parameter check: `params` typed and within the experiment's bounds.
+pub type CheckFn = fn(&serde_json::Value) -> anyhow::Result<()>;
+
 /// One experiment as the runner sees it.
 pub struct Experiment {
     pub name: &'static str,
@@ -30,6 +33,10 @@ pub struct Experiment {
     /// One line for `netsched lab list`.
     pub summary: &'static str,
     pub run: SimFn,
+    /// The scenario parameters typed and checked against the experiment's bounds, without
+    /// running anything: what `lab sweep` applies to every grid point before it creates a
+    /// folder.
+    pub check: CheckFn,
     pub run_real: Option<RealFn>,
     /// The data planes the real run can drive (`lab run --real --engine NAME`, the same as
     /// `--set real.engine=NAME`), the default first; empty when there is one.
@@ -44,6 +51,7 @@ pub static ALL: &[Experiment] = &[
         title: "percentile-web — percentile scheduling of web requests by customer class",
         summary: "5 client classes with percentile targets 90..50 share one web server; FIFO vs Percentile",
         run: percentile_web::run,
+        check: percentile_web::check,
         run_real: Some(percentile_web_real),
         real_engines: &["nfq", "balance"],
     },
@@ -53,6 +61,7 @@ pub static ALL: &[Experiment] = &[
         title: "np-dispatch — block dispatch policies on a 6×4-thread network processor",
         summary: "6 engines × 4 threads, 64-byte blocks; RR, FCFS, modified FCFS, modified RR: idle time and rate per packet size",
         run: np_dispatch::run,
+        check: np_dispatch::check,
         run_real: Some(crate::real::np_dispatch::run_real),
         real_engines: &[],
     },
@@ -62,6 +71,7 @@ pub static ALL: &[Experiment] = &[
         title: "vm-delay — delay-constrained backend scheduling of guest interfaces",
         summary: "9/18 domains in 3 tiers behind dom0 netback; strict priority vs delay-constrained bitmaps: tail latency and loss",
         run: vm_delay::run,
+        check: vm_delay::check,
         run_real: Some(crate::real::vm_delay::run_real),
         real_engines: &[],
     },
@@ -71,6 +81,7 @@ pub static ALL: &[Experiment] = &[
         title: "adsl-ack — ACK separation on an asymmetric ADSL uplink",
         summary: "upload + download over 800k/2.1M ADSL; FIFO-100 vs ACK-priority queue",
         run: adsl_ack::run,
+        check: adsl_ack::check,
         run_real: Some(crate::real::adsl_ack::run_real),
         real_engines: &[],
     },
@@ -80,6 +91,7 @@ pub static ALL: &[Experiment] = &[
         title: "lvs-cluster — LVS-NAT scheduling for a proxy/distiller cluster",
         summary: "LVS-NAT director + 1..15 hosts, closed-loop client; rr, lc, lblc, dh (+ extras), same vs per-host object sizes",
         run: lvs_cluster::run,
+        check: lvs_cluster::check,
         run_real: Some(crate::real::lvs_cluster::run_real),
         real_engines: &[],
     },

@@ -159,6 +159,11 @@ fn sensitivity(p: &Params, seed: u64) -> anyhow::Result<Vec<SensRow>> {
     Ok(rows)
 }
 
+/// The scenario typed and checked, nothing run (`Experiment::check`).
+pub fn check(params: &serde_json::Value) -> anyhow::Result<()> {
+    crate::scenario::typed::<Params>(params, "adsl-ack")?.validate()
+}
+
 pub fn run(params: &serde_json::Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOutput> {
     let p: Params = crate::scenario::typed(params, "adsl-ack")?;
     p.validate()?;

@@ -566,6 +566,11 @@ fn measure_variants(s: &Setup, size: usize, seed: u64) -> anyhow::Result<Vec<Var
 }
 
 /// Run the experiment.
+/// The scenario typed and checked, nothing run (`Experiment::check`).
+pub fn check(params: &Value) -> anyhow::Result<()> {
+    Setup::from_params(params).map(|_| ())
+}
+
 pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOutput> {
     let s = Setup::from_params(params)?;
     let grid = measure_grid(&s, seed)?;

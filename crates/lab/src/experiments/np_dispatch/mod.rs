@@ -172,6 +172,11 @@ fn sensitivity(p: &Params, seed: u64) -> anyhow::Result<Vec<SensRow>> {
 }
 
 /// Run the experiment.
+/// The scenario typed and checked, nothing run (`Experiment::check`).
+pub fn check(params: &Value) -> anyhow::Result<()> {
+    crate::scenario::typed::<Params>(params, "np-dispatch")?.validate()
+}
+
 pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOutput> {
     let p: Params = crate::scenario::typed(params, "np-dispatch")?;
     p.validate()?;

@@ -118,6 +118,11 @@ fn sensitivity(p: &Params, seed: u64) -> anyhow::Result<Vec<SensRow>> {
     Ok(rows)
 }
 
+/// The scenario typed and checked, nothing run (`Experiment::check`).
+pub fn check(params: &serde_json::Value) -> anyhow::Result<()> {
+    crate::scenario::typed::<Params>(params, "percentile-web")?.validate()
+}
+
 pub fn run(params: &serde_json::Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOutput> {
     let p: Params = crate::scenario::typed(params, "percentile-web")?;
     p.validate()?;

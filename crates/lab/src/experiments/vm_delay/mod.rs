@@ -446,6 +446,11 @@ pub fn measured_tiers(ntiers: usize) -> std::ops::Range<usize> {
 }
 
 /// Run the experiment.
+/// The scenario typed and checked, nothing run (`Experiment::check`).
+pub fn check(params: &Value) -> anyhow::Result<()> {
+    Setup::from_params(params).map(|_| ())
+}
+
 pub fn run(params: &Value, seed: u64, out: &Path) -> anyhow::Result<ExperimentOutput> {
     let s = Setup::from_params(params)?;
     let (runs, seed_of) = measure(&s, seed)?;
