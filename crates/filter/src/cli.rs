@@ -13,6 +13,7 @@ use crate::work::{Tables, WorkPolicy};
 use anyhow::{Context, Result};
 use netsched_core::classify::acl::{ClassifierKind, ClassifierLimits};
 use netsched_core::units;
+use netsched_sys::iface_watch::{self, InterfaceWatch};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -457,6 +458,14 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
         netsched_testbed::enter_netns(ns).with_context(|| format!("{} {ns}", s.key("netns")))?;
     }
     let mut engine = Engine::open(&cfg, Arc::new(tables))?;
+    // An interface deleted (or made again) under the filter stops it with the reason.
+    let (input_key, output_key) = (s.key("input"), s.key("output"));
+    let mut devs = vec![(input_key.as_str(), cfg.input.as_str())];
+    if let Some(out) = &cfg.output {
+        devs.push((output_key.as_str(), out.as_str()));
+    }
+    let ifaces = InterfaceWatch::spawn(&devs, iface_watch::PERIOD)?;
+    let lost = ifaces.lost();
     if let Some(d) = stall_after {
         engine.stall_after(d);
     }
@@ -514,13 +523,14 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
         }
         println!("{}", serde_json::to_string(s).unwrap_or_default());
     };
+    let stop_lost = lost.clone();
     // The packet thread runs the engine; this thread answers signals and watches it.
     let packet = std::thread::Builder::new()
         .name("filter-packet".into())
         .spawn(move || {
             let mut print = print;
             engine.run(
-                &netsched_testbed::interrupted,
+                &|| netsched_testbed::interrupted() || stop_lost.is_set(),
                 duration_limit,
                 stats_every,
                 &mut print,
@@ -544,7 +554,10 @@ pub fn run_filter(a: FilterArgs) -> Result<()> {
         final_stats.dropped,
         final_stats.queued
     );
-    Ok(())
+    match lost.why() {
+        Some(why) => Err(anyhow::anyhow!("{why}: stopped filtering")),
+        None => Ok(()),
+    }
 }
 
 /// Wait for the packet thread, watching its heartbeat ([`crate::watchdog`]). After

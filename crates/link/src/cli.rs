@@ -9,6 +9,7 @@ use crate::shape::{self, ShapePlan, Target};
 use anyhow::{Context, Result};
 use netsched_core::units::{self, format_rate, UnitError};
 use netsched_core::{Nanos, SEC};
+use netsched_sys::iface_watch::{self, InterfaceWatch};
 
 /// Longest propagation delay of one direction: 10 s (a delay line of 4096 frames at 10 s
 /// is already far beyond any access link).
@@ -255,6 +256,12 @@ pub fn run_link(args: LinkArgs) -> Result<()> {
         )
     })?;
     let mut engine = Engine::open(&cfg)?;
+    // An interface deleted (or made again) under the link stops it with the reason.
+    let watch = InterfaceWatch::spawn(
+        &[("--dev-a", &cfg.dev_a), ("--dev-b", &cfg.dev_b)],
+        iface_watch::PERIOD,
+    )?;
+    let lost = watch.lost();
     let _metrics = match metrics_addr {
         Some(addr) => {
             let server = crate::metrics::serve(addr, &cfg, &mut engine)?;
@@ -281,8 +288,9 @@ pub fn run_link(args: LinkArgs) -> Result<()> {
     let (outlet, rx, dropped) = StatsOutlet::new();
     let printer = netsched_util::json_lines::spawn_printer("link-stats", rx)
         .context("starting the stats printer")?;
+    let stop = || netsched_testbed::interrupted() || lost.is_set();
     netsched_util::notify::ready("netsched link", "forwarding");
-    let final_stats = engine.run(&netsched_testbed::interrupted, duration, Some(&outlet));
+    let final_stats = engine.run(&stop, duration, Some(&outlet));
     netsched_util::notify::stopping("netsched link");
     let mut final_stats = final_stats?;
     drop(outlet);
@@ -292,7 +300,10 @@ pub fn run_link(args: LinkArgs) -> Result<()> {
         "{}",
         serde_json::to_string(&serde_json::json!({ "final": final_stats }))?
     );
-    Ok(())
+    match lost.why() {
+        Some(why) => Err(anyhow::anyhow!("{why}: stopped forwarding")),
+        None => Ok(()),
+    }
 }
 
 /// A rate of `netsched link` (`none` = unlimited) in bits/s.

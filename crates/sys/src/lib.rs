@@ -29,7 +29,9 @@
 //! - [`pipe`]: pipes and `splice` for zero-copy relaying;
 //! - [`thread`]: namespace entry, CPU affinity, timer slack, nice value, thread id;
 //! - [`process`]: uid, signals, signal flags, the open-file limit;
-//! - [`fs`]: private temporary folders (`mkdtemp`).
+//! - [`fs`]: private temporary folders (`mkdtemp`);
+//! - [`iface_watch`]: a watch, off the packet path, that the interfaces a data plane is bound
+//!   to keep their index.
 //!
 //! **The testbed's system calls live here too** (namespace entry, CPU pinning, signals to
 //! process groups, `mkdtemp`, `SO_PEERCRED`): they are the same kind of call as the data
@@ -48,6 +50,7 @@ pub mod bpf_object;
 pub mod clock;
 pub mod epoll;
 pub mod fs;
+pub mod iface_watch;
 pub mod mmsg;
 pub mod netlink;
 pub mod packet;

@@ -1,6 +1,9 @@
 //! Set-up shared by the link engine's root tests: a line of three namespaces,
 //! `a` (10.N.0.1) — `m` (the engine, two bare ports) — `b` (10.N.0.2, reached through `m`),
-//! and the engine with its `/metrics` listener on a thread inside `m`.
+//! and the engine with its `/metrics` listener on a thread inside `m`. Each test file uses a
+//! subset.
+
+#![allow(dead_code)]
 
 use netsched_link::engine::{parse_qdisc, DirConfig, Engine, EngineConfig, EngineStats};
 use netsched_testbed::{enter_netns, Testbed};
