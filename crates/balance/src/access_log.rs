@@ -39,7 +39,10 @@
 //! cut to [`MAX_REQUEST_LINE`] bytes) and hands it to a bounded queue of [`QUEUE`] entries with
 //! `try_send`; one writer thread formats and writes. When the queue is full (a slow disk, a
 //! stderr nobody reads) the entry is dropped and counted in
-//! `netsched_balance_access_log_dropped_total`; nothing waits.
+//! `netsched_balance_access_log_dropped_total`; nothing waits. The writer sends what the
+//! queue holds in one write of at most 64 KiB; a line is counted in `lines_total` once all
+//! its bytes have been written, and a line the file refused (the disk full) in
+//! `write_errors_total`, then let go (memory stays bounded; [`Batch`]).
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
@@ -383,23 +386,72 @@ impl Drop for AccessLog {
     }
 }
 
-/// Write entries as they come; flush whenever the queue is momentarily empty.
-fn write_loop(rx: Receiver<Entry>, out: Box<dyn Write + Send>, c: LogCounters) {
-    let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
+/// Bytes gathered before one write: the lines that came together, at most about this many.
+const BATCH_BYTES: usize = 64 * 1024;
+
+/// Write entries as they come, in batches: whatever the queue holds at the moment, up to
+/// [`BATCH_BYTES`], goes out in one `write(2)` (a few when the kernel takes part of it).
+fn write_loop(rx: Receiver<Entry>, mut out: Box<dyn Write + Send>, c: LogCounters) {
+    let mut batch = Batch::default();
     while let Ok(first) = rx.recv() {
         let mut next = Some(first);
         while let Some(e) = next {
-            let mut line = e.line();
-            line.push('\n');
-            match out.write_all(line.as_bytes()) {
-                Ok(()) => c.written.inc(),
-                Err(_) => c.write_errors.inc(),
-            };
+            batch.push(&e.line());
+            if batch.bytes.len() >= BATCH_BYTES {
+                batch.write(&mut *out, &c);
+            }
             next = rx.try_recv().ok();
         }
-        let _ = out.flush();
+        batch.write(&mut *out, &c);
     }
-    let _ = out.flush();
+}
+
+/// Lines waiting for one write. A line counts as written only once all its bytes have
+/// reached the file (`written`); the rest of a batch a write refused (the disk full, stderr
+/// closed) counts in `write_errors` and is let go, never kept to grow. A line cut short by a
+/// refused write is ended by a newline before the next batch, so later lines stay whole.
+#[derive(Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    /// Where each line ends in `bytes`.
+    ends: Vec<usize>,
+    /// The last write stopped inside a line.
+    torn: bool,
+}
+
+impl Batch {
+    fn push(&mut self, line: &str) {
+        if self.bytes.is_empty() && self.torn {
+            self.bytes.push(b'\n');
+        }
+        self.bytes.extend_from_slice(line.as_bytes());
+        self.bytes.push(b'\n');
+        self.ends.push(self.bytes.len());
+    }
+
+    fn write(&mut self, out: &mut dyn Write, c: &LogCounters) {
+        if self.ends.is_empty() {
+            return;
+        }
+        let mut done = 0;
+        while done < self.bytes.len() {
+            match out.write(&self.bytes[done..]) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let _ = out.flush();
+        let whole = self.ends.iter().filter(|&&end| end <= done).count();
+        c.written.inc_by(whole as u64);
+        c.write_errors.inc_by((self.ends.len() - whole) as u64);
+        // Torn: some bytes of a line went out, not all of them.
+        let cut = done > 0 && done < self.bytes.len() && !self.ends.contains(&done);
+        self.torn = cut || (self.torn && done == 0);
+        self.bytes.clear();
+        self.ends.clear();
+    }
 }
 
 /// A request being served: what [`AccessLog`] gets when its response ends.
@@ -556,6 +608,53 @@ mod tests {
         assert!(Target::parse("rel.log").unwrap_err().contains("rel.log"));
     }
 
+    /// A file that takes `room` bytes, then refuses every write as a full disk does.
+    struct Full {
+        room: usize,
+        got: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    }
+
+    impl Write for Full {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            if self.room == 0 {
+                return Err(std::io::Error::from_raw_os_error(28)); // ENOSPC
+            }
+            let n = b.len().min(self.room);
+            self.room -= n;
+            self.got.lock().unwrap().extend_from_slice(&b[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn lines_a_full_disk_refuses_are_counted_and_a_torn_line_is_ended() {
+        let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let c = LogCounters::default();
+        let mut out = Full {
+            room: 25,
+            got: got.clone(),
+        };
+        let mut b = Batch::default();
+        for l in ["first line", "second line", "third line"] {
+            b.push(l);
+        }
+        b.write(&mut out, &c);
+        // 25 bytes: "first line\n" (11), "second line\n" (12) and 2 of "third line\n".
+        assert_eq!((c.written.get(), c.write_errors.get()), (2, 1));
+        assert!(b.torn);
+        // Room again: the next batch starts on a line of its own.
+        out.room = 100;
+        b.push("fourth line");
+        b.write(&mut out, &c);
+        assert_eq!((c.written.get(), c.write_errors.get()), (3, 1));
+        let text = String::from_utf8(got.lock().unwrap().clone()).unwrap();
+        assert_eq!(text, "first line\nsecond line\nth\nfourth line\n");
+        assert!(!b.torn && b.bytes.is_empty());
+    }
+
     #[test]
     fn a_full_queue_drops_and_counts_instead_of_waiting() {
         // A writer that never returns: the queue fills, then every further send is a drop.
@@ -572,9 +671,8 @@ mod tests {
         let (release, stuck) = std::sync::mpsc::channel();
         let counters = LogCounters::default();
         let log = AccessLog::with_writer(Box::new(Stuck(stuck)), counters.clone()).unwrap();
-        // The BufWriter takes the first ~64 KiB without writing; beyond that the writer
-        // blocks in `write`, and the queue then fills.
-        let sends = QUEUE * 3 + 64 * 1024 / 80;
+        // The writer blocks in its first `write`, and the queue then fills.
+        let sends = QUEUE * 3 + BATCH_BYTES / 80;
         let t = Instant::now();
         for _ in 0..sends {
             log.send(entry());

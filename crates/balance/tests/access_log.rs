@@ -413,3 +413,53 @@ async fn a_stderr_nobody_reads_never_holds_the_data_path() {
     assert!(m.contains("netsched_log_dropped_lines_total"), "{m}");
     drop(d);
 }
+
+/// The disk under the access log fills (root: a 16 KiB tmpfs mounted for the test): every
+/// request is still answered, each line the file refused is counted in
+/// `netsched_balance_access_log_write_errors_total` and only whole lines in `lines_total`,
+/// the lines on disk stay whole, and the balancer runs on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_under_the_access_log_is_counted_and_fails_no_request() {
+    if !netsched_testbed::privileged_test_allowed(
+        "a_full_disk_under_the_access_log_is_counted_and_fails_no_request",
+    ) {
+        return;
+    }
+    let b = http_backend("a").await;
+    let dir = TempDir::new("bal-alog-full").unwrap();
+    let disk = netsched_testbed::Tmpfs::mount(&dir.path().join("small"), 16 << 10).unwrap();
+    let path = disk.path().join("access.log");
+    let top = format!(
+        "admin = \"127.0.0.1:0\"\naccess_log = \"{}\"",
+        path.display()
+    );
+    let r = start(
+        &config_text("l7", "{ kind = \"rr\" }", &top, "", &[&b], &dir),
+        &dir,
+    )
+    .await;
+    // About 100 bytes a line: 400 lines are more than twice the disk.
+    let n = 400;
+    for i in 0..n {
+        assert_eq!(get(r.listen[0], &format!("/fill/{i}"), "x").await.0, 200);
+    }
+    let counted = |name: &str| {
+        metric(
+            &metrics_text(&r),
+            &format!("netsched_balance_access_log_{name}_total "),
+        )
+    };
+    assert!(
+        eventually(|| counted("lines") + counted("write_errors") >= n as f64).await,
+        "every line counted once: written {} + write errors {}",
+        counted("lines"),
+        counted("write_errors")
+    );
+    let (written, errors) = (counted("lines"), counted("write_errors"));
+    assert!(errors > 0.0 && written > 0.0, "{written} {errors}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let whole: Vec<&str> = text.lines().filter(|l| l.ends_with("HTTP/1.1\"")).collect();
+    assert_eq!(whole.len() as f64, written, "{text}");
+    assert_eq!(get(r.listen[0], "/after", "x").await.0, 200);
+    drop(r);
+}

@@ -12,42 +12,9 @@ mod common_lab;
 
 use common_lab::temp_dir;
 use netsched_lab::cli;
-use netsched_testbed::privileged_test_allowed;
+use netsched_testbed::{privileged_test_allowed, Tmpfs};
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// A tmpfs mounted for one test; unmounted and its mount point removed when dropped.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(at: PathBuf, bytes: u64) -> Tmpfs {
-        std::fs::create_dir_all(&at).unwrap();
-        let t = Tmpfs(at);
-        t.run(&["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"]);
-        t
-    }
-
-    fn resize(&self, bytes: u64) {
-        self.run(&["-o", &format!("remount,size={bytes}"), "tmpfs"]);
-    }
-
-    fn run(&self, args: &[&str]) {
-        let s = Command::new("mount")
-            .args(args)
-            .arg(&self.0)
-            .status()
-            .unwrap();
-        assert!(s.success(), "mount {args:?} {}: {s}", self.0.display());
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
+use std::path::Path;
 
 /// Bytes the files under `dir` take (allocated blocks), those whose name `pick` accepts.
 fn allocated(dir: &Path, pick: &dyn Fn(&str) -> bool) -> u64 {
@@ -96,16 +63,16 @@ fn a_sweep_whose_disk_fills_while_drawing_keeps_its_finished_runs() {
     let base = temp_dir("disk-full");
     // What the whole sweep writes, and its charts.
     let (whole, charts) = {
-        let fs = Tmpfs::mount(base.join("roomy"), 64 << 20);
-        let out = fs.0.join("sweep");
+        let fs = Tmpfs::mount(&base.join("roomy"), 64 << 20).unwrap();
+        let out = fs.path().join("sweep");
         sweep(&out).unwrap();
         assert_eq!(results(&out), 4);
         let charts = allocated(&out, &|n| n.ends_with(".svg"));
         (allocated(&out, &|_| true), charts)
     };
     assert!(charts >= 8192, "the charts take {charts} bytes");
-    let fs = Tmpfs::mount(base.join("small"), whole - charts / 2);
-    let out = fs.0.join("sweep");
+    let fs = Tmpfs::mount(&base.join("small"), whole - charts / 2).unwrap();
+    let out = fs.path().join("sweep");
     let e = sweep(&out).unwrap_err();
     assert!(e.contains("finished runs are kept"), "{e}");
     assert_eq!(results(&out), 4, "the finished runs are kept: {e}");
@@ -114,7 +81,7 @@ fn a_sweep_whose_disk_fills_while_drawing_keeps_its_finished_runs() {
         "no report stands for a sweep whose tables were not all written"
     );
     // With room again, the same command tabulates the kept runs and runs none again.
-    fs.resize(64 << 20);
+    fs.resize(64 << 20).unwrap();
     let before: Vec<_> = std::fs::read_dir(out.join("runs"))
         .unwrap()
         .map(|e| e.unwrap().metadata().unwrap().modified().unwrap())

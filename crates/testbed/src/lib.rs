@@ -11,7 +11,7 @@
 //! ([`netns_call`]), a loop on its own thread inside a namespace with a stop flag
 //! ([`netns_thread`]), Ctrl-C/SIGTERM handling ([`signal`]), child
 //! processes stopped with their whole process group ([`process`]), private temporary
-//! folders ([`tempdir`]), what a
+//! folders ([`tempdir`]), a small tmpfs for a disk that fills ([`tmpfs`]), what a
 //! daemon's `--check` asks of the host ([`check`]), Debian's headless Chromium for the status
 //! pages' tests ([`chromium`]) and the procedure those tests share: wait until still, load,
 //! compare with `/metrics` ([`status_page`]). Data planes
@@ -30,6 +30,7 @@ pub mod signal;
 pub mod status_page;
 pub mod sys;
 pub mod tempdir;
+pub mod tmpfs;
 
 pub use netns_call::{in_netns, netns_entry};
 pub use netns_thread::NetnsThread;
@@ -37,6 +38,7 @@ pub use process::{children_of, netns_of_tree, processes_with, Process};
 pub use signal::{check_interrupted, interrupted, sleep_unless_interrupted, SignalGuard};
 pub use sys::{allowed_cpus, enter_netns, euid, is_root, nobody, peer_cred, pin_to_cpu, PeerCred};
 pub use tempdir::TempDir;
+pub use tmpfs::Tmpfs;
 
 use anyhow::{anyhow, bail, Context, Result};
 use std::process::{Command, Stdio};
