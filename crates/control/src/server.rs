@@ -28,7 +28,9 @@
 //! over the waiting connections (at most [`Limits::max_connections`]) per newcomer; memory: a
 //! [`Limits::max_line`] buffer per open connection. A dropped connection's thread ends within
 //! [`Limits::answer_within`] (its read side is shut, so it reads nothing more); until then it
-//! is a thread beyond the bound, but holds no place.
+//! is a thread beyond the bound, but holds no place. One dropped in the instant between its
+//! thread reading a complete line and marking it read is still answered: that request runs
+//! beyond the bound, so a client that sent its line is never turned away by the dropping.
 
 use crate::access::{check_peer, AccessError};
 use crate::socket_file::{BindError, BindMode, SocketFile};
@@ -170,19 +172,18 @@ pub trait Handler: Send + Sync + 'static {
     fn refusal(&self, why: &Refusal) -> Option<String>;
 }
 
-/// Connections open now, and a way to wait for one to end; and the ones still waiting for
-/// their request line, oldest first (what a newcomer may take the place of).
+/// The connections holding a place, oldest first (their number is the count of open
+/// connections), and a way to wait for one to end.
 #[derive(Default)]
 struct OpenCount {
-    n: Mutex<usize>,
+    places: Mutex<Vec<Arc<Place>>>,
     ended: Condvar,
-    waiting: Mutex<Vec<Arc<Waiting>>>,
     dropped: AtomicU64,
 }
 
-/// A connection still reading its line: a clone of its socket (to shut its read side) and
-/// its state, which the connection's thread and a dropping newcomer each try to move first.
-struct Waiting {
+/// One connection's place: a clone of its socket (to shut its read side when it is dropped)
+/// and its state, which its thread and a dropping newcomer each try to move first.
+struct Place {
     stream: UnixStream,
     state: AtomicU8,
 }
@@ -192,35 +193,39 @@ const SERVING: u8 = 1;
 const DROPPED: u8 = 2;
 
 impl OpenCount {
-    fn get(&self) -> usize {
-        *self.n.lock().unwrap_or_else(|p| p.into_inner())
+    fn places(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Place>>> {
+        self.places.lock().unwrap_or_else(|p| p.into_inner())
     }
-    fn add(&self, d: isize) {
-        let mut n = self.n.lock().unwrap_or_else(|p| p.into_inner());
-        *n = n.saturating_add_signed(d);
+    fn get(&self) -> usize {
+        self.places().len()
+    }
+    fn take(&self, place: &Arc<Place>) {
+        self.places().push(Arc::clone(place));
+    }
+    fn give_back(&self, place: &Arc<Place>) {
+        self.places().retain(|p| !Arc::ptr_eq(p, place));
         self.ended.notify_all();
     }
     /// Wait (at most `wait`) until fewer than `max` are open.
     fn wait_below(&self, max: usize, wait: Duration) -> bool {
-        let n = self.n.lock().unwrap_or_else(|p| p.into_inner());
+        let n = self.places();
         let (n, _) = self
             .ended
-            .wait_timeout_while(n, wait, |n| *n >= max)
+            .wait_timeout_while(n, wait, |n| n.len() >= max)
             .unwrap_or_else(|p| p.into_inner());
-        *n < max
+        n.len() < max
     }
-    fn list(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Waiting>>> {
-        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
-    }
-    /// Drop the oldest waiting connection with nothing unread; its place passes to the
-    /// caller (the count stays). `false` when none can be dropped.
+    /// Drop the oldest connection still reading its line with nothing unread; its place is
+    /// free when this returns `true`.
     fn drop_oldest_silent(&self) -> bool {
-        let mut list = self.list();
-        list.retain(|w| w.state.load(Ordering::Acquire) == READING);
-        let mut fds: Vec<libc::pollfd> = list
+        let mut places = self.places();
+        let reading: Vec<usize> = (0..places.len())
+            .filter(|&i| places[i].state.load(Ordering::Acquire) == READING)
+            .collect();
+        let mut fds: Vec<libc::pollfd> = reading
             .iter()
-            .map(|w| libc::pollfd {
-                fd: w.stream.as_raw_fd(),
+            .map(|&i| libc::pollfd {
+                fd: places[i].stream.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             })
@@ -228,15 +233,15 @@ impl OpenCount {
         if netsched_sys::poll(&mut fds, Duration::ZERO).is_err() {
             return false;
         }
-        for (i, fd) in fds.iter().enumerate() {
-            let w = &list[i];
+        for (&i, fd) in reading.iter().zip(&fds) {
+            let p = &places[i];
             if fd.revents == 0
-                && w.state
+                && p.state
                     .compare_exchange(READING, DROPPED, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
             {
-                let _ = w.stream.shutdown(std::net::Shutdown::Read);
-                list.remove(i);
+                let _ = p.stream.shutdown(std::net::Shutdown::Read);
+                places.remove(i);
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 return true;
             }
@@ -356,8 +361,7 @@ fn accept_loop(
             continue;
         }
         // A place: a free one, or a silent connection's.
-        let free = open.get() < max;
-        let placed = free || open.drop_oldest_silent();
+        let placed = open.get() < max || open.drop_oldest_silent();
         if !placed && config.when_full == WhenFull::Wait {
             open.wait_below(max, ACCEPT_POLL);
             continue;
@@ -369,9 +373,6 @@ fn accept_loop(
         if !placed {
             refuse_busy(stream, handler.as_ref(), max);
             continue;
-        }
-        if free {
-            open.add(1);
         }
         spawn_one(stream, accepted, config, handler, open, file.gid);
     }
@@ -386,16 +387,17 @@ fn spawn_one(
     open: &Arc<OpenCount>,
     group: Option<u32>,
 ) {
-    let waiting = stream.try_clone().ok().map(|clone| {
-        let w = Arc::new(Waiting {
-            stream: clone,
-            state: AtomicU8::new(READING),
-        });
-        open.list().push(Arc::clone(&w));
-        w
+    let Ok(clone) = stream.try_clone() else {
+        return refuse_busy(stream, handler.as_ref(), config.limits.max_connections);
+    };
+    let place = Arc::new(Place {
+        stream: clone,
+        state: AtomicU8::new(READING),
     });
-    let (open2, handler2, limits, line_end) = (
+    open.take(&place);
+    let (open2, place2, handler2, limits, line_end) = (
         Arc::clone(open),
+        Arc::clone(&place),
         Arc::clone(handler),
         config.limits,
         config.line_end,
@@ -408,19 +410,13 @@ fn spawn_one(
                 limits: &limits,
                 line_end,
                 accepted,
-                waiting: waiting.as_deref(),
+                place: &place2,
             };
             serve_one(stream, handler2.as_ref(), &conn);
-            if let Some(w) = &waiting {
-                open2.list().retain(|x| !Arc::ptr_eq(x, w));
-            }
-            // A dropped connection gave its place to the newcomer already.
-            if waiting.is_none_or(|w| w.state.load(Ordering::Acquire) != DROPPED) {
-                open2.add(-1);
-            }
+            open2.give_back(&place2);
         });
     if spawned.is_err() {
-        open.add(-1);
+        open.give_back(&place);
     }
 }
 
@@ -441,18 +437,17 @@ struct Conn<'a> {
     limits: &'a Limits,
     line_end: LineEnd,
     accepted: Instant,
-    waiting: Option<&'a Waiting>,
+    place: &'a Place,
 }
 
 impl Conn<'_> {
     /// The line is read (or refused): the connection can no longer be dropped. `false` when
     /// it was dropped first.
     fn stop_waiting(&self) -> bool {
-        self.waiting.is_none_or(|w| {
-            w.state
-                .compare_exchange(READING, SERVING, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        })
+        self.place
+            .state
+            .compare_exchange(READING, SERVING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 }
 
@@ -473,8 +468,12 @@ fn serve_one(mut stream: UnixStream, handler: &dyn Handler, conn: &Conn<'_>) {
             ))
         });
     let read = match read {
-        Ok(x) if conn.stop_waiting() => Ok(x),
-        Ok((_, line)) => Err(Refusal::Dropped { bytes: line.len() }),
+        // Dropped just as its line arrived: answered all the same (its place is gone, so
+        // for that short while one more request is served than the bound).
+        Ok(x) => {
+            conn.stop_waiting();
+            Ok(x)
+        }
         Err(why) if conn.stop_waiting() => Err(why),
         Err(Refusal::Ended { bytes } | Refusal::Incomplete { bytes, .. }) => {
             Err(Refusal::Dropped { bytes })

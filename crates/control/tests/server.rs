@@ -275,7 +275,7 @@ fn one_connection_over_the_bound_waits_for_a_place_when_the_daemon_says_so() {
 }
 
 /// Fault: 16 silent connections (reopened as soon as the server drops one) held a socket's
-/// every place, so a `ctl` was answered "busy" (or waited) until the request deadline. Every
+/// 16 places, so a `ctl` was answered "busy" (or waited) until the request deadline. Every
 /// request here must be answered `ok`, in both modes, while they are held; the deadline is
 /// 30 s, so no silent connection times out during the test.
 #[test]
@@ -284,6 +284,7 @@ fn requests_are_served_while_16_silent_connections_are_held() {
         let d = Scratch::new(&format!("silent-{when_full:?}"));
         let mut cfg = config(when_full, LineEnd::Newline);
         cfg.limits.request_within = Duration::from_secs(30);
+        cfg.limits.max_connections = 16;
         let echo = Arc::new(Echo::default());
         let server = Server::start(&d.sock(), None, cfg, echo.clone()).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
@@ -308,7 +309,7 @@ fn requests_are_served_while_16_silent_connections_are_held() {
             })
         };
         let t = Instant::now();
-        while server.open_connections() < LIMITS.max_connections {
+        while server.open_connections() < 16 {
             assert!(t.elapsed() < Duration::from_secs(10), "never filled");
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -328,7 +329,10 @@ fn requests_are_served_while_16_silent_connections_are_held() {
             failed.len(),
             &failed[..failed.len().min(3)]
         );
-        assert!(server.dropped_silent() >= 20, "{}", server.dropped_silent());
+        assert!(
+            server.dropped_silent() > 0,
+            "no silent connection was dropped"
+        );
     }
 }
 
