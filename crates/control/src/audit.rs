@@ -65,7 +65,7 @@ pub fn log_outcome(r: &Request<'_>, outcome: Result<&str, &str>) {
     match outcome {
         Ok(summary) => {
             let summary = escape(summary);
-            tracing::info!(uid, pid, command = %line, "ctl {line} by uid {uid}: {summary}");
+            tracing::info!(uid, pid, command = &*line, "ctl {line} by uid {uid}: {summary}");
         }
         Err(why) => {
             REFUSED.fetch_add(1, Ordering::Relaxed);
@@ -80,7 +80,7 @@ pub fn log_outcome(r: &Request<'_>, outcome: Result<&str, &str>) {
             tracing::warn!(
                 uid,
                 pid,
-                command = %line,
+                command = &*line,
                 "ctl {line} by uid {uid} refused: {why}{note}"
             );
         }
