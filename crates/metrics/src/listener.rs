@@ -65,6 +65,8 @@ pub struct ListenerStats {
     pub overloaded: AtomicU64,
     /// Answered 431 or 400 by the reader.
     pub bad_heads: AtomicU64,
+    /// Accepts that failed (out of descriptors or memory).
+    pub accept_errors: AtomicU64,
 }
 
 /// A request the reader read whole: what a worker answers.
@@ -177,7 +179,13 @@ fn accept_some(
         let (stream, peer) = match listener.accept() {
             Ok(x) => x,
             Err(e) if e.kind() == ErrorKind::WouldBlock => return,
-            Err(_) => return,
+            Err(_) => {
+                // Out of descriptors or memory: the backlog stays readable, so pause rather
+                // than spin; the pending ones are still read and timed out meanwhile.
+                stats.accept_errors.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(10));
+                return;
+            }
         };
         if stream.set_nonblocking(true).is_err() {
             continue;
