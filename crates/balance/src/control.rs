@@ -134,22 +134,16 @@ fn log_change(line: &str, r: &Request<'_>, done: &Result<String, ControlError>) 
     ) {
         return;
     }
-    let (uid, pid) = (r.peer.uid, r.peer.pid);
-    match done {
-        Ok(text) => tracing::info!(
-            uid,
-            pid,
-            command = line,
-            "ctl {line} by uid {uid}: {}",
-            text.trim_end().replace('\n', "; ")
-        ),
-        Err(e) => tracing::warn!(
-            uid,
-            pid,
-            command = line,
-            "ctl {line} by uid {uid} refused: {e}"
-        ),
-    }
+    // Escaped, bounded and (when refused) rate-limited as every daemon's audit line.
+    let text = match done {
+        Ok(text) => text.trim_end().replace('\n', "; "),
+        Err(e) => e.to_string(),
+    };
+    let outcome = match done {
+        Ok(_) => Ok(text.as_str()),
+        Err(_) => Err(text.as_str()),
+    };
+    netsched_control::audit::log_outcome(r, outcome);
 }
 
 /// The control socket of a running balancer. Bound under a temporary name beside the path

@@ -65,7 +65,12 @@ pub fn log_outcome(r: &Request<'_>, outcome: Result<&str, &str>) {
     match outcome {
         Ok(summary) => {
             let summary = escape(summary);
-            tracing::info!(uid, pid, command = &*line, "ctl {line} by uid {uid}: {summary}");
+            tracing::info!(
+                uid,
+                pid,
+                command = &*line,
+                "ctl {line} by uid {uid}: {summary}"
+            );
         }
         Err(why) => {
             REFUSED.fetch_add(1, Ordering::Relaxed);
@@ -208,6 +213,8 @@ mod tests {
             );
             assert!(log.contains(r"set-x 3\r2026-12-07T00:00:00Z"), "{log}");
             assert!(log.contains(r"\u{1b}[2K\u{85}x\\r"), "{log}");
+            // The field stays a quoted string, as every other field of the text format.
+            assert!(log.contains("command=\"set-x 3"), "{log}");
         }
     }
 
