@@ -33,7 +33,8 @@ pub const MAX_REQUEST: usize = 4096;
 /// A request line must arrive within this of the connect, and its answer be written within
 /// as long again.
 pub const DEADLINE: Duration = Duration::from_secs(2);
-/// Control connections served at once; one more is answered "busy" and closed.
+/// Control connections served at once; one more takes the place of the oldest one still
+/// without its line (`netsched_control::server`), or, with none such, is answered "busy".
 pub const MAX_CONNECTIONS: usize = 128;
 
 /// The socket's bounds and ways (the one server of every daemon: [`netsched_control`]).
