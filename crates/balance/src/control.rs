@@ -33,7 +33,8 @@ pub const MAX_REQUEST: usize = 4096;
 /// A request line must arrive within this of the connect, and its answer be written within
 /// as long again.
 pub const DEADLINE: Duration = Duration::from_secs(2);
-/// Control connections served at once; one more is answered "busy" and closed.
+/// Control connections served at once; one more takes the place of the oldest one still
+/// without its line (`netsched_control::server`), or, with none such, is answered "busy".
 pub const MAX_CONNECTIONS: usize = 128;
 
 /// The socket's bounds and ways (the one server of every daemon: [`netsched_control`]).
@@ -134,22 +135,16 @@ fn log_change(line: &str, r: &Request<'_>, done: &Result<String, ControlError>) 
     ) {
         return;
     }
-    let (uid, pid) = (r.peer.uid, r.peer.pid);
-    match done {
-        Ok(text) => tracing::info!(
-            uid,
-            pid,
-            command = line,
-            "ctl {line} by uid {uid}: {}",
-            text.trim_end().replace('\n', "; ")
-        ),
-        Err(e) => tracing::warn!(
-            uid,
-            pid,
-            command = line,
-            "ctl {line} by uid {uid} refused: {e}"
-        ),
-    }
+    // Escaped, bounded and (when refused) rate-limited as every daemon's audit line.
+    let text = match done {
+        Ok(text) => text.trim_end().replace('\n', "; "),
+        Err(e) => e.to_string(),
+    };
+    let outcome = match done {
+        Ok(_) => Ok(text.as_str()),
+        Err(_) => Err(text.as_str()),
+    };
+    netsched_control::audit::log_outcome(r, outcome);
 }
 
 /// The control socket of a running balancer. Bound under a temporary name beside the path

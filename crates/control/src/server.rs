@@ -3,10 +3,16 @@
 //! then the server closes.
 //!
 //! Threads: an accept thread, and one thread per connection, at most
-//! [`Limits::max_connections`] at a time (a further client is answered "busy" at once, or
-//! waits in the kernel's listen backlog: [`WhenFull`]). None of them is a packet thread:
+//! [`Limits::max_connections`] at a time. When they are all taken and a client connects, the
+//! oldest connection still waiting for its request line with nothing unread in its socket is
+//! dropped ([`Refusal::Dropped`]) and its place given to the newcomer: a client that sends a
+//! line at once (as `ctl` does) is served however many silent connections are held, and a
+//! silent connection keeps a place only while no one else needs it. Only when every place is
+//! taken by a connection whose line has arrived is a further client answered "busy" at once,
+//! or left in the kernel's listen backlog ([`WhenFull`]). None of them is a packet thread:
 //! the daemon's [`Handler`] runs on the connection's thread and reaches the packet path only
 //! through its own bounded hand-off, so nothing a client does makes a packet wait for it.
+//! [`Server::dropped_silent`] counts the connections dropped so.
 //!
 //! Bounds per connection: the access rule first ([`crate::access::check_peer`], before a byte
 //! is read); the request line within [`Limits::request_within`] of the accept and at most
@@ -18,8 +24,13 @@
 //! The wire format of the answers is the daemon's: the server says *what* went wrong
 //! ([`Refusal`]) and the handler words it in its protocol (`error: …` lines, JSON).
 //!
-//! Cost: a thread start (~20 µs) and a few system calls per request; memory: a
-//! [`Limits::max_line`] buffer per open connection.
+//! Cost: a thread start (~20 µs) and a few system calls per request; when full, one `poll`
+//! over the waiting connections (at most [`Limits::max_connections`]) per newcomer; memory: a
+//! [`Limits::max_line`] buffer per open connection. A dropped connection's thread ends within
+//! [`Limits::answer_within`] (its read side is shut, so it reads nothing more); until then it
+//! is a thread beyond the bound, but holds no place. One dropped in the instant between its
+//! thread reading a complete line and marking it read is still answered: that request runs
+//! beyond the bound, so a client that sent its line is never turned away by the dropping.
 
 use crate::access::{check_peer, AccessError};
 use crate::socket_file::{BindError, BindMode, SocketFile};
@@ -29,7 +40,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -104,6 +115,9 @@ pub enum Refusal {
     NotUtf8 { offset: usize, byte: u8 },
     /// Reading the request failed.
     Read(std::io::Error),
+    /// Every place was taken and this connection, the oldest still without a complete line
+    /// (`bytes` had arrived), was dropped to make room for a newer one.
+    Dropped { bytes: usize },
 }
 
 impl fmt::Display for Refusal {
@@ -131,6 +145,11 @@ impl fmt::Display for Refusal {
                 "request is not UTF-8: invalid byte 0x{byte:02x} at offset {offset}"
             ),
             Refusal::Read(e) => write!(f, "reading the request: {e}"),
+            Refusal::Dropped { bytes } => write!(
+                f,
+                "dropped: every control connection was taken and this one had sent no \
+                 complete line ({bytes} bytes) when another client came"
+            ),
         }
     }
 }
@@ -153,30 +172,81 @@ pub trait Handler: Send + Sync + 'static {
     fn refusal(&self, why: &Refusal) -> Option<String>;
 }
 
-/// Connections open now, and a way to wait for one to end.
+/// The connections holding a place, oldest first (their number is the count of open
+/// connections), and a way to wait for one to end.
 #[derive(Default)]
 struct OpenCount {
-    n: Mutex<usize>,
+    places: Mutex<Vec<Arc<Place>>>,
     ended: Condvar,
+    dropped: AtomicU64,
 }
 
+/// One connection's place: a clone of its socket (to shut its read side when it is dropped)
+/// and its state, which its thread and a dropping newcomer each try to move first.
+struct Place {
+    stream: UnixStream,
+    state: AtomicU8,
+}
+
+const READING: u8 = 0;
+const SERVING: u8 = 1;
+const DROPPED: u8 = 2;
+
 impl OpenCount {
-    fn get(&self) -> usize {
-        *self.n.lock().unwrap_or_else(|p| p.into_inner())
+    fn places(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Place>>> {
+        self.places.lock().unwrap_or_else(|p| p.into_inner())
     }
-    fn add(&self, d: isize) {
-        let mut n = self.n.lock().unwrap_or_else(|p| p.into_inner());
-        *n = n.saturating_add_signed(d);
+    fn get(&self) -> usize {
+        self.places().len()
+    }
+    fn take(&self, place: &Arc<Place>) {
+        self.places().push(Arc::clone(place));
+    }
+    fn give_back(&self, place: &Arc<Place>) {
+        self.places().retain(|p| !Arc::ptr_eq(p, place));
         self.ended.notify_all();
     }
     /// Wait (at most `wait`) until fewer than `max` are open.
     fn wait_below(&self, max: usize, wait: Duration) -> bool {
-        let n = self.n.lock().unwrap_or_else(|p| p.into_inner());
+        let n = self.places();
         let (n, _) = self
             .ended
-            .wait_timeout_while(n, wait, |n| *n >= max)
+            .wait_timeout_while(n, wait, |n| n.len() >= max)
             .unwrap_or_else(|p| p.into_inner());
-        *n < max
+        n.len() < max
+    }
+    /// Drop the oldest connection still reading its line with nothing unread; its place is
+    /// free when this returns `true`.
+    fn drop_oldest_silent(&self) -> bool {
+        let mut places = self.places();
+        let reading: Vec<usize> = (0..places.len())
+            .filter(|&i| places[i].state.load(Ordering::Acquire) == READING)
+            .collect();
+        let mut fds: Vec<libc::pollfd> = reading
+            .iter()
+            .map(|&i| libc::pollfd {
+                fd: places[i].stream.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        if netsched_sys::poll(&mut fds, Duration::ZERO).is_err() {
+            return false;
+        }
+        for (&i, fd) in reading.iter().zip(&fds) {
+            let p = &places[i];
+            if fd.revents == 0
+                && p.state
+                    .compare_exchange(READING, DROPPED, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                let _ = p.stream.shutdown(std::net::Shutdown::Read);
+                places.remove(i);
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+        }
+        false
     }
 }
 
@@ -255,6 +325,11 @@ impl Server {
     pub fn open_connections(&self) -> usize {
         self.open.get()
     }
+
+    /// Connections dropped, still without a complete line, to make room for a newer one.
+    pub fn dropped_silent(&self) -> u64 {
+        self.open.dropped.load(Ordering::Relaxed)
+    }
 }
 
 impl Drop for Server {
@@ -277,9 +352,6 @@ fn accept_loop(
 ) {
     let max = config.limits.max_connections;
     while !stop.load(Ordering::Relaxed) {
-        if config.when_full == WhenFull::Wait && !open.wait_below(max, ACCEPT_POLL) {
-            continue;
-        }
         let mut fds = [libc::pollfd {
             fd: file.listener.as_raw_fd(),
             events: libc::POLLIN,
@@ -288,38 +360,63 @@ fn accept_loop(
         if !matches!(netsched_sys::poll(&mut fds, ACCEPT_POLL), Ok(n) if n > 0) {
             continue;
         }
+        // A place: a free one, or a silent connection's.
+        let placed = open.get() < max || open.drop_oldest_silent();
+        if !placed && config.when_full == WhenFull::Wait {
+            open.wait_below(max, ACCEPT_POLL);
+            continue;
+        }
         let Ok((stream, _)) = file.listener.accept() else {
             continue;
         };
         let accepted = Instant::now();
-        if open.get() >= max {
+        if !placed {
             refuse_busy(stream, handler.as_ref(), max);
             continue;
         }
-        open.add(1);
-        let (open2, handler2, limits, line_end, group) = (
-            Arc::clone(open),
-            Arc::clone(handler),
-            config.limits,
-            config.line_end,
-            file.gid,
-        );
-        let spawned = std::thread::Builder::new()
-            .name(format!("{}-conn", config.thread_name))
-            .spawn(move || {
-                serve_one(
-                    stream,
-                    group,
-                    handler2.as_ref(),
-                    &limits,
-                    line_end,
-                    accepted,
-                );
-                open2.add(-1);
-            });
-        if spawned.is_err() {
-            open.add(-1);
-        }
+        spawn_one(stream, accepted, config, handler, open, file.gid);
+    }
+}
+
+/// Serve `stream` on a thread of its own, which holds one of the counted places.
+fn spawn_one(
+    stream: UnixStream,
+    accepted: Instant,
+    config: &ServerConfig,
+    handler: &Arc<dyn Handler>,
+    open: &Arc<OpenCount>,
+    group: Option<u32>,
+) {
+    let Ok(clone) = stream.try_clone() else {
+        return refuse_busy(stream, handler.as_ref(), config.limits.max_connections);
+    };
+    let place = Arc::new(Place {
+        stream: clone,
+        state: AtomicU8::new(READING),
+    });
+    open.take(&place);
+    let (open2, place2, handler2, limits, line_end) = (
+        Arc::clone(open),
+        Arc::clone(&place),
+        Arc::clone(handler),
+        config.limits,
+        config.line_end,
+    );
+    let spawned = std::thread::Builder::new()
+        .name(format!("{}-conn", config.thread_name))
+        .spawn(move || {
+            let conn = Conn {
+                group,
+                limits: &limits,
+                line_end,
+                accepted,
+                place: &place2,
+            };
+            serve_one(stream, handler2.as_ref(), &conn);
+            open2.give_back(&place2);
+        });
+    if spawned.is_err() {
+        open.give_back(&place);
     }
 }
 
@@ -334,29 +431,62 @@ fn refuse_busy(mut stream: UnixStream, handler: &dyn Handler, max_connections: u
     while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
 }
 
-/// One connection: the access rule, the line, the answer, the drain.
-fn serve_one(
-    mut stream: UnixStream,
+/// What a connection's thread knows of its connection.
+struct Conn<'a> {
     group: Option<u32>,
-    handler: &dyn Handler,
-    limits: &Limits,
+    limits: &'a Limits,
     line_end: LineEnd,
     accepted: Instant,
-) {
+    place: &'a Place,
+}
+
+impl Conn<'_> {
+    /// The line is read (or refused): the connection can no longer be dropped. `false` when
+    /// it was dropped first.
+    fn stop_waiting(&self) -> bool {
+        self.place
+            .state
+            .compare_exchange(READING, SERVING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+}
+
+/// One connection: the access rule, the line, the answer, the drain.
+fn serve_one(mut stream: UnixStream, handler: &dyn Handler, conn: &Conn<'_>) {
     if stream.set_nonblocking(false).is_err() {
+        conn.stop_waiting();
         return;
     }
-    let deadline = accepted + limits.request_within;
-    let answer = match check_peer(&stream, group) {
-        Err(e) => handler.refusal(&Refusal::Denied(e)),
-        Ok(peer) => match read_line(&mut stream, limits, line_end, deadline) {
-            Err(why) => handler.refusal(&why),
-            Ok(line) => Some(handler.answer(&Request {
-                line: &line,
+    let limits = conn.limits;
+    let deadline = conn.accepted + limits.request_within;
+    let read = check_peer(&stream, conn.group)
+        .map_err(Refusal::Denied)
+        .and_then(|peer| {
+            Ok((
                 peer,
-                deadline,
-            })),
-        },
+                read_line(&mut stream, limits, conn.line_end, deadline)?,
+            ))
+        });
+    let read = match read {
+        // Dropped just as its line arrived: answered all the same (its place is gone, so
+        // for that short while one more request is served than the bound).
+        Ok(x) => {
+            conn.stop_waiting();
+            Ok(x)
+        }
+        Err(why) if conn.stop_waiting() => Err(why),
+        Err(Refusal::Ended { bytes } | Refusal::Incomplete { bytes, .. }) => {
+            Err(Refusal::Dropped { bytes })
+        }
+        Err(_) => Err(Refusal::Dropped { bytes: 0 }),
+    };
+    let answer = match read {
+        Err(why) => handler.refusal(&why),
+        Ok((peer, line)) => Some(handler.answer(&Request {
+            line: &line,
+            peer,
+            deadline,
+        })),
     };
     let until = Instant::now() + limits.answer_within;
     let _ = finish(&mut stream, answer.as_deref(), until);

@@ -14,7 +14,7 @@ use netsched_control::{
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,16 +37,25 @@ fn config(when_full: WhenFull, line_end: LineEnd) -> ServerConfig {
     }
 }
 
-/// Answers `ok <line>`; refusals as `error: <what>`, a silent client without a word.
+/// Answers `ok <line>`; refusals as `error: <what>`, a silent client without a word. A
+/// `hold` request holds its place until `release` is set (at most 10 s).
 #[derive(Default)]
 struct Echo {
     answered: AtomicUsize,
+    release: AtomicBool,
 }
 
 impl Handler for Echo {
     fn answer(&self, r: &Request<'_>) -> String {
         self.answered.fetch_add(1, Ordering::Relaxed);
         assert!(r.deadline > Instant::now() - Duration::from_secs(5));
+        let t = Instant::now();
+        while r.line == "hold"
+            && !self.release.load(Ordering::Relaxed)
+            && t.elapsed() < Duration::from_secs(10)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         format!("ok\n{} from uid {}\n", r.line, r.peer.uid)
     }
     fn refusal(&self, why: &Refusal) -> Option<String> {
@@ -193,11 +202,18 @@ fn a_client_trickling_bytes_after_its_line_is_let_go_by_the_answer_deadline() {
     );
 }
 
-/// Open `n` connections that send nothing, once the server holds them all.
-fn idle(path: &Path, server: &Server, n: usize) -> Vec<UnixStream> {
-    let v: Vec<UnixStream> = (0..n).map(|_| UnixStream::connect(path).unwrap()).collect();
+/// Open `n` connections whose requests (`hold`) are being answered, once the handler has
+/// them all.
+fn holding(path: &Path, echo: &Echo, n: usize) -> Vec<UnixStream> {
+    let v: Vec<UnixStream> = (0..n)
+        .map(|_| {
+            let mut s = UnixStream::connect(path).unwrap();
+            s.write_all(b"hold\n").unwrap();
+            s
+        })
+        .collect();
     let t = Instant::now();
-    while server.open_connections() < n {
+    while echo.answered.load(Ordering::Relaxed) < n {
         assert!(
             t.elapsed() < Duration::from_secs(10),
             "server never took them"
@@ -210,11 +226,8 @@ fn idle(path: &Path, server: &Server, n: usize) -> Vec<UnixStream> {
 #[test]
 fn one_connection_over_the_bound_is_answered_busy_at_once() {
     let d = Scratch::new("busy");
-    // A long request deadline: the idle connections hold their places during the test.
-    let mut cfg = config(WhenFull::Refuse, LineEnd::Newline);
-    cfg.limits.request_within = Duration::from_secs(30);
-    let server = Server::start(&d.sock(), None, cfg, Arc::new(Echo::default())).unwrap();
-    let held = idle(&d.sock(), &server, LIMITS.max_connections);
+    let (server, echo) = start(&d.sock(), WhenFull::Refuse, LineEnd::Newline);
+    let held = holding(&d.sock(), &echo, LIMITS.max_connections);
     // The busy answer comes at once, before the client says anything (it reads only: the
     // server closes right after answering, so a line sent later would find no reader).
     let t = Instant::now();
@@ -224,6 +237,7 @@ fn one_connection_over_the_bound_is_answered_busy_at_once() {
     s.read_to_string(&mut out).unwrap();
     assert_eq!(out, "error: busy: 3 control connections open; try again\n");
     assert!(t.elapsed() < Duration::from_secs(5));
+    echo.release.store(true, Ordering::Relaxed);
     drop(held);
     let t = Instant::now();
     while server.open_connections() > 0 {
@@ -236,20 +250,90 @@ fn one_connection_over_the_bound_is_answered_busy_at_once() {
 #[test]
 fn one_connection_over_the_bound_waits_for_a_place_when_the_daemon_says_so() {
     let d = Scratch::new("wait");
-    let (server, echo) = start(&d.sock(), WhenFull::Wait, LineEnd::Newline);
-    let held = idle(&d.sock(), &server, LIMITS.max_connections);
-    // The fourth client is not served while the three idle ones hold their places: they
-    // time out at the request deadline, then it is.
+    let (_server, echo) = start(&d.sock(), WhenFull::Wait, LineEnd::Newline);
+    let held = holding(&d.sock(), &echo, LIMITS.max_connections);
+    // The fourth client is not served while the three hold their places; it is once they
+    // are let go (no sooner than the sleep below).
     let t = Instant::now();
+    let releaser = {
+        let echo = Arc::clone(&echo);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(500));
+            echo.release.store(true, Ordering::Relaxed);
+        })
+    };
     let out = raw(&d.sock(), b"patient\n", false);
     assert!(out.starts_with("ok\npatient"), "{out}");
     assert!(
-        t.elapsed() >= LIMITS.request_within / 2,
+        t.elapsed() >= Duration::from_millis(500),
         "{:?}",
         t.elapsed()
     );
-    assert_eq!(echo.answered.load(Ordering::Relaxed), 1);
+    assert_eq!(echo.answered.load(Ordering::Relaxed), 4);
+    releaser.join().unwrap();
     drop(held);
+}
+
+/// Fault: 16 silent connections (reopened as soon as the server drops one) held a socket's
+/// 16 places, so a `ctl` was answered "busy" (or waited) until the request deadline. Every
+/// request here must be answered `ok`, in both modes, while they are held; the deadline is
+/// 30 s, so no silent connection times out during the test.
+#[test]
+fn requests_are_served_while_16_silent_connections_are_held() {
+    for when_full in [WhenFull::Refuse, WhenFull::Wait] {
+        let d = Scratch::new(&format!("silent-{when_full:?}"));
+        let mut cfg = config(when_full, LineEnd::Newline);
+        cfg.limits.request_within = Duration::from_secs(30);
+        cfg.limits.max_connections = 16;
+        let echo = Arc::new(Echo::default());
+        let server = Server::start(&d.sock(), None, cfg, echo.clone()).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let attacker = {
+            let (path, stop) = (d.sock(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut held: Vec<UnixStream> = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    // Keep 16 open: drop the ones the server closed, open new ones.
+                    held.retain(|s| {
+                        s.set_nonblocking(true).unwrap();
+                        matches!((&*s).read(&mut [0u8; 256]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+                    });
+                    while held.len() < 16 {
+                        match UnixStream::connect(&path) {
+                            Ok(s) => held.push(s),
+                            Err(_) => break,
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            })
+        };
+        let t = Instant::now();
+        while server.open_connections() < 16 {
+            assert!(t.elapsed() < Duration::from_secs(10), "never filled");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut failed = Vec::new();
+        for i in 0..20 {
+            let line = format!("ctl {i}");
+            match exchange(&d.sock(), &line, Duration::from_secs(10), "t") {
+                Ok(out) if out.starts_with(&format!("ok\n{line} from")) => {}
+                other => failed.push(format!("{other:?}")),
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        attacker.join().unwrap();
+        assert!(
+            failed.is_empty(),
+            "{when_full:?}: {} of 20 requests failed: {:?}",
+            failed.len(),
+            &failed[..failed.len().min(3)]
+        );
+        assert!(
+            server.dropped_silent() > 0,
+            "no silent connection was dropped"
+        );
+    }
 }
 
 /// A peer of another uid, not in the (absent) control group: refused by the rule before its

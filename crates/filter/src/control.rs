@@ -51,7 +51,8 @@ pub const MAX_REQUEST: usize = 4096;
 pub const DEADLINE: Duration = Duration::from_secs(10);
 /// Commands waiting for the packet thread; one more is answered "busy".
 pub const COMMAND_QUEUE: usize = 8;
-/// Connections served at once; one more is answered "busy" and closed.
+/// Connections served at once; one more takes the place of the oldest one still without its
+/// line (`netsched_control::server`), or, with none such, is answered "busy" and closed.
 pub const MAX_CONNECTIONS: usize = 16;
 /// How often a control thread waiting for the packet thread's answer looks at the watchdog,
 /// and how often a finished build retries a full queue.

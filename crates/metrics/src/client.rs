@@ -172,7 +172,7 @@ pub struct HammerOutcome {
 }
 
 /// The load the daemons' metrics tests put on a listener: `half_open` connections that send
-/// half a request line and hold their slot, and `scrapers` threads scraping in a loop for
+/// half a request line and stay open (until the listener's head deadline closes them), and `scrapers` threads scraping in a loop for
 /// `duration`, each answered scrape parsed and passed to `check`. Every thread first runs
 /// `enter` (e.g. entering the daemon's network namespace). A refused scraper waits 5 ms before
 /// trying again, so the scrapers contend for the listener without becoming busy loops on a

@@ -9,13 +9,19 @@
 //! `GET /` (one self-contained HTML page) and `GET /status.json` (what it reads every second,
 //! made from the same registry; `status.rs`). `HEAD` answers the head of a `GET`.
 //!
-//! Bounds: at most [`MAX_CONNECTIONS`] scrapes at once, each on its own short-lived thread (a
-//! connection beyond them gets 503 at once, so stuck or half-open clients cannot queue up the
-//! others), a request head of at most [`MAX_REQUEST_BYTES`], and [`IO_DEADLINE`] for reading the
-//! head and again for writing the answer (in total, not per system call), a status JSON of at
-//! most [`MAX_STATUS_BYTES`]; anything else gets 404, 405 (with `Allow: GET, HEAD`) or 400 and
-//! the connection is closed. Encoding takes the registry lock briefly; metric
-//! updates themselves are atomics and never wait for the scraper.
+//! Bounds (`listener.rs` has the why and the cost): one reader thread reads the request heads
+//! of at most [`MAX_PENDING`] connections at once with `poll(2)`, at most [`MAX_PER_ADDRESS`]
+//! of them from one client address (its oldest is dropped for its newest; when all places are
+//! taken, the oldest of the address holding the most is dropped), each head complete within
+//! [`HEAD_DEADLINE`] of the accept and at most [`MAX_REQUEST_BYTES`] long (CRLF or bare LF
+//! line ends); [`WORKERS`] threads answer complete requests from a queue of at most
+//! [`MAX_QUEUED`], each answer written within [`IO_DEADLINE`]; a status JSON of at most
+//! [`MAX_STATUS_BYTES`]. A head too long gets 431, a bad request line 400, a full queue 503
+//! (the only case of 503: half-open or silent clients never cause it), an unknown path 404,
+//! another method 405 (with `Allow: GET, HEAD`); the connection is then closed, lingering
+//! so the client reads the status rather than a reset. [`MetricsServer::stats`] counts what
+//! was dropped. Encoding takes the registry lock briefly; metric updates themselves are
+//! atomics and never wait for the scraper.
 //!
 //! Daemons whose counters live in a single packet thread (no atomics there) publish a copy
 //! instead: [`Latest`] is a one-value slot the packet thread fills with `try_lock` (it never
@@ -29,6 +35,7 @@
 #![forbid(unsafe_code)]
 
 mod client;
+mod listener;
 mod port_families;
 mod process;
 mod read_counter;
@@ -38,6 +45,10 @@ mod status;
 
 pub use client::{
     hammer, parse_exposition, scrape, scrape_samples, HammerOutcome, Sample, MAX_SCRAPE_BYTES,
+};
+pub use listener::{
+    ListenerStats, HEAD_DEADLINE, LINGER, LINGER_BYTES, MAX_PENDING, MAX_PER_ADDRESS, MAX_QUEUED,
+    WORKERS,
 };
 pub use port_families::PortCounters;
 pub use process::{register_daemon, MAX_FDS_COUNTED};
@@ -50,19 +61,16 @@ pub use status::{status_json, Page, MAX_STATUS_BYTES};
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Longest request head read before answering 400.
+/// Longest request head read; a longer one is answered 431.
 pub const MAX_REQUEST_BYTES: usize = 8 * 1024;
-/// Read and write deadline for one scrape connection (each in total).
+/// Deadline for writing one answer (in total, not per system call).
 pub const IO_DEADLINE: Duration = Duration::from_secs(2);
-/// Scrape connections served at once; one more gets 503 and is closed.
-pub const MAX_CONNECTIONS: usize = 8;
 /// The default admin address: loopback only.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:9100";
 
@@ -73,7 +81,8 @@ pub type Shared = Arc<Mutex<Registry>>;
 pub struct MetricsServer {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    stats: Arc<ListenerStats>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl MetricsServer {
@@ -81,14 +90,19 @@ impl MetricsServer {
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
+
+    /// What the listener served, dropped and refused since it started.
+    pub fn stats(&self) -> &ListenerStats {
+        &self.stats
+    }
 }
 
 impl Drop for MetricsServer {
     fn drop(&mut self) {
+        // The reader looks at the flag at least every 100 ms; the workers end when its queue
+        // goes with it, each within its answer's deadline.
         self.stop.store(true, Ordering::Relaxed);
-        // Wake the blocking accept.
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
-        if let Some(t) = self.thread.take() {
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }
@@ -133,43 +147,25 @@ pub fn serve_with_page(
         .local_addr()
         .map_err(|source| MetricsError::Bind { addr, source })?;
     let stop = Arc::new(AtomicBool::new(false));
-    let stop2 = stop.clone();
+    let stats = Arc::new(ListenerStats::default());
     let site = Arc::new(Site {
         registry,
         page,
         started: Instant::now(),
     });
-    let thread = std::thread::Builder::new()
+    let spawn_err = |source| MetricsError::Bind { addr, source };
+    let (jobs, mut threads) = listener::start_workers(&site).map_err(spawn_err)?;
+    let (stop2, stats2) = (Arc::clone(&stop), Arc::clone(&stats));
+    let reader = std::thread::Builder::new()
         .name("metrics".into())
-        .spawn(move || {
-            let active = Arc::new(AtomicUsize::new(0));
-            for conn in listener.incoming() {
-                if stop2.load(Ordering::Relaxed) {
-                    break;
-                }
-                let Ok(stream) = conn else { continue };
-                if active.load(Ordering::Acquire) >= MAX_CONNECTIONS {
-                    busy(stream);
-                    continue;
-                }
-                active.fetch_add(1, Ordering::AcqRel);
-                let (site, done) = (Arc::clone(&site), Arc::clone(&active));
-                let spawned = std::thread::Builder::new()
-                    .name("metrics-conn".into())
-                    .spawn(move || {
-                        let _ = answer(stream, &site);
-                        done.fetch_sub(1, Ordering::AcqRel);
-                    });
-                if spawned.is_err() {
-                    active.fetch_sub(1, Ordering::AcqRel);
-                }
-            }
-        })
-        .map_err(|source| MetricsError::Bind { addr, source })?;
+        .spawn(move || listener::read_loop(listener, jobs, &stop2, &stats2))
+        .map_err(spawn_err)?;
+    threads.insert(0, reader);
     Ok(MetricsServer {
         addr: bound,
         stop,
-        thread: Some(thread),
+        stats,
+        threads,
     })
 }
 
@@ -182,33 +178,8 @@ pub fn render(registry: &Shared) -> String {
     out
 }
 
-/// Over [`MAX_CONNECTIONS`]: answer 503 without waiting (a fresh socket's send buffer takes
-/// the few bytes) and close.
-fn busy(stream: TcpStream) {
-    let _ = stream.set_nonblocking(true);
-    let _ = (&stream).write_all(
-        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-    );
-    // FIN after the answer; a request still unread may turn the close into a reset, which a
-    // scraper sees as a failed scrape all the same.
-    let _ = stream.shutdown(std::net::Shutdown::Write);
-    let _ = (&stream).read(&mut [0u8; 1024]);
-}
-
-/// Time left until `deadline`, or a timeout error.
-fn left(deadline: Instant) -> std::io::Result<Duration> {
-    let d = deadline.saturating_duration_since(Instant::now());
-    if d.is_zero() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "scrape deadline",
-        ));
-    }
-    Ok(d)
-}
-
 /// What one listener serves: the registry, and the status page when the daemon has one.
-struct Site {
+pub(crate) struct Site {
     registry: Shared,
     page: Option<Page>,
     started: Instant,
@@ -217,47 +188,16 @@ struct Site {
 /// An answer: status line, content type, body.
 type Reply = (&'static str, &'static str, String);
 
-fn answer(mut stream: TcpStream, site: &Site) -> std::io::Result<()> {
-    let read_by = Instant::now() + IO_DEADLINE;
-    let mut buf = vec![0u8; MAX_REQUEST_BYTES];
-    let mut len = 0;
-    let head_end = loop {
-        if let Some(p) = find(&buf[..len], b"\r\n\r\n") {
-            break Some(p);
-        }
-        if len == buf.len() {
-            break None;
-        }
-        stream.set_read_timeout(Some(left(read_by)?))?;
-        let n = stream.read(&mut buf[len..])?;
-        if n == 0 {
-            return Ok(());
-        }
-        len += n;
-    };
-    let mut head_only = false;
-    let (status, ctype, body) = match head_end {
-        None => (
-            "400 Bad Request",
+/// Answer one complete request (on a worker thread) and close.
+fn answer(mut job: listener::Job, site: &Site) -> std::io::Result<()> {
+    let (status, ctype, body) = if job.other_method {
+        (
+            "405 Method Not Allowed",
             "text/plain",
-            "request head too long\n".to_string(),
-        ),
-        Some(end) => {
-            let head = String::from_utf8_lossy(&buf[..end]);
-            let mut first = head.lines().next().unwrap_or("").split_whitespace();
-            match (first.next(), first.next()) {
-                (Some(m @ ("GET" | "HEAD")), Some(target)) => {
-                    head_only = m == "HEAD";
-                    route(site, target.split('?').next().unwrap_or(""))
-                }
-                (Some(_), Some(_)) => (
-                    "405 Method Not Allowed",
-                    "text/plain",
-                    "only GET and HEAD\n".into(),
-                ),
-                _ => ("400 Bad Request", "text/plain", "bad request line\n".into()),
-            }
-        }
+            "only GET and HEAD\n".to_string(),
+        )
+    } else {
+        route(site, &job.path)
     };
     let mut head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n",
@@ -278,19 +218,8 @@ fn answer(mut stream: TcpStream, site: &Site) -> std::io::Result<()> {
         head.push_str("X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\n");
     }
     head.push_str("\r\n");
-    let body = if head_only { "" } else { body.as_str() };
-    let write_by = Instant::now() + IO_DEADLINE;
-    for mut part in [head.as_bytes(), body.as_bytes()] {
-        while !part.is_empty() {
-            stream.set_write_timeout(Some(left(write_by)?))?;
-            let n = stream.write(part)?;
-            if n == 0 {
-                return Err(std::io::ErrorKind::WriteZero.into());
-            }
-            part = &part[n..];
-        }
-    }
-    Ok(())
+    let body = if job.head_only { "" } else { body.as_str() };
+    listener::write_all_by(&mut job.stream, [head.as_bytes(), body.as_bytes()])
 }
 
 /// The answer to a GET (or HEAD) of `path`.
@@ -315,14 +244,12 @@ fn route(site: &Site, path: &str) -> Reply {
     }
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use prometheus_client::metrics::counter::Counter;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
 
     fn get(addr: SocketAddr, req: &str) -> String {
         let mut s = TcpStream::connect(addr).unwrap();
@@ -357,7 +284,9 @@ mod tests {
         let _ = s.write_all(long.as_bytes());
         let mut out = String::new();
         let _ = s.read_to_string(&mut out);
-        assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+        assert!(out.starts_with("HTTP/1.1 431"), "{out}");
+        let text = get(srv.addr(), "garbage\r\n\r\n");
+        assert!(text.starts_with("HTTP/1.1 400"), "{text}");
     }
 
     #[test]
@@ -404,56 +333,27 @@ mod tests {
     }
 
     #[test]
-    fn half_open_clients_get_no_more_than_their_slots_and_then_time_out() {
+    fn half_open_clients_are_closed_at_the_head_deadline_and_counted() {
         let shared: Shared = Arc::new(Mutex::new(Registry::default()));
         let srv = serve("127.0.0.1:0".parse().unwrap(), shared).unwrap();
-        // MAX_CONNECTIONS clients that send half a request and wait.
-        let stuck: Vec<TcpStream> = (0..MAX_CONNECTIONS)
+        let t0 = Instant::now();
+        let stuck: Vec<TcpStream> = (0..8)
             .map(|_| {
                 let mut s = TcpStream::connect(srv.addr()).unwrap();
                 s.write_all(b"GET /metr").unwrap();
                 s
             })
             .collect();
-        // Let the accept loop take them all (it is a separate thread).
-        // What a refused client reads: the 503, or a reset before it (nothing).
-        let try_get = |req: &str| {
-            let mut s = TcpStream::connect(srv.addr()).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            let _ = s.write_all(req.as_bytes());
-            let mut out = Vec::new();
-            let _ = s.read_to_end(&mut out);
-            String::from_utf8_lossy(&out).into_owned()
-        };
-        let t0 = Instant::now();
-        loop {
-            let text = try_get("GET /metrics HTTP/1.1\r\n\r\n");
-            if text.starts_with("HTTP/1.1 503") || text.is_empty() {
-                break;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "never refused: {text}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        // The stuck ones are closed after the read deadline; then scrapes are served again.
         for mut s in stuck {
             s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
             let mut out = Vec::new();
             let _ = s.read_to_end(&mut out);
+            assert!(out.is_empty(), "{out:?}");
         }
-        let t0 = Instant::now();
-        loop {
-            let text = try_get("GET /metrics HTTP/1.1\r\n\r\n");
-            if text.starts_with("HTTP/1.1 200") {
-                break;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "not served again: {text}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        // Closed no sooner than the deadline, and well within it plus a loaded machine's slack.
+        let took = t0.elapsed();
+        assert!(took >= HEAD_DEADLINE, "{took:?}");
+        assert!(took < HEAD_DEADLINE + Duration::from_secs(8), "{took:?}");
+        assert_eq!(srv.stats().head_timeouts.load(Ordering::Relaxed), 8);
     }
 }

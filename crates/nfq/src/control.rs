@@ -24,7 +24,8 @@
 //! ## Off the packet path
 //! The daemon serves the socket from control threads (the one server of every daemon,
 //! `netsched_control`, started by [`ControlServer::serve`]): at most [`MAX_CONNECTIONS`]
-//! connections at once (the rest wait in the kernel's listen backlog), each with
+//! connections at once (the oldest still silent closed for a newcomer, else the rest wait in
+//! the kernel's listen backlog), each with
 //! [`REQUEST_DEADLINE`] for its line — however the bytes trickle in — and as long again to
 //! take its answer, and at most [`MAX_REQUEST_BYTES`] for its line. A control thread parses
 //! and validates the request, runs the slow parts (iptables counters, /proc, formatting)
@@ -55,7 +56,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Control connections served at once; further clients wait in the listen backlog.
+/// Control connections served at once; one more takes the place of the oldest one still
+/// without its line (`netsched_control::server`), or, with none such, waits in the listen
+/// backlog.
 pub const MAX_CONNECTIONS: usize = 32;
 /// A request line longer than this is refused (requests are < 200 bytes).
 pub const MAX_REQUEST_BYTES: usize = 4096;

@@ -19,8 +19,9 @@
 //! commands per loop turn with `try_recv` (never blocks), answers on a one-place channel
 //! (never blocks), and applies a change at the next round start. A request has
 //! [`DEADLINE`] to arrive and wait for the switch, and as long again to be written; each
-//! connection is served by its own thread, at most [`MAX_CONNECTIONS`] at a time (more are
-//! answered "busy" and closed), so a stuck client stalls neither the switch nor the other
+//! connection is served by its own thread, at most [`MAX_CONNECTIONS`] at a time (the oldest
+//! still silent is closed for a newcomer; with none such, more are answered "busy" and
+//! closed), so a stuck client stalls neither the switch nor the other
 //! clients. The socket, its bounds and its access rule are the one server of every daemon
 //! (`netsched_control`): the socket is mode 0660 (group `--control-group` when given); each
 //! connection's `SO_PEERCRED` must be root, our own uid, or a member of that group.
@@ -41,7 +42,8 @@ pub const MAX_REQUEST: usize = 4096;
 pub const DEADLINE: Duration = Duration::from_secs(2);
 /// Commands waiting for the packet thread; one more is answered "busy".
 pub const COMMAND_QUEUE: usize = 8;
-/// Connections served at once; one more is answered "busy" and closed.
+/// Connections served at once; one more takes the place of the oldest one still without its
+/// line (`netsched_control::server`), or, with none such, is answered "busy" and closed.
 pub const MAX_CONNECTIONS: usize = 16;
 /// The default socket path.
 pub const DEFAULT_SOCKET: &str = "/run/netsched/vswitch.sock";
