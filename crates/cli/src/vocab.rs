@@ -59,6 +59,11 @@ pub const FLAG_RENAMES: &[FlagRename] = &[
         scope: &["classify bench"],
     },
     FlagRename {
+        old: "--queue",
+        new: "--nfqueue",
+        scope: &["nfq", "nfq cleanup"],
+    },
+    FlagRename {
         old: "--pin",
         new: "--cpu auto",
         scope: &["filter"],

@@ -116,7 +116,7 @@ fn nfq_check_validates_the_file_and_the_host() {
     let bad = d.file("bad.toml", "queue = \"x\"\n");
     let (code, _, _) = run(&["nfq", "--config", &bad, "--check"]);
     assert_eq!(code, 1);
-    let (code, _, _) = run(&["nfq", "--check", "--queue", "notanumber"]);
+    let (code, _, _) = run(&["nfq", "--check", "--nfqueue", "notanumber"]);
     assert_eq!(code, 2);
 }
 

@@ -152,7 +152,7 @@ impl fmt::Display for ConfigError {
             ),
             LimitZero => write!(
                 f,
-                "[limits]: max_held_packets, max_flows and queue_limit must be at least 1"
+                "[limits]: max_held, max_flows and queue_limit must be at least 1"
             ),
             TimeoutZero => write!(f, "[limits]: timeouts must be greater than zero"),
             In { what, source } => write!(f, "{what}: {source}"),

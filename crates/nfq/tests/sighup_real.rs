@@ -23,7 +23,7 @@ const METRICS: &str = "127.0.0.1:9101";
 
 fn config(sock: &Path, queue: u16, gold: i64, budget: usize, table: &str) -> String {
     format!(
-        "queue = {queue}\nbudget = {budget}\ndeadline = \"auto\"\ncontrol_socket = \"{}\"\n\
+        "nfqueue = {queue}\nbudget = {budget}\ndeadline = \"auto\"\ncontrol_socket = \"{}\"\n\
          [service]\nprotocol = \"udp\"\nports = [{PORT}]\n\
          [[class]]\nname = \"gold\"\npercentile = {gold}\n\
          [[class]]\nname = \"rest\"\npercentile = 50\n{table}",
