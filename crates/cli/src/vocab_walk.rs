@@ -359,6 +359,8 @@ const OLD_CONFIG_SPELLINGS: &[(&str, After)] = &[
     ("max_connections =", None),
     ("max_held_packets", None),
     ("kernel_queue_maxlen", None),
+    // nfq's networks → class: `sources` in the `[[class]]`, as balance's.
+    ("[[table]]", None),
 ];
 
 /// Whether `line` holds `old` with nothing of a longer name right before it, and what

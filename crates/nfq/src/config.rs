@@ -18,10 +18,7 @@
 //! [[class]]
 //! name = "gold"
 //! percentile = 90                # target: share of requests answered within the deadline
-//!
-//! [[table]]
-//! cidr = "192.168.0.0/16"
-//! class = "gold"                 # class name or index
+//! sources = ["192.168.0.0/16"]   # networks of this class (the address table), as balance's
 //! ```
 //!
 //! Every error names the file, the field and the value.
@@ -224,6 +221,7 @@ struct FileConfig {
     service: Option<FileService>,
     #[serde(default, rename = "class")]
     classes: Vec<FileClass>,
+    /// Old form of `[[class]] sources`, read with a warning ([`old_spellings`]).
     #[serde(default)]
     table: Vec<FileEntry>,
     limits: Option<FileLimits>,
@@ -242,6 +240,10 @@ struct FileService {
 struct FileClass {
     name: String,
     percentile: i64,
+    /// Networks of this class: entries of the address table (longest prefix wins), the key
+    /// `netsched balance`'s classes use.
+    #[serde(default)]
+    sources: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -284,6 +286,12 @@ pub fn old_spellings(table: &toml::Table) -> Vec<String> {
         if let Some(new) = DisciplineKind::old_spelling(d) {
             out.push(format!("discipline = \"{d}\" is renamed \"{new}\""));
         }
+    }
+    if table.contains_key("table") {
+        out.push(
+            "[[table]] (cidr, class) is written sources = [\"CIDR\", ...] in the class's [[class]]"
+                .to_string(),
+        );
     }
     let limits = table.get("limits").and_then(|l| l.as_table());
     for (old, new) in [
@@ -538,6 +546,14 @@ impl Config {
         } else {
             c.default_class = c.classes.len().saturating_sub(1);
         }
+        for (i, cl) in f.classes.iter().enumerate() {
+            for (j, s) in cl.sources.iter().enumerate() {
+                let cidr = parse_cidr(s).map_err(|x| {
+                    x.within(format!("[[class]] #{} ({:?}) sources[{j}]", i + 1, cl.name))
+                })?;
+                c.table.push((cidr, i));
+            }
+        }
         for (i, e) in f.table.iter().enumerate() {
             let cidr =
                 parse_cidr(&e.cidr).map_err(|x| x.within(format!("[[table]] #{}", i + 1)))?;
@@ -627,9 +643,14 @@ impl Config {
         }
         for (j, (cidr, _)) in self.table.iter().enumerate() {
             if let Some(i) = self.table[..j].iter().position(|(c, _)| c == cidr) {
+                let class = |k: usize| {
+                    self.classes
+                        .get(self.table[k].1)
+                        .map_or_else(|| self.table[k].1.to_string(), |c| c.name.clone())
+                };
                 return Err(ConfigError::NetworkTwice {
-                    first: i + 1,
-                    again: j + 1,
+                    first: class(i),
+                    again: class(j),
                     cidr: cidr.to_string(),
                 });
             }
@@ -671,15 +692,11 @@ address = "10.0.0.1"
 [[class]]
 name = "c0"
 percentile = 90
+sources = ["10.1.0.0/16"]
 [[class]]
 name = "c4"
 percentile = 50
-[[table]]
-cidr = "10.1.0.0/16"
-class = "c0"
-[[table]]
-cidr = "10.2.0.9"
-class = 1
+sources = ["10.2.0.9"]
 [limits]
 request_timeout = "2s"
 "#;
@@ -709,7 +726,9 @@ request_timeout = "2s"
         again.table.push((net, 1));
         let e = again.validate().unwrap_err().to_string();
         assert!(
-            e.starts_with(&format!("[[table]] #3 ({net}): the network of entry #1")),
+            e.starts_with(&format!(
+                "sources: {net} in class \"c0\" and again in class \"c4\""
+            )),
             "{e}"
         );
     }
@@ -745,6 +764,26 @@ request_timeout = "2s"
         ] {
             assert!(w.contains(&format!("{o} is renamed {n}")), "{w}");
         }
+        // `[[table]]` entries and `sources` fill the same address table.
+        let tabled = EXAMPLE
+            .replace("sources = [\"10.1.0.0/16\"]\n", "")
+            .replace("sources = [\"10.2.0.9\"]\n", "")
+            + "[[table]]\ncidr = \"10.1.0.0/16\"\nclass = \"c0\"\n\
+               [[table]]\ncidr = \"10.2.0.9\"\nclass = 1\n";
+        assert_eq!(
+            Config::from_toml(&tabled).unwrap().table,
+            Config::from_toml(EXAMPLE).unwrap().table
+        );
+        assert!(old_spellings(&EXAMPLE.parse().unwrap()).is_empty());
+        let w = old_spellings(&tabled.parse().unwrap()).join("\n");
+        assert!(w.contains("[[table]] (cidr, class) is written sources"), "{w}");
+        let e = Config::from_toml(&EXAMPLE.replace("10.2.0.9", "10.2.0.0/40"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("[[class]] #2 (\"c4\") sources[0]") && e.contains("10.2.0.0/40"),
+            "{e}"
+        );
         assert_eq!(DisciplineKind::Strict.as_str(), "strict_priority");
         assert_eq!(DisciplineKind::old_spelling("prio"), Some("strict_priority"));
         assert_eq!(DisciplineKind::old_spelling("strict_priority"), None);
