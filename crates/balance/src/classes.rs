@@ -225,7 +225,10 @@ impl fmt::Display for ClassError {
                  head and judged on its response time)",
             ),
             ClassError::NoClasses { queue } => {
-                write!(f, "discipline = \"{queue}\": needs at least one [[class]] table")
+                write!(
+                    f,
+                    "discipline = \"{queue}\": needs at least one [[class]] table"
+                )
             }
         }
     }

@@ -1042,7 +1042,8 @@ maxconn = 10
     #[test]
     fn old_spellings_are_read_with_a_warning_and_new_ones_without() {
         use crate::classes::QueueKind;
-        let classes = "\n[[class]]\nname = \"a\"\nsources = [\"10.0.0.0/8\"]\n[[class]]\nname = \"b\"\n";
+        let classes =
+            "\n[[class]]\nname = \"a\"\nsources = [\"10.0.0.0/8\"]\n[[class]]\nname = \"b\"\n";
         let new = format!("{GOOD}{classes}").replacen(
             "max_client_connections = 100\n",
             "max_client_connections = 100\ndiscipline = \"strict_priority\"\n",
@@ -1067,7 +1068,10 @@ maxconn = 10
         let mid = new.replace("\"strict_priority\"", "\"priority\"");
         assert_eq!(Config::parse(&mid).unwrap().queue, QueueKind::Priority);
         let w = old_spellings(&mid.parse().unwrap()).join("\n");
-        assert!(w.contains("\"priority\" is renamed \"strict_priority\""), "{w}");
+        assert!(
+            w.contains("\"priority\" is renamed \"strict_priority\""),
+            "{w}"
+        );
         assert_eq!(QueueKind::Priority.name(), "strict_priority");
         // Both spellings at once: refused, naming the key.
         let both = new.replacen(

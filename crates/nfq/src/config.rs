@@ -776,7 +776,10 @@ request_timeout = "2s"
         );
         assert!(old_spellings(&EXAMPLE.parse().unwrap()).is_empty());
         let w = old_spellings(&tabled.parse().unwrap()).join("\n");
-        assert!(w.contains("[[table]] (cidr, class) is written sources"), "{w}");
+        assert!(
+            w.contains("[[table]] (cidr, class) is written sources"),
+            "{w}"
+        );
         let e = Config::from_toml(&EXAMPLE.replace("10.2.0.9", "10.2.0.0/40"))
             .unwrap_err()
             .to_string();
@@ -785,10 +788,15 @@ request_timeout = "2s"
             "{e}"
         );
         assert_eq!(DisciplineKind::Strict.as_str(), "strict_priority");
-        assert_eq!(DisciplineKind::old_spelling("prio"), Some("strict_priority"));
+        assert_eq!(
+            DisciplineKind::old_spelling("prio"),
+            Some("strict_priority")
+        );
         assert_eq!(DisciplineKind::old_spelling("strict_priority"), None);
         // Both spellings at once: refused, naming the key.
-        let e = Config::from_toml("queue = 1\nnfqueue = 2\n").unwrap_err().to_string();
+        let e = Config::from_toml("queue = 1\nnfqueue = 2\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("nfqueue"), "{e}");
     }
 

@@ -418,7 +418,12 @@ impl SwitchConfig {
             count(&format!("port[{i}].bitmap_len"), b.into(), 2, 63)?;
         }
         if let Some(q) = p.queue_limit {
-            count(&format!("port[{i}].queue_limit"), q as u64, 1, MAX_QUEUE as u64)?;
+            count(
+                &format!("port[{i}].queue_limit"),
+                q as u64,
+                1,
+                MAX_QUEUE as u64,
+            )?;
         }
         Ok(())
     }
@@ -699,7 +704,10 @@ bound = "60ms"
     /// without one.
     #[test]
     fn the_old_queue_spelling_still_reads_and_is_reported() {
-        let new = OK.replace("packet_rate = 20000\n", "packet_rate = 20000\nqueue_limit = 64\n");
+        let new = OK.replace(
+            "packet_rate = 20000\n",
+            "packet_rate = 20000\nqueue_limit = 64\n",
+        );
         assert_ne!(new, OK);
         let new = new.replacen("tier = 1", "tier = 1\nqueue_limit = 16", 1);
         let old = new.replace("queue_limit", "queue");
@@ -717,7 +725,10 @@ bound = "60ms"
         let e = SwitchConfig::parse(&new.replace("= 64", "= 0"), "sw.toml")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("sw.toml") && e.contains("queue_limit = 0"), "{e}");
+        assert!(
+            e.contains("sw.toml") && e.contains("queue_limit = 0"),
+            "{e}"
+        );
     }
 
     #[test]
