@@ -258,7 +258,7 @@ struct FileEntry {
 struct FileLimits {
     /// `max_held_packets` is its old spelling, read with a warning ([`old_spellings`]).
     #[serde(alias = "max_held_packets")]
-    max_held: Option<usize>,
+    held_limit: Option<usize>,
     max_flows: Option<usize>,
     max_table_entries: Option<usize>,
     queue_limit: Option<usize>,
@@ -295,7 +295,7 @@ pub fn old_spellings(table: &toml::Table) -> Vec<String> {
     }
     let limits = table.get("limits").and_then(|l| l.as_table());
     for (old, new) in [
-        ("max_held_packets", "max_held"),
+        ("max_held_packets", "held_limit"),
         ("kernel_queue_maxlen", "nfqueue_limit"),
     ] {
         if limits.is_some_and(|l| l.contains_key(old)) {
@@ -563,7 +563,7 @@ impl Config {
         }
         if let Some(l) = f.limits {
             let d = &mut c.limits;
-            if let Some(v) = l.max_held {
+            if let Some(v) = l.held_limit {
                 d.max_held_packets = v;
             }
             if let Some(v) = l.max_flows {
@@ -738,11 +738,11 @@ request_timeout = "2s"
     #[test]
     fn old_spellings_are_read_with_a_warning_and_new_ones_without() {
         let new = "nfqueue = 3\ndiscipline = \"strict_priority\"\n[[class]]\nname = \"a\"\n\
-                   percentile = 90\n[limits]\nmax_held = 7\nnfqueue_limit = 99\n";
+                   percentile = 90\n[limits]\nheld_limit = 7\nnfqueue_limit = 99\n";
         let old = new
             .replace("nfqueue = 3", "queue = 3")
             .replace("strict_priority", "strict")
-            .replace("max_held = 7", "max_held_packets = 7")
+            .replace("held_limit = 7", "max_held_packets = 7")
             .replace("nfqueue_limit", "kernel_queue_maxlen");
         let (a, b) = (
             Config::from_toml(new).unwrap(),
@@ -759,7 +759,7 @@ request_timeout = "2s"
         for (o, n) in [
             ("queue", "nfqueue"),
             ("\"strict\"", "\"strict_priority\""),
-            ("max_held_packets", "max_held"),
+            ("max_held_packets", "held_limit"),
             ("kernel_queue_maxlen", "nfqueue_limit"),
         ] {
             assert!(w.contains(&format!("{o} is renamed {n}")), "{w}");

@@ -153,7 +153,7 @@ impl fmt::Display for ConfigError {
             ),
             LimitZero => write!(
                 f,
-                "[limits]: max_held, max_flows and queue_limit must be at least 1"
+                "[limits]: held_limit, max_flows and queue_limit must be at least 1"
             ),
             TimeoutZero => write!(f, "[limits]: timeouts must be greater than zero"),
             In { what, source } => write!(f, "{what}: {source}"),
