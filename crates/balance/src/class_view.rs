@@ -43,7 +43,7 @@ pub fn command(w: &[&str], svc: &Service) -> Result<String, String> {
 
 #[derive(Serialize)]
 struct Classes<'a> {
-    queue: &'static str,
+    discipline: &'static str,
     classes: &'a [ClassView],
 }
 
@@ -55,12 +55,12 @@ pub fn render(
 ) -> Result<String, serde_json::Error> {
     if json {
         let doc = Classes {
-            queue: kind.name(),
+            discipline: kind.name(),
             classes: rows,
         };
         return serde_json::to_string_pretty(&doc).map(|s| s + "\n");
     }
-    let mut out = format!("queue {}\n", kind.name());
+    let mut out = format!("discipline {}\n", kind.name());
     out += &format!(
         "{:<16} {:>3} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>9} {:>8} {}\n",
         "class",

@@ -19,7 +19,7 @@
 //!
 //! Checks (each error names the file's key and the value): a class needs a name (unique,
 //! the characters of a server name), `percentile` in 1..=100 (required with
-//! `queue = "percentile"`), a `deadline` that is `"auto"` or a duration above 0 and not
+//! `discipline = "percentile"`), a `deadline` that is `"auto"` or a duration above 0 and not
 //! beyond the class's queue timeout, at least one rule unless it is the default class (a
 //! class matched by nothing would never see a request: an error, not a warning), no CIDR,
 //! header rule, path prefix or client subject given to two classes (the second could never
@@ -56,6 +56,8 @@ pub enum QueueKind {
     Fifo,
     /// Strict priority in class order: the first class's oldest request, then the second's...
     /// (HAProxy `set-priority-class`); the last class starves while the first keeps it busy.
+    /// `"priority"` is its old spelling, read with a warning (`config::old_spellings`).
+    #[serde(rename = "strict_priority", alias = "priority")]
     Priority,
     /// P0's percentile scheduler: the class furthest below its target (lowest
     /// `S / (N·P)`) sends its oldest request (core's `PercentileQueue`).
@@ -66,7 +68,7 @@ impl QueueKind {
     pub fn name(self) -> &'static str {
         match self {
             QueueKind::Fifo => "fifo",
-            QueueKind::Priority => "priority",
+            QueueKind::Priority => "strict_priority",
             QueueKind::Percentile => "percentile",
         }
     }
@@ -106,7 +108,7 @@ pub struct ClassConf {
     /// Longest wait of this class (default and maximum: `timeouts.queue`).
     #[serde(default)]
     pub queue_timeout: Option<String>,
-    /// With `queue = "percentile"`: how long a request of this class may wait before it
+    /// With `discipline = "percentile"`: how long a request of this class may wait before it
     /// leaves whatever P0's rule says (`"off"`, `"deadline"` or a duration; default
     /// [`DEFAULT_MAX_HOLD`], capped by the class's queue timeout).
     #[serde(default)]
@@ -189,9 +191,9 @@ pub enum ClassError {
     UnknownDefault {
         name: String,
     },
-    /// Classes or a queue other than FIFO in mode "l4".
+    /// Classes or a discipline other than FIFO in mode "l4".
     L4,
-    /// `queue = "percentile"` or `"priority"` with no class.
+    /// `discipline = "percentile"` or `"strict_priority"` with no class.
     NoClasses {
         queue: &'static str,
     },
@@ -219,11 +221,14 @@ impl fmt::Display for ClassError {
                 write!(f, "default_class = {name:?}: no [[class]] has that name")
             }
             ClassError::L4 => f.write_str(
-                "class / queue: only in mode \"l7\" (a class is decided from the request \
+                "class / discipline: only in mode \"l7\" (a class is decided from the request \
                  head and judged on its response time)",
             ),
             ClassError::NoClasses { queue } => {
-                write!(f, "queue = \"{queue}\": needs at least one [[class]] table")
+                write!(
+                    f,
+                    "discipline = \"{queue}\": needs at least one [[class]] table"
+                )
             }
         }
     }
@@ -348,7 +353,7 @@ fn spec(
                 c,
                 "percentile",
                 "(missing)",
-                "needed with queue = \"percentile\" (P0's target, 1..=100)",
+                "needed with discipline = \"percentile\" (P0's target, 1..=100)",
             ))
         }
         (None, _) => 100,
@@ -812,7 +817,7 @@ mod tests {
         let e = ClassSet::build(QueueKind::Priority, &[], None, B).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "queue = \"priority\": needs at least one [[class]] table"
+            "discipline = \"strict_priority\": needs at least one [[class]] table"
         );
         let many: Vec<ClassConf> = (0..65).map(|i| conf(&format!("c{i}"))).collect();
         assert!(build(&many, None).unwrap_err().contains("at most 64"));

@@ -17,7 +17,7 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 pub const MAX_SERVERS: usize = 4096;
 /// Most listen addresses.
 pub const MAX_LISTEN: usize = 64;
-/// Largest `max_connections`.
+/// Largest `max_client_connections`.
 pub const MAX_CONNECTIONS: usize = 1_000_000;
 /// Most data-path threads.
 pub const MAX_THREADS: usize = 1024;
@@ -431,7 +431,14 @@ pub struct Config {
     /// the daemons' `--metrics` reads it; none when absent.
     #[serde(default, deserialize_with = "admin_addr")]
     pub admin: Option<SocketAddr>,
-    #[serde(default = "d_maxconns")]
+    /// Client connections open at once over every listener; one more is closed at accept
+    /// (`refused{reason="max_connections"}`). Not a server's `maxconn`, whose excess waits in
+    /// the queue. `max_connections` is its old spelling, read with a warning.
+    #[serde(
+        default = "d_maxconns",
+        rename = "max_client_connections",
+        alias = "max_connections"
+    )]
     pub max_connections: usize,
     /// Threads of the data path; 0 (default) = one per CPU this process may run on. 1 runs
     /// everything on one thread (a current-thread runtime, like HAProxy's `nbthread 1`).
@@ -451,8 +458,9 @@ pub struct Config {
     pub defaults: Defaults,
     #[serde(default, rename = "server")]
     pub servers: Vec<ServerConf>,
-    /// Order in which waiting requests get a freed slot (`classes.rs`).
-    #[serde(default)]
+    /// `discipline`: the order in which waiting requests get a freed slot (`classes.rs`);
+    /// `queue` is its old spelling, read with a warning.
+    #[serde(default, rename = "discipline", alias = "queue")]
     pub queue: crate::classes::QueueKind,
     /// Service classes of L7 requests (`classes.rs`).
     #[serde(default, rename = "class")]
@@ -483,6 +491,26 @@ fn admin_addr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<SocketAdd
     netsched_metrics::parse_addr("admin", &text, true, "")
         .map(Some)
         .map_err(serde::de::Error::custom)
+}
+
+/// Old spellings in a configuration file that still work for one release, each as a warning
+/// naming the new one (docs/cli.md, "Renames"; printed with the file's name by
+/// [`Config::load`]).
+pub fn old_spellings(table: &toml::Table) -> Vec<String> {
+    let mut out = Vec::new();
+    if table.contains_key("max_connections") {
+        out.push("max_connections is renamed max_client_connections".to_string());
+    }
+    if let Some(q) = table.get("queue") {
+        let new = match q.as_str() {
+            Some("priority") => "\"strict_priority\"".to_string(),
+            _ => q.to_string(),
+        };
+        out.push(format!("queue = {q} is renamed discipline = {new}"));
+    } else if table.get("discipline").and_then(|v| v.as_str()) == Some("priority") {
+        out.push("discipline = \"priority\" is renamed \"strict_priority\"".to_string());
+    }
+    out
 }
 
 fn d_socket() -> PathBuf {
@@ -580,7 +608,13 @@ impl Config {
                         .replace(&format!("{named}: "), ""),
                 ))
             })?;
-        Self::parse(&text).map_err(err)
+        let cfg = Self::parse(&text).map_err(err)?;
+        if let Ok(table) = text.parse::<toml::Table>() {
+            for w in old_spellings(&table) {
+                eprintln!("netsched: warning: {}: {w}", path.display());
+            }
+        }
+        Ok(cfg)
     }
 
     /// Parse and validate TOML text; the error names the key and value.
@@ -664,7 +698,7 @@ impl Config {
         }
         if self.max_connections == 0 || self.max_connections > MAX_CONNECTIONS {
             return Err(ConfigProblem::Range {
-                key: "max_connections",
+                key: "max_client_connections",
                 value: self.max_connections as u64,
                 min: 1,
                 max: MAX_CONNECTIONS as u64,
@@ -969,7 +1003,7 @@ listen = ["127.0.0.1:8080"]
 algorithm = { kind = "wlc" }
 hash_key = "host"
 admin = "127.0.0.1:9100"
-max_connections = 100
+max_client_connections = 100
 [timeouts]
 connect = "2s"
 queue = "250ms"
@@ -1001,6 +1035,52 @@ maxconn = 10
         assert_eq!(c.admin, Some("[::1]:9100".parse().unwrap()));
         let e = with("\"nowhere\"").unwrap_err().to_string();
         assert!(e.contains("admin") && e.contains("nowhere"), "{e}");
+    }
+
+    /// The old spellings (docs/cli.md, "Renames") read as the new ones, each with a warning;
+    /// the new ones without.
+    #[test]
+    fn old_spellings_are_read_with_a_warning_and_new_ones_without() {
+        use crate::classes::QueueKind;
+        let classes =
+            "\n[[class]]\nname = \"a\"\nsources = [\"10.0.0.0/8\"]\n[[class]]\nname = \"b\"\n";
+        let new = format!("{GOOD}{classes}").replacen(
+            "max_client_connections = 100\n",
+            "max_client_connections = 100\ndiscipline = \"strict_priority\"\n",
+            1,
+        );
+        let old = new
+            .replace("max_client_connections", "max_connections")
+            .replace("discipline = \"strict_priority\"", "queue = \"priority\"");
+        assert_ne!(old, new);
+        for text in [&new, &old] {
+            let c = Config::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            assert_eq!(c.max_connections, 100);
+            assert_eq!(c.queue, QueueKind::Priority);
+        }
+        assert!(old_spellings(&new.parse().unwrap()).is_empty());
+        let w = old_spellings(&old.parse().unwrap()).join("\n");
+        assert!(
+            w.contains("max_connections is renamed max_client_connections")
+                && w.contains("queue = \"priority\" is renamed discipline = \"strict_priority\""),
+            "{w}"
+        );
+        let mid = new.replace("\"strict_priority\"", "\"priority\"");
+        assert_eq!(Config::parse(&mid).unwrap().queue, QueueKind::Priority);
+        let w = old_spellings(&mid.parse().unwrap()).join("\n");
+        assert!(
+            w.contains("\"priority\" is renamed \"strict_priority\""),
+            "{w}"
+        );
+        assert_eq!(QueueKind::Priority.name(), "strict_priority");
+        // Both spellings at once: refused, naming the key.
+        let both = new.replacen(
+            "max_client_connections = 100\n",
+            "max_client_connections = 100\nmax_connections = 5\n",
+            1,
+        );
+        let e = Config::parse(&both).unwrap_err().to_string();
+        assert!(e.contains("max_client_connections"), "{e}");
     }
 
     #[test]
@@ -1041,18 +1121,18 @@ maxconn = 10
         assert!(e.contains("server[1].name") && e.contains("twice"), "{e}");
         let e = bad("kind = \"wlc\"", "kind = \"nope\"");
         assert!(e.contains("nope"), "{e}");
-        let e = bad("max_connections = 100", "max_connections = 0");
-        assert!(e.contains("max_connections = 0"), "{e}");
+        let e = bad("max_client_connections = 100", "max_client_connections = 0");
+        assert!(e.contains("max_client_connections = 0"), "{e}");
         let e = bad("name = \"s1\"", "name = \"s 1\"");
         assert!(e.contains("server[0].name"), "{e}");
         let e = bad(
-            "max_connections = 100",
-            "max_connections = 100\nrelay = \"zerocopy\"",
+            "max_client_connections = 100",
+            "max_client_connections = 100\nrelay = \"zerocopy\"",
         );
         assert!(e.contains("relay") && e.contains("zerocopy"), "{e}");
         let e = bad(
-            "max_connections = 100",
-            "max_connections = 100\nthreads = 5000",
+            "max_client_connections = 100",
+            "max_client_connections = 100\nthreads = 5000",
         );
         assert!(e.contains("threads = 5000"), "{e}");
         let e = bad("mode = \"l7\"", "mode = \"l4\"");
@@ -1280,16 +1360,16 @@ maxconn = 10
     #[test]
     fn relay_is_refused_in_l7_and_kept_in_l4() {
         let text = GOOD.replacen(
-            "max_connections = 100",
-            "max_connections = 100\nrelay = \"copy\"",
+            "max_client_connections = 100",
+            "max_client_connections = 100\nrelay = \"copy\"",
             1,
         );
         let e = Config::parse(&text).unwrap_err().to_string();
         assert!(e.contains("relay = \"copy\"") && e.contains("l4"), "{e}");
         // Also the default value written out.
         let text = GOOD.replacen(
-            "max_connections = 100",
-            "max_connections = 100\nrelay = \"splice\"",
+            "max_client_connections = 100",
+            "max_client_connections = 100\nrelay = \"splice\"",
             1,
         );
         assert!(Config::parse(&text)

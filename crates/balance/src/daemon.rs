@@ -371,7 +371,7 @@ pub fn run(args: BalanceArgs) -> anyhow::Result<()> {
         tracing::warn!(
             nofile,
             need,
-            "the open-file limit ({nofile}) is below the {need} descriptors max_connections = {} \
+            "the open-file limit ({nofile}) is below the {need} descriptors max_client_connections = {} \
              may need (two sockets per connection)",
             cfg.max_connections
         );

@@ -785,7 +785,7 @@ impl<L> RequestQueue<L> {
         let mut next = RequestQueue::new(set, total_limit, self.metrics.clone());
         next.generation = self.generation + 1;
         let mut notes = vec![format!(
-            "queue {} with {} classes",
+            "discipline {} with {} classes",
             set.queue.name(),
             set.specs.len()
         )];

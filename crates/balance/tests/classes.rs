@@ -54,7 +54,7 @@ fn config(dir: &TempDir, b: &Backend, queue: &str, classes: &str) -> String {
     config_text(
         "l7",
         "{ kind = \"wlc\" }",
-        &format!("admin = \"127.0.0.1:0\"\nqueue = \"{queue}\"\ndefault_class = \"rest\""),
+        &format!("admin = \"127.0.0.1:0\"\ndiscipline = \"{queue}\"\ndefault_class = \"rest\""),
         &format!(
             "[timeouts]\nqueue = \"3s\"\n[defaults]\nmaxconn = 1\nqueue_limit = 100\n{classes}"
         ),
@@ -153,7 +153,7 @@ async fn a_flood_from_one_class_leaves_the_other_its_share() {
         classes_json(&r)
     );
     let v = classes_json(&r);
-    assert_eq!(v["queue"], "percentile");
+    assert_eq!(v["discipline"], "percentile");
     let (f, g) = (class(&v, "flood"), class(&v, "gold"));
     assert_eq!(g["n"], 10, "{v}");
     assert_eq!(
@@ -214,7 +214,7 @@ async fn set_class_and_show_classes_through_the_control_socket() {
     assert_eq!(g["deadline_now_ns"].as_u64(), Some(150_000_000));
     assert_eq!(g["n"], 1);
     let table = ctl(&r, "show-classes").unwrap();
-    assert!(table.starts_with("queue percentile\n"), "{table}");
+    assert!(table.starts_with("discipline percentile\n"), "{table}");
     assert!(table.lines().any(|l| l.starts_with("gold ")), "{table}");
     for (line, want) in [
         (
@@ -288,7 +288,7 @@ async fn reload_keeps_the_counters_of_classes_that_remain() {
         "{notes:?}"
     );
     let v = classes_json(&r);
-    assert_eq!(v["queue"], "priority");
+    assert_eq!(v["discipline"], "strict_priority");
     assert_eq!(class(&v, "gold")["n"], 2);
     assert_eq!(
         class(&v, "gold")["s"].as_u64().unwrap() + class(&v, "gold")["fail"].as_u64().unwrap(),
@@ -318,11 +318,11 @@ fn bad_class_files_are_refused_naming_file_key_and_value() {
     let base = "mode = \"l7\"\nlisten = [\"127.0.0.1:0\"]\nalgorithm = { kind = \"rr\" }\n";
     for (text, want) in [
         (
-            "queue = \"percentile\"\n[[class]]\nname = \"a\"\npercentile = 0\n",
+            "discipline = \"percentile\"\n[[class]]\nname = \"a\"\npercentile = 0\n",
             "class[0] (\"a\").percentile = 0: must be in 1..=100",
         ),
         (
-            "queue = \"lifo\"\n",
+            "discipline = \"lifo\"\n",
             "unknown variant `lifo`",
         ),
         (
@@ -348,7 +348,7 @@ fn bad_class_files_are_refused_naming_file_key_and_value() {
         assert!(e.starts_with(&path.display().to_string()), "{e}");
         assert!(e.contains(want), "{text}: {e}");
     }
-    let l4 = "mode = \"l4\"\nlisten = [\"127.0.0.1:0\"]\nalgorithm = { kind = \"rr\" }\nqueue = \"priority\"\n";
+    let l4 = "mode = \"l4\"\nlisten = [\"127.0.0.1:0\"]\nalgorithm = { kind = \"rr\" }\ndiscipline = \"strict_priority\"\n";
     let path = dir.path().join("l4.toml");
     std::fs::write(&path, l4).unwrap();
     let e = netsched_balance::config::Config::load(&path)

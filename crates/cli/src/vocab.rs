@@ -59,6 +59,11 @@ pub const FLAG_RENAMES: &[FlagRename] = &[
         scope: &["classify bench"],
     },
     FlagRename {
+        old: "--queue",
+        new: "--nfqueue",
+        scope: &["nfq", "nfq cleanup"],
+    },
+    FlagRename {
         old: "--pin",
         new: "--cpu auto",
         scope: &["filter"],
@@ -215,6 +220,9 @@ mod tests {
         assert!(w("nfq --port 80 --control-socket /tmp/s --control-group adm").is_empty());
         assert!(w("vswitch --config x --control=/tmp/s")[0].contains("--control-socket"));
         assert!(w("link bench --secs 3")[0].contains("--duration"));
+        assert!(w("nfq --queue 3")[0].contains("--queue is renamed --nfqueue"));
+        assert!(w("nfq cleanup --queue 3")[0].contains("--nfqueue"));
+        assert!(w("nfq --nfqueue 3").is_empty());
         assert!(w("nfq bench --seconds 3")[0].contains("--duration"));
         assert!(w("link --dev-a a --dev-b b --spin 0")[0].contains("--busy-poll"));
         assert!(w("filter --input a --output b --rules r --pin")[0].contains("--cpu auto"));

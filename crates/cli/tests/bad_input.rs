@@ -567,7 +567,7 @@ fn nfq_cleanup_never_deletes_a_file_that_is_not_a_socket() {
         "cleanup",
         "--control-socket",
         f.as_str(),
-        "--queue",
+        "--nfqueue",
         "4321",
     ];
     let out = run_in(Some(&ns.0), &args);

@@ -116,7 +116,7 @@ fn nfq_check_validates_the_file_and_the_host() {
     let bad = d.file("bad.toml", "queue = \"x\"\n");
     let (code, _, _) = run(&["nfq", "--config", &bad, "--check"]);
     assert_eq!(code, 1);
-    let (code, _, _) = run(&["nfq", "--check", "--queue", "notanumber"]);
+    let (code, _, _) = run(&["nfq", "--check", "--nfqueue", "notanumber"]);
     assert_eq!(code, 2);
 }
 
@@ -229,4 +229,129 @@ fn vswitch_link_and_shape_checks_find_missing_interfaces() {
     assert_eq!(code, 1);
     let (code, _, _) = run(&["shape", "apply", "--up", "1mbit", "--check"]);
     assert_eq!(code, 2);
+}
+
+/// Old configuration spellings (docs/cli.md, "Renames") are read, each with a warning on
+/// stderr naming the file, the old and the new spelling; the new spellings warn of nothing.
+#[test]
+fn old_configuration_spellings_are_read_with_a_warning_naming_the_file() {
+    let d = Dir::new("renames");
+    let warned = |args: &[&str], file: &str, want: &[&str]| {
+        let (_, _, err) = run(args);
+        for w in want {
+            let line = format!("netsched: warning: {file}: {w}");
+            assert!(err.contains(&line), "{args:?}: no {line:?} in {err}");
+        }
+        err
+    };
+
+    let balance = |name: &str, keys: &str| {
+        d.file(
+            name,
+            &format!(
+                "mode = \"l7\"\nlisten = [\"{}\"]\nalgorithm = {{ kind = \"p2c\" }}\n\
+                 control_socket = \"{}\"\n{keys}\n[[server]]\nname = \"s1\"\n\
+                 addr = \"127.0.0.1:9\"\n",
+                free_port(),
+                d.path(&format!("{name}.sock"))
+            ),
+        )
+    };
+    let old = balance("bal-old.toml", "max_connections = 100\nqueue = \"fifo\"");
+    let (code, _, err) = run(&["balance", "--config", &old, "--check"]);
+    assert_eq!(code, 0, "{err}");
+    warned(
+        &["balance", "--config", &old, "--check"],
+        &old,
+        &[
+            "max_connections is renamed max_client_connections",
+            "queue = \"fifo\" is renamed discipline = \"fifo\"",
+        ],
+    );
+    let new = balance(
+        "bal-new.toml",
+        "max_client_connections = 100\ndiscipline = \"fifo\"",
+    );
+    let (code, _, err) = run(&["balance", "--config", &new, "--check"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("warning"), "{err}");
+
+    let nfq = |name: &str, keys: &str, class: &str| {
+        d.file(
+            name,
+            &format!(
+                "control_socket = \"{}\"\n{keys}\n[service]\nports = [80]\n\
+                 [[class]]\nname = \"gold\"\npercentile = 90\n{class}\n\
+                 [[class]]\nname = \"rest\"\npercentile = 50\n",
+                d.path(&format!("{name}.sock"))
+            ),
+        )
+    };
+    let old = nfq(
+        "nfq-old.toml",
+        "queue = 5\ndiscipline = \"strict\"\n[limits]\nmax_held_packets = 100\n\
+         kernel_queue_maxlen = 1000\n[[table]]\ncidr = \"10.1.0.0/16\"\nclass = \"gold\"",
+        "",
+    );
+    warned(
+        &["nfq", "--config", &old, "--check"],
+        &old,
+        &[
+            "queue is renamed nfqueue",
+            "discipline = \"strict\" is renamed \"strict_priority\"",
+            "[limits] max_held_packets is renamed held_limit",
+            "[limits] kernel_queue_maxlen is renamed nfqueue_limit",
+            "[[table]] (cidr, class) is written sources",
+        ],
+    );
+    let new = nfq(
+        "nfq-new.toml",
+        "nfqueue = 5\ndiscipline = \"strict_priority\"\n[limits]\nheld_limit = 100\n\
+         nfqueue_limit = 1000",
+        "sources = [\"10.1.0.0/16\"]",
+    );
+    let (code, out, err) = run(&["nfq", "--config", &new, "--check"]);
+    assert!(!err.contains("warning"), "{err}");
+    if code == 0 {
+        assert!(
+            out.contains("nfqueue 5") && out.contains("strict_priority"),
+            "{out}"
+        );
+    }
+
+    // vswitch reads the file before it looks for the interfaces: the warning comes first.
+    let vswitch = |name: &str, keys: &str| {
+        d.file(
+            name,
+            &format!(
+                "uplink = \"nosuch7f3a\"\ndiscipline = \"drr\"\npacket_rate = 1000\n{keys}\n\
+                 [[port]]\ndev = \"lo\"\ntier = 1\nbound = \"30ms\"\n"
+            ),
+        )
+    };
+    let sock = d.path("vs.sock");
+    let old = vswitch("vs-old.toml", "queue = 64");
+    warned(
+        &[
+            "vswitch",
+            "--config",
+            &old,
+            "--control-socket",
+            &sock,
+            "--check",
+        ],
+        &old,
+        &["queue (packets of a vif queue) is renamed queue_limit"],
+    );
+    let new = vswitch("vs-new.toml", "queue_limit = 64");
+    let (code, _, err) = run(&[
+        "vswitch",
+        "--config",
+        &new,
+        "--control-socket",
+        &sock,
+        "--check",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(!err.contains("warning"), "{err}");
 }

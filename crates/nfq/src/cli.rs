@@ -54,8 +54,8 @@ pub enum NfqCmd {
         /// iptables front end the daemon used.
         #[arg(long, default_value = "iptables")]
         iptables: String,
-        /// Only the rules of this queue number (default: all netsched-nfq rules).
-        #[arg(long)]
+        /// Only the rules of this NFQUEUE number (default: all netsched-nfq rules).
+        #[arg(long = "nfqueue", alias = "queue")]
         queue: Option<u16>,
         /// Control socket to remove if stale.
         #[arg(long = "control-socket", alias = "socket", default_value = config::DEFAULT_SOCKET)]
@@ -98,7 +98,7 @@ pub fn run(args: NfqArgs) -> Result<()> {
             if args.run.check {
                 check_host(&cfg)?;
                 println!(
-                    "{}ok (queue {}, {} classes, discipline {})",
+                    "{}ok (nfqueue {}, {} classes, discipline {})",
                     args.run
                         .config
                         .as_ref()

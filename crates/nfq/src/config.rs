@@ -1,8 +1,8 @@
 //! The daemon's configuration: a TOML file, overridden by command-line flags.
 //!
 //! ```toml
-//! queue = 0                      # NFQUEUE number
-//! discipline = "percentile"      # percentile | fifo | strict
+//! nfqueue = 0                    # NFQUEUE number
+//! discipline = "percentile"      # percentile | fifo | strict_priority
 //! deadline = "auto"              # "4ms", "250us", "1.5s", "auto" (running mean response time)
 //!                                # or "auto_quantile" (running q-quantile, q = Σ N·P / Σ N)
 //! budget = 4                     # requests inside the server at once; "off" or omit: no budget
@@ -18,10 +18,7 @@
 //! [[class]]
 //! name = "gold"
 //! percentile = 90                # target: share of requests answered within the deadline
-//!
-//! [[table]]
-//! cidr = "192.168.0.0/16"
-//! class = "gold"                 # class name or index
+//! sources = ["192.168.0.0/16"]   # networks of this class (the address table), as balance's
 //! ```
 //!
 //! Every error names the file, the field and the value.
@@ -42,6 +39,7 @@ pub enum DisciplineKind {
     /// Arrival order (the "no scheduler" baseline when a budget holds requests).
     Fifo,
     /// Class 0 first, then 1, ... (starves lower classes under load).
+    #[serde(rename = "strict_priority")]
     Strict,
 }
 
@@ -50,15 +48,21 @@ impl DisciplineKind {
         match s {
             "percentile" => Ok(Self::Percentile),
             "fifo" => Ok(Self::Fifo),
-            "strict" | "strict_priority" | "prio" => Ok(Self::Strict),
+            "strict_priority" => Ok(Self::Strict),
+            // Old spellings, read for one release with a warning (`old_spelling`).
+            "strict" | "prio" => Ok(Self::Strict),
             _ => Err(ConfigError::UnknownDiscipline(s.to_string())),
         }
+    }
+    /// The name `s` is an old spelling of, if it is one (docs/cli.md, "Renames").
+    pub fn old_spelling(s: &str) -> Option<&'static str> {
+        matches!(s, "strict" | "prio").then_some("strict_priority")
     }
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Percentile => "percentile",
             Self::Fifo => "fifo",
-            Self::Strict => "strict",
+            Self::Strict => "strict_priority",
         }
     }
 }
@@ -202,7 +206,9 @@ enum FileBudget {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
-    queue: Option<u16>,
+    /// `queue` is its old spelling, read with a warning ([`old_spellings`]).
+    #[serde(alias = "queue")]
+    nfqueue: Option<u16>,
     discipline: Option<String>,
     deadline: Option<String>,
     budget: Option<FileBudget>,
@@ -215,6 +221,7 @@ struct FileConfig {
     service: Option<FileService>,
     #[serde(default, rename = "class")]
     classes: Vec<FileClass>,
+    /// Old form of `[[class]] sources`, read with a warning ([`old_spellings`]).
     #[serde(default)]
     table: Vec<FileEntry>,
     limits: Option<FileLimits>,
@@ -233,6 +240,10 @@ struct FileService {
 struct FileClass {
     name: String,
     percentile: i64,
+    /// Networks of this class: entries of the address table (longest prefix wins), the key
+    /// `netsched balance`'s classes use.
+    #[serde(default)]
+    sources: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -245,7 +256,9 @@ struct FileEntry {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileLimits {
-    max_held_packets: Option<usize>,
+    /// `max_held_packets` is its old spelling, read with a warning ([`old_spellings`]).
+    #[serde(alias = "max_held_packets")]
+    held_limit: Option<usize>,
     max_flows: Option<usize>,
     max_table_entries: Option<usize>,
     queue_limit: Option<usize>,
@@ -256,7 +269,40 @@ struct FileLimits {
     rcvbuf: Option<String>,
     /// Old spelling of `rcvbuf` (bytes), read with a warning.
     rcvbuf_bytes: Option<usize>,
-    kernel_queue_maxlen: Option<u32>,
+    /// `kernel_queue_maxlen` is its old spelling, read with a warning ([`old_spellings`]).
+    #[serde(alias = "kernel_queue_maxlen")]
+    nfqueue_limit: Option<u32>,
+}
+
+/// Old spellings in a configuration file that still work for one release, each as a warning
+/// naming the new one (docs/cli.md, "Renames"; printed with the file's name by
+/// [`Config::from_file`]).
+pub fn old_spellings(table: &toml::Table) -> Vec<String> {
+    let mut out = Vec::new();
+    if table.contains_key("queue") {
+        out.push("queue is renamed nfqueue (the NFQUEUE number)".to_string());
+    }
+    if let Some(d) = table.get("discipline").and_then(|v| v.as_str()) {
+        if let Some(new) = DisciplineKind::old_spelling(d) {
+            out.push(format!("discipline = \"{d}\" is renamed \"{new}\""));
+        }
+    }
+    if table.contains_key("table") {
+        out.push(
+            "[[table]] (cidr, class) is written sources = [\"CIDR\", ...] in the class's [[class]]"
+                .to_string(),
+        );
+    }
+    let limits = table.get("limits").and_then(|l| l.as_table());
+    for (old, new) in [
+        ("max_held_packets", "held_limit"),
+        ("kernel_queue_maxlen", "nfqueue_limit"),
+    ] {
+        if limits.is_some_and(|l| l.contains_key(old)) {
+            out.push(format!("[limits] {old} is renamed {new}"));
+        }
+    }
+    out
 }
 
 /// One class: a name and its percentile target (percent, 1..=100).
@@ -432,13 +478,20 @@ impl Config {
         // A regular file of at most MAX_CONFIG_BYTES (`-c /dev/zero` would never end).
         let text = netsched_util::read::read_text(path, MAX_CONFIG_BYTES, "config file")
             .map_err(|e| ConfigError::Unreadable(format!("{e:#}")))?;
-        Self::from_toml(&text).map_err(|e| e.within(format!("config file {}", path.display())))
+        let c = Self::from_toml(&text)
+            .map_err(|e| e.within(format!("config file {}", path.display())))?;
+        if let Ok(table) = text.parse::<toml::Table>() {
+            for w in old_spellings(&table) {
+                eprintln!("netsched: warning: {}: {w}", path.display());
+            }
+        }
+        Ok(c)
     }
 
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
         let f: FileConfig = toml::from_str(text).map_err(ConfigError::Toml)?;
         let mut c = Config::default();
-        if let Some(q) = f.queue {
+        if let Some(q) = f.nfqueue {
             c.queue = q;
         }
         if let Some(d) = &f.discipline {
@@ -493,6 +546,14 @@ impl Config {
         } else {
             c.default_class = c.classes.len().saturating_sub(1);
         }
+        for (i, cl) in f.classes.iter().enumerate() {
+            for (j, s) in cl.sources.iter().enumerate() {
+                let cidr = parse_cidr(s).map_err(|x| {
+                    x.within(format!("[[class]] #{} ({:?}) sources[{j}]", i + 1, cl.name))
+                })?;
+                c.table.push((cidr, i));
+            }
+        }
         for (i, e) in f.table.iter().enumerate() {
             let cidr =
                 parse_cidr(&e.cidr).map_err(|x| x.within(format!("[[table]] #{}", i + 1)))?;
@@ -502,7 +563,7 @@ impl Config {
         }
         if let Some(l) = f.limits {
             let d = &mut c.limits;
-            if let Some(v) = l.max_held_packets {
+            if let Some(v) = l.held_limit {
                 d.max_held_packets = v;
             }
             if let Some(v) = l.max_flows {
@@ -539,7 +600,7 @@ impl Config {
                     .map_err(|e| ConfigError::Unit(e).within("[limits] rcvbuf"))?;
                 d.rcvbuf_bytes = b as usize;
             }
-            if let Some(v) = l.kernel_queue_maxlen {
+            if let Some(v) = l.nfqueue_limit {
                 d.kernel_queue_maxlen = v;
             }
         }
@@ -582,9 +643,14 @@ impl Config {
         }
         for (j, (cidr, _)) in self.table.iter().enumerate() {
             if let Some(i) = self.table[..j].iter().position(|(c, _)| c == cidr) {
+                let class = |k: usize| {
+                    self.classes
+                        .get(self.table[k].1)
+                        .map_or_else(|| self.table[k].1.to_string(), |c| c.name.clone())
+                };
                 return Err(ConfigError::NetworkTwice {
-                    first: i + 1,
-                    again: j + 1,
+                    first: class(i),
+                    again: class(j),
                     cidr: cidr.to_string(),
                 });
             }
@@ -614,7 +680,7 @@ mod tests {
     use super::*;
 
     const EXAMPLE: &str = r#"
-queue = 3
+nfqueue = 3
 discipline = "percentile"
 deadline = "4ms"
 budget = 4
@@ -626,15 +692,11 @@ address = "10.0.0.1"
 [[class]]
 name = "c0"
 percentile = 90
+sources = ["10.1.0.0/16"]
 [[class]]
 name = "c4"
 percentile = 50
-[[table]]
-cidr = "10.1.0.0/16"
-class = "c0"
-[[table]]
-cidr = "10.2.0.9"
-class = 1
+sources = ["10.2.0.9"]
 [limits]
 request_timeout = "2s"
 "#;
@@ -664,9 +726,78 @@ request_timeout = "2s"
         again.table.push((net, 1));
         let e = again.validate().unwrap_err().to_string();
         assert!(
-            e.starts_with(&format!("[[table]] #3 ({net}): the network of entry #1")),
+            e.starts_with(&format!(
+                "sources: {net} in class \"c0\" and again in class \"c4\""
+            )),
             "{e}"
         );
+    }
+
+    /// The old spellings (docs/cli.md, "Renames") read as the new ones, each with a warning;
+    /// the new ones without.
+    #[test]
+    fn old_spellings_are_read_with_a_warning_and_new_ones_without() {
+        let new = "nfqueue = 3\ndiscipline = \"strict_priority\"\n[[class]]\nname = \"a\"\n\
+                   percentile = 90\n[limits]\nheld_limit = 7\nnfqueue_limit = 99\n";
+        let old = new
+            .replace("nfqueue = 3", "queue = 3")
+            .replace("strict_priority", "strict")
+            .replace("held_limit = 7", "max_held_packets = 7")
+            .replace("nfqueue_limit", "kernel_queue_maxlen");
+        let (a, b) = (
+            Config::from_toml(new).unwrap(),
+            Config::from_toml(&old).unwrap(),
+        );
+        for c in [&a, &b] {
+            assert_eq!(c.queue, 3);
+            assert_eq!(c.discipline, DisciplineKind::Strict);
+            assert_eq!(c.limits.max_held_packets, 7);
+            assert_eq!(c.limits.kernel_queue_maxlen, 99);
+        }
+        assert!(old_spellings(&new.parse().unwrap()).is_empty());
+        let w = old_spellings(&old.parse().unwrap()).join("\n");
+        for (o, n) in [
+            ("queue", "nfqueue"),
+            ("\"strict\"", "\"strict_priority\""),
+            ("max_held_packets", "held_limit"),
+            ("kernel_queue_maxlen", "nfqueue_limit"),
+        ] {
+            assert!(w.contains(&format!("{o} is renamed {n}")), "{w}");
+        }
+        // `[[table]]` entries and `sources` fill the same address table.
+        let tabled = EXAMPLE
+            .replace("sources = [\"10.1.0.0/16\"]\n", "")
+            .replace("sources = [\"10.2.0.9\"]\n", "")
+            + "[[table]]\ncidr = \"10.1.0.0/16\"\nclass = \"c0\"\n\
+               [[table]]\ncidr = \"10.2.0.9\"\nclass = 1\n";
+        assert_eq!(
+            Config::from_toml(&tabled).unwrap().table,
+            Config::from_toml(EXAMPLE).unwrap().table
+        );
+        assert!(old_spellings(&EXAMPLE.parse().unwrap()).is_empty());
+        let w = old_spellings(&tabled.parse().unwrap()).join("\n");
+        assert!(
+            w.contains("[[table]] (cidr, class) is written sources"),
+            "{w}"
+        );
+        let e = Config::from_toml(&EXAMPLE.replace("10.2.0.9", "10.2.0.0/40"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("[[class]] #2 (\"c4\") sources[0]") && e.contains("10.2.0.0/40"),
+            "{e}"
+        );
+        assert_eq!(DisciplineKind::Strict.as_str(), "strict_priority");
+        assert_eq!(
+            DisciplineKind::old_spelling("prio"),
+            Some("strict_priority")
+        );
+        assert_eq!(DisciplineKind::old_spelling("strict_priority"), None);
+        // Both spellings at once: refused, naming the key.
+        let e = Config::from_toml("queue = 1\nnfqueue = 2\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nfqueue"), "{e}");
     }
 
     #[test]

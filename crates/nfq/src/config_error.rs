@@ -1,5 +1,5 @@
 //! What can be wrong with the NFQUEUE daemon's configuration (file, flags, control requests),
-//! typed. Every text names the field (with the file, the `[[class]]` or `[[table]]` entry where
+//! typed. Every text names the field (with the file, the `[[class]]` and its `sources` entry where
 //! there is one) and the value.
 //!
 //! Cost: built only when a value is refused.
@@ -54,14 +54,15 @@ pub enum ConfigError {
     NoPorts,
     /// `[service] ports` holds 0.
     PortZero,
-    /// More `[[table]]` entries than `max_table_entries`.
+    /// More address-table entries (every class's `sources`) than `max_table_entries`.
     TableTooLong { entries: usize, max: usize },
     /// `ports[index]` repeats an earlier port.
     PortTwice { index: usize, port: u16 },
-    /// `[[table]]` entry `again` (from 1) lists the network of entry `first` again.
+    /// A network in the sources of class `first` and again in those of `again` (the same
+    /// class when it is listed twice in one).
     NetworkTwice {
-        first: usize,
-        again: usize,
+        first: String,
+        again: String,
         cidr: String,
     },
     /// A `[limits]` count of 0.
@@ -143,16 +144,16 @@ impl fmt::Display for ConfigError {
             }
             NetworkTwice { first, again, cidr } => write!(
                 f,
-                "[[table]] #{again} ({cidr}): the network of entry #{first} again (one class \
+                "sources: {cidr} in class {first:?} and again in class {again:?} (one class \
                  per network)"
             ),
             TableTooLong { entries, max } => write!(
                 f,
-                "[[table]]: {entries} entries exceed max_table_entries = {max}"
+                "sources: {entries} networks exceed max_table_entries = {max}"
             ),
             LimitZero => write!(
                 f,
-                "[limits]: max_held_packets, max_flows and queue_limit must be at least 1"
+                "[limits]: held_limit, max_flows and queue_limit must be at least 1"
             ),
             TimeoutZero => write!(f, "[limits]: timeouts must be greater than zero"),
             In { what, source } => write!(f, "{what}: {source}"),

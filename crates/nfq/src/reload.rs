@@ -192,7 +192,7 @@ fn restart_key(old: &Config, new: &Config) -> Option<(String, String, String)> {
         )*};
     }
     same!(
-        "queue" => queue,
+        "nfqueue" => queue,
         "discipline" => discipline,
         "default_class" => default_class,
         "control_socket" => control_socket,
@@ -356,11 +356,11 @@ mod tests {
         assert_eq!((s.percentiles[0], s.budget), (95, Some(8)));
 
         // A restart-only key: refused naming it, nothing applied.
-        file(&dir, 60, 8, "queue = 3");
+        file(&dir, 60, 8, "nfqueue = 3");
         let a = run(&mut r, &mut engine, &mut state, false);
         let e = a.unwrap_err().to_string();
         assert!(
-            e.contains("nfq.toml: queue = 3") && e.contains("needs a restart"),
+            e.contains("nfq.toml: nfqueue = 3") && e.contains("needs a restart"),
             "{e}"
         );
         assert_eq!(engine.snapshot_without_table().percentiles[0], 95);

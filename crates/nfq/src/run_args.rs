@@ -14,8 +14,8 @@ pub struct RunArgs {
     /// TOML configuration file (docs/nfq.md).
     #[arg(long, short)]
     pub config: Option<PathBuf>,
-    /// NFQUEUE number.
-    #[arg(long)]
+    /// NFQUEUE number (`nfqueue` in the file).
+    #[arg(long = "nfqueue", alias = "queue")]
     pub queue: Option<u16>,
     /// Service protocol: tcp or udp.
     #[arg(long)]
@@ -42,7 +42,7 @@ pub struct RunArgs {
     /// Requests inside the server at once (a number, or "off" for no holding).
     #[arg(long)]
     pub budget: Option<String>,
-    /// percentile (P0), fifo, or strict (class 0 first).
+    /// percentile (P0), fifo, or strict_priority (class 0 first).
     #[arg(long)]
     pub discipline: Option<String>,
     /// Control socket path.
@@ -139,6 +139,9 @@ impl RunArgs {
         }
         if let Some(d) = &self.discipline {
             c.discipline = config::DisciplineKind::parse(d).context("--discipline")?;
+            if let Some(new) = config::DisciplineKind::old_spelling(d) {
+                eprintln!("netsched: warning: --discipline {d} is renamed {new}");
+            }
         }
         if let Some(s) = &self.socket {
             c.control_socket = s.clone();

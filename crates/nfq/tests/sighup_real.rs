@@ -21,12 +21,14 @@ use std::time::{Duration, Instant};
 const NET: u8 = 31;
 const METRICS: &str = "127.0.0.1:9101";
 
-fn config(sock: &Path, queue: u16, gold: i64, budget: usize, table: &str) -> String {
+/// `nets`: the `sources` of gold and of rest (TOML arrays).
+fn config(sock: &Path, queue: u16, gold: i64, budget: usize, nets: (&str, &str)) -> String {
+    let (gold_nets, rest_nets) = nets;
     format!(
-        "queue = {queue}\nbudget = {budget}\ndeadline = \"auto\"\ncontrol_socket = \"{}\"\n\
+        "nfqueue = {queue}\nbudget = {budget}\ndeadline = \"auto\"\ncontrol_socket = \"{}\"\n\
          [service]\nprotocol = \"udp\"\nports = [{PORT}]\n\
-         [[class]]\nname = \"gold\"\npercentile = {gold}\n\
-         [[class]]\nname = \"rest\"\npercentile = 50\n{table}",
+         [[class]]\nname = \"gold\"\npercentile = {gold}\nsources = {gold_nets}\n\
+         [[class]]\nname = \"rest\"\npercentile = 50\nsources = {rest_nets}\n",
         sock.display()
     )
 }
@@ -114,9 +116,10 @@ fn sighup_applies_percentiles_budget_and_table_refuses_a_bad_file_and_never_ends
     let dir = netsched_testbed::TempDir::new("nfq-hup").unwrap();
     let sock = dir.path().join("ctl.sock");
     let log = dir.path().join("stderr");
-    let gold_net = format!("[[table]]\ncidr = \"10.78.{NET}.0/24\"\nclass = \"gold\"\n");
+    let gold_sources = format!("[\"10.78.{NET}.0/24\"]");
+    let gold_net = (gold_sources.as_str(), "[]");
     let file = dir
-        .create_file("nfq.toml", config(&sock, 7, 90, 4, &gold_net).as_bytes())
+        .create_file("nfq.toml", config(&sock, 7, 90, 4, gold_net).as_bytes())
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let echo = {
@@ -149,7 +152,7 @@ fn sighup_applies_percentiles_budget_and_table_refuses_a_bad_file_and_never_ends
     assert_eq!(shown(&sock), (90, Some(4), vec![gold.clone()]));
 
     // (a) A changed, valid file: percentile, budget and table in force, counted ok.
-    let rest_net = "[[table]]\ncidr = \"10.99.0.0/16\"\nclass = \"rest\"\n";
+    let rest_net = ("[]", "[\"10.99.0.0/16\"]");
     std::fs::write(&file, config(&sock, 7, 95, 8, rest_net)).unwrap();
     hup(&mut d.0, &log);
     logged(&log, "reloaded", 1);

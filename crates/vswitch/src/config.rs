@@ -87,6 +87,15 @@ pub fn old_spellings(table: &toml::Table) -> Vec<String> {
     if table.get("discipline").and_then(|v| v.as_str()) == Some("wf2q") {
         out.push("discipline = \"wf2q\" is renamed \"wf2q_plus\"".to_string());
     }
+    if table.contains_key("queue") {
+        out.push("queue (packets of a vif queue) is renamed queue_limit".to_string());
+    }
+    let ports = table.get("port").and_then(|p| p.as_array());
+    for (i, p) in ports.into_iter().flatten().enumerate() {
+        if p.get("queue").is_some() {
+            out.push(format!("port[{i}].queue is renamed queue_limit"));
+        }
+    }
     out
 }
 
@@ -153,9 +162,10 @@ pub struct PortConfig {
     /// Delay bitmap length; default `bound / 10ms` (at least 2).
     #[serde(default)]
     pub bitmap_len: Option<u32>,
-    /// vif queue, packets; default the file's `queue`.
-    #[serde(default)]
-    pub queue: Option<usize>,
+    /// Most packets in this port's vif queue; default the file's `queue_limit`. `queue` is
+    /// its old spelling, read with a warning ([`old_spellings`]).
+    #[serde(default, alias = "queue")]
+    pub queue_limit: Option<usize>,
 }
 
 impl PortConfig {
@@ -197,9 +207,10 @@ pub struct SwitchConfig {
     pub budget_catch_up: Nanos,
     #[serde(default = "default_batch")]
     pub batch: usize,
-    /// Default vif queue, packets.
-    #[serde(default = "default_queue")]
-    pub queue: usize,
+    /// Most packets in a vif queue (Xen's `XENVIF_QUEUE_LENGTH`), for every port that does
+    /// not set its own. `queue` is its old spelling, read with a warning ([`old_spellings`]).
+    #[serde(default = "default_queue", alias = "queue")]
+    pub queue_limit: usize,
     /// Most learned MAC addresses (return path); new addresses beyond it are not learned.
     #[serde(default = "default_mac_table")]
     pub mac_table: usize,
@@ -280,7 +291,7 @@ impl SwitchConfig {
         }
         self.check_budget()?;
         count("batch", self.batch as u64, 1, 1 << 20)?;
-        count("queue", self.queue as u64, 1, MAX_QUEUE as u64)?;
+        count("queue_limit", self.queue_limit as u64, 1, MAX_QUEUE as u64)?;
         if self.port_backend != PortBackend::Packet {
             self.port_options()
                 .ring
@@ -406,8 +417,13 @@ impl SwitchConfig {
         if let Some(b) = p.bitmap_len {
             count(&format!("port[{i}].bitmap_len"), b.into(), 2, 63)?;
         }
-        if let Some(q) = p.queue {
-            count(&format!("port[{i}].queue"), q as u64, 1, MAX_QUEUE as u64)?;
+        if let Some(q) = p.queue_limit {
+            count(
+                &format!("port[{i}].queue_limit"),
+                q as u64,
+                1,
+                MAX_QUEUE as u64,
+            )?;
         }
         Ok(())
     }
@@ -424,7 +440,7 @@ impl SwitchConfig {
     }
 
     pub fn port_queue(&self, i: usize) -> usize {
-        self.ports[i].queue.unwrap_or(self.queue)
+        self.ports[i].queue_limit.unwrap_or(self.queue_limit)
     }
 
     /// Class order: ports sorted by (tier, config order). `class_of[port]`.
@@ -682,6 +698,37 @@ bound = "60ms"
         let w = old_spellings(&t.parse().unwrap());
         assert!(w.len() == 1 && w[0].contains("\"wf2q_plus\""), "{w:?}");
         assert!(old_spellings(&OK.parse().unwrap()).is_empty());
+    }
+
+    /// `queue` (a vif queue's length) reads as `queue_limit`, with a warning; `queue_limit`
+    /// without one.
+    #[test]
+    fn the_old_queue_spelling_still_reads_and_is_reported() {
+        let new = OK.replace(
+            "packet_rate = 20000\n",
+            "packet_rate = 20000\nqueue_limit = 64\n",
+        );
+        assert_ne!(new, OK);
+        let new = new.replacen("tier = 1", "tier = 1\nqueue_limit = 16", 1);
+        let old = new.replace("queue_limit", "queue");
+        for t in [&new, &old] {
+            let c = SwitchConfig::parse(t, "x").unwrap();
+            assert_eq!((c.port_queue(0), c.port_queue(1)), (16, 64), "{t}");
+        }
+        assert!(old_spellings(&new.parse().unwrap()).is_empty());
+        let w = old_spellings(&old.parse().unwrap()).join("\n");
+        assert!(
+            w.contains("queue (packets of a vif queue) is renamed queue_limit")
+                && w.contains("port[0].queue is renamed queue_limit"),
+            "{w}"
+        );
+        let e = SwitchConfig::parse(&new.replace("= 64", "= 0"), "sw.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("sw.toml") && e.contains("queue_limit = 0"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -226,7 +226,7 @@ fn restart_key(old: &SwitchConfig, new: &SwitchConfig) -> Option<(String, String
         budget_slice,
         budget_catch_up,
         batch,
-        queue,
+        queue_limit,
         mac_table,
         busy_poll,
         port_backend,
@@ -248,7 +248,11 @@ fn restart_key(old: &SwitchConfig, new: &SwitchConfig) -> Option<(String, String
                 o.bitmap_len().to_string(),
                 n.bitmap_len().to_string(),
             ),
-            ("queue", format!("{:?}", o.queue), format!("{:?}", n.queue)),
+            (
+                "queue_limit",
+                format!("{:?}", o.queue_limit),
+                format!("{:?}", n.queue_limit),
+            ),
         ];
         for (key, a, b) in keys {
             if a != b {

@@ -91,7 +91,7 @@ fn set_tier_and_set_weight_take_effect_on_live_traffic() {
         ] {
             let cfg = net.config(
                 discipline,
-                "packet_rate = 2000\nqueue = 256\nbatch = 8",
+                "packet_rate = 2000\nqueue_limit = 256\nbatch = 8",
                 &[(1, "100ms"), (3, "100ms")],
             );
             let (p0, p1) = (net.guests[0].1.clone(), net.guests[1].1.clone());

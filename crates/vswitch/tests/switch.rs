@@ -184,7 +184,7 @@ fn a_tap_port_forwards_for_a_guest_namespace_behind_it() {
             weight: 1,
             bound: 60_000_000,
             bitmap_len: None,
-            queue: None,
+            queue_limit: None,
         });
         let sw = spawn_in_netns(&sw_ns, cfg).unwrap();
         let (tx, rx) = ping(&g, EXT_IP, 5, "0.1");

@@ -1,5 +1,5 @@
 //! The five queue disciplines compared by balance-classes, each a balancer configuration in
-//! front of the same backends: `netsched balance` with `queue = "fifo" | "priority" |
+//! front of the same backends: `netsched balance` with `discipline = "fifo" | "strict_priority" |
 //! "percentile"` (docs/balance-classes.md) and Debian's HAProxy 2.6 with
 //! `http-request set-priority-class` (strict classes) and with `http-request
 //! set-priority-offset` (one time offset per class).
@@ -87,7 +87,7 @@ pub struct Shape {
 pub fn netsched_config(e: Engine, s: &Shape, ctl: &str) -> String {
     let queue = match e {
         Engine::NetschedFifo => "fifo",
-        Engine::NetschedPriority => "priority",
+        Engine::NetschedPriority => "strict_priority",
         _ => "percentile",
     };
     let deadline = match s.deadline_ns {
@@ -96,7 +96,7 @@ pub fn netsched_config(e: Engine, s: &Shape, ctl: &str) -> String {
     };
     let mut t = format!(
         "mode = \"l7\"\nlisten = [\"0.0.0.0:{}\"]\nalgorithm = {{ kind = \"lc\" }}\n\
-         control_socket = {ctl:?}\nthreads = 1\nmax_connections = 1000\nqueue = \"{queue}\"\n\
+         control_socket = {ctl:?}\nthreads = 1\nmax_client_connections = 1000\ndiscipline = \"{queue}\"\n\
          default_class = \"C{}\"\n\n\
          [timeouts]\nconnect = \"2s\"\nclient = \"120s\"\nserver = \"120s\"\nqueue = \"60s\"\n\
          header = \"5s\"\n\n[defaults]\nmaxconn = {}\nqueue_limit = 1000\n",
@@ -169,11 +169,11 @@ mod tests {
         let s = shape();
         for (e, q) in [
             (Engine::NetschedFifo, "fifo"),
-            (Engine::NetschedPriority, "priority"),
+            (Engine::NetschedPriority, "strict_priority"),
             (Engine::NetschedPercentile, "percentile"),
         ] {
             let t: toml::Table = toml::from_str(&netsched_config(e, &s, "/x.sock")).unwrap();
-            assert_eq!(t["queue"].as_str(), Some(q));
+            assert_eq!(t["discipline"].as_str(), Some(q));
             assert_eq!(t["defaults"]["maxconn"].as_integer(), Some(2));
             assert_eq!(t["class"][1]["sources"][0].as_str(), Some("10.77.1.0/24"));
             assert_eq!(t["class"][0]["deadline"].as_str(), Some("12345us"));

@@ -287,7 +287,7 @@ impl Director {
                 let mode = self.mode.name();
                 let mut s = format!(
                     "mode = \"{mode}\"\nlisten = [\"{vip}\"]\nalgorithm = {{ kind = \"{alg}\" }}\n\
-                     hash_key = \"{key}\"\ncontrol_socket = \"CTL\"\nmax_connections = 20000\n\n\
+                     hash_key = \"{key}\"\ncontrol_socket = \"CTL\"\nmax_client_connections = 20000\n\n\
                      [timeouts]\nconnect = \"2s\"\nclient = \"120s\"\nserver = \"120s\"\n\
                      queue = \"120s\"\nheader = \"5s\"\n\n\
                      [health]\nkind = \"http\"\npath = \"/\"\nexpect_status = 200\n\

@@ -13,7 +13,7 @@
 //! thesis's running mean; or "fifo_server_mean": the FIFO run's mean time inside nginx, then
 //! fixed; or a duration — see docs/percentile-web-real.md), `page_kb` 24,
 //! `duration_s` 60 (quick: `quick_duration_s` 20), `max_requests_per_thread` 15000 (the
-//! thesis's m), `server_cpu` 0, `client_cpu` 1, `modes` ["fifo","percentile","strict"],
+//! thesis's m), `server_cpu` 0, `client_cpu` 1, `modes` ["fifo","percentile","strict_priority"],
 //! `max_hold_factor` 3 (the daemon's `max_hold` = 3 × its recent mean server time; 0 = a fixed
 //! `max_hold_ms`), `max_hold_ms` 1000 (the ceiling of that bound, or the fixed bound).
 //!

@@ -54,7 +54,7 @@ pub(super) fn switch_config(bed: &Bed, cfg: &VmConfig, pps: u64) -> Result<Switc
     let catch_up = cfg.budget_cycle().map_or(0, |(on, _)| on);
     let mut t = format!(
         "uplink = \"{}\"\ndiscipline = \"{}\"\npacket_rate = {pps}\nbudget_busy = {}\n\
-         budget_slice = \"{}us\"\nbudget_catch_up = \"{}us\"\nbatch = {}\nqueue = {}\n",
+         budget_slice = \"{}us\"\nbudget_catch_up = \"{}us\"\nbatch = {}\nqueue_limit = {}\n",
         bed.uplink,
         cfg.scheduler,
         cfg.cpu_busy,
