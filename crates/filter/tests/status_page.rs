@@ -52,12 +52,13 @@ fn samples(addr: SocketAddr) -> Vec<Sample> {
 fn still(s: &[Sample]) -> HashMap<String, f64> {
     s.iter()
         // An idle AF_XDP socket's TX ring is found empty at every poll: an event count that
-        // moves while nothing else does; the process's own CPU time and memory move with
-        // every scrape.
+        // moves while nothing else does; the process's own CPU time and memory, and the
+        // listener's count of requests, move with every scrape.
         .filter(|s| {
             !s.name.contains("snapshot")
                 && !s.name.contains("xdp_ring_empty")
                 && !s.name.starts_with("process_")
+                && !s.name.starts_with("netsched_metrics_listener_")
         })
         .map(|s| {
             let labels: Vec<String> = s.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();

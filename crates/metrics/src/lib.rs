@@ -148,6 +148,10 @@ pub fn serve_with_page(
         .map_err(|source| MetricsError::Bind { addr, source })?;
     let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(ListenerStats::default());
+    registry
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .register_collector(Box::new(listener::StatsCollector(stats.clone())));
     let site = Arc::new(Site {
         registry,
         page,

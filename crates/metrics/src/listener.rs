@@ -69,6 +69,46 @@ pub struct ListenerStats {
     pub accept_errors: AtomicU64,
 }
 
+/// [`ListenerStats`] in the registry the listener serves, read at each scrape:
+/// `netsched_metrics_listener_requests_total` and
+/// `netsched_metrics_listener_refused_total{reason}` (`head_timeout`, `evicted`,
+/// `overloaded`, `bad_head`, `accept_error`).
+#[derive(Debug)]
+pub(crate) struct StatsCollector(pub Arc<ListenerStats>);
+
+impl prometheus_client::collector::Collector for StatsCollector {
+    fn encode(&self, mut enc: prometheus_client::encoding::DescriptorEncoder) -> std::fmt::Result {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::{counter::ConstCounter, MetricType};
+        let s = &self.0;
+        let read = |c: &AtomicU64| ConstCounter::new(c.load(Ordering::Relaxed));
+        let m = enc.encode_descriptor(
+            "netsched_metrics_listener_requests",
+            "Complete requests the metrics listener handed to a worker",
+            None,
+            MetricType::Counter,
+        )?;
+        read(&s.requests).encode(m)?;
+        let mut family = enc.encode_descriptor(
+            "netsched_metrics_listener_refused",
+            "Connections the metrics listener closed or answered with an error, by reason",
+            None,
+            MetricType::Counter,
+        )?;
+        for (reason, c) in [
+            ("head_timeout", &s.head_timeouts),
+            ("evicted", &s.evicted),
+            ("overloaded", &s.overloaded),
+            ("bad_head", &s.bad_heads),
+            ("accept_error", &s.accept_errors),
+        ] {
+            let labels = [("reason", reason)];
+            read(c).encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
 /// A request the reader read whole: what a worker answers.
 pub(crate) struct Job {
     pub stream: TcpStream,

@@ -140,7 +140,15 @@ fn heads_of_9_kb_and_1_mb_are_answered_431_then_closed() {
             "head of {size} bytes: {out:?}"
         );
     }
-    // The listener still serves afterwards.
-    let (code, _) = scrape(srv.addr(), WAIT).unwrap();
+    // The listener still serves afterwards, and its own families count both refusals.
+    let (code, text) = scrape(srv.addr(), WAIT).unwrap();
     assert_eq!(code, 200);
+    assert!(
+        text.contains("netsched_metrics_listener_refused_total{reason=\"bad_head\"} 2\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("netsched_metrics_listener_refused_total{reason=\"overloaded\"} 0\n"),
+        "{text}"
+    );
 }
