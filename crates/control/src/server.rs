@@ -51,6 +51,8 @@ pub const DRAIN_BYTES: u64 = 64 * 1024;
 const DRAIN_WAIT: Duration = Duration::from_millis(200);
 /// How often the accept thread looks at its stop flag.
 const ACCEPT_POLL: Duration = Duration::from_millis(50);
+/// How often the accept thread looks whether its socket file is still there.
+const REBIND_LOOK: Duration = Duration::from_secs(1);
 
 /// The bounds of one daemon's control socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -344,14 +346,24 @@ impl Drop for Server {
 }
 
 fn accept_loop(
-    file: &SocketFile,
+    first: &SocketFile,
     config: &ServerConfig,
     handler: &Arc<dyn Handler>,
     stop: &AtomicBool,
     open: &Arc<OpenCount>,
 ) {
     let max = config.limits.max_connections;
+    // The file made again after the first was deleted ([`bind_again`]).
+    let mut again: Option<SocketFile> = None;
+    let mut looked = Instant::now();
     while !stop.load(Ordering::Relaxed) {
+        if looked.elapsed() >= REBIND_LOOK && config.bind == BindMode::Exclusive {
+            looked = Instant::now();
+            if let Some(f) = bind_again(again.as_ref().unwrap_or(first)) {
+                again = Some(f);
+            }
+        }
+        let file = again.as_ref().unwrap_or(first);
         let mut fds = [libc::pollfd {
             fd: file.listener.as_raw_fd(),
             events: libc::POLLIN,
@@ -375,6 +387,25 @@ fn accept_loop(
             continue;
         }
         spawn_one(stream, accepted, config, handler, open, file.gid);
+    }
+}
+
+/// A socket file deleted while the daemon runs is made again (`ctl` would find nothing), with
+/// a warning; `None` while the file is there, or when making it failed (warned, tried again
+/// at the next look). Only in [`BindMode::Exclusive`]: under `TakeOver` a path gone may be
+/// a successor's, removed as it stopped, and the path is left alone.
+fn bind_again(file: &SocketFile) -> Option<SocketFile> {
+    let path = file.path().display();
+    match file.bind_again_if_gone()? {
+        Ok(f) if f.listener.set_nonblocking(true).is_ok() => {
+            tracing::warn!("control socket {path} was deleted; made it again");
+            Some(f)
+        }
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!("control socket {path} was deleted and cannot be made again: {e}");
+            None
+        }
     }
 }
 

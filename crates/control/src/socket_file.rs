@@ -9,7 +9,11 @@
 //! listener, unreachable by name, and on exit leaves the path alone because the inode is no
 //! longer its own). A path that is not a socket is never touched in either mode.
 //!
-//! Cost: a handful of system calls when a daemon starts and stops; nothing per request.
+//! A file deleted while its daemon runs (by hand, or by a cleaner of `/run`) is made again
+//! ([`SocketFile::bind_again_if_gone`], looked at once a second by the accept thread in
+//! [`BindMode::Exclusive`]), so `ctl` finds the daemon again.
+//!
+//! Cost: a handful of system calls when a daemon starts and stops; one `lstat` a second.
 
 use crate::access::{group_gid, GroupError};
 use std::fmt;
@@ -183,44 +187,20 @@ impl SocketFile {
             });
         }
         let gid = group.map(group_gid).transpose().map_err(BindError::Group)?;
-        let io = |what: &str, source| BindError::Io {
-            path: path.to_path_buf(),
-            what: what.to_string(),
-            source,
-        };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| io(&format!("creating {}", dir.display()), e))?;
+        let mut made = make(path, gid)?;
+        made.replaced = found == Found::Live;
+        Ok(made)
+    }
+
+    /// The file made again when the path has nothing at all (it was deleted while the daemon
+    /// ran, by hand or by a cleaner of `/run`): a new socket with the same mode and group,
+    /// which the caller serves instead. `None` while anything is at the path — this file, a
+    /// daemon's that took it over, or something else, never touched.
+    pub fn bind_again_if_gone(&self) -> Option<Result<SocketFile, BindError>> {
+        match std::fs::symlink_metadata(&self.path) {
+            Err(e) if e.kind() == ErrorKind::NotFound => Some(make(&self.path, self.gid)),
+            _ => None,
         }
-        let mut temp = path.as_os_str().to_owned();
-        temp.push(format!(".{}.new", std::process::id()));
-        let temp = PathBuf::from(temp);
-        // Left over by a process of ours with the same pid that died here: not a live one.
-        let _ = std::fs::remove_file(&temp);
-        let made = (|| {
-            let listener = UnixListener::bind(&temp)
-                .map_err(|e| io(&format!("bind {}", temp.display()), e))?;
-            std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o660))
-                .map_err(|e| io("chmod 0660", e))?;
-            if let Some(g) = gid {
-                std::os::unix::fs::chown(&temp, None, Some(g))
-                    .map_err(|e| io(&format!("chown to group {g}"), e))?;
-            }
-            let m = std::fs::symlink_metadata(&temp).map_err(|e| io("stat", e))?;
-            std::fs::rename(&temp, path)
-                .map_err(|e| io(&format!("rename from {}", temp.display()), e))?;
-            Ok::<_, BindError>((listener, m))
-        })();
-        let (listener, m) = made.inspect_err(|_| {
-            let _ = std::fs::remove_file(&temp);
-        })?;
-        Ok(SocketFile {
-            listener,
-            path: path.to_path_buf(),
-            ino: (m.dev(), m.ino()),
-            replaced: found == Found::Live,
-            gid,
-        })
     }
 
     pub fn path(&self) -> &Path {
@@ -231,6 +211,48 @@ impl SocketFile {
     pub fn still_ours(&self) -> bool {
         std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.ino)
     }
+}
+
+/// Bind a socket under a temporary name beside `path`, give it its mode and group, and rename
+/// it over `path` (see the module header).
+fn make(path: &Path, gid: Option<u32>) -> Result<SocketFile, BindError> {
+    let io = |what: &str, source| BindError::Io {
+        path: path.to_path_buf(),
+        what: what.to_string(),
+        source,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| io(&format!("creating {}", dir.display()), e))?;
+    }
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(format!(".{}.new", std::process::id()));
+    let temp = PathBuf::from(temp);
+    // Left over by a process of ours with the same pid that died here: not a live one.
+    let _ = std::fs::remove_file(&temp);
+    let made = (|| {
+        let listener =
+            UnixListener::bind(&temp).map_err(|e| io(&format!("bind {}", temp.display()), e))?;
+        std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o660))
+            .map_err(|e| io("chmod 0660", e))?;
+        if let Some(g) = gid {
+            std::os::unix::fs::chown(&temp, None, Some(g))
+                .map_err(|e| io(&format!("chown to group {g}"), e))?;
+        }
+        let m = std::fs::symlink_metadata(&temp).map_err(|e| io("stat", e))?;
+        std::fs::rename(&temp, path)
+            .map_err(|e| io(&format!("rename from {}", temp.display()), e))?;
+        Ok::<_, BindError>((listener, m))
+    })();
+    let (listener, m) = made.inspect_err(|_| {
+        let _ = std::fs::remove_file(&temp);
+    })?;
+    Ok(SocketFile {
+        listener,
+        path: path.to_path_buf(),
+        ino: (m.dev(), m.ino()),
+        replaced: false,
+        gid,
+    })
 }
 
 impl Drop for SocketFile {

@@ -374,3 +374,40 @@ fn a_stranger_is_refused_by_its_credentials() {
     );
     assert_eq!(echo.answered.load(Ordering::Relaxed), 0);
 }
+
+/// The socket file deleted while the daemon runs is made again within the accept thread's
+/// look (once a second; 10 s is the margin for a loaded machine), with its mode, and answers;
+/// deleted twice, again; removed with the server. Something else at the path is never
+/// touched.
+#[test]
+fn a_socket_file_deleted_while_running_is_made_again() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let d = Scratch::new("gone");
+    let (server, _echo) = start(&d.sock(), WhenFull::Refuse, LineEnd::Newline);
+    for round in 0..2 {
+        std::fs::remove_file(d.sock()).unwrap();
+        let t = Instant::now();
+        while !d.sock().exists() {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "round {round}: not made again"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let m = std::fs::symlink_metadata(d.sock()).unwrap();
+        assert!(m.file_type().is_socket());
+        assert_eq!(m.permissions().mode() & 0o777, 0o660);
+        let out = exchange(&d.sock(), "after", Duration::from_secs(5), "t").unwrap();
+        assert!(out.starts_with("ok\nafter"), "round {round}: {out}");
+    }
+    drop(server);
+    assert!(!d.sock().exists(), "removed with the server");
+    // A regular file put at the path is left as it is.
+    let (server, _echo) = start(&d.sock(), WhenFull::Refuse, LineEnd::Newline);
+    let other = d.0.join("other");
+    std::fs::write(&other, "not ours").unwrap();
+    std::fs::rename(&other, d.sock()).unwrap(); // never a moment without a file
+    std::thread::sleep(Duration::from_millis(2500));
+    drop(server);
+    assert_eq!(std::fs::read_to_string(d.sock()).unwrap(), "not ours");
+}
