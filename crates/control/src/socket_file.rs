@@ -196,7 +196,14 @@ impl SocketFile {
     /// ran, by hand or by a cleaner of `/run`): a new socket with the same mode and group,
     /// which the caller serves instead. `None` while anything is at the path — this file, a
     /// daemon's that took it over, or something else, never touched.
+    ///
+    /// The folder is not made again: a folder removed is a deliberate clean-up (a test's
+    /// temporary folder, a package purged), and the file stays gone with it.
     pub fn bind_again_if_gone(&self) -> Option<Result<SocketFile, BindError>> {
+        let folder = self.path.parent().filter(|d| !d.as_os_str().is_empty());
+        if folder.is_some_and(|d| !d.is_dir()) {
+            return None;
+        }
         match std::fs::symlink_metadata(&self.path) {
             Err(e) if e.kind() == ErrorKind::NotFound => Some(make(&self.path, self.gid)),
             _ => None,

@@ -410,4 +410,11 @@ fn a_socket_file_deleted_while_running_is_made_again() {
     std::thread::sleep(Duration::from_millis(2500));
     drop(server);
     assert_eq!(std::fs::read_to_string(d.sock()).unwrap(), "not ours");
+    // A folder removed stays removed.
+    let sub = d.0.join("sub");
+    let (server, _echo) = start(&sub.join("ctl.sock"), WhenFull::Refuse, LineEnd::Newline);
+    std::fs::remove_dir_all(&sub).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(!sub.exists(), "the folder was made again");
+    drop(server);
 }
