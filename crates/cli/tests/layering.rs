@@ -9,7 +9,9 @@
 //! - a crate that is not in [`ALLOWED`] is an error (a new crate gets a layer when it is
 //!   added);
 //! - only `netsched-sys` contains `unsafe`: the keyword is searched in `src/**/*.rs` of every
-//!   other crate, outside comments, strings and character literals.
+//!   other crate, outside comments, strings and character literals;
+//! - wall-clock time (`SystemTime`, `CLOCK_REALTIME`) is read only where something is dated
+//!   ([`WALL_CLOCK`]): decisions run on monotonic clocks, so a stepped clock changes none.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -383,13 +385,18 @@ fn raw_string_end(b: &[u8], i: usize) -> Option<usize> {
 
 /// Lines (1-based) of `src` where the `unsafe` keyword appears in code.
 fn unsafe_lines(src: &str) -> Vec<usize> {
+    word_lines(src, "unsafe")
+}
+
+/// Lines (1-based) of `src` where `word` appears in code as a whole identifier.
+fn word_lines(src: &str, word: &str) -> Vec<usize> {
     let code = code_only(src);
     let cb = code.as_bytes();
     let is_ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
     let mut lines = Vec::new();
     let mut at = 0;
-    while let Some(p) = code[at..].find("unsafe") {
-        let (s, e) = (at + p, at + p + "unsafe".len());
+    while let Some(p) = code[at..].find(word) {
+        let (s, e) = (at + p, at + p + word.len());
         if (s == 0 || !is_ident(cb[s - 1])) && (e == cb.len() || !is_ident(cb[e])) {
             lines.push(code[..s].matches('\n').count() + 1);
         }
@@ -435,6 +442,67 @@ fn only_the_sys_crate_contains_unsafe() {
     assert!(
         found.is_empty(),
         "`unsafe` outside {UNSAFE_HOME} (move the call behind a safe wrapper there):\n{}",
+        found.join("\n")
+    );
+}
+
+/// Where wall-clock time (`SystemTime`, `CLOCK_REALTIME`) may be read, and why: only to date
+/// things. Every scheduling decision, timeout and rate runs on monotonic clocks (`Instant`,
+/// `CLOCK_MONOTONIC`), so a clock stepped backwards or forwards changes no decision.
+const WALL_CLOCK: &[(&str, &str)] = &[
+    (
+        "crates/balance/src/access_log.rs",
+        "the date of an access log line",
+    ),
+    (
+        "crates/balance/src/l7.rs",
+        "the date an access log entry carries",
+    ),
+    (
+        "crates/balance/src/tls.rs",
+        "a certificate's validity dates",
+    ),
+    (
+        "crates/metrics/src/process.rs",
+        "process_start_time_seconds",
+    ),
+    (
+        "crates/testbed/src/lib.rs",
+        "a unique suffix for test names",
+    ),
+];
+
+#[test]
+fn wall_clock_time_only_dates_things() {
+    let (_, dirs) = workspace();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = root.canonicalize().unwrap();
+    let mut found = Vec::new();
+    for dir in dirs.values() {
+        let mut files = Vec::new();
+        rust_files(&dir.join("src"), &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            let rel = f.canonicalize().unwrap();
+            let rel = rel
+                .strip_prefix(&root)
+                .unwrap_or(&rel)
+                .display()
+                .to_string();
+            if WALL_CLOCK.iter().any(|(file, _)| *file == rel) {
+                continue;
+            }
+            for word in ["SystemTime", "CLOCK_REALTIME"] {
+                for line in word_lines(&text, word) {
+                    found.push(format!("{rel}:{line}: {word}"));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "wall-clock time outside the places that date things (use Instant; or, to date \
+         something, add the file to WALL_CLOCK with its reason):\n{}",
         found.join("\n")
     );
 }
