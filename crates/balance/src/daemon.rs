@@ -182,6 +182,11 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, StartErro
         "balance",
         netsched_util::logging::dropped_lines,
     );
+    netsched_metrics::register_control_audit(
+        &mut registry,
+        netsched_control::audit::refused_requests,
+        netsched_control::audit::suppressed_warnings,
+    );
     let metrics = Metrics::new(&mut registry);
     let log_counters = crate::access_log::LogCounters::register(&mut registry);
     let service = Service::new(&cfg, metrics)?;

@@ -46,6 +46,11 @@ pub fn registry(latest: Arc<Latest<FilterStats>>, devs: [String; 2]) -> netsched
         "filter",
         netsched_util::logging::dropped_lines,
     );
+    netsched_metrics::register_control_audit(
+        &mut registry,
+        netsched_control::audit::refused_requests,
+        netsched_control::audit::suppressed_warnings,
+    );
     // Read at scrape time, not from the packet thread's snapshot: it counts while that thread
     // is stalled.
     netsched_metrics::register_read_counter(

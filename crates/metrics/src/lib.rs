@@ -54,7 +54,7 @@ pub use port_families::PortCounters;
 pub use process::{register_daemon, MAX_FDS_COUNTED};
 /// The crate the registries and families come from, for daemons that only need its types.
 pub use prometheus_client;
-pub use read_counter::{register_log_drops, register_read_counter};
+pub use read_counter::{register_control_audit, register_log_drops, register_read_counter};
 pub use reloads::Reloads;
 pub use snapshot::{parse_addr, register_snapshot, AddrError, Latest, Writer};
 pub use status::{status_json, Page, MAX_STATUS_BYTES};

@@ -52,6 +52,29 @@ pub fn register_log_drops(registry: &mut Registry, read: fn() -> u64) {
     );
 }
 
+/// The control socket's counts (`netsched_control::audit`), for the daemons that have one:
+/// `netsched_control_refused_requests_total` (state-changing requests refused, logged or
+/// not) and
+/// `netsched_control_suppressed_warnings_total` (their warnings the rate limit left out).
+pub fn register_control_audit(
+    registry: &mut Registry,
+    refused: fn() -> u64,
+    suppressed: fn() -> u64,
+) {
+    register_read_counter(
+        registry,
+        "netsched_control_refused_requests",
+        "State-changing control requests refused, whether their warning was written or not",
+        refused,
+    );
+    register_read_counter(
+        registry,
+        "netsched_control_suppressed_warnings",
+        "Warnings about refused control requests left out by the rate limit (10 a second)",
+        suppressed,
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +95,15 @@ mod tests {
         let mut s = String::new();
         prometheus_client::encoding::text::encode(&mut s, &reg).unwrap();
         assert!(s.contains("netsched_log_dropped_lines_total 7"), "{s}");
+    }
+
+    #[test]
+    fn the_control_audit_counts_are_exported() {
+        let mut reg = Registry::default();
+        register_control_audit(&mut reg, || 3, || 2);
+        let mut s = String::new();
+        prometheus_client::encoding::text::encode(&mut s, &reg).unwrap();
+        assert!(s.contains("netsched_control_refused_requests_total 3\n"), "{s}");
+        assert!(s.contains("netsched_control_suppressed_warnings_total 2\n"), "{s}");
     }
 }

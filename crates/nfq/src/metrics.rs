@@ -60,6 +60,11 @@ pub fn serve(
 ) -> Result<MetricsServer> {
     let mut registry = Registry::default();
     netsched_metrics::register_daemon(&mut registry, "nfq", netsched_util::logging::dropped_lines);
+    netsched_metrics::register_control_audit(
+        &mut registry,
+        netsched_control::audit::refused_requests,
+        netsched_control::audit::suppressed_warnings,
+    );
     register(&mut registry, cfg, latest);
     reloads.register(&mut registry, "netsched_nfq");
     let page = Some(crate::status::PAGE);

@@ -176,6 +176,11 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
                 "vswitch",
                 netsched_util::logging::dropped_lines,
             );
+            netsched_metrics::register_control_audit(
+                &mut reg,
+                netsched_control::audit::refused_requests,
+                netsched_control::audit::suppressed_warnings,
+            );
             let names: Vec<String> = cfg.ports.iter().map(|p| p.dev.clone()).collect();
             let budget = Budget {
                 packet_rate: cfg.packet_rate,
