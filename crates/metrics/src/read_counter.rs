@@ -103,7 +103,13 @@ mod tests {
         register_control_audit(&mut reg, || 3, || 2);
         let mut s = String::new();
         prometheus_client::encoding::text::encode(&mut s, &reg).unwrap();
-        assert!(s.contains("netsched_control_refused_requests_total 3\n"), "{s}");
-        assert!(s.contains("netsched_control_suppressed_warnings_total 2\n"), "{s}");
+        assert!(
+            s.contains("netsched_control_refused_requests_total 3\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("netsched_control_suppressed_warnings_total 2\n"),
+            "{s}"
+        );
     }
 }
