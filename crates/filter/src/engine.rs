@@ -3,9 +3,9 @@
 //! order, and account for every frame.
 //!
 //! One thread does receive, dispatch and transmit (the dispatcher); workers only compute.
-//! Frames stay in their receive buffer slot (a `netsched_sys::port::FramePool`) until they are
-//! sent or dropped, so the pool bounds everything inside the filter; workers get a copy of the
-//! bytes. Control requests are taken with `try_recv` between batches (never waited for) and
+//! Frames stay in their receive buffer slot (a `netsched_sys::FramePool`) until they are
+//! sent or dropped, so the pool bounds everything inside the filter; workers read them there
+//! (the slot is lent to them, not copied). Control requests are taken with `try_recv` between batches (never waited for) and
 //! a rule swap is an `Arc` exchange: the tables were built by the control thread.
 //!
 //! Stop (flag, duration): no more receiving; what is inside drains for up to [`DRAIN`], the
@@ -15,7 +15,7 @@
 //! [`crate::watchdog::Health`]; the wait for traffic is marked idle. The daemon's main thread
 //! watches it ([`crate::watchdog`]).
 //!
-//! Cost per frame: a copy into the packet, the pipeline's work, one slot of a batched send.
+//! Cost per frame: the pipeline's work and one slot of a batched send; no copy.
 
 use crate::control::{Answer, Command, Inbox};
 use crate::pipeline::{DispatchMode, Pipeline, PipelineConfig, Released};
@@ -115,8 +115,9 @@ impl Engine {
             .as_deref()
             .map(|dev| open(dev, &cfg.port))
             .transpose()?;
+        let pool = FramePool::new(cfg.pool_slots);
         let pipeline =
-            Pipeline::start(cfg.pipeline.clone(), tables).map_err(EngineError::Pipeline)?;
+            Pipeline::start(cfg.pipeline.clone(), tables, &pool).map_err(EngineError::Pipeline)?;
         let totals = Totals {
             port: rx.backend(),
             ring_bytes: (rx.ring_bytes() + tx.as_ref().map_or(0, |t| t.ring_bytes())) as u64,
@@ -125,7 +126,7 @@ impl Engine {
         Ok(Self {
             rx,
             tx,
-            pool: FramePool::new(cfg.pool_slots),
+            pool,
             pipeline,
             totals,
             to_send: Vec::with_capacity(cfg.pool_slots),
@@ -207,7 +208,7 @@ impl Engine {
             self.totals.received += 1;
             match *ev {
                 Rx::Frame { slot, len } => {
-                    self.pipeline.submit(slot, self.pool.data(slot, len));
+                    self.pipeline.submit(&mut self.pool, slot, len);
                 }
                 Rx::Oversize { .. } => self.totals.drop(DropReason::Oversize, 1),
             }
@@ -322,7 +323,7 @@ impl Engine {
             }
             self.control();
             let got = self.receive();
-            let done = self.pipeline.pump(&mut self.released);
+            let done = self.pipeline.pump(&mut self.pool, &mut self.released);
             self.settle();
             let sent = self.transmit();
             self.totals.kernel_drops += self.rx.take_kernel_drops();
@@ -345,8 +346,11 @@ impl Engine {
                 continue;
             }
             if self.pipeline.in_flight() > 0 {
-                self.pipeline
-                    .wait(Duration::from_micros(200), &mut self.released);
+                self.pipeline.wait(
+                    Duration::from_micros(200),
+                    &mut self.pool,
+                    &mut self.released,
+                );
                 self.settle();
             } else if self.to_send.is_empty() {
                 self.health.set_idle(true);
@@ -364,7 +368,7 @@ impl Engine {
         {
             self.health.beat();
             self.pipeline
-                .wait(Duration::from_millis(1), &mut self.released);
+                .wait(Duration::from_millis(1), &mut self.pool, &mut self.released);
             self.settle();
             self.transmit();
         }
@@ -395,7 +399,7 @@ impl Engine {
             ..
         } = self;
         let mut p = pipeline.stats();
-        for (slot, _) in pipeline.stop() {
+        for (slot, _) in pipeline.stop(&mut pool) {
             pool.release(slot);
             totals.drop(DropReason::Shutdown, 1);
         }

@@ -257,14 +257,16 @@ mod tests {
             },
             pin: false,
         };
-        let mut p = Pipeline::start(cfg, tables).unwrap();
-        p.submit(
+        let mut pool = netsched_sys::FramePool::new(4);
+        let mut p = Pipeline::start(cfg, tables, &pool).unwrap();
+        let len = pool.fill(
             0,
             &udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 1, 2, &[0; 200]),
         );
+        p.submit(&mut pool, 0, len);
         let mut out = Vec::new();
         while out.is_empty() {
-            p.wait(Duration::from_millis(5), &mut out);
+            p.wait(Duration::from_millis(5), &mut pool, &mut out);
         }
         let mut totals = Totals {
             received: 1,
@@ -295,7 +297,7 @@ mod tests {
         assert!(!text.contains("dev=\"\""), "{text}");
         let blocks: u64 = p.stats().workers.iter().map(|w| w.blocks).sum();
         assert_eq!(blocks, 4, "a 242-byte frame is four 64-byte blocks");
-        p.stop();
+        p.stop(&mut pool);
     }
 
     /// Two fragments of one datagram and an unfragmented DF packet through a running pipeline,
@@ -339,14 +341,16 @@ mod tests {
                 },
                 pin: false,
             };
-            let mut p = Pipeline::start(cfg, tables).unwrap();
+            let mut pool = netsched_sys::FramePool::new(frames.len());
+            let mut p = Pipeline::start(cfg, tables, &pool).unwrap();
             for (slot, f) in frames.iter().enumerate() {
-                p.submit(slot as u32, f);
+                let len = pool.fill(slot as u32, f);
+                p.submit(&mut pool, slot as u32, len);
             }
             let mut out = Vec::new();
             let deadline = std::time::Instant::now() + Duration::from_secs(10);
             while out.len() < frames.len() && std::time::Instant::now() < deadline {
-                p.wait(Duration::from_millis(5), &mut out);
+                p.wait(Duration::from_millis(5), &mut pool, &mut out);
             }
             assert_eq!(out.len(), frames.len(), "{fragments:?}");
             let mut totals = Totals {
@@ -377,7 +381,7 @@ mod tests {
             let text = netsched_metrics::render(&registry(latest, Default::default()));
             let want = format!("netsched_filter_dropped_total{{reason=\"fragment\"}} {dropped}");
             assert!(text.contains(&want), "missing {want:?} in\n{text}");
-            p.stop();
+            p.stop(&mut pool);
         }
     }
 }

@@ -21,30 +21,40 @@
 //! last task was reported done (the dispatcher's clock). Engines (for RR's "another engine"
 //! and modified FCFS's per-engine SOP counts): worker `i` is on engine `i mod cpus`.
 //!
-//! Cost per packet: O(blocks × workers) for the block policies' scans, O(log held) for order.
-//! Memory: bounded by the caller's buffer pool (one [`Packet`] per slot in flight) and
-//! `workers × worker_queue` queued tasks.
+//! - **Hand-off**: the frame stays in its pool slot and is lent to the worker
+//!   (`netsched_sys::frame_pool`); each worker has a bounded single-producer/single-consumer
+//!   ring of jobs and one of completions (`rtrb`), so nothing per packet takes a lock,
+//!   allocates or touches a reference count. A rule swap travels through the same rings, in
+//!   order with the packets, so every block of a packet is checked against the same tables.
+//!
+//! Cost per packet: O(blocks × workers) for the block policies' scans, O(1) for the flow
+//! policies, O(1) for order when a flow's packets finish in order (always under `flow_hash`),
+//! O(log held) when they do not. Memory: bounded by the caller's buffer pool (one in-flight
+//! record and one hand-off state per slot) and `workers × (worker_queue + 4)` ring entries.
 
 use crate::packet::{parse, Parsed};
 use crate::verdict::Verdict;
-use crate::work::{Packet, Tables, WorkPolicy};
-use crate::worker::{self, Done, Task, WorkerCounters, WorkerStats};
+use crate::work::{self, Progress, Tables, WorkPolicy};
+use crate::worker::{Done, Job, Shared, Task, Worker, WorkerCounters, WorkerStats};
 use netsched_core::dispatch::{
     AnyDispatch, BlockKind, Dispatch, DispatchConfig, DispatchKind, FlowDispatch, FlowMode,
     FlowOrder, OrderCounters, Release, Ticket, WorkerState, WorkerView,
 };
+use netsched_sys::FramePool;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
 /// Most workers.
 pub const MAX_WORKERS: usize = 64;
 /// Flow buckets of the flow modes (as an RSS indirection table: 128 entries).
 pub const BUCKETS: usize = 128;
+/// Ring entries beyond `worker_queue` tasks, for rule swaps in flight.
+const SWAP_ROOM: usize = 4;
 
 /// How work is handed to workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,8 +157,14 @@ struct InFlight {
     verdict: Option<Verdict>,
 }
 
+/// What waits in the shared buffer: a task, or a rule swap for every worker.
+enum Item {
+    Task(Task),
+    Tables(Arc<Tables>),
+}
+
 struct Waiting {
-    task: Task,
+    item: Item,
     worker: Option<usize>,
     stalled: bool,
     queue_stalled: bool,
@@ -160,20 +176,26 @@ pub struct Pipeline {
     mode: DispatchMode,
     block: AnyDispatch,
     flow: FlowDispatch,
-    senders: Vec<SyncSender<Task>>,
-    done: Receiver<Done>,
+    jobs: Vec<rtrb::Producer<Job>>,
+    done: Vec<rtrb::Consumer<Done>>,
     threads: Vec<JoinHandle<()>>,
     counters: Vec<Arc<WorkerCounters>>,
+    shared: Arc<Shared>,
     cpus: Vec<Option<usize>>,
     view: Vec<WorkerState>,
     outstanding: Vec<usize>,
     idle_since: Vec<u64>,
     waiting: VecDeque<Waiting>,
     order: FlowOrder<u32>,
-    inflight: HashMap<u32, InFlight>,
+    /// By pool slot.
+    inflight: Vec<Option<InFlight>>,
+    in_flight: usize,
     stalls: BTreeMap<&'static str, Stalls>,
     tables: Arc<Tables>,
     released: Vec<Release<u32>>,
+    /// Workers pushed to since the last wake-up offer (one bit each).
+    pushed: u64,
+    dispatcher: Option<ThreadId>,
     epoch: Instant,
     malformed: u64,
     non_ip: u64,
@@ -230,25 +252,40 @@ fn block_kind(k: u32, blocks: u32) -> BlockKind {
 }
 
 impl Pipeline {
-    /// Start `cfg.workers` workers checking packets against `tables`.
-    pub fn start(cfg: PipelineConfig, tables: Arc<Tables>) -> Result<Self, PipelineError> {
+    /// Start `cfg.workers` workers checking packets of `pool` against `tables`.
+    pub fn start(
+        cfg: PipelineConfig,
+        tables: Arc<Tables>,
+        pool: &FramePool,
+    ) -> Result<Self, PipelineError> {
         let n = cfg.workers;
         if n == 0 || n > MAX_WORKERS {
             return Err(PipelineError::Workers(n));
         }
         let queue = cfg.worker_queue.max(1);
-        let (done_tx, done) = sync_channel(n * (queue + 1));
         let cpus = netsched_sys::thread::allowed_cpus();
         let ncpu = cpus.len().max(1);
+        let shared = Arc::new(Shared::new(pool.capacity(), n, ncpu));
         let pin = cfg.pin && ncpu > n;
-        let mut senders = Vec::with_capacity(n);
-        let mut threads = Vec::with_capacity(n);
-        let mut counters = Vec::with_capacity(n);
+        let (mut jobs, mut dones) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut threads, mut counters) = (Vec::with_capacity(n), Vec::with_capacity(n));
         let mut pinned = Vec::with_capacity(n);
         for i in 0..n {
-            let (tx, rx) = sync_channel::<Task>(queue);
+            let (job_tx, job_rx) = rtrb::RingBuffer::new(queue + SWAP_ROOM);
+            let (done_tx, done_rx) = rtrb::RingBuffer::new(queue + SWAP_ROOM);
             let c = Arc::new(WorkerCounters::default());
-            let (d, w, c2) = (done_tx.clone(), cfg.work.clone(), c.clone());
+            let worker = Worker {
+                id: i,
+                jobs: job_rx,
+                done: done_tx,
+                policy: cfg.work.clone(),
+                counters: c.clone(),
+                shared: shared.clone(),
+                reader: pool.reader(),
+                tables: tables.clone(),
+                block_size: cfg.block_size.max(1),
+                unannounced: 0,
+            };
             let cpu = pin.then(|| cpus.get(i % ncpu).copied()).flatten();
             let h = std::thread::Builder::new()
                 .name(format!("filter-w{i}"))
@@ -256,14 +293,18 @@ impl Pipeline {
                     if let Some(cpu) = cpu {
                         let _ = netsched_sys::thread::pin_to_cpu(cpu);
                     }
-                    worker::run(i, rx, d, w, c2)
+                    worker.run()
                 })
                 .map_err(PipelineError::Spawn)?;
-            senders.push(tx);
+            jobs.push(job_tx);
+            dones.push(done_rx);
             threads.push(h);
             counters.push(c);
             pinned.push(cpu);
         }
+        shared
+            .workers
+            .set(threads.iter().map(|h| h.thread().clone()).collect());
         let view = (0..n)
             .map(|i| WorkerState {
                 engine: i % ncpu,
@@ -277,19 +318,23 @@ impl Pipeline {
             flow: flow_policy(cfg.mode, n),
             order: FlowOrder::new(cfg.reorder_window, cfg.reorder_timeout_ns, cfg.max_flows),
             cfg,
-            senders,
-            done,
+            jobs,
+            done: dones,
             threads,
             counters,
+            shared,
             cpus: pinned,
             view,
             outstanding: vec![0; n],
             idle_since: vec![0; n],
             waiting: VecDeque::new(),
-            inflight: HashMap::new(),
+            inflight: (0..pool.capacity()).map(|_| None).collect(),
+            in_flight: 0,
             stalls: BTreeMap::new(),
             tables,
             released: Vec::new(),
+            pushed: 0,
+            dispatcher: None,
             epoch: Instant::now(),
             malformed: 0,
             non_ip: 0,
@@ -303,10 +348,10 @@ impl Pipeline {
 
     /// Packets inside (dispatched, working, or held for order).
     pub fn in_flight(&self) -> usize {
-        self.inflight.len()
+        self.in_flight
     }
 
-    /// Tasks waiting for a worker.
+    /// Tasks (and rule swaps) waiting for a worker.
     pub fn waiting_tasks(&self) -> usize {
         self.waiting.len()
     }
@@ -324,19 +369,70 @@ impl Pipeline {
         }
     }
 
-    /// Packets submitted from now on are checked against `tables`.
+    /// Packets submitted from now on are checked against `tables`: the swap queues behind the
+    /// tasks already cut and reaches every worker in order with them.
     pub fn set_tables(&mut self, tables: Arc<Tables>) {
-        self.tables = tables;
+        self.tables = tables.clone();
+        self.waiting.push_back(Waiting {
+            item: Item::Tables(tables),
+            worker: None,
+            stalled: false,
+            queue_stalled: false,
+        });
+        self.dispatch();
     }
 
     pub fn tables(&self) -> &Arc<Tables> {
         &self.tables
     }
 
-    /// Take in the frame held in buffer `slot` (the caller keeps the slot until it is released).
-    pub fn submit(&mut self, slot: u32, frame: &[u8]) {
+    /// Take in the `len`-byte frame held in `pool`'s slot `slot` (the caller keeps the slot
+    /// until it is released; the workers read it in place).
+    pub fn submit(&mut self, pool: &mut FramePool, slot: u32, len: u32) {
+        let Some(entry) = self.inflight.get(slot as usize) else {
+            return; // not a slot of the pool the pipeline was started with
+        };
+        debug_assert!(entry.is_none(), "slot {slot} submitted twice");
+        let frame = pool.data(slot, len);
+        let len = frame.len() as u32;
         let parsed = parse(frame);
-        let flow = match parsed {
+        let flow = self.flow_of(&parsed);
+        let ticket = self.order.admit(flow);
+        let blocks = work::blocks(len, self.cfg.block_size);
+        let block_mode = matches!(self.mode, DispatchMode::Block(_));
+        self.inflight[slot as usize] = Some(InFlight {
+            ticket,
+            len,
+            tasks_left: if block_mode { blocks } else { 1 },
+            verdict: None,
+        });
+        self.in_flight += 1;
+        if block_mode {
+            self.shared.states[slot as usize].reset(Progress::start(&self.tables));
+            for k in 0..blocks {
+                self.queue(Task {
+                    frame: pool.lend(slot, len),
+                    parsed,
+                    first: k,
+                    last: k,
+                    bucket: None,
+                });
+            }
+        } else {
+            let bucket = Some(self.flow.bucket_of(flow));
+            self.queue(Task {
+                frame: pool.lend(slot, len),
+                parsed,
+                first: 0,
+                last: blocks - 1,
+                bucket,
+            });
+        }
+        self.dispatch();
+    }
+
+    fn flow_of(&mut self, parsed: &Parsed) -> u64 {
+        match *parsed {
             Parsed::Ip {
                 tuple,
                 later_fragment,
@@ -353,119 +449,127 @@ impl Pipeline {
                 self.malformed += 1;
                 0
             }
-        };
-        let ticket = self.order.admit(flow);
-        let packet = Arc::new(Packet::new(
-            slot,
-            frame,
-            parsed,
-            self.tables.clone(),
-            self.cfg.block_size,
-        ));
-        let blocks = packet.blocks;
-        let tasks = match self.mode {
-            DispatchMode::Block(_) => blocks,
-            _ => 1,
-        };
-        self.inflight.insert(
-            slot,
-            InFlight {
-                ticket,
-                len: frame.len() as u32,
-                tasks_left: tasks,
-                verdict: None,
-            },
-        );
-        let mut push = |task| {
-            self.waiting.push_back(Waiting {
-                task,
-                worker: None,
-                stalled: false,
-                queue_stalled: false,
-            })
-        };
-        if let DispatchMode::Block(_) = self.mode {
-            for k in 0..blocks {
-                push(Task {
-                    packet: packet.clone(),
-                    first: k,
-                    last: k,
-                    bucket: None,
-                });
-            }
-        } else {
-            let bucket = Some(self.flow.bucket_of(flow));
-            push(Task {
-                packet,
-                first: 0,
-                last: blocks - 1,
-                bucket,
-            });
         }
-        self.dispatch();
     }
 
-    /// Hand waiting tasks to workers, in order, until one must wait.
+    fn queue(&mut self, task: Task) {
+        self.waiting.push_back(Waiting {
+            item: Item::Task(task),
+            worker: None,
+            stalled: false,
+            queue_stalled: false,
+        });
+    }
+
+    /// Hand waiting tasks to workers, in order, until one must wait; then wake the workers
+    /// that got work.
     fn dispatch(&mut self) {
         let now = self.now();
-        let name = self.mode.name();
-        while let Some(front) = self.waiting.front_mut() {
-            let w = match front.worker {
-                Some(w) => w,
-                None => {
-                    let chosen = match front.task.bucket {
-                        Some(b) => Some(self.flow.assign(b, &self.outstanding, &self.idle_since)),
-                        None => {
-                            let kind = block_kind(front.task.first, front.task.packet.blocks);
-                            self.block.assign(kind, &WorkerView::new(&self.view), now)
-                        }
-                    };
-                    let Some(w) = chosen.filter(|&w| w < self.senders.len()) else {
-                        if !front.stalled {
-                            front.stalled = true;
-                            self.stalls.entry(name).or_default().no_idle_worker += 1;
-                        }
-                        return;
-                    };
-                    if self.view[w].busy && front.task.bucket.is_none() {
-                        self.stalls.entry(name).or_default().assigned_busy += 1;
-                    }
-                    front.worker = Some(w);
-                    w
-                }
-            };
-            if self.outstanding[w] >= self.cfg.worker_queue.max(1) {
-                if !front.queue_stalled {
-                    front.queue_stalled = true;
-                    self.stalls.entry(name).or_default().queue_full += 1;
-                }
-                return;
-            }
-            let Some(item) = self.waiting.pop_front() else {
-                return;
-            };
-            match self.senders[w].try_send(item.task) {
-                Ok(()) => {
-                    self.outstanding[w] += 1;
-                    self.view[w].busy = true;
-                }
-                Err(TrySendError::Full(task)) | Err(TrySendError::Disconnected(task)) => {
-                    // Cannot happen while `outstanding` bounds the queue; put it back.
-                    self.waiting.push_front(Waiting {
-                        task,
-                        worker: Some(w),
-                        stalled: true,
-                        queue_stalled: true,
-                    });
-                    return;
-                }
-            }
+        while self.dispatch_front(now) {}
+        let mut w = std::mem::take(&mut self.pushed);
+        while w != 0 {
+            self.shared.wake_worker(w.trailing_zeros() as usize);
+            w &= w - 1;
         }
     }
 
-    fn on_done(&mut self, d: Done, out: &mut Vec<Released>) {
-        let now = self.now();
-        let w = d.worker;
+    /// Hand over the front of the waiting buffer; `false` when it must wait (or is empty).
+    fn dispatch_front(&mut self, now: u64) -> bool {
+        let name = self.mode.name();
+        let Some(front) = self.waiting.front_mut() else {
+            return false;
+        };
+        let (bucket, first, blocks) = match &front.item {
+            Item::Tables(_) => return self.broadcast_tables(),
+            Item::Task(t) => (
+                t.bucket,
+                t.first,
+                work::blocks(t.frame.len(), self.cfg.block_size),
+            ),
+        };
+        let w = match front.worker {
+            Some(w) => w,
+            None => {
+                let chosen = match bucket {
+                    Some(b) => Some(self.flow.assign(b, &self.outstanding, &self.idle_since)),
+                    None => self.block.assign(
+                        block_kind(first, blocks),
+                        &WorkerView::new(&self.view),
+                        now,
+                    ),
+                };
+                let Some(w) = chosen.filter(|&w| w < self.jobs.len()) else {
+                    if !front.stalled {
+                        front.stalled = true;
+                        self.stalls.entry(name).or_default().no_idle_worker += 1;
+                    }
+                    return false;
+                };
+                if self.view[w].busy && bucket.is_none() {
+                    self.stalls.entry(name).or_default().assigned_busy += 1;
+                }
+                front.worker = Some(w);
+                w
+            }
+        };
+        if self.outstanding[w] >= self.cfg.worker_queue.max(1) || self.jobs[w].is_full() {
+            if !front.queue_stalled {
+                front.queue_stalled = true;
+                self.stalls.entry(name).or_default().queue_full += 1;
+            }
+            return false;
+        }
+        let Some(Waiting {
+            item: Item::Task(task),
+            ..
+        }) = self.waiting.pop_front()
+        else {
+            return false;
+        };
+        // Cannot fail: the ring has room (checked above) and only this thread pushes.
+        if let Err(rtrb::PushError::Full(Job::Task(task))) = self.jobs[w].push(Job::Task(task)) {
+            self.waiting.push_front(Waiting {
+                item: Item::Task(task),
+                worker: Some(w),
+                stalled: true,
+                queue_stalled: true,
+            });
+            return false;
+        }
+        self.outstanding[w] += 1;
+        self.view[w].busy = true;
+        self.pushed |= 1 << w;
+        true
+    }
+
+    /// A rule swap at the front: to every worker's ring at once, when each has room.
+    fn broadcast_tables(&mut self) -> bool {
+        if self.jobs.iter().any(|j| j.is_full()) {
+            return false;
+        }
+        let Some(Waiting {
+            item: Item::Tables(t),
+            ..
+        }) = self.waiting.pop_front()
+        else {
+            return false;
+        };
+        for (w, ring) in self.jobs.iter_mut().enumerate() {
+            // Cannot fail: every ring has room (checked above).
+            let _ = ring.push(Job::Tables(t.clone()));
+            self.pushed |= 1 << w;
+        }
+        true
+    }
+
+    fn on_done(
+        &mut self,
+        w: usize,
+        d: Done,
+        now: u64,
+        pool: &mut FramePool,
+        out: &mut Vec<Released>,
+    ) {
         self.outstanding[w] = self.outstanding[w].saturating_sub(1);
         if self.outstanding[w] == 0 {
             self.view[w].busy = false;
@@ -475,8 +579,9 @@ impl Pipeline {
         if let Some(b) = d.task.bucket {
             self.flow.done(b);
         }
-        let slot = d.task.packet.slot;
-        let Some(p) = self.inflight.get_mut(&slot) else {
+        let slot = d.task.frame.slot();
+        pool.give_back(d.task.frame);
+        let Some(Some(p)) = self.inflight.get_mut(slot as usize) else {
             return;
         };
         p.tasks_left = p.tasks_left.saturating_sub(1);
@@ -499,7 +604,8 @@ impl Pipeline {
 
     fn take_released(&mut self, out: &mut Vec<Released>) {
         for (slot, _) in self.released.drain(..) {
-            if let Some(p) = self.inflight.remove(&slot) {
+            if let Some(p) = self.inflight.get_mut(slot as usize).and_then(Option::take) {
+                self.in_flight -= 1;
                 out.push(Released {
                     slot,
                     len: p.len,
@@ -513,29 +619,58 @@ impl Pipeline {
 
     /// Take every finished task, dispatch, release timed-out holds. Returns whether anything
     /// finished.
-    pub fn pump(&mut self, out: &mut Vec<Released>) -> bool {
+    pub fn pump(&mut self, pool: &mut FramePool, out: &mut Vec<Released>) -> bool {
         let mut any = false;
-        while let Ok(d) = self.done.try_recv() {
-            self.on_done(d, out);
-            any = true;
+        let now = self.now();
+        for w in 0..self.done.len() {
+            while let Ok(d) = self.done[w].pop() {
+                self.on_done(w, d, now, pool, out);
+                any = true;
+            }
         }
         self.dispatch();
-        let now = self.now();
         self.order.expire(now, &mut self.released);
         self.take_released(out);
         any
     }
 
-    /// Block up to `timeout` for one finished task, then [`Pipeline::pump`].
-    pub fn wait(&mut self, timeout: Duration, out: &mut Vec<Released>) -> bool {
-        match self.done.recv_timeout(timeout) {
-            Ok(d) => {
-                self.on_done(d, out);
-                self.pump(out);
-                true
-            }
-            Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => self.pump(out),
+    /// Wait up to `timeout` for a finished task (parked: a worker wakes this thread), then
+    /// [`Pipeline::pump`].
+    pub fn wait(
+        &mut self,
+        timeout: Duration,
+        pool: &mut FramePool,
+        out: &mut Vec<Released>,
+    ) -> bool {
+        if self.pump(pool, out) {
+            return true;
         }
+        // A completion is usually a few microseconds away: with a core of its own, poll
+        // before parking (a park and its wake-up cost more than that).
+        for _ in 0..self.shared.workers.spins {
+            if self.done.iter().any(|d| !d.is_empty()) {
+                return self.pump(pool, out);
+            }
+            std::hint::spin_loop();
+        }
+        let me = std::thread::current();
+        if self.dispatcher != Some(me.id()) {
+            self.dispatcher = Some(me.id());
+            *self
+                .shared
+                .dispatcher
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(me);
+        }
+        self.shared.dispatcher_asleep.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        if self.done.iter().all(|d| d.is_empty()) {
+            std::thread::park_timeout(timeout);
+        }
+        self.shared
+            .dispatcher_asleep
+            .store(false, Ordering::Relaxed);
+        self.pump(pool, out)
     }
 
     /// Release whatever the reorder window holds (shutdown).
@@ -556,7 +691,7 @@ impl Pipeline {
             stalls: self.stalls.clone(),
             order: self.order.counters(),
             bucket_steals: self.flow.steals(),
-            in_flight: self.inflight.len(),
+            in_flight: self.in_flight,
             waiting_tasks: self.waiting.len(),
             rules_generation: self.tables.generation,
             malformed_frames: self.malformed,
@@ -565,20 +700,36 @@ impl Pipeline {
         }
     }
 
-    /// Stop the workers (after the caller drained what it wanted) and return the slots of the
-    /// packets still inside, which the caller counts as dropped.
-    pub fn stop(mut self) -> Vec<(u32, u32)> {
-        self.waiting.clear();
-        self.senders.clear();
-        let mut out = Vec::new();
-        // Workers finish their queued tasks (every predecessor of a sent block was sent).
+    /// Stop the workers (after the caller drained what it wanted), take back every lent
+    /// slot, and return the slots of the packets still inside, which the caller counts as
+    /// dropped.
+    pub fn stop(mut self, pool: &mut FramePool) -> Vec<(u32, u32)> {
+        for w in self.waiting.drain(..) {
+            if let Item::Task(t) = w.item {
+                pool.give_back(t.frame);
+            }
+        }
+        // Workers finish their queued tasks (every predecessor of a queued block was queued
+        // before it), see their ring abandoned, and end.
+        self.jobs.clear();
+        self.shared.workers.wake_all();
         for h in self.threads.drain(..) {
             let _ = h.join();
         }
-        while let Ok(d) = self.done.try_recv() {
-            self.on_done(d, &mut out);
+        let mut out = Vec::new();
+        let now = self.now();
+        for w in 0..self.done.len() {
+            while let Ok(d) = self.done[w].pop() {
+                self.on_done(w, d, now, pool, &mut out);
+            }
         }
-        let mut left: Vec<(u32, u32)> = self.inflight.drain().map(|(s, p)| (s, p.len)).collect();
+        let mut left: Vec<(u32, u32)> = self
+            .inflight
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(s, p)| p.take().map(|p| (s as u32, p.len)))
+            .collect();
+        self.in_flight = 0;
         left.extend(out.iter().map(|r| (r.slot, r.len)));
         left
     }
@@ -683,8 +834,8 @@ mod tests {
 
     /// Drive `n` frames through 4 workers with at most `slots` inside, returning what was
     /// released, in release order, as (frame index, verdict).
-    fn drive(p: &mut Pipeline, n: u32, slots: u32) -> Vec<(u32, Verdict)> {
-        let mut free: Vec<u32> = (0..slots).collect();
+    fn drive(p: &mut Pipeline, pool: &mut FramePool, n: u32) -> Vec<(u32, Verdict)> {
+        let slots = pool.capacity() as u32;
         let mut at_slot = vec![u32::MAX; slots as usize];
         let mut out = Vec::new();
         let mut released = Vec::new();
@@ -692,15 +843,16 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(60);
         while (next < n || p.in_flight() > 0) && Instant::now() < deadline {
             while next < n && p.waiting_tasks() < 64 {
-                let Some(slot) = free.pop() else { break };
+                let Some(slot) = pool.alloc() else { break };
                 at_slot[slot as usize] = next;
-                p.submit(slot, &frame(next).0);
+                let len = pool.fill(slot, &frame(next).0);
+                p.submit(pool, slot, len);
                 next += 1;
             }
-            p.wait(Duration::from_millis(1), &mut released);
+            p.wait(Duration::from_millis(1), pool, &mut released);
             for r in released.drain(..) {
                 out.push((at_slot[r.slot as usize], r.verdict));
-                free.push(r.slot);
+                pool.release(r.slot);
             }
         }
         out
@@ -711,8 +863,9 @@ mod tests {
         let n = 1200;
         for name in DispatchMode::NAMES {
             let mode = DispatchMode::parse(name).unwrap();
-            let mut p = Pipeline::start(config(mode, 4096), tables()).unwrap();
-            let out = drive(&mut p, n, 96);
+            let mut pool = FramePool::new(96);
+            let mut p = Pipeline::start(config(mode, 4096), tables(), &pool).unwrap();
+            let out = drive(&mut p, &mut pool, n);
             assert_eq!(out.len(), n as usize, "{name}: every packet released");
             let mut seen = vec![false; n as usize];
             let mut last_sent = [None::<u32>; 9];
@@ -762,7 +915,9 @@ mod tests {
             let line = serde_json::to_value(totals.line(1_500_000, 0, s)).unwrap();
             let bad = netsched_util::json_units::violations(&line);
             assert!(bad.is_empty(), "{name}: {bad:?}\n{line}");
-            assert!(p.stop().is_empty());
+            assert!(p.stop(&mut pool).is_empty());
+            assert_eq!(pool.free_slots(), 96, "{name}: every slot back");
+            assert_eq!(pool.refused_releases(), 0, "{name}");
         }
     }
 
@@ -770,40 +925,39 @@ mod tests {
     fn block_policies_spread_one_packets_blocks_and_flow_policies_do_not() {
         // A single 1500-byte flow: block policies use several workers for it; flow_hash one.
         for (name, spread) in [("fcfs", true), ("static_rr", true), ("flow_hash", false)] {
-            let mut p =
-                Pipeline::start(config(DispatchMode::parse(name).unwrap(), 64), tables()).unwrap();
+            let mut pool = FramePool::new(64);
+            let cfg = config(DispatchMode::parse(name).unwrap(), 64);
+            let mut p = Pipeline::start(cfg, tables(), &pool).unwrap();
             let mut released = Vec::new();
             for k in 0..20u32 {
                 let f = udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 5, 6, &[b'a'; 1400]);
-                p.submit(k, &f);
+                let len = pool.fill(k, &f);
+                p.submit(&mut pool, k, len);
             }
             while p.in_flight() > 0 {
-                p.wait(Duration::from_millis(5), &mut released);
+                p.wait(Duration::from_millis(5), &mut pool, &mut released);
             }
             let used = p.stats().workers.iter().filter(|w| w.blocks > 0).count();
             assert_eq!(used > 1, spread, "{name}: {used} workers used");
             assert_eq!(released.len(), 20);
-            p.stop();
+            p.stop(&mut pool);
         }
     }
 
     #[test]
     fn static_rr_counts_blocks_given_to_busy_workers() {
-        let mut p = Pipeline::start(
-            config(DispatchMode::parse("static_rr").unwrap(), 64),
-            tables(),
-        )
-        .unwrap();
+        let mut pool = FramePool::new(64);
+        let cfg = config(DispatchMode::parse("static_rr").unwrap(), 64);
+        let mut p = Pipeline::start(cfg, tables(), &pool).unwrap();
         let mut released = Vec::new();
         // 40 packets of 23 blocks submitted at once: RR must hand blocks to busy workers.
         for k in 0..40u32 {
-            p.submit(
-                k,
-                &udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 5, 6, &[b'a'; 1400]),
-            );
+            let f = udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 5, 6, &[b'a'; 1400]);
+            let len = pool.fill(k, &f);
+            p.submit(&mut pool, k, len);
         }
         while p.in_flight() > 0 {
-            p.wait(Duration::from_millis(5), &mut released);
+            p.wait(Duration::from_millis(5), &mut pool, &mut released);
         }
         let st = p.stats().stalls["static_rr"];
         assert!(st.assigned_busy > 0, "{st:?}");
@@ -811,34 +965,57 @@ mod tests {
             st.no_idle_worker, 0,
             "static RR never waits for an idle worker"
         );
-        p.stop();
+        p.stop(&mut pool);
     }
 
     #[test]
     fn a_swap_applies_to_packets_submitted_after_it_only() {
-        let mut p = Pipeline::start(config(DispatchMode::FlowHash, 64), tables()).unwrap();
-        let f = udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 5, 6, b"x");
-        p.submit(0, &f);
-        let drop_all = Arc::new(Tables {
-            classifier: build_classifier(
-                RuleSet::from_toml_str("default = \"drop\"", "d").unwrap(),
-                netsched_core::classify::acl::ClassifierKind::TupleMerge,
-                &Default::default(),
-            )
-            .unwrap(),
-            signatures: Signatures::empty(),
-            generation: 2,
-        });
-        p.set_tables(drop_all);
-        p.submit(1, &f);
-        let mut out = Vec::new();
-        while p.in_flight() > 0 {
-            p.wait(Duration::from_millis(5), &mut out);
+        // Tables 1 drop "EVIL" (the test tables); tables 2 know no signature and drop port 6.
+        // Under every policy, each packet's blocks (spread over workers or not) are checked
+        // against the tables of its submission: a swap between two packets never mixes them.
+        let f = {
+            let mut payload = vec![b'.'; 1000];
+            payload[500..504].copy_from_slice(b"EVIL"); // inside block 8 of 17
+            udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 5, 6, &payload)
+        };
+        for name in DispatchMode::NAMES {
+            let mut pool = FramePool::new(32);
+            let cfg = config(DispatchMode::parse(name).unwrap(), 64);
+            let mut p = Pipeline::start(cfg, tables(), &pool).unwrap();
+            let drop_6 = Arc::new(Tables {
+                classifier: build_classifier(
+                    RuleSet::from_toml_str("[[rule]]\naction = \"drop\"\ndport = \"6\"\n", "d")
+                        .unwrap(),
+                    netsched_core::classify::acl::ClassifierKind::TupleMerge,
+                    &Default::default(),
+                )
+                .unwrap(),
+                signatures: Signatures::empty(),
+                generation: 2,
+            });
+            for slot in 0..32u32 {
+                let len = pool.fill(slot, &f);
+                if slot == 16 {
+                    p.set_tables(drop_6.clone());
+                }
+                p.submit(&mut pool, slot, len);
+            }
+            let mut out = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while p.in_flight() > 0 && Instant::now() < deadline {
+                p.wait(Duration::from_millis(5), &mut pool, &mut out);
+            }
+            assert_eq!(out.len(), 32, "{name}");
+            for r in out {
+                let want = if r.slot < 16 {
+                    DropReason::Signature
+                } else {
+                    DropReason::Rule
+                };
+                assert_eq!(r.verdict, Verdict::Drop(want), "{name}: slot {}", r.slot);
+            }
+            assert_eq!(p.stats().rules_generation, 2);
+            assert!(p.stop(&mut pool).is_empty());
         }
-        out.sort_by_key(|r| r.slot);
-        assert!(matches!(out[0].verdict, Verdict::Forward { .. }));
-        assert_eq!(out[1].verdict, Verdict::Drop(DropReason::Rule));
-        assert_eq!(p.stats().rules_generation, 2);
-        p.stop();
     }
 }

@@ -87,6 +87,24 @@ pub struct ScanState {
     pub matched: Option<u32>,
 }
 
+impl ScanState {
+    /// The state in 64 bits (automaton state, pattern or `u32::MAX`), for a hand-off through
+    /// an atomic.
+    #[inline]
+    pub fn to_bits(self) -> u64 {
+        ((self.state.as_u32() as u64) << 32) | self.matched.map_or(u32::MAX as u64, u64::from)
+    }
+    /// The state [`ScanState::to_bits`] wrote.
+    #[inline]
+    pub fn from_bits(bits: u64) -> Self {
+        let matched = bits as u32;
+        Self {
+            state: aho_corasick::automaton::StateID::new_unchecked((bits >> 32) as usize),
+            matched: (matched != u32::MAX).then_some(matched),
+        }
+    }
+}
+
 /// A compiled signature set.
 #[derive(Debug, Clone)]
 pub struct Signatures {

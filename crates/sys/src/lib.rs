@@ -12,8 +12,9 @@
 //! - [`socket`]: socket options, interface index, offload state, namespace cookie,
 //!   `TCP_NODELAY`, `shutdown`, `SO_PEERCRED`;
 //! - [`packet`]: the `AF_PACKET` socket ([`PacketFd`]) and its slot-addressed batches;
-//! - [`port`]: frame ports over it ([`Port`], the [`FramePort`] trait) and the [`FramePool`]
-//!   they fill;
+//! - [`port`]: frame ports over it ([`Port`], the [`FramePort`] trait);
+//! - [`frame_pool`]: the [`FramePool`] ports fill, whose slots are lent to other threads to
+//!   read in place;
 //! - [`tpacket`]: `TPACKET_V2` receive and transmit rings of an `AF_PACKET` socket (mmap);
 //!   [`tpacket_v3`]: a `TPACKET_V3` receive ring (blocks);
 //! - [`ring_port`]: the ring port ([`RingPort`]) on either, a [`FramePort`];
@@ -49,6 +50,7 @@ pub mod bpf;
 pub mod bpf_object;
 pub mod clock;
 pub mod epoll;
+pub mod frame_pool;
 pub mod fs;
 pub mod iface_watch;
 pub mod mmsg;
@@ -73,7 +75,7 @@ pub use epoll::{poll, poll_in, Epoll, EventFd};
 pub use netlink::NetlinkSocket;
 pub use packet::PacketFd;
 pub use pipe::Pipe;
-pub use port::{FramePool, FramePort, Offloads, Port, Rx, BATCH, SLOT};
+pub use port::{FramePool, FramePort, Lent, Offloads, PoolReader, Port, Rx, BATCH, SLOT};
 pub use ring_port::{RingConfig, RingPort};
 pub use socket::{ifindex, PeerCred};
 pub use tap::Tap;

@@ -173,12 +173,17 @@ impl PacketFd {
     }
 
     /// Receive up to `slots.len()` (≤ [`MAX_BATCH`]) frames without blocking, frame i into
-    /// `buf[slots[i]*slot_size ..][..slot_size]`; `meta[i]` describes it. Returns how many
-    /// arrived (0 when none is waiting or on error). Out-of-range slots are refused.
+    /// the `slot_size` bytes at `base + slots[i]*slot_size`; `meta[i]` describes it. Returns
+    /// how many arrived (0 when none is waiting or on error). Out-of-range slots are refused.
+    ///
+    /// # Safety
+    /// `base..base + buf_len` is one live allocation, and nobody else reads or writes the
+    /// listed slots during the call.
     #[inline]
-    pub fn recv_batch(
+    pub(crate) unsafe fn recv_batch(
         &self,
-        buf: &mut [u8],
+        base: *mut u8,
+        buf_len: usize,
         slot_size: usize,
         slots: &[u32],
         meta: &mut [RxMeta],
@@ -188,7 +193,7 @@ impl PacketFd {
             || slot_size == 0
             || slots[..n]
                 .iter()
-                .any(|&s| (s as usize + 1).saturating_mul(slot_size) > buf.len())
+                .any(|&s| (s as usize + 1).saturating_mul(slot_size) > buf_len)
         {
             return 0;
         }
@@ -199,9 +204,8 @@ impl PacketFd {
         // SAFETY: as above.
         let mut msgs: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
         let mut aux = [AuxBuf([0; AUX_SPACE]); MAX_BATCH];
-        let base = buf.as_mut_ptr();
         for i in 0..n {
-            // SAFETY: the slot lies inside `buf` (checked above).
+            // SAFETY: the slot lies inside the buffer (checked above).
             iov[i].iov_base = unsafe { base.add(slots[i] as usize * slot_size) } as *mut _;
             iov[i].iov_len = slot_size;
             msgs[i].msg_hdr.msg_iov = &mut iov[i];
@@ -211,8 +215,8 @@ impl PacketFd {
             msgs[i].msg_hdr.msg_control = aux[i].0.as_mut_ptr() as *mut _;
             msgs[i].msg_hdr.msg_controllen = AUX_SPACE;
         }
-        // SAFETY: `n` initialised headers whose buffers are slots of `buf`, borrowed
-        // mutably for the call.
+        // SAFETY: `n` initialised headers whose buffers are slots of the buffer, which the
+        // caller leaves to this call alone.
         let r = unsafe {
             libc::recvmmsg(
                 self.raw(),
@@ -233,19 +237,25 @@ impl PacketFd {
         got
     }
 
-    /// Send frames `(slot, len)` from `buf` (frame i is `buf[slot*slot_size..][..len]`) with
-    /// one `sendmmsg`; at most [`MAX_BATCH`]. Returns how many the kernel took. A frame outside
-    /// `buf` or longer than its slot is an `InvalidInput` error and nothing is sent.
+    /// Send frames `(slot, len)` from the buffer at `base` (frame i is the `len` bytes at
+    /// `base + slot*slot_size`) with one `sendmmsg`; at most [`MAX_BATCH`]. Returns how many
+    /// the kernel took. A frame outside the buffer or longer than its slot is an
+    /// `InvalidInput` error and nothing is sent.
+    ///
+    /// # Safety
+    /// `base..base + buf_len` is one live allocation, and nobody writes the listed frames
+    /// during the call.
     #[inline]
-    pub fn send_batch(
+    pub(crate) unsafe fn send_batch(
         &self,
-        buf: &[u8],
+        base: *const u8,
+        buf_len: usize,
         slot_size: usize,
         frames: &[(u32, u32)],
     ) -> io::Result<usize> {
         let n = frames.len().min(MAX_BATCH);
         if frames[..n].iter().any(|&(s, l)| {
-            l as usize > slot_size || (s as usize + 1).saturating_mul(slot_size) > buf.len()
+            l as usize > slot_size || (s as usize + 1).saturating_mul(slot_size) > buf_len
         }) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -261,13 +271,13 @@ impl PacketFd {
         let mut msgs: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
         for i in 0..n {
             let (slot, len) = frames[i];
-            // SAFETY: inside `buf` (checked above); the kernel only reads it.
-            iov[i].iov_base = unsafe { buf.as_ptr().add(slot as usize * slot_size) } as *mut _;
+            // SAFETY: inside the buffer (checked above); the kernel only reads it.
+            iov[i].iov_base = unsafe { base.add(slot as usize * slot_size) } as *mut _;
             iov[i].iov_len = len as usize;
             msgs[i].msg_hdr.msg_iov = &mut iov[i];
             msgs[i].msg_hdr.msg_iovlen = 1;
         }
-        // SAFETY: `n` initialised headers pointing into `buf`, borrowed for the call.
+        // SAFETY: `n` initialised headers pointing into the buffer, unchanged during the call.
         let r = unsafe { libc::sendmmsg(self.raw(), msgs.as_mut_ptr(), n as u32, 0) };
         if r < 0 {
             Err(io::Error::last_os_error())
@@ -316,12 +326,16 @@ mod tests {
             return;
         };
         let mut buf = vec![0u8; 4 * 64];
+        let (base, len) = (buf.as_mut_ptr(), buf.len());
         let mut meta = [RxMeta::default(); 2];
-        assert_eq!(fd.recv_batch(&mut buf, 64, &[0, 4], &mut meta), 0);
-        let e = fd.send_batch(&buf, 64, &[(3, 65)]).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
-        let e = fd.send_batch(&buf, 64, &[(4, 10)]).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
-        assert_eq!(fd.send_batch(&buf, 64, &[]).unwrap(), 0);
+        // SAFETY (all four calls): `buf` is live and only these calls touch it.
+        unsafe {
+            assert_eq!(fd.recv_batch(base, len, 64, &[0, 4], &mut meta), 0);
+            let e = fd.send_batch(base, len, 64, &[(3, 65)]).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+            let e = fd.send_batch(base, len, 64, &[(4, 10)]).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+            assert_eq!(fd.send_batch(base, len, 64, &[]).unwrap(), 0);
+        }
     }
 }

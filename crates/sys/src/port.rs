@@ -28,63 +28,10 @@ use crate::vlan;
 use std::io;
 use std::os::fd::RawFd;
 
-/// Bytes per pool slot: an MTU-1500 frame (1514 B) plus room; larger frames are oversize.
-pub const SLOT: usize = 2048;
 /// Frames per `recvmmsg`/`sendmmsg`.
 pub const BATCH: usize = 32;
 
-/// Fixed buffer pool: one allocation at start, slots handed out by index.
-#[derive(Debug)]
-pub struct FramePool {
-    bytes: Vec<u8>,
-    free: Vec<u32>,
-    slots: usize,
-}
-
-impl FramePool {
-    pub fn new(slots: usize) -> Self {
-        Self {
-            bytes: vec![0u8; slots * SLOT],
-            free: (0..slots as u32).rev().collect(),
-            slots,
-        }
-    }
-    /// Take a free slot.
-    #[inline]
-    pub fn alloc(&mut self) -> Option<u32> {
-        self.free.pop()
-    }
-    /// Give a slot back.
-    #[inline]
-    pub fn release(&mut self, slot: u32) {
-        debug_assert!((slot as usize) < self.slots && self.free.len() < self.slots);
-        self.free.push(slot);
-    }
-    #[inline]
-    pub fn free_slots(&self) -> usize {
-        self.free.len()
-    }
-    pub fn capacity(&self) -> usize {
-        self.slots
-    }
-    /// All of `slot`, to fill.
-    #[inline]
-    pub(crate) fn slot_mut(&mut self, slot: u32) -> &mut [u8] {
-        let s = slot as usize * SLOT;
-        &mut self.bytes[s..s + SLOT]
-    }
-    /// The whole buffer (for slot-addressed batches).
-    #[inline]
-    pub(crate) fn bytes(&self) -> &[u8] {
-        &self.bytes
-    }
-    /// The first `len` bytes of `slot`.
-    #[inline]
-    pub fn data(&self, slot: u32, len: u32) -> &[u8] {
-        let s = slot as usize * SLOT;
-        &self.bytes[s..s + (len as usize).min(SLOT)]
-    }
-}
+pub use crate::frame_pool::{FramePool, Lent, PoolReader, SLOT};
 
 /// One event of [`Port::recv`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -237,9 +184,13 @@ impl Port {
             return (0, 0);
         }
         let mut meta = [RxMeta::default(); BATCH];
-        let n = self
-            .fd
-            .recv_batch(&mut pool.bytes, SLOT, &slots[..want], &mut meta[..want]);
+        let (base, buf_len) = pool.raw();
+        // SAFETY: `slots[..want]` were just allocated from `pool` (free, so neither lent nor
+        // held by anyone); the kernel writes only those slots of the buffer.
+        let n = unsafe {
+            self.fd
+                .recv_batch(base, buf_len, SLOT, &slots[..want], &mut meta[..want])
+        };
         for &slot in &slots[n..want] {
             pool.release(slot);
         }
@@ -276,8 +227,13 @@ impl Port {
     /// many the kernel took. The caller keeps ownership of all slots.
     #[inline]
     pub fn send(&self, pool: &FramePool, frames: &[(u32, u32)]) -> io::Result<usize> {
-        self.fd
-            .send_batch(&pool.bytes, SLOT, &frames[..frames.len().min(BATCH)])
+        let (base, buf_len) = pool.raw_const();
+        // SAFETY: the kernel only reads the listed slots; nobody writes them during the call
+        // (writes need `&mut pool`).
+        unsafe {
+            self.fd
+                .send_batch(base, buf_len, SLOT, &frames[..frames.len().min(BATCH)])
+        }
     }
 
     /// Send one frame from outside any pool (`send(2)`); returns the bytes the kernel took.
@@ -362,18 +318,6 @@ mod tests {
         ] {
             assert!(o.warning("t", "d").is_some(), "{o:?}");
         }
-    }
-
-    #[test]
-    fn pool_hands_out_every_slot_once() {
-        let mut p = FramePool::new(4);
-        let got: Vec<u32> = std::iter::from_fn(|| p.alloc()).collect();
-        assert_eq!(got.len(), 4);
-        assert_eq!(p.free_slots(), 0);
-        p.release(got[2]);
-        assert_eq!(p.alloc(), Some(got[2]));
-        assert_eq!(p.data(1, 100).len(), 100);
-        assert_eq!(p.data(1, 9999).len(), SLOT);
     }
 
     #[test]

@@ -234,7 +234,12 @@ impl RingPort {
         let frames = &frames[..frames.len().min(BATCH)];
         let ring = match &self.ring {
             RxRing::V2(r) if r.tx_frames() > 0 => r,
-            _ => return self.fd.send_batch(pool.bytes(), SLOT, frames),
+            _ => {
+                let (base, buf_len) = pool.raw_const();
+                // SAFETY: the kernel only reads the listed slots; nobody writes them during
+                // the call (writes need `&mut pool`).
+                return unsafe { self.fd.send_batch(base, buf_len, SLOT, frames) };
+            }
         };
         let mut put = 0;
         for &(slot, len) in frames {

@@ -13,7 +13,8 @@ use netsched_filter::pipeline::{DispatchMode, Pipeline, PipelineConfig};
 use netsched_filter::verdict::{Fragments, OnPanic, OnSignature};
 use netsched_filter::work::{Tables, WorkPolicy};
 use serde::Serialize;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Packets per measurement, and measurements (alternating sizes; medians).
@@ -62,6 +63,7 @@ pub fn block_costs(rp: &RealParams) -> Result<BlockCosts> {
 /// Mean busy time per packet of one worker taking [`PACKETS`] copies of `frame` block by
 /// block (static RR over one worker), through the filter's own pipeline.
 fn busy_per_packet(t: &Arc<Tables>, frame: &[u8]) -> Result<f64> {
+    let mut pool = netsched_sys::FramePool::new(PACKETS);
     let mut p = Pipeline::start(
         PipelineConfig {
             workers: 1,
@@ -81,18 +83,20 @@ fn busy_per_packet(t: &Arc<Tables>, frame: &[u8]) -> Result<f64> {
             pin: false,
         },
         t.clone(),
+        &pool,
     )
     .map_err(|e| anyhow::anyhow!("calibration pipeline: {e}"))?;
     let mut out = Vec::new();
     for slot in 0..PACKETS as u32 {
-        p.submit(slot, frame);
+        let len = pool.fill(slot, frame);
+        p.submit(&mut pool, slot, len);
     }
     let until = Instant::now() + std::time::Duration::from_secs(30);
     while p.in_flight() > 0 && Instant::now() < until {
-        p.wait(std::time::Duration::from_millis(5), &mut out);
+        p.wait(std::time::Duration::from_millis(5), &mut pool, &mut out);
     }
     let w = p.stats().workers[0];
-    let _ = p.stop();
+    let _ = p.stop(&mut pool);
     if w.tasks == 0 {
         anyhow::bail!("calibration pipeline ran no task");
     }
@@ -102,33 +106,34 @@ fn busy_per_packet(t: &Arc<Tables>, frame: &[u8]) -> Result<f64> {
 /// Round trips of the hand-off measurement.
 const ROUND_TRIPS: usize = 2000;
 
-/// Half the median round trip of a turn passed between two threads through a mutex and a
-/// condition variable (how a block hands over to its successor in `netsched_filter::work`).
+/// Half the median round trip of a turn passed between two threads through an atomic
+/// counter, each side spinning (then yielding) until its turn comes: how a block hands over
+/// to its successor in `netsched_filter::work` when the successor is already waiting.
 fn handoff_ns() -> f64 {
-    let turn = Arc::new((Mutex::new(0u64), Condvar::new()));
+    let turn = Arc::new(AtomicU64::new(0));
     let other = Arc::clone(&turn);
-    let peer = std::thread::spawn(move || {
-        let (m, c) = &*other;
-        for i in 0..ROUND_TRIPS as u64 {
-            let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
-            while *g != 2 * i + 1 {
-                g = c.wait(g).unwrap_or_else(|p| p.into_inner());
+    let wait_for = |t: &AtomicU64, want: u64| {
+        let mut spins = 0u32;
+        while t.load(Ordering::Acquire) != want {
+            spins += 1;
+            if spins < 256 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
             }
-            *g += 1;
-            c.notify_all();
+        }
+    };
+    let peer = std::thread::spawn(move || {
+        for i in 0..ROUND_TRIPS as u64 {
+            wait_for(&other, 2 * i + 1);
+            other.store(2 * i + 2, Ordering::Release);
         }
     });
-    let (m, c) = &*turn;
     let mut rounds = Vec::with_capacity(ROUND_TRIPS);
     for i in 0..ROUND_TRIPS as u64 {
         let at = Instant::now();
-        let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
-        *g = 2 * i + 1;
-        c.notify_all();
-        while *g != 2 * i + 2 {
-            g = c.wait(g).unwrap_or_else(|p| p.into_inner());
-        }
-        drop(g);
+        turn.store(2 * i + 1, Ordering::Release);
+        wait_for(&turn, 2 * i + 2);
         rounds.push(at.elapsed().as_nanos() as f64 / 2.0);
     }
     let _ = peer.join();
