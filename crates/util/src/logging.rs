@@ -131,6 +131,34 @@ fn level() -> Result<LevelFilter, String> {
     }
 }
 
+/// The `main` of a daemon binary after its arguments are parsed: install the subscriber
+/// ([`init`]; `program` names the journal's identifier), `run`, flush the log and exit — 0, or
+/// 1 with `{prefix}: error: {the error's chain}` on stderr when `run` fails, or 2 when logging
+/// cannot start.
+pub fn run_main<E: Into<anyhow::Error>>(
+    format: LogFormat,
+    program: &str,
+    prefix: &str,
+    run: impl FnOnce() -> Result<(), E>,
+) -> ! {
+    let log = match init(format, program) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("{prefix}: error: {e}");
+            std::process::exit(2);
+        }
+    };
+    let result = run().map_err(Into::into);
+    drop(log);
+    match result {
+        Ok(()) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("{prefix}: error: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
 /// Install the process's subscriber. Call once, first thing in `main`; keep the guard until
 /// the program ends. `program` names the journal's `SYSLOG_IDENTIFIER`.
 pub fn init(format: LogFormat, program: &str) -> Result<LogGuard, String> {

@@ -15,17 +15,10 @@ struct Cli {
 
 fn main() {
     let cli = Cli::parse();
-    let log = match netsched_util::logging::init(cli.log_format, "netsched-balanced") {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("netsched balance: error: {e}");
-            std::process::exit(2);
-        }
-    };
-    let result = netsched_balance::run(cli.args);
-    drop(log);
-    if let Err(e) = result {
-        eprintln!("netsched balance: error: {e:#}");
-        std::process::exit(1);
-    }
+    netsched_util::logging::run_main(
+        cli.log_format,
+        "netsched-balanced",
+        "netsched balance",
+        || netsched_balance::run(cli.args),
+    )
 }

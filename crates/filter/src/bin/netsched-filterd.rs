@@ -22,18 +22,11 @@ enum Cmd {
 
 fn main() {
     let cli = Cli::parse();
-    let log = match netsched_util::logging::init(cli.log_format, "netsched-filterd") {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("netsched-filterd: error: {e}");
-            std::process::exit(2);
-        }
-    };
     let Cmd::Filter(args) = cli.cmd;
-    let result = netsched_filter::cli::run_filter(args);
-    drop(log);
-    if let Err(e) = result {
-        eprintln!("netsched-filterd: error: {e:#}");
-        std::process::exit(1);
-    }
+    netsched_util::logging::run_main(
+        cli.log_format,
+        "netsched-filterd",
+        "netsched-filterd",
+        || netsched_filter::cli::run_filter(args),
+    )
 }

@@ -22,18 +22,8 @@ enum Cmd {
 
 fn main() {
     let cli = Cli::parse();
-    let log = match netsched_util::logging::init(cli.log_format, "netsched-linkd") {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("netsched-linkd: error: {e}");
-            std::process::exit(2);
-        }
-    };
     let Cmd::Link(args) = cli.cmd;
-    let result = netsched_link::cli::run_link(args);
-    drop(log);
-    if let Err(e) = result {
-        eprintln!("netsched-linkd: error: {e:#}");
-        std::process::exit(1);
-    }
+    netsched_util::logging::run_main(cli.log_format, "netsched-linkd", "netsched-linkd", || {
+        netsched_link::cli::run_link(args)
+    })
 }

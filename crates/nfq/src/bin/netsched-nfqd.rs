@@ -24,20 +24,10 @@ enum Cmd {
 
 fn main() {
     let cli = Cli::parse();
-    let log = match netsched_util::logging::init(cli.log_format, "netsched-nfqd") {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("netsched: error: {e}");
-            std::process::exit(2);
+    netsched_util::logging::run_main(cli.log_format, "netsched-nfqd", "netsched", || {
+        match cli.cmd {
+            Cmd::Nfq(a) => netsched_nfq::cli::run(*a),
+            Cmd::Ctl(a) => netsched_nfq::ctl_client::run(a),
         }
-    };
-    let r = match cli.cmd {
-        Cmd::Nfq(a) => netsched_nfq::cli::run(*a),
-        Cmd::Ctl(a) => netsched_nfq::ctl_client::run(a),
-    };
-    drop(log);
-    if let Err(e) = r {
-        eprintln!("netsched: error: {e:#}");
-        std::process::exit(1);
-    }
+    })
 }

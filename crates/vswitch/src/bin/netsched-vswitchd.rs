@@ -22,18 +22,11 @@ enum Cmd {
 
 fn main() {
     let cli = Cli::parse();
-    let log = match netsched_util::logging::init(cli.log_format, "netsched-vswitchd") {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("netsched-vswitchd: error: {e}");
-            std::process::exit(2);
-        }
-    };
     let Cmd::Vswitch(args) = cli.cmd;
-    let result = netsched_vswitch::cli::run_vswitch(args);
-    drop(log);
-    if let Err(e) = result {
-        eprintln!("netsched-vswitchd: error: {e:#}");
-        std::process::exit(1);
-    }
+    netsched_util::logging::run_main(
+        cli.log_format,
+        "netsched-vswitchd",
+        "netsched-vswitchd",
+        || netsched_vswitch::cli::run_vswitch(args),
+    )
 }
