@@ -384,11 +384,26 @@ impl Conn {
             Ok(Err(_)) => return Err(Error::Closed),
             Err(_) => return Err(Error::ServerTimeout),
         }
-        if self.reused
-            && (!self.buf.is_empty()
-                || matches!(crate::sys::peek_pending(&self.stream), Ok(n) if n > 0))
-        {
-            self.early = true;
+        if self.reused {
+            if !self.buf.is_empty() {
+                self.early = true;
+            } else {
+                match crate::sys::peek_pending(&self.stream) {
+                    Ok(n) if n > 0 => self.early = true,
+                    // The kernel has nothing for this socket yet: tell the reactor, whose
+                    // readiness is still the one its last response's bytes set, so the head's
+                    // first read waits for the next readiness event instead of asking the
+                    // kernel again only to be told `EAGAIN` (one system call per request).
+                    // This is what tokio does itself when a read returns `WouldBlock`; bytes
+                    // that arrive after the peek raise a new event.
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        let _ = self.stream.try_io(tokio::io::Interest::READABLE, || {
+                            Err::<(), _>(ErrorKind::WouldBlock.into())
+                        });
+                    }
+                    _ => {}
+                }
+            }
         }
         if self.whole {
             return Ok(());
