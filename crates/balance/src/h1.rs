@@ -384,26 +384,8 @@ impl Conn {
             Ok(Err(_)) => return Err(Error::Closed),
             Err(_) => return Err(Error::ServerTimeout),
         }
-        if self.reused {
-            if !self.buf.is_empty() {
-                self.early = true;
-            } else {
-                match crate::sys::peek_pending(&self.stream) {
-                    Ok(n) if n > 0 => self.early = true,
-                    // The kernel has nothing for this socket yet: tell the reactor, whose
-                    // readiness is still the one its last response's bytes set, so the head's
-                    // first read waits for the next readiness event instead of asking the
-                    // kernel again only to be told `EAGAIN` (one system call per request).
-                    // This is what tokio does itself when a read returns `WouldBlock`; bytes
-                    // that arrive after the peek raise a new event.
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                        let _ = self.stream.try_io(tokio::io::Interest::READABLE, || {
-                            Err::<(), _>(ErrorKind::WouldBlock.into())
-                        });
-                    }
-                    _ => {}
-                }
-            }
+        if self.reused && (!self.buf.is_empty() || self.look_after_write()) {
+            self.early = true;
         }
         if self.whole {
             return Ok(());
@@ -429,6 +411,32 @@ impl Conn {
             self.write_body(b"0\r\n\r\n", server_idle).await?;
         }
         Ok(())
+    }
+
+    /// Whether bytes are on the socket the instant after the request was written (one
+    /// `recv(2)` with `MSG_PEEK`, asked of the kernel whatever the reactor believes).
+    ///
+    /// When the reactor still holds the readiness the last response's bytes set, the look is
+    /// made through it (`try_io`): a look that finds nothing then clears that readiness, as a
+    /// read that returns `WouldBlock` does, so reading the response head waits for the next
+    /// readiness event instead of beginning with a `recv(2)` that returns `EAGAIN` (one system
+    /// call per request). tokio clears it only if no event came since it read the readiness,
+    /// before the look: bytes that arrive after the look raise an event that sets it again, so
+    /// no wake-up is lost (with a reactor on another thread too). When the reactor holds no
+    /// readiness, the kernel is asked directly: readiness can lag bytes that arrived an
+    /// instant ago.
+    fn look_after_write(&self) -> bool {
+        let mut looked = false;
+        let r = self.stream.try_io(tokio::io::Interest::READABLE, || {
+            looked = true;
+            crate::sys::peek_pending(&self.stream)
+        });
+        let r = if looked {
+            r
+        } else {
+            crate::sys::peek_pending(&self.stream)
+        };
+        matches!(r, Ok(n) if n > 0)
     }
 
     /// Write body bytes past the first `send`; the backend has `server_idle` to take them.
