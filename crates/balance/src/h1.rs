@@ -43,10 +43,12 @@
 //!   answer on that connection is one behind. So a connection on which the order is in doubt
 //!   never carries another request. It is in doubt when bytes arrive while no request is
 //!   outstanding, when bytes follow a response's end, and when the read buffer holds more
-//!   than the response just read (beyond its own Content-Length). The looks before reuse
-//!   ([`Conn::idle_state`]) and when a response ends ([`BackendBody::take_reusable`]) ask the
-//!   kernel (`MSG_PEEK`, one system call each), not the reactor's cached readiness, which can
-//!   lag bytes that arrived an instant ago. Bytes that are already there when a request has
+//!   than the response just read (beyond its own Content-Length). The look before reuse
+//!   ([`Conn::idle_state`], also at each sweep of the pool and when a connection is closed
+//!   instead of pooled) asks the kernel (`MSG_PEEK`, one system call), not the reactor's
+//!   cached readiness, which can lag bytes that arrived an instant ago. When a response ends
+//!   only the read buffer is checked ([`BackendBody::take_reusable`]): the look before reuse
+//!   comes later and sees all that a look then would. Bytes that are already there when a request has
 //!   just been written on a reused connection ([`Conn::answered_early`]) are suspect, not
 //!   proof: they are what a backend's answer one request behind looks like (a backend that
 //!   holds each small answer until its last one is acknowledged, Nagle's algorithm against
@@ -55,8 +57,8 @@
 //! - Limit, true of any HTTP/1.1 connection reuse: bytes that arrive after the look before
 //!   a request is sent and before its real answer cannot be told from that answer, so a
 //!   stray landing there is read as the answer. The real answer follows; if it is there by
-//!   the next look (at the response's end, or at the next reuse) the connection is closed,
-//!   after one wrong answer. Each response is acknowledged at its end (`TCP_QUICKACK`) so
+//!   the next look (in the read buffer at the response's end, or on the socket at the next
+//!   reuse or sweep of the pool) the connection is closed, after one wrong answer. Each response is acknowledged at its end (`TCP_QUICKACK`) so
 //!   that an answer held back for that acknowledgement arrives before the next request. A backend whose answers keep arriving only after the next
 //!   request on the connection was sent passes the shift on from request to request, each
 //!   looking in order, until a look catches an answer in between. `l7.rs` therefore keeps
@@ -382,10 +384,7 @@ impl Conn {
             Ok(Err(_)) => return Err(Error::Closed),
             Err(_) => return Err(Error::ServerTimeout),
         }
-        if self.reused
-            && (!self.buf.is_empty()
-                || matches!(crate::sys::peek_pending(&self.stream), Ok(n) if n > 0))
-        {
+        if self.reused && (!self.buf.is_empty() || self.look_after_write()) {
             self.early = true;
         }
         if self.whole {
@@ -412,6 +411,32 @@ impl Conn {
             self.write_body(b"0\r\n\r\n", server_idle).await?;
         }
         Ok(())
+    }
+
+    /// Whether bytes are on the socket the instant after the request was written (one
+    /// `recv(2)` with `MSG_PEEK`, asked of the kernel whatever the reactor believes).
+    ///
+    /// When the reactor still holds the readiness the last response's bytes set, the look is
+    /// made through it (`try_io`): a look that finds nothing then clears that readiness, as a
+    /// read that returns `WouldBlock` does, so reading the response head waits for the next
+    /// readiness event instead of beginning with a `recv(2)` that returns `EAGAIN` (one system
+    /// call per request). tokio clears it only if no event came since it read the readiness,
+    /// before the look: bytes that arrive after the look raise an event that sets it again, so
+    /// no wake-up is lost (with a reactor on another thread too). When the reactor holds no
+    /// readiness, the kernel is asked directly: readiness can lag bytes that arrived an
+    /// instant ago.
+    fn look_after_write(&self) -> bool {
+        let mut looked = false;
+        let r = self.stream.try_io(tokio::io::Interest::READABLE, || {
+            looked = true;
+            crate::sys::peek_pending(&self.stream)
+        });
+        let r = if looked {
+            r
+        } else {
+            crate::sys::peek_pending(&self.stream)
+        };
+        matches!(r, Ok(n) if n > 0)
     }
 
     /// Write body bytes past the first `send`; the backend has `server_idle` to take them.
@@ -642,10 +667,19 @@ impl fmt::Debug for BackendBody {
 }
 
 impl BackendBody {
-    /// The connection, if the body was read to its end, nothing followed it (in the buffer
-    /// or, asked of the kernel, on the socket), its order was never in doubt, and it may
-    /// carry another request; else why not (and the connection closes when the body is
-    /// dropped). Cost: two system calls (`TCP_QUICKACK`, `MSG_PEEK`).
+    /// The connection, if the body was read to its end, nothing followed it in the buffer,
+    /// its order was never in doubt, and it may carry another request; else why not (and the
+    /// connection closes when the body is dropped). Cost: one system call (`TCP_QUICKACK`).
+    ///
+    /// The socket itself is not looked at here: whoever keeps the connection looks before
+    /// anything else is done with it. A pooled connection is looked at (`MSG_PEEK`,
+    /// [`Conn::idle_state`]) when a request takes it and at every sweep of the pool
+    /// (pool.rs); one that is not kept is looked at as it is closed, so that a stray is
+    /// counted (`InFlight::finish` in l7.rs, [`crate::pool::ConnPool::give`]). One look is
+    /// enough: bytes that reach the socket stay there until read, and nothing reads an idle
+    /// connection, so whatever a look here at the response's end would see, the look before
+    /// reuse sees too, later and with whatever came in between. A look here would only
+    /// repeat it, one system call per request.
     pub fn take_reusable(&mut self) -> Result<Conn, NotReusable> {
         if !self.decoder.is_done() {
             return Err(NotReusable::Ended);
@@ -656,15 +690,11 @@ impl BackendBody {
             Some(c) if self.reusable => {
                 // Acknowledge the response now rather than with the next request: a backend
                 // that holds a small answer back until its last one is acknowledged (Nagle's
-                // algorithm) then lets it go while no request is outstanding, where a look
-                // sees it, instead of just after the next request, where it would be read as
-                // that request's answer.
+                // algorithm) then lets it go while no request is outstanding, where the look
+                // before reuse sees it, instead of just after the next request, where it
+                // would be read as that request's answer.
                 let _ = crate::sys::quickack(&c.stream);
-                match c.idle_state() {
-                    IdleState::Ready => Ok(c),
-                    IdleState::Closed => Err(NotReusable::Ended),
-                    IdleState::Unexpected => Err(NotReusable::Leftover),
-                }
+                Ok(c)
             }
             _ => Err(NotReusable::Ended),
         }

@@ -46,7 +46,7 @@ use crate::classes::Classifier;
 use crate::client_io::{ClientStream, WriteIdleLimit};
 use crate::config::{HashKey, HttpReuse};
 use crate::forwarded::ClientFor;
-use crate::h1::{self, BackendBody, Conn, NotReusable, RequestBody};
+use crate::h1::{self, BackendBody, Conn, IdleState, NotReusable, RequestBody};
 use crate::http2::{self, Protocol, Starved, StreamMark};
 use crate::proxy_proto;
 use crate::sent_bytes::SentBytes;
@@ -171,17 +171,24 @@ impl InFlight {
     fn finish(&mut self, body: &mut BackendBody) {
         if let Some(lease) = self.lease.take() {
             let (m, name) = (lease.metrics(), &lease.backend.name);
+            let stray = || {
+                m.error(name, "unexpected_data");
+                m.closed_in_doubt(name);
+            };
             match body.take_reusable() {
                 // `never`, or a server with `send_proxy` (its connection's header names one
-                // client): no pool; the connection closes here (it asked for the close).
-                Ok(_)
+                // client): no pool; the connection closes here (it asked for the close), after
+                // the look a pooled one gets before reuse (h1.rs, "One look is enough").
+                Ok(conn)
                     if lease.runtime.http_reuse == HttpReuse::Never
-                        || lease.backend.send_proxy.is_some() => {}
-                Ok(conn) => lease.backend.conns.give(conn),
-                Err(NotReusable::Leftover) => {
-                    m.error(name, "unexpected_data");
-                    m.closed_in_doubt(name);
+                        || lease.backend.send_proxy.is_some() =>
+                {
+                    if conn.idle_state() == IdleState::Unexpected {
+                        stray();
+                    }
                 }
+                Ok(conn) => lease.backend.conns.give(conn, stray),
+                Err(NotReusable::Leftover) => stray(),
                 Err(NotReusable::InDoubt) => m.closed_in_doubt(name),
                 Err(NotReusable::Ended) => {}
             }
@@ -889,11 +896,12 @@ async fn send(
     // The requests in flight on the backend (its leases, this one's included) bound the
     // connections in use: the pool's idle bound follows their peak (pool.rs).
     b.conns.in_use(b.active.get().max(1) as usize);
+    let stray = || {
+        metrics.error(&b.name, "unexpected_data");
+        metrics.closed_in_doubt(&b.name);
+    };
     let idle = if may_reuse {
-        b.conns.take(|| {
-            metrics.error(&b.name, "unexpected_data");
-            metrics.closed_in_doubt(&b.name);
-        })
+        b.conns.take(stray)
     } else {
         metrics.reuse_new_connection(&b.name);
         None
@@ -912,14 +920,14 @@ async fn send(
             Ok(c) => c,
             Err(e) => {
                 conn.clear_request();
-                b.conns.give(conn);
+                b.conns.give(conn, stray);
                 return Err(e);
             }
         };
         let mut idle = std::mem::replace(&mut conn, fresh);
         idle.hand_request_to(&mut conn);
         idle.clear_request();
-        b.conns.give(idle);
+        b.conns.give(idle, stray);
     }
     t.tc = access_log::ms(connecting.elapsed());
     let mut sent = Instant::now();

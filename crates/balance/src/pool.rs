@@ -17,6 +17,8 @@
 //! something unasked.
 //! Cost: each look at an idle connection is one `recv(2)` with `MSG_PEEK`
 //! ([`Conn::idle_state`]): at each reuse, and per idle connection at each sweep (every 250 ms);
+//! none when a connection is given back (the look before its reuse sees all that one then
+//! would);
 //! per request one lock of the pool to take a connection and one to give it back, one atomic
 //! `fetch_max` ([`ConnPool::in_use`]) and one atomic load.
 //! Dropping the pool (a deleted server, once its last lease ends) closes its idle connections.
@@ -129,15 +131,25 @@ impl ConnPool {
     }
 
     /// Give back a connection whose last response has been read to its end; at the pool's
-    /// bound (raised to this period's use so far) it is closed instead.
-    pub fn give(&self, conn: Conn) {
-        let mut pool = self.lock();
-        let now = bound(self.peak.load(Ordering::Relaxed), pool.asked);
-        if pool.conns.len() < pool.keep.max(now) {
-            pool.conns.push(Idle {
-                conn,
-                since: Instant::now(),
-            });
+    /// bound (raised to this period's use so far) it is closed instead, after a look at it
+    /// ([`Conn::idle_state`]: `unexpected` is called if it had received bytes). A pooled one
+    /// is looked at when it is taken or swept, so giving it back costs no system call
+    /// (`BackendBody::take_reusable` in h1.rs, "One look is enough").
+    pub fn give(&self, conn: Conn, unexpected: impl FnOnce()) {
+        let closed = {
+            let mut pool = self.lock();
+            let now = bound(self.peak.load(Ordering::Relaxed), pool.asked);
+            if pool.conns.len() < pool.keep.max(now) {
+                pool.conns.push(Idle {
+                    conn,
+                    since: Instant::now(),
+                });
+                return;
+            }
+            conn
+        };
+        if closed.idle_state() == IdleState::Unexpected {
+            unexpected();
         }
     }
 
@@ -199,18 +211,18 @@ mod tests {
         let connect = || Conn::connect(addr, Duration::from_secs(5));
         let pool = ConnPool::default();
         for _ in 0..20 {
-            pool.give(connect().await.unwrap());
+            pool.give(connect().await.unwrap(), || {});
         }
         assert_eq!(pool.idle(), POOL_IDLE_MIN, "nothing asked: the floor");
         for _ in 0..40 {
             let c = pool.take(|| panic!("nothing unasked")).unwrap();
-            pool.give(c);
+            pool.give(c, || panic!("nothing unasked"));
         }
         pool.in_use(40);
         pool.sweep(|| panic!("nothing unasked"));
         assert_eq!(pool.bound(), 40);
         for _ in 0..50 {
-            pool.give(connect().await.unwrap());
+            pool.give(connect().await.unwrap(), || {});
         }
         assert_eq!(pool.idle(), 40, "up to the use of the last period");
         pool.sweep(|| panic!("nothing unasked"));
@@ -288,7 +300,7 @@ mod tests {
             });
         }
         for c in out {
-            pool.give(c);
+            pool.give(c, || panic!("nothing unasked"));
         }
     }
 }
