@@ -326,8 +326,10 @@ impl Drop for NfQueue {
     }
 }
 
-/// Parse one datagram: packet messages become [`PacketMsg`]; errors/acks are ignored.
-fn parse_datagram(buf: &[u8], out: &mut Vec<PacketMsg>) {
+/// Parse one datagram: packet messages become [`PacketMsg`]; errors/acks are ignored. Public
+/// for the fuzz targets (crates/fuzz).
+#[doc(hidden)]
+pub fn parse_datagram(buf: &[u8], out: &mut Vec<PacketMsg>) {
     let mut off = 0;
     while off + 20 <= buf.len() {
         let len = u32::from_ne_bytes(buf[off..off + 4].try_into().unwrap()) as usize;
