@@ -35,7 +35,8 @@ fn nfq_message(id: u32, packet: &[u8]) -> Vec<u8> {
     let len = 16 + 4 + attrs.len();
     let mut m = Vec::new();
     m.extend_from_slice(&(len as u32).to_ne_bytes());
-    m.extend_from_slice(&((3u16 << 8) | 0).to_ne_bytes());
+    // NFNL_SUBSYS_QUEUE << 8 | NFQNL_MSG_PACKET (0)
+    m.extend_from_slice(&(3u16 << 8).to_ne_bytes());
     m.extend_from_slice(&0u16.to_ne_bytes());
     m.extend_from_slice(&0u32.to_ne_bytes());
     m.extend_from_slice(&0u32.to_ne_bytes());

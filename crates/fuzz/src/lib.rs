@@ -17,8 +17,11 @@
 pub mod reference;
 pub mod targets;
 
+/// A target: the bytes in, a panic when an invariant breaks.
+pub type Target = fn(&[u8]);
+
 /// Every target: its name (the corpus folder and the cargo-fuzz target) and its function.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("http_request", targets::http_request),
     ("http_response", targets::http_response),
     ("proxy_protocol", targets::proxy_protocol),

@@ -640,7 +640,8 @@ pub fn units(data: &[u8]) {
     use reference::units::{parse as spec, Kind};
     let Some(t) = text(data) else { return };
     type Parse = fn(&str) -> Result<u64, netsched_core::units::UnitError>;
-    let kinds: [(Kind, Parse, fn(u64) -> String); 4] = [
+    type Format = fn(u64) -> String;
+    let kinds: [(Kind, Parse, Format); 4] = [
         (Kind::Duration, parse_duration, format_duration),
         (Kind::Rate, parse_rate, format_rate),
         (Kind::Size, parse_size, format_size),
