@@ -102,8 +102,9 @@ fn serve_h1(data: &[u8]) -> Option<SeenRequest> {
 /// read a first request head, they agree on method, target (hyper's `Uri` is httparse's
 /// target parsed), version and header fields. Intended differences: hyper may refuse a head
 /// httparse reads (a target `http::Uri` refuses, an invalid Content-Length, a head over
-/// `l7::MAX_HEAD_BYTES`), and it drops a Content-Length sent beside Transfer-Encoding
-/// (RFC 9112 §6.3 item 3). hyper must never read a request head httparse refuses.
+/// `l7::MAX_HEAD_BYTES`), it drops a Content-Length sent beside Transfer-Encoding
+/// (RFC 9112 §6.3 item 3), and it keeps repeated Content-Length fields of one value as one
+/// (RFC 9110 §8.6). hyper must never read a request head httparse refuses.
 pub fn http_request(data: &[u8]) {
     let seen = serve_h1(data);
     let mut headers = [httparse::EMPTY_HEADER; 100];
@@ -129,6 +130,12 @@ pub fn http_request(data: &[u8]) {
     }
     if fields.contains_key("transfer-encoding") {
         fields.remove("content-length");
+    }
+    // Content-Length fields of one value are kept as one (RFC 9110 §8.6 allows it).
+    if let Some(values) = fields.get_mut("content-length") {
+        if values.windows(2).all(|w| w[0] == w[1]) {
+            values.truncate(1);
+        }
     }
     assert_eq!(fields, seen.fields, "header fields");
 }
