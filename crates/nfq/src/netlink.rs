@@ -441,8 +441,8 @@ mod tests {
         }
     }
 
-    /// Found with the fuzz target `nfq_netlink` (its reproducer: crates/fuzz/corpus/nfq_netlink/
-    /// crash-short-packet-message):
+    /// Found writing the fuzz target `nfq_netlink` (its reproducer:
+    /// crates/fuzz/corpus/nfq_netlink/crash-short-packet-message):
     /// a packet message whose length (16..20) covers its netlink header but not its nfgenmsg
     /// sliced `buf[off + 20..off + len]` backwards and panicked.
     #[test]
