@@ -544,8 +544,10 @@ impl ResponseHead {
 
 /// Parse a response head from `buf`: `Ok(None)` if incomplete; `Ok(Some((used, None)))` for an
 /// interim 1xx response to skip; else the head and its framing (RFC 9112 §6.3, decided by
-/// `netsched_util::http1`), its fields as the header map to pass on.
-fn parse_head(
+/// `netsched_util::http1`), its fields as the header map to pass on. Public for the fuzz
+/// targets (crates/fuzz).
+#[doc(hidden)]
+pub fn parse_head(
     buf: &[u8],
     head_request: bool,
 ) -> Result<Option<(usize, Option<ResponseHead>)>, Error> {

@@ -327,6 +327,32 @@ fn client_end_reason(e: &hyper::Error) -> Option<&'static str> {
     })
 }
 
+/// A request head as received, checked before it is forwarded: its target and Host
+/// ([`check_target`]), then its body's framing ([`request_framing`]); `Err` with the status and
+/// reason of the refusal. Public for the fuzz targets (crates/fuzz), which feed it every head
+/// hyper's server reads.
+pub fn check_request(
+    req: &mut Request<Incoming>,
+) -> Result<RequestBody, (StatusCode, &'static str)> {
+    check_target(req)
+        .and_then(|()| request_framing(req).map_err(|why| (StatusCode::BAD_REQUEST, why)))
+}
+
+/// hyper's HTTP/1 server as the balancer reads a client connection with it: heads of at most
+/// [`MAX_HEAD_BYTES`] (the buffer at least 8 KiB), `header_timeout` for a whole head,
+/// keep-alive, one `send` per flush. Public for the fuzz targets (crates/fuzz).
+pub fn h1_server(header_timeout: Duration) -> hyper::server::conn::http1::Builder {
+    let mut b = hyper::server::conn::http1::Builder::new();
+    b.timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .max_buf_size(MAX_HEAD_BYTES.max(8192))
+        .keep_alive(true)
+        // One `send` per flush (head and body copied into one buffer) instead of
+        // a `writev`: the kernel's writev path costs more (see pool.rs).
+        .writev(false);
+    b
+}
+
 /// Whether the request's target and Host agree with RFC 9112 §3.2: an HTTP/1.1 request has
 /// exactly one Host field, any Host is a valid authority, and CONNECT (a tunnel, which a
 /// load balancer does not open) is refused. An absolute-form target's authority replaces the
@@ -558,14 +584,7 @@ impl Connection {
         };
         match streams {
             None => {
-                let mut b = hyper::server::conn::http1::Builder::new();
-                b.timer(TokioTimer::new())
-                    .header_read_timeout(Duration::from_nanos(rt.timeouts.header))
-                    .max_buf_size(MAX_HEAD_BYTES.max(8192))
-                    .keep_alive(true)
-                    // One `send` per flush (head and body copied into one buffer) instead of
-                    // a `writev`: the kernel's writev path costs more (see pool.rs).
-                    .writev(false);
+                let b = h1_server(Duration::from_nanos(rt.timeouts.header));
                 let conn = std::pin::pin!(b.serve_connection(io, service));
                 count(drive(conn, &stop, &begun, None, client_limit).await);
             }
@@ -1126,9 +1145,7 @@ async fn forward(
 ) -> Response<ProxyBody> {
     // The request head has been read: the class's response time starts here.
     let head_at = Instant::now();
-    let checked = check_target(&mut req)
-        .and_then(|()| request_framing(&req).map_err(|why| (StatusCode::BAD_REQUEST, why)));
-    let kind = match checked {
+    let kind = match check_request(&mut req) {
         Ok(k) => k,
         Err((status, why)) => {
             svc.metrics.refuse("bad_request");

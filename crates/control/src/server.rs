@@ -550,7 +550,9 @@ fn finish(stream: &mut UnixStream, answer: Option<&str>, until: Instant) -> std:
 }
 
 /// The request line: at most `max_line` bytes before its newline, complete by `deadline`.
-fn read_line(
+/// Public for the fuzz targets (crates/fuzz).
+#[doc(hidden)]
+pub fn read_line(
     stream: &mut UnixStream,
     limits: &Limits,
     line_end: LineEnd,

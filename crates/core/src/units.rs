@@ -7,13 +7,16 @@
 //!
 //! | kind | accepted forms | value |
 //! |---|---|---|
-//! | duration | `250ns` `250us` (`µs`, `usec`) `4ms` (`msec`) `1.5s` (`sec`, `secs`) `2m` (`min`) `1h` | nanoseconds |
-//! | rate | `800kbit` `2.1mbit` `1gbit` `1tbit`, a bare number (bits/s); `bps` `kbps` `mbps` `gbps` `tbps` = **bytes**/s; IEC `kibit` `mibit` `gibit` `kibps` … (×1024) | bits per second |
+//! | duration | `250ns` (`nsec`, `nsecs`) `250us` (`µs`, `usec`, `usecs`) `4ms` (`msec`, `msecs`) `1.5s` (`sec`, `secs`) `2m` (`min`, `mins`) `1h` (`hour`, `hours`) | nanoseconds |
+//! | rate | `bit` `800kbit` `2.1mbit` `1gbit` `1tbit`, a bare number (bits/s); `bps` `kbps` `mbps` `gbps` `tbps` = **bytes**/s; IEC `kibit` `mibit` `gibit` `tibit` `kibps` … `tibps` (×1024) | bits per second |
 //! | size | `1500`, `1500b` (bytes); `k`/`kb` `m`/`mb` `g`/`gb` (×1024, bytes); `kbit` `mbit` `gbit` (×1024, bits ÷ 8) | bytes |
 //! | frequency | `200MHz`, `1.2GHz`, `32kHz`, `50Hz` (a unit is required) | hertz |
 //!
 //! - **`bit` means bits/s and `bps` means bytes/s**, as in tc(8): `1000bps` is 8000 bit/s.
 //! - Units are case-insensitive, and a space between number and unit is allowed (`4 ms`).
+//! - A number is decimal, with an optional sign, fraction and lower-case exponent (`1.5`,
+//!   `.5`, `1e3`, `2.5e-3`); the fuzz target `units` (crates/fuzz) checks the parsers
+//!   against this table and these rules.
 //! - **A bare number is refused as a duration** (except `0`): tc(8) reads it as microseconds,
 //!   other tools as seconds, and a wrong guess is off by a factor of a million.
 //! - Sizes use 1024 multipliers, as tc(8) does ("kb or k: Kilobytes" is 1024 bytes in

@@ -300,7 +300,13 @@ impl Settings {
 fn read_file(path: &Path) -> Result<FilterOptions, ConfigError> {
     let text = netsched_util::read::read_text(path, MAX_CONFIG_BYTES, "filter configuration")
         .map_err(|e| ConfigError::Read(format!("{e:#}")))?;
-    let mut read: FilterOptions = toml::from_str(&text).map_err(|source| ConfigError::Toml {
+    parse_file(&text, path)
+}
+
+/// Parse the text of the configuration file at `path` (which names it in errors) and anchor
+/// its relative paths at the file's folder.
+pub fn parse_file(text: &str, path: &Path) -> Result<FilterOptions, ConfigError> {
+    let mut read: FilterOptions = toml::from_str(text).map_err(|source| ConfigError::Toml {
         file: path.to_path_buf(),
         source,
     })?;

@@ -326,8 +326,10 @@ impl Drop for NfQueue {
     }
 }
 
-/// Parse one datagram: packet messages become [`PacketMsg`]; errors/acks are ignored.
-fn parse_datagram(buf: &[u8], out: &mut Vec<PacketMsg>) {
+/// Parse one datagram: packet messages become [`PacketMsg`]; errors/acks are ignored. Public
+/// for the fuzz targets (crates/fuzz).
+#[doc(hidden)]
+pub fn parse_datagram(buf: &[u8], out: &mut Vec<PacketMsg>) {
     let mut off = 0;
     while off + 20 <= buf.len() {
         let len = u32::from_ne_bytes(buf[off..off + 4].try_into().unwrap()) as usize;
@@ -341,9 +343,12 @@ fn parse_datagram(buf: &[u8], out: &mut Vec<PacketMsg>) {
             }
             return;
         }
+        // A packet message too short for its nfgenmsg (20 bytes with the netlink header)
+        // carries nothing to read.
         if typ != NLMSG_ERROR
             && typ != NLMSG_DONE
             && typ == (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET
+            && len >= 20
         {
             if let Some(p) = parse_packet(&buf[off + 20..off + len]) {
                 out.push(p);
@@ -433,6 +438,24 @@ mod tests {
             let b: Vec<u8> = (0..n).map(|_| rng.next_u64() as u8).collect();
             let mut out = Vec::new();
             parse_datagram(&b, &mut out);
+        }
+    }
+
+    /// Found writing the fuzz target `nfq_netlink` (its reproducer:
+    /// crates/fuzz/corpus/nfq_netlink/crash-short-packet-message):
+    /// a packet message whose length (16..20) covers its netlink header but not its nfgenmsg
+    /// sliced `buf[off + 20..off + len]` backwards and panicked.
+    #[test]
+    fn a_packet_message_shorter_than_its_headers_is_skipped() {
+        for len in 16u32..20 {
+            let mut b = Vec::new();
+            b.extend_from_slice(&len.to_ne_bytes());
+            b.extend_from_slice(&((NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET).to_ne_bytes());
+            b.extend_from_slice(&[0; 10]);
+            b.extend_from_slice(&packet_datagram(5, NF_INET_LOCAL_OUT, &[0x45])[..]);
+            let mut out = Vec::new();
+            parse_datagram(&b, &mut out);
+            assert!(out.iter().all(|p| p.head.len() <= b.len()), "len {len}");
         }
     }
 

@@ -1,0 +1,4 @@
+# comment
+EVIL
+\x00\xffZ
+GET /etc/passwd
