@@ -267,8 +267,8 @@ pub const PARK: Duration = Duration::from_millis(2);
 
 /// The threads that may wait on a hand-off, to wake them (set once they are spawned), and how
 /// long a waiting thread polls before it parks: [`SPINS`] when the dispatcher and every worker
-/// have a core each, else 0 — a thread spinning on a shared core only delays the one it waits
-/// for.
+/// have a core each and one is left for the rest (the port's softirqs, a sender on the same
+/// host), else 0 — a thread spinning on a shared core only delays the one it waits for.
 #[derive(Debug, Default)]
 pub struct Wakers {
     threads: OnceLock<Box<[Thread]>>,
@@ -280,7 +280,7 @@ impl Wakers {
     pub fn new(threads: usize, cpus: usize) -> Self {
         Self {
             threads: OnceLock::new(),
-            spins: if threads <= cpus { SPINS } else { 0 },
+            spins: if threads < cpus { SPINS } else { 0 },
         }
     }
     pub fn set(&self, threads: Vec<Thread>) {
