@@ -262,6 +262,8 @@ pub fn run_packet(frame: &Frame<'_>, tables: &Tables, policy: &WorkPolicy) -> (V
 
 /// Polls before a pipeline thread parks, when every pipeline thread has a core of its own.
 pub const SPINS: u32 = 64;
+/// Yields a worker waiting for a predecessor's hand-off makes before it parks.
+const HANDOFF_YIELDS: u32 = 16;
 /// Longest single park (a lost wake-up would cost at most this; none is expected).
 pub const PARK: Duration = Duration::from_millis(2);
 
@@ -368,6 +370,10 @@ impl BlockState {
             round += 1;
             if round <= spins {
                 std::hint::spin_loop();
+            } else if round <= spins + HANDOFF_YIELDS {
+                // The predecessor is usually a block's work away: give it the core, if it
+                // shares this one, before paying for a park and a wake-up.
+                std::thread::yield_now();
             } else {
                 self.waiters.fetch_or(1 << (me % 64), Ordering::SeqCst);
                 if self.next.load(Ordering::SeqCst) != k {
