@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Longest wait for packets inside to finish when stopping.
-pub const DRAIN: Duration = Duration::from_secs(2);
+pub const DRAIN: Duration = Duration::from_millis(500);
 /// Most buffer slots (frames inside the filter).
 pub const MAX_POOL: usize = 1 << 16;
 /// Waiting tasks above which the dispatcher stops receiving until workers catch up.

@@ -709,8 +709,9 @@ impl Pipeline {
                 pool.give_back(t.frame);
             }
         }
-        // Workers finish their queued tasks (every predecessor of a queued block was queued
-        // before it), see their ring abandoned, and end.
+        // Workers report their queued tasks unworked (the packets are returned below, to be
+        // counted as dropped at shutdown), see their ring abandoned, and end.
+        self.shared.workers.stopping.store(true, Ordering::Relaxed);
         self.jobs.clear();
         self.shared.workers.wake_all();
         for h in self.threads.drain(..) {

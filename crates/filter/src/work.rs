@@ -28,7 +28,7 @@ use crate::rules::{Action, PacketClassifier};
 use crate::signatures::{ScanState, Signatures};
 use crate::verdict::{DropReason, Fragments, OnPanic, OnSignature, Verdict};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -275,6 +275,9 @@ pub const PARK: Duration = Duration::from_millis(2);
 pub struct Wakers {
     threads: OnceLock<Box<[Thread]>>,
     pub spins: u32,
+    /// The pipeline is stopping: what is still queued is reported unworked (its packets are
+    /// counted as dropped at shutdown), and nobody waits for a hand-off.
+    pub stopping: AtomicBool,
 }
 
 impl Wakers {
@@ -283,6 +286,7 @@ impl Wakers {
         Self {
             threads: OnceLock::new(),
             spins: if threads < cpus { SPINS } else { 0 },
+            stopping: AtomicBool::new(false),
         }
     }
     pub fn set(&self, threads: Vec<Thread>) {
@@ -333,7 +337,7 @@ impl BlockState {
         k: u32,
         policy: &WorkPolicy,
     ) -> (BlockOutcome, Option<Verdict>) {
-        let (waited, wait_ns) = self.wait_turn(me, k, wakers.spins);
+        let (waited, wait_ns) = self.wait_turn(me, k, wakers);
         let before = Progress::from_bits(
             self.scan.load(Ordering::Relaxed),
             self.outcome.load(Ordering::Relaxed),
@@ -360,13 +364,17 @@ impl BlockState {
         (outcome, last.then(|| after.verdict()))
     }
 
-    fn wait_turn(&self, me: usize, k: u32, spins: u32) -> (bool, u64) {
+    fn wait_turn(&self, me: usize, k: u32, wakers: &Wakers) -> (bool, u64) {
+        let spins = wakers.spins;
         if self.next.load(Ordering::Acquire) == k {
             return (false, 0);
         }
         let from = Instant::now();
         let mut round = 0u32;
         while self.next.load(Ordering::Acquire) != k {
+            if wakers.stopping.load(Ordering::Relaxed) {
+                break; // the packet is dropped at shutdown whatever this block finds
+            }
             round += 1;
             if round <= spins {
                 std::hint::spin_loop();

@@ -216,6 +216,12 @@ impl Worker {
 
     /// Run one task and report it; `false` when the dispatcher is gone.
     fn run_task(&mut self, task: Task) -> bool {
+        if self.shared.workers.stopping.load(Relaxed) {
+            return self.report(Done {
+                task,
+                verdict: None,
+            });
+        }
         let frame = Frame {
             bytes: self.reader.read(&task.frame),
             parsed: task.parsed,
