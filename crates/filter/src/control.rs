@@ -33,6 +33,7 @@
 
 use crate::control_error::{CommandError, ControlError, RequestError, TablesError};
 use crate::pipeline::DispatchMode;
+use crate::rule_edit::{Place, RuleChange, DEFAULT_PAGE};
 use crate::stats::FilterStats;
 use crate::watchdog::Health;
 use crate::work::Tables;
@@ -70,6 +71,13 @@ pub enum Command {
     /// generation is above the one in force ([`swap_in`]).
     SwapTables(Arc<Tables>),
     SetDispatch(DispatchMode),
+    /// Change one rule ([`crate::rule_edit`]).
+    EditRule(RuleChange),
+    /// Rules from position `from`, `count` of them at most.
+    ShowRules {
+        from: usize,
+        count: usize,
+    },
 }
 
 /// The packet thread's answer.
@@ -77,6 +85,8 @@ pub enum Command {
 pub enum Answer {
     Stats(Box<FilterStats>),
     Done(String),
+    /// A rule edit refused.
+    Refused(crate::rule_edit::EditError),
     /// A build of generation `requested` arrived after generation `in_force` was swapped in.
     Superseded {
         requested: u64,
@@ -222,7 +232,7 @@ impl Outbox {
                         }) => tracing::info!(
                             "reload as generation {requested}: superseded by generation {in_force}"
                         ),
-                        Ok(Answer::Stats(_)) => {}
+                        Ok(Answer::Stats(_) | Answer::Refused(_)) => {}
                         Err(e) => tracing::warn!("reload as generation {generation}: {e}"),
                     }
                 }
@@ -301,8 +311,10 @@ impl Outbox {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     Show { json: bool },
+    ShowRules { from: usize, count: usize },
     Reload,
     SetDispatch(DispatchMode),
+    Rule(RuleChange),
 }
 
 /// Parse one request line. Errors name the word that is wrong.
@@ -321,16 +333,70 @@ pub fn parse(line: &str) -> Result<Request, RequestError> {
         None => Err(RequestError::Empty),
         Some("show") => match w.get(1).copied() {
             None => Ok(Request::Show { json: false }),
+            Some("rules") => {
+                let num = |i: usize, default: usize| match w.get(i) {
+                    None => Ok(default),
+                    Some(n) => n.parse().map_err(|_| {
+                        RequestError::Rule(format!("show rules: {n:?} is not a count"))
+                    }),
+                };
+                let (from, count) = (num(2, 0)?, num(3, DEFAULT_PAGE)?);
+                arity(4).map(|()| Request::ShowRules { from, count })
+            }
             Some("--json") => arity(2).map(|()| Request::Show { json: true }),
             Some(o) => Err(RequestError::ShowOption(o.to_string())),
         },
         Some("reload") => arity(1).map(|()| Request::Reload),
+        Some("rule") => parse_rule_change(&w[1..]).map(Request::Rule),
         Some("set-dispatch") => {
             let m = w.get(1).ok_or(RequestError::MissingMode)?;
             let mode = DispatchMode::parse(m).map_err(RequestError::Dispatch)?;
             arity(2).map(|()| Request::SetDispatch(mode))
         }
         Some(other) => Err(RequestError::UnknownCommand(other.to_string())),
+    }
+}
+
+/// `rule add KEY=VALUE…` (after every rule), `rule insert [before H | after H] KEY=VALUE…`
+/// (before every rule, or next to the rule of handle H), `rule delete H`.
+fn parse_rule_change(w: &[&str]) -> Result<RuleChange, RequestError> {
+    let handle = |s: Option<&&str>| -> Result<u64, RequestError> {
+        let s = s.ok_or_else(|| RequestError::Rule("missing the HANDLE".into()))?;
+        s.parse()
+            .map_err(|_| RequestError::Rule(format!("{s:?} is not a handle (a number)")))
+    };
+    let rule = |words: &[&str]| {
+        crate::rule_edit::parse_rule_words(words).map_err(|e| RequestError::Rule(e.to_string()))
+    };
+    match w.first().copied() {
+        Some("add") => Ok(RuleChange::Insert {
+            at: Place::Bottom,
+            rule: rule(&w[1..])?,
+        }),
+        Some("insert") => {
+            let (at, rest) = match w.get(1).copied() {
+                Some("before") => (Place::Before(handle(w.get(2))?), &w[3..]),
+                Some("after") => (Place::After(handle(w.get(2))?), &w[3..]),
+                _ => (Place::Top, &w[1..]),
+            };
+            Ok(RuleChange::Insert {
+                at,
+                rule: rule(rest)?,
+            })
+        }
+        Some("delete") => match w.get(2) {
+            Some(extra) => Err(RequestError::Unexpected {
+                command: "rule delete".into(),
+                word: extra.to_string(),
+            }),
+            None => Ok(RuleChange::Delete {
+                handle: handle(w.get(1))?,
+            }),
+        },
+        Some(v) => Err(RequestError::Rule(format!(
+            "unknown verb {v:?} (add, insert, delete)"
+        ))),
+        None => Err(RequestError::Rule("missing add, insert or delete".into())),
     }
 }
 
@@ -380,6 +446,11 @@ fn execute_line(line: &str, out: &Outbox, deadline: Instant) -> Result<String, C
                 Request::Show { .. } => Command::Show,
                 Request::Reload => return answer_text(out.reload(deadline)?, json, false),
                 Request::SetDispatch(m) => Command::SetDispatch(*m),
+                Request::Rule(c) => Command::EditRule(c.clone()),
+                Request::ShowRules { from, count } => Command::ShowRules {
+                    from: *from,
+                    count: *count,
+                },
             };
             match out.execute(cmd, deadline) {
                 Err(e @ CommandError::NoAnswer { .. }) => match out.stalled_answer(&request) {
@@ -403,7 +474,9 @@ fn answer_text(answer: Answer, json: bool, stalled: bool) -> Result<String, Cont
             summary(&s)
         )),
         Answer::Stats(s) => Ok(summary(&s)),
+        Answer::Done(msg) if msg.ends_with('\n') => Ok(msg),
         Answer::Done(msg) => Ok(msg + "\n"),
+        Answer::Refused(e) => Err(ControlError::Edit(e)),
         Answer::Superseded {
             requested,
             in_force,
@@ -488,6 +561,26 @@ pub enum CtlOp {
         /// static_rr, modified_rr, fcfs, modified_fcfs, flow_hash or work_stealing.
         mode: String,
     },
+    /// The rules in force, in order, a page at a time: `POSITION handle H RULE` per line.
+    Rules {
+        /// The first position shown (0 = the first rule).
+        #[arg(long, default_value_t = 0)]
+        from: usize,
+        /// Rules shown, at most 1000.
+        #[arg(long, default_value_t = crate::rule_edit::DEFAULT_PAGE)]
+        count: usize,
+    },
+    /// Change one rule while packets flow (needs `--classifier tuple_merge`, the default):
+    /// `rule add action=drop proto=udp dport=53` appends; `rule insert [before H | after H]
+    /// KEY=VALUE…` puts a rule first or next to the rule of handle H; `rule delete H` removes
+    /// one. Keys and values are the rule file's (docs/rules.md). Packets that arrive after
+    /// the answer are classified with the change, those before without it.
+    #[command(verbatim_doc_comment)]
+    Rule {
+        /// add KEY=VALUE… | insert [before H | after H] KEY=VALUE… | delete H
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        words: Vec<String>,
+    },
 }
 
 impl CtlOp {
@@ -496,6 +589,8 @@ impl CtlOp {
             CtlOp::Show { json } => format!("show{}", if *json { " --json" } else { "" }),
             CtlOp::Reload => "reload".into(),
             CtlOp::SetDispatch { mode } => format!("set-dispatch {mode}"),
+            CtlOp::Rules { from, count } => format!("show rules {from} {count}"),
+            CtlOp::Rule { words } => format!("rule {}", words.join(" ")),
         }
     }
 }
@@ -516,6 +611,32 @@ mod tests {
         assert_eq!(parse("show --json").unwrap(), Request::Show { json: true });
         assert_eq!(parse(" reload ").unwrap(), Request::Reload);
         assert_eq!(
+            parse("show rules").unwrap(),
+            Request::ShowRules {
+                from: 0,
+                count: DEFAULT_PAGE
+            }
+        );
+        assert_eq!(
+            parse("show rules 10 5").unwrap(),
+            Request::ShowRules { from: 10, count: 5 }
+        );
+        let Request::Rule(RuleChange::Insert { at, rule }) =
+            parse("rule insert after 4 action=class class=3 proto=udp dst=10.0.0.0/8 dport=53")
+                .unwrap()
+        else {
+            panic!("not an insert");
+        };
+        assert_eq!(at, Place::After(4));
+        assert_eq!(
+            rule.to_string(),
+            "action=class class=3 proto=udp dst=10.0.0.0/8 dport=53"
+        );
+        assert_eq!(
+            parse("rule delete 12").unwrap(),
+            Request::Rule(RuleChange::Delete { handle: 12 })
+        );
+        assert_eq!(
             parse("set-dispatch fcfs").unwrap(),
             Request::SetDispatch(DispatchMode::parse("fcfs").unwrap())
         );
@@ -526,6 +647,17 @@ mod tests {
             ("reload now", "\"now\""),
             ("set-dispatch", "missing MODE"),
             ("set-dispatch lottery", "lottery"),
+            ("rule", "missing add, insert or delete"),
+            ("rule move 3", "\"move\""),
+            ("rule delete", "missing the HANDLE"),
+            ("rule delete x7", "\"x7\" is not a handle"),
+            ("rule delete 7 8", "\"8\""),
+            ("rule insert before", "missing the HANDLE"),
+            ("rule add action=drop dport=70000", "70000"),
+            ("rule add action=drop colour=red", "colour"),
+            ("rule add dport=53", "action"),
+            ("show rules ten", "\"ten\""),
+            ("show rules 1 2 3", "\"3\""),
         ] {
             let e = parse(line).unwrap_err().to_string();
             assert!(e.contains(word), "{line:?}: {e}");

@@ -28,6 +28,9 @@ pub enum RequestError {
     MissingMode,
     Dispatch(UnknownDispatch),
     UnknownCommand(String),
+    /// `rule` without a known verb, a handle that is not a number, or a rule the rule file's
+    /// parser refuses (its message names the key and the value).
+    Rule(String),
 }
 
 impl fmt::Display for RequestError {
@@ -48,8 +51,10 @@ impl fmt::Display for RequestError {
             RequestError::Dispatch(e) => write!(f, "set-dispatch: {e}"),
             RequestError::UnknownCommand(w) => write!(
                 f,
-                "unknown command {w:?} (show [--json], reload, set-dispatch MODE)"
+                "unknown command {w:?} (show [--json], show rules [FROM [COUNT]], reload, \
+                 set-dispatch MODE, rule add|insert|delete)"
             ),
+            RequestError::Rule(m) => write!(f, "rule: {m}"),
         }
     }
 }
@@ -146,6 +151,8 @@ pub enum ControlError {
     Command(CommandError),
     /// The answer could not be encoded as JSON.
     Encode(serde_json::Error),
+    /// A rule edit refused; the rules are as they were.
+    Edit(crate::rule_edit::EditError),
 }
 
 impl fmt::Display for ControlError {
@@ -158,6 +165,7 @@ impl fmt::Display for ControlError {
             }
             ControlError::Command(e) => e.fmt(f),
             ControlError::Encode(e) => e.fmt(f),
+            ControlError::Edit(e) => write!(f, "rule not changed: {e}"),
         }
     }
 }

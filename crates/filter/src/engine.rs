@@ -299,6 +299,16 @@ impl Engine {
                     self.pipeline.set_mode(*m);
                     Answer::Done(format!("dispatch {}", m.name()))
                 }
+                Command::EditRule(c) => match self.pipeline.edit_rules(c) {
+                    Ok(e) => {
+                        self.totals.rule_edits += 1;
+                        Answer::Done(crate::rule_edit::describe(&e))
+                    }
+                    Err(e) => Answer::Refused(e),
+                },
+                Command::ShowRules { from, count } => {
+                    Answer::Done(self.pipeline.tables().classifier.page(*from, *count))
+                }
             };
             env.answer(answer);
         }

@@ -42,6 +42,7 @@ pub mod metrics;
 pub mod packet;
 pub mod pipeline;
 pub mod rig;
+pub mod rule_edit;
 pub mod rules;
 pub mod signatures;
 pub mod stats;

@@ -121,6 +121,7 @@ fn write(s: &FilterStats, w: &mut Writer<'_>) -> fmt::Result {
         s.signature_marked,
     )?;
     w.counter("rule_swaps", "Rule-set swaps", s.rule_swaps)?;
+    w.counter("rule_edits", "Single-rule edits", s.rule_edits)?;
     let p = &s.pipeline;
     let ids: Vec<String> = (0..p.workers.len()).map(|i| i.to_string()).collect();
     let per_worker = |f: fn(&crate::worker::WorkerStats) -> u64| {
@@ -163,6 +164,11 @@ fn write(s: &FilterStats, w: &mut Writer<'_>) -> fmt::Result {
         "worker_panics",
         "Blocks whose work panicked",
         per_worker(|x| x.panics),
+    )?;
+    w.counters(
+        "worker_edit_failures",
+        "Rule edits a worker's copy refused (the copies differ: reload)",
+        per_worker(|x| x.edit_failures),
     )?;
     let stalls = |f: fn(&crate::pipeline::Stalls) -> u64| {
         p.stalls.iter().map(move |(k, v)| ([("policy", *k)], f(v)))

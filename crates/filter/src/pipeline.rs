@@ -33,6 +33,7 @@
 //! record and one hand-off state per slot) and `workers × (worker_queue + 4)` ring entries.
 
 use crate::packet::{parse, Parsed};
+use crate::rule_edit::{EditError, RuleChange, RuleEdit};
 use crate::verdict::Verdict;
 use crate::work::{self, Progress, Tables, WorkPolicy};
 use crate::worker::{Done, Job, Shared, Task, Worker, WorkerCounters, WorkerStats};
@@ -157,10 +158,11 @@ struct InFlight {
     verdict: Option<Verdict>,
 }
 
-/// What waits in the shared buffer: a task, or a rule swap for every worker.
+/// What waits in the shared buffer: a task, or a rule swap or edit for every worker.
 enum Item {
     Task(Task),
     Tables(Arc<Tables>),
+    Edit(Arc<RuleEdit>),
 }
 
 struct Waiting {
@@ -386,6 +388,23 @@ impl Pipeline {
         &self.tables
     }
 
+    /// Change one rule: resolved and applied to the dispatcher's copy of the tables, then
+    /// queued behind the tasks already cut, so it reaches every worker in order with them
+    /// (packets submitted before it are classified without it, those after with it). The
+    /// first edit after a swap copies the tables once per thread. Returns the edit applied.
+    pub fn edit_rules(&mut self, change: &RuleChange) -> Result<RuleEdit, EditError> {
+        let edit = self.tables.classifier.resolve(change)?;
+        Arc::make_mut(&mut self.tables).classifier.apply(&edit)?;
+        self.waiting.push_back(Waiting {
+            item: Item::Edit(Arc::new(edit.clone())),
+            worker: None,
+            stalled: false,
+            queue_stalled: false,
+        });
+        self.dispatch();
+        Ok(edit)
+    }
+
     /// Take in the `len`-byte frame held in `pool`'s slot `slot` (the caller keeps the slot
     /// until it is released; the workers read it in place).
     pub fn submit(&mut self, pool: &mut FramePool, slot: u32, len: u32) {
@@ -480,7 +499,7 @@ impl Pipeline {
             return false;
         };
         let (bucket, first, blocks) = match &front.item {
-            Item::Tables(_) => return self.broadcast_tables(),
+            Item::Tables(_) | Item::Edit(_) => return self.broadcast(),
             Item::Task(t) => (
                 t.bucket,
                 t.first,
@@ -542,22 +561,25 @@ impl Pipeline {
         true
     }
 
-    /// A rule swap at the front: to every worker's ring at once, when each has room.
-    fn broadcast_tables(&mut self) -> bool {
+    /// A rule swap or edit at the front: to every worker's ring at once, when each has room.
+    fn broadcast(&mut self) -> bool {
         if self.jobs.iter().any(|j| j.is_full()) {
             return false;
         }
-        let Some(Waiting {
-            item: Item::Tables(t),
-            ..
-        }) = self.waiting.pop_front()
-        else {
+        let job = |item: &Item| match item {
+            Item::Tables(t) => Some(Job::Tables(t.clone())),
+            Item::Edit(e) => Some(Job::Edit(e.clone())),
+            Item::Task(_) => None,
+        };
+        let Some(item) = self.waiting.pop_front().map(|w| w.item) else {
             return false;
         };
         for (w, ring) in self.jobs.iter_mut().enumerate() {
             // Cannot fail: every ring has room (checked above).
-            let _ = ring.push(Job::Tables(t.clone()));
-            self.pushed |= 1 << w;
+            if let Some(j) = job(&item) {
+                let _ = ring.push(j);
+                self.pushed |= 1 << w;
+            }
         }
         true
     }
@@ -1017,6 +1039,141 @@ mod tests {
             }
             assert_eq!(p.stats().rules_generation, 2);
             assert!(p.stop(&mut pool).is_empty());
+        }
+    }
+
+    /// Rules added, inserted and deleted one at a time between packets, under every policy:
+    /// each packet's verdict is the first match in the rules held when it was submitted (a
+    /// model list), never a mix, and every packet is released once.
+    #[test]
+    fn rule_edits_apply_to_packets_submitted_after_them_only() {
+        use crate::rule_edit::{parse_rule_words, Place, RuleChange, RuleEdit};
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        for name in DispatchMode::NAMES {
+            let mut pool = FramePool::new(32);
+            let cfg = config(DispatchMode::parse(name).unwrap(), 4096);
+            let start = Arc::new(Tables {
+                signatures: Signatures::empty(),
+                ..(*tables()).clone()
+            });
+            let mut p = Pipeline::start(cfg, start, &pool).unwrap();
+            // The test tables' two rules, handles 1 and 2.
+            let mut model: Vec<(u64, crate::rules::AclRule)> = vec![
+                (
+                    1,
+                    parse_rule_words(&["action=drop", "proto=udp", "dport=9"]).unwrap(),
+                ),
+                (
+                    2,
+                    parse_rule_words(&["action=class", "class=2", "dport=2000-2999"]).unwrap(),
+                ),
+            ];
+            let mut want = vec![None; 600];
+            let mut out = Vec::new();
+            let mut i = 0usize;
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while (i < want.len() || p.in_flight() > 0) && Instant::now() < deadline {
+                if i < want.len() {
+                    if let Some(slot) = pool.alloc() {
+                        if next(3) == 0 {
+                            edit_both(&mut p, &mut model, &mut next);
+                        }
+                        let dport = 2000 + next(24) as u16;
+                        let payload = vec![b'.'; [10, 300, 900][i % 3]];
+                        let f = udp4_frame([10, 0, 0, 1], [10, 0, 0, 2], 7, dport, &payload);
+                        let t = crate::packet::FiveTuple {
+                            src: [10, 0, 0, 1].into(),
+                            dst: [10, 0, 0, 2].into(),
+                            proto: 17,
+                            sport: 7,
+                            dport,
+                        };
+                        want[i] = Some(
+                            match model
+                                .iter()
+                                .find(|(_, r)| r.matches(&t))
+                                .map(|x| x.1.action)
+                            {
+                                Some(crate::rules::Action::Drop) => Verdict::Drop(DropReason::Rule),
+                                Some(crate::rules::Action::Class(c)) => Verdict::Forward {
+                                    class: Some(c),
+                                    marked: false,
+                                },
+                                _ => Verdict::Forward {
+                                    class: None,
+                                    marked: false,
+                                },
+                            },
+                        );
+                        let len = pool.fill(slot, &f);
+                        p.submit(&mut pool, slot, len);
+                        out.push((slot, i));
+                        i += 1;
+                    }
+                }
+                let mut released = Vec::new();
+                p.wait(Duration::from_micros(200), &mut pool, &mut released);
+                for r in released {
+                    let k = out.iter().position(|&(s, _)| s == r.slot).unwrap();
+                    let (_, idx) = out.swap_remove(k);
+                    assert_eq!(Some(r.verdict), want[idx], "{name}: packet {idx}");
+                    want[idx] = None;
+                    pool.release(r.slot);
+                }
+            }
+            assert!(
+                want.iter().all(Option::is_none),
+                "{name}: every packet released"
+            );
+            assert!(p.stats().workers.iter().all(|w| w.edit_failures == 0));
+            assert!(p.stop(&mut pool).is_empty());
+        }
+
+        /// One random edit, to the pipeline and to the model.
+        fn edit_both(
+            p: &mut Pipeline,
+            model: &mut Vec<(u64, crate::rules::AclRule)>,
+            next: &mut impl FnMut(u64) -> u64,
+        ) {
+            let port = (2000 + next(24)).to_string();
+            let action = ["action=drop", "action=accept", "action=class class=5"][next(3) as usize];
+            let mut words: Vec<&str> = action.split(' ').collect();
+            let dport = format!("dport={port}");
+            words.push(&dport);
+            let rule = parse_rule_words(&words).unwrap();
+            let at = match (next(5), model.len()) {
+                (0, _) | (_, 0) => Place::Top,
+                (1, _) => Place::Bottom,
+                (2, n) => Place::Before(model[next(n as u64) as usize].0),
+                (3, n) => Place::After(model[next(n as u64) as usize].0),
+                (_, n) => {
+                    let (h, _) = model.remove(next(n as u64) as usize);
+                    p.edit_rules(&RuleChange::Delete { handle: h }).unwrap();
+                    return;
+                }
+            };
+            let pos = match at {
+                Place::Top => 0,
+                Place::Bottom => model.len(),
+                Place::Before(h) => model.iter().position(|x| x.0 == h).unwrap(),
+                Place::After(h) => model.iter().position(|x| x.0 == h).unwrap() + 1,
+            };
+            let e = p
+                .edit_rules(&RuleChange::Insert {
+                    at,
+                    rule: rule.clone(),
+                })
+                .unwrap();
+            let RuleEdit::Insert { handle, .. } = e else {
+                panic!("an insert answered {e:?}");
+            };
+            model.insert(pos, (handle, rule));
         }
     }
 }

@@ -28,6 +28,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::packet::FiveTuple;
+use crate::rule_edit::{EditError, HeldRules, RuleChange, RuleEdit};
 
 /// Largest rule file, bytes.
 pub const MAX_RULES_BYTES: usize = 16 << 20;
@@ -336,34 +337,34 @@ pub trait PacketClassifier: Send + Sync + fmt::Debug {
     /// What was loaded, for the log and the `reload` answer:
     /// `rules: 10000 loaded from acl1.rules (classbench), default accept, tuple_merge, 0.21 s`.
     fn summary(&self) -> String;
+    /// A copy (each worker edits its own: [`crate::rule_edit`]).
+    fn clone_box(&self) -> Box<dyn PacketClassifier>;
+    /// Resolve an operator's change against the rules held (nothing changes).
+    fn resolve(&self, change: &RuleChange) -> Result<RuleEdit, EditError>;
+    /// Apply a resolved change.
+    fn apply(&mut self, edit: &RuleEdit) -> Result<(), EditError>;
+    /// Up to `count` rules from position `from`, one per line (`show rules`).
+    fn page(&self, from: usize, count: usize) -> String;
 }
 
 /// IPv4 packets through one of core's ACL structures (`netsched_core::classify::acl`: a
 /// linear scan, tuple space search or TupleMerge, all with the same first-match answers),
-/// IPv6 packets through the linear scan of [`RuleSet`].
+/// IPv6 packets through a linear scan of the rules that may match them.
 ///
 /// Core's structures hold IPv4 5-tuples only (as ClassBench's filters do), so the rules whose
-/// prefixes are IPv4 or absent are copied into them, and [`Self::index`] maps a core rule back
-/// to its place in the file; a rule with an IPv6 prefix never matches an IPv4 packet and is
-/// left out. Memory: core's structure (bounded by [`ClassifierLimits`]) plus 4 bytes per rule.
+/// prefixes are IPv4 or absent are copied into them; a rule with an IPv6 prefix never matches
+/// an IPv4 packet and is left out. With TupleMerge the rules can be changed one at a time
+/// ([`crate::rule_edit`]). Memory: core's structure (bounded by [`ClassifierLimits`]) plus
+/// about 100 bytes per rule.
+#[derive(Debug, Clone)]
 pub struct AclClassifier {
-    set: RuleSet,
-    v4: Box<dyn acl::PacketClassifier>,
-    /// Core rule index → rule index in `set`.
-    index: Vec<u32>,
+    held: HeldRules,
+    default: Action,
+    source: String,
+    format: RulesFormat,
     kind: ClassifierKind,
     /// Reading, parsing and building, together.
     load_time: Duration,
-}
-
-impl fmt::Debug for AclClassifier {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AclClassifier")
-            .field("kind", &self.kind)
-            .field("rules", &self.set.rules.len())
-            .field("ipv4_rules", &self.index.len())
-            .finish()
-    }
 }
 
 impl AclClassifier {
@@ -376,7 +377,7 @@ impl AclClassifier {
 impl PacketClassifier for AclClassifier {
     fn classify(&self, t: &FiveTuple) -> Action {
         let (IpAddr::V4(src), IpAddr::V4(dst)) = (t.src, t.dst) else {
-            return self.set.first_match(t).1;
+            return self.held.first_v6(t).unwrap_or(self.default);
         };
         let key = acl::FiveTuple {
             src: u32::from(src),
@@ -385,35 +386,33 @@ impl PacketClassifier for AclClassifier {
             dst_port: t.dport,
             proto: t.proto,
         };
-        match self.v4.first_match(&key) {
-            Some(i) => self.set.rules[self.index[i as usize] as usize].action,
-            None => self.set.default,
-        }
+        self.held.first_v4(&key).unwrap_or(self.default)
     }
     fn rules(&self) -> usize {
-        self.set.rules.len()
+        self.held.len()
     }
     fn summary(&self) -> String {
         format!(
             "rules: {} loaded from {} ({}), default {}, {}, {:.2} s",
-            self.set.rules.len(),
-            self.set.source,
-            self.set.format,
-            self.set.default,
+            self.held.len(),
+            self.source,
+            self.format,
+            self.default,
             self.kind,
             self.load_time.as_secs_f64()
         )
     }
-}
-
-/// `Some(prefix)` for an IPv4 or absent prefix, `None` for an IPv6 one.
-fn v4_prefix(c: &Option<Cidr>) -> Option<acl::Ipv4Prefix> {
-    match c {
-        None => Some(acl::Ipv4Prefix::ANY),
-        Some(c) => match c.network() {
-            IpAddr::V4(a) => acl::Ipv4Prefix::new(u32::from(a), c.prefix_len()),
-            IpAddr::V6(_) => None,
-        },
+    fn clone_box(&self) -> Box<dyn PacketClassifier> {
+        Box::new(self.clone())
+    }
+    fn resolve(&self, change: &RuleChange) -> Result<RuleEdit, EditError> {
+        self.held.resolve(change)
+    }
+    fn apply(&mut self, edit: &RuleEdit) -> Result<(), EditError> {
+        self.held.apply(edit)
+    }
+    fn page(&self, from: usize, count: usize) -> String {
+        self.held.page(from, count)
     }
 }
 
@@ -425,31 +424,47 @@ pub fn build_classifier(
     limits: &ClassifierLimits,
 ) -> Result<Box<dyn PacketClassifier>, ClassifierBuildError> {
     let start = Instant::now();
-    let mut v4_rules = Vec::with_capacity(set.rules.len());
-    let mut index = Vec::with_capacity(set.rules.len());
-    for (i, r) in set.rules.iter().enumerate() {
-        let (Some(src), Some(dst)) = (v4_prefix(&r.src), v4_prefix(&r.dst)) else {
-            continue;
-        };
-        v4_rules.push(acl::AclRule {
-            src,
-            dst,
-            src_port: r.sport.unwrap_or(acl::ANY_PORT),
-            dst_port: r.dport.unwrap_or(acl::ANY_PORT),
-            proto: r.proto,
-            action: acl::Action::Accept,
-        });
-        index.push(i as u32);
-    }
-    let v4 = acl::build_classifier(kind, &acl::RuleSet::new(v4_rules), limits)?;
+    let held = HeldRules::build(&set, kind, limits)?;
     let load_time = set.read_time + start.elapsed();
     Ok(Box::new(AclClassifier {
-        set,
-        v4,
-        index,
+        held,
+        default: set.default,
+        source: set.source,
+        format: set.format,
         kind,
         load_time,
     }))
+}
+
+impl fmt::Display for AclRule {
+    /// The rule as `rule insert` takes it: `action=drop proto=udp dst=10.0.0.0/8 dport=53`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.action {
+            Action::Class(c) => write!(f, "action=class class={c}")?,
+            a => write!(f, "action={a}")?,
+        }
+        let p = self.proto;
+        match (p.value, p.mask) {
+            (_, 0) => {}
+            (6, 0xFF) => f.write_str(" proto=tcp")?,
+            (17, 0xFF) => f.write_str(" proto=udp")?,
+            (v, 0xFF) => write!(f, " proto={v}")?,
+            (v, m) => write!(f, " proto=0x{v:02X}/0x{m:02X}")?,
+        }
+        for (k, c) in [("src", self.src), ("dst", self.dst)] {
+            if let Some(c) = c {
+                write!(f, " {k}={c}")?;
+            }
+        }
+        for (k, r) in [("sport", self.sport), ("dport", self.dport)] {
+            match r {
+                Some(r) if r.low == r.high => write!(f, " {k}={}", r.low)?,
+                Some(r) => write!(f, " {k}={}-{}", r.low, r.high)?,
+                None => {}
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

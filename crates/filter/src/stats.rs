@@ -37,6 +37,8 @@ pub struct FilterStats {
     pub tx_retries: u64,
     /// Swaps of the rule set done.
     pub rule_swaps: u64,
+    /// Single-rule edits done (`rule add | insert | delete`).
+    pub rule_edits: u64,
     /// The port backend of the input interface (`xdp`, `tpacket` or `packet`).
     pub port: PortBackend,
     /// Bytes of ring memory both ports mapped (0 for `packet`).
@@ -63,6 +65,7 @@ pub struct Totals {
     pub kernel_drops: u64,
     pub tx_retries: u64,
     pub rule_swaps: u64,
+    pub rule_edits: u64,
     pub identity_failures: u64,
     pub port: PortBackend,
     pub ring_bytes: u64,
@@ -102,6 +105,7 @@ impl Totals {
             kernel_drops: self.kernel_drops,
             tx_retries: self.tx_retries,
             rule_swaps: self.rule_swaps,
+            rule_edits: self.rule_edits,
             port: self.port,
             ring_bytes: self.ring_bytes,
             xdp_drops: self.xdp_drops,

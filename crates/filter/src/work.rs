@@ -33,7 +33,8 @@ use std::sync::OnceLock;
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-/// The rule set and signatures packets are checked against; swapped whole.
+/// The rule set and signatures packets are checked against; swapped whole, or its rules
+/// edited one at a time ([`crate::rule_edit`]), each thread editing its own copy.
 #[derive(Debug)]
 pub struct Tables {
     pub classifier: Box<dyn PacketClassifier>,
@@ -62,6 +63,16 @@ pub struct Progress {
     pub class: Option<u32>,
     pub marked: bool,
     pub decided: Option<Verdict>,
+}
+
+impl Clone for Tables {
+    fn clone(&self) -> Self {
+        Tables {
+            classifier: self.classifier.clone_box(),
+            signatures: self.signatures.clone(),
+            generation: self.generation,
+        }
+    }
 }
 
 impl Progress {

@@ -1,5 +1,5 @@
-//! A worker thread: takes jobs (a task — one block, or every block of a packet — or the tables
-//! from now on) from its bounded single-producer/single-consumer ring in order, runs them, and
+//! A worker thread: takes jobs (a task — one block, or every block of a packet — the tables
+//! from now on, or a rule edit) from its bounded single-producer/single-consumer ring in order, runs them, and
 //! puts each finished task on its own completion ring to the dispatcher.
 //!
 //! Waiting: an empty ring is polled a few dozen times (only when every pipeline thread has a
@@ -17,6 +17,7 @@
 //! busy period, not per task. Memory: its two rings.
 
 use crate::packet::Parsed;
+use crate::rule_edit::RuleEdit;
 use crate::verdict::Verdict;
 use crate::work::{self, BlockState, Frame, Tables, Wakers, WorkPolicy};
 use netsched_sys::{Lent, PoolReader};
@@ -43,6 +44,9 @@ pub enum Job {
     Task(Task),
     /// Check the tasks after this against these tables.
     Tables(Arc<Tables>),
+    /// A rule edit, applied to the worker's own copy of the tables (copied on the first edit
+    /// after a swap).
+    Edit(Arc<RuleEdit>),
 }
 
 /// A finished task.
@@ -68,6 +72,8 @@ pub struct WorkerCounters {
     pub handoff_waits: AtomicU64,
     pub handoff_wait_ns: AtomicU64,
     pub panics: AtomicU64,
+    /// Rule edits this worker's copy refused though the dispatcher's took them.
+    pub edit_failures: AtomicU64,
 }
 
 /// A snapshot of [`WorkerCounters`].
@@ -82,6 +88,7 @@ pub struct WorkerStats {
     pub handoff_waits: u64,
     pub handoff_wait_ns: u64,
     pub panics: u64,
+    pub edit_failures: u64,
     pub cpu: Option<usize>,
 }
 
@@ -95,6 +102,7 @@ impl WorkerCounters {
             sops: self.sops.load(Relaxed),
             cpu_ns: self.cpu_ns.load(Relaxed),
             handoff_waits: self.handoff_waits.load(Relaxed),
+            edit_failures: self.edit_failures.load(Relaxed),
             handoff_wait_ns: self.handoff_wait_ns.load(Relaxed),
             panics: self.panics.load(Relaxed),
             cpu,
@@ -188,6 +196,7 @@ impl Worker {
                     }
                     match job {
                         Job::Tables(t) => self.tables = t,
+                        Job::Edit(e) => self.edit(&e),
                         Job::Task(task) => {
                             if !self.run_task(task) {
                                 return;
@@ -211,6 +220,16 @@ impl Worker {
                     }
                 }
             }
+        }
+    }
+
+    /// Apply a rule edit the dispatcher's copy took: it applies here too (the same rules, the
+    /// same limits), so a failure means the copies differ — counted, and logged.
+    fn edit(&mut self, e: &RuleEdit) {
+        let tables = Arc::make_mut(&mut self.tables);
+        if let Err(err) = tables.classifier.apply(e) {
+            self.counters.edit_failures.fetch_add(1, Relaxed);
+            tracing::error!("worker {}: a rule edit failed: {err}; reload", self.id);
         }
     }
 

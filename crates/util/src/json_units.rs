@@ -45,7 +45,7 @@ pub const UNITLESS: &[&str] = &[
     "rounds", "rebuilds", "mac_learned", "mac_table_full", "max_rounds_passed", "bound_rounds",
     "tier", "weight",
     // filter: the pipeline, its workers and the flow order.
-    "identity_failures", "signature_marked", "tx_retries", "rule_swaps", "bucket_steals",
+    "identity_failures", "signature_marked", "tx_retries", "rule_swaps", "rule_edits", "edit_failures", "bucket_steals",
     "in_flight", "waiting_tasks", "rules_generation", "malformed_frames", "non_ip_frames",
     "later_fragments", "blocks", "tasks", "sops", "handoff_waits", "panics", "cpu",
     "assigned_busy", "no_idle_worker", "queue_full", "violations_before", "violations_after",

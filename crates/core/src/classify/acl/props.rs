@@ -4,7 +4,9 @@
 //! ranges, protocol masks; packets are drawn inside random rules and at random. A second
 //! family crowds rules onto one address pair with nested and overlapping port ranges (so
 //! TupleMerge fills buckets, splits rules into port-prefix pieces and leaves out contained
-//! rules and pieces); its packets sit at and beside the ranges' ends.
+//! rules and pieces); its packets sit at and beside the ranges' ends. A third family
+//! inserts rules at random ranks into TupleMerge and removes random ones, checking every
+//! answer against the linear scan of the rules held at that moment.
 
 use super::*;
 use proptest::prelude::*;
@@ -320,5 +322,133 @@ fn generated_sets_agree_with_linear() {
             assert_eq!(tm.first_match(k), want, "{p} tm {k:?}");
         }
         assert!(matched >= 2700, "{p}: {matched}");
+    }
+}
+
+/// One edit: insert a rule before the rule at a position (or at the end), or remove one.
+#[derive(Debug, Clone)]
+enum Edit {
+    Insert(prop::sample::Index, AclRule),
+    Remove(prop::sample::Index),
+}
+
+fn edit(rule: impl Strategy<Value = AclRule>) -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        3 => (any::<prop::sample::Index>(), rule).prop_map(|(i, r)| Edit::Insert(i, r)),
+        2 => any::<prop::sample::Index>().prop_map(Edit::Remove),
+    ]
+}
+
+/// Rules held as (rank, id, rule) in rank order: what TupleMerge must answer.
+struct Model {
+    held: Vec<(u32, u32, AclRule)>,
+    next_id: u32,
+}
+
+impl Model {
+    /// The first rules, ranks 1024 apart so inserts find room between them.
+    fn new(tm: &mut TupleMergeClassifier, rules: &[AclRule]) -> Model {
+        let mut m = Model {
+            held: Vec::new(),
+            next_id: 0,
+        };
+        for (i, r) in rules.iter().enumerate() {
+            let rank = (i as u32 + 1) * 1024;
+            tm.insert(rank, m.next_id, r).unwrap();
+            m.held.push((rank, m.next_id, *r));
+            m.next_id += 1;
+        }
+        m
+    }
+
+    fn apply(&mut self, tm: &mut TupleMergeClassifier, e: &Edit) {
+        match e {
+            Edit::Insert(at, r) => {
+                let i = at.index(self.held.len() + 1);
+                let low = if i == 0 { 0 } else { self.held[i - 1].0 + 1 };
+                let high = self.held.get(i).map_or(u32::MAX - 1, |h| h.0);
+                if high <= low {
+                    return; // no rank left between the neighbours
+                }
+                let rank = low + (high - low) / 2;
+                tm.insert(rank, self.next_id, r).unwrap();
+                self.held.insert(i, (rank, self.next_id, *r));
+                self.next_id += 1;
+            }
+            Edit::Remove(at) if !self.held.is_empty() => {
+                let (rank, _, r) = self.held.remove(at.index(self.held.len()));
+                assert!(tm.remove(rank, &r).unwrap(), "rank {rank} not held");
+            }
+            Edit::Remove(_) => {}
+        }
+    }
+
+    fn first_match(&self, k: &FiveTuple) -> Option<u32> {
+        self.held.iter().find(|h| h.2.matches(k)).map(|h| h.1)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Crowded rules (splits, pieces and rules left out) inserted at random ranks and removed
+    /// at random: after every edit TupleMerge answers as the linear scan of the rules held,
+    /// counts them, and a rank removed is no longer held.
+    #[test]
+    fn edits_agree_with_linear(
+        first in prop::collection::vec(crowded_rule(), 0..120),
+        edits in prop::collection::vec(edit(crowded_rule()), 1..120),
+        probes in prop::collection::vec((any::<prop::sample::Index>(), any::<u64>()), 1..24),
+        collision_limit in 1usize..4,
+    ) {
+        let lim = ClassifierLimits::default();
+        let mut tm = TupleMergeClassifier::new(collision_limit, &lim);
+        let mut model = Model::new(&mut tm, &first);
+        let mut seen: Vec<AclRule> = first.clone();
+        for e in &edits {
+            model.apply(&mut tm, e);
+            if let Edit::Insert(_, r) = e {
+                seen.push(*r);
+            }
+            prop_assert_eq!(tm.len(), model.held.len());
+            if seen.is_empty() {
+                continue;
+            }
+            let near = RuleSet::new(seen.clone());
+            for &(pick, bits) in &probes {
+                let k = crowded_packet(&near, pick, bits);
+                prop_assert_eq!(tm.first_match(&k), model.first_match(&k), "{:?} after {:?}", k, e);
+            }
+        }
+        for (rank, _, r) in std::mem::take(&mut model.held) {
+            prop_assert!(tm.remove(rank, &r).unwrap());
+        }
+        prop_assert_eq!((tm.len(), tm.entries(), tm.tuples()), (0, 0, 0));
+    }
+
+    /// The same on the spread-out rules of the first family.
+    #[test]
+    fn edits_of_spread_rules_agree_with_linear(
+        first in prop::collection::vec(rule(), 0..60),
+        edits in prop::collection::vec(edit(rule()), 1..80),
+        probes in prop::collection::vec(
+            (any::<prop::sample::Index>(), any::<[u64; 3]>(), any::<u8>()), 1..24),
+        collision_limit in 1usize..12,
+    ) {
+        let lim = ClassifierLimits::default();
+        let mut tm = TupleMergeClassifier::new(collision_limit, &lim);
+        let mut model = Model::new(&mut tm, &first);
+        let mut seen: Vec<AclRule> = first.clone();
+        for e in &edits {
+            model.apply(&mut tm, e);
+            if let Edit::Insert(_, r) = e {
+                seen.push(*r);
+            }
+            let near = RuleSet::new(seen.clone());
+            for &(pick, bits, mode) in &probes {
+                let k = packet(&near, pick, bits, mode);
+                prop_assert_eq!(tm.first_match(&k), model.first_match(&k), "{:?} after {:?}", k, e);
+            }
+        }
     }
 }

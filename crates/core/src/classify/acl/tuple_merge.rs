@@ -42,11 +42,13 @@
 //! of `docs/classify.md`, whose all-wildcard rule comes early: 8.7 and 7.1 entries checked per
 //! lookup instead of 4.7 and 5.5).
 //!
-//! Entries and removal: a rule may have no entry (left out), one, or up to 900 pieces;
-//! [`TupleMergeClassifier::len`] counts rules pushed, [`TupleMergeClassifier::entries`] the
-//! entries. What is left out depends on the rules before it, so removing a rule would have to
-//! bring back what it contained; the classifier has no removal (a changed rule set is built
-//! anew).
+//! Entries: a rule may have no entry (left out), one, or up to 900 pieces;
+//! [`TupleMergeClassifier::len`] counts rules held, [`TupleMergeClassifier::entries`] the
+//! entries. Rules are ordered by a rank (lower first; the index when built in order) and a
+//! lookup answers the rule's id. [`TupleMergeClassifier::insert`] places a rule at any rank and
+//! [`TupleMergeClassifier::remove`] takes one out without a rebuild, placing again the rules it
+//! had left out (`edit.rs`); a bucket stays in rank order, so the bound above holds for rules
+//! added in rank order, and each rule inserted ahead of its bucket's pieces may add one more.
 //!
 //! Lookup (as in the paper: tables in the order of their best rule, stop at the first table
 //! whose best cannot beat the match found): per table, mask the header's two words, one
@@ -77,6 +79,8 @@ use super::{
 };
 use crate::classify::PortRange;
 
+mod edit;
+
 /// Address bits (source + destination) from which a table's keys are considered spread by
 /// their addresses: its tuple keeps no port bits ([`relax`]) and its buckets may hold
 /// [`WIDE_LIMIT_FACTOR`] × `c` rules. Such a bucket is reached only by headers inside one
@@ -97,7 +101,12 @@ pub const DEFAULT_COLLISION_LIMIT: usize = 8;
 #[derive(Debug, Clone, Copy)]
 #[repr(C, align(32))]
 struct Entry {
+    /// The rule's rank: lower ranks match first (the index in the rule set when built in
+    /// order).
     rule: u32,
+    /// What a lookup answers for the rule (its rank, unless inserted by
+    /// [`TupleMergeClassifier::insert`]).
+    id: u32,
     src: u32,
     dst: u32,
     sp_lo: u16,
@@ -131,6 +140,7 @@ impl Entry {
     fn of(rule: u32, r: &AclRule) -> Entry {
         Entry {
             rule,
+            id: rule,
             src: r.src.addr(),
             dst: r.dst.addr(),
             sp_lo: r.src_port.low,
@@ -232,6 +242,11 @@ struct TmTable {
     entries: Vec<Entry>,
     /// Buckets (distinct keys).
     keys: usize,
+    /// 1 + index in `entries` of the first slot a removal freed (chained through `next`);
+    /// 0 when none is free. Inserts take freed slots first.
+    free: u32,
+    /// Slots on the free list.
+    freed: usize,
 }
 
 const FIRST_SLOTS: usize = 8;
@@ -308,6 +323,8 @@ impl TmTable {
             slots: vec![Head::default(); slots],
             entries: Vec::with_capacity(capacity_for(0, entries)),
             keys: 0,
+            free: 0,
+            freed: 0,
         }
     }
     /// Heap bytes of `with_room(.., keys, entries)`.
@@ -357,7 +374,9 @@ impl TmTable {
     fn placement(&self, e: &Entry) -> Placement {
         match self.bucket(self.masks.key_of(e)) {
             None => Placement::NewKey,
-            Some(at) if self.chain(at).any(|x| x.contains(e)) => Placement::Shadowed,
+            Some(at) if self.chain(at).any(|x| x.rule < e.rule && x.contains(e)) => {
+                Placement::Shadowed
+            }
             Some(_) => Placement::Chain,
         }
     }
@@ -380,7 +399,7 @@ impl TmTable {
         };
         rehash.and(array_growth(
             self.entries.capacity(),
-            self.entries.len() + entries,
+            self.entries.len() + entries.saturating_sub(self.freed),
             std::mem::size_of::<Entry>(),
         ))
     }
@@ -391,32 +410,124 @@ impl TmTable {
         if slots > self.slots.len() {
             self.rehash(slots);
         }
-        let need = self.entries.len() + entries;
+        let need = self.entries.len() + entries.saturating_sub(self.freed);
         let cap = capacity_for(self.entries.capacity(), need);
         self.entries.reserve_exact(cap - self.entries.len());
     }
-    /// Insert `e` after every rule of its bucket; the room must be reserved.
-    fn insert(&mut self, e: Entry) {
+    /// Insert `e` into its bucket in rank order (after the rules of its rank or below); the
+    /// room must be reserved.
+    fn insert(&mut self, mut e: Entry) {
         let key = self.masks.key_of(&e);
-        let at = self.entries.len() as u32;
         let i = self.find(key);
         let head = self.slots[i];
-        debug_assert!(self.entries.len() < self.entries.capacity());
-        self.entries.push(e);
-        if head.tag != 0 {
-            let mut tail = head.at as usize;
-            while self.entries[tail].next != 0 {
-                tail = self.entries[tail].next as usize - 1;
-            }
-            self.entries[tail].next = at + 1;
+        self.best = self.best.min(e.rule);
+        if head.tag == 0 {
+            debug_assert!((self.keys + 1) * SLOTS_PER_KEY <= self.slots.len());
+            let at = self.store(e);
+            self.slots[i] = Head {
+                tag: hash(key) as u32 | 1,
+                at,
+            };
+            self.keys += 1;
             return;
         }
-        debug_assert!((self.keys + 1) * SLOTS_PER_KEY <= self.slots.len());
-        self.slots[i] = Head {
-            tag: hash(key) as u32 | 1,
-            at,
-        };
-        self.keys += 1;
+        if e.rule < self.entries[head.at as usize].rule {
+            e.next = head.at + 1;
+            self.slots[i].at = self.store(e);
+            return;
+        }
+        let mut prev = head.at as usize;
+        while let Some(n) = self.entries[prev].next.checked_sub(1) {
+            if self.entries[n as usize].rule > e.rule {
+                break;
+            }
+            prev = n as usize;
+        }
+        e.next = self.entries[prev].next;
+        let at = self.store(e);
+        self.entries[prev].next = at + 1;
+    }
+    /// Put `e` in a freed slot, or after the last; returns its index.
+    fn store(&mut self, e: Entry) -> u32 {
+        match self.free.checked_sub(1) {
+            Some(at) => {
+                self.free = self.entries[at as usize].next;
+                self.freed -= 1;
+                self.entries[at as usize] = e;
+                at
+            }
+            None => {
+                debug_assert!(self.entries.len() < self.entries.capacity());
+                self.entries.push(e);
+                self.entries.len() as u32 - 1
+            }
+        }
+    }
+    /// Take rank `rank`'s entry out of the bucket of `key`; `false` when it holds none.
+    /// The entry's slot goes on the free list; a bucket left empty loses its key.
+    fn unlink(&mut self, key: (u64, u64), rank: u32) -> bool {
+        let i = self.find(key);
+        let head = self.slots[i];
+        if head.tag == 0 {
+            return false;
+        }
+        let (mut prev, mut at) = (None, head.at as usize);
+        while self.entries[at].rule != rank {
+            match self.entries[at].next.checked_sub(1) {
+                Some(n) => (prev, at) = (Some(at), n as usize),
+                None => return false,
+            }
+        }
+        let next = self.entries[at].next;
+        match prev {
+            Some(p) => self.entries[p].next = next,
+            None if next != 0 => self.slots[i].at = next - 1,
+            None => self.clear_slot(i),
+        }
+        self.entries[at].rule = u32::MAX;
+        self.entries[at].next = self.free;
+        self.free = at as u32 + 1;
+        self.freed += 1;
+        if rank == self.best {
+            self.best = self
+                .slots
+                .iter()
+                .filter(|h| h.tag != 0)
+                .map(|h| self.entries[h.at as usize].rule)
+                .min()
+                .unwrap_or(u32::MAX);
+        }
+        true
+    }
+    /// Empty slot `i` and close the gap it leaves in its probe sequences (deletion from a
+    /// linear-probing table without tombstones: Knuth TAOCP vol. 3, §6.4, algorithm R).
+    fn clear_slot(&mut self, mut i: usize) {
+        let mask = self.slots.len() - 1;
+        self.keys -= 1;
+        loop {
+            self.slots[i] = Head::default();
+            let mut j = i;
+            loop {
+                j = (j + 1) & mask;
+                let h = self.slots[j];
+                if h.tag == 0 {
+                    return;
+                }
+                let home =
+                    (hash(self.masks.key_of(&self.entries[h.at as usize])) >> self.shift) as usize;
+                // `h` stays unless its home lies cyclically outside (i, j].
+                let stays = if i <= j {
+                    i < home && home <= j
+                } else {
+                    i < home || home <= j
+                };
+                if !stays {
+                    self.slots[i] = h;
+                    i = j;
+                    break;
+                }
+            }
+        }
     }
     fn rehash(&mut self, slots: usize) {
         let bigger = vec![Head::default(); slots];
@@ -435,8 +546,8 @@ impl TmTable {
         let h = hash(self.masks.key(w));
         (h, self.slots[(h >> self.shift) as usize])
     }
-    /// The lowest-index rule of this table matching the header `k` (as [`words`] `w`) if it
-    /// is below `best`, probing from the home slot `s` of the key's hash `h`.
+    /// The lowest-ranked rule of this table matching the header `k` (as [`words`] `w`) if it
+    /// is below `best`, as (rank, id), probing from the home slot `s` of the key's hash `h`.
     #[inline]
     fn lookup(
         &self,
@@ -444,7 +555,7 @@ impl TmTable {
         w: (u64, u64),
         (h, mut s): (u64, Head),
         best: u32,
-    ) -> Option<u32> {
+    ) -> Option<(u32, u32)> {
         let key = self.masks.key(w);
         let tag = h as u32 | 1;
         let mask = self.slots.len() - 1;
@@ -468,13 +579,13 @@ impl TmTable {
     /// The bucket from its first rule, in rule order: the first rule that matches is its
     /// best.
     #[inline]
-    fn scan<'a>(&'a self, mut e: &'a Entry, k: &FiveTuple, best: u32) -> Option<u32> {
+    fn scan<'a>(&'a self, mut e: &'a Entry, k: &FiveTuple, best: u32) -> Option<(u32, u32)> {
         loop {
             if e.rule >= best {
                 return None;
             }
             if e.matches(k) {
-                return Some(e.rule);
+                return Some((e.rule, e.id));
             }
             if e.next == 0 {
                 return None;
@@ -482,6 +593,14 @@ impl TmTable {
             e = &self.entries[e.next as usize - 1];
         }
     }
+}
+
+/// A rule with a part left out, kept to be placed again when a rule that may contain it goes.
+#[derive(Debug, Clone, Copy)]
+struct LeftOut {
+    rank: u32,
+    id: u32,
+    rule: AclRule,
 }
 
 #[derive(Debug, Clone)]
@@ -492,8 +611,13 @@ pub struct TupleMergeClassifier {
     rules: usize,
     /// Entries over all tables: rules placed whole and pieces.
     entries: usize,
-    /// Rules placed as pieces.
-    split: usize,
+    /// Ranks of the rules placed as pieces, in order.
+    pieced: Vec<u32>,
+    /// Rules with a part left out (contained by an entry of lower rank), in rank order: a
+    /// removal places again those it may have contained ([`Self::remove`]).
+    left_out: Vec<LeftOut>,
+    /// The rank [`Self::push`] gives: one above the highest held.
+    next_rank: u32,
     collision_limit: usize,
     limits: ClassifierLimits,
     /// Heap bytes held, by capacity: [`PacketClassifier::memory_bytes`].
@@ -558,7 +682,9 @@ impl TupleMergeClassifier {
             tables: Vec::new(),
             rules: 0,
             entries: 0,
-            split: 0,
+            pieced: Vec::new(),
+            left_out: Vec::new(),
+            next_rank: 0,
             collision_limit: collision_limit.max(1),
             limits: *limits,
             bytes: 0,
@@ -586,18 +712,29 @@ impl TupleMergeClassifier {
         Ok(c)
     }
 
-    /// Add `rule` after every rule already held (lowest priority); returns its index. On an
-    /// error the classifier is unchanged.
+    /// Add `rule` after every rule already held (lowest priority); returns its rank, which
+    /// lookups answer. On an error the classifier is unchanged.
     pub fn push(&mut self, rule: &AclRule) -> Result<u32, ClassifierBuildError> {
-        let index = self.rules;
-        if index >= self.limits.max_rules {
+        let rank = self.next_rank;
+        self.place(rank, rank, rule)?;
+        Ok(rank)
+    }
+
+    /// Place `rule` at rank `rank` (below `u32::MAX`, held by no other rule), answering `id`
+    /// when it is the first match. Tables keep the order of their best rule; no rule moves.
+    fn place(&mut self, rank: u32, id: u32, rule: &AclRule) -> Result<(), ClassifierBuildError> {
+        let index = rank as usize;
+        if self.rules >= self.limits.max_rules || rank == u32::MAX {
             return Err(ClassifierBuildError::TooManyRules {
-                rules: index + 1,
+                rules: self.rules + 1,
                 max: self.limits.max_rules,
             });
         }
         let nat = natural(rule);
-        let entry = Entry::of(index as u32, rule);
+        let entry = Entry {
+            id,
+            ..Entry::of(rank, rule)
+        };
         if let Some(t) = self.roomy_table(rule, &nat) {
             let table = &self.tables[t];
             let keys = usize::from(table.bucket(table.masks.key_of(&entry)).is_none());
@@ -616,10 +753,12 @@ impl TupleMergeClassifier {
                 // agrees with this one on every bit of its tuple. Split it instead — unless an
                 // earlier entry contains it, when it can never match first.
                 if self.contains(&entry) {
-                    self.rules += 1;
-                    return Ok(index as u32);
+                    self.admit(index, self.note_growth(false, true))?;
+                    self.note(rank, false, Some((id, rule)));
+                    self.counted(rank);
+                    return Ok(());
                 }
-                return self.push_pieces(rule, index);
+                return self.push_pieces(rule, rank, id);
             }
             self.check_tuples(index, 1)?;
             self.admit(
@@ -630,13 +769,19 @@ impl TupleMergeClassifier {
                 }),
             )?;
             self.reserve_list(1);
-            let mut table = TmTable::with_room(want, index as u32, 1, 1);
+            let mut table = TmTable::with_room(want, rank, 1, 1);
             table.insert(entry);
             self.tables.push(table);
         }
         self.entries += 1;
+        self.counted(rank);
+        Ok(())
+    }
+
+    /// Count rule `rank` as held.
+    fn counted(&mut self, rank: u32) {
         self.rules += 1;
-        Ok(index as u32)
+        self.next_rank = self.next_rank.max(rank + 1);
     }
 
     /// Place rule `index` as pieces: its port ranges split into prefixes (at most 30 × 30
@@ -645,13 +790,20 @@ impl TupleMergeClassifier {
     /// table keys on every bit of the piece, so the piece matches every header that reaches
     /// its bucket; a piece is left out when an entry of its bucket contains it (an earlier
     /// rule matches all its headers first), so a bucket holds at most one piece.
-    fn push_pieces(&mut self, rule: &AclRule, index: usize) -> Result<u32, ClassifierBuildError> {
+    fn push_pieces(
+        &mut self,
+        rule: &AclRule,
+        rank: u32,
+        id: u32,
+    ) -> Result<(), ClassifierBuildError> {
         const NONE: u32 = u32::MAX;
+        let index = rank as usize;
         let sps = range_to_prefixes(rule.src_port);
         let dps = range_to_prefixes(rule.dst_port);
-        let piece = |sp, dp| {
-            Entry::of(
-                index as u32,
+        let piece = |sp, dp| Entry {
+            id,
+            ..Entry::of(
+                rank,
                 &AclRule {
                     src_port: block(sp),
                     dst_port: block(dp),
@@ -676,6 +828,7 @@ impl TupleMergeClassifier {
         // New keys and new entries per tuple, then what they cost; nothing changes until the
         // limits are known to hold.
         let mut count = [[(0usize, 0usize); 17]; 17];
+        let mut any_shadowed = false;
         for &sp in sps.iter() {
             for &dp in dps.iter() {
                 let (s, d) = (usize::from(sp.1), usize::from(dp.1));
@@ -686,9 +839,10 @@ impl TupleMergeClassifier {
                 let c = &mut count[s][d];
                 c.0 += usize::from(place == Placement::NewKey);
                 c.1 += usize::from(place != Placement::Shadowed);
+                any_shadowed |= place == Placement::Shadowed;
             }
         }
-        let mut growth = Growth::default();
+        let mut growth = self.note_growth(true, any_shadowed);
         let mut new_tables = 0;
         for s in 0..17 {
             for d in 0..17 {
@@ -730,13 +884,14 @@ impl TupleMergeClassifier {
                             proto_mask: rule.proto.mask,
                         };
                         table[s][d] = self.tables.len() as u32;
-                        let t = TmTable::with_room(tuple, index as u32, keys, entries);
+                        let t = TmTable::with_room(tuple, rank, keys, entries);
                         self.tables.push(t);
                     }
                     t => self.tables[t as usize].reserve(keys, entries),
                 }
             }
         }
+        let mut shadowed = false;
         for &sp in sps.iter() {
             for &dp in dps.iter() {
                 let t = table[usize::from(sp.1)][usize::from(dp.1)];
@@ -748,12 +903,14 @@ impl TupleMergeClassifier {
                 if t.placement(&p) != Placement::Shadowed {
                     t.insert(p);
                     self.entries += 1;
+                } else {
+                    shadowed = true;
                 }
             }
         }
-        self.split += 1;
-        self.rules += 1;
-        Ok(index as u32)
+        self.note(rank, true, shadowed.then_some((id, rule)));
+        self.counted(rank);
+        Ok(())
     }
 
     /// An entry held contains `e`. Such an entry matches `e`'s low corner, so it is in the
@@ -761,7 +918,7 @@ impl TupleMergeClassifier {
     fn contains(&self, e: &Entry) -> bool {
         self.tables.iter().any(|t| {
             t.bucket(t.masks.key_of(e))
-                .is_some_and(|at| t.chain(at).any(|x| x.contains(e)))
+                .is_some_and(|at| t.chain(at).any(|x| x.rule < e.rule && x.contains(e)))
         })
     }
 
@@ -845,7 +1002,45 @@ impl TupleMergeClassifier {
     }
     /// Rules split into port-prefix pieces (their own tuple's bucket was full).
     pub fn split_rules(&self) -> usize {
-        self.split
+        self.pieced.len()
+    }
+
+    /// What noting a rule as pieced and as having a part left out adds to the heap.
+    fn note_growth(&self, pieced: bool, left_out: bool) -> Growth {
+        let mut g = Growth::default();
+        if pieced {
+            g = g.and(array_growth(
+                self.pieced.capacity(),
+                self.pieced.len() + 1,
+                std::mem::size_of::<u32>(),
+            ));
+        }
+        if left_out {
+            g = g.and(array_growth(
+                self.left_out.capacity(),
+                self.left_out.len() + 1,
+                std::mem::size_of::<LeftOut>(),
+            ));
+        }
+        g
+    }
+
+    /// Note rule `rank` as pieced, and as having a part left out (its id and rule); the
+    /// room was admitted ([`Self::note_growth`]).
+    fn note(&mut self, rank: u32, pieced: bool, left_out: Option<(u32, &AclRule)>) {
+        if pieced {
+            let cap = capacity_for(self.pieced.capacity(), self.pieced.len() + 1);
+            self.pieced.reserve_exact(cap - self.pieced.len());
+            let at = self.pieced.partition_point(|&r| r < rank);
+            self.pieced.insert(at, rank);
+        }
+        if let Some((id, rule)) = left_out {
+            let cap = capacity_for(self.left_out.capacity(), self.left_out.len() + 1);
+            self.left_out.reserve_exact(cap - self.left_out.len());
+            let at = self.left_out.partition_point(|x| x.rank < rank);
+            let rule = *rule;
+            self.left_out.insert(at, LeftOut { rank, id, rule });
+        }
     }
     pub fn is_empty(&self) -> bool {
         self.rules == 0
@@ -871,7 +1066,7 @@ impl PacketClassifier for TupleMergeClassifier {
     /// tables are examined in order until one's best rule cannot beat the match found.
     fn first_match(&self, key: &FiveTuple) -> Option<u32> {
         let w = words(key.src, key.dst, key.src_port, key.dst_port, key.proto);
-        let mut best = u32::MAX;
+        let (mut best, mut id) = (u32::MAX, u32::MAX);
         for group in self.tables.chunks(PROBE_GROUP) {
             if group[0].best >= best {
                 break;
@@ -884,16 +1079,18 @@ impl PacketClassifier for TupleMergeClassifier {
                 if t.best >= best {
                     break;
                 }
-                if let Some(r) = t.lookup(key, w, home, best) {
-                    best = r;
+                if let Some((r, i)) = t.lookup(key, w, home, best) {
+                    (best, id) = (r, i);
                 }
             }
         }
-        (best != u32::MAX).then_some(best)
+        (best != u32::MAX).then_some(id)
     }
     fn memory_bytes(&self) -> usize {
         self.tables.capacity() * std::mem::size_of::<TmTable>()
             + self.tables.iter().map(TmTable::heap_bytes).sum::<usize>()
+            + self.pieced.capacity() * std::mem::size_of::<u32>()
+            + self.left_out.capacity() * std::mem::size_of::<LeftOut>()
     }
     fn tuples(&self) -> usize {
         self.tables.len()
