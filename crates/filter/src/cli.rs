@@ -56,7 +56,8 @@ SIGHUP reloads as `ctl reload` does: the --config file again (rules, rules_forma
 classbench_action, classifier, signatures; another changed key refuses the file), then the rule
 and signature files; a bad file is refused whole and the old rules stay.
 Runtime control: netsched filter ctl [--control-socket PATH | --instance NAME]
-  show [--json] | reload | set-dispatch MODE."
+  show [--json] | reload | set-dispatch MODE | rules [--from N] [--count N] |
+  rule add|insert|delete ... (rules changed one at a time while packets flow)."
 )]
 pub struct FilterArgs {
     /// Configuration file (TOML): every setting below as a key, its flag's long name in

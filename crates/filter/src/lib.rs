@@ -19,10 +19,12 @@
 //!   parser (`netsched_core::wire::parse_frame`: Ethernet, VLAN, IPv4 options, IPv6 extension
 //!   headers, fragments);
 //! - [`rules`]: the rule file and the classifier seam ([`rules::build_classifier`]);
+//! - [`rule_edit`]: rules held with their handles, changed one at a time while packets flow;
 //! - [`signatures`]: the signature file and the resumable scan;
 //! - [`verdict`]: verdicts and drop reasons;
 //! - [`stats`]: the counters and the accounting identity;
-//! - [`control`]: the control socket (`reload`, `set-dispatch`, `show`) and `netsched filter ctl`;
+//! - [`control`]: the control socket (`reload`, `set-dispatch`, `show`, `show rules`, `rule`)
+//!   and `netsched filter ctl`;
 //! - [`control_error`]: what a control request can get wrong (request, tables, packet thread), typed;
 //! - [`metrics`]: `GET /metrics`;
 //! - [`watchdog`]: the packet thread's heartbeat, and the daemon's fail-safe stop when it stalls;

@@ -67,7 +67,8 @@
 //! Cost: a lookup is at most T probes plus one bucket scan of ≤ 4c + 1 entries per table
 //! whose tag agrees (T ≤ `max_tuples`). Insert O(T × (4c + 1)); a split rule O(T + 900 ×
 //! (4c + 1)). Memory: 32 bytes per entry (rule or piece) plus 8 bytes × 4-8 slots per
-//! distinct key (tables at most a quarter full). Bytes are counted by capacity, and every
+//! distinct key (tables at most a quarter full), plus 4 bytes per rule split and 56 per rule
+//! with a part left out (the lists a removal needs). Bytes are counted by capacity, and every
 //! array grows by an explicit doubling whose size — and peak, old and new arrays held
 //! together while the data moves — is checked against `max_bytes` before it happens, so a
 //! push never holds more than `max_bytes`, and a refused push leaves the classifier as it
@@ -602,6 +603,10 @@ struct LeftOut {
     id: u32,
     rule: AclRule,
 }
+
+// What the module's header states.
+const _: () = assert!(std::mem::size_of::<LeftOut>() == 56);
+const _: () = assert!(std::mem::size_of::<Entry>() == 32);
 
 #[derive(Debug, Clone)]
 pub struct TupleMergeClassifier {
