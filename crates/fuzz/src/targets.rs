@@ -771,6 +771,38 @@ pub fn tuple_merge(data: &[u8]) {
         assert_eq!(merge.first_match(t), scan, "TupleMerge, {t:?}\n{set:?}");
         assert_eq!(space.first_match(t), scan, "tuple space, {t:?}\n{set:?}");
     }
+    tuple_merge_edited(&set, collision_limit, &tuples);
+}
+
+/// The same rules inserted last first (each ahead of every rule held), then every second one
+/// removed: the first match of the rules left, scanned in order, answered by id.
+fn tuple_merge_edited(set: &acl::RuleSet, collision_limit: usize, tuples: &[acl::FiveTuple]) {
+    let mut edited = TupleMergeClassifier::new(collision_limit, &ClassifierLimits::default());
+    let rank = |i: usize| (i as u32 + 1) * 16;
+    for (i, r) in set.rules.iter().enumerate().rev() {
+        edited
+            .insert(rank(i), i as u32, r)
+            .expect("inserts fit the default limits");
+    }
+    for (i, r) in set.rules.iter().enumerate().filter(|(i, _)| i % 2 == 1) {
+        assert!(
+            edited.remove(rank(i), r).expect("removal fits"),
+            "rule {i} held"
+        );
+    }
+    for t in tuples {
+        let scan = set
+            .rules
+            .iter()
+            .enumerate()
+            .find(|(i, r)| i % 2 == 0 && r.matches(t))
+            .map(|(i, _)| i as u32);
+        assert_eq!(
+            edited.first_match(t),
+            scan,
+            "TupleMerge edited, {t:?}\n{set:?}"
+        );
+    }
 }
 
 #[cfg(test)]
