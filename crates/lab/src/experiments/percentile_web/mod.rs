@@ -52,9 +52,9 @@ fn scaled(d: &Dist, k: f64) -> Dist {
     }
 }
 
-/// FIFO and Percentile at variants of what P0 does not fix: the clients' think time, the
-/// server's service time (hence load), threads per class, the success deadline and how long
-/// the counters remember. Same seed for every row.
+/// FIFO and Percentile at variants of what P0 does not fix: a client think time, how many
+/// requests wait past the scheduler, the server's service time (hence load), threads per
+/// class, the success deadline and how long the counters remember. Same seed for every row.
 fn sensitivity(p: &Params, seed: u64) -> anyhow::Result<Vec<SensRow>> {
     let with = |label: &str, f: &dyn Fn(&mut Params)| {
         let mut q = p.clone();
@@ -77,11 +77,14 @@ fn sensitivity(p: &Params, seed: u64) -> anyhow::Result<Vec<SensRow>> {
     let window = (p.clients.requests_per_thread * u64::from(p.clients.threads) / 4).max(1);
     let variants = vec![
         with("as configured", &|_| {}),
-        with("think time ×0.5", &|q| {
-            q.clients.think = scaled(&p.clients.think, 0.5)
+        with("think time 3 ms (exponential)", &|q| {
+            q.clients.think = Dist::Exponential { mean_ms: 3.0 }
         }),
-        with("think time ×2", &|q| {
-            q.clients.think = scaled(&p.clients.think, 2.0)
+        with("listen queue −2 (more held in the scheduler)", &|q| {
+            q.server.listen_limit = p.server.listen_limit.saturating_sub(2)
+        }),
+        with("listen queue +1 (less held in the scheduler)", &|q| {
+            q.server.listen_limit = p.server.listen_limit + 1
         }),
         with("service time ×0.75", &|q| {
             q.server.service = scaled(&p.server.service, 0.75)
@@ -128,7 +131,16 @@ pub fn run(params: &serde_json::Value, seed: u64, out: &Path) -> anyhow::Result<
     p.validate()?;
     std::fs::create_dir_all(out)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", out.display()))?;
-    let mut names = vec!["fifo", "percentile", "strict_priority"];
+    // The first five runs in this order (report.rs reads them by position); the
+    // `_all_held` pair holds every waiting request in the scheduler, where strict priority's
+    // starvation shows (P0 §2.2.2).
+    let mut names = vec![
+        "fifo",
+        "percentile",
+        "strict_priority",
+        "percentile_all_held",
+        "strict_priority_all_held",
+    ];
     if p.percentile.extra_fixed_deadline_ms.is_some() {
         names.push("percentile_fixed_deadline");
     }

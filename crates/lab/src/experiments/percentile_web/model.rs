@@ -7,6 +7,9 @@ use netsched_sim::app::{ClientConfig, ClientMode, Dist, ServerConfig};
 use netsched_sim::net::{LinkClassRule, Sim};
 use serde::{Deserialize, Serialize};
 
+/// The suffix of a run that holds every waiting request in the scheduler ([`Params::for_run`]).
+pub const ALL_HELD: &str = "_all_held";
+
 /// Bounds on the scenario's counts and sizes (each far above the thesis's setup: 5 classes ×
 /// 4 threads × 15000 requests, one CPU), so a typo cannot exhaust memory.
 pub const MAX_THREADS: u32 = 256;
@@ -67,6 +70,12 @@ pub struct Clients {
     pub requests_per_thread: u64,
     pub think: Dist,
     pub request_bytes: u32,
+    /// `None`: the closed loop of P0 Fig. 15 (each thread sends, waits for the answer, thinks).
+    /// `Some(ρ)`: an open loop instead, each class a Poisson stream of `threads ×
+    /// requests_per_thread` requests at ρ × (the server's capacity ÷ the number of classes),
+    /// capacity = workers ÷ mean service time (not P0's setting: a sensitivity knob).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_load: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -113,7 +122,7 @@ impl Default for Server {
     fn default() -> Self {
         Self {
             workers: 1,
-            listen_limit: 0,
+            listen_limit: 15,
             service: Dist::Exponential { mean_ms: 0.6 },
             response_bytes: 1500,
         }
@@ -125,8 +134,9 @@ impl Default for Clients {
             percentiles: vec![90, 80, 70, 60, 50],
             threads: 4,
             requests_per_thread: 2000,
-            think: Dist::Exponential { mean_ms: 3.0 },
+            think: Dist::Exponential { mean_ms: 0.0 },
             request_bytes: 300,
+            open_load: None,
         }
     }
 }
@@ -243,6 +253,14 @@ impl Params {
             .think
             .validate("clients.think")
             .map_err(context)?;
+        if let Some(rho) = self.clients.open_load {
+            if !(rho.is_finite() && rho > 0.0 && rho <= 100.0) {
+                return bad(&format!("clients.open_load = {rho}: must be in (0, 100]"));
+            }
+            if self.server.service.mean_ms() <= 0.0 {
+                return bad("clients.open_load needs a server.service with a mean above zero");
+            }
+        }
         self.percentile.deadline.validate().map_err(context)?;
         self.percentile.memory.validate().map_err(context)?;
         if let Some(ms) = self.percentile.extra_fixed_deadline_ms {
@@ -262,9 +280,44 @@ impl Params {
         Ok(())
     }
 
+    /// The clients' loop: P0's closed loop, or the open-loop variant of `clients.open_load`.
+    pub fn client_mode(&self) -> ClientMode {
+        match self.clients.open_load {
+            None => ClientMode::Closed {
+                think: self.clients.think.clone(),
+            },
+            Some(rho) => {
+                let capacity = self.server.workers as f64 * 1000.0 / self.server.service.mean_ms();
+                ClientMode::Open {
+                    rate_per_s: rho * capacity / self.clients.percentiles.len() as f64,
+                }
+            }
+        }
+    }
+
+    /// Requests each sender of a class sends: a closed-loop thread's own, or the whole class's
+    /// when one open-loop stream sends them all.
+    pub fn requests_per_sender(&self) -> u64 {
+        match self.clients.open_load {
+            None => self.clients.requests_per_thread,
+            Some(_) => self.clients.requests_per_thread * u64::from(self.clients.threads),
+        }
+    }
+
+    /// The scenario a run simulates: a run named `…_all_held` holds every waiting request in
+    /// the scheduler (listen queue 0: released only when the worker is free), whatever the
+    /// scenario's `server.listen_limit`.
+    pub fn for_run(&self, run: &str) -> Params {
+        let mut q = self.clone();
+        if run.ends_with(ALL_HELD) {
+            q.server.listen_limit = 0;
+        }
+        q
+    }
+
     pub fn sched(&self, run: &str) -> QdiscConfig {
         let classes = self.clients.percentiles.len();
-        match run {
+        match run.trim_end_matches(ALL_HELD) {
             "percentile" | "percentile_fixed_deadline" => QdiscConfig::Percentile {
                 percentiles: self.clients.percentiles.clone(),
                 limit_packets: self.percentile.limit_packets,
@@ -337,7 +390,7 @@ fn build(sim: &mut Sim, p: &Params, run: &str) -> anyhow::Result<(usize, Vec<usi
             server,
             ServerConfig {
                 workers: p.server.workers,
-                listen_limit: p.server.listen_limit,
+                listen_limit: p.for_run(run).server.listen_limit,
                 service: p.server.service.clone(),
                 response_bytes: p.server.response_bytes,
                 sched: p.sched(run),
@@ -358,11 +411,9 @@ fn build(sim: &mut Sim, p: &Params, run: &str) -> anyhow::Result<(usize, Vec<usi
                 server,
                 class: c as u8,
                 threads: p.clients.threads,
-                mode: ClientMode::Closed {
-                    think: p.clients.think.clone(),
-                },
+                mode: p.client_mode(),
                 request_bytes: p.clients.request_bytes,
-                requests: p.clients.requests_per_thread,
+                requests: p.requests_per_sender(),
                 start: 0,
             })
             .map_err(err)?,
@@ -382,7 +433,7 @@ pub fn simulate(p: &Params, run: &str, seed: u64) -> anyhow::Result<RunResult> {
     let max = (p.max_duration_s * SEC as f64) as Nanos;
     let step = 10 * MS;
     let mut t = 0;
-    let target = p.clients.requests_per_thread;
+    let target = p.requests_per_sender();
     while t < max {
         t = (t + step).min(max);
         sim.run_until(t);
