@@ -8,7 +8,7 @@
 //! - percentile's attainment S/N (client-measured, against the one deadline) is ordered by P;
 //! - percentile gives the last class Table 14's share: its answers as a share of an equal share
 //!   within [`TABLE14_MARGIN`] of the thesis's 0.850 (C4's 48139 of 283040 requests × 5), a
-//!   margin measured on three runs (docs/papers.md, P0);
+//!   margin measured on seven runs (docs/papers.md, P0);
 //! - percentile equalises S/(N·P) within 5% (max ≤ 1.05 × min, the balancer's own counters:
 //!   P0's Table 14 is the scheduler's status, 0.755–0.761);
 //! - percentile orders the mean response times by class, C0 < C1 < … (Table 14), where the run
@@ -34,9 +34,10 @@ pub const CLAIM_NO_STARVATION: &str =
 pub const CLAIM_TABLE14_SHARE: &str =
     "percentile: the last class's answers as a share of an equal share are within the measured margin of P0 Table 14's";
 /// How far the last class's share of an equal share may sit from the thesis's. Measured on
-/// three full runs (2026-12-07, `--engine balance --repeat 3`): 0.916, 0.888, 0.905 — mean
-/// 0.903, standard deviation 0.014; 0.053 + 4 × 0.014 = 0.109, rounded up.
-pub const TABLE14_MARGIN: f64 = 0.11;
+/// seven runs (2026-12-07): three full runs (`--engine balance --repeat 3`) 0.916, 0.888,
+/// 0.905 and four of the root test 0.915, 0.926, 0.939, 0.906 — mean 0.914, standard
+/// deviation 0.016; 0.064 + 4 × 0.016 = 0.128, rounded up.
+pub const TABLE14_MARGIN: f64 = 0.13;
 pub const CLAIM_ATTAINMENT_ORDER: &str =
     "percentile: attainment S/N is ordered by the classes' targets P";
 pub const CLAIM_EQUALISED: &str = "percentile: S/(N·P) of every class within 5% of each other";
