@@ -348,6 +348,7 @@ pub fn parse(line: &str) -> Result<Request, RequestError> {
         },
         Some("reload") => arity(1).map(|()| Request::Reload),
         Some("rule") => parse_rule_change(&w[1..]).map(Request::Rule),
+        Some("rules") => parse_rules_page(&w[1..]),
         Some("set-dispatch") => {
             let m = w.get(1).ok_or(RequestError::MissingMode)?;
             let mode = DispatchMode::parse(m).map_err(RequestError::Dispatch)?;
@@ -355,6 +356,31 @@ pub fn parse(line: &str) -> Result<Request, RequestError> {
         }
         Some(other) => Err(RequestError::UnknownCommand(other.to_string())),
     }
+}
+
+/// `rules [--from N] [--count N]`: the CLI's spelling of `show rules FROM COUNT`.
+fn parse_rules_page(w: &[&str]) -> Result<Request, RequestError> {
+    let (mut from, mut count) = (0, DEFAULT_PAGE);
+    let mut words = w.iter();
+    while let Some(&flag) = words.next() {
+        let slot = match flag {
+            "--from" => &mut from,
+            "--count" => &mut count,
+            other => {
+                return Err(RequestError::Unexpected {
+                    command: "rules".into(),
+                    word: other.to_string(),
+                })
+            }
+        };
+        let n = words
+            .next()
+            .ok_or_else(|| RequestError::Rule(format!("rules: {flag} without a number")))?;
+        *slot = n
+            .parse()
+            .map_err(|_| RequestError::Rule(format!("rules: {flag} {n:?} is not a number")))?;
+    }
+    Ok(Request::ShowRules { from, count })
 }
 
 /// `rule add KEY=VALUE…` (after every rule), `rule insert [before H | after H] KEY=VALUE…`
@@ -589,7 +615,7 @@ impl CtlOp {
             CtlOp::Show { json } => format!("show{}", if *json { " --json" } else { "" }),
             CtlOp::Reload => "reload".into(),
             CtlOp::SetDispatch { mode } => format!("set-dispatch {mode}"),
-            CtlOp::Rules { from, count } => format!("show rules {from} {count}"),
+            CtlOp::Rules { from, count } => format!("rules --from {from} --count {count}"),
             CtlOp::Rule { words } => format!("rule {}", words.join(" ")),
         }
     }
@@ -620,6 +646,15 @@ mod tests {
         assert_eq!(
             parse("show rules 10 5").unwrap(),
             Request::ShowRules { from: 10, count: 5 }
+        );
+        assert_eq!(
+            parse("rules --count 5 --from 10").unwrap(),
+            Request::ShowRules { from: 10, count: 5 }
+        );
+        let op = CtlOp::Rules { from: 3, count: 7 };
+        assert_eq!(
+            parse(&op.line()).unwrap(),
+            Request::ShowRules { from: 3, count: 7 }
         );
         let Request::Rule(RuleChange::Insert { at, rule }) =
             parse("rule insert after 4 action=class class=3 proto=udp dst=10.0.0.0/8 dport=53")
@@ -658,6 +693,8 @@ mod tests {
             ("rule add dport=53", "action"),
             ("show rules ten", "\"ten\""),
             ("show rules 1 2 3", "\"3\""),
+            ("rules --from", "without a number"),
+            ("rules --page 2", "--page"),
         ] {
             let e = parse(line).unwrap_err().to_string();
             assert!(e.contains(word), "{line:?}: {e}");
