@@ -141,6 +141,12 @@ pub fn run_max_hold(run: &ModeRun, p: &RealParams) -> Duration {
 /// reported per run and decided over `--real --repeat N` (not asserted by the one-run CI test).
 pub const CLAIM_TABLE14: &str = "P0 Table 14's shape";
 
+/// Why this engine's report holds the lowest class to half an equal share, not to Table 14's
+/// 0.85 as the simulation and `--engine balance` are (docs/papers.md, P0, "The real engines").
+pub const TABLE14_NOT_HELD: &str = "not held to Table 14's 0.85 on this engine: 0.66-0.70 of an \
+     equal share measured in three full runs, 0.73-0.75 with budget 16, where attainment is no \
+     longer equal (docs/papers.md, P0)";
+
 /// P0 Table 14: the fewest N of a class over an equal share of all N (48139 / 56608).
 pub fn thesis_fewest_over_equal() -> f64 {
     let min = THESIS_N.iter().copied().min().unwrap_or(0) as f64;
@@ -440,7 +446,9 @@ pub fn table14_checks(pr: &ModeRun, min_ratio: f64, att_spread: f64) -> Vec<Chec
         fewest,
         Cmp::Ge,
         0.5,
-        format!("N per class {n_list}; fewest / equal share = {fewest:.2}"),
+        format!(
+            "N per class {n_list}; fewest / equal share = {fewest:.2}; {TABLE14_NOT_HELD}"
+        ),
     );
     let ordered = Check::measured(
         format!(
