@@ -5,9 +5,10 @@
 //!
 //! `cargo run --release -p netsched-filter --example bench_filter [-- WORKERS PACKETS]`
 
+use netsched_filter::classifier::build_classifier;
 use netsched_filter::packet::udp4_frame;
 use netsched_filter::pipeline::{DispatchMode, Pipeline, PipelineConfig};
-use netsched_filter::rules::{build_classifier, RuleSet};
+use netsched_filter::rules::RuleSet;
 use netsched_filter::signatures::Signatures;
 use netsched_filter::verdict::{Fragments, OnPanic, OnSignature};
 use netsched_filter::work::{Tables, WorkPolicy};

@@ -21,10 +21,11 @@
 use netsched_core::classify::acl::generate::{generate_rules, generate_trace, Profile};
 use netsched_core::classify::acl::ClassifierKind;
 use netsched_core::rng::SplitMix64;
+use netsched_filter::classifier::build_classifier;
 use netsched_filter::packet::udp4_frame;
 use netsched_filter::pipeline::{DispatchMode, Pipeline, PipelineConfig};
 use netsched_filter::rule_edit::{Place, RuleChange, RuleEdit};
-use netsched_filter::rules::{build_classifier, RuleSet, RulesFormat, RulesOptions};
+use netsched_filter::rules::{RuleSet, RulesFormat, RulesOptions};
 use netsched_filter::signatures::Signatures;
 use netsched_filter::verdict::{Fragments, OnPanic, OnSignature};
 use netsched_filter::work::{Tables, WorkPolicy};

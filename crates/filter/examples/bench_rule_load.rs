@@ -12,7 +12,8 @@
 
 use netsched_core::classify::acl::generate::{generate_rules, Profile};
 use netsched_core::classify::acl::{AclRule, ClassifierKind};
-use netsched_filter::rules::{build_classifier, RuleSet, RulesFormat, RulesOptions};
+use netsched_filter::classifier::build_classifier;
+use netsched_filter::rules::{RuleSet, RulesFormat, RulesOptions};
 use std::fmt::Write;
 use std::time::Instant;
 

@@ -1,11 +1,12 @@
 //! `netsched filter`: the arguments, their checks, and the entry point the binary calls.
 
+use crate::classifier::build_classifier;
 use crate::config::{FilterOptions, Settings};
 use crate::control::{self, ControlServer, CtlArgs, Loader};
 use crate::control_error::TablesError;
 use crate::engine::{Engine, EngineConfig, MAX_POOL};
 use crate::pipeline::{DispatchMode, PipelineConfig, MAX_WORKERS};
-use crate::rules::{build_classifier, Action, RuleSet, RulesFormat, RulesOptions};
+use crate::rules::{Action, RuleSet, RulesFormat, RulesOptions};
 use crate::signatures::Signatures;
 use crate::verdict::{Fragments, OnPanic, OnSignature};
 use crate::watchdog;

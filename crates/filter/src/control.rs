@@ -97,7 +97,7 @@ pub enum Answer {
 /// The packet thread's ordering decision for a built rule set: `new` replaces `in_force` only
 /// when its generation is higher; otherwise it is discarded (a later reload is already in
 /// force). The answer says what is in force, with the load's summary
-/// ([`crate::rules::PacketClassifier::summary`]). Cost: one comparison and the answer's text;
+/// ([`crate::classifier::PacketClassifier::summary`]). Cost: one comparison and the answer's text;
 /// the discarded tables are freed by their last `Arc`.
 pub fn swap_in(in_force: &mut Arc<Tables>, new: &Arc<Tables>) -> Answer {
     if new.generation <= in_force.generation {
@@ -770,7 +770,7 @@ mod tests {
             })
             .collect();
         Arc::new(Tables {
-            classifier: crate::rules::build_classifier(
+            classifier: crate::classifier::build_classifier(
                 crate::rules::RuleSet::from_toml_str(&text, "t").unwrap(),
                 netsched_core::classify::acl::ClassifierKind::TupleMerge,
                 &Default::default(),

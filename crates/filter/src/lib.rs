@@ -18,7 +18,8 @@
 //! - [`packet`]: the frame's tuple, payload bounds and fragment flags, read by the core's header
 //!   parser (`netsched_core::wire::parse_frame`: Ethernet, VLAN, IPv4 options, IPv6 extension
 //!   headers, fragments);
-//! - [`rules`]: the rule file and the classifier seam ([`rules::build_classifier`]);
+//! - [`rules`]: the rule file;
+//! - [`classifier`]: the classifier seam ([`classifier::build_classifier`]);
 //! - [`rule_edit`]: rules held with their handles, changed one at a time while packets flow;
 //! - [`signatures`]: the signature file and the resumable scan;
 //! - [`verdict`]: verdicts and drop reasons;
@@ -35,6 +36,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod classifier;
 pub mod cli;
 pub mod config;
 pub mod control;

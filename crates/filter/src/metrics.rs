@@ -225,9 +225,10 @@ fn write(s: &FilterStats, w: &mut Writer<'_>) -> fmt::Result {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classifier::build_classifier;
     use crate::packet::udp4_frame;
     use crate::pipeline::{DispatchMode, Pipeline, PipelineConfig};
-    use crate::rules::{build_classifier, RuleSet};
+    use crate::rules::RuleSet;
     use crate::signatures::Signatures;
     use crate::stats::Totals;
     use crate::verdict::{DropReason, Fragments, OnPanic, OnSignature};

@@ -778,8 +778,9 @@ impl std::error::Error for UnknownDispatch {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classifier::build_classifier;
     use crate::packet::udp4_frame;
-    use crate::rules::{build_classifier, RuleSet};
+    use crate::rules::RuleSet;
     use crate::signatures::Signatures;
     use crate::verdict::{DropReason, Fragments, OnPanic, OnSignature};
 

@@ -140,7 +140,7 @@ enum V4 {
     Live(TupleMergeClassifier),
 }
 
-/// The rules in force, in order, with their handles: what [`crate::rules::AclClassifier`]
+/// The rules in force, in order, with their handles: what [`crate::classifier::AclClassifier`]
 /// classifies against. Memory: core's structure plus about 100 bytes per rule.
 #[derive(Clone)]
 pub struct HeldRules {

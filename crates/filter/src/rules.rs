@@ -1,34 +1,27 @@
-//! The ordered rule set (first match wins) and the one seam through which packets are
-//! classified: [`build_classifier`].
+//! The ordered rule set (first match wins), read from a rule file; packets are classified
+//! against it through `crate::classifier`.
 //!
 //! A rule file is either the TOML rule file (docs/rules.md; parsed by
 //! `netsched_core::classify::acl::RuleFile::parse_toml`, the one parser `netsched classify`
 //! uses too) or a ClassBench filter set (`@src dst sport dport proto` lines, whose rules all
 //! take the action `--classbench-action` gives, and the default the other one). This file
 //! keeps what is the filter's own: its bounds, the choice of format ([`RulesFormat`]), the
-//! report of duplicated rules, and the classifier. First match decides, as an iptables chain
+//! report of duplicated rules. First match decides, as an iptables chain
 //! (iptables(8), "TARGETS").
 //!
 //! Bounds: [`MAX_RULES_BYTES`] of file, [`MAX_RULES`] rules, class below [`MAX_CLASS`]. Every
 //! error names the file, the line, the field and the value.
 //!
-//! [`PacketClassifier`] is the seam and [`build_classifier`] the one place a structure is
-//! chosen: [`AclClassifier`] puts IPv4 packets through core's ACL structures (TupleMerge by
-//! default; `--classifier linear | tuple_space | tuple_merge`) and IPv6 packets through the
-//! linear scan of [`RuleSet::first_match`] (O(rules) per packet).
 
 use netsched_core::classify::acl::{
-    self, ClassifierBuildError, ClassifierKind, ClassifierLimits, FileRule, ProtoMatch, RuleFile,
-    RuleFileError, RuleFileLimits,
+    self, FileRule, ProtoMatch, RuleFile, RuleFileError, RuleFileLimits,
 };
 use netsched_core::classify::{Cidr, PortRange};
 use std::fmt;
-use std::net::IpAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::packet::FiveTuple;
-use crate::rule_edit::{EditError, HeldRules, RuleChange, RuleEdit};
 
 /// Largest rule file, bytes.
 pub const MAX_RULES_BYTES: usize = 16 << 20;
@@ -328,114 +321,6 @@ impl RuleSet {
     }
 }
 
-/// First-match classification of a 5-tuple: what the filter's SOP work calls.
-pub trait PacketClassifier: Send + Sync + fmt::Debug {
-    /// The action for `t` (a rule's, or the default).
-    fn classify(&self, t: &FiveTuple) -> Action;
-    /// Rules held.
-    fn rules(&self) -> usize;
-    /// What was loaded, for the log and the `reload` answer:
-    /// `rules: 10000 loaded from acl1.rules (classbench), default accept, tuple_merge, 0.21 s`.
-    fn summary(&self) -> String;
-    /// A copy (each worker edits its own: [`crate::rule_edit`]).
-    fn clone_box(&self) -> Box<dyn PacketClassifier>;
-    /// Resolve an operator's change against the rules held (nothing changes).
-    fn resolve(&self, change: &RuleChange) -> Result<RuleEdit, EditError>;
-    /// Apply a resolved change.
-    fn apply(&mut self, edit: &RuleEdit) -> Result<(), EditError>;
-    /// Up to `count` rules from position `from`, one per line (`show rules`).
-    fn page(&self, from: usize, count: usize) -> String;
-}
-
-/// IPv4 packets through one of core's ACL structures (`netsched_core::classify::acl`: a
-/// linear scan, tuple space search or TupleMerge, all with the same first-match answers),
-/// IPv6 packets through a linear scan of the rules that may match them.
-///
-/// Core's structures hold IPv4 5-tuples only (as ClassBench's filters do), so the rules whose
-/// prefixes are IPv4 or absent are copied into them; a rule with an IPv6 prefix never matches
-/// an IPv4 packet and is left out. With TupleMerge the rules can be changed one at a time
-/// ([`crate::rule_edit`]). Memory: core's structure (bounded by [`ClassifierLimits`]) plus
-/// about 100 bytes per rule.
-#[derive(Debug, Clone)]
-pub struct AclClassifier {
-    held: HeldRules,
-    default: Action,
-    source: String,
-    format: RulesFormat,
-    kind: ClassifierKind,
-    /// Reading, parsing and building, together.
-    load_time: Duration,
-}
-
-impl AclClassifier {
-    /// The structure the IPv4 rules were built into.
-    pub fn kind(&self) -> ClassifierKind {
-        self.kind
-    }
-}
-
-impl PacketClassifier for AclClassifier {
-    fn classify(&self, t: &FiveTuple) -> Action {
-        let (IpAddr::V4(src), IpAddr::V4(dst)) = (t.src, t.dst) else {
-            return self.held.first_v6(t).unwrap_or(self.default);
-        };
-        let key = acl::FiveTuple {
-            src: u32::from(src),
-            dst: u32::from(dst),
-            src_port: t.sport,
-            dst_port: t.dport,
-            proto: t.proto,
-        };
-        self.held.first_v4(&key).unwrap_or(self.default)
-    }
-    fn rules(&self) -> usize {
-        self.held.len()
-    }
-    fn summary(&self) -> String {
-        format!(
-            "rules: {} loaded from {} ({}), default {}, {}, {:.2} s",
-            self.held.len(),
-            self.source,
-            self.format,
-            self.default,
-            self.kind,
-            self.load_time.as_secs_f64()
-        )
-    }
-    fn clone_box(&self) -> Box<dyn PacketClassifier> {
-        Box::new(self.clone())
-    }
-    fn resolve(&self, change: &RuleChange) -> Result<RuleEdit, EditError> {
-        self.held.resolve(change)
-    }
-    fn apply(&mut self, edit: &RuleEdit) -> Result<(), EditError> {
-        self.held.apply(edit)
-    }
-    fn page(&self, from: usize, count: usize) -> String {
-        self.held.page(from, count)
-    }
-}
-
-/// The classifier the filter uses for `set` (`--classifier`) — the one place a structure is
-/// chosen. Refused when the structure would exceed `limits` (tuple space explosion).
-pub fn build_classifier(
-    set: RuleSet,
-    kind: ClassifierKind,
-    limits: &ClassifierLimits,
-) -> Result<Box<dyn PacketClassifier>, ClassifierBuildError> {
-    let start = Instant::now();
-    let held = HeldRules::build(&set, kind, limits)?;
-    let load_time = set.read_time + start.elapsed();
-    Ok(Box::new(AclClassifier {
-        held,
-        default: set.default,
-        source: set.source,
-        format: set.format,
-        kind,
-        load_time,
-    }))
-}
-
 impl fmt::Display for AclRule {
     /// The rule as `rule insert` takes it: `action=drop proto=udp dst=10.0.0.0/8 dport=53`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -470,6 +355,8 @@ impl fmt::Display for AclRule {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classifier::build_classifier;
+    use netsched_core::classify::acl::{ClassifierKind, ClassifierLimits};
     use std::net::IpAddr;
 
     fn tuple(src: &str, dst: &str, proto: u8, sport: u16, dport: u16) -> FiveTuple {

@@ -23,8 +23,9 @@
 //! hand-off two atomic loads and three stores (plus an unpark when the successor sleeps). No
 //! lock, allocation or copy per packet. Memory: 32 bytes of [`BlockState`] per pool slot.
 
+use crate::classifier::PacketClassifier;
 use crate::packet::Parsed;
-use crate::rules::{Action, PacketClassifier};
+use crate::rules::Action;
 use crate::signatures::{ScanState, Signatures};
 use crate::verdict::{DropReason, Fragments, OnPanic, OnSignature, Verdict};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -407,10 +408,11 @@ impl BlockState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classifier::build_classifier;
     use crate::packet::{
         ipv4_later_fragment, ipv6_fragment_frame, parse, udp4_frame, with_ipv4_fragment,
     };
-    use crate::rules::{build_classifier, RuleSet};
+    use crate::rules::RuleSet;
     use std::sync::Arc;
 
     pub(crate) fn tables(rules: &str, sigs: &str) -> Arc<Tables> {

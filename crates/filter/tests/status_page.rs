@@ -14,8 +14,9 @@
 mod common;
 
 use common::{assert_gone, build, receiver, send, stream, FLOWS};
+use netsched_filter::classifier::build_classifier;
 use netsched_filter::engine::Engine;
-use netsched_filter::rules::{build_classifier, RuleSet};
+use netsched_filter::rules::RuleSet;
 use netsched_filter::signatures::Signatures;
 use netsched_filter::work::Tables;
 use netsched_metrics::{parse_exposition, scrape, Latest, Sample};

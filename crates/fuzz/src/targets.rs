@@ -372,12 +372,13 @@ pub fn lab_scenario(data: &[u8]) {
 
 /// The filter's rule files (`filter::rules::RuleSet::parse`, the format detected as at every
 /// load: TOML or ClassBench), then its duplicate report, and the classifiers the filter
-/// builds from them (`rules::build_classifier`, each `ClassifierKind`): for tuples taken
+/// builds from them (`classifier::build_classifier`, each `ClassifierKind`): for tuples taken
 /// from the rules' own fields, each gives the action of the rules scanned in order
 /// (`RuleSet::first_match`).
 pub fn filter_rules(data: &[u8]) {
+    use netsched_filter::classifier::build_classifier;
     use netsched_filter::packet::FiveTuple as Tuple;
-    use netsched_filter::rules::{build_classifier, RuleSet, RulesOptions};
+    use netsched_filter::rules::{RuleSet, RulesOptions};
     let Some(t) = text(data) else { return };
     let options = RulesOptions {
         format: None,

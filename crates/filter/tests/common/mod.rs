@@ -29,7 +29,8 @@ pub const DROP_PORT_9: &str = "[[rule]]\naction = \"drop\"\nproto = \"udp\"\ndpo
 /// `rules` (TOML) on TupleMerge, with a signature that never occurs in the test stream, as
 /// generation `generation`.
 pub fn tables(rules: &str, generation: u64) -> Arc<netsched_filter::work::Tables> {
-    use netsched_filter::rules::{build_classifier, RuleSet};
+    use netsched_filter::classifier::build_classifier;
+    use netsched_filter::rules::RuleSet;
     Arc::new(netsched_filter::work::Tables {
         classifier: build_classifier(
             RuleSet::from_toml_str(rules, "test rules").unwrap(),

@@ -4,11 +4,12 @@
 
 use super::params::{RealParams, BLOCK_BYTES};
 use anyhow::Result;
+use netsched_filter::classifier::build_classifier;
 use netsched_filter::engine::EngineConfig;
 use netsched_filter::pipeline::DispatchMode;
 pub use netsched_filter::rig::Net;
 use netsched_filter::rig::RigSpec;
-use netsched_filter::rules::{build_classifier, RuleSet};
+use netsched_filter::rules::RuleSet;
 use netsched_filter::signatures::Signatures;
 use netsched_filter::work::Tables;
 use std::sync::Arc;
