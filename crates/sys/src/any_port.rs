@@ -205,6 +205,13 @@ impl FramePort for AnyPort {
         }
     }
     #[inline]
+    fn rx_stamp(&self, event: usize) -> Option<u64> {
+        match self {
+            AnyPort::Ring(r) => r.rx_stamp(event),
+            AnyPort::Packet(_) | AnyPort::Xdp(_) => None,
+        }
+    }
+    #[inline]
     fn send(&self, pool: &FramePool, frames: &[(u32, u32)]) -> io::Result<usize> {
         match self {
             AnyPort::Packet(p) => p.send(pool, frames),

@@ -1,5 +1,5 @@
 //! Clocks and time conversions: `clock_gettime(2)` for `CLOCK_MONOTONIC` and the calling
-//! thread's CPU time, `sysconf(_SC_CLK_TCK)` for `/proc` tick counts, and the `timespec` a
+//! thread's CPU time (and `CLOCK_REALTIME` for latency accounting), `sysconf(_SC_CLK_TCK)` for `/proc` tick counts, and the `timespec` a
 //! nanosecond timeout becomes for `ppoll`/`epoll_pwait2`.
 
 use crate::{Nanos, SEC};
@@ -19,6 +19,14 @@ fn clock(id: libc::clockid_t) -> Nanos {
 #[inline]
 pub fn now_ns() -> Nanos {
     clock(libc::CLOCK_MONOTONIC)
+}
+
+/// `CLOCK_REALTIME` in nanoseconds: the clock of the kernel's packet receive stamps
+/// ([`crate::port::FramePort::rx_stamp`]); for latency accounting only, never for scheduling
+/// (it can step).
+#[inline]
+pub fn realtime_ns() -> Nanos {
+    clock(libc::CLOCK_REALTIME)
 }
 
 /// CPU time of the calling thread (`CLOCK_THREAD_CPUTIME_ID`) in nanoseconds.

@@ -261,6 +261,12 @@ pub trait FramePort {
     fn send(&self, pool: &FramePool, frames: &[(u32, u32)]) -> io::Result<usize>;
     /// Frames the kernel dropped since the last call.
     fn take_kernel_drops(&self) -> u64;
+    /// When the kernel received event `event` of the last [`FramePort::recv`]
+    /// (`CLOCK_REALTIME` ns), where the backend says (the ring backends); `None` elsewhere.
+    /// For latency accounting ([`crate::clock::realtime_ns`] is the same clock).
+    fn rx_stamp(&self, _event: usize) -> Option<u64> {
+        None
+    }
     /// Which offloads are on (frames longer than a slot are reported as [`Rx::Oversize`]).
     fn offloads(&self) -> Offloads;
 }

@@ -89,6 +89,8 @@ pub struct RingPort {
     offloads: Offloads,
     /// TX ring: `send(2)` kicks that failed (frames stay marked; the next kick sends them).
     kick_errors: Cell<u64>,
+    /// The kernel's receive time of each event of the last [`RingPort::recv`] (0: none).
+    stamps: Box<[Cell<u64>]>,
 }
 
 impl RingPort {
@@ -129,6 +131,7 @@ impl RingPort {
             name: dev.to_string(),
             offloads,
             kick_errors: Cell::new(0),
+            stamps: (0..BATCH).map(|_| Cell::new(0)).collect(),
         })
     }
 
@@ -190,6 +193,7 @@ impl RingPort {
                 if f.outgoing {
                     return None;
                 }
+                self.stamps[k].set(f.stamp_ns);
                 let tagged = f.wire_len + f.vlan.map_or(0, |_| vlan::TAG_LEN);
                 if f.wire_len > f.data.len() {
                     return Some(Rx::Oversize { len: tagged });
@@ -258,6 +262,13 @@ impl RingPort {
     pub fn take_kernel_drops(&self) -> u64 {
         self.fd.take_drops()
     }
+
+    /// When the kernel wrote event `event` of the last [`RingPort::recv`] into the ring
+    /// (`CLOCK_REALTIME` ns, [`crate::tpacket::RxFrame::stamp_ns`]).
+    #[inline]
+    pub fn rx_stamp(&self, event: usize) -> Option<u64> {
+        self.stamps.get(event).map(Cell::get).filter(|&t| t != 0)
+    }
 }
 
 impl FramePort for RingPort {
@@ -277,6 +288,9 @@ impl FramePort for RingPort {
     }
     fn take_kernel_drops(&self) -> u64 {
         RingPort::take_kernel_drops(self)
+    }
+    fn rx_stamp(&self, event: usize) -> Option<u64> {
+        RingPort::rx_stamp(self, event)
     }
     fn offloads(&self) -> Offloads {
         self.offloads

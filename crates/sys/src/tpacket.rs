@@ -8,7 +8,7 @@
 //! [`RING_BLOCK`] bytes, each holding [`RING_FRAME`]-byte frames back to back, RX ring first and
 //! TX ring right after it in the mapping. A frame opens with a `struct tpacket2_hdr`
 //! (`include/uapi/linux/if_packet.h`: `tp_status` u32 at 0, `tp_len` u32 at 4, `tp_snaplen` u32
-//! at 8, `tp_mac` u16 at 12). Ownership passes through `tp_status`: on RX the kernel sets
+//! at 8, `tp_mac` u16 at 12, `tp_sec` and `tp_nsec` u32 at 16 and 20). Ownership passes through `tp_status`: on RX the kernel sets
 //! `TP_STATUS_USER` when the frame is filled and we hand it back with `TP_STATUS_KERNEL`; on TX
 //! we set `TP_STATUS_SEND_REQUEST` and the kernel returns it as `TP_STATUS_AVAILABLE` once the
 //! frame's buffer is freed (or `TP_STATUS_WRONG_FORMAT`). Status words are read with acquire
@@ -81,6 +81,9 @@ pub struct RxFrame<'a> {
     pub outgoing: bool,
     /// The outer VLAN tag the kernel took out of the frame ([`crate::vlan`]).
     pub vlan: Option<VlanTag>,
+    /// When the kernel wrote the frame into the ring (`tp_sec`, `tp_nsec`: `CLOCK_REALTIME`
+    /// unless the socket asks for another clock; packet_mmap.rst), in nanoseconds.
+    pub stamp_ns: u64,
 }
 
 /// A shared mapping of a socket's rings, unmapped on drop.
@@ -237,11 +240,13 @@ impl Ring {
         }
         // SAFETY: the frame is ours (TP_STATUS_USER, acquired above); its header fields are
         // plain integers the kernel wrote before releasing it.
-        let (wire_len, snaplen, mac, tci, tpid, pkttype) = unsafe {
+        let (wire_len, snaplen, mac, sec, nsec, tci, tpid, pkttype) = unsafe {
             (
                 std::ptr::read(frame.add(4) as *const u32) as usize,
                 std::ptr::read(frame.add(8) as *const u32) as usize,
                 std::ptr::read(frame.add(12) as *const u16) as usize,
+                std::ptr::read(frame.add(16) as *const u32),
+                std::ptr::read(frame.add(20) as *const u32),
                 std::ptr::read(frame.add(24) as *const u16),
                 std::ptr::read(frame.add(26) as *const u16),
                 std::ptr::read(frame.add(SLL_PKTTYPE_OFFSET)),
@@ -259,6 +264,7 @@ impl Ring {
             wire_len,
             outgoing: pkttype == libc::PACKET_OUTGOING,
             vlan: VlanTag::from_status(st, tci, tpid),
+            stamp_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
         });
         status.store(TP_STATUS_KERNEL, Ordering::Release);
         self.rx_head.set((head + 1) % self.rx_frames);

@@ -8,7 +8,7 @@
 //! Layout (`include/uapi/linux/if_packet.h`): a block opens with `struct tpacket_block_desc`
 //! (`version` u32 at 0, `offset_to_priv` u32 at 4, then `struct tpacket_hdr_v1`:
 //! `block_status` u32 at 8, `num_pkts` u32 at 12, `offset_to_first_pkt` u32 at 16); each frame
-//! opens with `struct tpacket3_hdr` (`tp_next_offset` u32 at 0, `tp_snaplen` u32 at 12,
+//! opens with `struct tpacket3_hdr` (`tp_next_offset` u32 at 0, `tp_sec` and `tp_nsec` u32 at 4 and 8, `tp_snaplen` u32 at 12,
 //! `tp_len` u32 at 16, `tp_mac` u16 at 24; 48 bytes), followed by the `struct sockaddr_ll`
 //! (`sll_pkttype` its byte 10). Ownership passes through `block_status`: `TP_STATUS_USER` when
 //! the kernel closed the block, `TP_STATUS_KERNEL` when we give it back; read with acquire and
@@ -167,6 +167,8 @@ impl RingV3 {
         // The frame header (to `sll_pkttype`) lies inside the block (checked above).
         let frame = block.wrapping_add(off);
         let next_off = self.u32_at(frame) as usize;
+        let stamp_ns = u64::from(self.u32_at(frame.wrapping_add(4))) * 1_000_000_000
+            + u64::from(self.u32_at(frame.wrapping_add(8)));
         let snaplen = self.u32_at(frame.wrapping_add(12)) as usize;
         let wire_len = self.u32_at(frame.wrapping_add(16)) as usize;
         let st = self.u32_at(frame.wrapping_add(20));
@@ -191,6 +193,7 @@ impl RingV3 {
             wire_len,
             outgoing: pkttype == libc::PACKET_OUTGOING,
             vlan: VlanTag::from_status(st, tci, tpid),
+            stamp_ns,
         });
         let left = self.left.get() - 1;
         if left == 0 {

@@ -16,7 +16,10 @@
 //! bench_vswitch backends [--rounds R]   packets/s at 64 B, xdp vs tpacket vs packet port backend
 //! bench_vswitch latency [--rounds R] [--probes P] [--busy-poll 0,200us]
 //!                       [--switch NAME=PATH]...  [--ping-cpu C] [--switch-cpu C|none] [--same-cpu-too]
+//!                       [--trace-latency] [--discipline NAME]
 //! ```
+//! `--trace-latency` runs each switch with its per-stage accounting on
+//! (`netsched_vswitch::latency`) and prints each stage's p50 and p99, median over rounds.
 //! `--switch NAME=PATH` runs that `netsched` binary (`netsched vswitch --netns …`) as a
 //! variant, so two builds can be compared in one run; without it the switch runs in-process.
 //! `--same-cpu-too` adds every switch variant once more, pinned to the ping's CPU.
@@ -270,6 +273,10 @@ struct LatencyOpts {
     /// Each with the CPU its switch is pinned to.
     variants: Vec<(Variant, Option<usize>)>,
     ping_cpu: Option<usize>,
+    /// Run the switches with `--trace-latency` and print where their time went.
+    trace_latency: bool,
+    /// The switches' discipline (P2's `delay_constrained` unless `--discipline`).
+    discipline: String,
 }
 
 impl LatencyOpts {
@@ -278,6 +285,8 @@ impl LatencyOpts {
         let mut polls = vec!["0".to_string(), "200us".to_string()];
         let mut bins: Vec<(String, PathBuf)> = Vec::new();
         let mut same_cpu_too = false;
+        let mut trace_latency = false;
+        let mut discipline = "delay_constrained".to_string();
         let cpus = netsched_testbed::allowed_cpus();
         let (mut ping_cpu, mut switch_cpu) = (cpus.first().copied(), cpus.get(1).copied());
         let mut it = args.iter();
@@ -298,6 +307,8 @@ impl LatencyOpts {
                     switch_cpu = if v == "none" { None } else { Some(v.parse()?) };
                 }
                 "--same-cpu-too" => same_cpu_too = true,
+                "--trace-latency" => trace_latency = true,
+                "--discipline" => discipline = val()?,
                 "--switch" => {
                     let v = val()?;
                     let (n, p) = v
@@ -337,6 +348,8 @@ impl LatencyOpts {
             probes,
             variants,
             ping_cpu,
+            trace_latency,
+            discipline,
         })
     }
 }
@@ -383,11 +396,14 @@ impl Running {
         dir: &Path,
         v: &Variant,
         cpu: Option<usize>,
+        o: &LatencyOpts,
     ) -> anyhow::Result<Option<Self>> {
+        let (trace_latency, discipline) = (o.trace_latency, o.discipline.as_str());
         match v {
             Variant::Bridge => Ok(None),
             Variant::InProcess { busy_poll } => {
-                let cfg = config_polling(bed, "delay_constrained", Some(busy_poll));
+                let mut cfg = config_polling(bed, discipline, Some(busy_poll));
+                cfg.trace_latency = trace_latency;
                 let h = netsched_vswitch::SwitchHandle::spawn(
                     "switch",
                     "vswitch-bench".into(),
@@ -406,10 +422,7 @@ impl Running {
                 path, busy_poll, ..
             } => {
                 let conf = dir.join("switch.toml");
-                std::fs::write(
-                    &conf,
-                    config_text(bed, "delay_constrained", Some(busy_poll)),
-                )?;
+                std::fs::write(&conf, config_text(bed, discipline, Some(busy_poll)))?;
                 let (out, err) = (dir.join("switch.out"), dir.join("switch.err"));
                 let mut cmd = match cpu {
                     Some(c) => {
@@ -421,6 +434,7 @@ impl Running {
                 };
                 cmd.args(["vswitch", "--no-control", "--netns", &bed.sw, "--config"])
                     .arg(&conf)
+                    .args(trace_latency.then_some("--trace-latency"))
                     .stdin(Stdio::null())
                     .stdout(std::fs::File::create(&out)?)
                     .stderr(std::fs::File::create(&err)?);
@@ -444,10 +458,14 @@ impl Running {
         }
     }
 
-    /// Stop it; the packet thread's CPU seconds.
-    fn stop(self) -> anyhow::Result<f64> {
+    /// Stop it; the packet thread's CPU seconds and, when traced, its latency stages.
+    fn stop(self) -> anyhow::Result<(f64, Option<serde_json::Value>)> {
         match self {
-            Running::Thread(h) => Ok(h.stop()?.cpu_ns as f64 / 1e9),
+            Running::Thread(h) => {
+                let s = h.stop()?;
+                let lat = s.latency.map(serde_json::to_value).transpose()?;
+                Ok((s.cpu_ns as f64 / 1e9, lat))
+            }
             Running::Proc(p, out) => {
                 p.stop(Duration::from_secs(3));
                 let text = std::fs::read_to_string(&out)?;
@@ -457,11 +475,47 @@ impl Running {
                     .find(|l| l.starts_with("{\"final\""))
                     .ok_or_else(|| anyhow::anyhow!("no final line from the switch"))?;
                 let v: serde_json::Value = serde_json::from_str(last)?;
-                Ok(v["final"]["cpu_ns"]
+                let cpu = v["final"]["cpu_ns"]
                     .as_u64()
-                    .map_or(f64::NAN, |ns| ns as f64 / 1e9))
+                    .map_or(f64::NAN, |ns| ns as f64 / 1e9);
+                let lat = v["final"].get("latency").cloned();
+                Ok((cpu, lat))
             }
         }
+    }
+}
+
+/// Per stage name, per round: (p50, p99) in µs.
+type StageSeries = Vec<(String, Vec<(f64, f64)>)>;
+
+/// One round's `latency` report (stage, p50_ns, p99_ns, count) into the per-stage series.
+fn add_stages(into: &mut StageSeries, lat: &serde_json::Value) {
+    for st in lat["stages"].as_array().into_iter().flatten() {
+        let name = st["stage"].as_str().unwrap_or("?").to_string();
+        if st["count"].as_u64().unwrap_or(0) == 0 {
+            continue;
+        }
+        let us = |k: &str| st[k].as_u64().unwrap_or(0) as f64 / 1e3;
+        let v = (us("p50_ns"), us("p99_ns"));
+        match into.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, rounds)) => rounds.push(v),
+            None => into.push((name, vec![v])),
+        }
+    }
+}
+
+/// Per stage: the median over rounds of its p50 and p99 (µs), with the rounds' range.
+fn print_stages(label: &str, stages: &mut [(String, Vec<(f64, f64)>)]) {
+    for (name, rounds) in stages.iter_mut() {
+        let mut p50: Vec<f64> = rounds.iter().map(|r| r.0).collect();
+        let mut p99: Vec<f64> = rounds.iter().map(|r| r.1).collect();
+        println!(
+            "{label}: stage {name:14} p50 median {:6.1} us (rounds {:.0}..{:.0}), p99 median {:7.1} us",
+            median(&mut p50),
+            p50[0],
+            p50[p50.len() - 1],
+            median(&mut p99)
+        );
     }
 }
 
@@ -488,6 +542,8 @@ fn latency(bed: &Bed, o: &LatencyOpts) -> anyhow::Result<()> {
     let k = o.variants.len();
     // Per variant: per round (p50, p99) in ms, and the switch's CPU seconds.
     let mut got = vec![vec![(f64::NAN, f64::NAN, 0.0); o.rounds]; k];
+    // Per variant: stage name → per round (p50, p99) in µs (`--trace-latency`).
+    let mut stages: Vec<StageSeries> = vec![Vec::new(); k];
     let g0 = &bed.guests[0].0;
     for r in 0..o.rounds {
         for j in 0..k {
@@ -497,13 +553,16 @@ fn latency(bed: &Bed, o: &LatencyOpts) -> anyhow::Result<()> {
                 bridge(bed, dir.path(), &br, true)?;
                 std::thread::sleep(Duration::from_millis(200));
             }
-            let run = Running::start(bed, dir.path(), v, *cpu)?;
+            let run = Running::start(bed, dir.path(), v, *cpu, o)?;
             let _ = rtts(g0, 5, o.ping_cpu);
             let x = rtts(g0, o.probes, o.ping_cpu);
-            let cpu = match run {
+            let (cpu, lat) = match run {
                 Some(run) => run.stop()?,
-                None => 0.0,
+                None => (0.0, None),
             };
+            if let Some(lat) = lat {
+                add_stages(&mut stages[vi], &lat);
+            }
             if matches!(v, Variant::Bridge) {
                 bridge(bed, dir.path(), &br, false)?;
             }
@@ -572,6 +631,9 @@ fn latency(bed: &Bed, o: &LatencyOpts) -> anyhow::Result<()> {
             if m50 < 50.0 { "met" } else { "NOT met" }
         );
     }
+    for vi in 1..k {
+        print_stages(&label(&o.variants[vi]), &mut stages[vi]);
+    }
     // Also the variants against each other, round by round (pairs of switch variants).
     for a in 1..k {
         for b in a + 1..k {
@@ -597,6 +659,7 @@ bench_vswitch                      throughput, discipline cost, latency (3 round
 bench_vswitch backends [--rounds R]  packets/s at 64 B on the xdp, tpacket and packet backends
 bench_vswitch latency [--rounds R] [--probes P] [--busy-poll 0,200us,50ms]
                       [--switch NAME=PATH]... [--ping-cpu C] [--switch-cpu C|none] [--same-cpu-too]
+                      [--trace-latency] [--discipline NAME]
 
 Root. The switch against the kernel bridge between the same namespaces. Latency rounds are
 interleaved (every variant once per round, order rotated); \"added\" = variant p50 (p99) minus
@@ -605,6 +668,10 @@ the bridge's in the same round; the verdict is on the medians over rounds.
                      (e.g. 50ms) keeps the switch awake (a core given to the switch)
   --switch NAME=PATH run that netsched binary as a variant (compare two builds in one run)
   --same-cpu-too     also run every switch variant pinned to the ping's CPU
+  --trace-latency    run the switches with --trace-latency and print, per stage (kernel ring
+                     -> loop turn -> read -> discipline -> send), the medians over rounds
+  --discipline NAME  the switches' discipline (default delay_constrained, P2's; e.g. strict
+                     to see what the discipline's own share is)
 Example:
   bench_vswitch latency --rounds 6 --probes 300 --busy-poll 0,50ms --switch C=target/release/netsched";
 

@@ -59,6 +59,13 @@ pub struct VswitchArgs {
     /// Stop after this long (e.g. `30s`); default: until Ctrl-C / SIGTERM.
     #[arg(long)]
     pub duration: Option<String>,
+    /// Account for each frame's time inside the switch, stage by stage (kernel ring → loop
+    /// turn → read → discipline → send): percentiles per stage in the `--stats` lines, `ctl
+    /// show --json` and the final line, under `latency`. Costs a few clock reads per batch;
+    /// the ring backends (`tpacket`, `tpacket_v3`) give the kernel's side. See
+    /// docs/vswitch.md, "Where the time goes".
+    #[arg(long)]
+    pub trace_latency: bool,
     /// Enter this network namespace (`ip netns` name) before opening the ports.
     #[arg(long)]
     pub netns: Option<String>,
@@ -82,7 +89,8 @@ pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
     let Some(config) = &args.config else {
         anyhow::bail!("--config FILE is needed to run the switch (or use `netsched vswitch ctl`)");
     };
-    let cfg = SwitchConfig::load(config)?;
+    let mut cfg = SwitchConfig::load(config)?;
+    cfg.trace_latency = args.trace_latency;
     let metrics_addr = args
         .metrics
         .as_deref()

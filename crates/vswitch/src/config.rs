@@ -238,6 +238,10 @@ pub struct SwitchConfig {
     /// replays the trace on the same phase).
     #[serde(skip)]
     pub budget_origin: Option<Nanos>,
+    /// Account for each frame's time stage by stage ([`crate::latency`]); `--trace-latency`,
+    /// not a file key (a measurement, not a setting to keep).
+    #[serde(skip)]
+    pub trace_latency: bool,
 }
 
 impl SwitchConfig {

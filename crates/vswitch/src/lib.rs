@@ -34,6 +34,7 @@ pub mod config_error;
 pub mod control;
 pub mod control_error;
 pub mod frame;
+pub mod latency;
 pub mod macs;
 pub mod metrics;
 pub mod reload;

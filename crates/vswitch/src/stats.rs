@@ -115,6 +115,9 @@ pub struct SwitchStats {
     pub wakeups_per_frame: f64,
     pub uplink: UplinkStats,
     pub ports: Vec<PortStats>,
+    /// Where a frame's time goes, stage by stage (`--trace-latency`; absent when off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency: Option<crate::latency::LatencyReport>,
 }
 
 impl SwitchStats {

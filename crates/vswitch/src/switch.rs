@@ -33,6 +33,7 @@ use crate::budget::Budget;
 use crate::config::{Discipline, SwitchConfig};
 use crate::control::{Answer, Command, Envelope, Inbox, COMMAND_QUEUE};
 pub use crate::frame::Frame;
+use crate::latency::LatencyTrace;
 use crate::macs::MacTable;
 use crate::metrics::{SwitchMetrics, PUBLISH_EVERY};
 pub use crate::stats::{PortStats, SwitchStats, UplinkStats};
@@ -140,6 +141,10 @@ pub struct Switch {
     metrics: Option<SwitchMetrics>,
     /// Off unless [`Switch::enable_trace`].
     trace: Option<Trace>,
+    /// Off unless [`SwitchConfig::trace_latency`].
+    latency: Option<Box<LatencyTrace>>,
+    /// The last wait before this turn blocked (the thread slept).
+    slept: bool,
 }
 
 impl Switch {
@@ -240,6 +245,10 @@ impl Switch {
             control: None,
             metrics: None,
             trace: None,
+            latency: cfg
+                .trace_latency
+                .then(|| Box::new(LatencyTrace::new(slots))),
+            slept: false,
         })
     }
 
@@ -458,6 +467,7 @@ impl Switch {
             },
             uplink: self.up.clone(),
             ports: self.guests.iter().map(|g| g.stats.clone()).collect(),
+            latency: self.latency.as_ref().map(|l| l.report()),
         }
     }
 
@@ -468,6 +478,14 @@ impl Switch {
         };
         let mut events = [Rx::Oversize { len: 0 }; BATCH];
         let (read, k) = port.recv(&mut self.pool, &mut events);
+        if let Some(l) = &mut self.latency {
+            let t = sys::clock::realtime_ns();
+            for (e, rx) in events[..k].iter().enumerate() {
+                if let Rx::Frame { slot, .. } = *rx {
+                    l.guest_read(slot, port.rx_stamp(e), t);
+                }
+            }
+        }
         let class = self.guests[gi].class;
         for rx in &events[..k] {
             let g = &mut self.guests[gi];
@@ -573,6 +591,9 @@ impl Switch {
                 continue;
             }
             self.budget.charge(f.len);
+            if let Some(l) = &mut self.latency {
+                l.taken(f.slot, sys::clock::realtime_ns());
+            }
             if let Some(t) = &mut self.trace {
                 t.record(
                     now.saturating_sub(self.budget.origin()),
@@ -594,6 +615,12 @@ impl Switch {
             let n = self.pending.len();
             match self.uplink.send(&self.pool, &batch[..n]) {
                 Ok(sent) => {
+                    if let Some(l) = &mut self.latency {
+                        let t = sys::clock::realtime_ns();
+                        for f in &self.pending[..sent] {
+                            l.sent(f.slot, t);
+                        }
+                    }
                     for f in self.pending.drain(..sent) {
                         let s = &mut self.guests[f.port as usize].stats;
                         s.queued -= 1;
@@ -628,7 +655,8 @@ impl Switch {
     fn recv_uplink(&mut self) -> usize {
         let mut events = [Rx::Oversize { len: 0 }; BATCH];
         let (read, k) = self.uplink.recv(&mut self.pool, &mut events);
-        for rx in &events[..k] {
+        let read_at = self.latency.is_some().then(sys::clock::realtime_ns);
+        for (e, rx) in events[..k].iter().enumerate() {
             self.up.received += 1;
             let (slot, len) = match *rx {
                 Rx::Oversize { .. } => {
@@ -665,6 +693,9 @@ impl Switch {
                         self.up.dropped_no_port += 1;
                     }
                 }
+            }
+            if let (Some(l), Some(read)) = (&mut self.latency, read_at) {
+                l.uplink_frame(self.uplink.rx_stamp(e), read, sys::clock::realtime_ns());
             }
             self.pool.release(slot);
         }
@@ -792,6 +823,9 @@ impl Switch {
             if end.is_some_and(|e| now >= e) {
                 break;
             }
+            if let Some(l) = &mut self.latency {
+                l.turn(sys::clock::realtime_ns(), self.slept);
+            }
             if self.control.is_some() {
                 self.serve_control();
                 if self.rebuild_pending && self.may_rebuild() {
@@ -865,6 +899,7 @@ impl Switch {
                 wake = wake.min(t);
             }
             let timeout = wake.saturating_sub(now);
+            self.slept = false;
             if timeout == 0 {
                 self.ready.fill(true);
                 continue;
@@ -885,6 +920,7 @@ impl Switch {
                 }
             } else {
                 self.wakeups += 1;
+                self.slept = true;
                 self.epoll
                     .wait(&mut self.events, timeout)
                     .context("epoll_pwait2")?

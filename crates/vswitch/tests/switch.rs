@@ -449,3 +449,57 @@ fn vlan_and_qinq_frames_keep_their_tags_through_the_switch_on_every_backend() {
     }
     assert_gone(&tag);
 }
+
+/// `trace_latency`: every echo request is accounted stage by stage on the ring backend, and
+/// the stages add up (a frame's total covers its send, each percentile lies under the
+/// longest time). What the figures are on this host is the benchmark's business
+/// (`bench_vswitch latency --trace-latency`), not this test's.
+#[test]
+fn latency_accounting_cuts_every_frame_into_its_stages() {
+    if !privileged_test_allowed("latency_accounting_cuts_every_frame_into_its_stages") {
+        return;
+    }
+    let tag;
+    {
+        let net = build("vswlat", 2).unwrap();
+        tag = net.tb.tag().to_string();
+        let mut cfg = net.config(
+            "delay_constrained",
+            "port_backend = \"tpacket\"",
+            &[(1, "30ms"), (2, "60ms")],
+        );
+        cfg.trace_latency = true;
+        let sw = spawn_in_netns(&net.sw, cfg).unwrap();
+        let (tx, rx) = ping(&net.guests[0].0, EXT_IP, 20, "0.02");
+        assert_eq!(tx, 20);
+        assert!(rx >= 15, "{rx}/20 replies");
+        let st = sw.stop().unwrap();
+        assert!(st.identity_holds(), "{st:#?}");
+        let lat = st
+            .latency
+            .expect("a latency report when trace_latency is on");
+        let stage = |s: &str| lat.stage(s).unwrap_or_else(|| panic!("{s} in {lat:?}"));
+        let forwarded: u64 = st.ports.iter().map(|p| p.forwarded).sum();
+        // Every frame sent on the uplink came from the ring with its kernel stamp.
+        assert_eq!(stage("up_send").count, forwarded, "{lat:?}");
+        assert_eq!(stage("up_total").count, forwarded, "{lat:?}");
+        assert!(
+            stage("up_wait_slept").count + stage("up_wait_awake").count >= forwarded,
+            "{lat:?}"
+        );
+        assert!(stage("down_total").count >= u64::from(rx), "{lat:?}");
+        for s in &lat.stages {
+            assert!(s.p50_ns <= s.p99_ns && s.p99_ns <= s.max_ns, "{s:?}");
+        }
+        // Per frame, total = wait + read + queue + send; so for the percentiles too.
+        assert!(
+            stage("up_total").p50_ns >= stage("up_send").p50_ns,
+            "{lat:?}"
+        );
+        assert!(
+            stage("down_total").p50_ns >= stage("down_deliver").p50_ns,
+            "{lat:?}"
+        );
+    }
+    assert_gone(&tag);
+}
