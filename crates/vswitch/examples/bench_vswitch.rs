@@ -16,7 +16,7 @@
 //! bench_vswitch backends [--rounds R]   packets/s at 64 B, xdp vs tpacket vs packet port backend
 //! bench_vswitch latency [--rounds R] [--probes P] [--busy-poll 0,200us]
 //!                       [--switch NAME=PATH]...  [--ping-cpu C] [--switch-cpu C|none] [--same-cpu-too]
-//!                       [--trace-latency] [--discipline NAME]
+//!                       [--trace-latency] [--discipline NAME] [--backend NAME]
 //! ```
 //! `--trace-latency` runs each switch with its per-stage accounting on
 //! (`netsched_vswitch::latency`) and prints each stage's p50 and p99, median over rounds.
@@ -277,6 +277,8 @@ struct LatencyOpts {
     trace_latency: bool,
     /// The switches' discipline (P2's `delay_constrained` unless `--discipline`).
     discipline: String,
+    /// The switches' port backend (`auto` unless `--backend`).
+    backend: String,
 }
 
 impl LatencyOpts {
@@ -287,6 +289,7 @@ impl LatencyOpts {
         let mut same_cpu_too = false;
         let mut trace_latency = false;
         let mut discipline = "delay_constrained".to_string();
+        let mut backend = "auto".to_string();
         let cpus = netsched_testbed::allowed_cpus();
         let (mut ping_cpu, mut switch_cpu) = (cpus.first().copied(), cpus.get(1).copied());
         let mut it = args.iter();
@@ -309,6 +312,7 @@ impl LatencyOpts {
                 "--same-cpu-too" => same_cpu_too = true,
                 "--trace-latency" => trace_latency = true,
                 "--discipline" => discipline = val()?,
+                "--backend" => backend = val()?,
                 "--switch" => {
                     let v = val()?;
                     let (n, p) = v
@@ -350,6 +354,7 @@ impl LatencyOpts {
             ping_cpu,
             trace_latency,
             discipline,
+            backend,
         })
     }
 }
@@ -398,11 +403,17 @@ impl Running {
         cpu: Option<usize>,
         o: &LatencyOpts,
     ) -> anyhow::Result<Option<Self>> {
-        let (trace_latency, discipline) = (o.trace_latency, o.discipline.as_str());
+        let trace_latency = o.trace_latency;
+        let discipline = o.discipline.as_str();
+        // Top-level keys first: after the first `[[port]]` they would belong to it.
+        let text = |busy_poll: &str| {
+            format!("port_backend = \"{}\"\n", o.backend)
+                + &config_text(bed, discipline, Some(busy_poll))
+        };
         match v {
             Variant::Bridge => Ok(None),
             Variant::InProcess { busy_poll } => {
-                let mut cfg = config_polling(bed, discipline, Some(busy_poll));
+                let mut cfg = SwitchConfig::parse(&text(busy_poll), "bench")?;
                 cfg.trace_latency = trace_latency;
                 let h = netsched_vswitch::SwitchHandle::spawn(
                     "switch",
@@ -463,7 +474,10 @@ impl Running {
         match self {
             Running::Thread(h) => {
                 let s = h.stop()?;
-                let lat = s.latency.map(serde_json::to_value).transpose()?;
+                let mut lat = s.latency.map(serde_json::to_value).transpose()?;
+                if let Some(l) = &mut lat {
+                    l["port_backend"] = s.port_backend.to_string().into();
+                }
                 Ok((s.cpu_ns as f64 / 1e9, lat))
             }
             Running::Proc(p, out) => {
@@ -478,7 +492,10 @@ impl Running {
                 let cpu = v["final"]["cpu_ns"]
                     .as_u64()
                     .map_or(f64::NAN, |ns| ns as f64 / 1e9);
-                let lat = v["final"].get("latency").cloned();
+                let mut lat = v["final"].get("latency").cloned();
+                if let Some(l) = &mut lat {
+                    l["port_backend"] = v["final"]["port_backend"].clone();
+                }
                 Ok((cpu, lat))
             }
         }
@@ -488,8 +505,15 @@ impl Running {
 /// Per stage name, per round: (p50, p99) in µs.
 type StageSeries = Vec<(String, Vec<(f64, f64)>)>;
 
-/// One round's `latency` report (stage, p50_ns, p99_ns, count) into the per-stage series.
+/// One round's `latency` report (stage, p50_ns, p99_ns, count) into the per-stage series
+/// (and the port backend it ran on as a stage of its own name, so a round that fell back
+/// to a backend without ring stamps shows).
 fn add_stages(into: &mut StageSeries, lat: &serde_json::Value) {
+    let backend = format!("backend {}", lat["port_backend"].as_str().unwrap_or("?"));
+    match into.iter_mut().find(|(n, _)| *n == backend) {
+        Some((_, rounds)) => rounds.push((0.0, 0.0)),
+        None => into.push((backend, vec![(0.0, 0.0)])),
+    }
     for st in lat["stages"].as_array().into_iter().flatten() {
         let name = st["stage"].as_str().unwrap_or("?").to_string();
         if st["count"].as_u64().unwrap_or(0) == 0 {
@@ -507,6 +531,10 @@ fn add_stages(into: &mut StageSeries, lat: &serde_json::Value) {
 /// Per stage: the median over rounds of its p50 and p99 (µs), with the rounds' range.
 fn print_stages(label: &str, stages: &mut [(String, Vec<(f64, f64)>)]) {
     for (name, rounds) in stages.iter_mut() {
+        if name.starts_with("backend ") {
+            println!("{label}: {name} in {} round(s)", rounds.len());
+            continue;
+        }
         let mut p50: Vec<f64> = rounds.iter().map(|r| r.0).collect();
         let mut p99: Vec<f64> = rounds.iter().map(|r| r.1).collect();
         println!(
@@ -659,7 +687,7 @@ bench_vswitch                      throughput, discipline cost, latency (3 round
 bench_vswitch backends [--rounds R]  packets/s at 64 B on the xdp, tpacket and packet backends
 bench_vswitch latency [--rounds R] [--probes P] [--busy-poll 0,200us,50ms]
                       [--switch NAME=PATH]... [--ping-cpu C] [--switch-cpu C|none] [--same-cpu-too]
-                      [--trace-latency] [--discipline NAME]
+                      [--trace-latency] [--discipline NAME] [--backend NAME]
 
 Root. The switch against the kernel bridge between the same namespaces. Latency rounds are
 interleaved (every variant once per round, order rotated); \"added\" = variant p50 (p99) minus
@@ -672,6 +700,8 @@ the bridge's in the same round; the verdict is on the medians over rounds.
                      -> loop turn -> read -> discipline -> send), the medians over rounds
   --discipline NAME  the switches' discipline (default delay_constrained, P2's; e.g. strict
                      to see what the discipline's own share is)
+  --backend NAME     the switches' port backend (default auto; tpacket gives the kernel's
+                     receive stamp, so --trace-latency sees the wait for the switch thread)
 Example:
   bench_vswitch latency --rounds 6 --probes 300 --busy-poll 0,50ms --switch C=target/release/netsched";
 

@@ -165,6 +165,9 @@ pub struct LatencyTrace {
     /// Start of the current turn (realtime ns), and whether the thread slept before it.
     turn: u64,
     slept: bool,
+    /// When the switch began forwarding (realtime): frames the kernel stamped before it
+    /// waited for the switch to exist, not for its thread, and get no wait or total.
+    origin: u64,
 }
 
 impl LatencyTrace {
@@ -175,7 +178,13 @@ impl LatencyTrace {
             slots: vec![SlotTimes::default(); slots].into_boxed_slice(),
             turn: 0,
             slept: false,
+            origin: 0,
         }
+    }
+
+    /// The switch begins forwarding at `now` (realtime).
+    pub fn start(&mut self, now: u64) {
+        self.origin = now;
     }
 
     #[inline]
@@ -194,7 +203,7 @@ impl LatencyTrace {
     /// `slot` since `read`.
     #[inline]
     pub fn guest_read(&mut self, slot: u32, kernel: Option<u64>, read: u64) {
-        let kernel = kernel.unwrap_or(0);
+        let kernel = kernel.filter(|&k| k >= self.origin).unwrap_or(0);
         if kernel != 0 {
             let wait = self.turn.saturating_sub(kernel);
             let stage = if self.slept {
@@ -241,7 +250,7 @@ impl LatencyTrace {
     /// port(s) by `delivered`.
     #[inline]
     pub fn uplink_frame(&mut self, kernel: Option<u64>, read: u64, delivered: u64) {
-        if let Some(k) = kernel.filter(|&k| k != 0) {
+        if let Some(k) = kernel.filter(|&k| k != 0 && k >= self.origin) {
             self.add(Stage::DownWait, self.turn.saturating_sub(k));
             self.add(Stage::DownTotal, delivered.saturating_sub(k));
             self.add(Stage::DownRead, read.saturating_sub(self.turn.max(k)));
@@ -315,6 +324,20 @@ mod tests {
         assert_eq!(r.stage("down_read").unwrap().p50_ns, 5_000);
         assert_eq!(r.stage("down_deliver").unwrap().p50_ns, 15_000);
         assert_eq!(r.stage("down_total").unwrap().p50_ns, 20_000);
+    }
+
+    #[test]
+    fn frames_stamped_before_the_start_get_no_wait() {
+        let mut t = LatencyTrace::new(1);
+        t.start(5_000);
+        t.turn(6_000, false);
+        t.guest_read(0, Some(4_000), 7_000);
+        t.uplink_frame(Some(4_500), 7_000, 8_000);
+        let r = t.report();
+        for s in ["up_wait_slept", "up_wait_awake", "down_wait", "down_total"] {
+            assert_eq!(r.stage(s).unwrap().count, 0, "{s}");
+        }
+        assert_eq!(r.stage("up_read").unwrap().count, 1);
     }
 
     #[test]

@@ -785,6 +785,9 @@ impl Switch {
         if let Some(t) = &mut self.trace {
             t.set_origin(self.budget.origin());
         }
+        if let Some(l) = &mut self.latency {
+            l.start(sys::clock::realtime_ns());
+        }
         let result = self.run_loop(
             stop,
             end,
