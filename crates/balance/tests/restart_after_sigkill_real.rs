@@ -1,10 +1,11 @@
 //! The balancer SIGKILLed, then started again with the same settings (root; skipped with a
 //! reason otherwise): nothing the killed process left blocks or misleads the new one. Its
 //! listener goes with the process (connections to the address are refused, nobody answers
-//! on the control socket); its control socket file, left behind, is found stale and replaced
-//! (not reported as taken over from a running balancer); the new balancer binds the same
-//! listen address, answers `show-servers` and forwards requests to the backend, and SIGTERM
-//! ends it with status 0 and the socket file removed.
+//! on the control socket or its `admin` address); its control socket file, left behind, is
+//! found stale and replaced (not reported as taken over from a running balancer); the new
+//! balancer binds the same listen and `admin` addresses (neither reported in use), answers
+//! `show-servers`, serves `/metrics` and forwards requests to the backend, and SIGTERM ends it
+//! with status 0 and the socket file removed.
 //!
 //! The backend is a tiny HTTP server of the test's own on a thread inside the namespace.
 //! Everything runs in a namespace of the test's own, removed when the test ends, also on
@@ -19,6 +20,7 @@ use std::time::{Duration, Instant};
 
 const LISTEN: &str = "127.0.0.1:8080";
 const BACKEND: &str = "127.0.0.1:8081";
+const ADMIN: &str = "127.0.0.1:8090";
 
 /// Kills and reaps a balancer (by its own handle) when the test fails midway.
 struct Guard(Child);
@@ -58,6 +60,14 @@ fn fetch(addr: &str) -> Result<(u16, String), String> {
         (Some(st), Some(b)) => Ok((st, b)),
         _ => Err(format!("read: {read:?}, {} bytes", out.len())),
     }
+}
+
+/// A scrape of `/metrics` at the `admin` address inside namespace `ns`: its status, or what
+/// went wrong.
+fn scrape(ns: &str) -> std::io::Result<u16> {
+    in_ns(ns, || {
+        netsched_metrics::scrape(ADMIN.parse().unwrap(), Duration::from_secs(2)).map(|r| r.0)
+    })
 }
 
 /// An HTTP backend on a thread of its own inside a namespace: every request answered 200 with
@@ -140,7 +150,7 @@ fn a_balancer_killed_and_started_again_finds_nothing_in_its_way() {
                 "balance.toml",
                 format!(
                     "mode = \"l7\"\nlisten = [\"{LISTEN}\"]\nalgorithm = {{ kind = \"rr\" }}\n\
-                     control_socket = \"{}\"\n[[server]]\nname = \"a\"\naddr = \"{BACKEND}\"\n",
+                     control_socket = \"{}\"\nadmin = \"{ADMIN}\"\n[[server]]\nname = \"a\"\naddr = \"{BACKEND}\"\n",
                     sock.display()
                 )
                 .as_bytes(),
@@ -173,7 +183,8 @@ fn a_balancer_killed_and_started_again_finds_nothing_in_its_way() {
         // Answering `show-servers`: the balancer is up (the socket file alone says nothing
         // after a kill).
         let answers = || netsched_balance::control::request(&sock, "show-servers --json").is_ok();
-        // Up: answering on the control socket, and a request through it reaches the backend.
+        // Up: answering on the control socket and at `admin`, and a request through it
+        // reaches the backend.
         let wait_up = |g: &mut Guard, n: u32| {
             let until = Instant::now() + Duration::from_secs(20);
             loop {
@@ -183,7 +194,10 @@ fn a_balancer_killed_and_started_again_finds_nothing_in_its_way() {
                     "balancer {n} did not come up ({ended:?}):\n{}",
                     log(n)
                 );
-                if answers() && in_ns(&ns, || fetch(LISTEN)) == Ok((200, "backend".into())) {
+                if answers()
+                    && scrape(&ns).is_ok_and(|s| s == 200)
+                    && in_ns(&ns, || fetch(LISTEN)) == Ok((200, "backend".into()))
+                {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(50));
@@ -201,6 +215,7 @@ fn a_balancer_killed_and_started_again_finds_nothing_in_its_way() {
             "the killed balancer's socket file is left behind"
         );
         assert!(!answers(), "nobody answers on it");
+        assert!(scrape(&ns).is_err(), "nobody answers at its admin address");
         // Its listener went with the process: the address refuses connections.
         let after_kill = in_ns(&ns, || fetch(LISTEN));
         assert!(
@@ -215,10 +230,11 @@ fn a_balancer_killed_and_started_again_finds_nothing_in_its_way() {
         assert!(hits.load(Ordering::Relaxed) > served_by_first);
         let show = netsched_balance::control::request(&sock, "show-servers --json").unwrap();
         assert!(show.contains("\"a\""), "{show}");
-        // The stale file was replaced, not taken for a running balancer.
+        // The stale file was replaced, not taken for a running balancer; nothing the killed
+        // one held is reported in use.
         assert!(
-            !log(2).contains("taken over"),
-            "the stale socket was reported as a running balancer's:\n{}",
+            !log(2).contains("taken over") && !log(2).contains("in use"),
+            "the killed balancer's leftovers were taken for a running one's:\n{}",
             log(2)
         );
         // Several requests in a row, each on a new connection, all answered by the backend.
