@@ -1,11 +1,11 @@
 //! The balancer SIGKILLed, then started again with the same settings (root; skipped with a
-//! reason otherwise): nothing the killed process left blocks or misleads the new one. Its
-//! listener goes with the process (connections to the address are refused, nobody answers
-//! on the control socket or its `admin` address); its control socket file, left behind, is
-//! found stale and replaced (not reported as taken over from a running balancer); the new
-//! balancer binds the same listen and `admin` addresses (neither reported in use), answers
-//! `show-servers`, serves `/metrics` and forwards requests to the backend, and SIGTERM ends it
-//! with status 0 and the socket file removed.
+//! reason otherwise): nothing the killed process left blocks or misleads the one started after
+//! it. Its listener goes with the process (connections to the address are refused, nobody
+//! answers on the control socket or its `admin` address); its control socket file, left behind,
+//! is found stale and replaced (not reported as taken over from a running balancer); the
+//! restarted balancer binds the same listen and `admin` addresses (neither reported in use),
+//! answers `show-servers`, serves `/metrics` and forwards requests to the backend, and SIGTERM
+//! ends it with status 0 and the socket file removed.
 //!
 //! The backend is a tiny HTTP server of the test's own on a thread inside the namespace.
 //! Everything runs in a namespace of the test's own, removed when the test ends, also on
@@ -45,7 +45,7 @@ fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) ->
     .expect("client thread")
 }
 
-/// One request on a new connection: its status and body, or what went wrong (a refused
+/// One request on a connection of its own: its status and body, or what went wrong (a refused
 /// connection is `Err("connect: …")`).
 fn fetch(addr: &str) -> Result<(u16, String), String> {
     let mut s = std::net::TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
@@ -150,7 +150,8 @@ fn a_balancer_killed_and_started_again_finds_nothing_in_its_way() {
                 "balance.toml",
                 format!(
                     "mode = \"l7\"\nlisten = [\"{LISTEN}\"]\nalgorithm = {{ kind = \"rr\" }}\n\
-                     control_socket = \"{}\"\nadmin = \"{ADMIN}\"\n[[server]]\nname = \"a\"\naddr = \"{BACKEND}\"\n",
+                     control_socket = \"{}\"\nadmin = \"{ADMIN}\"\n\
+                     [[server]]\nname = \"a\"\naddr = \"{BACKEND}\"\n",
                     sock.display()
                 )
                 .as_bytes(),
@@ -237,7 +238,7 @@ fn a_balancer_killed_and_started_again_finds_nothing_in_its_way() {
             "the killed balancer's leftovers were taken for a running one's:\n{}",
             log(2)
         );
-        // Several requests in a row, each on a new connection, all answered by the backend.
+        // Ten requests in a row, each on a connection of its own, all answered by the backend.
         for i in 0..10 {
             let r = in_ns(&ns, || fetch(LISTEN));
             assert_eq!(r, Ok((200, "backend".into())), "request {i}:\n{}", log(2));

@@ -1,10 +1,10 @@
-//! The link SIGKILLed, then started again with the same settings (root; skipped with a
-//! reason otherwise): nothing the killed process left blocks or misleads the new one. Its XDP
-//! programs go with its file descriptors (no `xdp` left on either port when the `auto`
-//! backend took XDP), and with them all forwarding (a ping across fails); its metrics
-//! listener goes with it. The new link binds the same metrics address, answers there and
-//! forwards pings both ways again (its own counters move), and SIGTERM ends it with status 0.
-//! The link has no control socket: `/metrics` and forwarding itself say it is up.
+//! The link SIGKILLed, then started again with the same settings (root; skipped with a reason
+//! otherwise): nothing the killed process left blocks or misleads the one started after it. Its
+//! XDP programs go with its file descriptors (no `xdp` left on either port when the `auto`
+//! backend took XDP), and with them all forwarding (a ping across fails); its metrics listener
+//! goes with it. The restarted link binds the same metrics address, answers there and forwards
+//! pings both ways again (its own counters move), and SIGTERM ends it with status 0. The link
+//! has no control socket: `/metrics` and forwarding itself say it is up.
 
 mod common;
 

@@ -1,10 +1,10 @@
-//! The switch SIGKILLed, then started again with the same settings (root; skipped with a
-//! reason otherwise): nothing the killed process left blocks or misleads the new one. What it
-//! attached to the interfaces goes with its file descriptors (no `xdp` left on the uplink or
-//! a port when the `auto` backend took XDP); its metrics listener goes with it; its control
-//! socket file, left behind, is found stale and replaced; the new switch binds the same
-//! metrics address, answers `show`, forwards a guest's frames again, and SIGTERM ends it with
-//! status 0 and the socket file removed.
+//! The switch SIGKILLed, then started again with the same settings (root; skipped with a reason
+//! otherwise): nothing the killed process left blocks or misleads the one started after it.
+//! What it attached to the interfaces goes with its file descriptors (no `xdp` left on the
+//! uplink or a port when the `auto` backend took XDP); its metrics listener goes with it; its
+//! control socket file, left behind, is found stale and replaced; the restarted switch binds
+//! the same metrics address, answers `show`, forwards a guest's frames again, and SIGTERM ends
+//! it with status 0 and the socket file removed.
 
 mod common;
 
@@ -62,7 +62,8 @@ fn a_switch_killed_and_started_again_finds_nothing_in_its_way() {
             .create_file(
                 "switch.toml",
                 format!(
-                    "uplink = \"{}\"\ndiscipline = \"strict_priority\"\n[[port]]\ndev = \"{port}\"\ntier = 1\n",
+                    "uplink = \"{}\"\ndiscipline = \"strict_priority\"\n\
+                     [[port]]\ndev = \"{port}\"\ntier = 1\n",
                     net.uplink
                 )
                 .as_bytes(),
