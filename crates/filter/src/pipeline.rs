@@ -66,6 +66,10 @@ pub enum DispatchMode {
     FlowHash,
     /// Whole packets by flow bucket; drained buckets of busy workers move to idle ones.
     WorkStealing,
+    /// Run to completion: the packet thread checks each packet itself as it takes it in, and
+    /// the workers stay idle. No hand-off and no wake-up per packet: on a host with fewer
+    /// cores than pipeline threads this is the fastest mode (docs/filter.md, "Measured").
+    Inline,
 }
 
 impl DispatchMode {
@@ -77,6 +81,7 @@ impl DispatchMode {
         "modified_fcfs",
         "flow_hash",
         "work_stealing",
+        "inline",
     ];
 
     pub fn parse(name: &str) -> Result<Self, UnknownDispatch> {
@@ -87,6 +92,7 @@ impl DispatchMode {
             "modified_fcfs" => Self::Block(DispatchKind::ModifiedFcfs),
             "flow_hash" => Self::FlowHash,
             "work_stealing" => Self::WorkStealing,
+            "inline" => Self::Inline,
             other => return Err(UnknownDispatch(other.to_string())),
         })
     }
@@ -96,6 +102,7 @@ impl DispatchMode {
             Self::Block(k) => k.name(),
             Self::FlowHash => "flow_hash",
             Self::WorkStealing => "work_stealing",
+            Self::Inline => "inline",
         }
     }
 }
@@ -149,6 +156,9 @@ pub struct PipelineStats {
     pub malformed_frames: u64,
     pub non_ip_frames: u64,
     pub later_fragments: u64,
+    /// Packets the packet thread checked itself (`inline`), and the panics caught in them.
+    pub inline_packets: u64,
+    pub inline_panics: u64,
 }
 
 struct InFlight {
@@ -202,6 +212,8 @@ pub struct Pipeline {
     malformed: u64,
     non_ip: u64,
     later_fragments: u64,
+    inline_packets: u64,
+    inline_panics: u64,
 }
 
 /// Why the pipeline could not start.
@@ -341,6 +353,8 @@ impl Pipeline {
             malformed: 0,
             non_ip: 0,
             later_fragments: 0,
+            inline_packets: 0,
+            inline_panics: 0,
         })
     }
 
@@ -417,6 +431,9 @@ impl Pipeline {
         let parsed = parse(frame);
         let flow = self.flow_of(&parsed);
         let ticket = self.order.admit(flow);
+        if self.mode == DispatchMode::Inline {
+            return self.run_inline(pool, slot, len, parsed, ticket);
+        }
         let blocks = work::blocks(len, self.cfg.block_size);
         let block_mode = matches!(self.mode, DispatchMode::Block(_));
         self.inflight[slot as usize] = Some(InFlight {
@@ -448,6 +465,38 @@ impl Pipeline {
             });
         }
         self.dispatch();
+    }
+
+    /// `inline`: every block of the packet on this thread, now, against the current tables;
+    /// then released in flow order (at once, unless an earlier packet of its flow is still
+    /// with a worker after a mode change).
+    fn run_inline(
+        &mut self,
+        pool: &mut FramePool,
+        slot: u32,
+        len: u32,
+        parsed: Parsed,
+        ticket: Ticket,
+    ) {
+        let frame = work::Frame {
+            bytes: pool.data(slot, len),
+            parsed,
+            block_size: self.cfg.block_size.max(1),
+        };
+        let (verdict, panicked) = work::run_packet(&frame, &self.tables, &self.cfg.work);
+        self.inline_packets += 1;
+        self.inline_panics += panicked as u64;
+        self.inflight[slot as usize] = Some(InFlight {
+            ticket,
+            len,
+            tasks_left: 0,
+            verdict: Some(verdict),
+        });
+        self.in_flight += 1;
+        let sent = matches!(verdict, Verdict::Forward { .. });
+        let now = self.now();
+        self.order
+            .complete(ticket, slot, sent, now, &mut self.released);
     }
 
     fn flow_of(&mut self, parsed: &Parsed) -> u64 {
@@ -719,6 +768,8 @@ impl Pipeline {
             malformed_frames: self.malformed,
             non_ip_frames: self.non_ip,
             later_fragments: self.later_fragments,
+            inline_packets: self.inline_packets,
+            inline_panics: self.inline_panics,
         }
     }
 
@@ -929,9 +980,15 @@ mod tests {
             assert_eq!(s.order.violations_after, 0, "{name}");
             assert_eq!(s.in_flight, 0);
             let blocks: u64 = s.workers.iter().map(|w| w.blocks).sum();
-            let panics: u64 = s.workers.iter().map(|w| w.panics).sum();
+            let panics: u64 = s.workers.iter().map(|w| w.panics).sum::<u64>() + s.inline_panics;
             assert_eq!(panics, 1, "{name}");
-            assert!(blocks >= n as u64, "{name}");
+            if *name == "inline" {
+                // The packet thread did it all; the workers stayed idle.
+                assert_eq!((s.inline_packets, blocks), (n as u64, 0), "{name}");
+            } else {
+                assert!(blocks >= n as u64, "{name}");
+                assert_eq!(s.inline_packets, 0, "{name}");
+            }
             // The stats line this pipeline is part of names every number with its unit.
             let mut totals = crate::stats::Totals::default();
             totals.drop(DropReason::Rule, 3);

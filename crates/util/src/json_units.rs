@@ -50,7 +50,7 @@ pub const UNITLESS: &[&str] = &[
     "later_fragments", "blocks", "tasks", "sops", "handoff_waits", "panics", "cpu",
     "assigned_busy", "no_idle_worker", "queue_full", "violations_before", "violations_after",
     "held", "held_peak", "released_by_overflow", "released_by_timeout", "late", "untracked",
-    "packet_thread_stalls",
+    "packet_thread_stalls", "inline_packets", "inline_panics",
     // shape show: tc's counters.
     "packets", "drops", "overlimits", "backlog_packets", "limit_packets", "prio",
     // link bench and nfq bench.
