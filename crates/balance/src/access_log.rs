@@ -35,6 +35,14 @@
 //! have neither field, so their layout is `option httplog`'s; the request's own version
 //! (`HTTP/2.0`, `HTTP/1.1`) is in the request field either way.
 //!
+//! In mode `l4` the log has one line per connection instead, modelled on HAProxy's `option
+//! tcplog` (§8.2.2 "TCP log format"), see [`TcpEntry`]:
+//!
+//! ```text
+//! 127.0.0.1:40080 [2026-12-07T21:10:02.114Z] 127.0.0.1:8080 s1 0/1/52 1834 -- 211
+//! client          date of the accept          frontend       server Tw/Tc/Tt bytes state bytes_up
+//! ```
+//!
 //! Never on the data path's clock: a request builds an [`Entry`] (a few fields, the request line
 //! cut to [`MAX_REQUEST_LINE`] bytes) and hands it to a bounded queue of [`QUEUE`] entries with
 //! `try_send`; one writer thread formats and writes. When the queue is full (a slow disk, a
@@ -101,6 +109,63 @@ pub struct Entry {
     /// The TLS connection's version, ALPN protocol and cipher suite; `None` on a plain
     /// connection.
     pub tls: Option<TlsSession>,
+}
+
+/// One L4 connection as logged, HAProxy's `option tcplog` with the bytes the client sent
+/// after its fields: `client [date] frontend server Tw/Tc/Tt bytes state bytes_up`.
+/// - `Tw`: from the accept to a server chosen (the queue); `Tc`: connecting to it (and
+///   sending the PROXY header and the bytes of a ClientHello read for `route = "sni"`);
+///   `Tt`: from the accept to the end; milliseconds, `-1` for a step never reached;
+/// - `bytes`: bytes relayed to the client (HAProxy's `bytes_read`), `bytes_up`: from it;
+/// - `state`: two letters, who ended it and in which phase (docs/balance.md, "Access log").
+#[derive(Debug, Clone)]
+pub struct TcpEntry {
+    pub client: SocketAddr,
+    /// The accept (wall clock).
+    pub date: SystemTime,
+    pub frontend: SocketAddr,
+    pub server: Option<String>,
+    pub tw: i64,
+    pub tc: i64,
+    pub tt: i64,
+    pub bytes: u64,
+    pub bytes_up: u64,
+    pub state: [u8; 2],
+}
+
+impl TcpEntry {
+    /// The line, without its newline.
+    pub fn line(&self) -> String {
+        format!(
+            "{} [{}] {} {} {}/{}/{} {} {} {}",
+            self.client,
+            rfc3339_millis(self.date),
+            self.frontend,
+            self.server.as_deref().unwrap_or("<NOSRV>"),
+            self.tw,
+            self.tc,
+            self.tt,
+            self.bytes,
+            String::from_utf8_lossy(&self.state),
+            self.bytes_up
+        )
+    }
+}
+
+/// What the writer thread gets: a request's line (L7) or a connection's (L4).
+#[derive(Debug, Clone)]
+pub enum Record {
+    Http(Entry),
+    Tcp(TcpEntry),
+}
+
+impl Record {
+    fn line(&self) -> String {
+        match self {
+            Record::Http(e) => e.line(),
+            Record::Tcp(e) => e.line(),
+        }
+    }
 }
 
 /// What the log shows of a request's TLS connection: `TLSv1.3/h2 TLS_AES_128_GCM_SHA256`.
@@ -284,7 +349,7 @@ pub fn request_line(method: &str, target: &str, version: &str) -> String {
 
 /// The running log: a bounded queue and its writer thread.
 pub struct AccessLog {
-    tx: Option<SyncSender<Entry>>,
+    tx: Option<SyncSender<Record>>,
     dropped: Counter,
     /// Closed by the writer thread when it has written and flushed everything.
     /// (In a mutex only so the log can be shared between threads; used once, at the end.)
@@ -362,8 +427,17 @@ impl AccessLog {
 
     /// Hand `e` to the writer without waiting; counted as dropped when the queue is full.
     pub fn send(&self, e: Entry) {
+        self.queue(Record::Http(e));
+    }
+
+    /// [`AccessLog::send`] for an L4 connection's line.
+    pub fn send_tcp(&self, e: TcpEntry) {
+        self.queue(Record::Tcp(e));
+    }
+
+    fn queue(&self, r: Record) {
         if let Some(tx) = &self.tx {
-            if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = tx.try_send(e) {
+            if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = tx.try_send(r) {
                 self.dropped.inc();
             }
         }
@@ -391,7 +465,7 @@ const BATCH_BYTES: usize = 64 * 1024;
 
 /// Write entries as they come, in batches: whatever the queue holds at the moment, up to
 /// [`BATCH_BYTES`], goes out in one `write(2)` (a few when the kernel takes part of it).
-fn write_loop(rx: Receiver<Entry>, mut out: Box<dyn Write + Send>, c: LogCounters) {
+fn write_loop(rx: Receiver<Record>, mut out: Box<dyn Write + Send>, c: LogCounters) {
     let mut batch = Batch::default();
     while let Ok(first) = rx.recv() {
         let mut next = Some(first);

@@ -467,7 +467,8 @@ pub struct Config {
     pub classes: Vec<crate::classes::ClassConf>,
     #[serde(default)]
     pub default_class: Option<String>,
-    /// L7 access log: `"stderr"` or an absolute file path; off when absent (access_log.rs).
+    /// Access log (a line per L7 request, per L4 connection): `"stderr"` or an absolute file
+    /// path; off when absent (access_log.rs).
     #[serde(default)]
     pub access_log: Option<String>,
     /// TLS termination on every listener (mode l7; `tls.rs`): `[[tls.certificate]]` entries,

@@ -196,11 +196,6 @@ pub async fn start(cfg: Config, config_path: &Path) -> Result<Running, StartErro
             why,
         };
         let target = crate::access_log::Target::parse(v).map_err(refused)?;
-        if cfg.mode != Mode::L7 {
-            return Err(refused(
-                "access_log is written by mode = \"l7\" only (l4 sees no requests)".into(),
-            ));
-        }
         let log = crate::access_log::AccessLog::start(&target, log_counters).map_err(refused)?;
         let _ = service.access.set(Arc::new(log));
         tracing::info!(access_log = %v, "access log on: {v}");

@@ -21,9 +21,13 @@
 //!
 //! Both end a direction the same way: end of stream from one side → `shutdown(SHUT_WR)` on the
 //! other (the FIN is passed on), which is the IPVS active → inactive step.
+//!
+//! With `access_log` set, each connection gets one line when it ends ([`ConnLog`], the
+//! shape of HAProxy's `option tcplog`: `access_log::TcpEntry`), also when a stop cuts it.
 
+use crate::access_log::{ms, AccessLog, TcpEntry};
 use crate::config::{Relay, Route};
-use crate::service::{Lease, Runtime, Service};
+use crate::service::{Lease, Refusal, Runtime, Service};
 use crate::stop::{Acceptor, Stop};
 use crate::sys::{self, Pipe};
 use netsched_core::balance::FlowKey;
@@ -32,7 +36,7 @@ use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
@@ -97,6 +101,7 @@ pub async fn serve(
         let pipes = pipes.clone();
         let stop = stop.clone();
         tokio::spawn(async move {
+            let accepted = (Instant::now(), SystemTime::now());
             svc.metrics.client_connections.inc();
             let local = bound.or_else(|| client.local_addr().ok()).unwrap_or(peer);
             // From an `accept_proxy` network: a PROXY header first; its addresses stand for
@@ -112,16 +117,97 @@ pub async fn serve(
             if !inherited {
                 let _ = client.set_nodelay(true);
             }
-            stop.until_cut(handle(client, key, (peer, local), &svc, &rt, mode, &pipes))
-                .await;
+            let log = ConnLog::new(svc.access.get().cloned(), (peer, local), accepted);
+            let conn = handle(client, key, (peer, local), &svc, &rt, mode, &pipes, log);
+            stop.until_cut(conn).await;
             svc.metrics.client_connections.dec();
             drop(permit);
         });
     }
 }
 
+/// One connection's access log line: filled in as the connection goes, sent once when it is
+/// dropped — at its end, or when a stop cuts it (state `K` and the phase it was in).
+struct ConnLog {
+    log: Option<Arc<AccessLog>>,
+    accepted: Instant,
+    entry: TcpEntry,
+    /// `R` reading a ClientHello (`route = "sni"`), `Q` waiting for a server, `C` connecting
+    /// to it, `D` relaying.
+    phase: u8,
+    ended: Option<[u8; 2]>,
+    /// Bytes relayed to the client and from it (the relay adds as it goes).
+    to_client: AtomicU64,
+    from_client: AtomicU64,
+}
+
+impl ConnLog {
+    fn new(
+        log: Option<Arc<AccessLog>>,
+        (client, frontend): (SocketAddr, SocketAddr),
+        (accepted, date): (Instant, SystemTime),
+    ) -> Self {
+        ConnLog {
+            log,
+            accepted,
+            entry: TcpEntry {
+                client,
+                date,
+                frontend,
+                server: None,
+                tw: -1,
+                tc: -1,
+                tt: -1,
+                bytes: 0,
+                bytes_up: 0,
+                state: *b"--",
+            },
+            phase: b'Q',
+            ended: None,
+            to_client: AtomicU64::new(0),
+            from_client: AtomicU64::new(0),
+        }
+    }
+
+    /// A server was chosen: Tw, and the connect phase begins.
+    fn server(&mut self, name: &str) {
+        if self.log.is_some() {
+            self.entry.server = Some(name.to_string());
+        }
+        self.entry.tw = ms(self.accepted.elapsed());
+        self.phase = b'C';
+    }
+
+    /// Connected (and the first bytes written): Tc, and the relay begins.
+    fn connected(&mut self, took: Duration) {
+        self.entry.tc = ms(took);
+        self.phase = b'D';
+    }
+
+    /// Ended by `who` (HAProxy's first letter: `-` normal, `C`/`S` aborted by the client or
+    /// the server, `c`/`s` its timeout, `P` the proxy) in the current phase.
+    fn end(&mut self, who: u8) {
+        self.ended = Some([who, if who == b'-' { b'-' } else { self.phase }]);
+    }
+}
+
+impl Drop for ConnLog {
+    fn drop(&mut self) {
+        let Some(log) = self.log.take() else {
+            return;
+        };
+        let mut e = self.entry.clone();
+        e.tt = ms(self.accepted.elapsed());
+        e.bytes = self.to_client.load(Ordering::Relaxed);
+        e.bytes_up = self.from_client.load(Ordering::Relaxed);
+        e.state = self.ended.unwrap_or([b'K', self.phase]);
+        log.send_tcp(e);
+    }
+}
+
 /// `ends`: the client's address and the one it connected to (a PROXY protocol header's).
 /// `rt`: the settings read when it was accepted (which route rule).
+#[allow(clippy::too_many_arguments)]
 async fn handle(
     mut client: TcpStream,
     key: FlowKey,
@@ -130,14 +216,21 @@ async fn handle(
     rt: &Runtime,
     mode: Relay,
     pipes: &PipePool,
+    mut log: ConnLog,
 ) {
     // `route = "sni"`: the ClientHello first, its bytes kept for the server (sni.rs).
     let hello = match rt.route {
         Route::None => None,
-        Route::Sni => match client_hello(&mut client, rt, svc, ends.0).await {
-            Some(h) => Some(h),
-            None => return,
-        },
+        Route::Sni => {
+            log.phase = b'R';
+            match client_hello(&mut client, rt, svc, ends.0).await {
+                Some(h) => {
+                    log.phase = b'Q';
+                    Some(h)
+                }
+                None => return log.end(b'C'),
+            }
+        }
     };
     let sni = hello.as_ref().and_then(|h| h.name.as_deref());
     // One class in mode l4 (classes.rs): a connection counts as served once it has a
@@ -150,9 +243,16 @@ async fn handle(
         }
         Err(r) => {
             svc.metrics.refuse(r.reason());
-            return;
+            // No server (or none left in time): HAProxy's `sQ` for a queue timeout, else
+            // the proxy ended it.
+            return log.end(if r == Refusal::QueueTimeout {
+                b's'
+            } else {
+                b'P'
+            });
         }
     };
+    log.server(&lease.backend.name);
     let rt = lease.runtime.clone();
     let started = std::time::Instant::now();
     let connect = Duration::from_nanos(rt.timeouts.connect);
@@ -174,13 +274,14 @@ async fn handle(
         Ok(Ok(s)) => s,
         Ok(Err(_)) => {
             svc.metrics.error(&lease.backend.name, "connect");
-            return;
+            return log.end(b'S');
         }
         Err(_) => {
             svc.metrics.error(&lease.backend.name, "connect_timeout");
-            return;
+            return log.end(b's');
         }
     };
+    log.connected(started.elapsed());
     lease
         .backend
         .response_seconds
@@ -193,14 +294,16 @@ async fn handle(
         last: AtomicU64::new(0),
         fallbacks: AtomicU64::new(0),
     };
-    match mode {
-        Relay::Copy => relay_copy(client, server, lease, &idle, svc).await,
+    let (up_bytes, down_bytes) = (&log.from_client, &log.to_client);
+    let who = match mode {
+        Relay::Copy => relay_copy(client, server, lease, &idle, svc, (up_bytes, down_bytes)).await,
         Relay::Splice => {
-            let up = splice_pump(&client, &server, pipes, idle.client, &idle);
-            let down = splice_pump(&server, &client, pipes, idle.server, &idle);
+            let up = splice_pump(&client, &server, pipes, idle.client, &idle, up_bytes);
+            let down = splice_pump(&server, &client, pipes, idle.server, &idle, down_bytes);
             finish(up, down, lease, &idle, svc).await
         }
-    }
+    };
+    log.end(who);
 }
 
 /// Read the client's ClientHello within `timeouts.client`; `None` (counted
@@ -258,8 +361,9 @@ enum PumpEnd {
     Error,
 }
 
-/// Copy until EOF, then shut down the write side (propagating the FIN).
-async fn pump<R, W>(mut r: R, mut w: W, idle: Duration, shared: &Idle) -> PumpEnd
+/// Copy until EOF, then shut down the write side (propagating the FIN); `moved` counts the
+/// bytes written.
+async fn pump<R, W>(mut r: R, mut w: W, idle: Duration, shared: &Idle, moved: &AtomicU64) -> PumpEnd
 where
     R: tokio::io::AsyncRead + Unpin,
     W: tokio::io::AsyncWrite + Unpin,
@@ -278,7 +382,9 @@ where
         };
         shared.moved();
         match tokio::time::timeout(idle, w.write_all(&buf[..n])).await {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => {
+                moved.fetch_add(n as u64, Ordering::Relaxed);
+            }
             Err(_) => return PumpEnd::Idle,
             Ok(Err(_)) => return PumpEnd::Error,
         }
@@ -293,6 +399,7 @@ async fn splice_pump(
     pipes: &PipePool,
     idle: Duration,
     shared: &Idle,
+    moved: &AtomicU64,
 ) -> PumpEnd {
     loop {
         match tokio::time::timeout(idle, r.readable()).await {
@@ -305,7 +412,7 @@ async fn splice_pump(
             Ok(p) => p,
             Err(_) => {
                 shared.fallbacks.fetch_add(1, Ordering::Relaxed);
-                match copy_chunk(r, w, idle).await {
+                match copy_chunk(r, w, idle, moved).await {
                     Some(PumpEnd::Eof) => {
                         let _ = sys::shutdown_write(w);
                         return PumpEnd::Eof;
@@ -336,7 +443,10 @@ async fn splice_pump(
         while left > 0 {
             let out = w.async_io(Interest::WRITABLE, || pipe.drain_to(w, left));
             match tokio::time::timeout(idle, out).await {
-                Ok(Ok(m)) if m > 0 => left -= m,
+                Ok(Ok(m)) if m > 0 => {
+                    left -= m;
+                    moved.fetch_add(m as u64, Ordering::Relaxed);
+                }
                 // A pipe with bytes left in it is dropped (closed), never reused.
                 Ok(_) => return PumpEnd::Error,
                 Err(_) => return PumpEnd::Idle,
@@ -348,7 +458,12 @@ async fn splice_pump(
 
 /// Copy one chunk `r` → `w` through a user-space buffer (the splice relay's fallback when no
 /// pipe can be made). `None`: moved some bytes, go on.
-async fn copy_chunk(r: &TcpStream, w: &TcpStream, idle: Duration) -> Option<PumpEnd> {
+async fn copy_chunk(
+    r: &TcpStream,
+    w: &TcpStream,
+    idle: Duration,
+    moved: &AtomicU64,
+) -> Option<PumpEnd> {
     let mut buf = vec![0u8; RELAY_BUFFER];
     let n = match r.try_read(&mut buf) {
         Ok(0) => return Some(PumpEnd::Eof),
@@ -360,7 +475,10 @@ async fn copy_chunk(r: &TcpStream, w: &TcpStream, idle: Duration) -> Option<Pump
     while sent < n {
         let out = w.async_io(Interest::WRITABLE, || w.try_write(&buf[sent..n]));
         match tokio::time::timeout(idle, out).await {
-            Ok(Ok(m)) if m > 0 => sent += m,
+            Ok(Ok(m)) if m > 0 => {
+                sent += m;
+                moved.fetch_add(m as u64, Ordering::Relaxed);
+            }
             Ok(_) => return Some(PumpEnd::Error),
             Err(_) => return Some(PumpEnd::Idle),
         }
@@ -368,54 +486,73 @@ async fn copy_chunk(r: &TcpStream, w: &TcpStream, idle: Duration) -> Option<Pump
     None
 }
 
+/// `(up, down)`: the byte counts of the two directions.
 async fn relay_copy(
     mut client: TcpStream,
     mut server: TcpStream,
     lease: Lease,
     idle: &Idle,
     svc: &Service,
-) {
+    (up_bytes, down_bytes): (&AtomicU64, &AtomicU64),
+) -> u8 {
     let (cr, cw) = client.split();
     let (sr, sw) = server.split();
-    let up = pump(cr, sw, idle.client, idle);
-    let down = pump(sr, cw, idle.server, idle);
+    let up = pump(cr, sw, idle.client, idle, up_bytes);
+    let down = pump(sr, cw, idle.server, idle, down_bytes);
     finish(up, down, lease, idle, svc).await
 }
 
 /// Run both directions; the lease turns inactive at the first FIN (IPVS) and is released
-/// (dropped) when both directions are done or one fails.
+/// (dropped) when both directions are done or one fails. Returns who ended it, as the log's
+/// first letter (`-` both directions ended normally, `c`/`s` an idle timeout on the client's
+/// or the server's direction, `C`/`S` a reset or error on that side).
 async fn finish(
     up: impl Future<Output = PumpEnd>,
     down: impl Future<Output = PumpEnd>,
     mut lease: Lease,
     idle: &Idle,
     svc: &Service,
-) {
+) -> u8 {
     tokio::pin!(up, down);
     let (first, up_done) = tokio::select! {
         e = &mut up => (e, true),
         e = &mut down => (e, false),
     };
-    match first {
+    // The side a direction reads from: the client's for `up`.
+    let side = |up: bool, client: u8, server: u8| if up { client } else { server };
+    let who = match first {
         PumpEnd::Eof => {
             lease.set_inactive();
             let second = if up_done { down.await } else { up.await };
-            if let PumpEnd::Idle = second {
-                svc.metrics.error(&lease.backend.name, "idle_timeout");
+            match second {
+                PumpEnd::Eof => b'-',
+                PumpEnd::Idle => {
+                    svc.metrics.error(&lease.backend.name, "idle_timeout");
+                    side(!up_done, b'c', b's')
+                }
+                PumpEnd::Error => side(!up_done, b'C', b'S'),
             }
         }
-        PumpEnd::Idle => svc.metrics.error(&lease.backend.name, "idle_timeout"),
-        PumpEnd::Error => svc.metrics.error(
-            &lease.backend.name,
-            if up_done {
-                "client_reset"
-            } else {
-                "server_reset"
-            },
-        ),
-    }
+        PumpEnd::Idle => {
+            svc.metrics.error(&lease.backend.name, "idle_timeout");
+            side(up_done, b'c', b's')
+        }
+        PumpEnd::Error => {
+            let reason = side(up_done, b'C', b'S');
+            svc.metrics.error(
+                &lease.backend.name,
+                if up_done {
+                    "client_reset"
+                } else {
+                    "server_reset"
+                },
+            );
+            reason
+        }
+    };
     // Once per connection, not per chunk: a metric label lookup is not free.
     if idle.fallbacks.load(Ordering::Relaxed) > 0 {
         svc.metrics.error(&lease.backend.name, "splice_fallback");
     }
+    who
 }

@@ -237,7 +237,7 @@ pub struct Service {
     /// Wakes the health supervisor when servers are added.
     pub servers_changed: Notify,
     pub metrics: Metrics,
-    /// The L7 access log, when `access_log` is set (started once, by the daemon).
+    /// The access log, when `access_log` is set (started once, by the daemon).
     pub access: std::sync::OnceLock<Arc<crate::access_log::AccessLog>>,
     epoch: Instant,
 }

@@ -463,3 +463,109 @@ async fn a_full_disk_under_the_access_log_is_counted_and_fails_no_request() {
     assert_eq!(get(r.listen[0], "/after", "x").await.0, 200);
     drop(r);
 }
+
+/// One parsed L4 line: `client [date] frontend server Tw/Tc/Tt bytes state bytes_up`.
+#[derive(Debug)]
+struct TcpLine {
+    server: String,
+    t: [i64; 3],
+    bytes: u64,
+    state: String,
+    bytes_up: u64,
+}
+
+async fn tcp_lines(path: &std::path::Path, n: usize) -> Vec<TcpLine> {
+    let ok =
+        eventually(|| std::fs::read_to_string(path).is_ok_and(|t| t.lines().count() >= n)).await;
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(ok, "expected {n} lines in the access log:\n{text}");
+    text.lines()
+        .map(|l| {
+            let w: Vec<&str> = l.split(' ').collect();
+            assert_eq!(w.len(), 8, "{l}");
+            assert!(w[1].starts_with('[') && w[1].ends_with("Z]"), "{l}");
+            let t: Vec<i64> = w[4].split('/').map(|v| v.parse().unwrap()).collect();
+            TcpLine {
+                server: w[3].into(),
+                t: [t[0], t[1], t[2]],
+                bytes: w[5].parse().unwrap(),
+                state: w[6].into(),
+                bytes_up: w[7].parse().unwrap(),
+            }
+        })
+        .collect()
+}
+
+/// L4 (`option tcplog`'s shape): a connection that ends normally is one `--` line with the
+/// bytes of each direction; one refused by its only server is `SC`, one cut by the
+/// balancer's stop `KD`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l4_connections_are_logged_one_line_each_with_both_directions_bytes() {
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let b = tcp_backend("t1", release.clone()).await;
+    let dir = TempDir::new("bal-alog-l4").unwrap();
+    let (top, path) = with_log(&dir);
+    let r = start(
+        &config_text("l4", "{ kind = \"rr\" }", &top, "", &[&b], &dir),
+        &dir,
+    )
+    .await;
+    // Normal: greeting (3 bytes) + the echo of 6 bytes to the client; 6 bytes from it.
+    let (mut c, name) = open(r.listen[0]).await;
+    assert_eq!(name, "t1");
+    assert_eq!(echo(&mut c, "hello\n").await, "hello\n");
+    c.get_mut().shutdown().await.unwrap();
+    release.notify_waiters();
+    let mut rest = Vec::new();
+    tokio::time::timeout(PATIENCE, c.read_to_end(&mut rest))
+        .await
+        .unwrap()
+        .unwrap();
+    let l = &tcp_lines(&path, 1).await[0];
+    assert_eq!(
+        (l.server.as_str(), l.state.as_str(), l.bytes, l.bytes_up),
+        ("t1", "--", 3 + 6, 6),
+        "{l:?}"
+    );
+    assert!(
+        l.t.iter().all(|&v| v >= 0) && l.t[2] >= l.t[0] + l.t[1],
+        "{l:?}"
+    );
+    // Cut by the stop while relaying: `KD`, with what it had moved so far.
+    let (mut c2, _) = open(r.listen[0]).await;
+    assert_eq!(echo(&mut c2, "abc\n").await, "abc\n");
+    let report = r.stop(Some(Duration::from_millis(50))).await;
+    assert_eq!(report.cut, 1, "{report:?}");
+    let ls = tcp_lines(&path, 2).await;
+    assert_eq!(
+        (ls[1].state.as_str(), ls[1].bytes, ls[1].bytes_up),
+        ("KD", 3 + 4, 4),
+        "{:?}",
+        ls[1]
+    );
+    drop(c2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_l4_connection_its_server_refuses_is_logged_sc() {
+    let dir = TempDir::new("bal-alog-l4sc").unwrap();
+    let (top, path) = with_log(&dir);
+    let text = format!(
+        "mode = \"l4\"\nlisten = [\"127.0.0.1:0\"]\nalgorithm = {{ kind = \"rr\" }}\n\
+         control_socket = \"{}\"\n{top}\n[[server]]\nname = \"gone\"\naddr = \"{}\"\n",
+        dir.path().join("ctl.sock").display(),
+        refused_addr()
+    );
+    let r = start(&text, &dir).await;
+    let mut s = TcpStream::connect(r.listen[0]).await.unwrap();
+    let mut buf = Vec::new();
+    // The balancer closes the client's connection once the server refused.
+    let _ = tokio::time::timeout(PATIENCE, s.read_to_end(&mut buf)).await;
+    let l = &tcp_lines(&path, 1).await[0];
+    assert_eq!(
+        (l.server.as_str(), l.state.as_str(), l.bytes, l.t[1]),
+        ("gone", "SC", 0, -1),
+        "{l:?}"
+    );
+    drop(r);
+}
