@@ -478,6 +478,14 @@ const WALL_CLOCK: &[(&str, &str)] = &[
         "a certificate's validity dates",
     ),
     (
+        "crates/balance/src/l4.rs",
+        "the date of an L4 access log line",
+    ),
+    (
+        "crates/sys/src/clock.rs",
+        "the clock of the kernel's packet receive stamps, for latency accounting only",
+    ),
+    (
         "crates/metrics/src/process.rs",
         "process_start_time_seconds",
     ),
