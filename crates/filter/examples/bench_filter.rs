@@ -3,7 +3,8 @@
 //! 100-rule linear rule set and a 100-pattern signature set. Same-run ratios between policies
 //! are the result; absolute rates depend on the machine and its load.
 //!
-//! `cargo run --release -p netsched-filter --example bench_filter [-- WORKERS PACKETS]`
+//! `cargo run --release -p netsched-filter --example bench_filter [-- WORKERS PACKETS [MODES]]`
+//! (MODES: a comma-separated subset of `--dispatch`'s names; default every one)
 
 use netsched_filter::classifier::build_classifier;
 use netsched_filter::packet::udp4_frame;
@@ -104,6 +105,10 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let workers = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(4);
     let packets = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(20_000);
+    // Optional: the modes to run, comma-separated (default: every one).
+    let only: Option<Vec<String>> = args
+        .get(3)
+        .map(|a| a.split(',').map(str::to_string).collect());
     println!("workers {workers}, {packets} packets per cell, kpps (thousand packets/s)");
     print!("{:<14}", "dispatch");
     for size in [64, 256, 512, 1500] {
@@ -111,6 +116,9 @@ fn main() {
     }
     println!();
     for name in DispatchMode::NAMES {
+        if only.as_ref().is_some_and(|o| !o.iter().any(|m| m == name)) {
+            continue;
+        }
         let mode = DispatchMode::parse(name).unwrap();
         print!("{name:<14}");
         for size in [64, 256, 512, 1500] {

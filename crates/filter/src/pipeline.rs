@@ -689,8 +689,9 @@ impl Pipeline {
     }
 
     /// Take every finished task, dispatch, release timed-out holds. Returns whether anything
-    /// finished.
+    /// finished or was released (`inline` packets finish in `submit` and leave here).
     pub fn pump(&mut self, pool: &mut FramePool, out: &mut Vec<Released>) -> bool {
+        let before = out.len();
         let mut any = false;
         let now = self.now();
         for w in 0..self.done.len() {
@@ -702,7 +703,7 @@ impl Pipeline {
         self.dispatch();
         self.order.expire(now, &mut self.released);
         self.take_released(out);
-        any
+        any || out.len() > before
     }
 
     /// Wait up to `timeout` for a finished task (parked: a worker wakes this thread), then

@@ -12,10 +12,20 @@
 //! that straddles a block boundary is found, as in one scan of the whole payload (test
 //! `a_pattern_across_blocks_is_found`). This is the hand-off P1's threads pass on with a block.
 //!
-//! Cost: O(1) per payload byte (one transition). Memory: the automaton, bounded by the
-//! pattern bytes (at most `MAX_PATTERNS × MAX_PATTERN_LEN` states).
+//! The crate's DFA when the patterns are few enough for its table ([`MAX_DFA_PATTERN_BYTES`]:
+//! one lookup per byte, at most 16 MiB), else its contiguous NFA (smaller; a byte may follow
+//! failure transitions). Both have standard match semantics and the same state hand-off.
+//! Measured (2026-12-07, 100 patterns of 20 bytes, 64-byte payloads, one core of the 2-core
+//! VM): 101–105 ns a scan on the DFA, 113–139 ns on the NFA; both bound by the latency of one
+//! table load per byte.
+//!
+//! Cost: O(1) per payload byte (one transition: a table lookup on the DFA, amortised on the
+//! NFA). Memory: the automaton, bounded by the pattern bytes (at most `MAX_PATTERNS ×
+//! MAX_PATTERN_LEN` states; the DFA at most 16 MiB).
 
 use aho_corasick::automaton::Automaton;
+use aho_corasick::automaton::StateID;
+use aho_corasick::dfa::DFA;
 use aho_corasick::nfa::contiguous::NFA;
 use aho_corasick::{Anchored, MatchKind};
 use std::fmt;
@@ -27,6 +37,16 @@ pub const MAX_SIGNATURE_BYTES: usize = 4 << 20;
 pub const MAX_PATTERNS: usize = 10_000;
 /// Longest pattern, bytes.
 pub const MAX_PATTERN_LEN: usize = 256;
+/// Pattern bytes up to which the automaton is a DFA: at most one state per pattern byte, and a
+/// row of at most 256 four-byte entries per state, so the table stays under 16 MiB.
+pub const MAX_DFA_PATTERN_BYTES: usize = 16 * 1024 - 1;
+
+/// The automaton (see the module header).
+#[derive(Debug, Clone)]
+enum Engine {
+    Dfa(DFA),
+    Nfa(NFA),
+}
 
 /// Why a signature file was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +103,7 @@ impl std::error::Error for SignatureError {}
 /// Where a scan stopped: the automaton state, and whether a pattern was seen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScanState {
-    state: aho_corasick::automaton::StateID,
+    state: StateID,
     pub matched: Option<u32>,
 }
 
@@ -99,7 +119,7 @@ impl ScanState {
     pub fn from_bits(bits: u64) -> Self {
         let matched = bits as u32;
         Self {
-            state: aho_corasick::automaton::StateID::new_unchecked((bits >> 32) as usize),
+            state: StateID::new_unchecked((bits >> 32) as usize),
             matched: (matched != u32::MAX).then_some(matched),
         }
     }
@@ -108,7 +128,7 @@ impl ScanState {
 /// A compiled signature set.
 #[derive(Debug, Clone)]
 pub struct Signatures {
-    nfa: Option<NFA>,
+    automaton: Option<Engine>,
     patterns: Vec<Vec<u8>>,
 }
 
@@ -148,7 +168,7 @@ impl Signatures {
     /// No patterns: every scan is clean.
     pub fn empty() -> Self {
         Self {
-            nfa: None,
+            automaton: None,
             patterns: Vec::new(),
         }
     }
@@ -201,18 +221,36 @@ impl Signatures {
 
     /// Compile `patterns` (each non-empty).
     pub fn from_patterns(patterns: Vec<Vec<u8>>, source: &str) -> Result<Self, SignatureError> {
+        let bytes: usize = patterns.iter().map(Vec::len).sum();
+        Self::build(patterns, source, bytes <= MAX_DFA_PATTERN_BYTES)
+    }
+
+    /// Compile `patterns` into a DFA (`dfa`) or the contiguous NFA.
+    fn build(patterns: Vec<Vec<u8>>, source: &str, dfa: bool) -> Result<Self, SignatureError> {
         if patterns.is_empty() {
             return Ok(Self::empty());
         }
-        let nfa = NFA::builder()
-            .match_kind(MatchKind::Standard)
-            .build(&patterns)
-            .map_err(|e| SignatureError::Build {
-                file: source.into(),
-                error: e.to_string(),
-            })?;
+        let failed = |e: aho_corasick::BuildError| SignatureError::Build {
+            file: source.into(),
+            error: e.to_string(),
+        };
+        let automaton = if dfa {
+            Engine::Dfa(
+                DFA::builder()
+                    .match_kind(MatchKind::Standard)
+                    .build(&patterns)
+                    .map_err(failed)?,
+            )
+        } else {
+            Engine::Nfa(
+                NFA::builder()
+                    .match_kind(MatchKind::Standard)
+                    .build(&patterns)
+                    .map_err(failed)?,
+            )
+        };
         Ok(Self {
-            nfa: Some(nfa),
+            automaton: Some(automaton),
             patterns,
         })
     }
@@ -227,11 +265,12 @@ impl Signatures {
 
     /// The state a payload's scan starts in.
     pub fn start(&self) -> ScanState {
-        let state = self
-            .nfa
-            .as_ref()
-            .and_then(|n| n.start_state(Anchored::No).ok())
-            .unwrap_or_default();
+        let state = match &self.automaton {
+            Some(Engine::Dfa(a)) => a.start_state(Anchored::No).ok(),
+            Some(Engine::Nfa(a)) => a.start_state(Anchored::No).ok(),
+            None => None,
+        }
+        .unwrap_or_default();
         ScanState {
             state,
             matched: None,
@@ -240,32 +279,103 @@ impl Signatures {
 
     /// Scan `bytes` from `from`; stops at the first match (the pattern's index is recorded).
     pub fn scan(&self, from: ScanState, bytes: &[u8]) -> ScanState {
-        let Some(nfa) = &self.nfa else {
-            return from;
-        };
         if from.matched.is_some() {
             return from;
         }
-        let mut sid = from.state;
-        for &b in bytes {
-            sid = nfa.next_state(Anchored::No, sid, b);
-            if nfa.is_match(sid) {
-                return ScanState {
-                    state: sid,
-                    matched: Some(nfa.match_pattern(sid, 0).as_u32()),
-                };
-            }
+        match &self.automaton {
+            Some(Engine::Dfa(a)) => scan_with(a, from.state, bytes),
+            Some(Engine::Nfa(a)) => scan_with(a, from.state, bytes),
+            None => from,
         }
-        ScanState {
-            state: sid,
-            matched: None,
+    }
+
+    /// Which automaton the patterns compiled to (`dfa` or `nfa`; `none` without patterns).
+    pub fn automaton_kind(&self) -> &'static str {
+        match &self.automaton {
+            Some(Engine::Dfa(_)) => "dfa",
+            Some(Engine::Nfa(_)) => "nfa",
+            None => "none",
         }
+    }
+}
+
+/// Scan `bytes` from state `sid` with automaton `a`, stopping at the first match.
+#[inline]
+fn scan_with<A: Automaton>(a: &A, mut sid: StateID, bytes: &[u8]) -> ScanState {
+    for &b in bytes {
+        sid = a.next_state(Anchored::No, sid, b);
+        if a.is_match(sid) {
+            return ScanState {
+                state: sid,
+                matched: Some(a.match_pattern(sid, 0).as_u32()),
+            };
+        }
+    }
+    ScanState {
+        state: sid,
+        matched: None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_dfa_and_the_nfa_find_the_same_first_match_at_every_cut() {
+        let patterns: Vec<Vec<u8>> = (0..40u32)
+            .map(|i| format!("sig{}-{}", i * 7 % 13, i).into_bytes())
+            .chain([b"ab".to_vec(), b"abc".to_vec(), b"\x00\xff".to_vec()])
+            .collect();
+        let dfa = Signatures::build(patterns.clone(), "t", true).unwrap();
+        let nfa = Signatures::build(patterns.clone(), "t", false).unwrap();
+        assert_eq!((dfa.automaton_kind(), nfa.automaton_kind()), ("dfa", "nfa"));
+        assert_eq!(
+            Signatures::from_patterns(patterns, "t")
+                .unwrap()
+                .automaton_kind(),
+            "dfa"
+        );
+        // Payloads from a fixed LCG over a small alphabet, so patterns do occur.
+        let mut x: u64 = 1;
+        let alphabet = b"sig0123456789-abc\x00\xff.";
+        for _ in 0..300 {
+            let len = 1 + (x >> 33) as usize % 64;
+            let payload: Vec<u8> = (0..len)
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    alphabet[(x >> 33) as usize % alphabet.len()]
+                })
+                .collect();
+            let whole = |s: &Signatures| s.scan(s.start(), &payload).matched;
+            assert_eq!(whole(&dfa), whole(&nfa), "{payload:?}");
+            let cut = len / 2;
+            let split =
+                |s: &Signatures| s.scan(s.scan(s.start(), &payload[..cut]), &payload[cut..]);
+            assert_eq!(split(&dfa).matched, whole(&dfa), "{payload:?} cut at {cut}");
+            // The hand-off through 64 bits keeps the state.
+            let via_bits = |s: &Signatures| {
+                let st = ScanState::from_bits(s.scan(s.start(), &payload[..cut]).to_bits());
+                s.scan(st, &payload[cut..]).matched
+            };
+            assert_eq!(via_bits(&dfa), whole(&dfa));
+            assert_eq!(via_bits(&nfa), whole(&nfa));
+        }
+    }
+
+    #[test]
+    fn many_pattern_bytes_compile_to_the_nfa() {
+        let patterns: Vec<Vec<u8>> = (0..100u32)
+            .map(|i| format!("{i:0>200}").into_bytes())
+            .collect();
+        let s = Signatures::from_patterns(patterns, "t").unwrap();
+        assert_eq!(s.automaton_kind(), "nfa");
+        let mut payload = b"..".to_vec();
+        payload.extend(format!("{:0>200}", 42).bytes());
+        assert_eq!(s.scan(s.start(), &payload).matched, Some(42));
+    }
 
     #[test]
     fn a_pattern_across_blocks_is_found() {
