@@ -51,6 +51,8 @@ pub const UNITLESS: &[&str] = &[
     "assigned_busy", "no_idle_worker", "queue_full", "violations_before", "violations_after",
     "held", "held_peak", "released_by_overflow", "released_by_timeout", "late", "untracked",
     "packet_thread_stalls", "inline_packets", "inline_panics",
+    // vswitch --trace-latency: frames without a usable kernel stamp.
+    "up_unstamped", "down_unstamped",
     // shape show: tc's counters.
     "packets", "drops", "overlimits", "backlog_packets", "limit_packets", "prio",
     // link bench and nfq bench.

@@ -141,6 +141,11 @@ pub struct StageReport {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LatencyReport {
     pub stages: Vec<StageReport>,
+    /// Frames from the guests, and from the uplink, with no usable kernel stamp: stamped
+    /// before the switch began forwarding (they waited for the switch to exist), or read on a
+    /// backend without stamps. They have no wait and no total; every other stage has them.
+    pub up_unstamped: u64,
+    pub down_unstamped: u64,
 }
 
 impl LatencyReport {
@@ -168,6 +173,8 @@ pub struct LatencyTrace {
     /// When the switch began forwarding (realtime): frames the kernel stamped before it
     /// waited for the switch to exist, not for its thread, and get no wait or total.
     origin: u64,
+    up_unstamped: u64,
+    down_unstamped: u64,
 }
 
 impl LatencyTrace {
@@ -179,6 +186,8 @@ impl LatencyTrace {
             turn: 0,
             slept: false,
             origin: 0,
+            up_unstamped: 0,
+            down_unstamped: 0,
         }
     }
 
@@ -212,6 +221,8 @@ impl LatencyTrace {
                 Stage::UpWaitAwake
             };
             self.add(stage, wait);
+        } else {
+            self.up_unstamped += 1;
         }
         self.add(Stage::UpRead, read.saturating_sub(self.turn));
         if let Some(s) = self.slots.get_mut(slot as usize) {
@@ -255,6 +266,7 @@ impl LatencyTrace {
             self.add(Stage::DownTotal, delivered.saturating_sub(k));
             self.add(Stage::DownRead, read.saturating_sub(self.turn.max(k)));
         } else {
+            self.down_unstamped += 1;
             self.add(Stage::DownRead, read.saturating_sub(self.turn));
         }
         self.add(Stage::DownDeliver, delivered.saturating_sub(read));
@@ -278,6 +290,8 @@ impl LatencyTrace {
                     }
                 })
                 .collect(),
+            up_unstamped: self.up_unstamped,
+            down_unstamped: self.down_unstamped,
         }
     }
 }
@@ -338,6 +352,7 @@ mod tests {
             assert_eq!(r.stage(s).unwrap().count, 0, "{s}");
         }
         assert_eq!(r.stage("up_read").unwrap().count, 1);
+        assert_eq!((r.up_unstamped, r.down_unstamped), (1, 1));
     }
 
     #[test]
