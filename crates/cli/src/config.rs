@@ -51,6 +51,10 @@ pub fn old_spellings(table: &toml::Table) -> Vec<String> {
         .get("qdisc")
         .and_then(|q| q.get("classes"))
         .and_then(|c| c.as_array());
+    if let Some(q) = table.get("qdisc") {
+        let old = netsched_core::qdisc::limits::old_keys(q);
+        out.extend(old.into_iter().map(|w| format!("[qdisc] {w}")));
+    }
     for c in classes.into_iter().flatten() {
         if let Some(us) = c.get("deadline_us") {
             out.push(format!(
@@ -83,5 +87,23 @@ mod tests {
             w.len() == 1 && w[0].contains("deadline = \"15000us\""),
             "{w:?}"
         );
+    }
+
+    #[test]
+    fn the_old_queue_limit_keys_are_read_and_named_with_their_new_form() {
+        let old = "[qdisc]\nkind = \"fifo\"\nlimit_packets = 3\nlimit_bytes = 4000\n[service]\nrate = \"1mbit\"\n";
+        let table: toml::Table = old.parse().unwrap();
+        let w = super::old_spellings(&table);
+        assert_eq!(
+            w,
+            [
+                "[qdisc] limit_bytes is written size_limit",
+                "[qdisc] limit_packets is written queue_limit"
+            ]
+        );
+        let q: netsched_core::qdisc::QdiscConfig = table["qdisc"].clone().try_into().unwrap();
+        let new: netsched_core::qdisc::QdiscConfig =
+            toml::from_str("kind = \"fifo\"\nqueue_limit = 3\nsize_limit = \"4000b\"\n").unwrap();
+        assert_eq!(q, new);
     }
 }

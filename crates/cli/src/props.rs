@@ -10,7 +10,7 @@ use anyhow::Result;
 use netsched_core::qdisc::QdiscKind;
 use proptest::prelude::*;
 
-const FIFO: &str = "[qdisc]\nkind = \"fifo\"\nlimit_packets = 4\n[service]\nrate = \"1mbit\"\n";
+const FIFO: &str = "[qdisc]\nkind = \"fifo\"\nqueue_limit = 4\n[service]\nrate = \"1mbit\"\n";
 const WLC: &str = "[balancer]\nkind = \"wlc\"\n[[servers]]\naddr = \"10.0.0.1\"\n\
                    [[servers]]\naddr = \"10.0.0.2\"\nweight = 2\n";
 
@@ -76,17 +76,17 @@ fn bad_number(field: usize) -> BoxedStrategy<String> {
 /// A `[qdisc]` body of `kind` with `v` in every number it has (limits, quanta, weights,
 /// deadlines, batch): exhaustive, so a new kind is fuzzed here too.
 fn qdisc_with(kind: QdiscKind, v: u64) -> String {
-    let lim = format!("limit_packets = {v}, limit_bytes = {v}");
+    let lim = format!("queue_limit = {v}, size_limit = {v}");
     let body = match kind {
-        QdiscKind::Fifo => format!("limit_packets = {v}\nlimit_bytes = {v}"),
+        QdiscKind::Fifo => format!("queue_limit = {v}\nsize_limit = {v}"),
         QdiscKind::StrictPriority => format!("bands = [{{ {lim} }}, {{ {lim} }}]"),
         QdiscKind::Drr => format!("classes = [{{ quantum = {v}, {lim} }}, {{ quantum = 1 }}]"),
         QdiscKind::Wf2qPlus => format!("classes = [{{ weight = {}, {lim} }}, {{ weight = 1 }}]", v.min(u64::from(u32::MAX))),
         QdiscKind::Edf => format!("drop_expired = true\nclasses = [{{ deadline = \"{v}us\", {lim} }}, {{ deadline = \"1us\" }}]"),
         QdiscKind::AckSeparation => format!("ack = {{ {lim} }}\nother = {{ {lim} }}\nack_filter = true"),
-        QdiscKind::Percentile => format!("percentiles = [{}, 50]\nlimit_packets = {v}\ndeadline = {{ ns = {v} }}", v.min(100)),
+        QdiscKind::Percentile => format!("percentiles = [{}, 50]\nqueue_limit = {v}\ndeadline = {{ ns = {v} }}", v.min(100)),
         QdiscKind::DelayConstrained => format!(
-            "batch = {v}\ninterfaces = [{{ priority = 1, bitmap_len = {}, limit_packets = {v} }}, {{ priority = 2, bitmap_len = 2 }}]",
+            "batch = {v}\ninterfaces = [{{ priority = 1, bitmap_len = {}, queue_limit = {v} }}, {{ priority = 2, bitmap_len = 2 }}]",
             v.min(u64::from(u32::MAX))
         ),
     };
@@ -181,7 +181,7 @@ proptest! {
     fn configs_with_extreme_numbers_never_panic(
         qkind in proptest::sample::select(QdiscKind::ALL),
         bkind in proptest::sample::select(netsched_core::balance::BalancerKind::ALL),
-        field in proptest::sample::select(&["limit_packets", "limit_bytes", "batch", "table_bits",
+        field in proptest::sample::select(&["queue_limit", "size_limit", "batch", "table_bits",
                                             "table_size", "max_entries", "expiration_ms",
                                             "active_weight"][..]),
         value in prop_oneof![Just(0u64), Just(1), Just(u64::from(u32::MAX)), Just(i64::MAX as u64)],

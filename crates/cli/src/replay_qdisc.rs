@@ -26,7 +26,7 @@ CONFIG (TOML): the discipline and the service model.
 
     [qdisc]                 # any discipline netsched-core has; `kind` picks it
     kind = \"fifo\"
-    limit_packets = 100
+    queue_limit = 100
 
     [service]               # one of:
     rate = \"800kbit\"        #   service time = size * 8 / rate (kbit = 1000 bit/s; kbps = 1000 BYTES/s)

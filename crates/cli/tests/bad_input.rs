@@ -305,7 +305,7 @@ fn replay_rejects_malformed_configs_and_traces() {
     let s = Scratch::new("replay");
     let good_cfg = s.file(
         "fifo.toml",
-        b"[qdisc]\nkind = \"fifo\"\nlimit_packets = 10\n\n[service]\nrate = \"800kbit\"\n",
+        b"[qdisc]\nkind = \"fifo\"\nqueue_limit = 10\n\n[service]\nrate = \"800kbit\"\n",
     );
     let good_trace = s.file("t.csv", b"time,class,size,id\n0,0,1500,1\n");
     let junk = s.file("junk.bin", &binary_junk());
@@ -357,7 +357,7 @@ fn replay_rejects_malformed_configs_and_traces() {
     );
     let huge_item = s.file(
         "h.toml",
-        b"[qdisc]\nkind = \"fifo\"\nlimit_packets = 10\n[service]\nper_item = \"99999999999999s\"\n",
+        b"[qdisc]\nkind = \"fifo\"\nqueue_limit = 10\n[service]\nper_item = \"99999999999999s\"\n",
     );
     bad(
         &[
@@ -372,7 +372,7 @@ fn replay_rejects_malformed_configs_and_traces() {
     );
     let bad_rate = s.file(
         "r.toml",
-        b"[qdisc]\nkind = \"fifo\"\nlimit_packets = 10\n[service]\nrate = \"1e300bit\"\n",
+        b"[qdisc]\nkind = \"fifo\"\nqueue_limit = 10\n[service]\nrate = \"1e300bit\"\n",
     );
     bad(
         &[

@@ -9,7 +9,14 @@ use std::path::{Path, PathBuf};
 
 /// Keys still read for one release under their old, unit-suffixed spelling (each with a
 /// warning naming the new key).
-const DEPRECATED: &[&str] = &["rcvbuf_bytes"];
+const DEPRECATED: &[&str] = &[
+    "rcvbuf_bytes",
+    "max_held_packets",
+    "limit_packets",
+    "deadline_us",
+    "bound_ns",
+    "limit_bytes",
+];
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -142,12 +149,50 @@ fn the_daemons_configuration_keys_carry_no_unit() {
             balance(&format!("{section}{probe}\n")),
         ));
     }
+    // Every discipline's configuration (replay, scenarios, `link --ab-qdisc`), at its top level
+    // and in its class, band or interface entries.
+    let qdisc = |text: &str| {
+        toml::from_str::<netsched_core::qdisc::QdiscConfig>(text)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    };
+    checked.push((
+        "qdisc fifo".into(),
+        qdisc(&format!("kind = \"fifo\"\n{probe}\n")),
+    ));
+    for (kind, list, entry) in [
+        ("strict_priority", "bands", ""),
+        ("drr", "classes", "quantum = 1514, "),
+        ("wf2q_plus", "classes", "weight = 1, "),
+        ("edf", "classes", "deadline = \"1ms\", "),
+        (
+            "delay_constrained",
+            "interfaces",
+            "priority = 1, bitmap_len = 3, ",
+        ),
+    ] {
+        checked.push((
+            format!("qdisc {kind} {list}"),
+            qdisc(&format!(
+                "kind = \"{kind}\"\n{list} = [{{ {entry}{probe} }}]\n"
+            )),
+        ));
+    }
+    checked.push((
+        "qdisc percentile".into(),
+        qdisc(&format!(
+            "kind = \"percentile\"\npercentiles = [90]\n{probe}\n"
+        )),
+    ));
     let mut bad = Vec::new();
     for (what, error) in &checked {
         let fields = accepted_keys(error);
         assert!(!fields.is_empty(), "{what}: {error}");
         for f in fields {
-            if has_unit_suffix(&f) && !DEPRECATED.contains(&f.as_str()) {
+            // A count names what it counts without the word for its unit (`queue_limit`).
+            let unit = has_unit_suffix(&f) || f.ends_with("_packets");
+            if unit && !DEPRECATED.contains(&f.as_str()) {
                 bad.push(format!("{what}: {f}"));
             }
         }

@@ -181,7 +181,7 @@ fn bad_trace_names_file_line_and_field() {
     let cfg = dir.join("bad.toml");
     std::fs::write(
         &cfg,
-        "[qdisc]\nkind = \"fifo\"\nlimit_packets = 0\n[service]\nrate = \"1mbit\"\n",
+        "[qdisc]\nkind = \"fifo\"\nqueue_limit = 0\n[service]\nrate = \"1mbit\"\n",
     )
     .unwrap();
     let (ok, _, err) = replay(&[
@@ -193,7 +193,7 @@ fn bad_trace_names_file_line_and_field() {
     ]);
     assert!(!ok);
     assert!(
-        err.contains("bad.toml") && err.contains("limit_packets"),
+        err.contains("bad.toml") && err.contains("queue_limit"),
         "{err}"
     );
 

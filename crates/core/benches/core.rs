@@ -65,7 +65,7 @@ fn repeat(n: usize, f: impl Fn(usize) -> String) -> String {
 /// The JSON config of `kind` (bench variant `variant`) with `n` classes, or None if the kind
 /// has a fixed class count other than `n` (ACK separation: 2).
 fn qdisc_json(kind: QdiscKind, variant: &str, n: usize) -> Option<String> {
-    let lim = r#""limit_packets": 100000"#;
+    let lim = r#""queue_limit": 100000"#;
     Some(match kind {
         QdiscKind::Fifo => format!(r#"{{"kind": "fifo", {lim}}}"#),
         QdiscKind::StrictPriority => format!(

@@ -471,6 +471,25 @@ pub fn serde_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Erro
     parse_size(&s).map_err(serde::de::Error::custom)
 }
 
+/// A size written either way: a string in this grammar (`size_limit = "64k"`) or a bare
+/// integer of bytes (`size_limit = 65536`, and JSON numbers, as a size's serialized form).
+pub fn serde_size_or_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Written<'a> {
+        Bytes(u64),
+        Text(std::borrow::Cow<'a, str>),
+    }
+    match serde::Deserialize::deserialize(d).map_err(|_: D::Error| {
+        serde::de::Error::custom(
+            "expected a size: bytes as an integer, or a string such as \"64k\"",
+        )
+    })? {
+        Written::Bytes(n) => Ok(n),
+        Written::Text(s) => parse_size(&s).map_err(serde::de::Error::custom),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -48,7 +48,7 @@ proptest! {
                 priority,
                 bitmap_len,
                 bound_ns: None,
-                limit_packets: 64,
+                queue_limit: 64,
             })
             .collect();
         let n = cfg.len();
@@ -111,7 +111,7 @@ proptest! {
                 priority,
                 bitmap_len,
                 bound_ns: Some(bitmap_len as u64 * 10),
-                limit_packets: 16,
+                queue_limit: 16,
             })
             .collect();
         let mut q = DelayConstrained::<TestItem>::new(&cfg, batch, true).unwrap();

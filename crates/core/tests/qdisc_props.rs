@@ -29,43 +29,43 @@ use std::collections::BTreeMap;
 /// The configurations of `kind` under test, with small limits so drops and evictions happen.
 fn configs_for(kind: QdiscKind) -> Vec<QdiscConfig> {
     let jsons: &[&str] = match kind {
-        QdiscKind::Fifo => &[r#"{"kind": "fifo", "limit_packets": 8, "limit_bytes": 6000}"#],
+        QdiscKind::Fifo => &[r#"{"kind": "fifo", "queue_limit": 8, "size_limit": 6000}"#],
         QdiscKind::StrictPriority => &[r#"{"kind": "strict_priority", "bands": [
-            {"limit_packets": 4}, {"limit_packets": 6, "limit_bytes": 5000}, {"limit_packets": 3}]}"#],
+            {"queue_limit": 4}, {"queue_limit": 6, "size_limit": 5000}, {"queue_limit": 3}]}"#],
         QdiscKind::Drr => &[r#"{"kind": "drr", "classes": [
-            {"quantum": 300, "limit_packets": 5}, {"quantum": 1500, "limit_packets": 8, "limit_bytes": 4000},
-            {"quantum": 700, "limit_packets": 4}]}"#],
+            {"quantum": 300, "queue_limit": 5}, {"quantum": 1500, "queue_limit": 8, "size_limit": 4000},
+            {"quantum": 700, "queue_limit": 4}]}"#],
         QdiscKind::Wf2qPlus => &[r#"{"kind": "wf2q_plus", "classes": [
-            {"weight": 1, "limit_packets": 5}, {"weight": 3, "limit_packets": 6, "limit_bytes": 5000},
-            {"weight": 5, "limit_packets": 4}]}"#],
+            {"weight": 1, "queue_limit": 5}, {"weight": 3, "queue_limit": 6, "size_limit": 5000},
+            {"weight": 5, "queue_limit": 4}]}"#],
         QdiscKind::Edf => &[
             r#"{"kind": "edf", "drop_expired": false, "classes": [
-            {"deadline": "1ms", "limit_packets": 5}, {"deadline": "5ms", "limit_packets": 6},
-            {"deadline": "20ms", "limit_packets": 4, "limit_bytes": 3000}]}"#,
+            {"deadline": "1ms", "queue_limit": 5}, {"deadline": "5ms", "queue_limit": 6},
+            {"deadline": "20ms", "queue_limit": 4, "size_limit": 3000}]}"#,
             r#"{"kind": "edf", "drop_expired": true, "classes": [
-            {"deadline": "500us", "limit_packets": 5}, {"deadline": "3ms", "limit_packets": 6},
-            {"deadline_us": 8000, "limit_packets": 4}]}"#,
+            {"deadline": "500us", "queue_limit": 5}, {"deadline": "3ms", "queue_limit": 6},
+            {"deadline_us": 8000, "queue_limit": 4}]}"#,
         ],
         QdiscKind::AckSeparation => &[
             r#"{"kind": "ack_separation"}"#,
-            r#"{"kind": "ack_separation", "ack": {"limit_packets": 6, "limit_bytes": 2000},
-            "other": {"limit_packets": 5}, "ack_filter": true, "ack_share_max": 0.3}"#,
+            r#"{"kind": "ack_separation", "ack": {"queue_limit": 6, "size_limit": 2000},
+            "other": {"queue_limit": 5}, "ack_filter": true, "ack_share_max": 0.3}"#,
         ],
         QdiscKind::Percentile => &[
-            r#"{"kind": "percentile", "percentiles": [90, 70, 50], "limit_packets": 5}"#,
-            r#"{"kind": "percentile", "percentiles": [90, 50], "limit_packets": 4,
+            r#"{"kind": "percentile", "percentiles": [90, 70, 50], "queue_limit": 5}"#,
+            r#"{"kind": "percentile", "percentiles": [90, 50], "queue_limit": 4,
             "deadline": {"ms": 2.0}, "memory": {"half_life_ms": 5.0}}"#,
-            r#"{"kind": "percentile", "percentiles": [80, 60, 40], "limit_packets": 6,
+            r#"{"kind": "percentile", "percentiles": [80, 60, 40], "queue_limit": 6,
             "memory": {"window": 7}}"#,
         ],
         QdiscKind::DelayConstrained => &[
             r#"{"kind": "delay_constrained", "batch": 2, "interfaces": [
-            {"priority": 1, "bitmap_len": 2, "limit_packets": 5},
-            {"priority": 2, "bitmap_len": 3, "limit_packets": 4},
-            {"priority": 3, "bitmap_len": 5, "limit_packets": 6}]}"#,
+            {"priority": 1, "bitmap_len": 2, "queue_limit": 5},
+            {"priority": 2, "bitmap_len": 3, "queue_limit": 4},
+            {"priority": 3, "bitmap_len": 5, "queue_limit": 6}]}"#,
             r#"{"kind": "delay_constrained", "batch": 3, "wall_clock": true, "interfaces": [
-            {"priority": 1, "bitmap_len": 2, "bound_ns": 1000000, "limit_packets": 5},
-            {"priority": 2, "bitmap_len": 6, "bound_ns": 4000000, "limit_packets": 4}]}"#,
+            {"priority": 1, "bitmap_len": 2, "bound": "1ms", "queue_limit": 5},
+            {"priority": 2, "bitmap_len": 6, "bound": "4ms", "queue_limit": 4}]}"#,
         ],
     };
     jsons
@@ -106,8 +106,8 @@ fn class_limits(cfg: &QdiscConfig) -> Option<Vec<(u64, u64)>> {
     let v = serde_json::to_value(cfg).unwrap();
     let lim = |c: &serde_json::Value| {
         (
-            c["limit_packets"].as_u64().unwrap(),
-            c["limit_bytes"].as_u64().unwrap_or(u64::MAX),
+            c["queue_limit"].as_u64().unwrap(),
+            c["size_limit"].as_u64().unwrap_or(u64::MAX),
         )
     };
     match cfg.kind() {
@@ -118,7 +118,7 @@ fn class_limits(cfg: &QdiscConfig) -> Option<Vec<(u64, u64)>> {
         }
         QdiscKind::AckSeparation => Some(vec![lim(&v["ack"]), lim(&v["other"])]),
         QdiscKind::Percentile => Some(vec![
-            (v["limit_packets"].as_u64()?, u64::MAX);
+            (v["queue_limit"].as_u64()?, u64::MAX);
             v["percentiles"].as_array()?.len()
         ]),
         QdiscKind::DelayConstrained => Some(v["interfaces"].as_array()?.iter().map(lim).collect()),
@@ -389,8 +389,8 @@ fn bad_configs_name_the_field() {
             too_small("classes[0].weight"),
         ),
         (
-            r#"{"kind": "strict_priority", "bands": [{"limit_packets": 0}]}"#,
-            too_small("bands[0].limit_packets"),
+            r#"{"kind": "strict_priority", "bands": [{"queue_limit": 0}]}"#,
+            too_small("bands[0].queue_limit"),
         ),
         (
             r#"{"kind": "ack_separation", "ack_share_max": 2.0}"#,
@@ -405,8 +405,8 @@ fn bad_configs_name_the_field() {
             ),
         ),
         (
-            r#"{"kind": "fifo", "limit_packets": 0}"#,
-            too_small("limit_packets"),
+            r#"{"kind": "fifo", "queue_limit": 0}"#,
+            too_small("queue_limit"),
         ),
     ] {
         let cfg: QdiscConfig = serde_json::from_str(json).unwrap();

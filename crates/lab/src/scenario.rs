@@ -58,6 +58,8 @@ pub fn load(name: &str, file: Option<&Path>) -> anyhow::Result<toml::Table> {
             let mut table = parse(&text, &origin)?;
             let mut warnings = Vec::new();
             crate::scenario_units::upgrade_old_keys(&mut table, "", &mut warnings);
+            let keys = toml::Value::Table(table.clone());
+            warnings.extend(netsched_core::qdisc::limits::old_keys(&keys));
             for w in warnings {
                 eprintln!("netsched: warning: scenario {origin}: {w}");
             }

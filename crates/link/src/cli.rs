@@ -39,7 +39,7 @@ wire-sized.",
   netsched link --dev-a lan0 --dev-b wan0 --ab-rate 1mbit --ab-qdisc ack_sep:100+filter+cap=0.5 \\
       --ba-rate 50mbit --delay 10ms
   # any discipline as JSON (the scenario-file form of QdiscConfig)
-  netsched link --dev-a a --dev-b b --ab-qdisc '{\"kind\":\"fifo\",\"limit_packets\":50}'
+  netsched link --dev-a a --dev-b b --ab-qdisc '{\"kind\":\"fifo\",\"queue_limit\":50}'
   # measure forwarding speed against the kernel (creates and removes its own namespaces)
   netsched link bench
 

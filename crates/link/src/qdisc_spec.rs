@@ -59,10 +59,17 @@ pub fn parse_qdisc(text: &str) -> Result<QdiscSpec, QdiscSpecError> {
     }
     let spec = || t.to_string();
     let config: QdiscConfig = if t.starts_with('{') {
-        serde_json::from_str(t).map_err(|source| QdiscSpecError::Json {
+        let config = serde_json::from_str(t).map_err(|source| QdiscSpecError::Json {
             spec: spec(),
             source,
-        })?
+        })?;
+        // Old key names, read for one release (docs/cli.md, "Renames").
+        if let Ok(keys) = serde_json::from_str::<toml::Value>(t) {
+            for w in netsched_core::qdisc::limits::old_keys(&keys) {
+                tracing::warn!("qdisc spec: {w}");
+            }
+        }
+        config
     } else if let Some(rest) = t.strip_prefix("ack_sep").or_else(|| {
         // The old spelling, read for one release (docs/cli.md, "Renames").
         let rest = t.strip_prefix("ack-sep")?;
@@ -86,8 +93,8 @@ pub fn parse_qdisc(text: &str) -> Result<QdiscSpec, QdiscSpecError> {
         };
         match name {
             "fifo" => QdiscConfig::Fifo {
-                limit_packets: n.unwrap_or(limits::DEFAULT_LIMIT_PACKETS),
-                limit_bytes: limits::NO_BYTE_LIMIT,
+                queue_limit: n.unwrap_or(limits::DEFAULT_QUEUE_LIMIT),
+                size_limit: limits::NO_SIZE_LIMIT,
             },
             _ => {
                 return Err(QdiscSpecError::Unknown {
@@ -139,8 +146,8 @@ pub fn ack_separation(spec: &str) -> Result<QdiscConfig, AckSepError> {
         }
     }
     let band = BandConfig {
-        limit_packets: limit,
-        limit_bytes: u64::MAX,
+        queue_limit: limit,
+        size_limit: u64::MAX,
     };
     Ok(QdiscConfig::AckSeparation {
         ack: band.clone(),
@@ -191,7 +198,7 @@ mod tests {
                 ack_share_max,
                 ..
             } => {
-                assert_eq!(ack.limit_packets, 50);
+                assert_eq!(ack.queue_limit, 50);
                 assert!(ack_filter);
                 assert_eq!(ack_share_max, Some(0.5));
             }
@@ -240,19 +247,13 @@ mod tests {
         assert_eq!(
             q.config,
             QdiscConfig::Fifo {
-                limit_packets: 100,
-                limit_bytes: u64::MAX
+                queue_limit: 100,
+                size_limit: u64::MAX
             }
         );
         assert_eq!(q.classify, ClassMode::Single);
-        let q = parse_qdisc(r#"{"kind":"fifo","limit_packets":7}"#).unwrap();
-        assert!(matches!(
-            q.config,
-            QdiscConfig::Fifo {
-                limit_packets: 7,
-                ..
-            }
-        ));
+        let q = parse_qdisc(r#"{"kind":"fifo","queue_limit":7}"#).unwrap();
+        assert!(matches!(q.config, QdiscConfig::Fifo { queue_limit: 7, .. }));
         assert_eq!(
             parse_qdisc("ack_sep:10").unwrap().classify,
             ClassMode::PureAck

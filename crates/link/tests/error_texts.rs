@@ -44,8 +44,8 @@ fn a_bad_discipline_spec_names_the_spec_the_value_and_the_rule() {
             "qdisc `ack_sep+cap=zz`: ack_sep: cap `zz` is not a number",
         ),
         (
-            r#"{"kind":"fifo","limit_packets":0}"#,
-            r#"qdisc `{"kind":"fifo","limit_packets":0}`: limit_packets: must be at least 1"#,
+            r#"{"kind":"fifo","queue_limit":0}"#,
+            r#"qdisc `{"kind":"fifo","queue_limit":0}`: queue_limit: must be at least 1"#,
         ),
     ] {
         assert_eq!(parse_qdisc(spec).unwrap_err().to_string(), text, "{spec}");

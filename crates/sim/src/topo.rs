@@ -37,13 +37,13 @@ impl Default for AdslParams {
             down_bps: 2_100_000,
             wan_delay: 10 * MS,
             uplink_qdisc: QdiscConfig::Fifo {
-                limit_packets: 100,
-                limit_bytes: u64::MAX,
+                queue_limit: 100,
+                size_limit: u64::MAX,
             },
             uplink_classifier: LinkClassRule::Single(0),
             other_qdisc: QdiscConfig::Fifo {
-                limit_packets: 1000,
-                limit_bytes: u64::MAX,
+                queue_limit: 1000,
+                size_limit: u64::MAX,
             },
             gateway_input: None,
         }

@@ -9,8 +9,8 @@ use netsched_sim::topo::{adsl_gateway, AdslParams};
 
 fn fifo(n: usize) -> QdiscConfig {
     QdiscConfig::Fifo {
-        limit_packets: n,
-        limit_bytes: u64::MAX,
+        queue_limit: n,
+        size_limit: u64::MAX,
     }
 }
 
@@ -121,7 +121,7 @@ fn same_seed_same_run() {
 #[test]
 fn input_stage_forwards_and_counts() {
     let q: QdiscConfig = serde_json::from_str(
-        r#"{"kind":"drr","classes":[{"quantum":1514,"limit_packets":50},{"quantum":1514,"limit_packets":50}]}"#,
+        r#"{"kind":"drr","classes":[{"quantum":1514,"queue_limit":50},{"quantum":1514,"queue_limit":50}]}"#,
     )
     .unwrap();
     let mut sim = Sim::new(1, SEC);

@@ -137,8 +137,8 @@ fn check_with(cfg: QdiscConfig, make: impl Fn(u64) -> Vec<(Nanos, SimPacket)>) {
 fn parity_fifo() {
     check(
         QdiscConfig::Fifo {
-            limit_packets: 20,
-            limit_bytes: u64::MAX,
+            queue_limit: 20,
+            size_limit: u64::MAX,
         },
         1,
     );
@@ -147,12 +147,12 @@ fn parity_fifo() {
 #[test]
 fn parity_strict_priority_and_drr() {
     let prio: QdiscConfig = serde_json::from_str(
-        r#"{"kind":"strict_priority","bands":[{"limit_packets":10},{"limit_packets":10},{"limit_packets":10}]}"#,
+        r#"{"kind":"strict_priority","bands":[{"queue_limit":10},{"queue_limit":10},{"queue_limit":10}]}"#,
     )
     .unwrap();
     check(prio, 3);
     let drr: QdiscConfig = serde_json::from_str(
-        r#"{"kind":"drr","classes":[{"quantum":1500,"limit_packets":8},{"quantum":3000,"limit_packets":8}]}"#,
+        r#"{"kind":"drr","classes":[{"quantum":1500,"queue_limit":8},{"quantum":3000,"queue_limit":8}]}"#,
     )
     .unwrap();
     check(drr, 2);
@@ -162,7 +162,7 @@ fn parity_strict_priority_and_drr() {
 #[test]
 fn parity_ack_separation_with_filter() {
     let cfg: QdiscConfig = serde_json::from_str(
-        r#"{"kind":"ack_separation","ack":{"limit_packets":6},"other":{"limit_packets":10},"ack_filter":true}"#,
+        r#"{"kind":"ack_separation","ack":{"queue_limit":6},"other":{"queue_limit":10},"ack_filter":true}"#,
     )
     .unwrap();
     check_with(cfg.clone(), |seed| ack_trace(seed, 3000));

@@ -481,7 +481,7 @@ impl SwitchConfig {
                             priority: p.tier,
                             bitmap_len: p.bitmap_len(),
                             bound_ns: Some(p.bound),
-                            limit_packets: q,
+                            queue_limit: q,
                         })
                         .collect(),
                     batch: self.batch,

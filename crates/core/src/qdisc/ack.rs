@@ -50,7 +50,7 @@ pub struct AckSeparation<T> {
     queues: Box<[Fifo<T>; 2]>,
     ack_filter: bool,
     /// Byte limit of the ACK queue (to check an ACK fits once its predecessor is filtered).
-    ack_limit_bytes: u64,
+    ack_size_limit: u64,
     /// ACK share cap in millionths (None: strict priority).
     ack_share_ppm: Option<i64>,
     /// Byte credit of the ACK class, in byte·millionths (see header).
@@ -85,7 +85,7 @@ impl<T: Packet> AckSeparation<T> {
         Ok(Self {
             queues: Box::new([ack.fifo(), other.fifo()]),
             ack_filter,
-            ack_limit_bytes: ack.limit_bytes,
+            ack_size_limit: ack.size_limit,
             ack_share_ppm,
             ack_credit: 0,
             stats: QdiscStats::default(),
@@ -175,7 +175,7 @@ impl<T: Packet> Qdisc<T> for AckSeparation<T> {
                 let old_len = q.iter().nth(victim).map_or(0, |p| p.len()) as u64;
                 // Evict only if the new ACK then fits (the packet count cannot grow: one out,
                 // one in); otherwise the new ACK is refused as usual and nothing is filtered.
-                if q.stats().queued_bytes - old_len + item.len() as u64 <= self.ack_limit_bytes {
+                if q.stats().queued_bytes - old_len + item.len() as u64 <= self.ack_size_limit {
                     let q = &mut self.queues[ACK_CLASS];
                     if let Some(evicted) = q.fifo_evict(victim, DropReason::AckFiltered) {
                         self.stats.on_evict(evicted.len(), DropReason::AckFiltered);
@@ -549,7 +549,7 @@ mod tests {
             None,
         )
         .unwrap_err();
-        assert_eq!(e, QdiscConfigError::too_small("other.limit_packets", 1));
+        assert_eq!(e, QdiscConfigError::too_small("other.queue_limit", 1));
         let mut q: AckSeparation<Seg> = AckSeparation::p3();
         assert!(matches!(
             q.enqueue(2, data(1), 0),

@@ -19,10 +19,17 @@ use serde::{Deserialize, Serialize};
 pub enum QdiscConfig {
     /// Tail-drop FIFO.
     Fifo {
-        #[serde(default = "super::limits::default_limit_packets")]
-        limit_packets: usize,
-        #[serde(default = "super::limits::no_byte_limit")]
-        limit_bytes: u64,
+        #[serde(
+            default = "super::limits::default_queue_limit",
+            alias = "limit_packets"
+        )]
+        queue_limit: usize,
+        #[serde(
+            default = "super::limits::no_size_limit",
+            alias = "limit_bytes",
+            deserialize_with = "crate::units::serde_size_or_bytes"
+        )]
+        size_limit: u64,
     },
     /// Strict priority over FIFO bands, band 0 first (`prio.rs`).
     StrictPriority { bands: Vec<BandConfig> },
@@ -54,8 +61,11 @@ pub enum QdiscConfig {
         /// Target percent per class, e.g. `[90, 80, 70, 60, 50]`.
         percentiles: Vec<u32>,
         /// Per-class queue limit.
-        #[serde(default = "super::limits::default_limit_packets")]
-        limit_packets: usize,
+        #[serde(
+            default = "super::limits::default_queue_limit",
+            alias = "limit_packets"
+        )]
+        queue_limit: usize,
         /// `"auto"` (running mean response time), `{ ms = 4.0 }` or `{ ns = 4000000 }`.
         #[serde(default)]
         deadline: PercentileDeadline,
@@ -165,13 +175,13 @@ impl QdiscConfig {
     pub fn build<T: Packet>(&self) -> Result<AnyQdisc<T>, QdiscConfigError> {
         Ok(match self {
             QdiscConfig::Fifo {
-                limit_packets,
-                limit_bytes,
+                queue_limit,
+                size_limit,
             } => {
-                if *limit_packets == 0 {
-                    return Err(QdiscConfigError::too_small("limit_packets", 1));
+                if *queue_limit == 0 {
+                    return Err(QdiscConfigError::too_small("queue_limit", 1));
                 }
-                AnyQdisc::Fifo(Fifo::new(*limit_packets, *limit_bytes))
+                AnyQdisc::Fifo(Fifo::new(*queue_limit, *size_limit))
             }
             QdiscConfig::StrictPriority { bands } => {
                 AnyQdisc::StrictPriority(StrictPriority::new(bands)?)
@@ -195,12 +205,12 @@ impl QdiscConfig {
             )?),
             QdiscConfig::Percentile {
                 percentiles,
-                limit_packets,
+                queue_limit,
                 deadline,
                 memory,
                 max_hold,
             } => {
-                let mut q = PercentileQueue::new(percentiles, *limit_packets, *deadline, *memory)
+                let mut q = PercentileQueue::new(percentiles, *queue_limit, *deadline, *memory)
                     .map_err(QdiscConfigError::Percentile)?;
                 for class in 0..percentiles.len() {
                     q.set_max_hold(class, *max_hold)

@@ -133,20 +133,75 @@ impl DelayBitmap {
     }
 }
 
-/// One interface of a [`DelayConstrained`] scheduler (serde form).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One interface of a [`DelayConstrained`] scheduler. In configuration files the bound is a
+/// duration in the units grammar, `bound = "30ms"`; the older `bound_ns = 30000000` is still
+/// read.
+#[derive(Debug, Clone, PartialEq)]
 pub struct DelayInterfaceConfig {
     /// Lower number = more important (P2 Table 4: High 1, Middle 2, Low 3).
     pub priority: u32,
     /// Delay bitmap length, proportional to the latency bound (30/60/100 ms → 3:6:10).
     pub bitmap_len: u32,
     /// Latency bound in ns for the wall-clock variant (required when `wall_clock = true`).
-    #[serde(default)]
     pub bound_ns: Option<u64>,
     /// Queue limit in packets.
-    #[serde(default = "super::limits::default_limit_packets")]
-    pub limit_packets: usize,
+    pub queue_limit: usize,
+}
+
+/// The file form of [`DelayInterfaceConfig`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DelayInterfaceFile {
+    priority: u32,
+    bitmap_len: u32,
+    #[serde(default)]
+    bound: Option<String>,
+    #[serde(default)]
+    bound_ns: Option<u64>,
+    #[serde(
+        default = "super::limits::default_queue_limit",
+        alias = "limit_packets"
+    )]
+    queue_limit: usize,
+}
+
+impl<'de> Deserialize<'de> for DelayInterfaceConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let f = DelayInterfaceFile::deserialize(d)?;
+        let bound_ns = match (f.bound, f.bound_ns) {
+            (Some(text), None) => Some(
+                crate::units::parse_duration(&text)
+                    .map_err(|e| D::Error::custom(format!("bound: {e}")))?,
+            ),
+            (None, old) => old,
+            (Some(_), Some(_)) => {
+                return Err(D::Error::custom(
+                    "bound and bound_ns (its old spelling) both given",
+                ))
+            }
+        };
+        Ok(DelayInterfaceConfig {
+            priority: f.priority,
+            bitmap_len: f.bitmap_len,
+            bound_ns,
+            queue_limit: f.queue_limit,
+        })
+    }
+}
+
+impl Serialize for DelayInterfaceConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("DelayInterfaceConfig", 4)?;
+        st.serialize_field("priority", &self.priority)?;
+        st.serialize_field("bitmap_len", &self.bitmap_len)?;
+        if let Some(ns) = self.bound_ns {
+            st.serialize_field("bound", &crate::units::format_duration(ns))?;
+        }
+        st.serialize_field("queue_limit", &self.queue_limit)?;
+        st.end()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -160,7 +215,7 @@ struct DelayInterface<T> {
     /// Round start at which the bitmap was last activated (orders simultaneous promotions).
     activated_at: u64,
     bound_ns: Option<u64>,
-    limit_packets: usize,
+    queue_limit: usize,
     dequeued: u64,
     dropped: u64,
     promotions: u64,
@@ -205,9 +260,9 @@ impl<T: Packet> DelayConstrained<T> {
         for (i, c) in interfaces.iter().enumerate() {
             let bitmap = DelayBitmap::new(c.bitmap_len)
                 .map_err(|e| e.within(&format!("interfaces[{i}]")))?;
-            if c.limit_packets == 0 {
+            if c.queue_limit == 0 {
                 return Err(QdiscConfigError::too_small(
-                    format!("interfaces[{i}].limit_packets"),
+                    format!("interfaces[{i}].queue_limit"),
                     1,
                 ));
             }
@@ -225,7 +280,7 @@ impl<T: Packet> DelayConstrained<T> {
                 promoted: false,
                 activated_at: 0,
                 bound_ns: c.bound_ns,
-                limit_packets: c.limit_packets,
+                queue_limit: c.queue_limit,
                 dequeued: 0,
                 dropped: 0,
                 promotions: 0,
@@ -415,7 +470,7 @@ impl<T: Packet> Qdisc<T> for DelayConstrained<T> {
                 reason: DropReason::UnknownClass,
             };
         };
-        if f.queue.len() >= f.limit_packets {
+        if f.queue.len() >= f.queue_limit {
             f.dropped += 1;
             self.stats.on_arrival_drop(DropReason::QueueFullPackets);
             return Verdict::Dropped {
@@ -487,7 +542,7 @@ mod tests {
             priority,
             bitmap_len,
             bound_ns: None,
-            limit_packets: 100,
+            queue_limit: 100,
         }
     }
 
@@ -664,7 +719,7 @@ mod tests {
     /// packet every 50 ms, 1 ms per packet, rounds of `batch` packets.
     fn worst_low_wait(wall_clock: bool, batch: usize) -> Duration {
         let mut cfg = [iface(1, 2), iface(2, 3)];
-        cfg[0].limit_packets = 1000;
+        cfg[0].queue_limit = 1000;
         // High's backlog is permanently old; a loose bound keeps it from being promoted
         // (otherwise its promotions queue ahead of Low's: the n − 1 term, in time).
         cfg[0].bound_ns = Some(1000 * SEC);
@@ -742,7 +797,7 @@ mod tests {
     #[test]
     fn accounting_and_config_errors() {
         let mut cfg = [iface(1, 2), iface(2, 3)];
-        cfg[1].limit_packets = 1;
+        cfg[1].queue_limit = 1;
         let mut q = DelayConstrained::new(&cfg, 4, false).unwrap();
         push(&mut q, 1, 1, 0);
         assert!(!q.enqueue(1, TestItem { id: 9, len: 1 }, 0).is_queued());

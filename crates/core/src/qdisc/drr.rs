@@ -34,18 +34,25 @@ fn default_quantum() -> u32 {
 pub struct DrrClassConfig {
     #[serde(default = "default_quantum")]
     pub quantum: u32,
-    #[serde(default = "super::limits::default_limit_packets")]
-    pub limit_packets: usize,
-    #[serde(default = "super::limits::no_byte_limit")]
-    pub limit_bytes: u64,
+    #[serde(
+        default = "super::limits::default_queue_limit",
+        alias = "limit_packets"
+    )]
+    pub queue_limit: usize,
+    #[serde(
+        default = "super::limits::no_size_limit",
+        alias = "limit_bytes",
+        deserialize_with = "crate::units::serde_size_or_bytes"
+    )]
+    pub size_limit: u64,
 }
 
 impl DrrClassConfig {
-    pub fn new(quantum: u32, limit_packets: usize, limit_bytes: u64) -> Self {
+    pub fn new(quantum: u32, queue_limit: usize, size_limit: u64) -> Self {
         Self {
             quantum,
-            limit_packets,
-            limit_bytes,
+            queue_limit,
+            size_limit,
         }
     }
 }
@@ -78,10 +85,9 @@ impl<T: Packet> Drr<T> {
                     1,
                 ));
             }
-            BandConfig::with_limits(c.limit_packets, c.limit_bytes)
-                .check(&format!("classes[{i}]"))?;
+            BandConfig::with_limits(c.queue_limit, c.size_limit).check(&format!("classes[{i}]"))?;
             built.push(DrrClass {
-                queue: Fifo::new(c.limit_packets, c.limit_bytes),
+                queue: Fifo::new(c.queue_limit, c.size_limit),
                 quantum: c.quantum,
                 deficit: 0,
             });

@@ -28,8 +28,8 @@ use std::collections::BinaryHeap;
 #[derive(Debug, Clone, PartialEq)]
 pub struct EdfClassConfig {
     pub deadline_us: u64,
-    pub limit_packets: usize,
-    pub limit_bytes: u64,
+    pub queue_limit: usize,
+    pub size_limit: u64,
 }
 
 /// The file form of [`EdfClassConfig`].
@@ -38,10 +38,17 @@ pub struct EdfClassConfig {
 struct EdfClassFile {
     deadline: Option<String>,
     deadline_us: Option<u64>,
-    #[serde(default = "super::limits::default_limit_packets")]
-    limit_packets: usize,
-    #[serde(default = "super::limits::no_byte_limit")]
-    limit_bytes: u64,
+    #[serde(
+        default = "super::limits::default_queue_limit",
+        alias = "limit_packets"
+    )]
+    queue_limit: usize,
+    #[serde(
+        default = "super::limits::no_size_limit",
+        alias = "limit_bytes",
+        deserialize_with = "crate::units::serde_size_or_bytes"
+    )]
+    size_limit: u64,
 }
 
 impl<'de> Deserialize<'de> for EdfClassConfig {
@@ -69,8 +76,8 @@ impl<'de> Deserialize<'de> for EdfClassConfig {
         };
         Ok(EdfClassConfig {
             deadline_us,
-            limit_packets: f.limit_packets,
-            limit_bytes: f.limit_bytes,
+            queue_limit: f.queue_limit,
+            size_limit: f.size_limit,
         })
     }
 }
@@ -84,18 +91,18 @@ impl Serialize for EdfClassConfig {
             None => format!("{}us", self.deadline_us),
         };
         st.serialize_field("deadline", &deadline)?;
-        st.serialize_field("limit_packets", &self.limit_packets)?;
-        st.serialize_field("limit_bytes", &self.limit_bytes)?;
+        st.serialize_field("queue_limit", &self.queue_limit)?;
+        st.serialize_field("size_limit", &self.size_limit)?;
         st.end()
     }
 }
 
 impl EdfClassConfig {
-    pub fn new(deadline_us: u64, limit_packets: usize, limit_bytes: u64) -> Self {
+    pub fn new(deadline_us: u64, queue_limit: usize, size_limit: u64) -> Self {
         Self {
             deadline_us,
-            limit_packets,
-            limit_bytes,
+            queue_limit,
+            size_limit,
         }
     }
 }
@@ -131,8 +138,8 @@ impl<T> Ord for EdfEntry<T> {
 #[derive(Debug, Clone)]
 struct EdfClass {
     deadline: Duration,
-    limit_packets: usize,
-    limit_bytes: u64,
+    queue_limit: usize,
+    size_limit: u64,
     stats: QdiscStats,
 }
 
@@ -160,12 +167,11 @@ impl<T: Packet> Edf<T> {
                     format!("0..={}", u64::MAX / 1_000),
                 )
             })?;
-            BandConfig::with_limits(c.limit_packets, c.limit_bytes)
-                .check(&format!("classes[{i}]"))?;
+            BandConfig::with_limits(c.queue_limit, c.size_limit).check(&format!("classes[{i}]"))?;
             built.push(EdfClass {
                 deadline,
-                limit_packets: c.limit_packets,
-                limit_bytes: c.limit_bytes,
+                queue_limit: c.queue_limit,
+                size_limit: c.size_limit,
                 stats: QdiscStats::default(),
             });
         }
@@ -242,9 +248,9 @@ impl<T: Packet> Qdisc<T> for Edf<T> {
             };
         };
         let len = item.len();
-        let refuse = if c.stats.queued_packets as usize >= c.limit_packets {
+        let refuse = if c.stats.queued_packets as usize >= c.queue_limit {
             Some(DropReason::QueueFullPackets)
-        } else if c.stats.queued_bytes + len as u64 > c.limit_bytes {
+        } else if c.stats.queued_bytes + len as u64 > c.size_limit {
             Some(DropReason::QueueFullBytes)
         } else {
             None

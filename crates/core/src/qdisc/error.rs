@@ -134,7 +134,7 @@ pub enum PercentileConfigError {
     TooManyClasses { count: usize, max: usize },
     /// `percentiles[index]` (or, for a control request, `percentile`) is outside 1..=100.
     PercentileOutOfRange { index: Option<usize>, percent: u32 },
-    /// `limit_packets` is 0.
+    /// `queue_limit` is 0.
     LimitPacketsZero,
     /// A control request names `class`, which is not configured.
     UnknownClass { class: usize },
@@ -158,7 +158,7 @@ impl PercentileConfigError {
                 format!("percentiles[{i}]")
             }
             PercentileConfigError::PercentileOutOfRange { index: None, .. } => "percentile".into(),
-            PercentileConfigError::LimitPacketsZero => "limit_packets".into(),
+            PercentileConfigError::LimitPacketsZero => "queue_limit".into(),
             PercentileConfigError::UnknownClass { .. } => "class".into(),
             PercentileConfigError::MaxHoldZero => "max_hold".into(),
         }

@@ -5,7 +5,7 @@
 //! other discipline is measured against (`benches/core.rs`).
 //!
 //! Cost: O(1) enqueue and dequeue, no allocation once the ring has grown to the limit.
-//! Memory: `limit_packets` slots of `T` at most.
+//! Memory: `queue_limit` slots of `T` at most.
 
 use super::{ClassId, DropReason, Packet, Qdisc, QdiscStats, Verdict};
 use crate::time::Instant;
@@ -14,28 +14,28 @@ use std::collections::VecDeque;
 #[derive(Debug, Clone)]
 pub struct Fifo<T> {
     queue: VecDeque<T>,
-    limit_packets: usize,
-    limit_bytes: u64,
+    queue_limit: usize,
+    size_limit: u64,
     stats: QdiscStats,
 }
 
 impl<T: Packet> Fifo<T> {
-    /// A FIFO holding at most `limit_packets` items and `limit_bytes` bytes
+    /// A FIFO holding at most `queue_limit` items and `size_limit` bytes
     /// (`u64::MAX` for no byte limit).
-    pub fn new(limit_packets: usize, limit_bytes: u64) -> Self {
+    pub fn new(queue_limit: usize, size_limit: u64) -> Self {
         Self {
-            queue: VecDeque::with_capacity(limit_packets.min(4096)),
-            limit_packets,
-            limit_bytes,
+            queue: VecDeque::with_capacity(queue_limit.min(4096)),
+            queue_limit,
+            size_limit,
             stats: QdiscStats::default(),
         }
     }
 
     /// Why `item` cannot be queued now, if it cannot.
     pub fn fifo_would_drop(&self, item: &T) -> Option<DropReason> {
-        if self.queue.len() >= self.limit_packets {
+        if self.queue.len() >= self.queue_limit {
             Some(DropReason::QueueFullPackets)
-        } else if self.stats.queued_bytes + item.len() as u64 > self.limit_bytes {
+        } else if self.stats.queued_bytes + item.len() as u64 > self.size_limit {
             Some(DropReason::QueueFullBytes)
         } else {
             None
@@ -54,8 +54,8 @@ impl<T: Packet> Fifo<T> {
         Some(item)
     }
 
-    pub fn limit_packets(&self) -> usize {
-        self.limit_packets
+    pub fn queue_limit(&self) -> usize {
+        self.queue_limit
     }
 
     /// Take back every queued item `keep` rejects (order of the rest unchanged), counting

@@ -18,50 +18,54 @@ use super::{
 use crate::time::Instant;
 use serde::{Deserialize, Serialize};
 
-/// Limits of one band/class queue (`limit_packets` default 1000, `limit_bytes` default none).
+/// Limits of one band/class queue (`queue_limit` default 1000, `size_limit` default none).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BandConfig {
-    #[serde(default = "super::limits::default_limit_packets")]
-    pub limit_packets: usize,
-    #[serde(default = "super::limits::no_byte_limit")]
-    pub limit_bytes: u64,
+    #[serde(
+        default = "super::limits::default_queue_limit",
+        alias = "limit_packets"
+    )]
+    pub queue_limit: usize,
+    #[serde(
+        default = "super::limits::no_size_limit",
+        alias = "limit_bytes",
+        deserialize_with = "crate::units::serde_size_or_bytes"
+    )]
+    pub size_limit: u64,
 }
 
 impl Default for BandConfig {
     fn default() -> Self {
         Self {
-            limit_packets: super::limits::DEFAULT_LIMIT_PACKETS,
-            limit_bytes: super::limits::NO_BYTE_LIMIT,
+            queue_limit: super::limits::DEFAULT_QUEUE_LIMIT,
+            size_limit: super::limits::NO_SIZE_LIMIT,
         }
     }
 }
 
 impl BandConfig {
-    pub fn with_limits(limit_packets: usize, limit_bytes: u64) -> Self {
+    pub fn with_limits(queue_limit: usize, size_limit: u64) -> Self {
         Self {
-            limit_packets,
-            limit_bytes,
+            queue_limit,
+            size_limit,
         }
     }
     /// `path` names the band in errors, e.g. `bands[2]`.
     pub fn check(&self, path: &str) -> Result<(), QdiscConfigError> {
-        if self.limit_packets == 0 {
+        if self.queue_limit == 0 {
             return Err(QdiscConfigError::too_small(
-                format!("{path}.limit_packets"),
+                format!("{path}.queue_limit"),
                 1,
             ));
         }
-        if self.limit_bytes == 0 {
-            return Err(QdiscConfigError::too_small(
-                format!("{path}.limit_bytes"),
-                1,
-            ));
+        if self.size_limit == 0 {
+            return Err(QdiscConfigError::too_small(format!("{path}.size_limit"), 1));
         }
         Ok(())
     }
     pub(super) fn fifo<T: Packet>(&self) -> Fifo<T> {
-        Fifo::new(self.limit_packets, self.limit_bytes)
+        Fifo::new(self.queue_limit, self.size_limit)
     }
 }
 
@@ -313,7 +317,7 @@ mod tests {
             BandConfig::with_limits(0, 1),
         ])
         .unwrap_err();
-        assert_eq!(e, QdiscConfigError::too_small("bands[1].limit_packets", 1));
+        assert_eq!(e, QdiscConfigError::too_small("bands[1].queue_limit", 1));
     }
 
     /// Withdrawn items leave their band wherever they are, the rest keep their order, and

@@ -67,18 +67,25 @@ fn default_weight() -> u32 {
 pub struct Wf2qClassConfig {
     #[serde(default = "default_weight")]
     pub weight: u32,
-    #[serde(default = "super::limits::default_limit_packets")]
-    pub limit_packets: usize,
-    #[serde(default = "super::limits::no_byte_limit")]
-    pub limit_bytes: u64,
+    #[serde(
+        default = "super::limits::default_queue_limit",
+        alias = "limit_packets"
+    )]
+    pub queue_limit: usize,
+    #[serde(
+        default = "super::limits::no_size_limit",
+        alias = "limit_bytes",
+        deserialize_with = "crate::units::serde_size_or_bytes"
+    )]
+    pub size_limit: u64,
 }
 
 impl Wf2qClassConfig {
-    pub fn new(weight: u32, limit_packets: usize, limit_bytes: u64) -> Self {
+    pub fn new(weight: u32, queue_limit: usize, size_limit: u64) -> Self {
         Self {
             weight,
-            limit_packets,
-            limit_bytes,
+            queue_limit,
+            size_limit,
         }
     }
 }
@@ -119,10 +126,9 @@ impl<T: Packet> Wf2qPlus<T> {
                     1,
                 ));
             }
-            BandConfig::with_limits(c.limit_packets, c.limit_bytes)
-                .check(&format!("classes[{i}]"))?;
+            BandConfig::with_limits(c.queue_limit, c.size_limit).check(&format!("classes[{i}]"))?;
             built.push(Wf2qClass {
-                queue: Fifo::new(c.limit_packets, c.limit_bytes),
+                queue: Fifo::new(c.queue_limit, c.size_limit),
                 weight: c.weight,
                 start: 0,
                 finish: 0,
@@ -528,7 +534,7 @@ mod tests {
             let max_weight = [1u64, 4, 100, 1 << 20][rng.below(4) as usize];
             let cfg: Vec<_> = (0..n)
                 .map(|_| {
-                    let limit_bytes = if rng.below(3) == 0 {
+                    let size_limit = if rng.below(3) == 0 {
                         1 + rng.below(20_000)
                     } else {
                         u64::MAX
@@ -536,7 +542,7 @@ mod tests {
                     Wf2qClassConfig::new(
                         1 + rng.below(max_weight) as u32,
                         1 + rng.below(30) as usize,
-                        limit_bytes,
+                        size_limit,
                     )
                 })
                 .collect();

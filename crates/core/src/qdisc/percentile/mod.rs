@@ -359,7 +359,7 @@ mod tests {
                 },
                 "percentile: must be in 1..=100, got 170",
             ),
-            (E::LimitPacketsZero, "limit_packets: must be at least 1"),
+            (E::LimitPacketsZero, "queue_limit: must be at least 1"),
             (E::UnknownClass { class: 9 }, "class: 9 is not configured"),
         ];
         for (e, text) in cases {

@@ -75,7 +75,7 @@ pub struct PercentileQueue<T> {
     nonempty: u64,
     /// Cached result of the selection scan (`None`: unknown, rescan).
     best: Option<usize>,
-    limit_packets: usize,
+    queue_limit: usize,
     /// Some class has a bound on waiting (else the overdue scan is skipped).
     any_max_hold: bool,
     /// Cumulative N, S, fail and the deadline in every mode (status and the success test).
@@ -88,10 +88,10 @@ pub struct PercentileQueue<T> {
 
 impl<T: Packet> PercentileQueue<T> {
     /// One class per entry of `percentiles` (percent, 1..=100; index 0 = highest class),
-    /// each queue holding at most `limit_packets`. `Err` names the wrong field.
+    /// each queue holding at most `queue_limit`. `Err` names the wrong field.
     pub fn new(
         percentiles: &[u32],
-        limit_packets: usize,
+        queue_limit: usize,
         deadline: PercentileDeadline,
         memory: PercentileMemory,
     ) -> Result<Self, PercentileConfigError> {
@@ -112,7 +112,7 @@ impl<T: Packet> PercentileQueue<T> {
                 });
             }
         }
-        if limit_packets == 0 {
+        if queue_limit == 0 {
             return Err(PercentileConfigError::LimitPacketsZero);
         }
         deadline.validate()?;
@@ -144,7 +144,7 @@ impl<T: Packet> PercentileQueue<T> {
             classes,
             nonempty: 0,
             best: None,
-            limit_packets,
+            queue_limit,
             any_max_hold: false,
             judge: PercentileJudge::new(percentiles, deadline)?,
             memory,
@@ -633,7 +633,7 @@ impl<T: Packet> Qdisc<T> for PercentileQueue<T> {
                 reason: DropReason::UnknownClass,
             };
         };
-        if c.queue.len() >= self.limit_packets {
+        if c.queue.len() >= self.queue_limit {
             c.dropped += 1;
             self.stats.on_arrival_drop(DropReason::QueueFullPackets);
             return Verdict::Dropped {

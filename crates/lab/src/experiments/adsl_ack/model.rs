@@ -143,8 +143,8 @@ impl Default for InputQueues {
             per_packet_us: 100.0,
             qdisc: serde_json::from_value(json!({
                 "kind": "drr",
-                "classes": [{"quantum": 1514, "limit_packets": 100},
-                            {"quantum": 1514, "limit_packets": 100}]
+                "classes": [{"quantum": 1514, "queue_limit": 100},
+                            {"quantum": 1514, "queue_limit": 100}]
             }))
             .expect("valid default"),
         }
@@ -329,8 +329,8 @@ pub fn simulate(
 fn build(p: &Params, setup: Setup, seed: u64) -> anyhow::Result<(Sim, Adsl, SplitMix64)> {
     let t = &p.topology;
     let fifo = |n: usize| QdiscConfig::Fifo {
-        limit_packets: n,
-        limit_bytes: u64::MAX,
+        queue_limit: n,
+        size_limit: u64::MAX,
     };
     let mut ap = AdslParams {
         lan_bps: kbps(t.lan_kbps),

@@ -86,7 +86,7 @@ pub struct Percentile {
     /// success criterion; `None` skips it.
     pub extra_fixed_deadline_ms: Option<f64>,
     pub memory: PercentileMemory,
-    pub limit_packets: usize,
+    pub queue_limit: usize,
     /// Every class's bound on waiting (core `MaxHold`: "off", "deadline" or a duration).
     pub max_hold: MaxHold,
 }
@@ -146,7 +146,7 @@ impl Default for Percentile {
             deadline: PercentileDeadline::Auto,
             extra_fixed_deadline_ms: Some(4.0),
             memory: PercentileMemory::Forever,
-            limit_packets: 1000,
+            queue_limit: 1000,
             max_hold: MaxHold::Off,
         }
     }
@@ -270,7 +270,7 @@ impl Params {
         }
         for (key, v) in [
             ("queue_limit", self.queue_limit),
-            ("percentile.limit_packets", self.percentile.limit_packets),
+            ("percentile.queue_limit", self.percentile.queue_limit),
             ("server.listen_limit", self.server.listen_limit.max(1)),
         ] {
             if v == 0 || v > MAX_QUEUE {
@@ -320,7 +320,7 @@ impl Params {
         match run.trim_end_matches(ALL_HELD) {
             "percentile" | "percentile_fixed_deadline" => QdiscConfig::Percentile {
                 percentiles: self.clients.percentiles.clone(),
-                limit_packets: self.percentile.limit_packets,
+                queue_limit: self.percentile.queue_limit,
                 deadline: match (run, self.percentile.extra_fixed_deadline_ms) {
                     ("percentile_fixed_deadline", Some(ms)) => PercentileDeadline::Ms(ms),
                     _ => self.percentile.deadline,
@@ -332,8 +332,8 @@ impl Params {
                 bands: vec![BandConfig::with_limits(self.queue_limit, u64::MAX); classes],
             },
             _ => QdiscConfig::Fifo {
-                limit_packets: self.queue_limit * classes,
-                limit_bytes: u64::MAX,
+                queue_limit: self.queue_limit * classes,
+                size_limit: u64::MAX,
             },
         }
     }
@@ -376,8 +376,8 @@ fn build(sim: &mut Sim, p: &Params, run: &str) -> anyhow::Result<(usize, Vec<usi
     let rate = (p.network.link_mbps * 1e6) as u64;
     let delay = (p.network.link_delay_ms * MS as f64) as Nanos;
     let big = QdiscConfig::Fifo {
-        limit_packets: 10_000,
-        limit_bytes: u64::MAX,
+        queue_limit: 10_000,
+        size_limit: u64::MAX,
     };
     let switch = sim.add_node("switch");
     let server = sim.add_node("server");

@@ -341,7 +341,7 @@ fn build_qdisc(cfg: &VmConfig, tier_of: impl Fn(usize) -> usize) -> anyhow::Resu
                         priority: t.priority,
                         bitmap_len: t.bitmap_len,
                         bound_ns: Some((t.bound_ms * MS as f64) as u64),
-                        limit_packets: cfg.vif_queue,
+                        queue_limit: cfg.vif_queue,
                     }
                 })
                 .collect(),
