@@ -39,8 +39,9 @@ const PATIENCE: Duration = Duration::from_secs(20);
 /// Asserted bound on the router's convergence after a SIGKILL: the announcer polls every
 /// 200 ms; what is measured is printed. Generous for a loaded 2-core machine.
 const CONVERGENCE_LIMIT: Duration = Duration::from_secs(5);
-/// A new connection started this long before the route changed may still have gone to the
-/// old next hop (its SYN in flight, its RST coming back).
+/// A new connection whose SYN left just before the route changed may still have gone to the
+/// old next hop; its refusal arrives this long after the change at most (an RST back over
+/// two veth hops; the margin is for a loaded machine).
 const IN_FLIGHT: Duration = Duration::from_millis(250);
 
 fn example(name: &str) -> PathBuf {
@@ -395,7 +396,9 @@ fn hold(ns: String, t0: Instant, stop: Arc<AtomicBool>, up: Arc<std::sync::Barri
     h
 }
 
-/// New connections, one request each, every `NEW_EVERY`: (start after t0, instance or error).
+/// New connections, one request each, every `NEW_EVERY`: (when its outcome was known, after
+/// t0; instance or error). The end, not the start: a connection in flight through an
+/// instance at its SIGKILL fails at the kill.
 fn opener(
     ns: String,
     t0: Instant,
@@ -405,9 +408,8 @@ fn opener(
         enter_netns(&ns).expect("setns");
         let mut out = Vec::new();
         while !stop.load(Ordering::Relaxed) {
-            let at = t0.elapsed();
             let r = connect().and_then(|mut c| request(&mut c, true).map(|b| instance_of(&b)));
-            out.push((at, r));
+            out.push((t0.elapsed(), r));
             std::thread::sleep(NEW_EVERY);
         }
         out
