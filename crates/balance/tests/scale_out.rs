@@ -13,8 +13,9 @@
 //! connection every 10 ms. Steps: SIGKILL instance 1 — its connections end, every other
 //! continues on its instance, new connections fail only until the router's route has lost
 //! the next hop (measured, bounded); soft stop of instance 2 (the announcer withdraws, waits
-//! for the router, then `ctl soft-stop`) — no connection lost, no new connection refused.
-//! Figures are printed (`--nocapture`).
+//! for the router, then `ctl soft-stop`) — no connection lost, no new connection refused;
+//! after the clients: instance 3's host falls silent, and the router drops its route when
+//! BGP's hold time expires (measured, bounded). Figures are printed (`--nocapture`).
 //!
 //! Skips with a reason without root (or without BIRD: `apt-get install bird2`); every
 //! process it starts is stopped by pid and the namespaces deleted, also on failure.
@@ -39,6 +40,14 @@ const PATIENCE: Duration = Duration::from_secs(20);
 /// Asserted bound on the router's convergence after a SIGKILL: the announcer polls every
 /// 200 ms; what is measured is printed. Generous for a loaded 2-core machine.
 const CONVERGENCE_LIMIT: Duration = Duration::from_secs(5);
+/// Asserted bound on the router's detection of a silent host: BGP's hold time (3 s, the
+/// shortest allowed, in both BIRD configurations) with margin for a loaded machine.
+const HOST_LOSS_LIMIT: Duration = Duration::from_secs(8);
+/// nftables commands that make an instance's host silent on its link.
+const SILENT: &str = "add table ip silent; \
+add chain ip silent in { type filter hook input priority 0; policy accept; }; \
+add chain ip silent out { type filter hook output priority 0; policy accept; }; \
+add rule ip silent in iifname \"eth0\" drop; add rule ip silent out oifname \"eth0\" drop";
 /// A new connection whose SYN left just before the route changed may still have gone to the
 /// old next hop; its refusal arrives this long after the change at most (an RST back over
 /// two veth hops; the margin is for a loaded machine).
@@ -528,6 +537,13 @@ fn three_instances_behind_ecmp_lose_one_without_touching_the_others() {
     let b2_exited = !b2.running();
     let b2_log = std::fs::read_to_string(&inst[1].log).unwrap_or_default();
 
+    // Step 3 (the clients have stopped): lb3's host falls silent — every packet on its link
+    // dropped, BIRD and the balancer still running — so only BGP's hold time (3 s) tells the
+    // router.
+    let t_silent = Instant::now();
+    tb.exec(&rig.instances[2], "nft", &[SILENT]).unwrap();
+    let host_lost = wait_nexthops(&rig.router, 0, HOST_LOSS_LIMIT).map(|t| t - t_silent);
+
     // Figures.
     let conv1 = conv1.unwrap_or_else(|| {
         panic!(
@@ -590,6 +606,10 @@ fn three_instances_behind_ecmp_lose_one_without_touching_the_others() {
         failed_in(t_soft, Duration::MAX),
         b2_log.lines().find(|l| l.contains("stopped in")).unwrap_or("(no stop line)")
     );
+    println!(
+        "step 3 (lb3's host silent): router's route gone after {:.0} ms (BGP hold time 3 s)",
+        host_lost.map_or(f64::NAN, ms)
+    );
     for f in failed.iter().take(20) {
         println!("  new connection at {:.0} ms: {:?}", ms(f.0), f.1);
     }
@@ -638,6 +658,11 @@ fn three_instances_behind_ecmp_lose_one_without_touching_the_others() {
     assert!(
         b2_log.contains(" 0 cut"),
         "lb2's soft stop cut connections: {b2_log}\n{}",
+        diag()
+    );
+    assert!(
+        host_lost.is_some(),
+        "the router kept a silent host's route for {HOST_LOSS_LIMIT:?}: {}",
         diag()
     );
     drop(inst);
