@@ -42,7 +42,7 @@ const PATIENCE: Duration = Duration::from_secs(20);
 const CONVERGENCE_LIMIT: Duration = Duration::from_secs(5);
 /// Asserted bound on the router's detection of a silent host: BGP's hold time (3 s, the
 /// shortest allowed, in both BIRD configurations) with margin for a loaded machine.
-const HOST_LOSS_LIMIT: Duration = Duration::from_secs(8);
+const HOST_LOSS_LIMIT: Duration = Duration::from_secs(10);
 /// nftables commands that make an instance's host silent on its link.
 const SILENT: &str = "add table ip silent; \
 add chain ip silent in { type filter hook input priority 0; policy accept; }; \
