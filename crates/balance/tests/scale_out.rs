@@ -417,7 +417,10 @@ fn opener(
         enter_netns(&ns).expect("setns");
         let mut out = Vec::new();
         while !stop.load(Ordering::Relaxed) {
-            let r = connect().and_then(|mut c| request(&mut c, true).map(|b| instance_of(&b)));
+            let start = t0.elapsed();
+            let r = connect()
+                .and_then(|mut c| request(&mut c, true).map(|b| instance_of(&b)))
+                .map_err(|e| format!("{e} (started at {:.0} ms)", ms(start)));
             out.push((t0.elapsed(), r));
             std::thread::sleep(NEW_EVERY);
         }
@@ -610,6 +613,24 @@ fn three_instances_behind_ecmp_lose_one_without_touching_the_others() {
         "step 3 (lb3's host silent): router's route gone after {:.0} ms (BGP hold time 3 s)",
         host_lost.map_or(f64::NAN, ms)
     );
+    for (name, a, b) in [
+        ("steady", Duration::ZERO, t_kill),
+        ("after the kill", t_kill, t_soft),
+        ("after the soft stop", t_soft, Duration::MAX),
+    ] {
+        let on = |i: &str| {
+            new_conns
+                .iter()
+                .filter(|(t, r)| *t >= a && *t < b && r.as_deref() == Ok(i))
+                .count()
+        };
+        println!(
+            "new connections answered {name}: lb1 {}, lb2 {}, lb3 {}",
+            on(INSTANCES[0]),
+            on(INSTANCES[1]),
+            on(INSTANCES[2])
+        );
+    }
     for f in failed.iter().take(20) {
         println!("  new connection at {:.0} ms: {:?}", ms(f.0), f.1);
     }
@@ -642,9 +663,10 @@ fn three_instances_behind_ecmp_lose_one_without_touching_the_others() {
         failed
             .iter()
             .all(|(t, _)| *t >= t_kill && *t < conv1 + IN_FLIGHT),
-        "new connections failed outside the convergence window ({:.0}..{:.0} ms): {failed:?}",
+        "new connections failed outside the convergence window ({:.0}..{:.0} ms): {failed:?}\n{}",
         ms(t_kill),
-        ms(conv1 + IN_FLIGHT)
+        ms(conv1 + IN_FLIGHT),
+        diag()
     );
     assert!(out.is_ok(), "ctl soft-stop: {out:?}");
     assert!(
