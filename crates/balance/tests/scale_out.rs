@@ -38,8 +38,9 @@ const NEW_EVERY: Duration = Duration::from_millis(10);
 const STEP: Duration = Duration::from_secs(3);
 const PATIENCE: Duration = Duration::from_secs(20);
 /// Asserted bound on the router's convergence after a SIGKILL: the announcer polls every
-/// 200 ms; what is measured is printed. Generous for a loaded 2-core machine.
-const CONVERGENCE_LIMIT: Duration = Duration::from_secs(5);
+/// 200 ms; what is measured is printed (up to 2.6 s was seen with the machine's load average
+/// above 20, and once more than 5 s). Generous for a loaded 2-core machine.
+const CONVERGENCE_LIMIT: Duration = Duration::from_secs(10);
 /// Asserted bound on the router's detection of a silent host: BGP's hold time (3 s, the
 /// shortest allowed, in both BIRD configurations) with margin for a loaded machine.
 const HOST_LOSS_LIMIT: Duration = Duration::from_secs(10);
@@ -49,9 +50,9 @@ add chain ip silent in { type filter hook input priority 0; policy accept; }; \
 add chain ip silent out { type filter hook output priority 0; policy accept; }; \
 add rule ip silent in iifname \"eth0\" drop; add rule ip silent out oifname \"eth0\" drop";
 /// A new connection whose SYN left just before the route changed may still have gone to the
-/// old next hop; its refusal arrives this long after the change at most (an RST back over
-/// two veth hops; the margin is for a loaded machine).
-const IN_FLIGHT: Duration = Duration::from_millis(250);
+/// old next hop; its refusal is seen this long after the change at most (an RST back over
+/// two veth hops, and the client thread scheduled again on a loaded machine).
+const IN_FLIGHT: Duration = Duration::from_secs(1);
 
 fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -84,7 +85,7 @@ fn wait_nexthops(router: &str, n: usize, limit: Duration) -> Option<Instant> {
         if nexthops(router) == n {
             return Some(Instant::now());
         }
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(20));
     }
     None
 }
