@@ -433,12 +433,24 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-#[test]
-fn three_instances_behind_ecmp_lose_one_without_touching_the_others() {
-    let test = "three_instances_behind_ecmp_lose_one_without_touching_the_others";
-    if !privileged_test_allowed(test) {
-        return;
+/// Every log file of the run, for a failure's message.
+fn logs(dir: &Path) -> String {
+    let mut s = String::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "log" || x == "stderr") {
+            s += &format!(
+                "--- {}\n{}\n",
+                p.display(),
+                std::fs::read_to_string(&p).unwrap_or_default()
+            );
+        }
     }
+    s
+}
+
+/// BIRD, nginx and nft are installed; without them the test skips (or fails under CI=true).
+fn tools_present(test: &str) -> bool {
     for cmd in ["bird", "birdc", "nginx", "nft"] {
         if !have(cmd) {
             if std::env::var("CI").is_ok_and(|v| v == "true") {
@@ -447,48 +459,70 @@ fn three_instances_behind_ecmp_lose_one_without_touching_the_others() {
             eprintln!(
                 "SKIP {test}: `{cmd}` is missing (apt-get install bird2 nginx-light nftables)"
             );
-            return;
+            return false;
         }
     }
-    let mut tb = Testbed::new("scale").unwrap();
-    let dir = TempDir::new("scale-out").unwrap();
-    let rig = topology(&mut tb);
-    start_nginx(&mut tb, &rig.servers, dir.path());
-    start_bird(
-        &mut tb,
-        &rig.router,
-        "bird-router.conf",
-        dir.path(),
-        "bird-router",
-    );
-    let mut inst: Vec<Instance> = (0..3)
-        .map(|k| start_instance(&mut tb, &rig.instances[k], dir.path(), k + 1))
-        .collect();
-    let started = Instant::now();
-    let logs = |dir: &Path| {
-        let mut s = String::new();
-        for e in std::fs::read_dir(dir).unwrap().flatten() {
-            let p = e.path();
-            if p.extension().is_some_and(|x| x == "log" || x == "stderr") {
-                s += &format!(
-                    "--- {}\n{}\n",
-                    p.display(),
-                    std::fs::read_to_string(&p).unwrap_or_default()
-                );
-            }
-        }
-        s
-    };
-    assert!(
-        wait_nexthops(&rig.router, 3, PATIENCE).is_some(),
-        "the router never had three next hops: {}",
-        logs(dir.path())
-    );
-    println!(
-        "announced by all three {:.0} ms after the start",
-        ms(started.elapsed())
-    );
+    true
+}
 
+/// What the steps measured; times are after the clients started.
+struct Outcome {
+    t_kill: Duration,
+    /// When the router's route had lost lb1.
+    conv1: Option<Duration>,
+    t_soft: Duration,
+    /// When the router's route had lost lb2.
+    conv2: Option<Duration>,
+    /// When lb2's announcer had withdrawn and waited for the router.
+    t_withdrawn: Duration,
+    soft_stop: Result<String, String>,
+    held: Vec<Held>,
+    new_conns: Vec<(Duration, Result<String, String>)>,
+    b2_exited: bool,
+    b2_log: String,
+    /// From lb3's host falling silent to the router's route gone.
+    host_lost: Option<Duration>,
+}
+
+impl Outcome {
+    /// Long-lived connections through instance `i`.
+    fn on(&self, i: usize) -> usize {
+        self.held
+            .iter()
+            .filter(|h| h.instance == INSTANCES[i])
+            .count()
+    }
+
+    /// Long-lived connections through instance `i` that ended before the clients stopped.
+    fn lost(&self, i: usize) -> usize {
+        self.held
+            .iter()
+            .filter(|h| h.instance == INSTANCES[i] && h.ended.is_some())
+            .count()
+    }
+
+    fn failed(&self) -> Vec<&(Duration, Result<String, String>)> {
+        self.new_conns.iter().filter(|(_, r)| r.is_err()).collect()
+    }
+
+    fn new_in(&self, a: Duration, b: Duration) -> usize {
+        self.new_conns
+            .iter()
+            .filter(|(t, _)| *t >= a && *t < b)
+            .count()
+    }
+
+    fn failed_in(&self, a: Duration, b: Duration) -> usize {
+        self.failed()
+            .iter()
+            .filter(|(t, _)| *t >= a && *t < b)
+            .count()
+    }
+}
+
+/// The clients, and the steps under them: SIGKILL of lb1, soft stop of lb2; after the
+/// clients, lb3's host silent.
+fn steps(tb: &mut Testbed, rig: &Rig, inst: &mut [Instance]) -> Outcome {
     let t0 = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let up = Arc::new(std::sync::Barrier::new(LONG_LIVED + 1));
@@ -519,7 +553,7 @@ fn three_instances_behind_ecmp_lose_one_without_touching_the_others() {
     tb.stop(inst[1].announcer, Duration::from_secs(15)).unwrap();
     let t_withdrawn = t0.elapsed();
     let conv2 = withdrawal.join().unwrap().map(|t| t - t0);
-    let out = netsched_testbed::run(
+    let soft_stop = netsched_testbed::run(
         env!("CARGO_BIN_EXE_netsched-balanced"),
         &[
             "ctl",
@@ -527,7 +561,8 @@ fn three_instances_behind_ecmp_lose_one_without_touching_the_others() {
             inst[1].ctl.to_str().unwrap(),
             "soft-stop",
         ],
-    );
+    )
+    .map_err(|e| e.to_string());
     std::thread::sleep(STEP);
     stop.store(true, Ordering::Relaxed);
     let held: Vec<Held> = holders.into_iter().map(|h| h.join().unwrap()).collect();
@@ -547,72 +582,71 @@ fn three_instances_behind_ecmp_lose_one_without_touching_the_others() {
     let t_silent = Instant::now();
     tb.exec(&rig.instances[2], "nft", &[SILENT]).unwrap();
     let host_lost = wait_nexthops(&rig.router, 0, HOST_LOSS_LIMIT).map(|t| t - t_silent);
+    Outcome {
+        t_kill,
+        conv1,
+        t_soft,
+        conv2,
+        t_withdrawn,
+        soft_stop,
+        held,
+        new_conns,
+        b2_exited,
+        b2_log,
+        host_lost,
+    }
+}
 
-    // Figures.
-    let conv1 = conv1.unwrap_or_else(|| {
-        panic!(
-            "the router kept the killed instance's next hop for {CONVERGENCE_LIMIT:?}: {}",
-            logs(dir.path())
-        )
-    });
-    let on = |i: usize| held.iter().filter(|h| h.instance == INSTANCES[i]).count();
-    let lost = |i: usize| {
-        held.iter()
-            .filter(|h| h.instance == INSTANCES[i] && h.ended.is_some())
-            .count()
-    };
-    let failed: Vec<&(Duration, Result<String, String>)> =
-        new_conns.iter().filter(|(_, r)| r.is_err()).collect();
-    let in_step =
-        |a: Duration, b: Duration| new_conns.iter().filter(|(t, _)| *t >= a && *t < b).count();
-    let failed_in =
-        |a: Duration, b: Duration| failed.iter().filter(|(t, _)| *t >= a && *t < b).count();
+/// The figures of each step, printed.
+fn report(o: &Outcome) {
+    let (t_kill, t_soft) = (o.t_kill, o.t_soft);
     println!(
         "long-lived connections per instance: {}, {}, {}",
-        on(0),
-        on(1),
-        on(2)
+        o.on(0),
+        o.on(1),
+        o.on(2)
     );
     println!(
         "step 0 (steady): new connections {} failed {}",
-        in_step(Duration::ZERO, t_kill),
-        failed_in(Duration::ZERO, t_kill)
+        o.new_in(Duration::ZERO, t_kill),
+        o.failed_in(Duration::ZERO, t_kill)
     );
     println!(
         "step 1 (SIGKILL lb1 at {:.0} ms): router converged after {:.0} ms; long-lived lost: lb1 {}/{}, lb2 {}/{}, lb3 {}/{}; new connections {} failed {} (last failure {:.0} ms after the kill)",
         ms(t_kill),
-        ms(conv1 - t_kill),
-        lost(0),
-        on(0),
-        lost(1),
-        on(1),
-        lost(2),
-        on(2),
-        in_step(t_kill, t_soft),
-        failed_in(t_kill, t_soft),
-        failed
+        o.conv1.map_or(f64::NAN, |c| ms(c - t_kill)),
+        o.lost(0),
+        o.on(0),
+        o.lost(1),
+        o.on(1),
+        o.lost(2),
+        o.on(2),
+        o.new_in(t_kill, t_soft),
+        o.failed_in(t_kill, t_soft),
+        o.failed()
             .iter()
             .filter(|(t, _)| *t >= t_kill && *t < t_soft)
             .map(|(t, _)| ms(*t - t_kill))
             .fold(0.0, f64::max),
     );
     println!(
-        "step 2 (soft stop lb2 at {:.0} ms: router converged after {:.0} ms, announcer done at {:.0} ms, ctl soft-stop: {:?}): long-lived lost: lb2 {}/{}, lb3 {}/{}; new connections {} failed {}; lb2 exited: {b2_exited}; {}",
+        "step 2 (soft stop lb2 at {:.0} ms: router converged after {:.0} ms, announcer done at {:.0} ms, ctl soft-stop: {:?}): long-lived lost: lb2 {}/{}, lb3 {}/{}; new connections {} failed {}; lb2 exited: {}; {}",
         ms(t_soft),
-        conv2.map_or(f64::NAN, |c| ms(c - t_soft)),
-        ms(t_withdrawn),
-        out.as_deref().map(str::trim),
-        lost(1),
-        on(1),
-        lost(2),
-        on(2),
-        in_step(t_soft, Duration::MAX),
-        failed_in(t_soft, Duration::MAX),
-        b2_log.lines().find(|l| l.contains("stopped in")).unwrap_or("(no stop line)")
+        o.conv2.map_or(f64::NAN, |c| ms(c - t_soft)),
+        ms(o.t_withdrawn),
+        o.soft_stop.as_deref().map(str::trim),
+        o.lost(1),
+        o.on(1),
+        o.lost(2),
+        o.on(2),
+        o.new_in(t_soft, Duration::MAX),
+        o.failed_in(t_soft, Duration::MAX),
+        o.b2_exited,
+        o.b2_log.lines().find(|l| l.contains("stopped in")).unwrap_or("(no stop line)")
     );
     println!(
         "step 3 (lb3's host silent): router's route gone after {:.0} ms (BGP hold time 3 s)",
-        host_lost.map_or(f64::NAN, ms)
+        o.host_lost.map_or(f64::NAN, ms)
     );
     for (name, a, b) in [
         ("steady", Duration::ZERO, t_kill),
@@ -620,7 +654,7 @@ fn three_instances_behind_ecmp_lose_one_without_touching_the_others() {
         ("after the soft stop", t_soft, Duration::MAX),
     ] {
         let on = |i: &str| {
-            new_conns
+            o.new_conns
                 .iter()
                 .filter(|(t, r)| *t >= a && *t < b && r.as_deref() == Ok(i))
                 .count()
@@ -632,15 +666,23 @@ fn three_instances_behind_ecmp_lose_one_without_touching_the_others() {
             on(INSTANCES[2])
         );
     }
-    for f in failed.iter().take(20) {
+    for f in o.failed().iter().take(20) {
         println!("  new connection at {:.0} ms: {:?}", ms(f.0), f.1);
     }
+}
 
-    // Invariants.
-    let diag = || logs(dir.path());
+/// The invariants; `diag` gives every log for a failure's message.
+fn check(o: &Outcome, diag: impl Fn() -> String) {
+    let (held, failed, t_kill) = (&o.held, o.failed(), o.t_kill);
+    let conv1 = o.conv1.unwrap_or_else(|| {
+        panic!(
+            "the router kept the killed instance's next hop for {CONVERGENCE_LIMIT:?}: {}",
+            diag()
+        )
+    });
     assert!(held.iter().all(|h| h.answered > 0 && !h.moved), "{held:?}");
     assert!(
-        on(0) > 0 && on(1) > 0 && on(2) > 0,
+        o.on(0) > 0 && o.on(1) > 0 && o.on(2) > 0,
         "ECMP left an instance without connections: {held:?}"
     );
     for h in held.iter().filter(|h| h.instance == INSTANCES[0]) {
@@ -651,12 +693,12 @@ fn three_instances_behind_ecmp_lose_one_without_touching_the_others() {
         assert!(*at >= t_kill, "{h:?} ended before the kill");
     }
     assert_eq!(
-        (lost(1), lost(2)),
+        (o.lost(1), o.lost(2)),
         (0, 0),
         "connections of surviving instances lost: {held:?}"
     );
     assert_eq!(
-        failed_in(Duration::ZERO, t_kill),
+        o.failed_in(Duration::ZERO, t_kill),
         0,
         "failures before the kill: {failed:?}"
     );
@@ -669,24 +711,63 @@ fn three_instances_behind_ecmp_lose_one_without_touching_the_others() {
         ms(conv1 + IN_FLIGHT),
         diag()
     );
-    assert!(out.is_ok(), "ctl soft-stop: {out:?}");
+    assert!(o.soft_stop.is_ok(), "ctl soft-stop: {:?}", o.soft_stop);
     assert!(
-        conv2.is_some_and(|c| c <= t_withdrawn),
-        "lb2's route still announced after its announcer stopped ({conv2:?})"
+        o.conv2.is_some_and(|c| c <= o.t_withdrawn),
+        "lb2's route still announced after its announcer stopped ({:?})",
+        o.conv2
     );
     assert!(
-        b2_exited,
-        "lb2 did not exit after its connections ended: {b2_log}"
+        o.b2_exited,
+        "lb2 did not exit after its connections ended: {}",
+        o.b2_log
     );
     assert!(
-        b2_log.contains(" 0 cut"),
-        "lb2's soft stop cut connections: {b2_log}\n{}",
+        o.b2_log.contains(" 0 cut"),
+        "lb2's soft stop cut connections: {}\n{}",
+        o.b2_log,
         diag()
     );
     assert!(
-        host_lost.is_some(),
+        o.host_lost.is_some(),
         "the router kept a silent host's route for {HOST_LOSS_LIMIT:?}: {}",
         diag()
     );
+}
+
+#[test]
+fn three_instances_behind_ecmp_lose_one_without_touching_the_others() {
+    let test = "three_instances_behind_ecmp_lose_one_without_touching_the_others";
+    if !privileged_test_allowed(test) || !tools_present(test) {
+        return;
+    }
+    let mut tb = Testbed::new("scale").unwrap();
+    let dir = TempDir::new("scale-out").unwrap();
+    let rig = topology(&mut tb);
+    start_nginx(&mut tb, &rig.servers, dir.path());
+    let router = rig.router.clone();
+    start_bird(
+        &mut tb,
+        &router,
+        "bird-router.conf",
+        dir.path(),
+        "bird-router",
+    );
+    let mut inst: Vec<Instance> = (0..3)
+        .map(|k| start_instance(&mut tb, &rig.instances[k], dir.path(), k + 1))
+        .collect();
+    let started = Instant::now();
+    assert!(
+        wait_nexthops(&rig.router, 3, PATIENCE).is_some(),
+        "the router never had three next hops: {}",
+        logs(dir.path())
+    );
+    println!(
+        "announced by all three {:.0} ms after the start",
+        ms(started.elapsed())
+    );
+    let outcome = steps(&mut tb, &rig, &mut inst);
+    report(&outcome);
+    check(&outcome, || logs(dir.path()));
     drop(inst);
 }
