@@ -575,4 +575,6 @@ mod tests {
 }
 
 #[cfg(test)]
+mod across_instances;
+#[cfg(test)]
 mod props;
