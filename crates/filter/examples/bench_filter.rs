@@ -3,8 +3,9 @@
 //! 100-rule linear rule set and a 100-pattern signature set. Same-run ratios between policies
 //! are the result; absolute rates depend on the machine and its load.
 //!
-//! `cargo run --release -p netsched-filter --example bench_filter [-- WORKERS PACKETS [MODES]]`
-//! (MODES: a comma-separated subset of `--dispatch`'s names; default every one)
+//! `cargo run --release -p netsched-filter --example bench_filter [-- WORKERS PACKETS [MODES
+//! [SIZES]]]` (MODES: a comma-separated subset of `--dispatch`'s names, or `all`; SIZES: frame
+//! sizes in bytes, comma-separated, 64..=1500; defaults: every mode, 64,256,512,1500)
 
 use netsched_filter::classifier::build_classifier;
 use netsched_filter::packet::udp4_frame;
@@ -108,10 +109,24 @@ fn main() {
     // Optional: the modes to run, comma-separated (default: every one).
     let only: Option<Vec<String>> = args
         .get(3)
+        .filter(|a| *a != "all")
         .map(|a| a.split(',').map(str::to_string).collect());
+    let sizes: Vec<usize> = match args.get(4) {
+        Some(a) => a
+            .split(',')
+            .map(|s| match s.parse() {
+                Ok(n) if (64..=1500).contains(&n) => n,
+                _ => {
+                    eprintln!("bench_filter: size {s:?}: a frame size in bytes, 64 to 1500");
+                    std::process::exit(2)
+                }
+            })
+            .collect(),
+        None => vec![64, 256, 512, 1500],
+    };
     println!("workers {workers}, {packets} packets per cell, kpps (thousand packets/s)");
     print!("{:<14}", "dispatch");
-    for size in [64, 256, 512, 1500] {
+    for &size in &sizes {
         print!("{:>9}", format!("{size} B"));
     }
     println!();
@@ -121,7 +136,7 @@ fn main() {
         }
         let mode = DispatchMode::parse(name).unwrap();
         print!("{name:<14}");
-        for size in [64, 256, 512, 1500] {
+        for &size in &sizes {
             print!("{:>9.1}", run(mode, workers, size, packets) / 1e3);
         }
         println!();
