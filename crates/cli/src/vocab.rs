@@ -64,6 +64,16 @@ pub const FLAG_RENAMES: &[FlagRename] = &[
         scope: &["nfq", "nfq cleanup"],
     },
     FlagRename {
+        old: "--queue",
+        new: "--queue-limit",
+        scope: &["shape apply"],
+    },
+    FlagRename {
+        old: "--ack-queue",
+        new: "--ack-queue-limit",
+        scope: &["shape apply"],
+    },
+    FlagRename {
         old: "--pin",
         new: "--cpu auto",
         scope: &["filter"],
@@ -123,10 +133,12 @@ pub fn warnings(args: &[String]) -> Vec<String> {
             break;
         }
         let name = a.split_once('=').map_or(a.as_str(), |(n, _)| n);
-        if let Some(r) = FLAG_RENAMES.iter().find(|r| r.old == name) {
-            if r.scope.iter().any(|s| path.starts_with(s)) {
-                out.push(format!("{} is renamed {} (docs/cli.md)", r.old, r.new));
-            }
+        // One old name may be renamed differently per command (`--queue`: nfq, shape apply).
+        let renamed = FLAG_RENAMES
+            .iter()
+            .find(|r| r.old == name && r.scope.iter().any(|s| path.starts_with(s)));
+        if let Some(r) = renamed {
+            out.push(format!("{} is renamed {} (docs/cli.md)", r.old, r.new));
         }
         let bare_busy_poll = name == "--busy-poll"
             && !a.contains('=')
@@ -226,6 +238,9 @@ mod tests {
         assert!(w("nfq bench --seconds 3")[0].contains("--duration"));
         assert!(w("link --dev-a a --dev-b b --spin 0")[0].contains("--busy-poll"));
         assert!(w("filter --input a --output b --rules r --pin")[0].contains("--cpu auto"));
+        assert!(w("shape apply --dev d --up 1mbit --queue 5")[0].contains("--queue-limit"));
+        assert!(w("shape apply --dev d --up 1mbit --ack-queue=5")[0].contains("--ack-queue-limit"));
+        assert!(w("shape apply --dev d --up 1mbit --queue-limit 5 --ack-queue-limit 5").is_empty());
         // `--control` is only old in the daemons that had it: not a warning elsewhere.
         assert!(w("lab run adsl-ack --set control=1").is_empty());
         // A bare `--busy-poll` in link is the old boolean form.

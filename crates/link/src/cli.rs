@@ -144,7 +144,7 @@ an ACK class served with strict priority and a bulk class, each with a pfifo of 
 length, and u32 filters sending pure TCP ACKs (IPv4 and IPv6) to the ACK class.",
     after_help = "Examples:
   netsched shape apply --dev eth1 --up 800kbit --dry-run      # print the exact tc script
-  netsched shape apply --dev eth1 --up 800kbit --queue 100 --ack-queue 100
+  netsched shape apply --dev eth1 --up 800kbit --queue-limit 100 --ack-queue-limit 100
   netsched shape apply --dev eth1 --up 1mbit --down 50mbit --ifb ifb0
   netsched shape apply --dev eth1 --up 800kbit --no-ack-priority   # one FIFO (baseline)
   netsched shape show --dev eth1 --json
@@ -193,11 +193,11 @@ pub struct ApplyArgs {
     /// IFB device used for download shaping (created if missing; must be of kind ifb).
     #[arg(long, requires = "down")]
     pub ifb: Option<String>,
-    /// Bulk class queue limit in packets.
-    #[arg(long, default_value_t = 100)]
+    /// Most packets the bulk class queues (its tc `pfifo limit`).
+    #[arg(long = "queue-limit", alias = "queue", default_value_t = 100)]
     pub queue: u32,
-    /// ACK class queue limit in packets.
-    #[arg(long, default_value_t = 100)]
+    /// Most packets the ACK class queues.
+    #[arg(long = "ack-queue-limit", alias = "ack-queue", default_value_t = 100)]
     pub ack_queue: u32,
     /// Percent below the line rate to shape at (0–50).
     #[arg(long, default_value_t = 5.0)]
@@ -748,7 +748,7 @@ mod tests {
         assert!(a.plan().unwrap_err().to_string().contains("--up"));
         a.up = "1mbit".into();
         a.queue = 0;
-        assert!(format!("{:#}", a.plan().unwrap_err()).contains("--queue 0"));
+        assert!(format!("{:#}", a.plan().unwrap_err()).contains("--queue-limit 0"));
         let a = args("this-name-is-far-too-long", "1mbit");
         assert!(format!("{:#}", a.plan().unwrap_err()).contains("not valid"));
     }

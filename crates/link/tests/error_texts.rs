@@ -127,11 +127,11 @@ fn a_bad_shape_flag_is_named_with_its_value() {
     let cases: Vec<(ApplyChange, &str)> = vec![
         (
             Box::new(|a| a.queue = 0),
-            "--queue 0: must be between 1 and 100000 packets",
+            "--queue-limit 0: must be between 1 and 100000 packets",
         ),
         (
             Box::new(|a| a.ack_queue = 200_000),
-            "--ack-queue 200000: must be between 1 and 100000 packets",
+            "--ack-queue-limit 200000: must be between 1 and 100000 packets",
         ),
         (
             Box::new(|a| a.headroom = 51.0),

@@ -25,9 +25,10 @@
 //!
 //! Memory: one histogram per stage of [`BUCKETS`] one-microsecond buckets (8 bytes each,
 //! about 16 KiB per stage, 200 KiB in all) and 24 bytes per pool slot, allocated when
-//! tracing is turned on; fixed afterwards, however long the run. Cost per frame when on:
-//! about four `CLOCK_REALTIME` reads (vDSO) per batch and a few bucket increments; off, one
-//! branch per batch.
+//! tracing is turned on; fixed afterwards, however long the run. Cost when on: one
+//! `CLOCK_REALTIME` read (vDSO) per loop turn, per read batch, per send batch and per
+//! frame taken from the discipline (`taken`), and a few bucket increments per frame; off, one
+//! branch per batch and per frame taken.
 
 use serde::Serialize;
 

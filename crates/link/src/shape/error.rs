@@ -18,7 +18,7 @@ pub enum PlanError {
     IfName { flag: &'static str, name: String },
     /// `--headroom` outside `0..=50` percent.
     Headroom(f64),
-    /// A queue length (`--queue`, `--ack-queue`) outside `1..=max` packets.
+    /// A queue length (`--queue-limit`, `--ack-queue-limit`) outside `1..=max` packets.
     Queue {
         flag: &'static str,
         value: u32,

@@ -188,7 +188,7 @@ impl ShapePlan {
         if !(0.0..=50.0).contains(&headroom_pct) {
             return Err(PlanError::Headroom(headroom_pct));
         }
-        for (flag, value) in [("--queue", queue), ("--ack-queue", ack_queue)] {
+        for (flag, value) in [("--queue-limit", queue), ("--ack-queue-limit", ack_queue)] {
             if value == 0 || value > MAX_QUEUE {
                 return Err(PlanError::Queue {
                     flag,
