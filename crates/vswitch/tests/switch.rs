@@ -233,6 +233,42 @@ fn a_vanished_port_is_removed_and_the_others_keep_forwarding() {
     assert_gone(&tag);
 }
 
+/// The uplink deleted under a running switch: it stops by itself within seconds (its liveness
+/// check looks every `LIVENESS_EVERY`) with an error naming the uplink; no spinning, nothing
+/// left running.
+#[test]
+fn a_vanished_uplink_stops_the_switch_with_its_name() {
+    if !privileged_test_allowed("a_vanished_uplink_stops_the_switch_with_its_name") {
+        return;
+    }
+    let tag;
+    {
+        let net = build("vswul", 1).unwrap();
+        tag = net.tb.tag().to_string();
+        let cfg = net.config("delay_constrained", "packet_rate = 20000", &[(1, "30ms")]);
+        let sw = spawn_in_netns(&net.sw, cfg).unwrap();
+        assert!(
+            ping(&net.guests[0].0, EXT_IP, 3, "0.1").1 >= 1,
+            "before removal"
+        );
+        net.tb
+            .exec(&net.sw, "ip", &["link", "del", &net.uplink])
+            .unwrap();
+        // Generous: the check runs every 200 ms; a loaded machine may be slow to schedule.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while sw.is_running() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(
+            !sw.is_running(),
+            "the switch still runs 10 s after its uplink went"
+        );
+        let e = format!("{:#}", sw.stop().expect_err("an error, not stats"));
+        assert!(e.contains(&net.uplink) && e.contains("disappeared"), "{e}");
+    }
+    assert_gone(&tag);
+}
+
 /// Bad input to the spawner: an interface that does not exist is a clear error, and nothing
 /// keeps running.
 #[test]
