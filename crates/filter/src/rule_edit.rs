@@ -371,6 +371,9 @@ impl HeldRules {
         }
         if slot as usize == self.slots.len() {
             self.slots.push(None);
+        } else if self.free.last() == Some(&slot) {
+            // The slot every copy takes (`resolve` names the last free one): O(1).
+            self.free.pop();
         } else {
             self.free.retain(|&s| s != slot);
         }
