@@ -530,6 +530,62 @@ fn wall_clock_time_only_dates_things() {
     );
 }
 
+/// Crates whose library API returns typed errors (each names its value, path, address or
+/// system call, and a caller can match on it); `anyhow` appears only in the files of the
+/// command edge listed in [`COMMAND_EDGE`].
+const TYPED_ERRORS: &[&str] = &["crates/sys", "crates/link", "crates/nfq", "crates/vswitch"];
+
+/// The files of those crates that may use `anyhow`, and why: each is a command's entry point
+/// (arguments read, errors printed), not an API another crate calls.
+const COMMAND_EDGE: &[(&str, &str)] = &[
+    (
+        "crates/link/src/cli.rs",
+        "`netsched link` and `netsched shape`",
+    ),
+    ("crates/link/src/bench.rs", "`netsched link bench`"),
+    ("crates/nfq/src/cli.rs", "`netsched nfq`"),
+    (
+        "crates/nfq/src/run_args.rs",
+        "`netsched nfq`'s flags read into a configuration",
+    ),
+    ("crates/nfq/src/ctl_client.rs", "`netsched nfq ctl`"),
+    ("crates/nfq/src/bench.rs", "`netsched nfq bench`"),
+    (
+        "crates/vswitch/src/cli.rs",
+        "`netsched vswitch` and `netsched vswitch ctl`",
+    ),
+];
+
+#[test]
+fn library_errors_are_typed_and_anyhow_stays_at_the_command_edge() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = root.canonicalize().unwrap();
+    let mut found = Vec::new();
+    let mut scanned = 0;
+    for krate in TYPED_ERRORS {
+        let mut files = Vec::new();
+        rust_files(&root.join(krate).join("src"), &mut files);
+        for f in files {
+            let rel = f.strip_prefix(&root).unwrap().display().to_string();
+            scanned += 1;
+            if COMMAND_EDGE.iter().any(|(file, _)| *file == rel) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&f).unwrap();
+            for line in word_lines(&text, "anyhow") {
+                found.push(format!("{rel}:{line}"));
+            }
+        }
+    }
+    assert!(scanned > 50, "scanned only {scanned} files");
+    assert!(
+        found.is_empty(),
+        "`anyhow` in a library API (return a typed error; or, for a command's entry point, add \
+         the file to COMMAND_EDGE with its reason):\n{}",
+        found.join("\n")
+    );
+}
+
 #[test]
 fn the_unsafe_scan_sees_code_and_not_comments_strings_or_names() {
     let src = r####"// unsafe in a line comment

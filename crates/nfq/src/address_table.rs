@@ -6,7 +6,7 @@
 //! Cost: O(distinct prefix lengths) hash probes per lookup (see the core table's header).
 
 use crate::config::Cidr;
-use anyhow::{bail, Result};
+use crate::engine_error::EngineError;
 use netsched_core::classify::CidrTable;
 use std::net::IpAddr;
 
@@ -26,14 +26,13 @@ impl AddressTable {
 
     /// Insert or replace a prefix; refused (clear error) when the table is full.
     /// O(1): add, and undo when that made the table exceed its bound.
-    pub fn insert(&mut self, cidr: Cidr, class: usize) -> Result<()> {
+    pub fn insert(&mut self, cidr: Cidr, class: usize) -> Result<(), EngineError> {
         let replaced = self.table.add(cidr, class).is_some();
         if !replaced && self.table.len() > self.max_entries {
             self.table.remove(&cidr);
-            bail!(
-                "address table full ({} entries, max_table_entries); delete one first",
-                self.max_entries
-            );
+            return Err(EngineError::TableFull {
+                max_entries: self.max_entries,
+            });
         }
         Ok(())
     }

@@ -321,9 +321,9 @@ pub fn measure(a: &BenchArgs) -> Result<BenchResult> {
                 enter_netns(&nb)?;
                 pin_to_cpu(cpu)?;
                 let tid = netsched_sys::thread::gettid();
-                crate::daemon::run_daemon(cfg, &stop, |_| {
+                Ok(crate::daemon::run_daemon(cfg, &stop, |_| {
                     let _ = tx.send(tid);
-                })
+                })?)
             })
         };
         let tid = match rx.recv_timeout(Duration::from_secs(10)) {
@@ -432,7 +432,7 @@ fn thread_cpu_s(tid: i32) -> Result<f64> {
 }
 
 fn status(socket: &std::path::Path) -> Result<crate::engine::Status> {
-    crate::control::status(socket)
+    Ok(crate::control::status(socket)?)
 }
 
 impl BenchArgs {

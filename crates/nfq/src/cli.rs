@@ -5,6 +5,7 @@
 use crate::config::{self, Config};
 use crate::control;
 use crate::daemon::run_daemon_with_reload;
+use crate::daemon_error::DaemonError;
 use crate::iptables;
 use crate::reload::Reloader;
 pub use crate::run_args::RunArgs;
@@ -143,16 +144,17 @@ pub fn run(args: NfqArgs) -> Result<()> {
 /// A start refused for want of privilege says what it needs, not only the kernel's
 /// "Operation not permitted" (the netfilter queue and the iptables rules need
 /// CAP_NET_ADMIN).
-fn needs_root(e: anyhow::Error) -> anyhow::Error {
-    let denied = e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
-            || c.to_string().contains("Operation not permitted")
-    });
+fn needs_root(e: DaemonError) -> anyhow::Error {
+    use crate::netlink::QueueError;
+    let denied = matches!(
+        &e,
+        DaemonError::Queue(QueueError::Socket(io) | QueueError::NetlinkBind(io))
+            if io.kind() == std::io::ErrorKind::PermissionDenied
+    ) || e.to_string().contains("Operation not permitted");
     if denied && !netsched_testbed::is_root() {
-        anyhow::anyhow!("netsched nfq needs root (CAP_NET_ADMIN): {e:#}")
+        anyhow::anyhow!("netsched nfq needs root (CAP_NET_ADMIN): {e}")
     } else {
-        e
+        e.into()
     }
 }
 

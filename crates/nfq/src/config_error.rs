@@ -36,9 +36,9 @@ pub enum ConfigError {
     Unreadable(String),
     /// TOML syntax or a key serde refused (toml's text: line, column, key).
     Toml(toml::de::Error),
-    /// `budget = 0`.
+    /// `budget = 0` (in the file, `--budget` or `set-budget`).
     ZeroBudget,
-    /// `budget = "WORD"` other than `"off"`.
+    /// A budget other than a number or `"off"`.
     BadBudget(String),
     /// `[service] address` is no IP address.
     Address(String),
@@ -120,10 +120,7 @@ impl fmt::Display for ConfigError {
             Percentile(p) => write!(f, "percentile {p}: must be an integer in 1..=100"),
             Unreadable(text) => f.write_str(text),
             Toml(e) => write!(f, "{e}"),
-            ZeroBudget => write!(
-                f,
-                "budget = 0: must be at least 1 (\"off\" or no key for no budget)"
-            ),
+            ZeroBudget => write!(f, "budget = 0: must be at least 1 (\"off\" for no budget)"),
             BadBudget(w) => write!(f, "budget = {w:?}: a number ≥ 1 or \"off\""),
             Address(a) => write!(f, "[service] address {a:?}: not an IPv4 or IPv6 address"),
             NoClasses => write!(

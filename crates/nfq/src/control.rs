@@ -39,10 +39,10 @@
 
 pub use crate::command_error::CommandError;
 use crate::config::{parse_cidr, parse_deadline, resolve_class, Cidr, ClassSpec, Config};
+use crate::config_error::ConfigError;
 use crate::engine::{Applied, Command, Status};
 use crate::verbs::format_status;
 pub use crate::verbs::CtlCmd;
-use anyhow::{anyhow, bail, Context, Result};
 use clap::{CommandFactory, Parser};
 use netsched_control::socket_file::SocketFile;
 use netsched_control::{
@@ -143,7 +143,10 @@ pub enum ControlError {
     /// The line is not a verb of `netsched nfq ctl` with its arguments (clap's words).
     Usage(String),
     /// An argument is well formed but wrong here: the class, percentile, prefix, duration.
-    Invalid(anyhow::Error),
+    Invalid(ConfigError),
+    /// `reload` reached the packet loop's hand-off, or a status came back without its
+    /// snapshot: a request this side serves in the wrong place (the text says which).
+    Internal(&'static str),
     /// The packet loop did not apply the command.
     Command(CommandError),
     /// The configuration was not reloaded.
@@ -156,7 +159,8 @@ impl fmt::Display for ControlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ControlError::Usage(m) | ControlError::Reload(m) => f.write_str(m),
-            ControlError::Invalid(e) => write!(f, "{e:#}"),
+            ControlError::Invalid(e) => write!(f, "{e}"),
+            ControlError::Internal(what) => write!(f, "internal: {what}"),
             ControlError::Command(e) => write!(f, "{e}"),
             ControlError::Encode(e) => write!(f, "cannot encode the answer: {e}"),
         }
@@ -282,15 +286,15 @@ impl From<Served> for Response {
     }
 }
 
-pub fn parse_budget(s: &str) -> Result<Option<usize>> {
+pub fn parse_budget(s: &str) -> Result<Option<usize>, ConfigError> {
     match s.trim() {
         "off" | "none" => Ok(None),
         t => {
             let n: usize = t
                 .parse()
-                .map_err(|_| anyhow!("budget {s:?}: expected a number ≥ 1 or \"off\""))?;
+                .map_err(|_| ConfigError::BadBudget(s.to_string()))?;
             if n == 0 {
-                bail!("budget 0: must be at least 1 (use \"off\" for no budget)");
+                return Err(ConfigError::ZeroBudget);
             }
             Ok(Some(n))
         }
@@ -299,8 +303,17 @@ pub fn parse_budget(s: &str) -> Result<Option<usize>> {
 
 /// Validate a verb against the daemon's classes: everything that can be wrong with it is
 /// found here, in the control thread. `reload` is no packet-loop command.
-pub fn to_command(cmd: &CtlCmd, classes: &[ClassSpec]) -> Result<Command> {
-    Ok(match cmd {
+pub fn to_command(cmd: &CtlCmd, classes: &[ClassSpec]) -> Result<Command, ControlError> {
+    to_packet_command(cmd, classes)
+        .map_err(ControlError::Invalid)?
+        .ok_or(ControlError::Internal(
+            "reload is not a packet-loop command (the control thread serves it)",
+        ))
+}
+
+/// [`to_command`]'s checks; `None` for `reload`.
+fn to_packet_command(cmd: &CtlCmd, classes: &[ClassSpec]) -> Result<Option<Command>, ConfigError> {
+    Ok(Some(match cmd {
         CtlCmd::Start => Command::Start,
         CtlCmd::Stop => Command::Stop,
         CtlCmd::Reset => Command::Reset,
@@ -316,10 +329,8 @@ pub fn to_command(cmd: &CtlCmd, classes: &[ClassSpec]) -> Result<Command> {
             class: resolve_class(classes, class)?,
         },
         CtlCmd::DelIp { cidr } => Command::DelIp(parse_cidr(cidr)?),
-        CtlCmd::Reload => {
-            bail!("reload is not a packet-loop command (the control thread serves it)")
-        }
-    })
+        CtlCmd::Reload => return Ok(None),
+    }))
 }
 
 /// What the control thread knows without asking the packet loop: the classes (fixed for the
@@ -348,7 +359,7 @@ impl ControlState {
         exec: impl FnOnce(Command) -> Result<Applied, CommandError>,
         kernel: &mut dyn FnMut(&mut Status),
     ) -> Served {
-        let cmd = to_command(cmd, &self.classes).map_err(ControlError::Invalid)?;
+        let cmd = to_command(cmd, &self.classes)?;
         let applied = self.apply(cmd, exec)?;
         answer(cmd, applied, &self.classes, &self.table, kernel)
     }
@@ -412,9 +423,7 @@ fn answer(
         (Command::SetBudget(None), _) => done("budget off: nothing is held".into()),
         (Command::AddIp { cidr, class }, _) => done(format!("{cidr} -> {}", name(class))),
         (Command::DelIp(cidr), _) => done(format!("{cidr} removed")),
-        (Command::Snapshot, _) => Err(ControlError::Invalid(anyhow!(
-            "internal: status without a snapshot"
-        ))),
+        (Command::Snapshot, _) => Err(ControlError::Internal("status without a snapshot")),
     }
 }
 
@@ -469,12 +478,13 @@ pub struct CommandOutbox {
 }
 
 /// A bounded command channel between the control thread and the packet loop.
-pub fn command_channel() -> Result<(CommandOutbox, CommandInbox)> {
+pub fn command_channel() -> std::io::Result<(CommandOutbox, CommandInbox)> {
     let (commands, inbox) = handoff::channel(COMMAND_QUEUE);
-    let waker = netsched_sys::EventFd::new().context("eventfd for the command channel")?;
-    let dup = waker
-        .try_clone()
-        .context("eventfd for the command channel")?;
+    let named = |e: std::io::Error| {
+        std::io::Error::new(e.kind(), format!("eventfd for the command channel: {e}"))
+    };
+    let waker = netsched_sys::EventFd::new().map_err(named)?;
+    let dup = waker.try_clone().map_err(named)?;
     Ok((
         CommandOutbox {
             commands,
@@ -657,10 +667,34 @@ pub fn request(path: &Path, line: &str) -> Result<String, ClientError> {
     request_with_timeout(path, line, CLIENT_TIMEOUT)
 }
 
+/// Why [`status`] has no status: the request failed, or its answer is not the status
+/// document.
+#[derive(Debug)]
+pub enum StatusError {
+    Request(ClientError),
+    Decode {
+        text: String,
+        source: serde_json::Error,
+    },
+}
+
+impl fmt::Display for StatusError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StatusError::Request(e) => write!(f, "{e}"),
+            StatusError::Decode { text, source } => {
+                write!(f, "bad status from the daemon: {text:?}: {source}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for StatusError {}
+
 /// The daemon's status (`show --json`), as a client reads it.
-pub fn status(path: &Path) -> Result<Status> {
-    let text = request(path, "show --json")?;
-    serde_json::from_str(&text).with_context(|| format!("bad status from the daemon: {text:?}"))
+pub fn status(path: &Path) -> Result<Status, StatusError> {
+    let text = request(path, "show --json").map_err(StatusError::Request)?;
+    serde_json::from_str(&text).map_err(|source| StatusError::Decode { text, source })
 }
 
 #[cfg(test)]
@@ -808,7 +842,7 @@ mod tests {
             ("set-percentile c0 170", "170"),
             ("set-deadline soon", "soon"),
             ("set-deadline auto-q", "auto_quantile"),
-            ("set-budget 0", "budget 0"),
+            ("set-budget 0", "budget = 0"),
             ("set-budget x", "\"x\""),
             ("add-ip 10.0.0.0/33 c0", "33"),
             ("add-ip 10.0.0.0/8 gold", "gold"),

@@ -27,12 +27,12 @@
 
 use crate::config::Config;
 use crate::control::{self, ControlServer};
+use crate::daemon_error::DaemonError;
 use crate::engine::Snapshot;
 use crate::engine::{Applied, Engine, SocketCounters, Status};
 use crate::iptables::{self, Rules};
 use crate::netlink::{kernel_queue_counters, NfQueue, PacketMsg};
 use crate::reload::Reloader;
-use anyhow::{Context, Result};
 use netsched_metrics::{Latest, MetricsServer};
 use netsched_sys::process::HangupThread;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -100,7 +100,7 @@ pub fn run_daemon(
     cfg: Config,
     stop: &AtomicBool,
     on_ready: impl FnOnce(&Status),
-) -> Result<Summary> {
+) -> Result<Summary, DaemonError> {
     run_daemon_with_reload(cfg, None, stop, on_ready)
 }
 
@@ -112,7 +112,7 @@ pub fn run_daemon_with_reload(
     reloader: Option<Reloader>,
     stop: &AtomicBool,
     on_ready: impl FnOnce(&Status),
-) -> Result<Summary> {
+) -> Result<Summary, DaemonError> {
     let queue_num = cfg.queue;
     let reloads = reloader
         .as_ref()
@@ -120,7 +120,7 @@ pub fn run_daemon_with_reload(
     let with_hangup = reloader.is_some();
     let mut engine = Engine::new(cfg.clone())?;
     let ctl = ControlServer::bind(&cfg.control_socket, cfg.control_group.as_deref())?;
-    let (outbox, inbox) = control::command_channel()?;
+    let (outbox, inbox) = control::command_channel().map_err(DaemonError::Channel)?;
     let mut q = NfQueue::open(
         queue_num,
         cfg.limits.kernel_queue_maxlen,
@@ -151,8 +151,7 @@ pub fn run_daemon_with_reload(
     }));
     let control = {
         let plane = Arc::clone(&plane);
-        ctl.serve(move |req| lock(&plane).serve(req))
-            .context("starting the control threads")?
+        ctl.serve(move |req| lock(&plane).serve(req))?
     };
     let hangup = if with_hangup {
         let plane = Arc::clone(&plane);
@@ -258,12 +257,13 @@ fn start_metrics(
     engine: &Engine,
     q: &NfQueue,
     reloads: &netsched_metrics::Reloads,
-) -> Result<(Arc<Latest<Snapshot>>, MetricsServer)> {
+) -> Result<(Arc<Latest<Snapshot>>, MetricsServer), DaemonError> {
     let latest = Arc::new(Latest::new());
     let mut snap = engine.snapshot_without_table();
     snap.socket = socket_counters(q);
     latest.publish(snap);
-    let server = crate::metrics::serve(addr, cfg, Arc::clone(&latest), reloads)?;
+    let server = crate::metrics::serve(addr, cfg, Arc::clone(&latest), reloads)
+        .map_err(|source| DaemonError::Metrics { addr, source })?;
     tracing::info!("metrics on http://{}/metrics", server.addr());
     Ok((latest, server))
 }
@@ -279,7 +279,7 @@ fn packet_loop(
     latest: Option<&Latest<Snapshot>>,
     busy_poll: u64,
     t0: Instant,
-) -> Result<()> {
+) -> Result<(), DaemonError> {
     let now = || t0.elapsed().as_nanos() as u64;
     let mut batch: Vec<PacketMsg> = Vec::with_capacity(crate::netlink::RECV_BATCH);
     let mut accept: Vec<u32> = Vec::with_capacity(1024);
@@ -307,7 +307,7 @@ fn packet_loop(
         } else {
             Duration::from_millis(10)
         };
-        netsched_sys::poll(&mut fds, timeout).context("poll")?;
+        netsched_sys::poll(&mut fds, timeout).map_err(DaemonError::Poll)?;
         if spinning && fds[0].revents == 0 && fds[1].revents == 0 {
             std::hint::spin_loop();
             continue;

@@ -45,6 +45,7 @@ use crate::command_error::CommandError;
 use crate::config::parse_cidr;
 use crate::config::{Cidr, Config, Deadline, DisciplineKind};
 use crate::discipline::{HeldRequest, Scheduler};
+use crate::engine_error::EngineError;
 use crate::netlink::{NF_INET_LOCAL_IN, NF_INET_LOCAL_OUT};
 use crate::packet::{self, FiveTuple, PacketInfo, TCP_FIN, TCP_RST, TCP_SYN};
 use netsched_core::qdisc::percentile::{JudgeCounts, PercentileJudge};
@@ -233,7 +234,7 @@ pub struct Engine {
 pub const SERVER_TIME_EWMA_WEIGHT: f64 = 1.0 / 64.0;
 
 impl Engine {
-    pub fn new(cfg: Config) -> anyhow::Result<Self> {
+    pub fn new(cfg: Config) -> Result<Self, EngineError> {
         cfg.validate()?;
         let deadline = match cfg.deadline {
             Deadline::Fixed(d) => d,
@@ -241,7 +242,10 @@ impl Engine {
         };
         let ps: Vec<u32> = cfg.classes.iter().map(|c| c.percentile).collect();
         let sched = Scheduler::new(cfg.discipline, &ps, &cfg.deadline, cfg.limits.queue_limit)
-            .map_err(|e| anyhow::anyhow!("discipline {}: {e}", cfg.discipline.as_str()))?;
+            .map_err(|source| EngineError::Discipline {
+                discipline: cfg.discipline.as_str(),
+                source,
+            })?;
         let mut table = AddressTable::new(cfg.limits.max_table_entries);
         for (cidr, class) in &cfg.table {
             table.insert(*cidr, *class)?;
@@ -258,8 +262,7 @@ impl Engine {
             seq: 0,
             deadline,
             per_class: vec![ClassCounters::default(); n],
-            judge: PercentileJudge::new(&ps, cfg.deadline.core())
-                .map_err(|e| anyhow::anyhow!("deadline: {e}"))?,
+            judge: PercentileJudge::new(&ps, cfg.deadline.core()).map_err(EngineError::Deadline)?,
             server_time_sum: 0,
             server_time_count: 0,
             server_time_recent: 0.0,
@@ -749,14 +752,14 @@ impl Engine {
         self.refresh_deadline();
     }
 
-    pub fn set_percentile(&mut self, class: usize, p: i64) -> anyhow::Result<()> {
+    pub fn set_percentile(&mut self, class: usize, p: i64) -> Result<(), EngineError> {
         let p = crate::config::validate_percentile(p)?;
         if class >= self.cfg.classes.len() {
-            anyhow::bail!("class {class}: no such class");
+            return Err(EngineError::NoSuchClass(class));
         }
         self.sched
             .set_percentile(class, p)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            .map_err(EngineError::Refused)?;
         self.judge.set_percentile(class, p);
         self.cfg.classes[class].percentile = p;
         Ok(())
@@ -764,13 +767,11 @@ impl Engine {
 
     /// Switching to `auto_quantile` starts its histogram empty (as the discipline does):
     /// the initial deadline holds until the next completion.
-    pub fn set_deadline(&mut self, d: Deadline) -> anyhow::Result<()> {
-        self.sched
-            .set_deadline(&d)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    pub fn set_deadline(&mut self, d: Deadline) -> Result<(), EngineError> {
+        self.sched.set_deadline(&d).map_err(EngineError::Refused)?;
         self.judge
             .set_mode(d.core())
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            .map_err(EngineError::Refused)?;
         self.cfg.deadline = d;
         self.refresh_deadline();
         Ok(())
@@ -781,16 +782,16 @@ impl Engine {
         self.release_while_allowed(now, accept);
     }
 
-    pub fn add_ip(&mut self, cidr: Cidr, class: usize) -> anyhow::Result<()> {
+    pub fn add_ip(&mut self, cidr: Cidr, class: usize) -> Result<(), EngineError> {
         if class >= self.cfg.classes.len() {
-            anyhow::bail!("class {class}: no such class");
+            return Err(EngineError::NoSuchClass(class));
         }
         self.table.insert(cidr, class)
     }
 
-    pub fn del_ip(&mut self, cidr: Cidr) -> anyhow::Result<()> {
+    pub fn del_ip(&mut self, cidr: Cidr) -> Result<(), EngineError> {
         if !self.table.remove(cidr) {
-            anyhow::bail!("{cidr}: not in the address table");
+            return Err(EngineError::NotInTable(cidr));
         }
         Ok(())
     }
@@ -848,8 +849,8 @@ impl Engine {
         now: Nanos,
         accept: &mut Vec<u32>,
     ) -> Result<Applied, CommandError> {
-        let refused = |e: anyhow::Error| CommandError::Refused {
-            reason: format!("{e:#}"),
+        let refused = |e: EngineError| CommandError::Refused {
+            reason: e.to_string(),
         };
         Ok(match cmd {
             Command::Start => {

@@ -13,9 +13,8 @@
 use crate::config::Config;
 use crate::engine::{Counters, Snapshot};
 use crate::Nanos;
-use anyhow::{Context, Result};
 use netsched_metrics::prometheus_client::registry::Registry;
-use netsched_metrics::{Latest, MetricsServer, Writer};
+use netsched_metrics::{Latest, MetricsError, MetricsServer, Writer};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -51,13 +50,13 @@ fn events(c: &Counters) -> [(&'static str, u64); 8] {
 }
 
 /// Bind `addr` and serve the families of `latest` on a new thread (in the calling thread's
-/// network namespace). Errors name the flag and the address.
+/// network namespace). The error names the address; the caller names the flag.
 pub fn serve(
     addr: std::net::SocketAddr,
     cfg: &Config,
     latest: Arc<Latest<Snapshot>>,
     reloads: &netsched_metrics::Reloads,
-) -> Result<MetricsServer> {
+) -> Result<MetricsServer, MetricsError> {
     let mut registry = Registry::default();
     netsched_metrics::register_daemon(&mut registry, "nfq", netsched_util::logging::dropped_lines);
     netsched_metrics::register_control_audit(
@@ -69,7 +68,6 @@ pub fn serve(
     reloads.register(&mut registry, "netsched_nfq");
     let page = Some(crate::status::PAGE);
     netsched_metrics::serve_with_page(addr, Arc::new(Mutex::new(registry)), page)
-        .with_context(|| format!("--metrics {addr}"))
 }
 
 /// Register the `netsched_nfq_*` families on `registry`, written from `latest`.

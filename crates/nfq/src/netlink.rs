@@ -21,8 +21,9 @@
 //!
 //! Cost: two system calls per batch; no allocation per packet beyond the header copy.
 
-use anyhow::{bail, Context, Result};
 use netsched_sys::NetlinkSocket;
+use std::fmt;
+use std::io;
 use std::os::fd::RawFd;
 
 const NETLINK_NETFILTER: libc::c_int = 12;
@@ -119,15 +120,60 @@ fn finish_nlmsg(buf: &mut [u8], start: usize) {
     buf[start..start + 4].copy_from_slice(&len.to_ne_bytes());
 }
 
+/// What failed while opening, configuring or using the queue's netlink socket: the step (the
+/// text names it) and the system's error.
+#[derive(Debug)]
+pub enum QueueError {
+    /// No netfilter netlink socket (not root, or `nfnetlink_queue` not loaded).
+    Socket(io::Error),
+    /// Binding the netlink socket.
+    NetlinkBind(io::Error),
+    /// Binding queue `queue` (another process may hold it).
+    BindQueue { queue: u16, source: io::Error },
+    /// A socket option, a queue setting, a receive or a send: `step` names it
+    /// (`SO_RCVBUF`, `setting the copy range`, `netlink recv`, `sending verdicts`, …).
+    Step {
+        step: &'static str,
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for QueueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueueError::Socket(e) => write!(
+                f,
+                "cannot open a netfilter netlink socket: {e} (root? nfnetlink_queue module?)"
+            ),
+            QueueError::NetlinkBind(e) => write!(f, "netlink bind: {e}"),
+            QueueError::BindQueue { queue, source } => write!(
+                f,
+                "binding queue {queue} (is another process bound to it?): {source}"
+            ),
+            QueueError::Step { step, source } => write!(f, "{step}: {source}"),
+        }
+    }
+}
+
+// No `source()`: the text already holds the inner error's (a `{:#}` chain would repeat it).
+impl std::error::Error for QueueError {}
+
+/// `map_err` for one step.
+fn step(step: &'static str) -> impl FnOnce(io::Error) -> QueueError {
+    move |source| QueueError::Step { step, source }
+}
+
 impl NfQueue {
     /// Open a socket, bind `queue_num`, copy headers only, set the kernel queue length, the
     /// receive buffer and fail-open. Errors name the step that failed.
-    pub fn open(queue_num: u16, queue_maxlen: u32, rcvbuf_bytes: usize) -> Result<Self> {
+    pub fn open(
+        queue_num: u16,
+        queue_maxlen: u32,
+        rcvbuf_bytes: usize,
+    ) -> Result<Self, QueueError> {
         let sock = NetlinkSocket::open(NETLINK_NETFILTER).map_err(|(step, e)| match step {
-            "bind" => anyhow::anyhow!("netlink bind: {e}"),
-            _ => anyhow::anyhow!(
-                "cannot open a netfilter netlink socket: {e} (root? nfnetlink_queue module?)"
-            ),
+            "bind" => QueueError::NetlinkBind(e),
+            _ => QueueError::Socket(e),
         })?;
         let mut q = NfQueue {
             sock,
@@ -142,23 +188,25 @@ impl NfQueue {
         q.set_rcvbuf(rcvbuf_bytes)?;
         // ENOBUFS reporting on (it is on by default; say so explicitly: NETLINK_NO_ENOBUFS = 0).
         q.setsockopt(libc::SOL_NETLINK, libc::NETLINK_NO_ENOBUFS, 0)
-            .context("NETLINK_NO_ENOBUFS=0")?;
-        q.config_cmd(NFQNL_CFG_CMD_BIND).with_context(|| {
-            format!("binding queue {queue_num} (is another process bound to it?)")
-        })?;
+            .map_err(step("NETLINK_NO_ENOBUFS=0"))?;
+        q.config_cmd(NFQNL_CFG_CMD_BIND)
+            .map_err(|source| QueueError::BindQueue {
+                queue: queue_num,
+                source,
+            })?;
         // struct nfqnl_msg_config_params { __be32 copy_range; __u8 copy_mode; } __packed
         let mut params = (COPY_RANGE as u32).to_be_bytes().to_vec();
         params.push(NFQNL_COPY_PACKET);
         q.config_attrs(&[(NFQA_CFG_PARAMS, params)])
-            .context("setting the copy range")?;
+            .map_err(step("setting the copy range"))?;
         q.config_attrs(&[(NFQA_CFG_QUEUE_MAXLEN, queue_maxlen.to_be_bytes().to_vec())])
-            .context("setting the kernel queue length")?;
+            .map_err(step("setting the kernel queue length"))?;
         let flags = NFQA_CFG_F_FAIL_OPEN | NFQA_CFG_F_GSO;
         q.config_attrs(&[
             (NFQA_CFG_FLAGS, flags.to_be_bytes().to_vec()),
             (NFQA_CFG_MASK, flags.to_be_bytes().to_vec()),
         ])
-        .context("setting NFQA_CFG_F_FAIL_OPEN | NFQA_CFG_F_GSO")?;
+        .map_err(step("setting NFQA_CFG_F_FAIL_OPEN | NFQA_CFG_F_GSO"))?;
         Ok(q)
     }
 
@@ -166,22 +214,25 @@ impl NfQueue {
         self.sock.raw()
     }
 
-    fn setsockopt(&self, level: libc::c_int, name: libc::c_int, val: libc::c_int) -> Result<()> {
-        self.sock
-            .set_int(level, name, val)
-            .map_err(|e| anyhow::anyhow!("setsockopt: {e}"))
+    fn setsockopt(
+        &self,
+        level: libc::c_int,
+        name: libc::c_int,
+        val: libc::c_int,
+    ) -> io::Result<()> {
+        self.sock.set_int(level, name, val)
     }
 
     /// The receive buffer: `SO_RCVBUFFORCE` (root, ignores `net.core.rmem_max`), falling back
     /// to `SO_RCVBUF`. Returns the size the kernel reports (it doubles the request).
-    pub fn set_rcvbuf(&mut self, bytes: usize) -> Result<usize> {
+    pub fn set_rcvbuf(&mut self, bytes: usize) -> Result<usize, QueueError> {
         let v = bytes.min(i32::MAX as usize) as libc::c_int;
         if self
             .setsockopt(libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, v)
             .is_err()
         {
             self.setsockopt(libc::SOL_SOCKET, libc::SO_RCVBUF, v)
-                .context("SO_RCVBUF")?;
+                .map_err(step("SO_RCVBUF"))?;
         }
         Ok(self.rcvbuf())
     }
@@ -197,14 +248,14 @@ impl NfQueue {
         self.sock.send_to_kernel(buf)
     }
 
-    fn config_cmd(&mut self, cmd: u8) -> Result<()> {
+    fn config_cmd(&mut self, cmd: u8) -> io::Result<()> {
         // struct nfqnl_msg_config_cmd { __u8 command; __u8 _pad; __be16 pf; }
         self.config_attrs(&[(NFQA_CFG_CMD, vec![cmd, 0, 0, 0])])
     }
 
     /// Send a config message with `NLM_F_ACK` and wait for the kernel's answer (skipping any
     /// packet messages that arrive meanwhile — none can before the first bind succeeds).
-    fn config_attrs(&mut self, attrs: &[(u16, Vec<u8>)]) -> Result<()> {
+    fn config_attrs(&mut self, attrs: &[(u16, Vec<u8>)]) -> io::Result<()> {
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
         let mut buf = Vec::with_capacity(64);
@@ -228,7 +279,7 @@ impl NfQueue {
                     self.enobufs += 1;
                     continue;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             };
             let mut off = 0;
             while off + 16 <= n {
@@ -243,17 +294,20 @@ impl NfQueue {
                     if err == 0 {
                         return Ok(());
                     }
-                    return Err(std::io::Error::from_raw_os_error(-err).into());
+                    return Err(io::Error::from_raw_os_error(-err));
                 }
                 off += align4(len);
             }
         }
-        bail!("no answer from the kernel to a queue config message")
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "no answer from the kernel to a queue config message",
+        ))
     }
 
     /// Receive up to [`RECV_BATCH`] packets without blocking (call after `poll` says readable).
     /// Appends to `out`; returns how many were appended. ENOBUFS is counted, not an error.
-    pub fn recv_batch(&mut self, out: &mut Vec<PacketMsg>) -> Result<usize> {
+    pub fn recv_batch(&mut self, out: &mut Vec<PacketMsg>) -> Result<usize, QueueError> {
         let mut lens = [0usize; RECV_BATCH];
         let n = match self.sock.recv_batch(&mut self.bufs, SLOT, &mut lens) {
             Ok(n) => n,
@@ -264,7 +318,10 @@ impl NfQueue {
                         self.enobufs += 1;
                         Ok(0)
                     }
-                    _ => Err(anyhow::anyhow!("netlink recv: {e}")),
+                    _ => Err(QueueError::Step {
+                        step: "netlink recv",
+                        source: e,
+                    }),
                 };
             }
         };
@@ -299,7 +356,7 @@ impl NfQueue {
     }
 
     /// Send the queued verdicts (one datagram). Returns how many were sent.
-    pub fn flush(&mut self) -> Result<usize> {
+    pub fn flush(&mut self) -> Result<usize, QueueError> {
         if self.out.is_empty() {
             return Ok(0);
         }
@@ -307,13 +364,14 @@ impl NfQueue {
         let res = self.send_raw(&self.out);
         self.out.clear();
         self.pending_verdicts = 0;
-        res.context("sending verdicts")?;
+        res.map_err(step("sending verdicts"))?;
         Ok(n)
     }
 
     /// Unbind (the kernel then accepts, because of `--queue-bypass`, whatever arrives).
-    pub fn unbind(&mut self) -> Result<()> {
+    pub fn unbind(&mut self) -> Result<(), QueueError> {
         self.config_cmd(NFQNL_CFG_CMD_UNBIND)
+            .map_err(step("unbinding the queue"))
     }
 }
 

@@ -4,7 +4,7 @@
 
 use crate::config::fmt_duration;
 use crate::engine::Status;
-use anyhow::{bail, Result};
+use std::fmt;
 
 #[derive(Debug, Clone, PartialEq, Eq, clap::Subcommand)]
 pub enum CtlCmd {
@@ -56,11 +56,27 @@ pub enum CtlCmd {
     Reload,
 }
 
+/// A control argument that cannot travel in a request line (empty, or holding whitespace).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgumentError(pub String);
+
+impl fmt::Display for ArgumentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:?}: a control argument cannot be empty or hold whitespace",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for ArgumentError {}
+
 impl CtlCmd {
     /// The request line for this verb, as the daemon parses it (`set-percentile gold 95`).
     /// The line is split on whitespace, so an argument that is empty or holds whitespace
     /// is refused here.
-    pub fn to_line(&self) -> Result<String> {
+    pub fn to_line(&self) -> Result<String, ArgumentError> {
         let words: Vec<String> = match self {
             CtlCmd::Start => vec!["start".into()],
             CtlCmd::Stop => vec!["stop".into()],
@@ -80,7 +96,7 @@ impl CtlCmd {
             .iter()
             .find(|w| w.is_empty() || w.contains(char::is_whitespace))
         {
-            bail!("{w:?}: a control argument cannot be empty or hold whitespace");
+            return Err(ArgumentError(w.clone()));
         }
         Ok(words.join(" "))
     }

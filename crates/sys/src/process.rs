@@ -3,8 +3,30 @@
 //! limit (`getrlimit(2)`/`setrlimit(2)`), the limits a child is started with, and the
 //! thread a daemon's SIGHUP (reload) is handled on ([`HangupThread`]).
 
-use anyhow::{Context, Result};
+use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A signal handler or the thread that serves it could not be set up: what was being done and
+/// the system's error.
+#[derive(Debug)]
+pub struct SignalError {
+    /// "installing a signal handler", "installing a SIGHUP handler", "starting the SIGHUP thread".
+    pub doing: &'static str,
+    pub source: std::io::Error,
+}
+
+impl fmt::Display for SignalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.doing, self.source)
+    }
+}
+
+// No `source()`: the text holds the inner error's (a `{:#}` chain would repeat it).
+impl std::error::Error for SignalError {}
+
+fn signal_error(doing: &'static str) -> impl FnOnce(std::io::Error) -> SignalError {
+    move |source| SignalError { doing, source }
+}
 
 /// True when running as root (needed for namespaces, tc, iptables).
 pub fn is_root() -> bool {
@@ -38,11 +60,14 @@ pub fn signal_pid(pid: u32, sig: i32) -> bool {
 
 /// On signal `sig`, store `true` into `flag` (the handler does nothing else, so it is
 /// async-signal-safe, signal-safety(7)). Unregister with `signal_hook::low_level::unregister`.
-pub fn set_flag_on_signal(sig: i32, flag: &'static AtomicBool) -> Result<signal_hook::SigId> {
+pub fn set_flag_on_signal(
+    sig: i32,
+    flag: &'static AtomicBool,
+) -> Result<signal_hook::SigId, SignalError> {
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe; it captures a
     // `'static` reference, so it stays valid however long the registration lives.
     unsafe { signal_hook::low_level::register(sig, move || flag.store(true, Ordering::Relaxed)) }
-        .context("installing a signal handler")
+        .map_err(signal_error("installing a signal handler"))
 }
 
 /// A thread that runs a daemon's reload once per SIGHUP, away from its packet path: the
@@ -57,9 +82,12 @@ pub struct HangupThread {
 impl HangupThread {
     /// Catch SIGHUP from now on and call `on_hangup` on a thread named `name` for each one
     /// (several arriving during one call are handled by one more call).
-    pub fn spawn(name: &str, mut on_hangup: impl FnMut() + Send + 'static) -> Result<Self> {
+    pub fn spawn(
+        name: &str,
+        mut on_hangup: impl FnMut() + Send + 'static,
+    ) -> Result<Self, SignalError> {
         let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP])
-            .context("installing a SIGHUP handler")?;
+            .map_err(signal_error("installing a SIGHUP handler"))?;
         let handle = signals.handle();
         let thread = std::thread::Builder::new()
             .name(name.to_string())
@@ -68,7 +96,7 @@ impl HangupThread {
                     on_hangup();
                 }
             })
-            .context("starting the SIGHUP thread")?;
+            .map_err(signal_error("starting the SIGHUP thread"))?;
         Ok(HangupThread {
             handle,
             thread: Some(thread),

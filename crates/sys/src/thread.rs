@@ -2,23 +2,82 @@
 //! (`sched_getaffinity(2)`/`sched_setaffinity(2)`), its timer slack (`PR_SET_TIMERSLACK`,
 //! prctl(2)), its nice value (`setpriority(2)`) and its kernel thread id (`gettid(2)`).
 
-use anyhow::{bail, Context, Result};
+use std::fmt;
 use std::io;
 use std::os::fd::AsRawFd;
 
+/// Why the calling thread could not enter a network namespace; each names it.
+#[derive(Debug)]
+pub enum NetnsError {
+    /// Empty, longer than 255 bytes, or holding a `/`: not an `ip netns` name.
+    BadName(String),
+    /// `/run/netns/NAME` could not be opened (no such namespace, …).
+    Open { name: String, source: io::Error },
+    /// `setns(2)` refused it.
+    Setns { name: String, source: io::Error },
+}
+
+impl fmt::Display for NetnsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NetnsError::BadName(name) => write!(
+                f,
+                "network namespace name {name:?}: must be a plain `ip netns` name"
+            ),
+            NetnsError::Open { name, source } => write!(
+                f,
+                "network namespace `{name}`: cannot open /run/netns/{name}: {source}"
+            ),
+            NetnsError::Setns { name, source } => write!(f, "setns(/run/netns/{name}): {source}"),
+        }
+    }
+}
+
+// No `source()`: the text holds the inner error's (a `{:#}` chain would repeat it).
+impl std::error::Error for NetnsError {}
+
+/// Why the calling thread could not be pinned to a CPU.
+#[derive(Debug)]
+pub enum PinError {
+    /// The CPU is outside this process's affinity mask (or beyond `CPU_SETSIZE`).
+    Unavailable { cpu: usize, allowed: Vec<usize> },
+    /// `sched_setaffinity(2)` refused it.
+    Setaffinity { cpu: usize, source: io::Error },
+}
+
+impl fmt::Display for PinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PinError::Unavailable { cpu, allowed } => write!(
+                f,
+                "CPU {cpu} is not available to this process (allowed: {})",
+                fmt_cpus(allowed)
+            ),
+            PinError::Setaffinity { cpu, source } => write!(f, "pinning to CPU {cpu}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for PinError {}
+
 /// Move the calling **thread** into network namespace `name` (an `ip netns` name, found under
 /// `/run/netns`). Only this thread changes namespace; sockets it opens afterwards live there.
-pub fn enter_netns(name: &str) -> Result<()> {
+pub fn enter_netns(name: &str) -> Result<(), NetnsError> {
     if name.is_empty() || name.contains('/') || name.len() > 255 {
-        bail!("network namespace name {name:?}: must be a plain `ip netns` name");
+        return Err(NetnsError::BadName(name.to_string()));
     }
     let path = format!("/run/netns/{name}");
-    let f = std::fs::File::open(&path)
-        .with_context(|| format!("network namespace `{name}`: cannot open {path}"))?;
+    let f = std::fs::File::open(&path).map_err(|source| NetnsError::Open {
+        name: name.to_string(),
+        source,
+    })?;
     // SAFETY: setns on a namespace fd we just opened and keep open for the call; it affects
     // only the calling thread.
     if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        bail!("setns({path}): {}", std::io::Error::last_os_error());
+        return Err(NetnsError::Setns {
+            name: name.to_string(),
+            source: io::Error::last_os_error(),
+        });
     }
     Ok(())
 }
@@ -40,20 +99,20 @@ pub fn allowed_cpus() -> Vec<usize> {
 
 /// Pin the calling thread to `cpu`. A CPU outside this process's affinity mask (or beyond
 /// `CPU_SETSIZE`) is an error naming the CPUs that exist, never a panic.
-pub fn pin_to_cpu(cpu: usize) -> Result<()> {
+pub fn pin_to_cpu(cpu: usize) -> Result<(), PinError> {
     let allowed = allowed_cpus();
     if cpu >= libc::CPU_SETSIZE as usize || !allowed.contains(&cpu) {
-        bail!(
-            "CPU {cpu} is not available to this process (allowed: {})",
-            fmt_cpus(&allowed)
-        );
+        return Err(PinError::Unavailable { cpu, allowed });
     }
     // SAFETY: cpu < CPU_SETSIZE was checked, so CPU_SET writes inside the zeroed set.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            bail!("pinning to CPU {cpu}: {}", std::io::Error::last_os_error());
+            return Err(PinError::Setaffinity {
+                cpu,
+                source: io::Error::last_os_error(),
+            });
         }
     }
     Ok(())

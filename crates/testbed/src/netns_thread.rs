@@ -41,7 +41,9 @@ impl<T: Send + 'static> NetnsThread<T> {
         let thread = std::thread::Builder::new()
             .name(thread_name)
             .spawn(move || -> Result<T> {
-                let opened = crate::sys::enter_netns(&ns).and_then(|()| open());
+                let opened = crate::sys::enter_netns(&ns)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|()| open());
                 let state = match opened {
                     Ok(s) => {
                         let _ = ready_tx.send(Ok(()));

@@ -53,7 +53,9 @@ impl SignalGuard {
                 Err(e) => {
                     // `Drop` of the partial guard unregisters what was installed.
                     drop(Self(ids));
-                    return Err(e.context("installing a SIGINT/SIGTERM handler"));
+                    return Err(
+                        anyhow::Error::new(e).context("installing a SIGINT/SIGTERM handler")
+                    );
                 }
             }
         }

@@ -423,9 +423,9 @@ impl Running {
                         if let Some(c) = cpu {
                             netsched_testbed::pin_to_cpu(c)?;
                         }
-                        netsched_vswitch::Switch::open(&cfg, None)
+                        Ok(netsched_vswitch::Switch::open(&cfg, None)?)
                     },
-                    |mut sw, stop| sw.run(stop, None, None),
+                    |mut sw, stop| Ok(sw.run(stop, None, None)?),
                 )?;
                 Ok(Some(Running::Thread(h)))
             }

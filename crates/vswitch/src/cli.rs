@@ -84,7 +84,7 @@ pub enum VswitchCmd {
 
 pub fn run_vswitch(args: VswitchArgs) -> Result<()> {
     if let Some(VswitchCmd::Ctl(c)) = &args.cmd {
-        return control::run_ctl(c);
+        return run_ctl(c);
     }
     let Some(config) = &args.config else {
         anyhow::bail!("--config FILE is needed to run the switch (or use `netsched vswitch ctl`)");
@@ -244,5 +244,12 @@ fn check_host(
     if let Some(a) = metrics.filter(|_| !running) {
         check::tcp_address("--metrics", a)?;
     }
+    Ok(())
+}
+
+/// `netsched vswitch ctl`: one request line to the switch's control socket, its answer printed.
+fn run_ctl(a: &control::CtlArgs) -> Result<()> {
+    let out = control::request(&a.socket.locate("vswitch")?, &a.op.line())?;
+    print!("{out}");
     Ok(())
 }

@@ -340,12 +340,6 @@ impl CtlOp {
     }
 }
 
-pub fn run_ctl(a: &CtlArgs) -> anyhow::Result<()> {
-    let out = request(&a.socket.locate("vswitch")?, &a.op.line())?;
-    print!("{out}");
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@
 //! - [`cli`]: the `netsched vswitch` arguments and entry point;
 //! - [`config`]: the TOML file (ports, tiers, weights, bounds, budget) → a core discipline;
 //! - [`switch`]: the event loop, per-port accounting, removal of vanished ports;
+//! - [`switch_error`]: why a switch could not open or stopped, typed;
 //! - [`budget`]: the forwarding budget (rate, on/off periods, credit, lost budget);
 //! - [`control`]: the control socket (`--control`) and `netsched vswitch ctl`;
 //! - [`control_error`]: what a control request can run into, typed;
@@ -41,6 +42,7 @@ pub mod reload;
 pub mod stats;
 pub mod status;
 pub mod switch;
+pub mod switch_error;
 pub mod trace;
 
 pub use config::{Discipline, PortConfig, SwitchConfig};
@@ -48,4 +50,5 @@ pub use switch::{
     spawn_in_netns, spawn_in_netns_traced, PortStats, Switch, SwitchHandle, SwitchStats,
     TracedSwitchHandle,
 };
+pub use switch_error::SwitchError;
 pub use trace::{Trace, TraceEvent, TraceKind};

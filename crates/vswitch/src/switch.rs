@@ -37,8 +37,8 @@ use crate::latency::LatencyTrace;
 use crate::macs::MacTable;
 use crate::metrics::{SwitchMetrics, PUBLISH_EVERY};
 pub use crate::stats::{PortStats, SwitchStats, UplinkStats};
+use crate::switch_error::{epoll, SwitchError};
 use crate::trace::{Trace, TraceKind};
-use anyhow::{bail, Context, Result};
 use netsched_core::qdisc::{AnyQdisc, Qdisc, Verdict};
 use netsched_core::{Nanos, MS};
 use netsched_sys as sys;
@@ -149,15 +149,14 @@ pub struct Switch {
 
 impl Switch {
     /// Open every port (in the calling thread's network namespace).
-    pub fn open(cfg: &SwitchConfig, stats_interval: Option<Nanos>) -> Result<Self> {
+    pub fn open(cfg: &SwitchConfig, stats_interval: Option<Nanos>) -> Result<Self, SwitchError> {
         cfg.check()?;
         if let Some(i) = stats_interval {
             if i < MIN_STATS_INTERVAL {
-                bail!(
-                    "--stats {}: must be at least {}",
-                    netsched_core::units::format_duration(i),
-                    netsched_core::units::format_duration(MIN_STATS_INTERVAL)
-                );
+                return Err(SwitchError::StatsInterval {
+                    value: i,
+                    min: MIN_STATS_INTERVAL,
+                });
             }
         }
         let class_of = cfg.class_of();
@@ -167,7 +166,11 @@ impl Switch {
         let opts = cfg.port_options();
         for (i, p) in cfg.ports.iter().enumerate() {
             let (port, fallback) =
-                AnyPort::open(&p.dev, &opts).with_context(|| format!("port[{i}] ({})", p.dev))?;
+                AnyPort::open(&p.dev, &opts).map_err(|source| SwitchError::Port {
+                    index: Some(i),
+                    dev: p.dev.clone(),
+                    source,
+                })?;
             fallbacks.extend(fallback);
             let ifindex = sys::ifindex(&p.dev).unwrap_or(0);
             port_of_class[class_of[i]] = i;
@@ -185,13 +188,15 @@ impl Switch {
                 backlogged: false,
             });
         }
-        let (uplink, fallback) = AnyPort::open(&cfg.uplink, &opts).context("uplink")?;
+        let (uplink, fallback) =
+            AnyPort::open(&cfg.uplink, &opts).map_err(|source| SwitchError::Port {
+                index: None,
+                dev: cfg.uplink.clone(),
+                source,
+            })?;
         fallbacks.extend(fallback);
         let uplink_ifindex = sys::ifindex(&cfg.uplink).unwrap_or(0);
-        let qdisc: AnyQdisc<Frame> = cfg
-            .qdisc()
-            .build()
-            .map_err(|e| anyhow::anyhow!("discipline: {e}"))?;
+        let qdisc: AnyQdisc<Frame> = cfg.qdisc().build()?;
         if let AnyQdisc::DelayConstrained(d) = &qdisc {
             if cfg.discipline == Discipline::DelayConstrained {
                 for g in guests.iter_mut() {
@@ -205,17 +210,16 @@ impl Switch {
             .sum::<usize>()
             + 3 * BATCH;
         let _ = sys::set_timer_slack(1000);
-        let epoll = sys::Epoll::new().context("epoll_create1")?;
+        let ep = sys::Epoll::new().map_err(epoll("epoll_create1"))?;
         for (gi, g) in guests.iter().enumerate() {
             if let Some(p) = &g.port {
-                epoll.add(p.raw_fd(), gi as u64).context("epoll_ctl")?;
+                ep.add(p.raw_fd(), gi as u64).map_err(epoll("epoll_ctl"))?;
             }
         }
-        epoll
-            .add(uplink.raw_fd(), guests.len() as u64)
-            .context("epoll_ctl")?;
+        ep.add(uplink.raw_fd(), guests.len() as u64)
+            .map_err(epoll("epoll_ctl"))?;
         Ok(Self {
-            epoll,
+            epoll: ep,
             events: vec![libc::epoll_event { events: 0, u64: 0 }; guests.len() + 1],
             ready: vec![true; guests.len() + 1],
             guests,
@@ -721,12 +725,9 @@ impl Switch {
 
     /// Close ports whose interface is gone (or was replaced: another index). `Err` if the
     /// uplink is gone.
-    fn check_liveness(&mut self) -> Result<()> {
+    fn check_liveness(&mut self) -> Result<(), SwitchError> {
         if sys::ifindex(&self.up.dev) != Some(self.uplink_ifindex) {
-            bail!(
-                "uplink {} disappeared (interface removed or replaced); stopping",
-                self.up.dev
-            );
+            return Err(SwitchError::UplinkGone(self.up.dev.clone()));
         }
         let mut removed_any = false;
         for g in &mut self.guests {
@@ -774,7 +775,7 @@ impl Switch {
         stop: &dyn Fn() -> bool,
         duration: Option<Nanos>,
         outlet: Option<&StatsOutlet>,
-    ) -> Result<SwitchStats> {
+    ) -> Result<SwitchStats, SwitchError> {
         let t0 = sys::now_ns();
         let end = duration.map(|d| t0 + d);
         let interval = outlet.and(self.stats_interval);
@@ -819,7 +820,7 @@ impl Switch {
         next_liveness: &mut Nanos,
         outlet: Option<&StatsOutlet>,
         t0: Nanos,
-    ) -> Result<()> {
+    ) -> Result<(), SwitchError> {
         let mut next_publish = t0;
         while !stop() {
             let now = sys::now_ns();
@@ -915,7 +916,7 @@ impl Switch {
                     let n = self
                         .epoll
                         .wait(&mut self.events, 0)
-                        .context("epoll_pwait2")?;
+                        .map_err(epoll("epoll_pwait2"))?;
                     if n > 0 || sys::now_ns() >= until || stop() {
                         break n;
                     }
@@ -926,7 +927,7 @@ impl Switch {
                 self.slept = true;
                 self.epoll
                     .wait(&mut self.events, timeout)
-                    .context("epoll_pwait2")?
+                    .map_err(epoll("epoll_pwait2"))?
             };
             self.ready.fill(false);
             for e in &self.events[..n] {
@@ -960,14 +961,15 @@ pub type SwitchHandle = netsched_testbed::NetnsThread<SwitchStats>;
 
 /// Start a switch on a new thread that has entered network namespace `netns` (an `ip netns`
 /// name); returns once every port is open (or with the error).
-pub fn spawn_in_netns(netns: &str, cfg: SwitchConfig) -> Result<SwitchHandle> {
+pub fn spawn_in_netns(netns: &str, cfg: SwitchConfig) -> Result<SwitchHandle, SwitchError> {
     SwitchHandle::spawn(
         "switch",
         format!("vswitch-{netns}"),
         netns,
-        move || Switch::open(&cfg, None),
-        |mut sw, stop| sw.run(stop, None, None),
+        move || Ok(Switch::open(&cfg, None)?),
+        |mut sw, stop| Ok(sw.run(stop, None, None)?),
     )
+    .map_err(|e| SwitchError::Thread(format!("{e:#}")))
 }
 
 /// A switch with a trace ([`crate::trace`]) on its own thread; `stop()` returns its final
@@ -979,7 +981,7 @@ pub fn spawn_in_netns_traced(
     netns: &str,
     cfg: SwitchConfig,
     trace_capacity: usize,
-) -> Result<TracedSwitchHandle> {
+) -> Result<TracedSwitchHandle, SwitchError> {
     TracedSwitchHandle::spawn(
         "switch",
         format!("vswitch-{netns}"),
@@ -994,6 +996,7 @@ pub fn spawn_in_netns_traced(
             Ok((stats, sw.take_trace().unwrap_or_default()))
         },
     )
+    .map_err(|e| SwitchError::Thread(format!("{e:#}")))
 }
 
 /// Largest frame the switch keeps (one pool slot).

@@ -64,9 +64,9 @@ impl Daemon {
             std::thread::spawn(move || -> anyhow::Result<_> {
                 enter_netns(&ns)?;
                 let tid = netsched_sys::thread::gettid();
-                run_daemon(cfg, &stop, |_| {
+                Ok(run_daemon(cfg, &stop, |_| {
                     let _ = ready_tx.send(tid);
-                })
+                })?)
             })
         };
         match ready_rx.recv_timeout(READY_WITHIN) {

@@ -172,7 +172,8 @@ pub fn spawn_switch(
     let ns = ns.to_string();
     let thread = std::thread::spawn(move || {
         let opened = netsched_testbed::enter_netns(&ns)
-            .and_then(|()| netsched_vswitch::Switch::open(&cfg, None));
+            .map_err(anyhow::Error::from)
+            .and_then(|()| Ok(netsched_vswitch::Switch::open(&cfg, None)?));
         let mut sw = match opened {
             Ok(s) => s,
             Err(e) => {
@@ -182,7 +183,7 @@ pub fn spawn_switch(
         };
         attach(&mut sw);
         let _ = ready_tx.send(Ok(()));
-        sw.run(&|| stop2.load(Ordering::Relaxed), None, None)
+        Ok(sw.run(&|| stop2.load(Ordering::Relaxed), None, None)?)
     });
     let running = Running {
         stop,

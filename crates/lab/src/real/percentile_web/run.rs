@@ -77,9 +77,9 @@ pub fn run_mode(bed: &WebBed, p: &RealParams, mode: DisciplineKind) -> Result<Mo
     let daemon = std::thread::spawn(move || -> Result<netsched_nfq::daemon::Summary> {
         netsched_testbed::enter_netns(&server_ns)?;
         let _ = netsched_testbed::pin_to_cpu(cpu);
-        netsched_nfq::daemon::run_daemon(cfg, &stop2, |_| {
+        Ok(netsched_nfq::daemon::run_daemon(cfg, &stop2, |_| {
             let _ = ready_tx.send(());
-        })
+        })?)
     });
     if ready_rx.recv_timeout(Duration::from_secs(10)).is_err() {
         stop.store(true, Ordering::Relaxed);
