@@ -9,6 +9,8 @@
 //! - `netsched lab run NAME --real --repeat N` — the real run N times, one after another;
 //! - `netsched lab run NAME --real --engine E` — which data plane a real run drives, for an
 //!   experiment that has several (percentile-web: `nfq` or `balance`; = `--set real.engine=E`);
+//! - `netsched lab run lvs-cluster [--real] --directors N` — N directors behind the router's
+//!   ECMP instead of one (= `--set cluster.directors=N`; simulated and real);
 //! - `netsched lab sweep NAME --grid key=v1,v2 [--grid ...] [--seeds N] [--out DIR]`, on this
 //!   machine or `--on slurm` (one job array and a merge job; see [`crate::slurm`]);
 //! - `netsched lab sweep --status OUT` — a sweep's done/running/failed/pending counts.
@@ -114,9 +116,43 @@ pub struct RunArgs {
     /// against HAProxy). The same as `--set real.engine=E`.
     #[arg(long, value_name = "E", requires = "real")]
     pub engine: Option<String>,
+    /// Directors behind the router's ECMP, 1..=8, for an experiment whose cluster can have
+    /// several (lvs-cluster; simulated and real). The same as `--set cluster.directors=N`.
+    #[arg(long, value_name = "N")]
+    pub directors: Option<usize>,
     /// Make any failed check an error (non-zero exit).
     #[arg(long)]
     pub strict: bool,
+}
+
+/// `--directors N` as the `--set` it stands for; `Err` when the experiment has one director
+/// only, when N is outside 1..=8, or when a `--set` of the same key says otherwise.
+pub fn directors_set(exp: &Experiment, n: usize, sets: &[String]) -> anyhow::Result<String> {
+    let Some(key) = exp.directors_key else {
+        let with: Vec<&str> = experiments::ALL
+            .iter()
+            .filter(|e| e.directors_key.is_some())
+            .map(|e| e.name)
+            .collect();
+        anyhow::bail!(
+            "--directors {n}: {} has no directors to multiply (it exists for {})",
+            exp.name,
+            with.join(", ")
+        );
+    };
+    let max = experiments::lvs_cluster::MAX_DIRECTORS;
+    if n == 0 || n > max {
+        anyhow::bail!("--directors {n} is outside 1..={max}");
+    }
+    let set = format!("{key}={n}");
+    let prefix = format!("{key}=");
+    if let Some(other) = sets.iter().find(|s| {
+        s.strip_prefix(&prefix)
+            .is_some_and(|v| v.trim() != n.to_string())
+    }) {
+        anyhow::bail!("--directors {n} and --set {other}: choose one");
+    }
+    Ok(set)
 }
 
 /// `--engine E` as the `--set` it stands for; `Err` names the engines the experiment has, or
@@ -318,6 +354,10 @@ fn run_single(a: RunArgs) -> anyhow::Result<()> {
         let set = engine_set(exp, e, &a.set)?;
         a.set.push(set);
     }
+    if let Some(n) = a.directors {
+        let set = directors_set(exp, n, &a.set)?;
+        a.set.push(set);
+    }
     let seeds = limits::seed_range(a.seed, a.seeds)?;
     limits::check_count("--repeat", a.repeat, limits::MAX_REPEATS)?;
     if a.repeat > 1 && !a.real {
@@ -447,6 +487,30 @@ fn run_all(out: Option<PathBuf>, seed: u64, seeds: u64, strict: bool) -> anyhow:
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn directors_flag_is_the_set_it_stands_for_and_refuses_what_does_not_exist() {
+        let lvs = super::experiments::find("lvs-cluster").unwrap();
+        assert_eq!(
+            super::directors_set(lvs, 2, &[]).unwrap(),
+            "cluster.directors=2"
+        );
+        for n in [0, 9] {
+            let e = super::directors_set(lvs, n, &[]).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("--directors {n}")) && e.contains("1..=8"),
+                "{e}"
+            );
+        }
+        let other = ["cluster.directors=3".to_string()];
+        let e = super::directors_set(lvs, 2, &other)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--set cluster.directors=3"), "{e}");
+        let ack = super::experiments::find("adsl-ack").unwrap();
+        let e = super::directors_set(ack, 2, &[]).unwrap_err().to_string();
+        assert!(e.contains("adsl-ack") && e.contains("lvs-cluster"), "{e}");
+    }
+
     #[test]
     fn engine_flag_is_the_set_it_stands_for_and_refuses_what_does_not_exist() {
         let pw = super::experiments::find("percentile-web").unwrap();

@@ -4,6 +4,7 @@
 //!   fails if the director funnels work to one host or the hosts share one capacity);
 //! - P4 Table 4: LC ≥ 2× RR when per-host costs differ (expected ~50×);
 //! - nothing lost: every request answered, failed with a reason, or cut at the end;
+//! - with two directors behind a router's ECMP: both get a share of every cell's requests;
 //! - namespaces, the director process and the host threads are gone afterwards, also after a
 //!   failure.
 //!
@@ -122,6 +123,93 @@ fn quick_real_run_in_l4_scales_holds_table4_and_loses_nothing() {
             cs[0].passed,
             "{}: {} ({:?})",
             cs[0].claim, cs[0].detail, cs[0].evidence
+        );
+    }
+}
+
+/// `--real --quick --directors 2` (`cluster.directors = 2`): the same four cells through two
+/// `netsched balance` directors behind a router namespace's kernel ECMP (L4 hash). Asserted
+/// with margins that hold on a loaded 2-core machine: both directors get ≥ 20% of every
+/// cell's requests (a hash of a few hundred to thousands of connections gives 45–55%; a
+/// director left out of the route, or an L3 hash that sends the one client to one director,
+/// gives 0%); no request fails; the run's checks pass (the emulated hosts, not the directors,
+/// set the rates, so two directors keep the one-director figures); the namespaces are gone.
+#[test]
+fn quick_real_run_with_two_directors_spreads_over_both_and_loses_nothing() {
+    if !privileged_test_allowed("quick_real_run_with_two_directors_spreads_over_both") {
+        return;
+    }
+    let _l = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = TempDir::new("lvs-real-2dir").unwrap();
+    netsched_director();
+    let mut params = scenario();
+    params["cluster"]["directors"] = json!(2);
+    params["real"] = json!({"director": "netsched"});
+    let out = real::run_real(&params, 11, dir.path(), true).unwrap();
+    assert_json_units(&out);
+    assert_eq!(out.results.runs.len(), 4, "{:?}", out.results.runs);
+    for r in &out.results.runs {
+        assert_eq!(r.config["directors"], 2, "{}", r.config);
+        assert_eq!(r.metrics["unaccounted"], 0, "{}", r.config);
+        let failed: u64 = r.metrics["errors"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert_eq!(failed, 0, "{}: {}", r.config, r.metrics["errors"]);
+        let per: Vec<u64> = r.metrics["director_requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(per.len(), 2, "{}", r.config);
+        let total: u64 = per.iter().sum();
+        // Every answered request went through a director (the count also holds those cut).
+        assert!(
+            total >= r.metrics["ok"].as_u64().unwrap(),
+            "{}: {per:?}",
+            r.config
+        );
+        for n in &per {
+            assert!(
+                *n as f64 >= 0.2 * total as f64,
+                "{}: {per:?} requests per director",
+                r.config
+            );
+        }
+    }
+    for prefix in [
+        "the cluster scales",
+        "Table 4",
+        "nothing lost",
+        "failed requests",
+        "ECMP spreads",
+    ] {
+        let cs = check(&out, prefix);
+        assert_eq!(cs.len(), 1, "{prefix}: {:?}", out.checks);
+        assert!(
+            cs[0].passed,
+            "{}: {} ({:?})",
+            cs[0].claim, cs[0].detail, cs[0].evidence
+        );
+    }
+    assert!(out.notes.iter().any(|n| n.starts_with("Directors: 2")));
+    let leaked = netsched_testbed::namespaces_left_by_this_process();
+    assert!(leaked.is_empty(), "namespaces leaked: {leaked:?}");
+    assert_eq!(live_host_threads(), 0, "host threads leaked");
+}
+
+#[test]
+fn directors_outside_one_to_eight_name_the_key() {
+    for n in [0, 9] {
+        let mut params = scenario();
+        params["cluster"]["directors"] = json!(n);
+        let e = Setup::from_params(&params).unwrap_err().to_string();
+        assert!(
+            e.contains("cluster.directors") && e.contains(&n.to_string()),
+            "{e}"
         );
     }
 }

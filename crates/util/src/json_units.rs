@@ -90,7 +90,7 @@ pub const UNITLESS: &[&str] = &[
     "uplink_drops_ack", "uplink_drops_data", "uplink_max_queue", "uplink_qdisc_drops",
     "uplink_tx_acks", "uplink_utilisation", "upload_received", "upload_sent", "upload_timeouts",
     "errors", "cut_at_end", "unaccounted", "host_served", "host_busy", "host_bad_requests",
-    "balancer_attainment_over_p",
+    "balancer_attainment_over_p", "directors", "per_director_requests", "director_requests",
     // vm-delay's arrival trace: frames per clump and per window, clumps and bursts counted.
     "frames", "merged_frames", "clumps", "clump_max", "clump_mean", "clump_p99", "window_max",
     "all_ports_window_max", "bursts", "caught_up", "sent_overflow", "read", "switch_dropped",

@@ -41,6 +41,9 @@ pub struct Experiment {
     /// The data planes the real run can drive (`lab run --real --engine NAME`, the same as
     /// `--set real.engine=NAME`), the default first; empty when there is one.
     pub real_engines: &'static [&'static str],
+    /// The scenario key `lab run --directors N` sets (the same as `--set KEY=N`), for an
+    /// experiment whose cluster can have several directors behind ECMP; `None` elsewhere.
+    pub directors_key: Option<&'static str>,
 }
 
 /// Every experiment, in paper order.
@@ -54,6 +57,7 @@ pub static ALL: &[Experiment] = &[
         check: percentile_web::check,
         run_real: Some(percentile_web_real),
         real_engines: &["nfq", "balance"],
+        directors_key: None,
     },
     Experiment {
         name: "np-dispatch",
@@ -64,6 +68,7 @@ pub static ALL: &[Experiment] = &[
         check: np_dispatch::check,
         run_real: Some(crate::real::np_dispatch::run_real),
         real_engines: &[],
+        directors_key: None,
     },
     Experiment {
         name: "vm-delay",
@@ -74,6 +79,7 @@ pub static ALL: &[Experiment] = &[
         check: vm_delay::check,
         run_real: Some(crate::real::vm_delay::run_real),
         real_engines: &[],
+        directors_key: None,
     },
     Experiment {
         name: "adsl-ack",
@@ -84,6 +90,7 @@ pub static ALL: &[Experiment] = &[
         check: adsl_ack::check,
         run_real: Some(crate::real::adsl_ack::run_real),
         real_engines: &[],
+        directors_key: None,
     },
     Experiment {
         name: "lvs-cluster",
@@ -94,6 +101,7 @@ pub static ALL: &[Experiment] = &[
         check: lvs_cluster::check,
         run_real: Some(crate::real::lvs_cluster::run_real),
         real_engines: &[],
+        directors_key: Some("cluster.directors"),
     },
 ];
 

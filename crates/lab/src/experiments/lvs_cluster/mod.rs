@@ -11,7 +11,9 @@
 mod model;
 mod report;
 
-pub use model::{simulate, ClientModel, ClusterConfig, ClusterResult};
+pub use model::{
+    ecmp_director, simulate, ClientModel, ClusterConfig, ClusterResult, MAX_DIRECTORS,
+};
 
 use anyhow::{anyhow, bail};
 use netsched_core::units;
@@ -57,6 +59,20 @@ pub struct ClusterParams {
     pub algorithms: Vec<String>,
     #[serde(default)]
     pub extra_algorithms: Vec<String>,
+    /// Directors behind the router's ECMP (1 = P4's cluster; `--directors N`).
+    #[serde(default = "one")]
+    pub directors: usize,
+    /// A director's time per connection (a duration; `"0"` = no cost, the default).
+    #[serde(default = "zero")]
+    pub director_service: String,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn zero() -> String {
+    "0".into()
 }
 
 /// `[service]`.
@@ -230,6 +246,13 @@ impl Setup {
             3600 * SEC,
         )?;
         let handshake = duration("ipvs.handshake", &p.ipvs.handshake, 0, SEC)?;
+        check_count("cluster.directors", p.cluster.directors, MAX_DIRECTORS)?;
+        let director_service = duration(
+            "cluster.director_service",
+            &p.cluster.director_service,
+            0,
+            SEC,
+        )?;
         if p.ipvs.lblc_active_weight == 0 {
             bail!("ipvs.lblc_active_weight = 0 is outside 1..=2^32-1");
         }
@@ -274,6 +297,8 @@ impl Setup {
                 handshake,
                 lblc_active_weight: p.ipvs.lblc_active_weight,
                 client_ports: c.ports,
+                directors: p.cluster.directors,
+                director_service,
             },
         })
     }

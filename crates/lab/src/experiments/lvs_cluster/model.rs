@@ -17,6 +17,14 @@
 //!   (`ip_vs_in` looks the connection up before scheduling, ip_vs_core.c);
 //! - case "same": every host serves the same object size; case "per-host": host k serves only
 //!   size k mod 5 (300 B, 1 K, 10 K, 100 K, mixed, repeating; P4 §3.3 (2)).
+//! - directors: `directors` of them (P4 has one), each with its own balancer and its own
+//!   server table (an instance counts only its own connections), the client's connections
+//!   spread over them by a seeded hash of the connection's 4-tuple, as a router's L4 ECMP
+//!   (`fib_multipath_hash_policy = 1`: the hash picks one of N equal ranges,
+//!   `fib_select_multipath`). A director spends `director_service` per connection, one at a
+//!   time in arrival order, before it schedules it: one director serves at most
+//!   1 / `director_service` requests/s, N of them N times that. 0 = no cost (P4's director
+//!   was not the limit: its RR rate grew linearly to 4 322 req/s at 15 hosts, Table 3).
 //!
 //! Cost: O(log n) per event over the requests in flight; about 4 events per request. The
 //! TIME_WAIT expiries (one per request, all `inactive_timeout` after their completion) are in
@@ -62,6 +70,38 @@ pub struct ClusterConfig {
     /// Size of the client's ephemeral port range (`ip_local_port_range`), used in order like
     /// the Linux 2.4 port rover. 0 = never reuse a port (every connection is new to IPVS).
     pub client_ports: u32,
+    /// Directors behind the router's ECMP (1..=[`MAX_DIRECTORS`]); 1 = P4's cluster.
+    pub directors: usize,
+    /// A director's time per connection, served one at a time; 0 = no cost.
+    pub director_service: Nanos,
+}
+
+/// Directors of one simulated cluster, at most (the real rig's bound too).
+pub const MAX_DIRECTORS: usize = 8;
+
+/// The director a router's L4 ECMP sends a connection to: a hash of the 4-tuple (client
+/// address and port, destination address and port) under `seed` (the router's hash key), mapped
+/// onto `n` equal ranges as `fib_select_multipath` maps it onto the next hops' upper bounds.
+pub fn ecmp_director(seed: u64, key: &FlowKey, n: usize) -> usize {
+    if n <= 1 {
+        return 0;
+    }
+    let addr = |a: IpAddr| -> u64 {
+        match a {
+            IpAddr::V4(v) => u32::from(v) as u64,
+            IpAddr::V6(v) => {
+                let b = u128::from(v);
+                (b as u64) ^ ((b >> 64) as u64)
+            }
+        }
+    };
+    let mut h = SplitMix64::new(
+        seed ^ addr(key.src).rotate_left(17)
+            ^ addr(key.dst).rotate_left(41)
+            ^ ((key.src_port as u64) << 16 | key.dst_port as u64),
+    );
+    let x = h.next_u64() >> 32;
+    ((x * n as u64) >> 32) as usize
 }
 
 /// How the client's requests choose their destination (`client.model` in the scenario).
@@ -100,6 +140,8 @@ pub struct ClusterResult {
     /// Connections whose client port still had an IPVS entry (TIME_WAIT) and were forwarded to
     /// that entry's host without asking the scheduler (whole run).
     pub reused: u64,
+    /// Connections each director placed (whole run), in director order.
+    pub per_director: Vec<u64>,
 }
 
 enum Ev {
@@ -110,12 +152,15 @@ enum Ev {
     Arrive { host: usize, req: Req },
     /// Host finished its current request.
     Done { host: usize },
+    /// Director finished the connection at the head of its queue.
+    DirectorDone { director: usize },
 }
 
 /// An inactive connection at the director expires (if its entry was not reused since:
 /// `generation` must still match).
 struct Forget {
     at: Nanos,
+    director: usize,
     host: usize,
     port: u32,
     generation: u64,
@@ -130,6 +175,26 @@ struct Req {
     slot_origin: u32,
     /// The origin the request named.
     origin: u32,
+    /// The director that placed it (whose server table counts its connection).
+    director: usize,
+}
+
+/// A connection waiting at its director (`director_service` > 0) to be scheduled.
+struct Pending {
+    sent: Nanos,
+    port: u32,
+    slot_origin: u32,
+    origin: u32,
+}
+
+/// One director: its balancer, its own view of the hosts' connections, and the connections
+/// waiting for it.
+struct DirectorState {
+    balancer: AnyBalancer,
+    table: ServerTable,
+    queue: VecDeque<Pending>,
+    busy: bool,
+    placed: u64,
 }
 
 /// The director's IPVS connection entry for one (client port, origin) pair: IPVS finds a
@@ -176,6 +241,12 @@ pub fn simulate(cfg: &ClusterConfig, seed: u64) -> anyhow::Result<ClusterResult>
             cfg.client_ports,
         );
     }
+    if cfg.directors == 0 || cfg.directors > MAX_DIRECTORS {
+        anyhow::bail!(
+            "cluster.directors = {} is outside 1..={MAX_DIRECTORS}",
+            cfg.directors
+        );
+    }
     if cfg.origins == 0 || cfg.origins >= NO_ORIGIN as usize {
         anyhow::bail!(
             "the number of origins must be within 1..2^32-1, got {}",
@@ -211,8 +282,9 @@ fn service_time(cfg: &ClusterConfig, rng: &mut SplitMix64, mean: f64) -> Nanos {
 struct Cluster<'a> {
     cfg: &'a ClusterConfig,
     rng: SplitMix64,
-    balancer: AnyBalancer,
-    table: ServerTable,
+    directors: Vec<DirectorState>,
+    /// The router's ECMP hash key.
+    ecmp_seed: u64,
     hosts: Vec<Host>,
     client: IpAddr,
     /// Client ports: index into the ephemeral range; the rover moves one port per connection
@@ -247,19 +319,36 @@ impl<'a> Cluster<'a> {
     /// The director and hosts of `cfg`, and the client's first requests.
     fn new(cfg: &'a ClusterConfig, seed: u64) -> anyhow::Result<Self> {
         let mut rng = SplitMix64::new(seed);
-        let balancer = balancer(cfg, &mut rng)?;
-        let mut table = ServerTable::new();
-        let mut hosts = Vec::new();
-        for (i, s) in cfg.host_service_s.iter().enumerate() {
-            table
-                .add_server(i as u32, host_addr(i), 3128, 1)
-                .map_err(|e| anyhow!("server table: {e}"))?;
-            hosts.push(Host {
+        // Every director has the same configuration; each its own state. Director 0 is built
+        // first from the run's stream, so one director simulates exactly as P4's cluster.
+        let mut directors = Vec::new();
+        for _ in 0..cfg.directors.max(1) {
+            let balancer = balancer(cfg, &mut rng)?;
+            let mut table = ServerTable::new();
+            for i in 0..cfg.host_service_s.len() {
+                table
+                    .add_server(i as u32, host_addr(i), 3128, 1)
+                    .map_err(|e| anyhow!("server table: {e}"))?;
+            }
+            directors.push(DirectorState {
+                balancer,
+                table,
+                queue: VecDeque::new(),
+                busy: false,
+                placed: 0,
+            });
+        }
+        let hosts: Vec<Host> = cfg
+            .host_service_s
+            .iter()
+            .map(|s| Host {
                 queue: VecDeque::new(),
                 busy: false,
                 service_s: *s,
-            });
-        }
+            })
+            .collect();
+        // The router's hash key: its own stream, so the run's draws do not depend on N.
+        let ecmp_seed = SplitMix64::new(seed ^ 0xEC3F_0000_0000_0001).next_u64();
         let ports = if cfg.client_ports == 0 {
             u32::MAX
         } else {
@@ -284,8 +373,8 @@ impl<'a> Cluster<'a> {
         Ok(Cluster {
             cfg,
             rng,
-            balancer,
-            table,
+            directors,
+            ecmp_seed,
             per_host: vec![0u64; hosts.len()],
             hosts,
             client: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
@@ -344,6 +433,7 @@ impl<'a> Cluster<'a> {
                 } => self.send(now, slot_origin)?,
                 Ev::Arrive { host, req } => self.arrive(host, req)?,
                 Ev::Done { host } => self.done(now, host)?,
+                Ev::DirectorDone { director } => self.director_done(now, director)?,
             }
         }
         Ok(())
@@ -365,14 +455,15 @@ impl<'a> Cluster<'a> {
             };
             l.swap_remove(i);
         }
-        self.table
+        self.directors[f.director]
+            .table
             .on_inactive_close(ServerId(f.host as u32))
             .map_err(|e| anyhow!(e))
     }
 
     /// The client opens a connection for its next request (from slot `slot_origin`): the next
-    /// free port, an origin, and the host — the entry's own when the 4-tuple is still in
-    /// TIME_WAIT, else the balancer's pick.
+    /// free port and an origin; the router's ECMP hash gives the director, which places it at
+    /// once (no director cost) or after the connections queued before it.
     fn send(&mut self, now: Nanos, slot_origin: u32) -> anyhow::Result<()> {
         let cfg = self.cfg;
         let port = loop {
@@ -391,12 +482,68 @@ impl<'a> Cluster<'a> {
         } else {
             slot_origin
         };
-        let dst = origin_addr(origin as usize);
+        let p = Pending {
+            sent: now,
+            port,
+            slot_origin,
+            origin,
+        };
+        let d = ecmp_director(self.ecmp_seed, &self.flow_key(port, origin), cfg.directors);
+        if cfg.director_service == 0 {
+            return self.place(now, d, p);
+        }
+        // The port is taken from the SYN on, while the connection waits at its director.
+        if let Some(b) = self.port_busy.get_mut(port as usize) {
+            *b = true;
+        }
+        let dir = &mut self.directors[d];
+        dir.queue.push_back(p);
+        if !dir.busy {
+            dir.busy = true;
+            self.q
+                .schedule_in(cfg.director_service, Ev::DirectorDone { director: d });
+        }
+        Ok(())
+    }
+
+    /// The connection's 4-tuple as the router and the director see it.
+    fn flow_key(&self, port: u32, origin: u32) -> FlowKey {
+        let wire_port = 1024 + (port % (u16::MAX as u32 - 1024)) as u16;
+        FlowKey::new(self.client, wire_port, origin_addr(origin as usize), 80)
+    }
+
+    /// `director` has spent its time on the connection at the head of its queue: it places it
+    /// and starts on the next one.
+    fn director_done(&mut self, now: Nanos, director: usize) -> anyhow::Result<()> {
+        let p = self.directors[director]
+            .queue
+            .pop_front()
+            .context("director done with an empty queue")?;
+        if self.directors[director].queue.is_empty() {
+            self.directors[director].busy = false;
+        } else {
+            self.q
+                .schedule_in(self.cfg.director_service, Ev::DirectorDone { director });
+        }
+        self.place(now, director, p)
+    }
+
+    /// Director `d` places connection `p`: the entry's own host when the 4-tuple is still in
+    /// TIME_WAIT, else its balancer's pick.
+    fn place(&mut self, now: Nanos, d: usize, p: Pending) -> anyhow::Result<()> {
+        let cfg = self.cfg;
+        let Pending {
+            sent,
+            port,
+            slot_origin,
+            origin,
+        } = p;
         self.generation += 1;
         // IPVS looks the connection up before it schedules (ip_vs_in →
         // conn_in_get, net/netfilter/ipvs/ip_vs_core.c): a SYN whose 4-tuple still
         // has an entry in TIME_WAIT reuses it and goes to the same real server. Only
         // Linux 4.2's `conn_reuse_mode` made IPVS reschedule such connections.
+        // The entry is the director's own: the same 4-tuple hashes to the same director.
         let existing = self
             .conns
             .get_mut(port as usize)
@@ -407,16 +554,20 @@ impl<'a> Cluster<'a> {
             c.generation = self.generation;
             self.reused += 1;
             if cfg.handshake == 0 {
-                self.table
+                self.directors[d]
+                    .table
                     .on_inactive_close(ServerId(c.host as u32))
                     .map_err(|e| anyhow!(e))?;
             }
             c.host
         } else {
-            let wire_port = 1024 + (port % (u16::MAX as u32 - 1024)) as u16;
-            let key = FlowKey::new(self.client, wire_port, dst, 80);
-            let Some(ServerId(id)) = self.balancer.pick(&self.table, &key, now) else {
+            let key = self.flow_key(port, origin);
+            let dir = &mut self.directors[d];
+            let Some(ServerId(id)) = dir.balancer.pick(&dir.table, &key, now) else {
                 self.unplaced += 1;
+                if let Some(b) = self.port_busy.get_mut(port as usize) {
+                    *b = false;
+                }
                 // Retry after 1 ms, as a client would after a refused connection.
                 self.q.schedule_in(
                     SEC / 1000,
@@ -436,25 +587,26 @@ impl<'a> Cluster<'a> {
             }
             id as usize
         };
+        self.directors[d].placed += 1;
         if let Some(b) = self.port_busy.get_mut(port as usize) {
             *b = true;
         }
         let req = Req {
-            sent: now,
+            sent,
             port,
             slot_origin,
             origin,
+            director: d,
         };
+        let table = &mut self.directors[d].table;
         if cfg.handshake > 0 {
             // IPVS counts a connection in SYN_RECV as inactive and makes it active
             // on ESTABLISHED (set_tcp_state, ip_vs_proto_tcp.c): until the handshake
             // is done the scheduler does not see it as load. A reused entry stays
             // inactive (TIME_WAIT → SYN_RECV) until then too.
             if !is_reuse {
-                self.table
-                    .on_open(ServerId(h as u32))
-                    .map_err(|e| anyhow!(e))?;
-                self.table
+                table.on_open(ServerId(h as u32)).map_err(|e| anyhow!(e))?;
+                table
                     .on_inactive(ServerId(h as u32))
                     .map_err(|e| anyhow!(e))?;
             }
@@ -462,9 +614,7 @@ impl<'a> Cluster<'a> {
                 .schedule_in(cfg.handshake, Ev::Arrive { host: h, req });
             return Ok(());
         }
-        self.table
-            .on_open(ServerId(h as u32))
-            .map_err(|e| anyhow!(e))?;
+        table.on_open(ServerId(h as u32)).map_err(|e| anyhow!(e))?;
         self.enqueue(h, req);
         Ok(())
     }
@@ -482,12 +632,12 @@ impl<'a> Cluster<'a> {
     /// The handshake is done (ESTABLISHED): inactive → active, and the request reaches the
     /// host.
     fn arrive(&mut self, host: usize, req: Req) -> anyhow::Result<()> {
-        let s = self
-            .table
+        let table = &mut self.directors[req.director].table;
+        let s = table
             .get(ServerId(host as u32))
             .context("arrive at an unknown host")?;
         let (a, i) = (s.active + 1, s.inactive.saturating_sub(1));
-        self.table
+        table
             .set_conns(ServerId(host as u32), a, i)
             .map_err(|e| anyhow!(e))?;
         self.enqueue(host, req);
@@ -513,7 +663,8 @@ impl<'a> Cluster<'a> {
             self.measured += 1;
             self.resp_sum += (now - req.sent) as f64 / 1e6;
         }
-        self.table
+        self.directors[req.director]
+            .table
             .on_inactive(ServerId(host as u32))
             .map_err(|e| anyhow!(e))?;
         let mut generation = 0;
@@ -528,6 +679,7 @@ impl<'a> Cluster<'a> {
         }
         self.forgets.push_back(Forget {
             at: now.saturating_add(cfg.inactive_timeout),
+            director: req.director,
             host,
             port: req.port,
             generation,
@@ -567,6 +719,7 @@ impl<'a> Cluster<'a> {
             per_host: self.per_host,
             unplaced: self.unplaced,
             reused: self.reused,
+            per_director: self.directors.iter().map(|d| d.placed).collect(),
         }
     }
 }
@@ -597,6 +750,8 @@ mod tests {
             lblc_active_weight: 50,
             handshake: 0,
             client_ports: 0,
+            directors: 1,
+            director_service: 0,
             model: ClientModel::Uniform,
             per_origin_concurrency: 2,
         }
@@ -704,6 +859,117 @@ mod tests {
         c.client_ports = 8; // concurrency 8: no free port would remain
         let e = simulate(&c, 1).unwrap_err().to_string();
         assert!(e.contains("client.ports"), "{e}");
+    }
+
+    #[test]
+    fn ecmp_spreads_connections_evenly_and_always_sends_a_4_tuple_to_the_same_director() {
+        let client = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+        for n in [2, 3, 8] {
+            let mut count = vec![0u64; n];
+            for port in 1024..21024u16 {
+                let k = FlowKey::new(client, port, origin_addr(port as usize % 50), 80);
+                let d = ecmp_director(7, &k, n);
+                assert_eq!(d, ecmp_director(7, &k, n));
+                count[d] += 1;
+            }
+            // 20 000 keys: each director's share within 10% of 1/n (≫ 5 standard deviations).
+            let fair = 20_000.0 / n as f64;
+            for c in &count {
+                assert!((*c as f64 - fair).abs() < 0.1 * fair, "n={n}: {count:?}");
+            }
+        }
+        assert_eq!(ecmp_director(7, &FlowKey::new(client, 5, client, 80), 1), 0);
+    }
+
+    /// 8 hosts of 10 ms (800 req/s) behind directors of 5 ms (200 req/s each), a closed loop of
+    /// 30: the directors are the limit.
+    fn director_bound(directors: usize) -> ClusterConfig {
+        let mut c = cfg("rr", vec![0.01; 8]);
+        c.concurrency = 30;
+        c.requests = 20_000;
+        c.directors = directors;
+        c.director_service = 5 * SEC / 1000;
+        c
+    }
+
+    #[test]
+    fn two_directors_double_a_director_bound_cluster() {
+        let one = simulate(&director_bound(1), 5).unwrap();
+        let two = simulate(&director_bound(2), 5).unwrap();
+        // One director: 1 / 5 ms = 200 req/s (it never idles with 30 in the loop).
+        assert!(
+            (one.req_per_s - 200.0).abs() < 200.0 * 0.03,
+            "{}",
+            one.req_per_s
+        );
+        // Two: 400 req/s if ECMP keeps both busy; a director left idle by the hash would
+        // show as a ratio below 1.9.
+        let ratio = two.req_per_s / one.req_per_s;
+        assert!((1.9..=2.05).contains(&ratio), "{ratio}: {two:?}");
+        assert_eq!(two.per_director.len(), 2);
+        let total: u64 = two.per_director.iter().sum();
+        for d in &two.per_director {
+            let share = *d as f64 / total as f64;
+            assert!((0.45..=0.55).contains(&share), "{:?}", two.per_director);
+        }
+        // Four directors: 800 req/s of director capacity meets 800 of the hosts': the hosts
+        // (and queueing at both) hold it below 4×, above the two directors' rate.
+        let four = simulate(&director_bound(4), 5).unwrap();
+        assert!(four.req_per_s > 1.3 * two.req_per_s, "{four:?}");
+        assert!(four.req_per_s < 800.0 * 1.02, "{four:?}");
+    }
+
+    #[test]
+    fn more_directors_give_nothing_to_a_host_bound_cluster() {
+        // 4 hosts of 10 ms (400 req/s) behind directors of 0.5 ms (2 000 req/s each).
+        let mut c = director_bound(1);
+        c.host_service_s = vec![0.01; 4];
+        c.director_service = SEC / 2000;
+        let one = simulate(&c, 6).unwrap();
+        c.directors = 2;
+        let two = simulate(&c, 6).unwrap();
+        assert!(
+            (one.req_per_s - 400.0).abs() < 400.0 * 0.05,
+            "{}",
+            one.req_per_s
+        );
+        let ratio = two.req_per_s / one.req_per_s;
+        assert!((0.95..=1.05).contains(&ratio), "{ratio}");
+    }
+
+    #[test]
+    fn one_director_without_cost_places_every_connection_itself_and_is_deterministic() {
+        let c = cfg("lc", vec![0.01; 3]);
+        let a = simulate(&c, 9).unwrap();
+        assert_eq!(a, simulate(&c, 9).unwrap());
+        assert_eq!(a.per_director.len(), 1);
+        // every completed request was placed by it (plus those still in flight at the end)
+        assert!(a.per_director[0] >= a.completed, "{a:?}");
+        assert!(
+            a.per_director[0] <= a.completed + c.concurrency as u64,
+            "{a:?}"
+        );
+        // with a cost too small to matter the rate is the same within 2%
+        let mut d = c.clone();
+        d.director_service = 1000; // 1 µs
+        let b = simulate(&d, 9).unwrap();
+        assert!(
+            (b.req_per_s - a.req_per_s).abs() < 0.02 * a.req_per_s,
+            "{b:?} vs {a:?}"
+        );
+    }
+
+    #[test]
+    fn directors_outside_their_bounds_are_a_clear_error() {
+        for n in [0, MAX_DIRECTORS + 1] {
+            let mut c = cfg("rr", vec![0.01]);
+            c.directors = n;
+            let e = simulate(&c, 1).unwrap_err().to_string();
+            assert!(
+                e.contains("cluster.directors") && e.contains(&n.to_string()),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -176,7 +176,7 @@ fn run_record(s: &Setup, case: Case, alg: &str, n: usize, r: &ClusterResult, tag
         Case::Same(_) => "same",
         Case::PerHost => "per-host",
     };
-    let mut config = json!({"case": format!("{tag}{kind}"), "size": case_name(s, case), "algorithm": alg, "hosts": n});
+    let mut config = json!({"case": format!("{tag}{kind}"), "size": case_name(s, case), "algorithm": alg, "hosts": n, "directors": s.base.directors});
     if !tag.is_empty() {
         config["variant"] = json!(tag.trim_end_matches(": "));
     }
@@ -189,6 +189,7 @@ fn run_record(s: &Setup, case: Case, alg: &str, n: usize, r: &ClusterResult, tag
             "unplaced": r.unplaced,
             "reused_connections": r.reused,
             "per_host_requests": r.per_host,
+            "per_director_requests": r.per_director,
         }),
     }
 }
@@ -451,7 +452,48 @@ fn notes(s: &Setup, grid: &Grid, variants: &[Variant]) -> Vec<String> {
     notes.extend(not_modelled_note(s, grid));
     notes.extend(per_host_note(s, grid));
     notes.extend(client_note(s));
+    notes.extend(directors_note(s, grid));
     notes
+}
+
+/// How many directors, what each costs, and how the connections spread over them.
+fn directors_note(s: &Setup, grid: &Grid) -> Vec<String> {
+    let b = &s.base;
+    let cost = if b.director_service == 0 {
+        "no time per connection (`cluster.director_service = \"0\"`: P4's one director was not the limit)".to_string()
+    } else {
+        format!(
+            "{} µs per connection, one at a time (at most {:.0} requests/s each, {:.0} together)",
+            b.director_service as f64 / 1e3,
+            1e9 / b.director_service as f64,
+            b.directors as f64 * 1e9 / b.director_service as f64
+        )
+    };
+    let mut text = format!(
+        "**Directors.** {} director(s) with the same configuration, each with its own balancer and its own count of the hosts' connections, and {cost}.",
+        b.directors
+    );
+    if b.directors > 1 {
+        // Shares over every cell of the grid: the router's hash, not the algorithm, sets them.
+        let mut placed = vec![0u64; b.directors];
+        for r in grid.cells.values() {
+            for (d, n) in r.per_director.iter().enumerate() {
+                if let Some(p) = placed.get_mut(d) {
+                    *p += n;
+                }
+            }
+        }
+        let total = placed.iter().sum::<u64>().max(1) as f64;
+        let shares: Vec<String> = placed
+            .iter()
+            .map(|n| format!("{:.1}%", 100.0 * *n as f64 / total))
+            .collect();
+        text.push_str(&format!(
+            " The client's connections reach them through a router's L4 ECMP hash of the 4-tuple (`fib_multipath_hash_policy = 1`), so each director's share is the hash's: {} of the connections over the grid.",
+            shares.join(" / ")
+        ));
+    }
+    vec![text]
 }
 
 /// How a host's service time is drawn, calibrated from P4 Table 3's one-host column.

@@ -285,9 +285,11 @@ impl Director {
                     "uri"
                 };
                 let mode = self.mode.name();
+                let admin = super::rig::ADMIN_PORT;
                 let mut s = format!(
                     "mode = \"{mode}\"\nlisten = [\"{vip}\"]\nalgorithm = {{ kind = \"{alg}\" }}\n\
-                     hash_key = \"{key}\"\ncontrol_socket = \"CTL\"\nmax_client_connections = 20000\n\n\
+                     hash_key = \"{key}\"\ncontrol_socket = \"CTL\"\nmax_client_connections = 20000\n\
+                     admin = \"127.0.0.1:{admin}\"\n\n\
                      [timeouts]\nconnect = \"2s\"\nclient = \"120s\"\nserver = \"120s\"\n\
                      queue = \"120s\"\nheader = \"5s\"\n\n\
                      [health]\nkind = \"http\"\npath = \"/\"\nexpect_status = 200\n\
@@ -389,6 +391,7 @@ mod tests {
         assert_eq!(t["server"][0]["addr"].as_str(), Some("10.88.1.2:80"));
         assert_eq!(t["timeouts"]["connect"].as_str(), Some("2s"));
         assert_eq!(t["health"]["fall"].as_integer(), Some(2));
+        assert_eq!(t["admin"].as_str(), Some("127.0.0.1:9100"));
         for alg in ["sh", "mh"] {
             let t: toml::Table = toml::from_str(&d.config(alg, vip, &[s]).unwrap()).unwrap();
             assert_eq!(t["hash_key"].as_str(), Some("source"), "{alg}");

@@ -2,7 +2,8 @@
 //! 10, 15 proxy hosts, one ApacheBench client; P4 §3, Tables 3 and 4) on real Linux
 //! namespaces and real TCP. Method, figures and pass counts: `docs/lvs-real.md`.
 //!
-//! - `rig.rs`: the namespaces (client, director, n hosts);
+//! - `rig.rs`: the namespaces (client, director, n hosts; or client, router, m directors
+//!   behind its ECMP, hub, n hosts);
 //! - `cpu.rs`: CPU accounting (procfs);
 //! - `host.rs`: a host with the capacity of one of P4's machines (virtual FIFO server);
 //! - `client.rs`: the ab-like closed loop, every request accounted;
@@ -75,6 +76,9 @@ pub struct RealParams {
     pub workers_per_host: usize,
     pub response_timeout: Duration,
     pub max_requests_per_cell: u64,
+    /// Directors behind the router's ECMP: the scenario's `cluster.directors` (the simulated
+    /// and the real cluster have the same number; `--directors N`).
+    pub directors: usize,
 }
 
 /// Bounds of the real run.
@@ -236,6 +240,7 @@ impl RealParams {
             workers_per_host,
             response_timeout,
             max_requests_per_cell,
+            directors: s.base.directors,
         })
     }
 }
@@ -274,6 +279,7 @@ pub fn services(s: &Setup, case: Case, n: usize) -> Result<Vec<Service>> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CpuUse {
     pub client: f64,
+    /// Every director together.
     pub director: f64,
     pub hosts: f64,
     /// The whole machine's busy fraction (all users; the machine is shared).
@@ -293,6 +299,11 @@ pub struct Cell {
     pub host_busy: Vec<f64>,
     pub host_bad_requests: u64,
     pub cpu: CpuUse,
+    /// Directors of the rig (1 = P4's cluster).
+    pub directors: usize,
+    /// Requests (L7) or connections (L4) each director sent to the hosts over the whole cell,
+    /// from its `/metrics`, in director order; empty when the director has none (HAProxy).
+    pub director_requests: Vec<u64>,
 }
 
 /// One cell to measure: which case and algorithm, what each host serves, how many origins
@@ -335,19 +346,24 @@ pub fn measure_cell(
         h.reset();
     }
     let t0 = std::time::Instant::now();
-    let dpid = rig.director_pid().unwrap_or(0);
-    let d0 = cpu::process_cpu_ns(dpid);
+    let dpids = rig.director_pids();
+    let d0: u64 = dpids.iter().map(|p| cpu::process_cpu_ns(*p)).sum();
     let h0: u64 = rig.hosts.iter().map(|h| h.cpu_ns()).sum();
     let m0 = cpu::machine_jiffies();
     let result = client
         .join()
         .map_err(|_| anyhow!("the client thread panicked"))?;
     let window = t0.elapsed().as_secs_f64().max(1e-9);
-    let d1 = cpu::process_cpu_ns(dpid);
+    let d1: u64 = dpids.iter().map(|p| cpu::process_cpu_ns(*p)).sum();
     let h1: u64 = rig.hosts.iter().map(|h| h.cpu_ns()).sum();
     let m1 = cpu::machine_jiffies();
     let stats: Vec<_> = rig.hosts.iter().map(|h| h.stats()).collect();
+    let director_requests = match director.kind {
+        director::DirectorKind::Netsched => rig.director_requests(),
+        director::DirectorKind::Haproxy => Ok(Vec::new()),
+    };
     rig.stop_director();
+    let director_requests = director_requests?;
     waited?;
     // A cell cut short by SIGINT/SIGTERM is not a measurement.
     netsched_testbed::check_interrupted()?;
@@ -375,6 +391,8 @@ pub fn measure_cell(
         host_bad_requests: stats.iter().map(|s| s.bad_requests).sum(),
         client,
         cpu,
+        directors: rig.director_count(),
+        director_requests,
     })
 }
 
@@ -411,7 +429,7 @@ pub fn measure(s: &Setup, p: &RealParams, seed: u64) -> Result<Measured> {
                 todo.push((Case::PerHost, a));
             }
         }
-        let mut rig = Rig::build(n, p.workers_per_host, seeds.next_u64())?;
+        let mut rig = Rig::build_with(n, p.directors, p.workers_per_host, seeds.next_u64())?;
         for (case, alg) in todo {
             netsched_testbed::check_interrupted()?;
             if let Some(why) = director.cannot_run(alg) {
@@ -429,8 +447,10 @@ pub fn measure(s: &Setup, p: &RealParams, seed: u64) -> Result<Measured> {
             };
             let cell = measure_cell(&mut rig, &director, p, &spec)?;
             eprintln!(
-                "[lvs-real] {} hosts, {}, {alg}: {:.1} req/s ({} ok, {} errors, {} cut), CPU client {:.2} director {:.2} hosts {:.2} cores, machine {:.0}% busy",
+                "[lvs-real] {} hosts, {} director(s) {:?}, {}, {alg}: {:.1} req/s ({} ok, {} errors, {} cut), CPU client {:.2} director {:.2} hosts {:.2} cores, machine {:.0}% busy",
                 n,
+                cell.directors,
+                cell.director_requests,
                 match case {
                     Case::Same(i) => s.sizes[i].as_str(),
                     Case::PerHost => "per-host",

@@ -19,6 +19,22 @@ pub const FAILED_MAX: f64 = 0.001;
 /// Hosts' mean busy fraction in RR same-object cells above which the emulated capacity, not
 /// this machine's CPU, sets the rate.
 pub const HOST_BUSY_MIN: f64 = 0.8;
+/// With N directors behind ECMP, each director's share of a cell's requests is at least this
+/// fraction of an equal share (1/N): the router's L4 hash spreads the connections; a
+/// director that the route or the hash left out gets none.
+pub const DIRECTOR_SHARE_MIN: f64 = 0.4;
+
+/// Each director's share of the requests of a cell (empty when not measured).
+pub fn director_shares(c: &Cell) -> Vec<f64> {
+    let total: u64 = c.director_requests.iter().sum();
+    if total == 0 {
+        return Vec::new();
+    }
+    c.director_requests
+        .iter()
+        .map(|n| *n as f64 / total as f64)
+        .collect()
+}
 
 fn case_name(s: &Setup, case: Case) -> String {
     match case {
@@ -107,7 +123,7 @@ pub fn build(
             config: json!({
                 "case": kind(c.case), "size": case_name(s, c.case), "algorithm": c.alg,
                 "hosts": c.hosts, "director": m.director.name(),
-                "mode": m.director.mode.name(),
+                "mode": m.director.mode.name(), "directors": c.directors,
             }),
             metrics: json!({
                 "req_per_s": c.client.rate(),
@@ -120,6 +136,7 @@ pub fn build(
                 "latency_p50_ms": p50 * 1e3, "latency_p99_ms": p99 * 1e3,
                 "host_served": c.host_served, "host_busy": c.host_busy,
                 "host_bad_requests": c.host_bad_requests,
+                "director_requests": c.director_requests,
                 "cpu_cores": {"client": c.cpu.client, "director": c.cpu.director,
                               "hosts": c.cpu.hosts, "machine_busy_fraction": c.cpu.machine_busy},
             }),
@@ -134,11 +151,26 @@ pub fn build(
         comparisons.push(Comparison {
             quantity: q,
             paper: pap.clone(),
-            ours: format!(
-                "real {} · sim {}",
-                fmt_rate(c.client.rate()),
-                fmt_rate(simr)
-            ),
+            ours: {
+                let mut ours = format!(
+                    "real {} · sim {}",
+                    fmt_rate(c.client.rate()),
+                    fmt_rate(simr)
+                );
+                let shares = director_shares(c);
+                if c.directors > 1 && !shares.is_empty() {
+                    let shares: Vec<String> = shares
+                        .iter()
+                        .map(|x| format!("{:.0}%", 100.0 * x))
+                        .collect();
+                    ours.push_str(&format!(
+                        " · {} directors {}",
+                        c.directors,
+                        shares.join("/")
+                    ));
+                }
+                ours
+            },
         });
         rows.push(vec![
             kind(c.case).to_string(),
@@ -158,6 +190,12 @@ pub fn build(
             format!("{:.3}", c.cpu.director),
             format!("{:.3}", c.cpu.hosts),
             format!("{:.3}", c.cpu.machine_busy),
+            c.directors.to_string(),
+            c.director_requests
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join("/"),
         ]);
     }
     netsched_report::csv::write_table(
@@ -180,6 +218,8 @@ pub fn build(
             "cpu_director",
             "cpu_hosts",
             "machine_busy",
+            "directors",
+            "director_requests",
         ],
         &rows,
     )?;
@@ -263,6 +303,39 @@ fn checks(s: &Setup, m: &Measured) -> Vec<Check> {
         FAILED_MAX,
         format!("{failed} of {sent}: {reasons:?}"),
     ));
+    let multi: Vec<&Cell> = m
+        .cells
+        .iter()
+        .filter(|c| c.directors > 1 && !c.director_requests.is_empty())
+        .collect();
+    if let Some(first) = multi.first() {
+        let n = first.directors;
+        let (lo, at) = multi
+            .iter()
+            .flat_map(|c| director_shares(c).into_iter().map(move |x| (x, *c)))
+            .fold(
+                (f64::INFINITY, *first),
+                |a, b| if b.0 < a.0 { b } else { a },
+            );
+        let min = DIRECTOR_SHARE_MIN / n as f64;
+        out.push(Check::measured(
+            format!(
+                "ECMP spreads the requests: every one of the {n} directors gets ≥ {:.0}% of each cell's requests ({DIRECTOR_SHARE_MIN} of an equal share)",
+                100.0 * min
+            ),
+            lo,
+            Cmp::Ge,
+            min,
+            format!(
+                "lowest {:.1}% ({} hosts, {}, {}: {:?} requests per director)",
+                100.0 * lo,
+                at.hosts,
+                case_name(s, at.case),
+                at.alg,
+                at.director_requests
+            ),
+        ));
+    }
     let busy: Vec<f64> = m
         .cells
         .iter()
@@ -350,7 +423,7 @@ fn figures(
 fn notes(s: &Setup, p: &RealParams, m: &Measured) -> Vec<String> {
     let mut notes = vec![format!(
         "Real cluster: one client namespace (ab-like closed loop, {} concurrent HTTP/1.0 requests, \
-         one connection each), a director namespace running **{}** in mode {} (l7 schedules \
+         one connection each), {} running **{}** in mode {} (l7 schedules \
          each request; l4 each TCP connection, as IPVS-NAT), and 1–{} host namespaces. \
          Each host emulates one of P4's machines: a FIFO single server whose mean service time \
          is 1 / P4 Table 3's one-host RR rate for the size ({}), jitter cv {}; the URI names one \
@@ -358,6 +431,11 @@ fn notes(s: &Setup, p: &RealParams, m: &Measured) -> Vec<String> {
          after a {:.0} s warm-up. Paper and sim columns are read from the simulated run of the \
          same scenario (folder `sim/`).",
         p.concurrency,
+        if p.directors == 1 {
+            "a director namespace".to_string()
+        } else {
+            format!("{} director namespaces behind a router (below)", p.directors)
+        },
         m.director.name(),
         m.director.mode.name(),
         p.hosts.iter().chain(&p.per_host_hosts).max().unwrap_or(&0),
@@ -386,7 +464,59 @@ fn notes(s: &Setup, p: &RealParams, m: &Measured) -> Vec<String> {
         max(&|c| c.cpu.hosts),
         100.0 * max(&|c| c.cpu.machine_busy),
     ));
+    notes.push(directors_note(p, m));
     notes
+}
+
+/// How many directors, how they were reached, and each one's share of every cell.
+fn directors_note(p: &RealParams, m: &Measured) -> String {
+    if p.directors == 1 {
+        return format!(
+            "Directors: 1 (P4's cluster): the client reaches the one {} directly.",
+            m.director.name()
+        );
+    }
+    let cells: Vec<String> = m
+        .cells
+        .iter()
+        .map(|c| {
+            let shares = director_shares(c);
+            if shares.is_empty() {
+                format!("{} hosts {} {}: not measured", c.hosts, kind(c.case), c.alg)
+            } else {
+                format!(
+                    "{} hosts {} {}: {} ({})",
+                    c.hosts,
+                    kind(c.case),
+                    c.alg,
+                    c.director_requests
+                        .iter()
+                        .map(|n| n.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" / "),
+                    shares
+                        .iter()
+                        .map(|x| format!("{:.1}%", 100.0 * x))
+                        .collect::<Vec<_>>()
+                        .join(" / ")
+                )
+            }
+        })
+        .collect();
+    format!(
+        "Directors: {}, each a {} with the same configuration in its own namespace, behind a \
+         router namespace whose route to the virtual IP has one next hop per director \
+         (kernel ECMP, `fib_multipath_hash_policy = 1`: the client's connections, each from its \
+         own source port, spread by an L4 hash); a hub namespace forwards between the directors \
+         and the hosts, and each director's connections to the hosts come from its own address, \
+         so answers return through the director that owns the flow. Requests each director sent \
+         to the hosts over the whole cell (its `/metrics` `netsched_balance_requests_total`), \
+         and the shares: {}. The sim column is the simulation with the same number of \
+         directors (`cluster.directors`); the directors' CPU is summed in the CPU note.",
+        p.directors,
+        m.director.name(),
+        cells.join("; ")
+    )
 }
 
 /// The ratios behind P4's findings (RR vs LC and DH on identical hosts; LC vs RR with per-host
