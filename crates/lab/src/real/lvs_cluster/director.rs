@@ -57,6 +57,10 @@ impl ProxyMode {
     }
 }
 
+/// Each `netsched balance` director's Prometheus listener, on its namespace's loopback
+/// (the rig reads each director's request count there).
+pub const ADMIN_PORT: u16 = 9100;
+
 /// Core kinds that hash the destination: with one virtual IP and no URI (L4), every
 /// connection has the same key.
 const DESTINATION_KINDS: [&str; 3] = ["dh", "lblc", "lblcr"];
@@ -285,7 +289,7 @@ impl Director {
                     "uri"
                 };
                 let mode = self.mode.name();
-                let admin = super::rig::ADMIN_PORT;
+                let admin = ADMIN_PORT;
                 let mut s = format!(
                     "mode = \"{mode}\"\nlisten = [\"{vip}\"]\nalgorithm = {{ kind = \"{alg}\" }}\n\
                      hash_key = \"{key}\"\ncontrol_socket = \"CTL\"\nmax_client_connections = 20000\n\

@@ -31,7 +31,7 @@
 //! kills the directors by id and deletes the namespaces, on success, error, panic or
 //! SIGINT/SIGTERM.
 
-use super::director::{Director, RunningDirector};
+use super::director::{Director, RunningDirector, ADMIN_PORT};
 use super::host::{Host, Service};
 use anyhow::{bail, Context, Result};
 use netsched_testbed::{TempDir, Testbed};
@@ -44,8 +44,6 @@ pub const MAX_HOSTS: usize = 64;
 pub const PORT: u16 = 80;
 /// Directors of one rig, at most (the simulation's bound).
 pub const MAX_DIRECTORS: usize = crate::experiments::lvs_cluster::MAX_DIRECTORS;
-/// Each `netsched balance` director's Prometheus listener, on its namespace's loopback.
-pub const ADMIN_PORT: u16 = 9100;
 
 /// The director's client-side address (the virtual IP).
 pub fn vip() -> SocketAddr {
